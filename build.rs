@@ -17,10 +17,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .open_file(PROTO)?
         .file_descriptor_set();
 
-    fs::write(
-        out_dir.join("sandbox_descriptor.bin"),
-        prost::Message::encode_to_vec(&descriptors),
-    )?;
+    fs::write(out_dir.join("sandbox_descriptor.bin"), prost::Message::encode_to_vec(&descriptors))?;
 
     tonic_prost_build::configure()
         .build_server(true)

@@ -1,1 +1,13 @@
-//! sandboxd library
+//! sandboxd: Docker-container sandboxes for AI agents and RL trainers, served over gRPC.
+//!
+//! Layers, bottom up: `docker::cli` runs docker subprocesses; `docker` builds their argv and
+//! implements the provider (`DockerProvider`); `pty` runs interactive sessions; `service` maps the
+//! provider onto `sandbox.v1.SandboxService`.
+
+pub mod config;
+pub mod docker;
+pub mod error;
+pub mod pty;
+pub mod spec;
+
+pub use error::{ProviderError, Result};

@@ -1,0 +1,322 @@
+//! Provider configuration: the `docker.create`, `docker.exec` and `docker.probe` sections of
+//! NeMo Gym's `docker.yaml`, with the same fields, defaults and validation, loaded from JSON.
+
+use std::net::IpAddr;
+use std::path::Path;
+
+use serde::Deserialize;
+
+/// Readiness probe run in every new container.
+pub const READY_PROBE_COMMAND: &str = "printf docker-sandbox-ready";
+/// What the probe must print.
+pub const READY_PROBE_EXPECTED: &str = "docker-sandbox-ready";
+/// The keep-alive's shell (the image ENTRYPOINT is overridden with it).
+pub const DEFAULT_KEEPALIVE_SHELL: &str = "/bin/sh";
+/// The keep-alive loop: sleeps forever without busy-waiting.
+pub const DEFAULT_KEEPALIVE_CMD: &str = "while :; do sleep 2147483647; done";
+
+/// A configuration value that is out of range, naming the field and what is allowed.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("{field}: {message}")]
+pub struct ConfigError {
+    pub field: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { field: field.into(), message: message.into() }
+    }
+}
+
+/// How containers are created (`docker.create`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DockerCreateConfig {
+    pub keepalive_shell: String,
+    pub keepalive_cmd: String,
+    /// Bound on one `docker run`; `null` waits forever.
+    pub start_timeout_s: Option<f64>,
+    pub use_init: bool,
+    /// `None`: the default bridge; `"none"`: no network; else a named network.
+    pub network: Option<String>,
+    pub read_only: bool,
+    pub cap_drop: Vec<String>,
+    pub security_opt: Vec<String>,
+    pub pids_limit: Option<i64>,
+    /// Operator-chosen `docker run` flags, added to every create.
+    pub extra_run_args: Vec<String>,
+    pub apply_resource_limits: bool,
+    /// Host address published ports bind to; must be an IP address.
+    pub publish_host: String,
+    /// How many times an ambiguous `docker run` (timeout, transport error) is retried.
+    pub transport_retries: i64,
+    pub transport_retry_delay_s: f64,
+}
+
+impl Default for DockerCreateConfig {
+    fn default() -> Self {
+        Self {
+            keepalive_shell: DEFAULT_KEEPALIVE_SHELL.into(),
+            keepalive_cmd: DEFAULT_KEEPALIVE_CMD.into(),
+            start_timeout_s: Some(600.0),
+            use_init: true,
+            network: None,
+            read_only: false,
+            cap_drop: Vec::new(),
+            security_opt: Vec::new(),
+            pids_limit: None,
+            extra_run_args: Vec::new(),
+            apply_resource_limits: true,
+            publish_host: "127.0.0.1".into(),
+            transport_retries: 2,
+            transport_retry_delay_s: 1.0,
+        }
+    }
+}
+
+impl DockerCreateConfig {
+    /// The checks of the seed's `__post_init__`.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        positive_opt("create.start_timeout_s", self.start_timeout_s)?;
+        if let Some(limit) = self.pids_limit {
+            if limit <= 0 {
+                return Err(ConfigError::new("create.pids_limit", format!("must be > 0 (got {limit})")));
+            }
+        }
+        if self.publish_host.parse::<IpAddr>().is_err() {
+            return Err(ConfigError::new(
+                "create.publish_host",
+                format!("must be an IPv4 or IPv6 address (got {:?})", self.publish_host),
+            ));
+        }
+        if self.transport_retries < 0 {
+            return Err(ConfigError::new(
+                "create.transport_retries",
+                format!("must be >= 0 (got {})", self.transport_retries),
+            ));
+        }
+        non_negative("create.transport_retry_delay_s", self.transport_retry_delay_s)?;
+        if self.keepalive_shell.is_empty() {
+            return Err(ConfigError::new("create.keepalive_shell", "must be a non-empty path"));
+        }
+        if self.keepalive_cmd.is_empty() {
+            return Err(ConfigError::new("create.keepalive_cmd", "must be a non-empty command"));
+        }
+        Ok(())
+    }
+}
+
+/// How commands run (`docker.exec`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DockerExecConfig {
+    /// Timeout of an exec that names none; `null` waits forever.
+    pub default_timeout_s: Option<f64>,
+    /// Operator-chosen `docker exec` flags, added to every exec.
+    pub extra_exec_args: Vec<String>,
+    /// How many docker subprocesses may run at once.
+    pub concurrency: i64,
+    /// `<shell> -c <cmd>`; `None` detects bash, else sh.
+    pub exec_shell: Option<String>,
+}
+
+impl Default for DockerExecConfig {
+    fn default() -> Self {
+        Self {
+            default_timeout_s: Some(180.0),
+            extra_exec_args: Vec::new(),
+            concurrency: 32,
+            exec_shell: None,
+        }
+    }
+}
+
+impl DockerExecConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        positive_opt("exec.default_timeout_s", self.default_timeout_s)?;
+        if self.concurrency < 1 {
+            return Err(ConfigError::new(
+                "exec.concurrency",
+                format!("must be >= 1 (got {})", self.concurrency),
+            ));
+        }
+        if matches!(&self.exec_shell, Some(s) if s.is_empty()) {
+            return Err(ConfigError::new(
+                "exec.exec_shell",
+                "must be null (auto) or a non-empty shell name/path",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The readiness probe (`docker.probe`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DockerProbeConfig {
+    /// `None` disables the probe.
+    pub command: Option<String>,
+    /// `None` accepts any output of a successful probe.
+    pub expected_stdout: Option<String>,
+    /// Timeout of one probe exec.
+    pub timeout_s: f64,
+    /// Overall deadline; `None` means one round of `stable_count` attempts.
+    pub deadline_s: Option<f64>,
+    /// Consecutive passes needed.
+    pub stable_count: i64,
+    pub stable_delay_s: f64,
+}
+
+impl Default for DockerProbeConfig {
+    fn default() -> Self {
+        Self {
+            command: Some(READY_PROBE_COMMAND.into()),
+            expected_stdout: Some(READY_PROBE_EXPECTED.into()),
+            timeout_s: 30.0,
+            deadline_s: None,
+            stable_count: 1,
+            stable_delay_s: 0.0,
+        }
+    }
+}
+
+impl DockerProbeConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.command.is_some() && !(self.timeout_s > 0.0) {
+            return Err(ConfigError::new("probe.timeout_s", format!("must be > 0 (got {})", self.timeout_s)));
+        }
+        positive_opt("probe.deadline_s", self.deadline_s)?;
+        if self.stable_count < 1 {
+            return Err(ConfigError::new(
+                "probe.stable_count",
+                format!("must be >= 1 (got {})", self.stable_count),
+            ));
+        }
+        non_negative("probe.stable_delay_s", self.stable_delay_s)?;
+        Ok(())
+    }
+}
+
+/// The `docker` section: everything the provider is configured with.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DockerConfig {
+    pub create: DockerCreateConfig,
+    pub exec: DockerExecConfig,
+    pub probe: DockerProbeConfig,
+}
+
+impl DockerConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.create.validate()?;
+        self.exec.validate()?;
+        self.probe.validate()
+    }
+
+    /// Parse `{"docker": {...}}` (other top-level sections are left to their owners) and validate.
+    pub fn from_json_value(root: &serde_json::Value) -> Result<Self, ConfigError> {
+        let section = match root.get("docker") {
+            Some(v) => v.clone(),
+            None => serde_json::Value::Object(Default::default()),
+        };
+        let config: DockerConfig =
+            serde_json::from_value(section).map_err(|e| ConfigError::new("docker", e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Load and validate a JSON file shaped like NeMo Gym's `docker.yaml`.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new("config", format!("cannot read {}: {e}", path.display())))?;
+        let root: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| ConfigError::new("config", format!("{} is not JSON: {e}", path.display())))?;
+        Self::from_json_value(&root)
+    }
+}
+
+fn positive_opt(field: &str, value: Option<f64>) -> Result<(), ConfigError> {
+    match value {
+        Some(v) if !(v > 0.0 && v.is_finite()) => {
+            Err(ConfigError::new(field, format!("must be > 0 (got {v})")))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn non_negative(field: &str, value: f64) -> Result<(), ConfigError> {
+    if value >= 0.0 && value.is_finite() {
+        Ok(())
+    } else {
+        Err(ConfigError::new(field, format!("must be >= 0 (got {value})")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn load(v: serde_json::Value) -> Result<DockerConfig, ConfigError> {
+        DockerConfig::from_json_value(&v)
+    }
+
+    #[test]
+    fn defaults_match_the_seed() {
+        let c = load(json!({})).unwrap();
+        assert_eq!(c.create.start_timeout_s, Some(600.0));
+        assert!(c.create.use_init);
+        assert_eq!(c.create.publish_host, "127.0.0.1");
+        assert_eq!(c.create.transport_retries, 2);
+        assert_eq!(c.create.transport_retry_delay_s, 1.0);
+        assert_eq!(c.exec.default_timeout_s, Some(180.0));
+        assert_eq!(c.exec.concurrency, 32);
+        assert_eq!(c.probe.command.as_deref(), Some(READY_PROBE_COMMAND));
+        assert_eq!(c.probe.timeout_s, 30.0);
+        assert_eq!(c.probe.stable_count, 1);
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = load(json!({"docker": {"create": {"pids_limt": 3}}})).unwrap_err();
+        assert!(err.message.contains("pids_limt"), "{err}");
+        let err = load(json!({"docker": {"bogus": {}}})).unwrap_err();
+        assert!(err.message.contains("bogus"), "{err}");
+    }
+
+    #[test]
+    fn post_init_validation() {
+        let cases = [
+            (json!({"create": {"start_timeout_s": 0}}), "create.start_timeout_s"),
+            (json!({"create": {"pids_limit": 0}}), "create.pids_limit"),
+            (json!({"create": {"publish_host": "localhost"}}), "create.publish_host"),
+            (json!({"create": {"transport_retries": -1}}), "create.transport_retries"),
+            (json!({"create": {"transport_retry_delay_s": -0.5}}), "create.transport_retry_delay_s"),
+            (json!({"exec": {"default_timeout_s": -1}}), "exec.default_timeout_s"),
+            (json!({"exec": {"concurrency": 0}}), "exec.concurrency"),
+            (json!({"exec": {"exec_shell": ""}}), "exec.exec_shell"),
+            (json!({"probe": {"timeout_s": 0}}), "probe.timeout_s"),
+            (json!({"probe": {"deadline_s": 0}}), "probe.deadline_s"),
+            (json!({"probe": {"stable_count": 0}}), "probe.stable_count"),
+            (json!({"probe": {"stable_delay_s": -1}}), "probe.stable_delay_s"),
+        ];
+        for (docker, field) in cases {
+            let err = load(json!({ "docker": docker })).unwrap_err();
+            assert_eq!(err.field, field, "{docker}");
+        }
+    }
+
+    #[test]
+    fn nulls_and_ipv6_are_accepted() {
+        let c = load(json!({"docker": {
+            "create": {"start_timeout_s": null, "publish_host": "::1", "pids_limit": 64},
+            "exec": {"default_timeout_s": null, "exec_shell": "bash"},
+            "probe": {"command": null, "timeout_s": 0}
+        }}))
+        .unwrap();
+        assert_eq!(c.create.start_timeout_s, None);
+        assert_eq!(c.exec.exec_shell.as_deref(), Some("bash"));
+        assert_eq!(c.probe.command, None);
+    }
+}

@@ -1,0 +1,70 @@
+//! Telling a docker runtime failure (daemon down, container gone or stopped) from a command's
+//! own failure, by the docker client's stderr: the only signal the CLI gives.
+
+/// Lines the docker client prints when it could not run the command at all.
+pub const RUNTIME_ERROR_MARKERS: [&str; 5] = [
+    "no such container",
+    "is not running",
+    "is not paused",
+    "cannot connect to the docker daemon",
+    "error response from daemon",
+];
+
+const MISSING_CONTAINER_MARKERS: [&str; 2] = ["no such container", "no such object"];
+const DAEMON_UNREACHABLE_MARKERS: [&str; 3] =
+    ["cannot connect to the docker daemon", "is the docker daemon running", "connect: connection refused"];
+
+/// The client failed before or instead of running the command.
+pub fn is_runtime_failure(stderr: &str) -> bool {
+    contains_any(stderr, &RUNTIME_ERROR_MARKERS)
+}
+
+/// The named container does not exist.
+pub fn is_missing_container(stderr: &str) -> bool {
+    contains_any(stderr, &MISSING_CONTAINER_MARKERS)
+}
+
+/// The daemon itself could not be reached.
+pub fn is_daemon_unreachable(stderr: &str) -> bool {
+    contains_any(stderr, &DAEMON_UNREACHABLE_MARKERS)
+}
+
+/// A same-name conflict from `docker run`.
+pub fn is_name_conflict(stderr: &str) -> bool {
+    let low = stderr.to_ascii_lowercase();
+    low.contains("conflict") && low.contains("already in use")
+}
+
+/// `docker run` failed because the image is not on the daemon and could not be pulled.
+pub fn is_missing_image(stderr: &str) -> bool {
+    let low = stderr.to_ascii_lowercase();
+    low.contains("unable to find image")
+        || low.contains("no such image")
+        || low.contains("pull access denied")
+}
+
+fn contains_any(text: &str, markers: &[&str]) -> bool {
+    let low = text.to_ascii_lowercase();
+    markers.iter().any(|m| low.contains(m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_client_messages() {
+        assert!(is_runtime_failure("Error response from daemon: Container abc is not running"));
+        assert!(is_runtime_failure("Error: No such container: sandboxd-1"));
+        assert!(is_runtime_failure(
+            "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
+        ));
+        assert!(!is_runtime_failure("ls: /nope: No such file or directory"));
+        assert!(is_missing_container("Error: No such object: sandboxd-x"));
+        assert!(is_daemon_unreachable("Cannot connect to the Docker daemon at unix:///x"));
+        assert!(is_name_conflict(
+            "docker: Error response from daemon: Conflict. The container name \"/x\" is already in use by container"
+        ));
+        assert!(is_missing_image("Unable to find image 'nope:latest' locally"));
+    }
+}

@@ -1,0 +1,210 @@
+//! The one place docker subprocesses are started: the `concurrency` semaphore, a process group
+//! per call (so a timeout kills the client and anything it forked), a `tracing` span with env
+//! values masked, and bytes kept lossless.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, Command};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tracing::Instrument;
+
+use super::mask::masked;
+
+/// What a finished docker command produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandOutput {
+    pub code: i32,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+impl CommandOutput {
+    pub fn success(&self) -> bool {
+        self.code == 0
+    }
+    pub fn stdout_text(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+    pub fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The docker binary could not be started.
+    #[error("cannot start {command}: {source}")]
+    Spawn { command: String, source: std::io::Error },
+    /// The command ran past its timeout; its process group was killed.
+    #[error("docker command timed out after {after:?}: {command}")]
+    Timeout { after: Duration, command: String },
+    #[error("i/o with {command}: {source}")]
+    Io { command: String, source: std::io::Error },
+}
+
+/// A docker client subprocess that holds a concurrency permit while it lives and kills its
+/// process group when dropped unfinished (a cancelled RPC leaves no client behind).
+pub struct DockerChild {
+    pub child: Child,
+    pgid: Option<i32>,
+    _permit: Option<OwnedSemaphorePermit>,
+    pub command: String,
+}
+
+impl DockerChild {
+    /// Kill the client's whole process group.
+    pub fn kill_group(&mut self) {
+        if let Some(pgid) = self.pgid {
+            // SAFETY-free: plain syscall; the group is ours (we created it with process_group(0)).
+            let _ =
+                nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+
+    /// Mark the child finished so drop does not signal a reused pgid.
+    pub fn disarm(&mut self) {
+        self.pgid = None;
+    }
+}
+
+impl Drop for DockerChild {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.kill_group();
+        }
+    }
+}
+
+/// Runs the docker CLI.
+#[derive(Clone)]
+pub struct DockerCli {
+    binary: PathBuf,
+    semaphore: Arc<Semaphore>,
+}
+
+impl DockerCli {
+    pub fn new(binary: PathBuf, concurrency: usize) -> Self {
+        Self { binary, semaphore: Arc::new(Semaphore::new(concurrency.max(1))) }
+    }
+
+    /// `docker` found on `PATH` (or `$SANDBOXD_DOCKER`), for error messages that say what to do.
+    pub fn locate() -> Result<PathBuf, String> {
+        if let Some(p) = std::env::var_os("SANDBOXD_DOCKER") {
+            return Ok(PathBuf::from(p));
+        }
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        for dir in std::env::split_paths(&path) {
+            let candidate = dir.join("docker");
+            if candidate.is_file() {
+                return Ok(candidate);
+            }
+        }
+        Err("the 'docker' binary is required: install Docker and make sure the daemon runs".into())
+    }
+
+    pub fn binary(&self) -> &PathBuf {
+        &self.binary
+    }
+
+    /// The full argv (binary first) for logs and the fake-boundary tests.
+    pub fn argv(&self, args: &[String]) -> Vec<String> {
+        let mut argv = Vec::with_capacity(args.len() + 1);
+        argv.push(self.binary.to_string_lossy().into_owned());
+        argv.extend(args.iter().cloned());
+        argv
+    }
+
+    fn command(&self, args: &[String]) -> Command {
+        let mut cmd = Command::new(&self.binary);
+        cmd.args(args).process_group(0).kill_on_drop(true);
+        cmd
+    }
+
+    /// Start a client with piped stdio, holding a concurrency permit until it is dropped.
+    pub async fn spawn(&self, args: &[String], stdin: bool, counted: bool) -> Result<DockerChild, CliError> {
+        let command = masked(&self.argv(args));
+        let permit = if counted { self.semaphore.clone().acquire_owned().await.ok() } else { None };
+        let mut cmd = self.command(args);
+        cmd.stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let child = cmd.spawn().map_err(|source| CliError::Spawn { command: command.clone(), source })?;
+        let pgid = child.id().map(|p| p as i32);
+        Ok(DockerChild { child, pgid, _permit: permit, command })
+    }
+
+    /// Run to completion, feeding `stdin`; kill the process group at `timeout`.
+    pub async fn run(
+        &self,
+        args: &[String],
+        timeout: Option<Duration>,
+        stdin: Option<&[u8]>,
+    ) -> Result<CommandOutput, CliError> {
+        let span = tracing::debug_span!("docker", cmd = %masked(&self.argv(args)));
+        async move {
+            let mut child = self.spawn(args, stdin.is_some(), true).await?;
+            let command = child.command.clone();
+            let input = stdin.map(<[u8]>::to_vec);
+            let mut stdin_pipe = child.child.stdin.take();
+            let work = async {
+                let feed = async {
+                    if let (Some(pipe), Some(data)) = (stdin_pipe.as_mut(), input) {
+                        // A command that exits without reading its input is not an error.
+                        let _ = pipe.write_all(&data).await;
+                        let _ = pipe.shutdown().await;
+                    }
+                    drop(stdin_pipe);
+                };
+                let mut stdout = child.child.stdout.take();
+                let mut stderr = child.child.stderr.take();
+                let read_out = read_all(stdout.as_mut());
+                let read_err = read_all(stderr.as_mut());
+                let ((), out, err) = tokio::join!(feed, read_out, read_err);
+                let status = child.child.wait().await;
+                (status, out, err)
+            };
+            let result = match timeout {
+                Some(t) => tokio::time::timeout(t, work).await,
+                None => Ok(work.await),
+            };
+            match result {
+                Ok((status, out, err)) => {
+                    child.disarm();
+                    let status =
+                        status.map_err(|source| CliError::Io { command: command.clone(), source })?;
+                    let code = exit_code(status);
+                    tracing::debug!(code, "docker finished");
+                    Ok(CommandOutput { code, stdout: out, stderr: err })
+                }
+                Err(_) => {
+                    child.kill_group();
+                    let _ = child.child.wait().await;
+                    child.disarm();
+                    tracing::warn!(?timeout, "docker command timed out");
+                    Err(CliError::Timeout { after: timeout.unwrap_or_default(), command })
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+async fn read_all<R: tokio::io::AsyncRead + Unpin>(reader: Option<&mut R>) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    if let Some(r) = reader {
+        let _ = r.read_to_end(&mut buf).await;
+    }
+    buf
+}
+
+/// A process's exit code, `128 + n` when it died of signal `n` (the shell convention).
+pub fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}

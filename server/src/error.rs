@@ -1,0 +1,57 @@
+//! The provider layer's errors. Each variant is something a caller can act on differently; the
+//! gRPC layer maps them one-to-one onto status codes.
+
+use crate::config::ConfigError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// Bad input: names the field and what is allowed. Nothing was changed.
+    #[error("invalid {field}: {message}")]
+    InvalidArgument { field: String, message: String },
+    /// Server policy forbids the request (for example client-supplied host volumes).
+    #[error("not permitted: {0}")]
+    PermissionDenied(String),
+    /// No such sandbox, or one this service does not own.
+    #[error("sandbox {0:?} not found")]
+    SandboxNotFound(String),
+    /// A path in the sandbox or on the host that does not exist or is the wrong kind.
+    #[error("{0}")]
+    FileNotFound(String),
+    /// Docker could not create the sandbox; no container was left behind.
+    #[error("create failed: {0}")]
+    Create(String),
+    /// The new container never passed its readiness probe; it was removed.
+    #[error("readiness verification failed: {0}")]
+    CreateVerification(String),
+    /// The sandbox exists but is not running.
+    #[error("sandbox {0:?} is not running")]
+    Stopped(String),
+    /// The Docker daemon (or the docker binary) cannot be reached.
+    #[error("docker unavailable: {0}")]
+    Unavailable(String),
+    /// A docker call ran out of time.
+    #[error("timed out: {0}")]
+    Timeout(String),
+    /// A terminal session failed outside a normal process exit.
+    #[error("pty session failed: {0}")]
+    Pty(String),
+    /// Any other docker failure.
+    #[error("docker failed: {0}")]
+    Docker(String),
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl ProviderError {
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::InvalidArgument { field: field.into(), message: message.into() }
+    }
+}
+
+impl From<ConfigError> for ProviderError {
+    fn from(e: ConfigError) -> Self {
+        Self::InvalidArgument { field: e.field, message: e.message }
+    }
+}
+
+pub type Result<T, E = ProviderError> = std::result::Result<T, E>;

@@ -1,0 +1,54 @@
+//! Interactive terminal sessions: one `docker exec -i[t]` client per session, run under a host
+//! pseudo-terminal (PTY mode) or on pipes (pipe mode). See `spawner` for the host plumbing and
+//! `container` for the in-container launcher, pid record and signal/cleanup commands.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use crate::spec::ExecResult;
+
+/// Why a session failed outside a normal process exit.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum PtyError {
+    /// A read or wait ran past its timeout (the session is still alive).
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    /// The session failed: the client never started the program, the container went away, the
+    /// session was released while a write waited, …
+    #[error("{0}")]
+    Failed(String),
+    /// A caller mistake: unsupported signal, bad size.
+    #[error("invalid {field}: {message}")]
+    Invalid { field: String, message: String },
+    /// Spawning the client failed.
+    #[error("cannot start the session: {0}")]
+    Spawn(String),
+}
+
+/// Runs one `-c` command line in the session's container, as `user` (`None` = root), under
+/// its own timeout: how the session reads its pid record and delivers signals.
+pub trait RunInContainer: Send + Sync + 'static {
+    fn run<'a>(
+        &'a self,
+        command: String,
+        user: Option<String>,
+        timeout: Duration,
+    ) -> Pin<Box<dyn Future<Output = ExecResult> + Send + 'a>>;
+}
+
+/// Whether the session has a terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PtyMode {
+    Pty,
+    Pipe,
+}
+
+impl PtyMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pty => "pty",
+            Self::Pipe => "pipe",
+        }
+    }
+}

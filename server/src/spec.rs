@@ -1,0 +1,347 @@
+//! Provider-neutral types: what a sandbox is asked to be (`SandboxSpec`), what running a command
+//! returns (`ExecResult`), and the lifecycle states. Validation lives here so every entry point
+//! (gRPC, JSON, Rust callers) refuses the same bad input with the same message.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::error::ProviderError;
+
+/// Lifecycle state of a sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxStatus {
+    Starting,
+    Running,
+    Stopped,
+    Error,
+    Unknown,
+}
+
+impl SandboxStatus {
+    /// Docker's `State.Status` mapped as the seed does.
+    pub fn from_docker_state(state: &str) -> Self {
+        match state.trim().to_ascii_lowercase().as_str() {
+            "running" | "paused" => Self::Running,
+            "created" | "restarting" => Self::Starting,
+            "exited" | "removing" | "dead" => Self::Stopped,
+            _ => Self::Unknown,
+        }
+    }
+}
+
+/// Why an exec did not run to the command's own exit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecErrorType {
+    /// Stopped at its timeout.
+    Timeout,
+    /// The container or the daemon failed it.
+    Sandbox,
+    /// A terminal session failed.
+    Pty,
+}
+
+impl ExecErrorType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Sandbox => "sandbox",
+            Self::Pty => "pty",
+        }
+    }
+}
+
+/// Return code of an exec that did not reach the command's exit (Docker's own convention).
+pub const SANDBOX_RUNTIME_RETURN_CODE: i32 = 125;
+
+/// The result of one command. Command failure is a result, never an error.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExecResult {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub return_code: i32,
+    pub error_type: Option<ExecErrorType>,
+}
+
+impl ExecResult {
+    pub fn failed(error_type: ExecErrorType, stderr: impl Into<Vec<u8>>) -> Self {
+        Self {
+            stdout: Vec::new(),
+            stderr: stderr.into(),
+            return_code: SANDBOX_RUNTIME_RETURN_CODE,
+            error_type: Some(error_type),
+        }
+    }
+
+    pub fn stdout_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
+    pub fn stderr_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+}
+
+/// How a published port is reached from the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxEndpoint {
+    /// Absolute URL (scheme and host required).
+    pub endpoint: String,
+    pub headers: BTreeMap<String, String>,
+}
+
+/// Resource limits; unknown keys in JSON are refused with the allowed ones named.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxResources {
+    pub cpu: Option<f64>,
+    pub memory_mib: Option<u64>,
+    pub disk_gib: Option<u64>,
+    pub gpu: Option<u32>,
+    pub gpu_type: Option<String>,
+}
+
+pub const RESOURCE_KEYS: [&str; 5] = ["cpu", "memory_mib", "disk_gib", "gpu", "gpu_type"];
+
+impl SandboxResources {
+    /// From a JSON object, naming unknown keys and the allowed ones.
+    pub fn from_json(value: &serde_json::Value) -> Result<Self, ProviderError> {
+        if let Some(map) = value.as_object() {
+            let unknown: Vec<&str> =
+                map.keys().map(String::as_str).filter(|k| !RESOURCE_KEYS.contains(k)).collect();
+            if !unknown.is_empty() {
+                return Err(ProviderError::invalid(
+                    "spec.resources",
+                    format!("unknown key(s) {unknown:?}; allowed: {RESOURCE_KEYS:?}"),
+                ));
+            }
+        }
+        serde_json::from_value(value.clone())
+            .map_err(|e| ProviderError::invalid("spec.resources", e.to_string()))
+    }
+
+    pub fn validate(&self) -> Result<(), ProviderError> {
+        if let Some(cpu) = self.cpu {
+            if !(cpu > 0.0 && cpu.is_finite()) {
+                return Err(ProviderError::invalid("spec.resources.cpu", format!("must be > 0 (got {cpu})")));
+            }
+        }
+        if self.memory_mib == Some(0) {
+            return Err(ProviderError::invalid("spec.resources.memory_mib", "must be > 0"));
+        }
+        Ok(())
+    }
+}
+
+/// Docker-specific options a client may ask for (only when the operator allows them).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderOptions {
+    #[serde(default)]
+    pub volumes: Vec<String>,
+    #[serde(default)]
+    pub run_args: Vec<String>,
+}
+
+/// What to start.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxSpec {
+    pub image: String,
+    pub ttl_s: Option<f64>,
+    pub ready_timeout_s: Option<f64>,
+    pub workdir: Option<String>,
+    pub env: BTreeMap<String, String>,
+    /// Absolute path -> content, written after start.
+    #[serde(skip)]
+    pub files: BTreeMap<String, Vec<u8>>,
+    pub metadata: BTreeMap<String, String>,
+    pub resources: SandboxResources,
+    pub entrypoint: Option<Vec<String>>,
+    pub ports: Vec<u16>,
+    pub provider_options: ProviderOptions,
+}
+
+impl SandboxSpec {
+    pub fn new(image: impl Into<String>) -> Self {
+        Self { image: image.into(), ..Self::default() }
+    }
+
+    /// Refuse what Docker would misread or what could smuggle flags into a command line.
+    pub fn validate(&self) -> Result<(), ProviderError> {
+        validate_image(&self.image)?;
+        positive("spec.ttl_s", self.ttl_s)?;
+        positive("spec.ready_timeout_s", self.ready_timeout_s)?;
+        if let Some(dir) = &self.workdir {
+            validate_abs_path("spec.workdir", dir)?;
+        }
+        validate_env("spec.env", &self.env)?;
+        for path in self.files.keys() {
+            validate_abs_path("spec.files", path)?;
+        }
+        self.resources.validate()?;
+        if let Some(ep) = &self.entrypoint {
+            if ep.is_empty() || ep[0].is_empty() {
+                return Err(ProviderError::invalid(
+                    "spec.entrypoint",
+                    "must name a program as its first element",
+                ));
+            }
+            if ep.iter().any(|a| a.contains('\0')) {
+                return Err(ProviderError::invalid("spec.entrypoint", "must not contain NUL bytes"));
+            }
+        }
+        validate_ports(&self.ports)?;
+        Ok(())
+    }
+}
+
+/// Ports must be 1..=65535 without duplicates.
+pub fn validate_ports(ports: &[u16]) -> Result<(), ProviderError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for &p in ports {
+        if p == 0 {
+            return Err(ProviderError::invalid("spec.ports", "ports must be in 1..=65535 (got 0)"));
+        }
+        if !seen.insert(p) {
+            return Err(ProviderError::invalid("spec.ports", format!("duplicate port {p}")));
+        }
+    }
+    Ok(())
+}
+
+/// An image reference: non-empty, no leading `-` (it is a positional argument of `docker run`),
+/// no whitespace or control characters. A `docker://` prefix is accepted and dropped.
+pub fn validate_image(image: &str) -> Result<(), ProviderError> {
+    if image.is_empty() {
+        return Err(ProviderError::invalid("spec.image", "is required"));
+    }
+    if image.starts_with('-') {
+        return Err(ProviderError::invalid("spec.image", "must not start with '-'"));
+    }
+    if image.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(ProviderError::invalid(
+            "spec.image",
+            "must not contain whitespace or control characters",
+        ));
+    }
+    Ok(())
+}
+
+/// The image name as Docker knows it (`docker://` dropped).
+pub fn normalize_image(image: &str) -> &str {
+    image.strip_prefix("docker://").unwrap_or(image)
+}
+
+pub fn validate_abs_path(field: &str, path: &str) -> Result<(), ProviderError> {
+    if !path.starts_with('/') {
+        return Err(ProviderError::invalid(field, format!("must be an absolute path (got {path:?})")));
+    }
+    if path.contains('\0') {
+        return Err(ProviderError::invalid(field, "must not contain NUL bytes"));
+    }
+    Ok(())
+}
+
+/// Keys must be non-empty without `=`; neither keys nor values may hold NUL.
+pub fn validate_env(field: &str, env: &BTreeMap<String, String>) -> Result<(), ProviderError> {
+    for (k, v) in env {
+        if k.is_empty() || k.contains('=') || k.contains('\0') {
+            return Err(ProviderError::invalid(
+                field,
+                format!("invalid variable name {k:?}: non-empty, no '=' or NUL"),
+            ));
+        }
+        if v.contains('\0') {
+            return Err(ProviderError::invalid(field, format!("value of {k} must not contain NUL")));
+        }
+    }
+    Ok(())
+}
+
+/// A user name or uid for `--user`; `root` and `0` mean uid 0.
+pub fn normalize_user(field: &str, user: &str) -> Result<String, ProviderError> {
+    if user.is_empty() || user.starts_with('-') || user.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(ProviderError::invalid(field, format!("must be a user name or uid (got {user:?})")));
+    }
+    Ok(if user == "root" || user == "0" { "0".into() } else { user.into() })
+}
+
+fn positive(field: &str, value: Option<f64>) -> Result<(), ProviderError> {
+    match value {
+        Some(v) if !(v > 0.0 && v.is_finite()) => {
+            Err(ProviderError::invalid(field, format!("must be > 0 (got {v})")))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn status_mapping() {
+        use SandboxStatus::*;
+        for (s, want) in [
+            ("running", Running),
+            ("paused", Running),
+            ("created", Starting),
+            ("restarting", Starting),
+            ("exited", Stopped),
+            ("removing", Stopped),
+            ("dead", Stopped),
+            ("weird", Unknown),
+        ] {
+            assert_eq!(SandboxStatus::from_docker_state(s), want, "{s}");
+        }
+    }
+
+    #[test]
+    fn unknown_resource_keys_are_named_with_allowed_ones() {
+        let err = SandboxResources::from_json(&json!({"cpu": 1, "vram": 3})).unwrap_err().to_string();
+        assert!(err.contains("vram") && err.contains("memory_mib"), "{err}");
+        let ok = SandboxResources::from_json(&json!({"cpu": 1.5, "memory_mib": 256})).unwrap();
+        assert_eq!(ok.memory_mib, Some(256));
+    }
+
+    #[test]
+    fn ports_are_checked() {
+        assert!(validate_ports(&[80, 8080]).is_ok());
+        assert!(validate_ports(&[0]).unwrap_err().to_string().contains("1..=65535"));
+        assert!(validate_ports(&[80, 80]).unwrap_err().to_string().contains("duplicate"));
+        let spec: Result<SandboxSpec, _> = serde_json::from_value(json!({"image": "x", "ports": [true]}));
+        assert!(spec.is_err(), "booleans are not ports");
+        let spec: Result<SandboxSpec, _> = serde_json::from_value(json!({"image": "x", "ports": [70000]}));
+        assert!(spec.is_err(), "ports above 65535 are refused");
+    }
+
+    #[test]
+    fn spec_refuses_flag_smuggling_and_bad_values() {
+        for (spec, field) in [
+            (SandboxSpec::new("--privileged"), "spec.image"),
+            (SandboxSpec::new(""), "spec.image"),
+            (SandboxSpec { ttl_s: Some(0.0), ..SandboxSpec::new("img") }, "spec.ttl_s"),
+            (SandboxSpec { workdir: Some("rel".into()), ..SandboxSpec::new("img") }, "spec.workdir"),
+            (
+                SandboxSpec { env: [("A=B".to_string(), "v".to_string())].into(), ..SandboxSpec::new("img") },
+                "spec.env",
+            ),
+            (SandboxSpec { entrypoint: Some(vec![]), ..SandboxSpec::new("img") }, "spec.entrypoint"),
+        ] {
+            let err = spec.validate().unwrap_err();
+            assert!(err.to_string().contains(field), "{err} should name {field}");
+        }
+        assert!(SandboxSpec::new("docker://busybox:latest").validate().is_ok());
+        assert_eq!(normalize_image("docker://busybox"), "busybox");
+    }
+
+    #[test]
+    fn users() {
+        assert_eq!(normalize_user("user", "root").unwrap(), "0");
+        assert_eq!(normalize_user("user", "0").unwrap(), "0");
+        assert_eq!(normalize_user("user", "1000:1000").unwrap(), "1000:1000");
+        assert!(normalize_user("user", "--privileged").is_err());
+    }
+}
