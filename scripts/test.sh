@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# THE test command: installs dependencies, checks formatting and lints, runs every test
+# against the real Docker daemon, then the polyglot end-to-end script when present.
+# Never skips: an unreachable Docker daemon is a failure.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO_ROOT"
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+die() { printf 'test.sh: ERROR: %s\n' "$*" >&2; exit 1; }
+
+step "installing dependencies (scripts/install-deps.sh)"
+bash scripts/install-deps.sh
+
+step "checking the Docker daemon"
+if ! out="$(docker info --format '{{.ServerVersion}}' 2>&1)"; then
+  die "the Docker daemon is unreachable ('docker info' failed): $out
+The test suite needs a real Docker daemon and never skips; start dockerd and retry."
+fi
+printf 'docker engine %s\n' "$out" >&2
+
+# Removes leftover test containers: only those labelled sandboxd.test=1.
+cleanup_test_containers() {
+  local ids
+  ids="$(docker ps -aq --filter label=sandboxd.test=1)" || return 0
+  if [[ -n "$ids" ]]; then
+    printf 'removing %s leftover sandboxd.test=1 container(s)\n' "$(wc -w <<<"$ids")" >&2
+    # shellcheck disable=SC2086 # one id per word
+    docker rm -f $ids >/dev/null || true
+  fi
+}
+
+step "removing leftover test containers (before)"
+cleanup_test_containers
+trap cleanup_test_containers EXIT
+
+export PATH="$REPO_ROOT/.venv/bin:$PATH"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-always}"
+
+step "cargo fmt --all -- --check"
+cargo fmt --all -- --check
+
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo test --workspace --all-targets"
+cargo test --workspace --all-targets
+
+if [[ -x scripts/e2e-polyglot.sh ]]; then
+  step "scripts/e2e-polyglot.sh"
+  scripts/e2e-polyglot.sh
+elif [[ -e scripts/e2e-polyglot.sh ]]; then
+  printf 'test.sh: WARNING: scripts/e2e-polyglot.sh is not executable; not run\n' >&2
+fi
+
+step "removing leftover test containers (after)"
+trap - EXIT
+cleanup_test_containers
+
+printf '\nALL CHECKS PASSED\n' >&2
