@@ -1,0 +1,74 @@
+//! Shared by the integration suites: a provider whose containers carry a per-test label, so
+//! each test can prove it left nothing behind and clean-up never touches anyone else's.
+#![allow(dead_code)]
+
+use std::process::Command;
+
+use sandboxd::config::DockerConfig;
+use sandboxd::docker::DockerProvider;
+
+/// A label every test container carries (the test script sweeps it) plus one unique per test.
+pub struct TestLabel {
+    pub value: String,
+}
+
+impl TestLabel {
+    pub fn new() -> Self {
+        Self { value: uuid::Uuid::new_v4().simple().to_string() }
+    }
+
+    pub fn run_args(&self) -> Vec<String> {
+        vec![
+            "--label".into(),
+            "sandboxd.test=1".into(),
+            "--label".into(),
+            format!("sandboxd.test.case={}", self.value),
+        ]
+    }
+
+    /// Containers (running or not) created under this label.
+    pub fn containers(&self) -> Vec<String> {
+        let out = Command::new("docker")
+            .args(["ps", "-aq", "--filter", &format!("label=sandboxd.test.case={}", self.value)])
+            .output()
+            .expect("docker ps");
+        String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect()
+    }
+
+    pub fn remove_all(&self) {
+        let ids = self.containers();
+        if !ids.is_empty() {
+            let _ = Command::new("docker").arg("rm").arg("-f").args(&ids).output();
+        }
+    }
+}
+
+impl Drop for TestLabel {
+    fn drop(&mut self) {
+        self.remove_all();
+    }
+}
+
+/// Fail (never skip) when the daemon is unreachable, and build the test images.
+pub fn require_docker() {
+    crate::support::images::host_has_docker().expect("Docker must be reachable for integration tests");
+    crate::support::images::ensure_images().expect("building test images");
+}
+
+/// A provider with test-friendly defaults whose containers carry `label`.
+pub fn provider_with(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) -> DockerProvider {
+    require_docker();
+    let mut config = DockerConfig::default();
+    config.create.extra_run_args = label.run_args();
+    config.exec.default_timeout_s = Some(60.0);
+    edit(&mut config);
+    DockerProvider::new(config).expect("provider")
+}
+
+pub fn provider(label: &TestLabel) -> DockerProvider {
+    provider_with(label, |_| {})
+}
+
+pub fn docker(args: &[&str]) -> std::process::Output {
+    Command::new("docker").args(args).output().expect("docker")
+}

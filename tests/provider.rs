@@ -1,0 +1,412 @@
+//! The Docker provider against the real daemon and the real docker CLI.
+
+mod common;
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use common::{docker, provider, provider_with, TestLabel};
+use sandboxd::docker::{ExecParams, SandboxDescriptor};
+use sandboxd::spec::{ExecErrorType, SandboxSpec, SandboxStatus};
+use sandboxd::ProviderError;
+use sha2::{Digest, Sha256};
+use support::images;
+
+fn spec(image: &str) -> SandboxSpec {
+    SandboxSpec::new(image)
+}
+
+fn params() -> ExecParams {
+    ExecParams::default()
+}
+
+#[tokio::test]
+async fn create_exec_and_close_on_busybox_and_bash() {
+    let label = TestLabel::new();
+    let p = provider(&label);
+    for (image, shell) in [(images::BUSYBOX, "sh"), (images::BASH, "bash"), (images::DASH, "sh")] {
+        let mut s = spec(image);
+        s.env.insert("FROM_SPEC".into(), "spec".into());
+        s.env.insert("OVERRIDE".into(), "spec".into());
+        s.workdir = Some("/tmp".into());
+        let h = p.create(&s).await.unwrap();
+        assert_eq!(h.shell, shell, "{image}");
+        assert_eq!(p.status(&h).await, SandboxStatus::Running);
+
+        let env: BTreeMap<String, String> = [("OVERRIDE".to_string(), "call".to_string())].into();
+        let r = p
+            .exec(
+                &h,
+                "echo \"$FROM_SPEC $OVERRIDE $(pwd)\"; echo err >&2; exit 3",
+                &ExecParams { env, ..params() },
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.stdout, b"spec call /tmp\n");
+        assert_eq!(r.stderr, b"err\n");
+        assert_eq!(r.return_code, 3);
+        assert_eq!(r.error_type, None);
+
+        // Bytes are kept lossless, stdin is fed, cwd applies.
+        let r = p
+            .exec(
+                &h,
+                "cat; printf '\\377\\000\\001'; pwd",
+                &ExecParams { stdin: Some(b"in\xff".to_vec()), cwd: Some("/etc".into()), ..params() },
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.stdout, b"in\xff\xff\x00\x01/etc\n");
+
+        p.close(&h).await.unwrap();
+        p.close(&h).await.unwrap(); // already gone is success
+        assert_eq!(p.status(&h).await, SandboxStatus::Stopped);
+    }
+    assert!(label.containers().is_empty());
+}
+
+#[tokio::test]
+async fn missing_image_fails_create_and_leaves_nothing() {
+    let label = TestLabel::new();
+    let p = provider(&label);
+    let err = p.create(&spec("sandboxd-test/does-not-exist:1")).await.unwrap_err();
+    assert!(matches!(err, ProviderError::Create(_)), "{err:?}");
+    assert!(err.to_string().contains("does-not-exist"), "{err}");
+    assert!(label.containers().is_empty());
+}
+
+#[tokio::test]
+async fn probe_that_never_passes_fails_verification_and_leaves_nothing() {
+    let label = TestLabel::new();
+    let p = provider_with(&label, |c| {
+        c.probe.command = Some("echo not-yet; exit 1".into());
+        c.probe.deadline_s = Some(1.0);
+    });
+    let started = Instant::now();
+    let err = p.create(&spec(images::BUSYBOX)).await.unwrap_err();
+    assert!(matches!(err, ProviderError::CreateVerification(_)), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(label.containers().is_empty());
+
+    // Wrong output with a zero exit also fails, and without a deadline it fails at once.
+    let p = provider_with(&label, |c| c.probe.expected_stdout = Some("something else".into()));
+    let err = p.create(&spec(images::BUSYBOX)).await.unwrap_err();
+    assert!(matches!(err, ProviderError::CreateVerification(_)), "{err:?}");
+    assert!(label.containers().is_empty());
+}
+
+#[tokio::test]
+async fn probe_stable_count_and_configured_shell() {
+    let label = TestLabel::new();
+    let p = provider_with(&label, |c| {
+        c.probe.stable_count = 3;
+        c.probe.stable_delay_s = 0.05;
+        c.exec.exec_shell = Some("sh".into());
+    });
+    let h = p.create(&spec(images::BASH)).await.unwrap();
+    assert_eq!(h.shell, "sh", "a configured shell wins over detection");
+    p.close(&h).await.unwrap();
+}
+
+#[tokio::test]
+async fn invalid_input_is_refused_before_docker() {
+    let label = TestLabel::new();
+    let p = provider(&label);
+    for (bad, field) in [
+        (spec("--privileged"), "spec.image"),
+        (SandboxSpec { ports: vec![80, 80], ..spec(images::BUSYBOX) }, "spec.ports"),
+        (SandboxSpec { ttl_s: Some(-1.0), ..spec(images::BUSYBOX) }, "spec.ttl_s"),
+    ] {
+        let err = p.create(&bad).await.unwrap_err();
+        assert!(matches!(err, ProviderError::InvalidArgument { .. }), "{err:?}");
+        assert!(err.to_string().contains(field), "{err}");
+    }
+    assert!(label.containers().is_empty());
+    let err = p.handle("--privileged").await.unwrap_err();
+    assert!(matches!(err, ProviderError::SandboxNotFound(_)));
+}
+
+#[tokio::test]
+async fn exec_timeout_and_user() {
+    let label = TestLabel::new();
+    let p = provider(&label);
+    let h = p.create(&spec(images::BUSYBOX)).await.unwrap();
+    let started = Instant::now();
+    let r = p
+        .exec(&h, "sleep 30", &ExecParams { timeout: Some(Duration::from_millis(500)), ..params() })
+        .await
+        .unwrap();
+    assert_eq!((r.return_code, r.error_type), (125, Some(ExecErrorType::Timeout)));
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    let r = p.exec(&h, "id -u", &ExecParams { user: Some("nobody".into()), ..params() }).await.unwrap();
+    assert_eq!(r.stdout_lossy().trim(), "65534");
+    let r = p.exec(&h, "id -u", &ExecParams { user: Some("root".into()), ..params() }).await.unwrap();
+    assert_eq!(r.stdout_lossy().trim(), "0");
+    let err = p.exec(&h, "true", &ExecParams { user: Some("-x".into()), ..params() }).await.unwrap_err();
+    assert!(err.to_string().contains("user"));
+    p.close(&h).await.unwrap();
+}
+
+#[tokio::test]
+async fn killed_container_is_stopped_and_exec_reports_sandbox() {
+    let label = TestLabel::new();
+    let p = provider(&label);
+    let h = p.create(&spec(images::BUSYBOX)).await.unwrap();
+    assert!(docker(&["kill", &h.sandbox_id]).status.success());
+    assert_eq!(p.status(&h).await, SandboxStatus::Stopped);
+    let r = p.exec(&h, "echo hi", &params()).await.unwrap();
+    assert_eq!((r.return_code, r.error_type), (125, Some(ExecErrorType::Sandbox)));
+    p.close(&h).await.unwrap();
+    assert!(label.containers().is_empty());
+}
+
+#[tokio::test]
+async fn paused_container_counts_as_running() {
+    let label = TestLabel::new();
+    let p = provider(&label);
+    let h = p.create(&spec(images::BUSYBOX)).await.unwrap();
+    assert!(docker(&["pause", &h.sandbox_id]).status.success());
+    assert_eq!(p.status(&h).await, SandboxStatus::Running);
+    let r = p.exec(&h, "echo hi", &params()).await.unwrap();
+    assert_eq!(r.error_type, Some(ExecErrorType::Sandbox), "{r:?}");
+    p.close(&h).await.unwrap();
+}
+
+#[tokio::test]
+async fn ttl_expiry_removes_the_container() {
+    let label = TestLabel::new();
+    let p = provider(&label);
+    let h = p.create(&SandboxSpec { ttl_s: Some(1.0), ..spec(images::BUSYBOX) }).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !label.containers().is_empty() {
+        assert!(Instant::now() < deadline, "ttl container still present");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(p.status(&h).await, SandboxStatus::Stopped);
+}
+
+#[tokio::test]
+async fn published_port_serves_http_from_the_host() {
+    let label = TestLabel::new();
+    let p = provider(&label);
+    let h = p.create(&SandboxSpec { ports: vec![8080], ..spec(images::BUSYBOX) }).await.unwrap();
+    let r = p
+        .exec(
+            &h,
+            "mkdir -p /www && echo hello-from-sandbox > /www/index.html && httpd -p 8080 -h /www",
+            &params(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.return_code, 0, "{r:?}");
+    let ep = p.endpoint(&h, 8080).await.unwrap();
+    assert!(ep.endpoint.starts_with("http://127.0.0.1:"), "{}", ep.endpoint);
+    let addr = ep.endpoint.trim_start_matches("http://").to_string();
+    let body = tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(mut s) = std::net::TcpStream::connect(&addr) {
+                s.write_all(b"GET /index.html HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+                let mut buf = String::new();
+                let _ = s.read_to_string(&mut buf);
+                if buf.contains("hello-from-sandbox") {
+                    return buf;
+                }
+            }
+            assert!(Instant::now() < deadline, "no HTTP answer from {addr}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    })
+    .await
+    .unwrap();
+    assert!(body.starts_with("HTTP/1."), "{body}");
+    let err = p.endpoint(&h, 9999).await.unwrap_err();
+    assert!(err.to_string().contains("8080"), "declared ports are listed: {err}");
+    p.close(&h).await.unwrap();
+}
+
+fn write_random_file(path: &std::path::Path, size: usize) -> Vec<u8> {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut hasher = Sha256::new();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut block = vec![0u8; 1 << 20];
+    let mut left = size;
+    while left > 0 {
+        for b in block.iter_mut() {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            *b = state as u8;
+        }
+        let n = left.min(block.len());
+        f.write_all(&block[..n]).unwrap();
+        hasher.update(&block[..n]);
+        left -= n;
+    }
+    f.flush().unwrap();
+    hasher.finalize().to_vec()
+}
+
+fn sha256_file(path: &std::path::Path) -> Vec<u8> {
+    let mut f = std::fs::File::open(path).unwrap();
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    hasher.finalize().to_vec()
+}
+
+#[tokio::test]
+async fn upload_download_round_trip_200_mib() {
+    let label = TestLabel::new();
+    let p = provider(&label);
+    let h = p.create(&spec(images::NONROOT)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("big.bin");
+    let digest = write_random_file(&src, 200 << 20);
+    let target = "/home/sandbox/new/deeper/big.bin";
+    assert_eq!(p.upload_file(&h, &src, target).await.unwrap(), 200 << 20);
+    // Parents are created as root; the file lands owned by root.
+    let r = p
+        .exec(&h, "stat -c '%u %a' /home/sandbox/new/deeper /home/sandbox/new/deeper/big.bin", &params())
+        .await;
+    assert_eq!(r.unwrap().stdout_lossy(), "0 755\n0 644\n");
+    // The existing parent keeps its owner and mode.
+    let r = p.exec(&h, "stat -c '%u %a' /home/sandbox /tmp", &params()).await.unwrap();
+    assert_eq!(r.stdout_lossy(), "1000 755\n0 1777\n");
+    let back = dir.path().join("sub/back.bin");
+    assert_eq!(p.download_file(&h, target, &back).await.unwrap(), 200 << 20);
+    assert_eq!(sha256_file(&back), digest);
+    p.close(&h).await.unwrap();
+}
+
+#[tokio::test]
+async fn file_transfer_errors_are_clear() {
+    let label = TestLabel::new();
+    let p = provider(&label);
+    let h = p.create(&spec(images::BUSYBOX)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+
+    let err = p.upload_file(&h, &dir.path().join("missing"), "/tmp/x").await.unwrap_err();
+    assert!(matches!(err, ProviderError::FileNotFound(_)), "{err:?}");
+    let err = p.upload_file(&h, dir.path(), "/tmp/x").await.unwrap_err();
+    assert!(matches!(err, ProviderError::FileNotFound(_)), "{err:?}");
+    let err = p.download_file(&h, "/nope/file", &dir.path().join("o")).await.unwrap_err();
+    assert!(matches!(err, ProviderError::FileNotFound(_)), "{err:?}");
+    let err = p.download_file(&h, "/etc", &dir.path().join("o")).await.unwrap_err();
+    assert!(err.to_string().contains("directory"), "{err}");
+
+    // Small files, an empty file and a long path make the round trip too.
+    let small = dir.path().join("small.txt");
+    std::fs::write(&small, b"").unwrap();
+    let long_target = format!("/tmp/{}/f.txt", "d".repeat(120));
+    p.upload_file(&h, &small, &long_target).await.unwrap();
+    assert_eq!(p.download_file(&h, &long_target, &dir.path().join("e")).await.unwrap(), 0);
+
+    p.close(&h).await.unwrap();
+    let err = p.upload_file(&h, &small, "/tmp/x").await.unwrap_err();
+    assert!(matches!(err, ProviderError::SandboxNotFound(_)), "{err:?}");
+    let err = p.download_file(&h, "/etc/passwd", &dir.path().join("o")).await.unwrap_err();
+    assert!(matches!(err, ProviderError::SandboxNotFound(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn read_only_root_filesystem() {
+    let label = TestLabel::new();
+    let p = provider_with(&label, |c| c.create.read_only = true);
+    let h = p.create(&spec(images::READONLY)).await.unwrap();
+    let r = p.exec(&h, "touch /x", &params()).await.unwrap();
+    assert_ne!(r.return_code, 0);
+    assert!(r.stderr_lossy().contains("Read-only"), "{r:?}");
+    let r =
+        p.exec(&h, "test -d /tmp || echo no-tmp; echo ok > /dev/shm/f && cat /dev/shm/f", &params()).await;
+    assert_eq!(r.unwrap().stdout_lossy(), "no-tmp\nok\n");
+    p.close(&h).await.unwrap();
+}
+
+#[tokio::test]
+async fn non_root_image() {
+    let label = TestLabel::new();
+    let p = provider(&label);
+    let h = p.create(&spec(images::NONROOT)).await.unwrap();
+    let r = p.exec(&h, "id -u", &params()).await.unwrap();
+    assert_eq!(r.stdout_lossy().trim(), "1000");
+    let r = p.exec(&h, "id -u", &ExecParams { user: Some("0".into()), ..params() }).await.unwrap();
+    assert_eq!(r.stdout_lossy().trim(), "0");
+    p.close(&h).await.unwrap();
+}
+
+#[tokio::test]
+async fn serialize_connect_and_ownership() {
+    let label = TestLabel::new();
+    let p = provider(&label);
+    let h = p
+        .create(&SandboxSpec { ports: vec![80], workdir: Some("/tmp".into()), ..spec(images::BASH) })
+        .await
+        .unwrap();
+    let descriptor = p.serialize_handle(&h);
+    let json = serde_json::to_value(&descriptor).unwrap();
+    assert_eq!(json["sandbox_id"], h.sandbox_id.as_str());
+
+    // Another provider (another process, a restarted server) reconnects from the descriptor.
+    let other = provider(&label);
+    let again = other.connect(&serde_json::from_value(json).unwrap()).await.unwrap();
+    assert_eq!(again.image, images::BASH);
+    assert_eq!(again.shell, "bash");
+    assert_eq!(again.ports, vec![80]);
+    // Or from the id alone: ports come back from the container's label.
+    let lazily = provider(&label).handle(&h.sandbox_id).await.unwrap();
+    assert_eq!((lazily.ports.clone(), lazily.workdir.clone()), (vec![80], Some("/tmp".into())));
+
+    // A container without the ownership label is never reached, even with a valid-looking name.
+    let stranger = format!("sandboxd-{}", uuid::Uuid::new_v4().simple());
+    let out = docker(&[
+        "run",
+        "-d",
+        "--name",
+        &stranger,
+        "--label",
+        "sandboxd.test=1",
+        "--label",
+        &format!("sandboxd.test.case={}", label.value),
+        "--entrypoint",
+        "/bin/sh",
+        images::BUSYBOX,
+        "-c",
+        "sleep 600",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let err = other.connect(&SandboxDescriptor { sandbox_id: stranger.clone(), ..Default::default() }).await;
+    assert!(matches!(err, Err(ProviderError::SandboxNotFound(_))), "{err:?}");
+    assert!(matches!(other.handle(&stranger).await, Err(ProviderError::SandboxNotFound(_))));
+
+    p.close(&h).await.unwrap();
+    let err = other.connect(&descriptor).await.unwrap_err();
+    assert!(matches!(err, ProviderError::SandboxNotFound(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn concurrent_execs_share_the_semaphore() {
+    let label = TestLabel::new();
+    let p = std::sync::Arc::new(provider_with(&label, |c| c.exec.concurrency = 2));
+    let h = p.create(&spec(images::BUSYBOX)).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let (p, h) = (p.clone(), h.clone());
+        tasks.push(tokio::spawn(
+            async move { p.exec(&h, &format!("echo {i}"), &ExecParams::default()).await },
+        ));
+    }
+    for (i, t) in tasks.into_iter().enumerate() {
+        assert_eq!(t.await.unwrap().unwrap().stdout_lossy(), format!("{i}\n"));
+    }
+    p.close(&h).await.unwrap();
+}

@@ -1,0 +1,186 @@
+//! The provider's exact docker command lines and its create reconciliation, checked at the
+//! subprocess boundary with a recording fake `docker`. (Every behaviour here also runs against
+//! the real daemon in `provider.rs`; the fake only adds what a real daemon cannot be made to do
+//! on demand: lose a `docker run` response, or hold a name for a stranger.)
+
+use std::path::{Path, PathBuf};
+
+use sandboxd::config::DockerConfig;
+use sandboxd::docker::{DockerProvider, ExecParams};
+use sandboxd::spec::SandboxSpec;
+use sandboxd::ProviderError;
+
+/// A fake docker: logs each argv (one line, args joined by `|`) and answers per subcommand with
+/// the shell snippets given.
+struct FakeDocker {
+    dir: tempfile::TempDir,
+}
+
+impl FakeDocker {
+    fn new(run: &str, inspect: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("calls.log");
+        let script = format!(
+            r#"#!/bin/sh
+log='{log}'
+line=""
+for a in "$@"; do line="$line|$(printf '%s' "$a" | tr '\n' ' ')"; done
+printf "%s\\n" "${{line#|}}" >> "$log"
+n=$(grep -c "^$1|" "$log")
+case "$1" in
+  run) {run} ;;
+  inspect) {inspect} ;;
+  start) exit 0 ;;
+  rm) exit 0 ;;
+  exec) printf docker-sandbox-ready; printf '\n__sandboxd_shell=bash\n' >&2; exit 0 ;;
+  port) echo "0.0.0.0:49153"; echo "[::]:49153" ;;
+  *) exit 0 ;;
+esac
+"#,
+            log = log.display()
+        );
+        let path = dir.path().join("docker");
+        std::fs::write(&path, script).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Self { dir }
+    }
+
+    fn binary(&self) -> PathBuf {
+        self.dir.path().join("docker")
+    }
+
+    fn calls(&self) -> Vec<Vec<String>> {
+        read_calls(&self.dir.path().join("calls.log"))
+    }
+
+    fn provider(&self, edit: impl FnOnce(&mut DockerConfig)) -> DockerProvider {
+        let mut config = DockerConfig::default();
+        config.create.transport_retry_delay_s = 0.0;
+        edit(&mut config);
+        DockerProvider::with_binary(config, self.binary()).unwrap()
+    }
+}
+
+fn read_calls(log: &Path) -> Vec<Vec<String>> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.split('|').map(String::from).collect())
+        .collect()
+}
+
+fn subcommands(calls: &[Vec<String>]) -> Vec<String> {
+    calls.iter().map(|c| c[0].clone()).collect()
+}
+
+const OWNED_CREATED: &str =
+    r#"printf '{"sandboxd.sandbox":"1"}\tsandboxd-test/busybox:1\tcreated\t\n'; exit 0"#;
+const STRANGER: &str = r#"printf 'null\tsandboxd-test/busybox:1\trunning\t\n'; exit 0"#;
+const MISSING: &str = r#"echo "Error: No such object: x" >&2; exit 1"#;
+
+#[tokio::test]
+async fn lost_run_response_is_reconciled_by_name_and_started() {
+    // The first run hangs past start_timeout_s (its response is lost), but the container exists.
+    let fake = FakeDocker::new(r#"if [ "$n" = 1 ]; then sleep 5; fi; exit 0"#, OWNED_CREATED);
+    let p = fake.provider(|c| c.create.start_timeout_s = Some(0.5));
+    let h = p.create(&SandboxSpec::new("sandboxd-test/busybox:1")).await.unwrap();
+    assert_eq!(h.shell, "bash");
+    let calls = fake.calls();
+    assert_eq!(subcommands(&calls), ["run", "inspect", "start", "exec"]);
+    assert_eq!(calls[1].last(), Some(&h.sandbox_id), "inspects the exact name");
+    assert_eq!(calls[2], ["start".to_string(), h.sandbox_id.clone()]);
+}
+
+#[tokio::test]
+async fn name_conflict_with_a_stranger_is_never_removed() {
+    let fake = FakeDocker::new(
+        r#"echo 'docker: Error response from daemon: Conflict. The container name "/x" is already in use by container "abc".' >&2; exit 125"#,
+        STRANGER,
+    );
+    let p = fake.provider(|_| {});
+    let err = p.create(&SandboxSpec::new("sandboxd-test/busybox:1")).await.unwrap_err();
+    assert!(matches!(err, ProviderError::Create(_)), "{err:?}");
+    assert!(err.to_string().contains("does not own"), "{err}");
+    let subs = subcommands(&fake.calls());
+    assert_eq!(subs, ["run", "inspect"]);
+    assert!(!subs.contains(&"rm".to_string()));
+}
+
+#[tokio::test]
+async fn transport_errors_are_retried_then_reported_unavailable() {
+    let fake = FakeDocker::new(
+        r#"echo 'docker: Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?' >&2; exit 125"#,
+        MISSING,
+    );
+    let p = fake.provider(|c| c.create.transport_retries = 2);
+    let err = p.create(&SandboxSpec::new("sandboxd-test/busybox:1")).await.unwrap_err();
+    assert!(matches!(err, ProviderError::Unavailable(_)), "{err:?}");
+    let subs = subcommands(&fake.calls());
+    assert_eq!(subs.iter().filter(|s| *s == "run").count(), 3, "{subs:?}");
+    // Every attempt used the same fixed name, so a late success could never duplicate it.
+    let names: std::collections::BTreeSet<String> =
+        fake.calls().iter().filter(|c| c[0] == "run").map(|c| c[3].clone()).collect();
+    assert_eq!(names.len(), 1);
+}
+
+#[tokio::test]
+async fn transport_error_then_success_on_retry() {
+    let fake = FakeDocker::new(
+        r#"if [ "$n" = 1 ]; then echo 'error during connect: unexpected EOF' >&2; exit 1; fi; exit 0"#,
+        MISSING,
+    );
+    let p = fake.provider(|_| {});
+    p.create(&SandboxSpec::new("sandboxd-test/busybox:1")).await.unwrap();
+    assert_eq!(subcommands(&fake.calls()), ["run", "inspect", "run", "exec"]);
+}
+
+#[tokio::test]
+async fn exact_exec_port_and_rm_command_lines() {
+    let fake = FakeDocker::new("exit 0", OWNED_CREATED);
+    let p = fake.provider(|c| {
+        c.exec.extra_exec_args = vec!["--privileged".into()];
+        c.create.publish_host = "10.1.2.3".into();
+    });
+    let h = p.create(&SandboxSpec { ports: vec![8080], ..SandboxSpec::new("img") }).await.unwrap();
+    let env = [("SECRET".to_string(), "v".to_string())].into();
+    p.exec(
+        &h,
+        "echo hi",
+        &ExecParams {
+            cwd: Some("/w".into()),
+            env,
+            user: Some("root".into()),
+            stdin: Some(b"x".to_vec()),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let ep = p.endpoint(&h, 8080).await.unwrap();
+    assert_eq!(ep.endpoint, "http://10.1.2.3:49153", "0.0.0.0 maps to publish_host");
+    p.close(&h).await.unwrap();
+    let calls = fake.calls();
+    let name = h.sandbox_id.clone();
+    let expect_exec: Vec<String> = [
+        "exec",
+        "-i",
+        "-w",
+        "/w",
+        "--env",
+        "SECRET=v",
+        "--user",
+        "0",
+        "--privileged",
+        &name,
+        "bash",
+        "-c",
+        "echo hi",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(calls[2], expect_exec);
+    assert_eq!(calls[3], ["port".to_string(), name.clone(), "8080/tcp".into()]);
+    assert_eq!(calls[4], ["rm".to_string(), "-f".into(), name]);
+}
