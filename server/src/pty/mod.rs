@@ -2,6 +2,15 @@
 //! pseudo-terminal (PTY mode) or on pipes (pipe mode). See `spawner` for the host plumbing and
 //! `container` for the in-container launcher, pid record and signal/cleanup commands.
 
+pub mod container;
+pub mod session;
+mod spawner;
+
+pub use container::{
+    fallback_pid_file_for, launcher_argv, pid_file_for, session_marker, SESSION_ENV, SUPPORTED_SIGNALS,
+};
+pub use session::{spawn, PtySession, SpawnOptions};
+
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -26,8 +35,11 @@ pub enum PtyError {
     Spawn(String),
 }
 
-/// Runs one `-c` command line in the session's container, as `user` (`None` = root), under
-/// its own timeout: how the session reads its pid record and delivers signals.
+/// Runs one `-c` command line (the argument of the image's shell `-c`) in the session's
+/// container, as `user`, under its own timeout: how the session reads its pid record and
+/// delivers signals and cleanup. `user: None` means the exec's default user (no `--user`): the pid
+/// record is read as the session's user, which is `None` when the session has no explicit user;
+/// the signal and cleanup commands pass `Some("0")` (root by uid, valid without `/etc/passwd`).
 pub trait RunInContainer: Send + Sync + 'static {
     fn run<'a>(
         &'a self,
