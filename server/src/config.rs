@@ -214,19 +214,43 @@ impl DockerConfig {
         self.probe.validate()
     }
 
-    /// Parse `{"docker": {...}}` (other top-level sections are left to their owners) and validate.
+    /// Parse the `docker` section of `{"docker": {...}, "server": {...}}` and validate it.
     pub fn from_json_value(root: &serde_json::Value) -> Result<Self, ConfigError> {
-        let section = match root.get("docker") {
-            Some(v) => v.clone(),
-            None => serde_json::Value::Object(Default::default()),
-        };
-        let config: DockerConfig =
-            serde_json::from_value(section).map_err(|e| ConfigError::new("docker", e.to_string()))?;
-        config.validate()?;
-        Ok(config)
+        Ok(FileConfig::from_json_value(root)?.docker)
     }
 
     /// Load and validate a JSON file shaped like NeMo Gym's `docker.yaml`.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Ok(FileConfig::load(path)?.docker)
+    }
+}
+
+/// The `server` section: what clients may ask for. Everything defaults to the safe choice.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSection {
+    /// Let clients pass `provider_options.volumes` (host bind mounts).
+    pub allow_client_volumes: bool,
+    /// Let clients pass `provider_options.run_args` (arbitrary `docker run` flags).
+    pub allow_client_run_args: bool,
+}
+
+/// The whole config file: `{"docker": {...}, "server": {...}}`; any other key is an error.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FileConfig {
+    pub docker: DockerConfig,
+    pub server: ServerSection,
+}
+
+impl FileConfig {
+    pub fn from_json_value(root: &serde_json::Value) -> Result<Self, ConfigError> {
+        let config: FileConfig =
+            serde_json::from_value(root.clone()).map_err(|e| ConfigError::new("config", e.to_string()))?;
+        config.docker.validate()?;
+        Ok(config)
+    }
+
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::new("config", format!("cannot read {}: {e}", path.display())))?;
@@ -283,6 +307,10 @@ mod tests {
         assert!(err.message.contains("pids_limt"), "{err}");
         let err = load(json!({"docker": {"bogus": {}}})).unwrap_err();
         assert!(err.message.contains("bogus"), "{err}");
+        let err = FileConfig::from_json_value(&json!({"dockr": {}})).unwrap_err();
+        assert!(err.message.contains("dockr"), "{err}");
+        let err = FileConfig::from_json_value(&json!({"server": {"allow_volumes": true}})).unwrap_err();
+        assert!(err.message.contains("allow_volumes"), "{err}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod config;
 pub mod docker;
 pub mod error;
 pub mod pty;
+pub mod service;
 pub mod spec;
 
 pub use error::{ProviderError, Result};

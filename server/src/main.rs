@@ -1,1 +1,106 @@
-fn main() {}
+//! `sandboxd`: the gRPC server. See `sandboxd --help` and the README.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use sandboxd::config::FileConfig;
+use sandboxd::service::{serve, ServeOptions};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Docker-container sandboxes for AI agents and RL trainers, over gRPC (sandbox.v1).
+#[derive(Debug, Parser)]
+#[command(name = "sandboxd", version)]
+struct Args {
+    /// Address to listen on.
+    #[arg(long, env = "SANDBOXD_LISTEN", default_value = "127.0.0.1:50051")]
+    listen: SocketAddr,
+    /// JSON config: {"docker": {"create": {…}, "exec": {…}, "probe": {…}}, "server": {…}}.
+    #[arg(long, env = "SANDBOXD_CONFIG")]
+    config: Option<PathBuf>,
+    /// File holding the bearer token every RPC but health must carry.
+    #[arg(long, env = "SANDBOXD_AUTH_TOKEN_FILE")]
+    auth_token_file: Option<PathBuf>,
+    /// Allow listening on a non-loopback address without a token.
+    #[arg(long, env = "SANDBOXD_INSECURE")]
+    insecure: bool,
+    /// Remove the sandboxes this process created when it shuts down.
+    #[arg(long, env = "SANDBOXD_REMOVE_ON_SHUTDOWN")]
+    remove_on_shutdown: bool,
+    /// Seconds in-flight calls get to finish after SIGTERM.
+    #[arg(long, env = "SANDBOXD_DRAIN_TIMEOUT_S", default_value_t = 30.0)]
+    drain_timeout_s: f64,
+    /// Log format (logs go to stderr; filter with RUST_LOG).
+    #[arg(long, env = "SANDBOXD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().with_current_span(true).with_span_list(true).init(),
+    }
+}
+
+fn options(args: &Args) -> Result<ServeOptions, String> {
+    let config = match &args.config {
+        Some(path) => FileConfig::load(path).map_err(|e| format!("config {}: {e}", path.display()))?,
+        None => FileConfig::default(),
+    };
+    let auth_token = match &args.auth_token_file {
+        Some(path) => {
+            let token = std::fs::read_to_string(path)
+                .map_err(|e| format!("--auth-token-file {}: {e}", path.display()))?
+                .trim()
+                .to_string();
+            if token.is_empty() {
+                return Err(format!("--auth-token-file {} is empty", path.display()));
+            }
+            Some(token)
+        }
+        None => None,
+    };
+    if !(args.drain_timeout_s >= 0.0 && args.drain_timeout_s.is_finite()) {
+        return Err("--drain-timeout-s must be >= 0".into());
+    }
+    Ok(ServeOptions {
+        listen: args.listen,
+        config,
+        auth_token,
+        insecure: args.insecure,
+        remove_on_shutdown: args.remove_on_shutdown,
+        drain_timeout: Duration::from_secs_f64(args.drain_timeout_s),
+    })
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    init_tracing(args.log_format);
+    let options = match options(&args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("sandboxd: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match serve(options).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sandboxd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

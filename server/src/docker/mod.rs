@@ -8,6 +8,8 @@ pub mod classify;
 pub mod cli;
 pub mod mask;
 pub mod provider;
+pub mod sessions;
 pub mod tarstream;
 
 pub use provider::{DockerProvider, Download, ExecParams, SandboxDescriptor, SandboxHandle};
+pub use sessions::PtySpec;

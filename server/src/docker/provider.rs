@@ -656,6 +656,33 @@ impl DockerProvider {
         Ok(())
     }
 
+    /// Close by id: already gone is success, a container this service does not own is
+    /// `SandboxNotFound` and is left untouched.
+    pub async fn close_id(&self, sandbox_id: &str) -> Result<()> {
+        if !argv::is_valid_sandbox_id(sandbox_id) {
+            return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
+        }
+        let cached = self.handles.lock().ok().and_then(|m| m.get(sandbox_id).cloned());
+        let handle = match cached {
+            Some(h) => h,
+            None => match self.inspect(sandbox_id).await? {
+                None => {
+                    self.release_pty_sessions(sandbox_id, true).await;
+                    return Ok(());
+                }
+                Some(found) if !found.owned => return Err(ProviderError::SandboxNotFound(sandbox_id.into())),
+                Some(found) => SandboxHandle {
+                    sandbox_id: sandbox_id.into(),
+                    image: found.image,
+                    shell: "sh".into(),
+                    ports: found.ports,
+                    workdir: found.workdir,
+                },
+            },
+        };
+        self.close(&handle).await
+    }
+
     /// Close the terminal sessions still open; the containers belong to their handles.
     pub async fn aclose(&self) {
         let ids: Vec<String> =

@@ -1,0 +1,144 @@
+//! `create_pty`: one `docker exec -i [-t]` client per terminal session, under the launcher that
+//! records its pid; and the in-container runner the session uses to read that record and to
+//! deliver signals.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::Instrument;
+
+use super::argv::{self, ExecOptions};
+use super::classify;
+use super::cli::DockerCli;
+use super::provider::{run_exec, DockerProvider, ExecParams, LiveSession, SandboxHandle};
+use crate::config::DockerConfig;
+use crate::error::{ProviderError, Result};
+use crate::pty::{self, PtySession, RunInContainer};
+use crate::spec::{normalize_user, validate_abs_path, validate_env, ExecResult};
+
+/// What a terminal session should run and how (`SandboxPtySpec`).
+#[derive(Debug, Clone)]
+pub struct PtySpec {
+    /// `None`: the sandbox's shell, interactively.
+    pub command: Option<String>,
+    pub cwd: Option<String>,
+    pub env: BTreeMap<String, String>,
+    pub rows: u16,
+    pub cols: u16,
+    pub user: Option<String>,
+    /// `false`: pipe mode (no terminal; stdout and stderr separate).
+    pub pty: bool,
+}
+
+impl Default for PtySpec {
+    fn default() -> Self {
+        Self { command: None, cwd: None, env: BTreeMap::new(), rows: 24, cols: 80, user: None, pty: true }
+    }
+}
+
+/// Runs the session's helper commands (`<shell> -c …`) in its container.
+struct ContainerRunner {
+    cli: DockerCli,
+    config: Arc<DockerConfig>,
+    name: String,
+    shell: String,
+}
+
+impl RunInContainer for ContainerRunner {
+    fn run<'a>(
+        &'a self,
+        command: String,
+        user: Option<String>,
+        timeout: Duration,
+    ) -> Pin<Box<dyn Future<Output = ExecResult> + Send + 'a>> {
+        Box::pin(async move {
+            let params = ExecParams { timeout: Some(timeout), ..Default::default() };
+            run_exec(&self.cli, &self.config, &self.name, &self.shell, &command, &params, user.as_deref())
+                .await
+        })
+    }
+}
+
+impl LiveSession for PtySession {
+    fn closed(&self) -> bool {
+        PtySession::closed(self)
+    }
+
+    fn close(&self) -> Pin<Box<dyn Future<Output = std::result::Result<(), String>> + Send + '_>> {
+        Box::pin(async move { PtySession::close(self).await.map_err(|e| e.to_string()) })
+    }
+
+    fn abandon(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(PtySession::abandon(self))
+    }
+}
+
+impl DockerProvider {
+    /// Open a terminal in the sandbox: returns as soon as the client is spawned. The session's
+    /// marker is the last `--env` flag, so no spec env can override it.
+    pub async fn create_pty(&self, handle: &SandboxHandle, spec: &PtySpec) -> Result<Arc<PtySession>> {
+        if spec.rows == 0 || spec.cols == 0 {
+            return Err(ProviderError::invalid("rows/cols", "must be > 0"));
+        }
+        if let Some(cwd) = &spec.cwd {
+            validate_abs_path("cwd", cwd)?;
+        }
+        validate_env("env", &spec.env)?;
+        if spec.command.as_deref().is_some_and(|c| c.contains('\0')) {
+            return Err(ProviderError::invalid("command", "must not contain NUL bytes"));
+        }
+        let user = spec.user.as_deref().map(|u| normalize_user("user", u)).transpose()?;
+        let session_id = uuid::Uuid::new_v4().simple().to_string();
+        let marker = pty::session_marker(&session_id);
+        let pid_file = pty::pid_file_for(&session_id);
+        let fallback = pty::fallback_pid_file_for(&session_id);
+        let program = pty::launcher_argv(
+            &handle.shell,
+            &pid_file,
+            &fallback,
+            spec.command.as_deref(),
+            spec.rows,
+            spec.cols,
+            spec.pty,
+        );
+        let opts = ExecOptions {
+            cwd: spec.cwd.as_deref(),
+            env: (!spec.env.is_empty()).then_some(&spec.env),
+            user: user.as_deref(),
+            interactive: true,
+            tty: spec.pty,
+            last_env: Some(&marker),
+        };
+        let args = argv::exec_args(&self.config().exec, &handle.sandbox_id, &opts, &program);
+        let runner = ContainerRunner {
+            cli: self.cli().clone(),
+            config: Arc::new(self.config().clone()),
+            name: handle.sandbox_id.clone(),
+            shell: handle.shell.clone(),
+        };
+        let span = tracing::info_span!("pty", sandbox_id = %handle.sandbox_id, session_id = %session_id);
+        span.in_scope(
+            || tracing::info!(cmd = %super::mask::masked(&self.cli().argv(&args)), "opening pty session"),
+        );
+        let session = pty::spawn(pty::SpawnOptions {
+            argv: self.cli().argv(&args),
+            use_pty: spec.pty,
+            rows: spec.rows,
+            cols: spec.cols,
+            session_id,
+            container: Some(Arc::new(runner)),
+            user,
+            pid_file: Some(pid_file),
+            fallback_pid_file: Some(fallback),
+            runtime_failure: Some(classify::is_runtime_failure),
+        })
+        .instrument(span)
+        .await
+        .map_err(|e| ProviderError::Pty(e.to_string()))?;
+        self.track_pty_session(&handle.sandbox_id, session.clone());
+        Ok(session)
+    }
+}

@@ -1,0 +1,115 @@
+//! Between the wire types of `sandbox.v1` and the provider's own types.
+
+use std::collections::BTreeMap;
+
+use sandboxd_proto::v1 as pb;
+use tonic::Status;
+
+use super::status::invalid;
+use crate::docker::{SandboxDescriptor, SandboxHandle};
+use crate::spec::{ExecResult, ProviderOptions, SandboxResources, SandboxSpec, SandboxStatus};
+
+/// A port on the wire (`uint32`) as a TCP port.
+pub fn port(field: &str, value: u32) -> Result<u16, Status> {
+    match u16::try_from(value) {
+        Ok(p) if p > 0 => Ok(p),
+        _ => Err(invalid(field, format!("ports must be in 1..=65535 (got {value})"))),
+    }
+}
+
+pub fn spec_from_proto(spec: pb::SandboxSpec) -> Result<SandboxSpec, Status> {
+    let ports = spec.ports.iter().map(|p| port("spec.ports", *p)).collect::<Result<Vec<_>, _>>()?;
+    let resources = spec.resources.unwrap_or_default();
+    let options = spec.provider_options.unwrap_or_default();
+    Ok(SandboxSpec {
+        image: spec.image,
+        ttl_s: spec.ttl_s,
+        ready_timeout_s: spec.ready_timeout_s,
+        workdir: spec.workdir,
+        env: sorted(spec.env),
+        files: spec.files.into_iter().collect(),
+        metadata: sorted(spec.metadata),
+        resources: SandboxResources {
+            cpu: resources.cpu,
+            memory_mib: resources.memory_mib,
+            disk_gib: resources.disk_gib,
+            gpu: resources.gpu,
+            gpu_type: resources.gpu_type,
+        },
+        entrypoint: (!spec.entrypoint.is_empty()).then_some(spec.entrypoint),
+        ports,
+        provider_options: ProviderOptions { volumes: options.volumes, run_args: options.run_args },
+    })
+}
+
+pub fn sorted(map: std::collections::HashMap<String, String>) -> BTreeMap<String, String> {
+    map.into_iter().collect()
+}
+
+pub fn sandbox_ref(handle: &SandboxHandle) -> pb::SandboxRef {
+    pb::SandboxRef {
+        sandbox_id: handle.sandbox_id.clone(),
+        ports: handle.ports.iter().map(|p| u32::from(*p)).collect(),
+        workdir: handle.workdir.clone(),
+    }
+}
+
+pub fn descriptor(sandbox: pb::SandboxRef) -> Result<SandboxDescriptor, Status> {
+    let ports = sandbox.ports.iter().map(|p| port("sandbox.ports", *p)).collect::<Result<Vec<_>, _>>()?;
+    Ok(SandboxDescriptor {
+        sandbox_id: sandbox.sandbox_id,
+        ports: (!ports.is_empty()).then_some(ports),
+        workdir: sandbox.workdir,
+    })
+}
+
+pub fn exec_response(result: ExecResult) -> pb::ExecResponse {
+    pb::ExecResponse {
+        stdout: result.stdout,
+        stderr: result.stderr,
+        return_code: result.return_code,
+        error_type: result.error_type.map(|e| e.as_str().to_string()).unwrap_or_default(),
+    }
+}
+
+pub fn status(status: SandboxStatus) -> pb::SandboxStatus {
+    match status {
+        SandboxStatus::Starting => pb::SandboxStatus::Starting,
+        SandboxStatus::Running => pb::SandboxStatus::Running,
+        SandboxStatus::Stopped => pb::SandboxStatus::Stopped,
+        SandboxStatus::Error => pb::SandboxStatus::Error,
+        SandboxStatus::Unknown => pb::SandboxStatus::Unknown,
+    }
+}
+
+/// A positive, finite number of seconds.
+pub fn seconds(field: &str, value: f64) -> Result<std::time::Duration, Status> {
+    if value > 0.0 && value.is_finite() && value < 1e9 {
+        Ok(std::time::Duration::from_secs_f64(value))
+    } else {
+        Err(invalid(field, format!("must be > 0 seconds (got {value})")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_conversion_keeps_optional_and_checks_ports() {
+        let spec = pb::SandboxSpec {
+            image: "img".into(),
+            ttl_s: Some(3.0),
+            ports: vec![80],
+            entrypoint: vec![],
+            ..Default::default()
+        };
+        let s = spec_from_proto(spec).unwrap();
+        assert_eq!((s.ttl_s, s.ports, s.entrypoint), (Some(3.0), vec![80], None));
+        let bad = pb::SandboxSpec { image: "img".into(), ports: vec![70000], ..Default::default() };
+        let err = spec_from_proto(bad).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(err.message().contains("spec.ports"));
+        assert!(seconds("timeout_s", 0.0).is_err() && seconds("timeout_s", f64::NAN).is_err());
+    }
+}

@@ -1,0 +1,166 @@
+//! The bidirectional `Pty` RPC: one terminal session per call. Input, resizes, signals and
+//! close flow in; `opened`, output, stderr and the exit code flow out. A caller that half-closes
+//! or cancels, or a server shutting down, closes the session in the container.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sandboxd_proto::v1 as pb;
+use sandboxd_proto::v1::pty_request::Request as In;
+use sandboxd_proto::v1::pty_response::Response as Out;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Response, Status, Streaming};
+use tracing::Instrument;
+
+use super::status::{invalid, to_status};
+use super::{convert, BoxStream, SandboxApi};
+use crate::docker::PtySpec;
+use crate::pty::{PtyError, PtyMode, PtySession};
+
+fn dimension(field: &str, value: u32, default: u16) -> Result<u16, Status> {
+    match value {
+        0 => Ok(default),
+        v => u16::try_from(v).map_err(|_| invalid(field, format!("must be <= 65535 (got {v})"))),
+    }
+}
+
+fn pty_status(e: PtyError) -> Status {
+    match e {
+        PtyError::Invalid { field, message } => invalid(&field, message),
+        PtyError::Timeout(d) => Status::deadline_exceeded(format!("timed out after {d:?}")),
+        other => Status::failed_precondition(format!("pty session failed: {other}")),
+    }
+}
+
+fn out(response: Out) -> Result<pb::PtyResponse, Status> {
+    Ok(pb::PtyResponse { response: Some(response) })
+}
+
+pub(super) async fn serve_pty(
+    api: SandboxApi,
+    mut requests: Streaming<pb::PtyRequest>,
+) -> Result<Response<BoxStream<pb::PtyResponse>>, Status> {
+    let open = match requests.message().await?.and_then(|m| m.request) {
+        Some(In::Open(open)) => open,
+        _ => return Err(invalid("open", "the first PtyRequest must be a PtyOpen")),
+    };
+    let span = tracing::info_span!("rpc", rpc = "Pty", sandbox_id = %open.sandbox_id, session_id = tracing::field::Empty);
+    let session = async {
+        let spec = PtySpec {
+            command: open.command.clone(),
+            cwd: open.cwd.clone(),
+            env: convert::sorted(open.env.clone()),
+            rows: dimension("rows", open.rows, 24)?,
+            cols: dimension("cols", open.cols, 80)?,
+            user: open.user.clone(),
+            pty: !open.pipe,
+        };
+        let handle = api.handle(&open.sandbox_id).await?;
+        api.provider().create_pty(&handle, &spec).await.map_err(to_status)
+    }
+    .instrument(span.clone())
+    .await?;
+    span.record("session_id", session.id());
+
+    let (tx, rx) = mpsc::channel::<Result<pb::PtyResponse, Status>>(16);
+    let opened =
+        pb::PtyOpened { session_id: session.id().to_string(), mode: session.mode().as_str().to_string() };
+    let _ = tx.send(out(Out::Opened(opened))).await;
+
+    tokio::spawn(pump_output(session.clone(), tx.clone()).instrument(span.clone()));
+    tokio::spawn(pump_input(session, requests, tx, api.shutdown.clone()).instrument(span));
+    Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+}
+
+/// Output (and stderr in pipe mode) to the caller, then the exit code or the failure.
+async fn pump_output(session: Arc<PtySession>, tx: mpsc::Sender<Result<pb::PtyResponse, Status>>) {
+    let stderr_task = (session.mode() == PtyMode::Pipe).then(|| {
+        let (session, tx) = (session.clone(), tx.clone());
+        tokio::spawn(async move {
+            while let Ok(chunk) = session.read_stderr(None).await {
+                if chunk.is_empty() || tx.send(out(Out::Stderr(chunk))).await.is_err() {
+                    break;
+                }
+            }
+        })
+    });
+    loop {
+        match session.read(None).await {
+            Ok(chunk) if chunk.is_empty() => break,
+            Ok(chunk) => {
+                if tx.send(out(Out::Output(chunk))).await.is_err() {
+                    // The caller is gone: end the session's processes.
+                    let _ = session.close().await;
+                    return;
+                }
+            }
+            Err(e) => {
+                let _ = tx.send(Err(pty_status(e))).await;
+                let _ = session.close().await;
+                return;
+            }
+        }
+    }
+    if let Some(task) = stderr_task {
+        let _ = task.await;
+    }
+    match session.wait_exit(Some(Duration::from_secs(30))).await {
+        Ok(code) => {
+            let _ = tx.send(out(Out::Exit(pb::PtyExit { exit_code: code }))).await;
+        }
+        Err(e) => {
+            let _ = tx.send(Err(pty_status(e))).await;
+        }
+    }
+    let _ = session.close().await;
+}
+
+/// The caller's requests, until it closes, cancels, or the server shuts down.
+async fn pump_input(
+    session: Arc<PtySession>,
+    mut requests: Streaming<pb::PtyRequest>,
+    tx: mpsc::Sender<Result<pb::PtyResponse, Status>>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let message = tokio::select! {
+            m = requests.message() => m,
+            _ = shutdown.wait_for(|down| *down) => {
+                tracing::info!("server shutting down: closing pty session");
+                break;
+            }
+            _ = tx.closed() => break,
+        };
+        let request = match message {
+            Ok(Some(m)) => m.request,
+            Ok(None) | Err(_) => break, // half-close or cancel
+        };
+        let result = match request {
+            Some(In::Input(bytes)) => session.write(&bytes).await,
+            Some(In::Resize(r)) => match (u16::try_from(r.rows), u16::try_from(r.cols)) {
+                (Ok(rows), Ok(cols)) if rows > 0 && cols > 0 => session.resize(rows, cols).await,
+                _ => Err(PtyError::Invalid {
+                    field: "resize".into(),
+                    message: format!("rows and cols must be in 1..=65535 (got {}x{})", r.rows, r.cols),
+                }),
+            },
+            Some(In::Signal(s)) => session.send_signal(&s.name).await,
+            Some(In::Close(_)) => break,
+            Some(In::Open(_)) | None => Err(PtyError::Invalid {
+                field: "open".into(),
+                message: "only the first PtyRequest may be a PtyOpen".into(),
+            }),
+        };
+        if let Err(e) = result {
+            if session.closed() && !matches!(e, PtyError::Invalid { .. }) {
+                continue; // the output pump reports how the session ended
+            }
+            let _ = tx.send(Err(pty_status(e))).await;
+            break;
+        }
+    }
+    if let Err(e) = session.close().await {
+        tracing::warn!(error = %e, "closing pty session failed");
+    }
+}
