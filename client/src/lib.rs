@@ -1,1 +1,29 @@
-//! client
+//! Async Rust client for sandboxd, mirroring NeMo Gym's `AsyncSandbox`.
+//!
+//! ```no_run
+//! # async fn demo() -> sandboxd_client::Result<()> {
+//! use sandboxd_client::{spec, Client, Sandbox};
+//! let client = Client::connect("http://127.0.0.1:50051").await?;
+//! let sandbox = Sandbox::start(&client, spec("python:3.12-slim")).await?;
+//! let out = sandbox.exec("echo hi").await?;
+//! assert_eq!(out.stdout_str(), "hi\n");
+//! sandbox.stop().await?;
+//! # Ok(()) }
+//! ```
+
+/// The generated `sandbox.v1` messages and stubs.
+pub use sandboxd_proto::v1 as proto;
+
+mod client;
+mod error;
+mod marker;
+mod pty;
+mod sandbox;
+
+pub use client::{BearerAuth, Client, RawClient};
+pub use error::{ClientError, Result};
+pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession, SIGNALS};
+pub use sandbox::{
+    spec, Endpoint, ExecOptions, ExecResult, Sandbox, SandboxStatus, DEFAULT_EXEC_TIMEOUT_S,
+    UPLOAD_CHUNK_BYTES,
+};

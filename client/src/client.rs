@@ -1,0 +1,108 @@
+//! The connection to a sandboxd server.
+
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+use crate::error::{ClientError, Result};
+use crate::proto::sandbox_service_client::SandboxServiceClient;
+
+/// Largest response message the client accepts (exec output comes back in one message).
+const MAX_DECODING_MESSAGE_BYTES: usize = 1 << 30;
+
+/// Adds `authorization: Bearer <token>` to every call when a token is set.
+#[derive(Clone, Debug, Default)]
+pub struct BearerAuth {
+    header: Option<MetadataValue<Ascii>>,
+}
+
+impl BearerAuth {
+    /// An interceptor sending `token` (none: a no-op).
+    pub fn new(token: Option<&str>) -> Result<Self> {
+        let header = match token {
+            None => None,
+            Some(token) => Some(format!("Bearer {token}").parse::<MetadataValue<Ascii>>().map_err(|_| {
+                ClientError::InvalidArgument(
+                    "the bearer token must be printable ASCII without control characters".to_string(),
+                )
+            })?),
+        };
+        Ok(Self { header })
+    }
+}
+
+impl tonic::service::Interceptor for BearerAuth {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> std::result::Result<tonic::Request<()>, tonic::Status> {
+        if let Some(header) = &self.header {
+            request.metadata_mut().insert("authorization", header.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// The generated stub as this crate uses it (bearer metadata on every call).
+pub type RawClient = SandboxServiceClient<InterceptedService<Channel, BearerAuth>>;
+
+/// A connection to a sandboxd server. Cheap to clone; clones share the HTTP/2 connection.
+#[derive(Clone, Debug)]
+pub struct Client {
+    rpc: RawClient,
+}
+
+impl Client {
+    /// Connects to `url` (for example `http://127.0.0.1:50051`).
+    pub async fn connect(url: impl Into<String>) -> Result<Client> {
+        Self::connect_inner(url.into(), None).await
+    }
+
+    /// Connects to `url` and sends `authorization: Bearer <token>` with every call.
+    pub async fn connect_with_token(url: impl Into<String>, token: impl Into<String>) -> Result<Client> {
+        Self::connect_inner(url.into(), Some(token.into())).await
+    }
+
+    async fn connect_inner(url: String, token: Option<String>) -> Result<Client> {
+        let auth = BearerAuth::new(token.as_deref())?;
+        let channel = tonic::transport::Endpoint::from_shared(url)?.connect().await?;
+        Ok(Self::from_parts(channel, auth))
+    }
+
+    /// Wraps an existing channel (for custom TLS, timeouts or a lazy connection).
+    pub fn from_channel(channel: Channel, token: Option<&str>) -> Result<Client> {
+        Ok(Self::from_parts(channel, BearerAuth::new(token)?))
+    }
+
+    fn from_parts(channel: Channel, auth: BearerAuth) -> Client {
+        let rpc = SandboxServiceClient::with_interceptor(channel, auth)
+            .max_decoding_message_size(MAX_DECODING_MESSAGE_BYTES);
+        Client { rpc }
+    }
+
+    /// A clone of the generated stub, for calls this crate does not wrap.
+    pub fn raw(&self) -> RawClient {
+        self.rpc.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic::service::Interceptor;
+
+    #[test]
+    fn bearer_header_is_added() {
+        let mut auth = BearerAuth::new(Some("s3cret")).expect("token");
+        let req = auth.call(tonic::Request::new(())).expect("intercept");
+        assert_eq!(req.metadata().get("authorization").and_then(|v| v.to_str().ok()), Some("Bearer s3cret"));
+        let mut none = BearerAuth::new(None).expect("no token");
+        let req = none.call(tonic::Request::new(())).expect("intercept");
+        assert!(req.metadata().get("authorization").is_none());
+    }
+
+    #[test]
+    fn bad_token_is_invalid_argument() {
+        assert!(matches!(BearerAuth::new(Some("a\nb")), Err(ClientError::InvalidArgument(_))));
+    }
+}

@@ -1,0 +1,797 @@
+//! Terminal sessions (`Pty` RPC) and `pty().exec`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::error::{ClientError, Result, StreamEnd};
+use crate::marker::{normalize_terminal_output, Marker};
+use crate::proto;
+use crate::proto::pty_request::Request as Req;
+use crate::proto::pty_response::Response as Resp;
+use crate::sandbox::{ExecResult, Sandbox, DEFAULT_EXEC_TIMEOUT_S};
+
+/// Signal names a session accepts.
+pub const SIGNALS: [&str; 5] = ["SIGINT", "SIGTERM", "SIGKILL", "SIGQUIT", "SIGHUP"];
+/// How long `close()` waits for the server to end the stream before dropping the call.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
+/// Upper bound of preparing a fresh default shell when `pty().exec` has no timeout.
+const SETUP_WAIT: Duration = Duration::from_secs(60);
+/// Requests queued towards the server before `write` waits.
+const REQUEST_QUEUE: usize = 64;
+
+/// What `pty().create` opens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PtyOptions {
+    /// Shell command line to run; `None` runs the sandbox's shell interactively.
+    pub command: Option<String>,
+    /// Working directory; `None` uses the sandbox's workdir.
+    pub cwd: Option<String>,
+    /// Extra environment.
+    pub env: HashMap<String, String>,
+    /// Terminal rows (default 24).
+    pub rows: u16,
+    /// Terminal columns (default 80).
+    pub cols: u16,
+    /// User name or uid.
+    pub user: Option<String>,
+    /// `true` (default): a terminal; `false`: pipe mode with stdout and stderr separate.
+    pub pty: bool,
+}
+
+impl Default for PtyOptions {
+    fn default() -> Self {
+        PtyOptions {
+            command: None,
+            cwd: None,
+            env: HashMap::new(),
+            rows: 24,
+            cols: 80,
+            user: None,
+            pty: true,
+        }
+    }
+}
+
+impl PtyOptions {
+    /// Options running `command` in a terminal.
+    pub fn command(command: impl Into<String>) -> Self {
+        PtyOptions { command: Some(command.into()), ..Default::default() }
+    }
+}
+
+/// Options of `pty().exec`.
+#[derive(Clone, Debug)]
+pub struct PtyExecOptions<'a> {
+    /// Run in this live session (a shell) instead of a default one.
+    pub session: Option<&'a PtySession>,
+    /// Working directory (opens a private session).
+    pub cwd: Option<String>,
+    /// Extra environment (opens a private session).
+    pub env: HashMap<String, String>,
+    /// User (opens a private session).
+    pub user: Option<String>,
+    /// Timeout in seconds (default 180); `None` waits forever.
+    pub timeout_s: Option<f64>,
+}
+
+impl Default for PtyExecOptions<'_> {
+    fn default() -> Self {
+        PtyExecOptions {
+            session: None,
+            cwd: None,
+            env: HashMap::new(),
+            user: None,
+            timeout_s: Some(DEFAULT_EXEC_TIMEOUT_S),
+        }
+    }
+}
+
+impl PtyExecOptions<'_> {
+    /// True when an argument shapes the session (so a private one is needed).
+    pub(crate) fn shapes_session(&self) -> bool {
+        self.cwd.is_some() || !self.env.is_empty() || self.user.is_some()
+    }
+}
+
+/// The default sessions `pty().exec` reuses, oldest first.
+#[derive(Default)]
+pub(crate) struct PtyExecState {
+    pub(crate) sessions: Vec<PtySession>,
+}
+
+impl PtyExecState {
+    /// Drops dead sessions and returns the oldest live one.
+    pub(crate) fn oldest_live(&mut self) -> Option<PtySession> {
+        self.sessions.retain(|s| s.is_live());
+        self.sessions.first().cloned()
+    }
+
+    /// Forgets `session` (a retired one).
+    pub(crate) fn retire(&mut self, session: &PtySession) {
+        self.sessions.retain(|s| !Arc::ptr_eq(&s.inner, &session.inner));
+    }
+}
+
+/// The terminal namespace of a sandbox: [`Sandbox::pty`].
+pub struct Pty<'a> {
+    sandbox: &'a Sandbox,
+}
+
+impl<'a> Pty<'a> {
+    pub(crate) fn new(sandbox: &'a Sandbox) -> Self {
+        Pty { sandbox }
+    }
+
+    /// Opens a session.
+    pub async fn create(&self, options: PtyOptions) -> Result<PtySession> {
+        self.sandbox.ensure_live()?;
+        PtySession::open(self.sandbox, options).await
+    }
+
+    /// Runs one command in a terminal and collects its output (merged, `\r\n` turned into
+    /// `\n`). Without `session`, the oldest live default shell of this handle is reused (one is
+    /// opened when there is none) unless `cwd`, `env` or `user` is given, which runs the command
+    /// in a private session that is drained and closed. Calls on one sandbox are serialised. A
+    /// timeout returns `return_code = 125, error_type = "timeout"` and retires a reused default
+    /// session (an explicit `session` is left as it is).
+    pub async fn exec(&self, command: impl Into<String>, options: PtyExecOptions<'_>) -> Result<ExecResult> {
+        self.sandbox.ensure_live()?;
+        let command = command.into();
+        let deadline = match options.timeout_s {
+            None => None,
+            Some(t) if t.is_finite() && t > 0.0 => Some(Instant::now() + Duration::from_secs_f64(t)),
+            Some(t) => return Err(ClientError::InvalidArgument(format!("timeout_s must be > 0, got {t}"))),
+        };
+        let mut state = self.sandbox.inner.pty_exec.lock().await;
+        if let Some(session) = options.session {
+            if options.shapes_session() {
+                return Err(ClientError::InvalidArgument(
+                    "cwd, env and user shape a new session; they cannot be combined with `session`"
+                        .to_string(),
+                ));
+            }
+            return Ok(run_marked(session, &command, deadline).await);
+        }
+        if options.shapes_session() {
+            drop(state);
+            return self.exec_private(&command, options, deadline).await;
+        }
+        let session = match state.oldest_live() {
+            Some(session) => session,
+            None => {
+                let session = PtySession::open(self.sandbox, PtyOptions::default()).await?;
+                if let Err(result) = prepare_default_shell(&session, deadline).await {
+                    session.close().await.ok();
+                    return result;
+                }
+                state.sessions.push(session.clone());
+                session
+            }
+        };
+        let result = run_marked(&session, &command, deadline).await;
+        if result.error_type.is_some() || !session.is_live() {
+            state.retire(&session);
+            session.close().await.ok();
+        }
+        Ok(result)
+    }
+
+    async fn exec_private(
+        &self,
+        command: &str,
+        options: PtyExecOptions<'_>,
+        deadline: Option<Instant>,
+    ) -> Result<ExecResult> {
+        let command = if command.trim().is_empty() { ":" } else { command };
+        let open = PtyOptions {
+            command: Some(format!("{{ {command}\n}} </dev/null")),
+            cwd: options.cwd,
+            env: options.env,
+            user: options.user,
+            ..Default::default()
+        };
+        let session = match with_deadline(deadline, PtySession::open(self.sandbox, open)).await {
+            Some(opened) => opened?,
+            None => return Ok(ExecResult::failure("timeout", Vec::new(), Vec::new())),
+        };
+        let mut output = Vec::new();
+        let failure = loop {
+            match session.read(remaining(deadline)).await {
+                Ok(chunk) if chunk.is_empty() => break None,
+                Ok(chunk) => output.extend_from_slice(&chunk),
+                Err(ClientError::Timeout) => break Some(("timeout", String::new())),
+                Err(e) => break Some(("pty", e.to_string())),
+            }
+        };
+        let result = match failure {
+            Some((kind, message)) => {
+                ExecResult::failure(kind, normalize_terminal_output(&output), message.into_bytes())
+            }
+            None => match session.wait_exit(Some(remaining(deadline).unwrap_or(CLOSE_WAIT))).await {
+                Ok(code) => ExecResult {
+                    stdout: normalize_terminal_output(&output),
+                    stderr: Vec::new(),
+                    return_code: code,
+                    error_type: None,
+                },
+                Err(ClientError::Timeout) => {
+                    ExecResult::failure("timeout", normalize_terminal_output(&output), Vec::new())
+                }
+                Err(e) => {
+                    ExecResult::failure("pty", normalize_terminal_output(&output), e.to_string().into_bytes())
+                }
+            },
+        };
+        session.close().await.ok();
+        Ok(result)
+    }
+}
+
+/// Time left until `deadline` (zero once passed); `None` without a deadline.
+fn remaining(deadline: Option<Instant>) -> Option<Duration> {
+    deadline.map(|d| d.saturating_duration_since(Instant::now()))
+}
+
+/// Runs `fut` until `deadline`; `None` when it passed first.
+async fn with_deadline<F: std::future::Future>(deadline: Option<Instant>, fut: F) -> Option<F::Output> {
+    match deadline {
+        None => Some(fut.await),
+        Some(d) => tokio::time::timeout_at(d, fut).await.ok(),
+    }
+}
+
+/// Turns echo, prompts and bracketed paste off in a fresh default shell so later outputs come
+/// back clean. `Err` holds what `exec` returns when that fails.
+async fn prepare_default_shell(
+    session: &PtySession,
+    deadline: Option<Instant>,
+) -> std::result::Result<(), Result<ExecResult>> {
+    let setup_deadline = match deadline {
+        Some(d) => d.min(Instant::now() + SETUP_WAIT),
+        None => Instant::now() + SETUP_WAIT,
+    };
+    let marker = Marker::new();
+    session.write(marker.setup_line().as_bytes()).await.map_err(Err)?;
+    let mut buf = Vec::new();
+    loop {
+        match session.read(remaining(Some(setup_deadline))).await {
+            Ok(chunk) if chunk.is_empty() => {
+                return Err(Err(ClientError::Pty(format!(
+                    "the default shell ended during setup: {}",
+                    String::from_utf8_lossy(&normalize_terminal_output(&buf))
+                ))))
+            }
+            Ok(chunk) => {
+                buf.extend_from_slice(&chunk);
+                if marker.find(&buf).is_some() {
+                    return Ok(());
+                }
+            }
+            Err(ClientError::Timeout) if deadline.is_some_and(|d| d <= setup_deadline) => {
+                return Err(Ok(ExecResult::failure("timeout", Vec::new(), Vec::new())))
+            }
+            Err(ClientError::Timeout) => {
+                return Err(Err(ClientError::Pty("the default shell did not answer its setup".to_string())))
+            }
+            Err(e) => return Err(Err(e)),
+        }
+    }
+}
+
+/// Runs `command` in the live shell `session` under the marker protocol. Never an error: a
+/// failure of the session is `error_type = "pty"`, a timeout `error_type = "timeout"`.
+async fn run_marked(session: &PtySession, command: &str, deadline: Option<Instant>) -> ExecResult {
+    session.discard_pending();
+    let marker = Marker::new();
+    let needle_len = marker.text().len() + 1;
+    if let Err(e) = session.write(marker.command_line(command).as_bytes()).await {
+        return ExecResult::failure("pty", Vec::new(), e.to_string().into_bytes());
+    }
+    let mut buf: Vec<u8> = Vec::new();
+    loop {
+        let read = session.read(remaining(deadline)).await;
+        match read {
+            Ok(chunk) if chunk.is_empty() => {
+                // The shell ended (for example `exit 3`): its exit code is the command's.
+                let stdout = marker.extract(&buf, buf.len());
+                return match session.exit_code() {
+                    Some(code) => {
+                        ExecResult { stdout, stderr: Vec::new(), return_code: code, error_type: None }
+                    }
+                    None => ExecResult::failure("pty", stdout, b"the session ended".to_vec()),
+                };
+            }
+            Ok(chunk) => {
+                // Only the tail can hold a marker line that was incomplete before.
+                let scan_from = buf.len().saturating_sub(needle_len + 16);
+                buf.extend_from_slice(&chunk);
+                if let Some(hit) = marker.find(&buf[scan_from..]) {
+                    let end = scan_from + hit.start;
+                    return ExecResult {
+                        stdout: marker.extract(&buf, end),
+                        stderr: Vec::new(),
+                        return_code: hit.code,
+                        error_type: None,
+                    };
+                }
+            }
+            Err(ClientError::Timeout) => {
+                return ExecResult::failure("timeout", marker.extract(&buf, buf.len()), Vec::new());
+            }
+            Err(e) => {
+                return ExecResult::failure(
+                    "pty",
+                    marker.extract(&buf, buf.len()),
+                    e.to_string().into_bytes(),
+                );
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct SessionState {
+    /// How the session ended, once known (an exit may precede the stream's end).
+    end: Option<StreamEnd>,
+    /// The response stream is over.
+    done: bool,
+}
+
+struct SessionInner {
+    id: String,
+    mode: String,
+    requests: StdMutex<Option<mpsc::Sender<proto::PtyRequest>>>,
+    output: tokio::sync::Mutex<mpsc::UnboundedReceiver<Vec<u8>>>,
+    stderr: tokio::sync::Mutex<mpsc::UnboundedReceiver<Vec<u8>>>,
+    state: watch::Receiver<SessionState>,
+    closed: AtomicBool,
+    reader: tokio::task::AbortHandle,
+}
+
+impl Drop for SessionInner {
+    fn drop(&mut self) {
+        // Dropping the call ends the session server-side.
+        self.reader.abort();
+    }
+}
+
+/// A live terminal session. Cheap to clone; the session ends when `close()` is called or the
+/// last clone is dropped.
+#[derive(Clone)]
+pub struct PtySession {
+    inner: Arc<SessionInner>,
+}
+
+impl std::fmt::Debug for PtySession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PtySession").field("id", &self.inner.id).field("mode", &self.inner.mode).finish()
+    }
+}
+
+impl PtySession {
+    async fn open(sandbox: &Sandbox, options: PtyOptions) -> Result<PtySession> {
+        let open = proto::PtyOpen {
+            sandbox_id: sandbox.id().to_string(),
+            command: options.command,
+            cwd: options.cwd,
+            env: options.env,
+            rows: u32::from(options.rows),
+            cols: u32::from(options.cols),
+            user: options.user,
+            pipe: !options.pty,
+        };
+        let (tx, rx) = mpsc::channel(REQUEST_QUEUE);
+        tx.send(proto::PtyRequest { request: Some(Req::Open(open)) })
+            .await
+            .map_err(|_| ClientError::Closed)?;
+        let mut stream = sandbox.rpc().pty(ReceiverStream::new(rx)).await?.into_inner();
+        let opened = match stream.message().await? {
+            Some(proto::PtyResponse { response: Some(Resp::Opened(opened)) }) => opened,
+            Some(other) => {
+                return Err(ClientError::Pty(format!(
+                    "expected `opened` as the first response, got {other:?}"
+                )))
+            }
+            None => return Err(ClientError::Pty("the session ended before it opened".to_string())),
+        };
+        let (out_tx, out_rx) = mpsc::unbounded_channel();
+        let (err_tx, err_rx) = mpsc::unbounded_channel();
+        let (state_tx, state_rx) = watch::channel(SessionState::default());
+        let reader = tokio::spawn(route_responses(stream, out_tx, err_tx, state_tx));
+        Ok(PtySession {
+            inner: Arc::new(SessionInner {
+                id: opened.session_id,
+                mode: opened.mode,
+                requests: StdMutex::new(Some(tx)),
+                output: tokio::sync::Mutex::new(out_rx),
+                stderr: tokio::sync::Mutex::new(err_rx),
+                state: state_rx,
+                closed: AtomicBool::new(false),
+                reader: reader.abort_handle(),
+            }),
+        })
+    }
+
+    /// The server's session id.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// `"pty"` or `"pipe"`.
+    pub fn mode(&self) -> &str {
+        &self.inner.mode
+    }
+
+    /// True for a terminal session (not pipe mode).
+    pub fn is_pty(&self) -> bool {
+        self.inner.mode != "pipe"
+    }
+
+    /// The program's exit code once it exited.
+    pub fn exit_code(&self) -> Option<i32> {
+        match self.inner.state.borrow().end {
+            Some(StreamEnd::Exited(code)) => Some(code),
+            _ => None,
+        }
+    }
+
+    /// True while the program runs and the session is not closed.
+    pub fn is_live(&self) -> bool {
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return false;
+        }
+        let state = self.inner.state.borrow();
+        state.end.is_none() && !state.done
+    }
+
+    /// The next output chunk (the terminal; stdout in pipe mode). An empty `Vec` means the
+    /// program exited and all its output was read. `timeout` bounds the wait
+    /// ([`ClientError::Timeout`]); a session that failed returns its error.
+    pub async fn read(&self, timeout: Option<Duration>) -> Result<Vec<u8>> {
+        let mut rx = self.inner.output.lock().await;
+        self.next_chunk(&mut rx, timeout).await
+    }
+
+    /// The next stderr chunk (pipe mode only; a terminal session has none), like [`Self::read`].
+    pub async fn read_stderr(&self, timeout: Option<Duration>) -> Result<Vec<u8>> {
+        let mut rx = self.inner.stderr.lock().await;
+        self.next_chunk(&mut rx, timeout).await
+    }
+
+    async fn next_chunk(
+        &self,
+        rx: &mut mpsc::UnboundedReceiver<Vec<u8>>,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<u8>> {
+        let next = match timeout {
+            None => rx.recv().await,
+            Some(t) => tokio::time::timeout(t, rx.recv()).await.map_err(|_| ClientError::Timeout)?,
+        };
+        match next {
+            Some(chunk) => Ok(chunk),
+            None => self.at_eof(),
+        }
+    }
+
+    /// What a read returns once the stream is over.
+    fn at_eof(&self) -> Result<Vec<u8>> {
+        let closed = self.inner.closed.load(Ordering::SeqCst);
+        match self.inner.state.borrow().end.clone() {
+            Some(StreamEnd::Exited(_)) => Ok(Vec::new()),
+            Some(StreamEnd::Failed { code, message }) => {
+                if closed && code == tonic::Code::Cancelled {
+                    Ok(Vec::new())
+                } else {
+                    Err(ClientError::Status { code, message })
+                }
+            }
+            Some(StreamEnd::Ended) | None if closed => Ok(Vec::new()),
+            Some(StreamEnd::Ended) => {
+                Err(ClientError::Pty("the session ended without an exit status".to_string()))
+            }
+            None => Err(ClientError::Closed),
+        }
+    }
+
+    /// Drops output that arrived but was not read (before a marked command).
+    fn discard_pending(&self) {
+        if let Ok(mut rx) = self.inner.output.try_lock() {
+            while rx.try_recv().is_ok() {}
+        }
+        if let Ok(mut rx) = self.inner.stderr.try_lock() {
+            while rx.try_recv().is_ok() {}
+        }
+    }
+
+    /// A stream of output chunks until the program exits; a failure is its last item.
+    pub fn output(&self) -> impl futures_util::Stream<Item = Result<Vec<u8>>> + Send + 'static {
+        futures_util::stream::unfold(Some(self.clone()), |session| async move {
+            let session = session?;
+            match session.read(None).await {
+                Ok(chunk) if chunk.is_empty() => None,
+                Ok(chunk) => Some((Ok(chunk), Some(session))),
+                Err(e) => Some((Err(e), None)),
+            }
+        })
+    }
+
+    async fn send(&self, request: Req) -> Result<()> {
+        let tx =
+            self.inner.requests.lock().ok().and_then(|guard| guard.clone()).ok_or(ClientError::Closed)?;
+        tx.send(proto::PtyRequest { request: Some(request) }).await.map_err(|_| ClientError::Closed)
+    }
+
+    /// Types `data` into the terminal (stdin in pipe mode).
+    pub async fn write(&self, data: &[u8]) -> Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.send(Req::Input(data.to_vec())).await
+    }
+
+    /// Resizes the terminal (ignored in pipe mode).
+    pub async fn resize(&self, rows: u16, cols: u16) -> Result<()> {
+        if rows == 0 || cols == 0 {
+            return Err(ClientError::InvalidArgument(format!(
+                "rows and cols must be > 0, got {rows}x{cols}"
+            )));
+        }
+        self.send(Req::Resize(proto::PtyResize { rows: u32::from(rows), cols: u32::from(cols) })).await
+    }
+
+    /// Sends `name` (one of [`SIGNALS`]) to the terminal's foreground process group (the
+    /// session process's group in pipe mode).
+    pub async fn send_signal(&self, name: &str) -> Result<()> {
+        let name = validate_signal(name)?;
+        self.send(Req::Signal(proto::PtySignal { name })).await
+    }
+
+    /// Waits for the program's exit code. A session that failed returns its error; `timeout`
+    /// bounds the wait ([`ClientError::Timeout`]).
+    pub async fn wait_exit(&self, timeout: Option<Duration>) -> Result<i32> {
+        let mut state = self.inner.state.clone();
+        let wait = async {
+            // An error only means the reader is gone; the state says why.
+            let _ = state.wait_for(|s| s.end.is_some() || s.done).await;
+        };
+        match timeout {
+            None => wait.await,
+            Some(t) => tokio::time::timeout(t, wait).await.map_err(|_| ClientError::Timeout)?,
+        }
+        let closed = self.inner.closed.load(Ordering::SeqCst);
+        let end = self.inner.state.borrow().end.clone();
+        match end {
+            Some(StreamEnd::Exited(code)) => Ok(code),
+            Some(StreamEnd::Failed { code, message }) if !(closed && code == tonic::Code::Cancelled) => {
+                Err(ClientError::Status { code, message })
+            }
+            Some(StreamEnd::Ended) if !closed => {
+                Err(ClientError::Pty("the session ended without an exit status".to_string()))
+            }
+            _ => Err(ClientError::Closed),
+        }
+    }
+
+    /// Ends the session: sends `close`, half-closes, and waits briefly for the server to end
+    /// the stream (then drops the call). Idempotent.
+    pub async fn close(&self) -> Result<()> {
+        if self.inner.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let tx = self.inner.requests.lock().ok().and_then(|mut guard| guard.take());
+        if let Some(tx) = tx {
+            let close = proto::PtyRequest { request: Some(Req::Close(proto::PtyClose {})) };
+            let _ = tokio::time::timeout(CLOSE_WAIT, tx.send(close)).await;
+        }
+        let mut state = self.inner.state.clone();
+        let done = tokio::time::timeout(CLOSE_WAIT, state.wait_for(|s| s.done)).await;
+        if !matches!(done, Ok(Ok(_))) {
+            self.inner.reader.abort();
+        }
+        Ok(())
+    }
+
+    /// Closes without waiting (the sandbox is being removed anyway).
+    pub(crate) fn abandon(&self) {
+        if self.inner.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if let Some(tx) = self.inner.requests.lock().ok().and_then(|mut guard| guard.take()) {
+            let _ = tx.try_send(proto::PtyRequest { request: Some(Req::Close(proto::PtyClose {})) });
+        }
+    }
+}
+
+/// Checks a signal name (case-insensitive, `INT` short forms accepted) and returns its
+/// canonical `SIG...` spelling.
+pub(crate) fn validate_signal(name: &str) -> Result<String> {
+    let upper = name.trim().to_ascii_uppercase();
+    let canonical = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
+    if SIGNALS.contains(&canonical.as_str()) {
+        Ok(canonical)
+    } else {
+        Err(ClientError::InvalidArgument(format!(
+            "unsupported signal {name:?}; allowed: {}",
+            SIGNALS.join(", ")
+        )))
+    }
+}
+
+/// The session's reader: routes output and stderr to their channels and records the end.
+async fn route_responses(
+    mut stream: tonic::codec::Streaming<proto::PtyResponse>,
+    output: mpsc::UnboundedSender<Vec<u8>>,
+    stderr: mpsc::UnboundedSender<Vec<u8>>,
+    state: watch::Sender<SessionState>,
+) {
+    let end = loop {
+        match stream.message().await {
+            Ok(Some(msg)) => match msg.response {
+                Some(Resp::Output(chunk)) => {
+                    let _ = output.send(chunk);
+                }
+                Some(Resp::Stderr(chunk)) => {
+                    let _ = stderr.send(chunk);
+                }
+                Some(Resp::Exit(exit)) => {
+                    state.send_modify(|s| {
+                        if s.end.is_none() {
+                            s.end = Some(StreamEnd::Exited(exit.exit_code));
+                        }
+                    });
+                }
+                Some(Resp::Opened(_)) | None => {
+                    tracing::debug!("ignoring an unexpected pty response");
+                }
+            },
+            Ok(None) => break StreamEnd::Ended,
+            Err(status) => {
+                break StreamEnd::Failed { code: status.code(), message: status.message().to_string() }
+            }
+        }
+    };
+    state.send_modify(|s| {
+        if s.end.is_none() {
+            s.end = Some(end);
+        }
+        s.done = true;
+    });
+    // The senders drop here, after the end is recorded: a read that sees the channel closed
+    // also sees why.
+    drop(output);
+    drop(stderr);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_are_validated() {
+        assert_eq!(validate_signal("SIGINT").ok().as_deref(), Some("SIGINT"));
+        assert_eq!(validate_signal("term").ok().as_deref(), Some("SIGTERM"));
+        let err = validate_signal("SIGUSR1").expect_err("unsupported");
+        assert!(err.to_string().contains("SIGHUP"));
+    }
+
+    #[test]
+    fn shaping_arguments_need_a_private_session() {
+        assert!(!PtyExecOptions::default().shapes_session());
+        assert_eq!(PtyExecOptions::default().timeout_s, Some(180.0));
+        assert!(PtyExecOptions { cwd: Some("/tmp".into()), ..Default::default() }.shapes_session());
+        assert!(PtyExecOptions { user: Some("nobody".into()), ..Default::default() }.shapes_session());
+        let env = HashMap::from([("A".to_string(), "1".to_string())]);
+        assert!(PtyExecOptions { env, ..Default::default() }.shapes_session());
+        assert!(!PtyExecOptions { timeout_s: None, ..Default::default() }.shapes_session());
+    }
+
+    #[test]
+    fn pty_options_defaults() {
+        let o = PtyOptions::default();
+        assert_eq!((o.rows, o.cols, o.pty), (24, 80, true));
+        assert_eq!(PtyOptions::command("ls").command.as_deref(), Some("ls"));
+    }
+
+    /// A session whose reader is a test-controlled task; `SessionState` is set directly.
+    fn fake_session(end: Option<StreamEnd>, done: bool) -> (PtySession, mpsc::UnboundedSender<Vec<u8>>) {
+        let (out_tx, out_rx) = mpsc::unbounded_channel();
+        let (_err_tx, err_rx) = mpsc::unbounded_channel();
+        let (req_tx, _req_rx) = mpsc::channel(4);
+        let (state_tx, state_rx) = watch::channel(SessionState { end, done });
+        let reader = tokio::spawn(async move {
+            // Keep the state sender alive for the session's lifetime.
+            let _state = state_tx;
+            std::future::pending::<()>().await;
+        });
+        let session = PtySession {
+            inner: Arc::new(SessionInner {
+                id: "s".into(),
+                mode: "pty".into(),
+                requests: StdMutex::new(Some(req_tx)),
+                output: tokio::sync::Mutex::new(out_rx),
+                stderr: tokio::sync::Mutex::new(err_rx),
+                state: state_rx,
+                closed: AtomicBool::new(false),
+                reader: reader.abort_handle(),
+            }),
+        };
+        (session, out_tx)
+    }
+
+    #[tokio::test]
+    async fn oldest_live_default_session_is_chosen() {
+        let (dead, _a) = fake_session(Some(StreamEnd::Exited(0)), true);
+        let (live1, _b) = fake_session(None, false);
+        let (live2, _c) = fake_session(None, false);
+        let mut state = PtyExecState { sessions: vec![dead, live1.clone(), live2.clone()] };
+        let chosen = state.oldest_live().expect("a live session");
+        assert!(Arc::ptr_eq(&chosen.inner, &live1.inner));
+        assert_eq!(state.sessions.len(), 2);
+        state.retire(&live1);
+        let chosen = state.oldest_live().expect("a live session");
+        assert!(Arc::ptr_eq(&chosen.inner, &live2.inner));
+        live2.abandon();
+        assert!(state.oldest_live().is_none());
+    }
+
+    #[tokio::test]
+    async fn reads_map_the_end_of_the_stream() {
+        let (s, tx) = fake_session(Some(StreamEnd::Exited(3)), true);
+        tx.send(b"out".to_vec()).expect("send");
+        drop(tx);
+        assert_eq!(s.read(None).await.expect("chunk"), b"out");
+        assert_eq!(s.read(None).await.expect("eof"), b"");
+        assert_eq!(s.wait_exit(None).await.expect("exit"), 3);
+        assert_eq!(s.exit_code(), Some(3));
+
+        let failed = StreamEnd::Failed { code: tonic::Code::Unavailable, message: "docker down".into() };
+        let (s, tx) = fake_session(Some(failed), true);
+        drop(tx);
+        let err = s.read(Some(Duration::from_secs(1))).await.expect_err("failure");
+        assert_eq!(err.code(), tonic::Code::Unavailable);
+        assert!(matches!(s.wait_exit(None).await, Err(ClientError::Status { .. })));
+
+        let (s, tx) = fake_session(None, false);
+        assert!(matches!(s.read(Some(Duration::from_millis(20))).await, Err(ClientError::Timeout)));
+        assert!(matches!(s.wait_exit(Some(Duration::from_millis(20))).await, Err(ClientError::Timeout)));
+        drop(tx);
+    }
+
+    #[tokio::test]
+    async fn run_marked_extracts_output_and_times_out() {
+        let (s, tx) = fake_session(None, false);
+        // The marker is random, so answer with whatever the command line asked for: read the
+        // typed request and echo back the marker built from its quoted halves.
+        let (req_tx, mut req_rx) = mpsc::channel::<proto::PtyRequest>(4);
+        if let Ok(mut guard) = s.inner.requests.lock() {
+            *guard = Some(req_tx);
+        }
+        let responder = tokio::spawn(async move {
+            if let Some(proto::PtyRequest { request: Some(Req::Input(typed)) }) = req_rx.recv().await {
+                let typed = String::from_utf8_lossy(&typed).into_owned();
+                let quoted: Vec<&str> = typed.split('\'').collect();
+                // ... printf '%s%s:%s\n' 'HEAD' 'TAIL' "$?"
+                let head = quoted[quoted.len() - 4];
+                let tail = quoted[quoted.len() - 2];
+                let _ = tx.send(format!("hello\r\nworld\r\n{head}{tail}:4\r\n").into_bytes());
+            }
+            (tx, req_rx)
+        });
+        let result = run_marked(&s, "echo hello; echo world; exit 4", None).await;
+        assert_eq!(result.stdout_str(), "hello\nworld\n");
+        assert_eq!(result.return_code, 4);
+        assert!(result.error_type.is_none());
+        let _keep = responder.await.expect("responder");
+
+        let deadline = Some(Instant::now() + Duration::from_millis(30));
+        let result = run_marked(&s, "sleep 100", deadline).await;
+        assert_eq!(result.return_code, 125);
+        assert_eq!(result.error_type.as_deref(), Some("timeout"));
+    }
+}

@@ -1,0 +1,639 @@
+//! The sandbox handle, mirroring NeMo Gym's `AsyncSandbox`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex as StdMutex};
+
+use futures_util::StreamExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::client::{Client, RawClient};
+use crate::error::{ClientError, Result};
+use crate::proto;
+use crate::pty::{Pty, PtyExecState};
+
+/// Size of the chunks an upload sends.
+pub const UPLOAD_CHUNK_BYTES: usize = 256 * 1024;
+/// `exec`'s default timeout, as in NeMo Gym.
+pub const DEFAULT_EXEC_TIMEOUT_S: f64 = 180.0;
+
+/// A spec for `image` with every other field unset (the server's defaults).
+pub fn spec(image: impl Into<String>) -> proto::SandboxSpec {
+    proto::SandboxSpec { image: image.into(), ..Default::default() }
+}
+
+/// Lifecycle state of a sandbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SandboxStatus {
+    /// Created or restarting, not yet running.
+    Starting,
+    /// Running (or paused).
+    Running,
+    /// Exited, being removed, dead, gone, or stopped through this handle.
+    Stopped,
+    /// Docker reported an error state.
+    Error,
+    /// The daemon could not be asked.
+    Unknown,
+}
+
+impl SandboxStatus {
+    /// The lower-case name NeMo Gym uses (`running`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxStatus::Starting => "starting",
+            SandboxStatus::Running => "running",
+            SandboxStatus::Stopped => "stopped",
+            SandboxStatus::Error => "error",
+            SandboxStatus::Unknown => "unknown",
+        }
+    }
+
+    /// From the wire value (unknown values map to `Unknown`).
+    pub fn from_proto(value: i32) -> SandboxStatus {
+        match proto::SandboxStatus::try_from(value) {
+            Ok(proto::SandboxStatus::Starting) => SandboxStatus::Starting,
+            Ok(proto::SandboxStatus::Running) => SandboxStatus::Running,
+            Ok(proto::SandboxStatus::Stopped) => SandboxStatus::Stopped,
+            Ok(proto::SandboxStatus::Error) => SandboxStatus::Error,
+            Ok(proto::SandboxStatus::Unknown) | Ok(proto::SandboxStatus::Unspecified) | Err(_) => {
+                SandboxStatus::Unknown
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for SandboxStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The host URL of a published port and the headers to send to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// Absolute URL, for example `http://127.0.0.1:49153`.
+    pub url: String,
+    /// Headers a client must send (none for Docker).
+    pub headers: HashMap<String, String>,
+}
+
+/// Options of [`Sandbox::exec_with`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExecOptions {
+    /// Working directory; `None` uses the sandbox's workdir.
+    pub cwd: Option<String>,
+    /// Extra environment (wins over the spec's env).
+    pub env: HashMap<String, String>,
+    /// Timeout in seconds; default 180. `None` uses the server's default.
+    pub timeout_s: Option<f64>,
+    /// User name or uid.
+    pub user: Option<String>,
+    /// Bytes fed to standard input.
+    pub stdin: Option<Vec<u8>>,
+}
+
+impl Default for ExecOptions {
+    fn default() -> Self {
+        ExecOptions {
+            cwd: None,
+            env: HashMap::new(),
+            timeout_s: Some(DEFAULT_EXEC_TIMEOUT_S),
+            user: None,
+            stdin: None,
+        }
+    }
+}
+
+/// What a command did. A failing command is a result, never an error.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExecResult {
+    /// Standard output (the merged terminal output for `pty().exec`).
+    pub stdout: Vec<u8>,
+    /// Standard error (empty for `pty().exec` in PTY mode).
+    pub stderr: Vec<u8>,
+    /// The exit code; 125 with an `error_type`.
+    pub return_code: i32,
+    /// `None` when the command ran to its exit; `timeout`, `sandbox` or `pty` otherwise.
+    pub error_type: Option<String>,
+}
+
+impl ExecResult {
+    /// `stdout` as text (invalid UTF-8 replaced).
+    pub fn stdout_str(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
+    /// `stderr` as text (invalid UTF-8 replaced).
+    pub fn stderr_str(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+
+    /// True when the command ran and exited 0.
+    pub fn success(&self) -> bool {
+        self.return_code == 0 && self.error_type.is_none()
+    }
+
+    pub(crate) fn failure(error_type: &str, stdout: Vec<u8>, stderr: Vec<u8>) -> ExecResult {
+        ExecResult { stdout, stderr, return_code: 125, error_type: Some(error_type.to_string()) }
+    }
+}
+
+impl From<proto::ExecResponse> for ExecResult {
+    fn from(r: proto::ExecResponse) -> Self {
+        ExecResult {
+            stdout: r.stdout,
+            stderr: r.stderr,
+            return_code: r.return_code,
+            error_type: if r.error_type.is_empty() { None } else { Some(r.error_type) },
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) client: Client,
+    pub(crate) reference: proto::SandboxRef,
+    image: Option<String>,
+    shell: Option<String>,
+    /// Set once `stop()` succeeded; guards against a second Close.
+    stopped: tokio::sync::Mutex<bool>,
+    /// Mirrors `stopped` for synchronous checks.
+    stopped_flag: StdMutex<bool>,
+    /// Default sessions of `pty().exec`; the lock serialises its calls.
+    pub(crate) pty_exec: tokio::sync::Mutex<PtyExecState>,
+}
+
+/// A live sandbox. Cheap to clone; clones share state (stop, default terminal sessions).
+#[derive(Clone)]
+pub struct Sandbox {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("sandbox_id", &self.inner.reference.sandbox_id)
+            .field("ports", &self.inner.reference.ports)
+            .field("workdir", &self.inner.reference.workdir)
+            .finish()
+    }
+}
+
+impl Sandbox {
+    fn from_ref(
+        client: &Client,
+        reference: proto::SandboxRef,
+        image: Option<String>,
+        shell: Option<String>,
+    ) -> Sandbox {
+        Sandbox {
+            inner: Arc::new(Inner {
+                client: client.clone(),
+                reference,
+                image,
+                shell,
+                stopped: tokio::sync::Mutex::new(false),
+                stopped_flag: StdMutex::new(false),
+                pty_exec: tokio::sync::Mutex::new(PtyExecState::default()),
+            }),
+        }
+    }
+
+    /// Starts a sandbox (`Create`). The server writes `spec.files` and removes the container
+    /// if anything fails, so a failed start leaves nothing to clean up.
+    pub async fn start(client: &Client, spec: proto::SandboxSpec) -> Result<Sandbox> {
+        let image = Some(spec.image.clone()).filter(|s| !s.is_empty());
+        let mut rpc = client.raw();
+        let resp = rpc.create(proto::CreateRequest { spec: Some(spec) }).await?.into_inner();
+        let reference = resp
+            .sandbox
+            .ok_or_else(|| ClientError::Protocol("CreateResponse without a sandbox".to_string()))?;
+        if reference.sandbox_id.is_empty() {
+            return Err(ClientError::Protocol("CreateResponse with an empty sandbox_id".to_string()));
+        }
+        Ok(Sandbox::from_ref(client, reference, image, None))
+    }
+
+    /// Re-attaches to a sandbox from a descriptor made by [`Sandbox::serialize`] (`Connect`).
+    pub async fn connect(client: &Client, descriptor: &serde_json::Value) -> Result<Sandbox> {
+        let reference = parse_descriptor(descriptor)?;
+        let mut rpc = client.raw();
+        let resp =
+            rpc.connect(proto::ConnectRequest { sandbox: Some(reference.clone()) }).await?.into_inner();
+        let mut known = resp.sandbox.unwrap_or_else(|| reference.clone());
+        if known.sandbox_id.is_empty() {
+            known.sandbox_id = reference.sandbox_id;
+        }
+        let image = Some(resp.image).filter(|s| !s.is_empty());
+        let shell = Some(resp.shell).filter(|s| !s.is_empty());
+        Ok(Sandbox::from_ref(client, known, image, shell))
+    }
+
+    /// The sandbox id (the container name).
+    pub fn id(&self) -> &str {
+        &self.inner.reference.sandbox_id
+    }
+
+    /// The declared ports.
+    pub fn ports(&self) -> &[u32] {
+        &self.inner.reference.ports
+    }
+
+    /// The default working directory, if any.
+    pub fn workdir(&self) -> Option<&str> {
+        self.inner.reference.workdir.as_deref()
+    }
+
+    /// The image (from the spec for `start`, as reported by `Connect` otherwise).
+    pub fn image(&self) -> Option<&str> {
+        self.inner.image.as_deref()
+    }
+
+    /// The exec shell, as reported by `Connect` (`None` for a handle made by `start`).
+    pub fn shell(&self) -> Option<&str> {
+        self.inner.shell.as_deref()
+    }
+
+    /// The client this handle calls through.
+    pub fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    /// The descriptor `{"sandbox_id", "ports", "workdir"}` that [`Sandbox::connect`] takes.
+    pub fn serialize(&self) -> serde_json::Value {
+        serde_json::json!({
+            "sandbox_id": self.inner.reference.sandbox_id,
+            "ports": self.inner.reference.ports,
+            "workdir": self.inner.reference.workdir,
+        })
+    }
+
+    /// True once `stop()` succeeded on this handle (or a clone).
+    pub fn is_stopped(&self) -> bool {
+        self.inner.stopped_flag.lock().map(|g| *g).unwrap_or(true)
+    }
+
+    pub(crate) fn ensure_live(&self) -> Result<()> {
+        if self.is_stopped() {
+            return Err(ClientError::InvalidArgument(format!("sandbox {} has been stopped", self.id())));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn rpc(&self) -> RawClient {
+        self.inner.client.raw()
+    }
+
+    /// Runs `<shell> -c command` with the default options (180 s timeout).
+    pub async fn exec(&self, command: impl Into<String>) -> Result<ExecResult> {
+        self.exec_with(command, ExecOptions::default()).await
+    }
+
+    /// Runs `<shell> -c command`.
+    pub async fn exec_with(&self, command: impl Into<String>, options: ExecOptions) -> Result<ExecResult> {
+        self.ensure_live()?;
+        let req = proto::ExecRequest {
+            sandbox_id: self.id().to_string(),
+            command: command.into(),
+            cwd: options.cwd,
+            env: options.env,
+            timeout_s: options.timeout_s,
+            user: options.user,
+            stdin: options.stdin,
+        };
+        Ok(self.rpc().exec(req).await?.into_inner().into())
+    }
+
+    /// Copies the local file `local` to `remote` (absolute) keeping its permission bits;
+    /// returns the bytes written.
+    pub async fn upload(&self, local: impl AsRef<Path>, remote: &str) -> Result<u64> {
+        self.upload_with_mode(local, remote, None).await
+    }
+
+    /// Copies `local` to `remote` with permission bits `mode` (`None`: the local file's).
+    pub async fn upload_with_mode(
+        &self,
+        local: impl AsRef<Path>,
+        remote: &str,
+        mode: Option<u32>,
+    ) -> Result<u64> {
+        self.ensure_live()?;
+        let local = local.as_ref();
+        let file = tokio::fs::File::open(local).await?;
+        let meta = file.metadata().await?;
+        if !meta.is_file() {
+            return Err(ClientError::InvalidArgument(format!("{} is not a regular file", local.display())));
+        }
+        let size = meta.len();
+        let mode = mode.or_else(|| local_mode(&meta));
+        let header = proto::UploadRequest {
+            request: Some(proto::upload_request::Request::Header(proto::UploadHeader {
+                sandbox_id: self.id().to_string(),
+                path: remote.to_string(),
+                mode,
+                size: Some(size),
+            })),
+        };
+        let read_error: Arc<StdMutex<Option<std::io::Error>>> = Arc::new(StdMutex::new(None));
+        let chunks = file_chunks(file, size, read_error.clone());
+        let requests = futures_util::stream::iter([header]).chain(chunks);
+        let result = self.rpc().upload(requests).await;
+        // A local read failure explains a server-side size mismatch better than the server can.
+        if let Some(err) = read_error.lock().ok().and_then(|mut slot| slot.take()) {
+            return Err(ClientError::Io(err));
+        }
+        Ok(result?.into_inner().bytes_written)
+    }
+
+    /// Copies the sandbox file `remote` to `local`, chunk by chunk. The local file appears
+    /// (atomically, by rename) only when the whole file arrived; returns the bytes written.
+    pub async fn download(&self, remote: &str, local: impl AsRef<Path>) -> Result<u64> {
+        self.ensure_live()?;
+        let local = local.as_ref();
+        let req = proto::DownloadRequest { sandbox_id: self.id().to_string(), path: remote.to_string() };
+        let mut stream = self.rpc().download(req).await?.into_inner();
+        if let Some(parent) = local.parent().filter(|p| !p.as_os_str().is_empty()) {
+            tokio::fs::create_dir_all(parent).await?;
+        }
+        let part = part_path(local);
+        let outcome = async {
+            let mut file = tokio::fs::File::create(&part).await?;
+            let mut total = 0u64;
+            while let Some(msg) = stream.message().await? {
+                file.write_all(&msg.chunk).await?;
+                total += msg.chunk.len() as u64;
+            }
+            file.flush().await?;
+            file.sync_all().await?;
+            drop(file);
+            tokio::fs::rename(&part, local).await?;
+            Ok::<u64, ClientError>(total)
+        }
+        .await;
+        if outcome.is_err() {
+            let _ = tokio::fs::remove_file(&part).await;
+        }
+        outcome
+    }
+
+    /// The sandbox's state; `Stopped` without a call once this handle stopped it.
+    pub async fn status(&self) -> Result<SandboxStatus> {
+        if self.is_stopped() {
+            return Ok(SandboxStatus::Stopped);
+        }
+        let resp = self.rpc().status(proto::StatusRequest { sandbox_id: self.id().to_string() }).await?;
+        Ok(SandboxStatus::from_proto(resp.into_inner().status))
+    }
+
+    /// The host URL of declared port `port`.
+    pub async fn endpoint(&self, port: u16) -> Result<Endpoint> {
+        self.ensure_live()?;
+        check_declared_port(self.id(), &self.inner.reference.ports, port)?;
+        let resp = self
+            .rpc()
+            .endpoint(proto::EndpointRequest { sandbox_id: self.id().to_string(), port: u32::from(port) })
+            .await?
+            .into_inner();
+        Ok(Endpoint { url: resp.endpoint, headers: resp.headers })
+    }
+
+    /// Removes the sandbox and ends this handle's terminal sessions. Idempotent: a second call
+    /// makes no call, and a sandbox already gone (`NOT_FOUND`) counts as stopped.
+    pub async fn stop(&self) -> Result<()> {
+        let mut stopped = self.inner.stopped.lock().await;
+        if *stopped {
+            return Ok(());
+        }
+        let sessions = {
+            let mut state = self.inner.pty_exec.lock().await;
+            std::mem::take(&mut state.sessions)
+        };
+        for session in sessions {
+            session.abandon();
+        }
+        match self.rpc().close(proto::CloseRequest { sandbox_id: self.id().to_string() }).await {
+            Ok(_) => {}
+            Err(status) if status.code() == tonic::Code::NotFound => {}
+            Err(status) => return Err(status.into()),
+        }
+        *stopped = true;
+        if let Ok(mut flag) = self.inner.stopped_flag.lock() {
+            *flag = true;
+        }
+        Ok(())
+    }
+
+    /// Terminal sessions of this sandbox.
+    pub fn pty(&self) -> Pty<'_> {
+        Pty::new(self)
+    }
+}
+
+/// Refuses a port the sandbox was not created with, naming the declared ones.
+pub(crate) fn check_declared_port(sandbox_id: &str, declared: &[u32], port: u16) -> Result<()> {
+    if declared.contains(&u32::from(port)) {
+        return Ok(());
+    }
+    let list = if declared.is_empty() {
+        "none".to_string()
+    } else {
+        declared.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")
+    };
+    Err(ClientError::InvalidArgument(format!(
+        "port {port} is not declared by sandbox {sandbox_id}; declared ports: {list}"
+    )))
+}
+
+/// A descriptor made by `serialize()` (or by hand): `sandbox_id` required, `ports` and
+/// `workdir` optional.
+pub(crate) fn parse_descriptor(value: &serde_json::Value) -> Result<proto::SandboxRef> {
+    let bad = |what: &str| ClientError::InvalidArgument(format!("sandbox descriptor: {what}"));
+    let obj = value.as_object().ok_or_else(|| bad("must be a JSON object"))?;
+    let sandbox_id = obj
+        .get("sandbox_id")
+        .and_then(|v| v.as_str())
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| bad("`sandbox_id` must be a non-empty string"))?
+        .to_string();
+    let ports = match obj.get("ports") {
+        None | Some(serde_json::Value::Null) => Vec::new(),
+        Some(serde_json::Value::Array(items)) => items
+            .iter()
+            .map(|p| {
+                p.as_u64()
+                    .filter(|n| (1..=65535).contains(n))
+                    .map(|n| n as u32)
+                    .ok_or_else(|| bad("`ports` must hold integers in 1..=65535"))
+            })
+            .collect::<Result<Vec<u32>>>()?,
+        Some(_) => return Err(bad("`ports` must be an array")),
+    };
+    let workdir = match obj.get("workdir") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(bad("`workdir` must be a string or null")),
+    };
+    Ok(proto::SandboxRef { sandbox_id, ports, workdir })
+}
+
+#[cfg(unix)]
+fn local_mode(meta: &std::fs::Metadata) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    Some(meta.permissions().mode() & 0o7777)
+}
+
+#[cfg(not(unix))]
+fn local_mode(_meta: &std::fs::Metadata) -> Option<u32> {
+    None
+}
+
+/// `local`'s sibling that a download writes before renaming it into place.
+fn part_path(local: &Path) -> PathBuf {
+    let name =
+        local.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "download".into());
+    let tmp = format!(".{name}.{}.part", uuid::Uuid::new_v4().simple());
+    local.with_file_name(tmp)
+}
+
+/// The upload's chunk messages: exactly `size` bytes of `file` in chunks of at most
+/// [`UPLOAD_CHUNK_BYTES`]. A read error (or a file shorter than `size`) ends the stream early
+/// and lands in `error`.
+fn file_chunks(
+    file: tokio::fs::File,
+    size: u64,
+    error: Arc<StdMutex<Option<std::io::Error>>>,
+) -> impl futures_util::Stream<Item = proto::UploadRequest> + Send + 'static {
+    futures_util::stream::unfold((file, size, error), |(mut file, remaining, error)| async move {
+        if remaining == 0 {
+            return None;
+        }
+        let want = remaining.min(UPLOAD_CHUNK_BYTES as u64) as usize;
+        let mut buf = vec![0u8; want];
+        let mut filled = 0;
+        while filled < want {
+            match file.read(&mut buf[filled..]).await {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) => {
+                    if let Ok(mut slot) = error.lock() {
+                        *slot = Some(e);
+                    }
+                    return None;
+                }
+            }
+        }
+        if filled == 0 {
+            if let Ok(mut slot) = error.lock() {
+                *slot = Some(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the local file shrank during the upload",
+                ));
+            }
+            return None;
+        }
+        buf.truncate(filled);
+        let msg = proto::UploadRequest { request: Some(proto::upload_request::Request::Chunk(buf)) };
+        Some((msg, (file, remaining - filled as u64, error)))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn undeclared_port_lists_declared_ones() {
+        assert!(check_declared_port("sbx", &[80, 8080], 8080).is_ok());
+        let err = check_declared_port("sbx", &[80, 8080], 9000).expect_err("undeclared");
+        assert!(
+            matches!(&err, ClientError::InvalidArgument(m) if m.contains("80, 8080") && m.contains("9000"))
+        );
+        let err = check_declared_port("sbx", &[], 80).expect_err("none declared");
+        assert!(err.to_string().contains("declared ports: none"));
+    }
+
+    #[test]
+    fn descriptor_round_trip_and_validation() {
+        let value = serde_json::json!({"sandbox_id": "sbx-1", "ports": [80], "workdir": "/w"});
+        let r = parse_descriptor(&value).expect("valid");
+        assert_eq!(r.sandbox_id, "sbx-1");
+        assert_eq!(r.ports, vec![80]);
+        assert_eq!(r.workdir.as_deref(), Some("/w"));
+        let r = parse_descriptor(&serde_json::json!({"sandbox_id": "x", "workdir": null})).expect("minimal");
+        assert!(r.ports.is_empty() && r.workdir.is_none());
+        for bad in [
+            serde_json::json!("sbx"),
+            serde_json::json!({}),
+            serde_json::json!({"sandbox_id": ""}),
+            serde_json::json!({"sandbox_id": "x", "ports": [0]}),
+            serde_json::json!({"sandbox_id": "x", "ports": [true]}),
+            serde_json::json!({"sandbox_id": "x", "ports": "80"}),
+            serde_json::json!({"sandbox_id": "x", "workdir": 3}),
+        ] {
+            assert!(matches!(parse_descriptor(&bad), Err(ClientError::InvalidArgument(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn status_mapping() {
+        assert_eq!(SandboxStatus::from_proto(proto::SandboxStatus::Running as i32), SandboxStatus::Running);
+        assert_eq!(SandboxStatus::from_proto(0), SandboxStatus::Unknown);
+        assert_eq!(SandboxStatus::from_proto(99), SandboxStatus::Unknown);
+        assert_eq!(SandboxStatus::Stopped.to_string(), "stopped");
+    }
+
+    #[test]
+    fn exec_result_from_response() {
+        let r: ExecResult = proto::ExecResponse {
+            stdout: b"hi\n".to_vec(),
+            stderr: vec![],
+            return_code: 125,
+            error_type: "timeout".into(),
+        }
+        .into();
+        assert_eq!(r.error_type.as_deref(), Some("timeout"));
+        assert_eq!(r.stdout_str(), "hi\n");
+        assert!(!r.success());
+        let ok: ExecResult = proto::ExecResponse::default().into();
+        assert!(ok.success() && ok.error_type.is_none());
+        assert_eq!(ExecOptions::default().timeout_s, Some(180.0));
+    }
+
+    #[tokio::test]
+    async fn file_chunks_are_bounded_and_exact() {
+        let dir =
+            std::env::temp_dir().join(format!("sandboxd-client-test-{}", uuid::Uuid::new_v4().simple()));
+        tokio::fs::create_dir_all(&dir).await.expect("dir");
+        let path = dir.join("f");
+        let data: Vec<u8> = (0..(UPLOAD_CHUNK_BYTES * 2 + 10)).map(|i| (i % 251) as u8).collect();
+        tokio::fs::write(&path, &data).await.expect("write");
+        let file = tokio::fs::File::open(&path).await.expect("open");
+        let err = Arc::new(StdMutex::new(None));
+        let chunks: Vec<_> = file_chunks(file, data.len() as u64, err.clone()).collect().await;
+        let mut joined = Vec::new();
+        for c in &chunks {
+            match &c.request {
+                Some(proto::upload_request::Request::Chunk(b)) => {
+                    assert!(b.len() <= UPLOAD_CHUNK_BYTES);
+                    joined.extend_from_slice(b);
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(joined, data);
+        assert!(err.lock().expect("lock").is_none());
+        // A declared size larger than the file reports the short read.
+        let file = tokio::fs::File::open(&path).await.expect("open");
+        let chunks: Vec<_> = file_chunks(file, data.len() as u64 + 5, err.clone()).collect().await;
+        assert_eq!(chunks.len(), 3);
+        assert!(err.lock().expect("lock").is_some());
+        let _ = tokio::fs::remove_dir_all(&dir).await;
+    }
+
+    #[test]
+    fn part_path_is_a_hidden_sibling() {
+        let p = part_path(Path::new("/tmp/x/out.bin"));
+        assert_eq!(p.parent(), Some(Path::new("/tmp/x")));
+        assert!(p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(".out.bin.")));
+    }
+}
