@@ -1,1 +1,346 @@
-fn main() {}
+//! Each operation through sandboxd (the real gRPC server over loopback TCP) beside the same
+//! operation done with the raw `docker` CLI, against the same daemon and image, as a table.
+//!
+//! `cargo bench --bench compare` (set `SANDBOXD_BENCH_QUICK=1` for smaller sizes and fewer runs).
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sandboxd::config::FileConfig;
+use sandboxd::service::{serve, ServeOptions};
+use sandboxd_proto::v1 as pb;
+use sandboxd_proto::v1::sandbox_service_client::SandboxServiceClient;
+use tokio::io::AsyncReadExt;
+use tonic::transport::Channel;
+
+const IMAGE: &str = support::images::BUSYBOX;
+const LABEL: &str = "sandboxd.test=1";
+
+type Client = SandboxServiceClient<Channel>;
+
+struct Row {
+    op: String,
+    ours: Duration,
+    raw: Duration,
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn docker(args: &[&str]) -> std::process::Output {
+    let out = Command::new("docker").args(args).output().expect("docker");
+    assert!(out.status.success(), "docker {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+fn timed_docker(args: &[&str]) -> Duration {
+    let t = Instant::now();
+    docker(args);
+    t.elapsed()
+}
+
+async fn start_server() -> (Client, SocketAddr) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut config = FileConfig::default();
+    config.docker.create.extra_run_args = vec!["--label".into(), LABEL.into()];
+    let options = ServeOptions {
+        listen: addr,
+        config,
+        auth_token: None,
+        insecure: false,
+        remove_on_shutdown: false,
+        drain_timeout: Duration::from_secs(1),
+    };
+    tokio::spawn(async move { serve(options).await.expect("serve") });
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap();
+    for _ in 0..100 {
+        if let Ok(ch) = endpoint.connect().await {
+            return (SandboxServiceClient::new(ch).max_decoding_message_size(64 << 20), addr);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("server did not start");
+}
+
+async fn create(client: &mut Client) -> String {
+    let spec = pb::SandboxSpec { image: IMAGE.into(), ..Default::default() };
+    let r = client.create(pb::CreateRequest { spec: Some(spec) }).await.unwrap().into_inner();
+    r.sandbox.unwrap().sandbox_id
+}
+
+async fn close(client: &mut Client, id: &str) {
+    client.close(pb::CloseRequest { sandbox_id: id.into() }).await.unwrap();
+}
+
+async fn exec(client: &mut Client, id: &str, command: &str) -> pb::ExecResponse {
+    let req = pb::ExecRequest { sandbox_id: id.into(), command: command.into(), ..Default::default() };
+    client.exec(req).await.unwrap().into_inner()
+}
+
+async fn upload(client: &mut Client, id: &str, local: &Path, remote: &str) {
+    let size = std::fs::metadata(local).unwrap().len();
+    let header = pb::UploadRequest {
+        request: Some(pb::upload_request::Request::Header(pb::UploadHeader {
+            sandbox_id: id.into(),
+            path: remote.into(),
+            mode: None,
+            size: Some(size),
+        })),
+    };
+    let mut file = tokio::fs::File::open(local).await.unwrap();
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(async move {
+        let _ = tx.send(header).await;
+        loop {
+            let mut buf = vec![0u8; 256 * 1024];
+            let n = file.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            buf.truncate(n);
+            let chunk = pb::UploadRequest { request: Some(pb::upload_request::Request::Chunk(buf)) };
+            if tx.send(chunk).await.is_err() {
+                break;
+            }
+        }
+    });
+    let r = client.upload(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+    assert_eq!(r.bytes_written, size);
+}
+
+async fn download(client: &mut Client, id: &str, remote: &str, local: &Path) -> u64 {
+    use tokio::io::AsyncWriteExt;
+    let mut stream = client
+        .download(pb::DownloadRequest { sandbox_id: id.into(), path: remote.into() })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut file = tokio::fs::File::create(local).await.unwrap();
+    let mut n = 0;
+    while let Some(m) = stream.message().await.unwrap() {
+        n += m.chunk.len() as u64;
+        file.write_all(&m.chunk).await.unwrap();
+    }
+    file.flush().await.unwrap();
+    n
+}
+
+/// Bytes of output from a PTY session running `command`, and how long it took.
+async fn pty_output(client: &mut Client, id: &str, command: &str) -> (u64, Duration) {
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let open = pb::PtyOpen { sandbox_id: id.into(), command: Some(command.into()), ..Default::default() };
+    tx.send(pb::PtyRequest { request: Some(pb::pty_request::Request::Open(open)) }).await.unwrap();
+    let t = Instant::now();
+    let mut stream = client.pty(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+    let mut n = 0u64;
+    while let Some(m) = stream.message().await.unwrap() {
+        match m.response {
+            Some(pb::pty_response::Response::Output(b)) => n += b.len() as u64,
+            Some(pb::pty_response::Response::Exit(_)) => break,
+            _ => {}
+        }
+    }
+    let elapsed = t.elapsed();
+    drop(tx);
+    (n, elapsed)
+}
+
+fn write_file(path: &Path, size: usize) {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let block: Vec<u8> = (0..1 << 20).map(|i: u32| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(block.len());
+        f.write_all(&block[..n]).unwrap();
+        left -= n;
+    }
+    f.flush().unwrap();
+}
+
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn main() {
+    support::images::host_has_docker().expect("docker");
+    support::images::ensure_images().expect("images");
+    let quick = std::env::var_os("SANDBOXD_BENCH_QUICK").is_some();
+    let runs = if quick { 3 } else { 7 };
+    let big = if quick { 32 << 20 } else { 256 << 20 };
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rows = rt.block_on(run(runs, big));
+    println!("\n| operation | sandboxd | raw docker | ratio |");
+    println!("|---|---:|---:|---:|");
+    for r in &rows {
+        println!(
+            "| {} | {:.1} ms | {:.1} ms | {:.2} |",
+            r.op,
+            r.ours.as_secs_f64() * 1e3,
+            r.raw.as_secs_f64() * 1e3,
+            r.ours.as_secs_f64() / r.raw.as_secs_f64()
+        );
+    }
+}
+
+async fn run(runs: usize, big: usize) -> Vec<Row> {
+    let (mut client, _addr) = start_server().await;
+    let mut rows = Vec::new();
+    let dir = tempfile::tempdir().unwrap();
+
+    // create: Create (run + one exec) vs a bare `docker run -d`.
+    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let t = Instant::now();
+        let id = create(&mut client).await;
+        ours.push(t.elapsed());
+        close(&mut client, &id).await;
+        let name = format!("sandboxd-bench-{}", uuid::Uuid::new_v4().simple());
+        raw.push(timed_docker(&[
+            "run",
+            "-d",
+            "--init",
+            "--name",
+            &name,
+            "--label",
+            LABEL,
+            "--entrypoint",
+            "/bin/sh",
+            IMAGE,
+            "-c",
+            "while :; do sleep 2147483647; done",
+        ]));
+        docker(&["rm", "-f", &name]);
+    }
+    rows.push(Row { op: "create (vs docker run -d)".into(), ours: median(ours), raw: median(raw) });
+
+    let id = create(&mut client).await;
+
+    // exec
+    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    for _ in 0..runs * 3 {
+        let t = Instant::now();
+        assert_eq!(exec(&mut client, &id, "printf x").await.stdout, b"x");
+        ours.push(t.elapsed());
+        raw.push(timed_docker(&["exec", &id, "sh", "-c", "printf x"]));
+    }
+    rows.push(Row { op: "exec `printf x`".into(), ours: median(ours), raw: median(raw) });
+
+    // upload / download
+    for (label, size) in [("1 MiB", 1usize << 20), (if big == 256 << 20 { "256 MiB" } else { "32 MiB" }, big)]
+    {
+        let local = dir.path().join(format!("f{size}"));
+        write_file(&local, size);
+        let back = dir.path().join(format!("b{size}"));
+        let (mut up, mut up_raw, mut down, mut down_raw) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let n = if size > 1 << 20 { runs.min(3) } else { runs * 2 };
+        for _ in 0..n {
+            let t = Instant::now();
+            upload(&mut client, &id, &local, "/tmp/up.bin").await;
+            up.push(t.elapsed());
+            up_raw.push(timed_docker(&["cp", local.to_str().unwrap(), &format!("{id}:/tmp/raw.bin")]));
+            let t = Instant::now();
+            assert_eq!(download(&mut client, &id, "/tmp/up.bin", &back).await, size as u64);
+            down.push(t.elapsed());
+            down_raw.push(timed_docker(&["cp", &format!("{id}:/tmp/raw.bin"), back.to_str().unwrap()]));
+        }
+        rows.push(Row {
+            op: format!("upload {label} (vs docker cp)"),
+            ours: median(up),
+            raw: median(up_raw),
+        });
+        rows.push(Row {
+            op: format!("download {label} (vs docker cp)"),
+            ours: median(down),
+            raw: median(down_raw),
+        });
+    }
+
+    // PTY output throughput: the same bytes through a PTY session and through `docker exec -t`.
+    let bytes = big / 4;
+    let command = format!("head -c {bytes} /dev/zero");
+    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    for _ in 0..runs.min(3) {
+        let (n, d) = pty_output(&mut client, &id, &command).await;
+        assert!(n >= bytes as u64, "pty delivered {n} of {bytes}");
+        ours.push(d);
+        let t = Instant::now();
+        let out = Command::new("docker")
+            .args(["exec", "-t", &id, "sh", "-c", &command])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        raw.push(t.elapsed());
+        assert!(out.stdout.len() >= bytes, "raw docker exec -t gave {}", out.stdout.len());
+    }
+    let (ours, raw) = (median(ours), median(raw));
+    let mib = bytes as f64 / (1 << 20) as f64;
+    println!(
+        "pty output: {:.1} MiB/s through sandboxd, {:.1} MiB/s raw docker exec -t ({} MiB)",
+        mib / ours.as_secs_f64(),
+        mib / raw.as_secs_f64(),
+        bytes >> 20
+    );
+    rows.push(Row { op: format!("pty output {} MiB (vs docker exec -t)", bytes >> 20), ours, raw });
+
+    // 32 concurrent execs (wall time for all of them).
+    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    for _ in 0..runs.min(3) {
+        let t = Instant::now();
+        let tasks: Vec<_> = (0..32)
+            .map(|i| {
+                let (mut c, id) = (client.clone(), id.clone());
+                tokio::spawn(async move { exec(&mut c, &id, &format!("echo {i}")).await })
+            })
+            .collect();
+        for task in tasks {
+            assert_eq!(task.await.unwrap().return_code, 0);
+        }
+        ours.push(t.elapsed());
+        let t = Instant::now();
+        let children: Vec<_> = (0..32)
+            .map(|i| {
+                Command::new("docker")
+                    .args(["exec", &id, "sh", "-c", &format!("echo {i}")])
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for mut c in children {
+            assert!(c.wait().unwrap().success());
+        }
+        raw.push(t.elapsed());
+    }
+    rows.push(Row { op: "32 concurrent execs (wall)".into(), ours: median(ours), raw: median(raw) });
+
+    // Peak memory of this process (server + client) across a 1 GiB round trip.
+    if std::env::var_os("SANDBOXD_BENCH_QUICK").is_none() {
+        let before = peak_rss_kib();
+        let local = dir.path().join("gib");
+        write_file(&local, 1 << 30);
+        let back = dir.path().join("gib-back");
+        upload(&mut client, &id, &local, "/tmp/gib").await;
+        assert_eq!(download(&mut client, &id, "/tmp/gib", &back).await, 1 << 30);
+        println!(
+            "peak RSS (server + client in this process): {} MiB before, {} MiB after a 1 GiB upload + download",
+            before / 1024,
+            peak_rss_kib() / 1024
+        );
+    }
+    close(&mut client, &id).await;
+    rows
+}
