@@ -1,7 +1,7 @@
 //! `DockerProvider`: create, drive and remove sandboxes through the docker CLI, as NeMo Gym's
 //! provider does, plus the ownership checks a multi-tenant service needs.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,6 +22,8 @@ use crate::spec::{
 
 /// Marks the shell-detection line the combined probe prints on stderr.
 const SHELL_MARK: &str = "__sandboxd_shell=";
+/// How many closed ids `status` remembers.
+const CLOSED_MEMORY: usize = 65_536;
 /// Copy buffer for file transfers.
 const CHUNK: usize = 256 * 1024;
 
@@ -80,6 +82,8 @@ pub struct DockerProvider {
     cli: DockerCli,
     config: DockerConfig,
     handles: Mutex<HashMap<String, SandboxHandle>>,
+    /// Ids this process closed, so their status reads `stopped` rather than unknown.
+    closed: Mutex<HashSet<String>>,
     pty_sessions: Mutex<HashMap<String, Vec<Arc<dyn LiveSession>>>>,
 }
 
@@ -98,6 +102,7 @@ impl DockerProvider {
             cli: DockerCli::new(binary, concurrency),
             config,
             handles: Mutex::new(HashMap::new()),
+            closed: Mutex::new(HashSet::new()),
             pty_sessions: Mutex::new(HashMap::new()),
         })
     }
@@ -327,6 +332,30 @@ impl DockerProvider {
     fn forget(&self, id: &str) {
         if let Ok(mut map) = self.handles.lock() {
             map.remove(id);
+        }
+    }
+
+    /// Remember that this process closed `id` (bounded: the oldest memory is dropped first).
+    fn remember_closed(&self, id: &str) {
+        if let Ok(mut set) = self.closed.lock() {
+            if set.len() >= CLOSED_MEMORY {
+                set.clear();
+            }
+            set.insert(id.to_string());
+        }
+    }
+
+    /// The status of a sandbox by id: `stopped` for one this process closed, `NotFound` for an
+    /// id it never owned.
+    pub async fn status_by_id(&self, sandbox_id: &str) -> Result<SandboxStatus> {
+        match self.handle(sandbox_id).await {
+            Ok(handle) => Ok(self.status(&handle).await),
+            Err(ProviderError::SandboxNotFound(_))
+                if self.closed.lock().is_ok_and(|set| set.contains(sandbox_id)) =>
+            {
+                Ok(SandboxStatus::Stopped)
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -638,6 +667,7 @@ impl DockerProvider {
     pub async fn close(&self, handle: &SandboxHandle) -> Result<()> {
         self.release_pty_sessions(&handle.sandbox_id, true).await;
         self.forget(&handle.sandbox_id);
+        self.remember_closed(&handle.sandbox_id);
         let out = self.control(argv::rm_args(&handle.sandbox_id)).await?;
         if !out.success() {
             let err = out.stderr_text();

@@ -274,8 +274,7 @@ impl SandboxService for SandboxApi {
         let req = request.into_inner();
         let span = span("Status", &req.sandbox_id);
         async move {
-            let handle = self.handle(&req.sandbox_id).await?;
-            let status = self.provider.status(&handle).await;
+            let status = self.provider.status_by_id(&req.sandbox_id).await.map_err(to_status)?;
             Ok(Response::new(pb::StatusResponse { status: convert::status(status) as i32 }))
         }
         .instrument(span)

@@ -131,6 +131,9 @@ async fn pump_input(
                 break;
             }
             _ = tx.closed() => break,
+            // The program ended: let go of the stream so it ends after the exit message (the
+            // output pump drains what is left and closes the session).
+            _ = session.wait_exit(None) => return,
         };
         let request = match message {
             Ok(Some(m)) => m.request,
