@@ -91,18 +91,15 @@ impl Marker {
     }
 
     /// The command's output in `buf[..end]`: the echo of the typed lines cut off (everything up
-    /// to the line holding the echoed `'TAIL'`), bracketed-paste switches dropped, `\r\n` turned
-    /// into `\n`.
+    /// to the line holding the echoed `'TAIL'`, which a line editor may have wrapped), bracketed-
+    /// paste switches dropped, `\r\n` turned into `\n`.
     pub fn extract(&self, buf: &[u8], end: usize) -> Vec<u8> {
         let before = &buf[..end.min(buf.len())];
-        let body = match rfind_bytes(before, self.tail.as_bytes()) {
-            Some(pos) => {
-                let after_tail = pos + self.tail.len();
-                match before[after_tail..].iter().position(|&b| b == b'\n') {
-                    Some(nl) => &before[after_tail + nl + 1..],
-                    None => &before[before.len()..],
-                }
-            }
+        let body = match rfind_echoed(before, self.tail.as_bytes()) {
+            Some(after_tail) => match before[after_tail..].iter().position(|&b| b == b'\n') {
+                Some(nl) => &before[after_tail + nl + 1..],
+                None => &before[before.len()..],
+            },
             None => before,
         };
         normalize_terminal_output(body)
@@ -139,11 +136,46 @@ fn find_bytes(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-fn rfind_bytes(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() || needle.len() > haystack.len() {
+/// The end offset (in `haystack`) of the last occurrence of `needle` as a terminal shows typed
+/// text: line breaks and escape sequences a line editor inserts when it wraps the line may sit
+/// between any two of its bytes.
+fn rfind_echoed(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() {
         return None;
     }
-    haystack.windows(needle.len()).rposition(|w| w == needle)
+    // The visible bytes and, for each, its offset in `haystack`.
+    let mut visible = Vec::with_capacity(haystack.len());
+    let mut offsets = Vec::with_capacity(haystack.len());
+    let mut i = 0;
+    while i < haystack.len() {
+        match haystack[i] {
+            b'\r' | b'\n' => i += 1,
+            0x1b => i += escape_len(&haystack[i..]),
+            b => {
+                visible.push(b);
+                offsets.push(i);
+                i += 1;
+            }
+        }
+    }
+    if needle.len() > visible.len() {
+        return None;
+    }
+    let pos = visible.windows(needle.len()).rposition(|w| w == needle)?;
+    Some(offsets[pos + needle.len() - 1] + 1)
+}
+
+/// Length of the escape sequence at the start of `data` (which starts with ESC): a CSI
+/// sequence up to its final byte, else ESC and one byte.
+fn escape_len(data: &[u8]) -> usize {
+    if data.get(1) == Some(&b'[') {
+        match data[2..].iter().position(|b| (0x40..=0x7e).contains(b)) {
+            Some(p) => p + 3,
+            None => data.len(),
+        }
+    } else {
+        data.len().min(2)
+    }
 }
 
 #[cfg(test)]
@@ -208,6 +240,21 @@ mod tests {
         let buf = b"no newline__H_abcd_T__:0\r\n".to_vec();
         let hit = marker.find(&buf).expect("marker");
         assert_eq!(marker.extract(&buf, hit.start), b"no newline");
+    }
+
+    #[test]
+    fn extracts_output_after_a_wrapped_echo() {
+        let marker = m();
+        // busybox ash wraps the typed line at the terminal width, inside the tail.
+        let mut buf = b"/ # \x1b[6n{ echo explicit\r\n> } </dev/null; printf '%s%s:%s\\n' '__H_ab' 'cd_\r\nT__' \"$?\"\r\n"
+            .to_vec();
+        buf.extend_from_slice(b"explicit\r\n__H_abcd_T__:0\r\n/ # ");
+        let hit = marker.find(&buf).expect("marker");
+        assert_eq!(marker.extract(&buf, hit.start), b"explicit\n");
+        assert_eq!(rfind_echoed(b"ab\x1b[1Kc", b"abc"), Some(7));
+        assert_eq!(rfind_echoed(b"xyz", b"abc"), None);
+        assert_eq!(escape_len(b"\x1b[12"), 4);
+        assert_eq!(escape_len(b"\x1b"), 1);
     }
 
     #[test]

@@ -624,20 +624,27 @@ pub(crate) fn validate_signal(name: &str) -> Result<String> {
 }
 
 /// The session's reader: routes output and stderr to their channels and records the end.
+/// `exit` is sent after all output, so the output channels close right after it (a read then
+/// sees the end even if the server keeps the stream open until the client half-closes).
 async fn route_responses(
     mut stream: tonic::codec::Streaming<proto::PtyResponse>,
     output: mpsc::UnboundedSender<Vec<u8>>,
     stderr: mpsc::UnboundedSender<Vec<u8>>,
     state: watch::Sender<SessionState>,
 ) {
+    let mut channels = Some((output, stderr));
     let end = loop {
         match stream.message().await {
             Ok(Some(msg)) => match msg.response {
                 Some(Resp::Output(chunk)) => {
-                    let _ = output.send(chunk);
+                    if let Some((output, _)) = &channels {
+                        let _ = output.send(chunk);
+                    }
                 }
                 Some(Resp::Stderr(chunk)) => {
-                    let _ = stderr.send(chunk);
+                    if let Some((_, stderr)) = &channels {
+                        let _ = stderr.send(chunk);
+                    }
                 }
                 Some(Resp::Exit(exit)) => {
                     state.send_modify(|s| {
@@ -645,6 +652,9 @@ async fn route_responses(
                             s.end = Some(StreamEnd::Exited(exit.exit_code));
                         }
                     });
+                    // After the end is recorded, so a read that sees the channel closed also
+                    // sees why.
+                    channels = None;
                 }
                 Some(Resp::Opened(_)) | None => {
                     tracing::debug!("ignoring an unexpected pty response");
@@ -662,10 +672,7 @@ async fn route_responses(
         }
         s.done = true;
     });
-    // The senders drop here, after the end is recorded: a read that sees the channel closed
-    // also sees why.
-    drop(output);
-    drop(stderr);
+    drop(channels);
 }
 
 #[cfg(test)]

@@ -376,13 +376,19 @@ impl Sandbox {
         outcome
     }
 
-    /// The sandbox's state; `Stopped` without a call once this handle stopped it.
+    /// The sandbox's state; `Stopped` without a call once this handle stopped it, and `Stopped`
+    /// when the server no longer finds it (`NOT_FOUND`).
     pub async fn status(&self) -> Result<SandboxStatus> {
         if self.is_stopped() {
             return Ok(SandboxStatus::Stopped);
         }
-        let resp = self.rpc().status(proto::StatusRequest { sandbox_id: self.id().to_string() }).await?;
-        Ok(SandboxStatus::from_proto(resp.into_inner().status))
+        match self.rpc().status(proto::StatusRequest { sandbox_id: self.id().to_string() }).await {
+            Ok(resp) => Ok(SandboxStatus::from_proto(resp.into_inner().status)),
+            // The handle came from Create or Connect, so a sandbox the server cannot find is
+            // gone (removed elsewhere, or its ttl elapsed): NeMo Gym reports that as stopped.
+            Err(status) if status.code() == tonic::Code::NotFound => Ok(SandboxStatus::Stopped),
+            Err(status) => Err(status.into()),
+        }
     }
 
     /// The host URL of declared port `port`.
