@@ -430,3 +430,26 @@ async fn bearer_token_and_typed_server_errors() {
     assert!(Client::connect("http://127.0.0.1:1").await.is_err());
     assert!(matches!(Client::connect("not a url").await, Err(ClientError::Transport(_))));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_does_not_wait_for_a_running_pty_exec() {
+    let label = TestLabel::new();
+    let server = TestServer::start(&label, None);
+    let client = server.client().await;
+    let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
+    let running = sandbox.clone();
+    let exec = tokio::spawn(async move { running.pty().exec("sleep 60", PtyExecOptions::default()).await });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::time::timeout(Duration::from_secs(20), sandbox.stop()).await.expect("stop in time").expect("stop");
+    let result = tokio::time::timeout(Duration::from_secs(20), exec)
+        .await
+        .expect("exec ends with the sandbox")
+        .expect("join")
+        .expect("a result, not an error");
+    assert_ne!(result.return_code, 0, "{result:?}");
+    assert!(matches!(
+        sandbox.pty().exec("true", PtyExecOptions::default()).await,
+        Err(ClientError::InvalidArgument(_))
+    ));
+    assert!(label.containers().is_empty());
+}

@@ -410,13 +410,6 @@ impl Sandbox {
         if *stopped {
             return Ok(());
         }
-        let sessions = {
-            let mut state = self.inner.pty_exec.lock().await;
-            std::mem::take(&mut state.sessions)
-        };
-        for session in sessions {
-            session.abandon();
-        }
         match self.rpc().close(proto::CloseRequest { sandbox_id: self.id().to_string() }).await {
             Ok(_) => {}
             Err(status) if status.code() == tonic::Code::NotFound => {}
@@ -425,6 +418,13 @@ impl Sandbox {
         *stopped = true;
         if let Ok(mut flag) = self.inner.stopped_flag.lock() {
             *flag = true;
+        }
+        // The server's Close ended the sessions; let go of ours. A `pty().exec` still running
+        // holds the lock and retires its session itself when it sees the end.
+        if let Ok(mut state) = self.inner.pty_exec.try_lock() {
+            for session in std::mem::take(&mut state.sessions) {
+                session.abandon();
+            }
         }
         Ok(())
     }
