@@ -183,7 +183,7 @@ impl Default for DockerProbeConfig {
 
 impl DockerProbeConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.command.is_some() && !(self.timeout_s > 0.0) {
+        if self.command.is_some() && (self.timeout_s.is_nan() || self.timeout_s <= 0.0) {
             return Err(ConfigError::new("probe.timeout_s", format!("must be > 0 (got {})", self.timeout_s)));
         }
         positive_opt("probe.deadline_s", self.deadline_s)?;

@@ -718,7 +718,7 @@ impl DockerProvider {
         let ids: Vec<String> =
             self.pty_sessions.lock().map(|m| m.keys().cloned().collect()).unwrap_or_default();
         for id in &ids {
-            self.release_pty_sessions(&id, false).await;
+            self.release_pty_sessions(id, false).await;
         }
     }
 
