@@ -35,24 +35,27 @@ impl Drop for TestServer {
     }
 }
 
-/// `target/debug/sandboxd`, built when missing (the bin lives in the `sandboxd` crate, so
-/// `CARGO_BIN_EXE_sandboxd` is not available here).
+/// `target/debug/sandboxd`, (re)built once per test process so a stale binary is never tested
+/// (the bin lives in the `sandboxd` crate, so `CARGO_BIN_EXE_sandboxd` is not available here).
 fn server_binary() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
-    let bin = target.join("debug").join("sandboxd");
-    if !bin.is_file() {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-p", "sandboxd", "--bin", "sandboxd"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("running cargo build for the sandboxd binary");
-        assert!(status.success(), "cargo build -p sandboxd --bin sandboxd failed");
-    }
-    assert!(bin.is_file(), "no server binary at {}", bin.display());
-    bin
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let status = Command::new(cargo)
+                .args(["build", "-q", "-p", "sandboxd", "--bin", "sandboxd"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .status()
+                .expect("running cargo build for the sandboxd binary");
+            assert!(status.success(), "cargo build -p sandboxd --bin sandboxd failed");
+            let bin = target.join("debug").join("sandboxd");
+            assert!(bin.is_file(), "no server binary at {}", bin.display());
+            bin
+        })
+        .clone()
 }
 
 impl TestServer {
@@ -451,5 +454,44 @@ async fn stop_does_not_wait_for_a_running_pty_exec() {
         sandbox.pty().exec("true", PtyExecOptions::default()).await,
         Err(ClientError::InvalidArgument(_))
     ));
+    assert!(label.containers().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn upload_and_download_200_mib_round_trip() {
+    let label = TestLabel::new();
+    let server = TestServer::start(&label, None);
+    let client = server.client().await;
+    let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local = dir.path().join("big.bin");
+    let size = 200usize << 20;
+    let mut hasher = Sha256::new();
+    {
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&local).expect("create"));
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut block = vec![0u8; 1 << 20];
+        for _ in 0..(size >> 20) {
+            for b in block.iter_mut() {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                *b = state as u8;
+            }
+            f.write_all(&block).expect("write");
+            hasher.update(&block);
+        }
+        f.flush().expect("flush");
+    }
+    let digest = hasher.finalize().to_vec();
+    assert_eq!(sandbox.upload(&local, "/tmp/big/big.bin").await.expect("upload"), size as u64);
+    let back = dir.path().join("back.bin");
+    assert_eq!(sandbox.download("/tmp/big/big.bin", &back).await.expect("download"), size as u64);
+    let mut hasher = Sha256::new();
+    let mut f = std::fs::File::open(&back).expect("open");
+    std::io::copy(&mut f, &mut hasher).expect("hash");
+    assert_eq!(hasher.finalize().to_vec(), digest);
+    sandbox.stop().await.expect("stop");
     assert!(label.containers().is_empty());
 }
