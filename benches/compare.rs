@@ -61,7 +61,10 @@ async fn start_server() -> (Client, SocketAddr) {
         drain_timeout: Duration::from_secs(1),
     };
     tokio::spawn(async move { serve(options).await.expect("serve") });
-    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap();
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .initial_stream_window_size(Some(8 << 20))
+        .initial_connection_window_size(Some(16 << 20));
     for _ in 0..100 {
         if let Ok(ch) = endpoint.connect().await {
             return (SandboxServiceClient::new(ch).max_decoding_message_size(64 << 20), addr);

@@ -9,6 +9,9 @@ use crate::proto::sandbox_service_client::SandboxServiceClient;
 
 /// Largest response message the client accepts (exec output comes back in one message).
 const MAX_DECODING_MESSAGE_BYTES: usize = 1 << 30;
+/// HTTP/2 flow-control windows for file streams (the 64 KiB default stalls every round trip).
+const STREAM_WINDOW: u32 = 8 << 20;
+const CONNECTION_WINDOW: u32 = 16 << 20;
 
 /// Adds `authorization: Bearer <token>` to every call when a token is set.
 #[derive(Clone, Debug, Default)]
@@ -65,7 +68,13 @@ impl Client {
 
     async fn connect_inner(url: String, token: Option<String>) -> Result<Client> {
         let auth = BearerAuth::new(token.as_deref())?;
-        let channel = tonic::transport::Endpoint::from_shared(url)?.connect().await?;
+        // HTTP/2's default 64 KiB windows stall file streams on every round trip; larger windows
+        // let a download run at the speed of the docker copy behind it.
+        let channel = tonic::transport::Endpoint::from_shared(url)?
+            .initial_stream_window_size(Some(STREAM_WINDOW))
+            .initial_connection_window_size(Some(CONNECTION_WINDOW))
+            .connect()
+            .await?;
         Ok(Self::from_parts(channel, auth))
     }
 

@@ -133,6 +133,13 @@ impl DockerCli {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let child = cmd.spawn().map_err(|source| CliError::Spawn { command: command.clone(), source })?;
+        tracing::debug!(cmd = %command, "docker started");
+        if let Some(pipe) = &child.stdin {
+            widen_pipe(pipe);
+        }
+        if let Some(pipe) = &child.stdout {
+            widen_pipe(pipe);
+        }
         let pgid = child.id().map(|p| p as i32);
         Ok(DockerChild { child, pgid, _permit: permit, command })
     }
@@ -193,6 +200,14 @@ impl DockerCli {
         .await
     }
 }
+
+/// Pipes default to 64 KiB: a transfer through one would cost a wakeup per 64 KiB. Best effort
+/// (the kernel caps it at /proc/sys/fs/pipe-max-size).
+fn widen_pipe(pipe: &impl std::os::fd::AsFd) {
+    let _ = nix::fcntl::fcntl(pipe, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
+}
+
+const PIPE_SIZE: i32 = 1 << 20;
 
 async fn read_all<R: tokio::io::AsyncRead + Unpin>(reader: Option<&mut R>) -> Vec<u8> {
     use tokio::io::AsyncReadExt;

@@ -87,6 +87,9 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         let _ = signalled_tx.send(());
     };
     let server = Server::builder()
+        // HTTP/2's default 64 KiB windows stall file streams on every round trip.
+        .initial_stream_window_size(Some(8 << 20))
+        .initial_connection_window_size(Some(16 << 20))
         .add_service(health)
         .add_service(InterceptedService::new(sandbox, intercept.clone()))
         .add_service(InterceptedService::new(reflection_v1, intercept.clone()))
