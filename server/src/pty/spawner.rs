@@ -161,7 +161,7 @@ pub(crate) async fn read_chunk(fd: &AsyncFd<OwnedFd>) -> io::Result<Vec<u8>> {
             Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => return Ok(Vec::new()),
             Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
             Ok(Err(e)) => return Err(e),
-            Err(_would_block) => continue,
+            Err(_would_block) => tokio::task::coop::consume_budget().await,
         }
     }
 }
@@ -192,7 +192,17 @@ pub(crate) async fn write_all(
             Ok(Ok(n)) => data = &data[n..],
             Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
             Ok(Err(e)) => return Err(PtyError::Failed(format!("write failed: {e}"))),
-            Err(_would_block) => {}
+            Err(_would_block) => {
+                // A pty master whose slaves all closed reports a hang-up, which the reactor keeps
+                // reporting as "ready" while every write would block: nothing will ever read
+                // what is left, so the write fails instead of spinning.
+                if guard.ready().is_write_closed() {
+                    return Err(PtyError::Failed("write failed: the terminal was closed".into()));
+                }
+                // Readiness without coop budget: yield now and then so a spurious readiness can
+                // never starve the runtime.
+                tokio::task::coop::consume_budget().await;
+            }
         }
     }
     Ok(())
