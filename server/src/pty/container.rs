@@ -503,6 +503,55 @@ mod tests {
         assert!(took >= Duration::from_millis(400), "{took:?}");
     }
 
+    /// Busybox images have only applets: the commands must not need anything else.
+    #[test]
+    fn commands_work_with_busybox_applets_only() {
+        let busybox = std::path::Path::new("/bin/busybox");
+        if !busybox.exists() {
+            return;
+        }
+        let me = std::process::id();
+        let bin = tmpdir();
+        for applet in ["head", "tr", "grep", "sleep", "rm", "stty", "cat"] {
+            std::os::unix::fs::symlink(busybox, bin.path().join(applet)).unwrap();
+        }
+        let run = |script: &str, args: &[&str]| {
+            Command::new(busybox)
+                .arg("sh")
+                .arg("-c")
+                .arg(script)
+                .args(args)
+                .env_clear()
+                .env("PATH", bin.path())
+                .stdin(Stdio::null())
+                .output()
+                .expect("busybox sh")
+        };
+        let dir = tmpdir();
+        let f = dir.path().join("pid");
+        let g = dir.path().join("fallback");
+        let (fs, gs) = (f.to_str().unwrap(), g.to_str().unwrap());
+        let out = run(&launcher_script(24, 80, true), &[fs, gs, "sh", "-c", "echo $$"]);
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), std::fs::read_to_string(&f).unwrap());
+
+        let mut child = session_leader(Some((SESSION_ENV, "bb")));
+        std::fs::write(&f, format!("{}\n", child.id())).unwrap();
+        let out = run(&pid_read_command(fs, gs, "bb"), &[]);
+        let line = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.stderr.is_empty(), "{:?}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(check_recorded_pid_with_parent(&line, PtyMode::Pty, "bb", me), Ok(child.id()), "{line}");
+        let out = run(&signal_command_with_parent(child.id(), "SIGTERM", PtyMode::Pty, me), &[]);
+        assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+        assert!(wait_gone(&mut child, Duration::from_secs(5)));
+
+        let mut child = session_leader(None);
+        let out = run(&cleanup_command_with_parent(Some(child.id()), &[fs, gs], me), &[]);
+        assert!(out.status.success(), "{out:?}");
+        assert!(wait_gone(&mut child, Duration::from_secs(5)));
+        assert!(!f.exists());
+    }
+
     #[test]
     fn check_refuses_what_is_not_the_session() {
         let id = "s1";
