@@ -40,25 +40,6 @@ async fn exec_ok(p: &DockerProvider, h: &SandboxHandle, command: &str) -> String
     r.stdout_lossy()
 }
 
-async fn wait_for_size(session: &PtySession, size: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut seen = String::new();
-    while Instant::now() < deadline {
-        session.write(b"stty size\n").await.unwrap();
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        while let Ok(chunk) = session.read(Some(Duration::from_millis(50))).await {
-            if chunk.is_empty() {
-                break;
-            }
-            seen.push_str(&String::from_utf8_lossy(&chunk));
-        }
-        if seen.contains(&format!("\n{size}\r")) {
-            return;
-        }
-    }
-    panic!("terminal never reported {size}: {seen:?}");
-}
-
 fn shell_spec(rows: u16, cols: u16) -> PtySpec {
     PtySpec { rows, cols, ..Default::default() }
 }
@@ -80,10 +61,14 @@ async fn interactive_shell_echoes_resizes_and_survives_sigint() {
         assert!(out.contains("30 100"), "{image}: spawn size first: {out:?}");
         assert!(out.contains("echo typed-$((40+2))"), "{image}: echo of the input: {out:?}");
 
-        // The docker client applies the new size through the API after SIGWINCH, racing the
-        // typed input: ask until the container's terminal reports it.
+        // Once resize returns, the container's terminal has the new size: the very next
+        // command sees it.
         s.resize(40, 120).await.unwrap();
-        wait_for_size(&s, "40 120").await;
+        s.write(b"stty size\n").await.unwrap();
+        read_until(&s, "\n40 120\r").await;
+        s.resize(50, 132).await.unwrap();
+        s.write(b"stty size\n").await.unwrap();
+        read_until(&s, "\n50 132\r").await;
 
         // SIGINT reaches the foreground job; the shell survives it.
         s.write(b"sleep 30; echo after-sleep-$?\n").await.unwrap();

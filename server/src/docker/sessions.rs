@@ -60,6 +60,21 @@ impl RunInContainer for ContainerRunner {
                 .await
         })
     }
+
+    fn running(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        Box::pin(async move {
+            let args = argv::inspect_args(&self.name);
+            let timeout = self.config.exec.default_timeout_s.map(Duration::from_secs_f64);
+            match self.cli.run(&args, timeout, None).await {
+                Ok(out) if out.success() => {
+                    let state = out.stdout_text();
+                    state.split('\t').nth(2).is_some_and(|s| s.trim() == "running")
+                }
+                // Gone, or the daemon cannot say: either way the session cannot go on.
+                _ => false,
+            }
+        })
+    }
 }
 
 impl LiveSession for PtySession {

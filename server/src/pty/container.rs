@@ -233,6 +233,16 @@ pub(crate) fn signal_command_with_parent(pid: u32, signal: &str, mode: PtyMode, 
     )
 }
 
+/// Sets the size of the session's terminal (the verified pid's stdin) from inside, so the
+/// size holds before `resize` returns. Runs as the session's user (its own process's fds need no
+/// ptrace capability) and only while the pid's parent is still outside the container.
+pub fn resize_command(pid: u32, rows: u16, cols: u16) -> String {
+    format!(
+        "p={pid}; read -r st </proc/$p/stat || exit 1; st=${{st##*) }}; set -- $st; \
+[ \"$2\" = 0 ] || exit 1; stty rows {rows} cols {cols} </proc/$p/fd/0"
+    )
+}
+
 /// Ends a session's processes as root: the pid files go; when `pid` (checked) is given, `SIGHUP`
 /// to its group and to it (a shell relays it to its jobs), up to a second for it to leave, then
 /// `SIGKILL` to every process of its session (session id, field 6 of `/proc/*/stat`, equal to

@@ -47,6 +47,12 @@ pub trait RunInContainer: Send + Sync + 'static {
         user: Option<String>,
         timeout: Duration,
     ) -> Pin<Box<dyn Future<Output = ExecResult> + Send + 'a>>;
+
+    /// Whether the container still runs: tells a session cut off by its container's removal
+    /// from a program that exited on its own. The default assumes it does.
+    fn running(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        Box::pin(async { true })
+    }
 }
 
 /// Whether the session has a terminal.

@@ -197,6 +197,7 @@ pub async fn spawn(opts: SpawnOptions) -> Result<Arc<PtySession>, PtyError> {
         let child = child.clone();
         let output_seen = output_seen.clone();
         let runtime_failure = opts.runtime_failure;
+        let container = opts.container.clone();
         tokio::spawn(async move {
             let code = child.wait().await;
             let mut settled_rx = settled_rx;
@@ -216,6 +217,16 @@ pub async fn spawn(opts: SpawnOptions) -> Result<Arc<PtySession>, PtyError> {
                     }
                 }
                 _ => Ok(code),
+            };
+            // A client cut off because its container went away (removed, stopped) exits like a
+            // killed program: only the container's state tells the two apart.
+            let outcome = match (outcome, &container) {
+                (Ok(code), Some(container)) if code != 0 && !container.running().await => {
+                    Err(PtyError::Failed(format!(
+                        "the sandbox's container is no longer running (client exit {code})"
+                    )))
+                }
+                (outcome, _) => outcome,
             };
             outcome_tx.send_replace(Some(outcome));
         });
@@ -413,7 +424,31 @@ impl PtySession {
         if let Err(e) = self.child.signal(Signal::SIGWINCH) {
             tracing::debug!(error = %e, "SIGWINCH to the session client failed");
         }
+        self.apply_size_in_container(rows, cols).await;
         Ok(())
+    }
+
+    /// The docker client resizes the container's terminal through the API on its own time,
+    /// racing input typed right after. Setting the size on the session's terminal directly (as
+    /// the session's user, on the verified pid) makes `resize` return once the size holds.
+    /// Best effort: the client's own resize follows anyway.
+    async fn apply_size_in_container(&self, rows: u16, cols: u16) {
+        let Some(container) = &self.container else { return };
+        if self.closed() {
+            return;
+        }
+        let pid = match self.recorded_pid().await {
+            Ok(pid) => pid,
+            Err(e) => {
+                tracing::debug!(error = %e, "no verified pid: leaving the resize to the docker client");
+                return;
+            }
+        };
+        let command = super::container::resize_command(pid, rows, cols);
+        let result = container.run(command, self.user.clone(), CONTROL_TIMEOUT).await;
+        if result.return_code != 0 {
+            tracing::debug!(stderr = %result.stderr_lossy(), "in-container resize failed");
+        }
     }
 
     /// The exit code (128 + n for signal n); `Err(Failed)` when the client exited without
