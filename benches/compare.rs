@@ -181,11 +181,13 @@ fn peak_rss_kib() -> u64 {
 fn main() {
     support::images::host_has_docker().expect("docker");
     support::images::ensure_images().expect("images");
-    let quick = std::env::var_os("SANDBOXD_BENCH_QUICK").is_some();
+    // `cargo bench` passes `--bench`; under `cargo test --all-targets` this runs as a quick smoke.
+    let quick =
+        std::env::var_os("SANDBOXD_BENCH_QUICK").is_some() || !std::env::args().any(|a| a == "--bench");
     let runs = if quick { 3 } else { 7 };
     let big = if quick { 32 << 20 } else { 256 << 20 };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    let rows = rt.block_on(run(runs, big));
+    let rows = rt.block_on(run(runs, big, quick));
     println!("\n| operation | sandboxd | raw docker | ratio |");
     println!("|---|---:|---:|---:|");
     for r in &rows {
@@ -199,7 +201,7 @@ fn main() {
     }
 }
 
-async fn run(runs: usize, big: usize) -> Vec<Row> {
+async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
     let (mut client, _addr) = start_server().await;
     let mut rows = Vec::new();
     let dir = tempfile::tempdir().unwrap();
@@ -331,7 +333,7 @@ async fn run(runs: usize, big: usize) -> Vec<Row> {
     rows.push(Row { op: "32 concurrent execs (wall)".into(), ours: median(ours), raw: median(raw) });
 
     // Peak memory of this process (server + client) across a 1 GiB round trip.
-    if std::env::var_os("SANDBOXD_BENCH_QUICK").is_none() {
+    if !quick {
         let before = peak_rss_kib();
         let local = dir.path().join("gib");
         write_file(&local, 1 << 30);
