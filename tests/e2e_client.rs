@@ -8,11 +8,9 @@ mod common;
 mod support;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::server::TestServer;
 use common::TestLabel;
 use futures_util::StreamExt;
 use sandboxd_client::{
@@ -20,96 +18,6 @@ use sandboxd_client::{
 };
 use sha2::{Digest, Sha256};
 use support::images::{BASH, BUSYBOX};
-
-/// A running `sandboxd` process, killed on drop.
-struct TestServer {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `target/debug/sandboxd`, (re)built once per test process so a stale binary is never tested
-/// (the bin lives in the `sandboxd` crate, so `CARGO_BIN_EXE_sandboxd` is not available here).
-fn server_binary() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let status = Command::new(cargo)
-                .args(["build", "-q", "-p", "sandboxd", "--bin", "sandboxd"])
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .status()
-                .expect("running cargo build for the sandboxd binary");
-            assert!(status.success(), "cargo build -p sandboxd --bin sandboxd failed");
-            let bin = target.join("debug").join("sandboxd");
-            assert!(bin.is_file(), "no server binary at {}", bin.display());
-            bin
-        })
-        .clone()
-}
-
-impl TestServer {
-    /// Starts `sandboxd --listen 127.0.0.1:0 --config FILE [--auth-token-file FILE]` and waits
-    /// for its `sandboxd listening on ADDR` line. The one place that knows the server's CLI.
-    fn start(label: &TestLabel, token: Option<&str>) -> TestServer {
-        common::require_docker();
-        let dir = tempfile::tempdir().expect("tempdir");
-        let config = dir.path().join("config.json");
-        let body = serde_json::json!({
-            "docker": {
-                "create": {"extra_run_args": label.run_args()},
-                "exec": {"default_timeout_s": 60.0},
-            }
-        });
-        std::fs::write(&config, body.to_string()).expect("write config");
-        let mut cmd = Command::new(server_binary());
-        cmd.arg("--listen").arg("127.0.0.1:0").arg("--config").arg(&config);
-        if let Some(token) = token {
-            let path = dir.path().join("token");
-            std::fs::write(&path, token).expect("write token");
-            cmd.arg("--auth-token-file").arg(path);
-        }
-        let mut child = cmd
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn sandboxd");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(addr) = line.strip_prefix("sandboxd listening on ") {
-                    let _ = tx.send(addr.trim().to_string());
-                }
-            }
-        });
-        let addr = match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(addr) => addr,
-            Err(_) => {
-                let _ = child.kill();
-                panic!("sandboxd did not print its listening line within 30 s");
-            }
-        };
-        TestServer { child, url: format!("http://{addr}"), _dir: dir }
-    }
-
-    async fn client(&self) -> Client {
-        Client::connect(self.url.clone()).await.expect("connect")
-    }
-}
 
 fn sha256(data: &[u8]) -> Vec<u8> {
     Sha256::digest(data).to_vec()

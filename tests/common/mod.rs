@@ -2,6 +2,8 @@
 //! each test can prove it left nothing behind and clean-up never touches anyone else's.
 #![allow(dead_code)]
 
+pub mod server;
+
 use std::process::Command;
 
 use sandboxd::config::DockerConfig;

@@ -149,19 +149,49 @@ fn set_nonblocking(fd: &OwnedFd) -> Result<(), PtyError> {
 
 /// One chunk (at most `READ_CHUNK` bytes) from a non-blocking descriptor; empty at EOF. A pty
 /// master reports `EIO` once every slave closed: that is EOF too.
+///
+/// A pty hands out at most one line-discipline buffer (4 KiB) per read, so the chunk is filled
+/// with every read that does not block: one wakeup and one message per 64 KiB, not per 4 KiB.
 pub(crate) async fn read_chunk(fd: &AsyncFd<OwnedFd>) -> io::Result<Vec<u8>> {
     let mut buf = vec![0u8; READ_CHUNK];
+    let mut filled = 0;
     loop {
         let mut guard = fd.readable().await?;
-        match guard.try_io(|inner| nix::unistd::read(inner.get_ref(), &mut buf).map_err(io::Error::from)) {
-            Ok(Ok(n)) => {
-                buf.truncate(n);
-                return Ok(buf);
+        loop {
+            match guard.try_io(|inner| {
+                nix::unistd::read(inner.get_ref(), &mut buf[filled..]).map_err(io::Error::from)
+            }) {
+                Ok(Ok(0)) => {
+                    buf.truncate(filled);
+                    return Ok(buf);
+                }
+                Ok(Ok(n)) => {
+                    filled += n;
+                    if filled == buf.len() {
+                        return Ok(buf);
+                    }
+                }
+                // What was read goes out first; the next read sees EIO again and reports EOF.
+                Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => {
+                    buf.truncate(filled);
+                    return Ok(buf);
+                }
+                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(Err(e)) if filled > 0 => {
+                    tracing::debug!(error = %e, "read failed after a partial chunk");
+                    buf.truncate(filled);
+                    return Ok(buf);
+                }
+                Ok(Err(e)) => return Err(e),
+                Err(_would_block) if filled > 0 => {
+                    buf.truncate(filled);
+                    return Ok(buf);
+                }
+                Err(_would_block) => {
+                    tokio::task::coop::consume_budget().await;
+                    break;
+                }
             }
-            Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => return Ok(Vec::new()),
-            Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Ok(Err(e)) => return Err(e),
-            Err(_would_block) => tokio::task::coop::consume_budget().await,
         }
     }
 }

@@ -74,6 +74,8 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
 
+    // Handlers go in before the listening line: a SIGTERM right after it must drain, not kill.
+    let signals = Signals::install();
     let mut stdout = tokio::io::stdout();
     let _ = stdout.write_all(format!("sandboxd listening on {local}\n").as_bytes()).await;
     let _ = stdout.flush().await;
@@ -81,7 +83,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
 
     let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<()>();
     let shutdown_signal = async move {
-        wait_for_signal().await;
+        signals.wait().await;
         tracing::info!("shutting down: no new calls; closing terminal sessions");
         let _ = shutdown_tx.send(true);
         let _ = signalled_tx.send(());
@@ -114,15 +116,26 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     Ok(())
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
-        std::future::pending::<()>().await;
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+/// SIGTERM and SIGINT, installed up front.
+struct Signals {
+    term: Option<tokio::signal::unix::Signal>,
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn install() -> Self {
+        use tokio::signal::unix::{signal, SignalKind};
+        Self { term: signal(SignalKind::terminate()).ok(), int: signal(SignalKind::interrupt()).ok() }
+    }
+
+    async fn wait(mut self) {
+        let (Some(term), Some(int)) = (self.term.as_mut(), self.int.as_mut()) else {
+            tracing::warn!("cannot install signal handlers; stop the server with SIGKILL");
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
     }
 }

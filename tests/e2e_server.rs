@@ -1,0 +1,189 @@
+//! The `sandboxd` binary as an operator runs it: restarts, shutdown, listener safety, deadlines,
+//! policy and bad configuration.
+
+mod common;
+mod support;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::server::{server_binary, TestServer};
+use common::TestLabel;
+use sandboxd_client::proto::sandbox_service_client::SandboxServiceClient;
+use sandboxd_client::{proto, spec, PtyOptions, Sandbox};
+use support::images::BUSYBOX;
+
+fn exists(id: &str) -> bool {
+    common::docker(&["inspect", "--type", "container", id]).status.success()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn any_server_serves_a_sandbox_after_a_restart() {
+    let label = TestLabel::new();
+    let mut first = TestServer::start(&label, None);
+    let sandbox = Sandbox::start(&first.client().await, spec(BUSYBOX)).await.expect("start");
+    let id = sandbox.id().to_string();
+    assert!(first.terminate(Duration::from_secs(20)).is_some_and(|s| s.success()));
+    assert!(exists(&id), "without --remove-on-shutdown the sandbox outlives the server");
+
+    // A new server knows nothing in memory, yet serves the sandbox by id alone.
+    let second = TestServer::start(&label, None);
+    let mut raw = SandboxServiceClient::new(
+        tonic::transport::Endpoint::from_shared(second.url.clone()).unwrap().connect().await.unwrap(),
+    );
+    let req =
+        proto::ExecRequest { sandbox_id: id.clone(), command: "echo again".into(), ..Default::default() };
+    let out = raw.exec(req).await.expect("exec after restart").into_inner();
+    assert_eq!(out.stdout, b"again\n");
+    let status = raw.status(proto::StatusRequest { sandbox_id: id.clone() }).await.unwrap().into_inner();
+    assert_eq!(status.status, proto::SandboxStatus::Running as i32);
+    raw.close(proto::CloseRequest { sandbox_id: id.clone() }).await.expect("close");
+    let status = raw.status(proto::StatusRequest { sandbox_id: id.clone() }).await.unwrap().into_inner();
+    assert_eq!(
+        status.status,
+        proto::SandboxStatus::Stopped as i32,
+        "a sandbox this server closed reads stopped"
+    );
+    assert!(!exists(&id));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_closes_pty_sessions_and_removes_created_sandboxes_when_asked() {
+    let label = TestLabel::new();
+    let mut server =
+        TestServer::start_with(&label, None, &["--remove-on-shutdown", "--drain-timeout-s", "10"]);
+    let client = server.client().await;
+    let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
+    let session = sandbox.pty().create(PtyOptions::default()).await.expect("pty");
+    session.write(b"echo in-session\n").await.expect("write");
+    let t = Instant::now();
+    let status = server.terminate(Duration::from_secs(30)).expect("server exits after SIGTERM");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        t.elapsed() < Duration::from_secs(25),
+        "an open PTY stream must not hold shutdown to the drain timeout"
+    );
+    // The session's stream ended (with its exit or a status), and the sandbox is gone.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match session.read(Some(Duration::from_secs(5))).await {
+            Ok(chunk) if chunk.is_empty() => break,
+            Ok(_) => assert!(Instant::now() < deadline, "session output never ended"),
+            Err(_) => break,
+        }
+    }
+    assert!(!exists(sandbox.id()), "--remove-on-shutdown removes what this server created");
+    assert!(label.containers().is_empty());
+}
+
+#[test]
+fn refuses_a_public_listener_without_a_token_and_bad_config() {
+    let label = TestLabel::new();
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(server_binary())
+        .args(["--listen", "0.0.0.0:0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--insecure") && stderr.contains("--auth-token-file"), "{stderr}");
+
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"docker": {"exec": {"concurrency": 0}}}"#).unwrap();
+    let out = std::process::Command::new(server_binary())
+        .args(["--listen", "127.0.0.1:0", "--config"])
+        .arg(&bad)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("exec.concurrency") && stderr.contains(">= 1"), "{stderr}");
+
+    std::fs::write(&bad, r#"{"docker": {"create": {"publsh_host": "::1"}}}"#).unwrap();
+    let out = std::process::Command::new(server_binary())
+        .args(["--listen", "127.0.0.1:0", "--config"])
+        .arg(&bad)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("publsh_host"));
+
+    // With --insecure the operator takes the choice: it starts.
+    let mut server = TestServer::start_with(&label, None, &["--insecure"]);
+    assert!(server.terminate(Duration::from_secs(20)).is_some_and(|s| s.success()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_call_deadline_caps_an_exec_and_policy_refuses_host_mounts() {
+    let label = TestLabel::new();
+    let server = TestServer::start(&label, None);
+    let channel =
+        tonic::transport::Endpoint::from_shared(server.url.clone()).unwrap().connect().await.unwrap();
+    let mut raw = SandboxServiceClient::new(channel);
+    let created = raw
+        .create(proto::CreateRequest {
+            spec: Some(proto::SandboxSpec { image: BUSYBOX.into(), ..Default::default() }),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let id = created.sandbox.unwrap().sandbox_id;
+
+    let mut req = tonic::Request::new(proto::ExecRequest {
+        sandbox_id: id.clone(),
+        command: "sleep 30".into(),
+        timeout_s: Some(120.0),
+        ..Default::default()
+    });
+    req.set_timeout(Duration::from_secs(2));
+    let t = Instant::now();
+    let err = raw.exec(req).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::DeadlineExceeded, "{err:?}");
+    assert!(t.elapsed() < Duration::from_secs(10));
+
+    let spec = proto::SandboxSpec {
+        image: BUSYBOX.into(),
+        provider_options: Some(proto::ProviderOptions { volumes: vec!["/:/host".into()], run_args: vec![] }),
+        ..Default::default()
+    };
+    let err = raw.create(proto::CreateRequest { spec: Some(spec) }).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::PermissionDenied);
+    assert!(err.message().contains("volumes"));
+    let spec = proto::SandboxSpec {
+        image: BUSYBOX.into(),
+        provider_options: Some(proto::ProviderOptions {
+            volumes: vec![],
+            run_args: vec!["--privileged".into()],
+        }),
+        ..Default::default()
+    };
+    let err = raw.create(proto::CreateRequest { spec: Some(spec) }).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::PermissionDenied);
+
+    // Bad input names the field; unknown ids are NOT_FOUND; nothing was created by either.
+    let spec = proto::SandboxSpec { image: BUSYBOX.into(), ports: vec![80, 80], ..Default::default() };
+    let err = raw.create(proto::CreateRequest { spec: Some(spec) }).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.message().contains("spec.ports"), "{}", err.message());
+    let err = raw
+        .exec(proto::ExecRequest {
+            sandbox_id: "--privileged".into(),
+            command: "true".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::NotFound);
+    let err = raw
+        .create(proto::CreateRequest {
+            spec: Some(proto::SandboxSpec { image: "sandboxd-test/missing:1".into(), ..Default::default() }),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+
+    raw.close(proto::CloseRequest { sandbox_id: id.clone() }).await.unwrap();
+    assert!(label.containers().is_empty(), "{:?}", label.containers());
+}
