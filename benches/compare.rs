@@ -64,7 +64,8 @@ async fn start_server() -> (Client, SocketAddr) {
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .unwrap()
         .initial_stream_window_size(Some(8 << 20))
-        .initial_connection_window_size(Some(16 << 20));
+        .initial_connection_window_size(Some(16 << 20))
+        .max_frame_size(Some(1 << 20));
     for _ in 0..100 {
         if let Ok(ch) = endpoint.connect().await {
             return (SandboxServiceClient::new(ch).max_decoding_message_size(64 << 20), addr);
@@ -201,6 +202,14 @@ fn main() {
     }
 }
 
+/// `SANDBOXD_BENCH_ONLY=upload,pty` runs only the operations whose names start with those words.
+fn selected(op: &str) -> bool {
+    match std::env::var("SANDBOXD_BENCH_ONLY") {
+        Ok(only) => only.split(',').any(|w| op.starts_with(w.trim())),
+        Err(_) => true,
+    }
+}
+
 async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
     let (mut client, _addr) = start_server().await;
     let mut rows = Vec::new();
@@ -208,7 +217,7 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
 
     // create: Create (run + one exec) vs a bare `docker run -d`.
     let (mut ours, mut raw) = (Vec::new(), Vec::new());
-    for _ in 0..runs {
+    for _ in 0..if selected("create") { runs } else { 0 } {
         let t = Instant::now();
         let id = create(&mut client).await;
         ours.push(t.elapsed());
@@ -230,19 +239,23 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
         ]));
         docker(&["rm", "-f", &name]);
     }
-    rows.push(Row { op: "create (vs docker run -d)".into(), ours: median(ours), raw: median(raw) });
+    if selected("create") {
+        rows.push(Row { op: "create (vs docker run -d)".into(), ours: median(ours), raw: median(raw) });
+    }
 
     let id = create(&mut client).await;
 
     // exec
     let (mut ours, mut raw) = (Vec::new(), Vec::new());
-    for _ in 0..runs * 3 {
+    for _ in 0..if selected("exec") { runs * 3 } else { 0 } {
         let t = Instant::now();
         assert_eq!(exec(&mut client, &id, "printf x").await.stdout, b"x");
         ours.push(t.elapsed());
         raw.push(timed_docker(&["exec", &id, "sh", "-c", "printf x"]));
     }
-    rows.push(Row { op: "exec `printf x`".into(), ours: median(ours), raw: median(raw) });
+    if selected("exec") {
+        rows.push(Row { op: "exec `printf x`".into(), ours: median(ours), raw: median(raw) });
+    }
 
     // upload / download
     for (label, size) in [("1 MiB", 1usize << 20), (if big == 256 << 20 { "256 MiB" } else { "32 MiB" }, big)]
@@ -251,7 +264,13 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
         write_file(&local, size);
         let back = dir.path().join(format!("b{size}"));
         let (mut up, mut up_raw, mut down, mut down_raw) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let n = if size > 1 << 20 { runs.min(3) } else { runs * 2 };
+        let n = if !selected("upload") && !selected("download") {
+            0
+        } else if size > 1 << 20 {
+            runs.min(3)
+        } else {
+            runs * 2
+        };
         for _ in 0..n {
             let t = Instant::now();
             upload(&mut client, &id, &local, "/tmp/up.bin").await;
@@ -278,7 +297,7 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
     let bytes = big / 4;
     let command = format!("head -c {bytes} /dev/zero");
     let (mut ours, mut raw) = (Vec::new(), Vec::new());
-    for _ in 0..runs.min(3) {
+    for _ in 0..if selected("pty") { runs.min(3) } else { 0 } {
         let (n, d) = pty_output(&mut client, &id, &command).await;
         assert!(n >= bytes as u64, "pty delivered {n} of {bytes}");
         ours.push(d);
@@ -291,19 +310,21 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
         raw.push(t.elapsed());
         assert!(out.stdout.len() >= bytes, "raw docker exec -t gave {}", out.stdout.len());
     }
-    let (ours, raw) = (median(ours), median(raw));
-    let mib = bytes as f64 / (1 << 20) as f64;
-    println!(
-        "pty output: {:.1} MiB/s through sandboxd, {:.1} MiB/s raw docker exec -t ({} MiB)",
-        mib / ours.as_secs_f64(),
-        mib / raw.as_secs_f64(),
-        bytes >> 20
-    );
-    rows.push(Row { op: format!("pty output {} MiB (vs docker exec -t)", bytes >> 20), ours, raw });
+    if selected("pty") {
+        let (ours, raw) = (median(ours), median(raw));
+        let mib = bytes as f64 / (1 << 20) as f64;
+        println!(
+            "pty output: {:.1} MiB/s through sandboxd, {:.1} MiB/s raw docker exec -t ({} MiB)",
+            mib / ours.as_secs_f64(),
+            mib / raw.as_secs_f64(),
+            bytes >> 20
+        );
+        rows.push(Row { op: format!("pty output {} MiB (vs docker exec -t)", bytes >> 20), ours, raw });
+    }
 
     // 32 concurrent execs (wall time for all of them).
     let (mut ours, mut raw) = (Vec::new(), Vec::new());
-    for _ in 0..runs.min(3) {
+    for _ in 0..if selected("32") { runs.min(3) } else { 0 } {
         let t = Instant::now();
         let tasks: Vec<_> = (0..32)
             .map(|i| {
@@ -330,10 +351,12 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
         }
         raw.push(t.elapsed());
     }
-    rows.push(Row { op: "32 concurrent execs (wall)".into(), ours: median(ours), raw: median(raw) });
+    if selected("32") {
+        rows.push(Row { op: "32 concurrent execs (wall)".into(), ours: median(ours), raw: median(raw) });
+    }
 
     // Peak memory of this process (server + client) across a 1 GiB round trip.
-    if !quick {
+    if !quick && selected("rss") {
         let before = peak_rss_kib();
         let local = dir.path().join("gib");
         write_file(&local, 1 << 30);

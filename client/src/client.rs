@@ -73,6 +73,7 @@ impl Client {
         let channel = tonic::transport::Endpoint::from_shared(url)?
             .initial_stream_window_size(Some(STREAM_WINDOW))
             .initial_connection_window_size(Some(CONNECTION_WINDOW))
+            .max_frame_size(Some(1 << 20))
             .connect()
             .await?;
         Ok(Self::from_parts(channel, auth))

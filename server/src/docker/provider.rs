@@ -345,14 +345,17 @@ impl DockerProvider {
         }
     }
 
+    /// Whether this process closed `id`.
+    pub(crate) fn was_closed(&self, id: &str) -> bool {
+        self.closed.lock().is_ok_and(|set| set.contains(id))
+    }
+
     /// The status of a sandbox by id: `stopped` for one this process closed, `NotFound` for an
     /// id it never owned.
     pub async fn status_by_id(&self, sandbox_id: &str) -> Result<SandboxStatus> {
         match self.handle(sandbox_id).await {
             Ok(handle) => Ok(self.status(&handle).await),
-            Err(ProviderError::SandboxNotFound(_))
-                if self.closed.lock().is_ok_and(|set| set.contains(sandbox_id)) =>
-            {
+            Err(ProviderError::SandboxNotFound(_)) if self.was_closed(sandbox_id) => {
                 Ok(SandboxStatus::Stopped)
             }
             Err(e) => Err(e),

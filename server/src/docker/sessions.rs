@@ -154,6 +154,14 @@ impl DockerProvider {
         .await
         .map_err(|e| ProviderError::Pty(e.to_string()))?;
         self.track_pty_session(&handle.sandbox_id, session.clone());
+        if self.was_closed(&handle.sandbox_id) {
+            // The sandbox was closed while the session opened: nothing in it to clean up.
+            session.abandon().await;
+            return Err(ProviderError::Pty(format!(
+                "sandbox {} was closed while the session opened",
+                handle.sandbox_id
+            )));
+        }
         Ok(session)
     }
 }

@@ -92,6 +92,8 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         // HTTP/2's default 64 KiB windows stall file streams on every round trip.
         .initial_stream_window_size(Some(8 << 20))
         .initial_connection_window_size(Some(16 << 20))
+        // 16 KiB frames cost a frame header and a wakeup per 16 KiB of file content.
+        .max_frame_size(Some(1 << 20))
         .add_service(health)
         .add_service(InterceptedService::new(sandbox, intercept.clone()))
         .add_service(InterceptedService::new(reflection_v1, intercept.clone()))
