@@ -65,6 +65,13 @@ impl DockerChild {
         }
     }
 
+    /// Collect the client's stderr in the background: it must be drained while the transfer
+    /// runs, and it is what explains a failure afterwards.
+    pub fn drain_stderr(&mut self) -> tokio::task::JoinHandle<Vec<u8>> {
+        let mut stderr = self.child.stderr.take();
+        tokio::spawn(async move { read_all(stderr.as_mut()).await })
+    }
+
     /// Mark the child finished so drop does not signal a reused pgid.
     pub fn disarm(&mut self) {
         self.pgid = None;

@@ -507,14 +507,7 @@ impl DockerProvider {
         let mut child = self.cli.spawn(&args, true, true).await.map_err(cli_error)?;
         let mut stdin =
             child.child.stdin.take().ok_or_else(|| ProviderError::Docker("no stdin pipe".into()))?;
-        let mut stderr = child.child.stderr.take();
-        let stderr_task = tokio::spawn(async move {
-            let mut buf = Vec::new();
-            if let Some(s) = stderr.as_mut() {
-                let _ = s.read_to_end(&mut buf).await;
-            }
-            buf
-        });
+        let stderr_task = child.drain_stderr();
         let feed = async {
             stdin.write_all(&prefix).await?;
             let copied = copy_exact(&mut reader, &mut stdin, size).await?;
@@ -574,14 +567,7 @@ impl DockerProvider {
         let mut child = self.cli.spawn(&args, false, true).await.map_err(cli_error)?;
         let mut stdout =
             child.child.stdout.take().ok_or_else(|| ProviderError::Docker("no stdout pipe".into()))?;
-        let mut stderr = child.child.stderr.take();
-        let stderr_task = tokio::spawn(async move {
-            let mut buf = Vec::new();
-            if let Some(s) = stderr.as_mut() {
-                let _ = s.read_to_end(&mut buf).await;
-            }
-            buf
-        });
+        let stderr_task = child.drain_stderr();
         let first = tarstream::read_first_entry(&mut stdout).await;
         let size = match first {
             Ok(FirstEntry::File { size, .. }) => size,
