@@ -187,3 +187,25 @@ async fn the_call_deadline_caps_an_exec_and_policy_refuses_host_mounts() {
     raw.close(proto::CloseRequest { sandbox_id: id.clone() }).await.unwrap();
     assert!(label.containers().is_empty(), "{:?}", label.containers());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreachable_daemon_is_unavailable() {
+    let label = TestLabel::new();
+    let server = TestServer::start_env(
+        &label,
+        None,
+        &[],
+        &[("DOCKER_HOST", "unix:///nonexistent/sandboxd-test.sock")],
+    );
+    let channel =
+        tonic::transport::Endpoint::from_shared(server.url.clone()).unwrap().connect().await.unwrap();
+    let mut raw = SandboxServiceClient::new(channel);
+    let spec = proto::SandboxSpec { image: BUSYBOX.into(), ..Default::default() };
+    let err = raw.create(proto::CreateRequest { spec: Some(spec) }).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
+    let id = format!("sandboxd-{}", "0".repeat(32));
+    let err =
+        raw.exec(proto::ExecRequest { sandbox_id: id, command: "true".into(), ..Default::default() }).await;
+    assert_eq!(err.unwrap_err().code(), tonic::Code::Unavailable);
+    assert!(label.containers().is_empty());
+}

@@ -55,10 +55,20 @@ impl TestServer {
 
     /// As `start`, with more flags.
     pub fn start_with(label: &TestLabel, token: Option<&str>, extra: &[&str]) -> TestServer {
+        Self::start_env(label, token, extra, &[])
+    }
+
+    /// As `start_with`, with environment variables for the server process.
+    pub fn start_env(
+        label: &TestLabel,
+        token: Option<&str>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> TestServer {
         super::require_docker();
         let dir = tempfile::tempdir().expect("tempdir");
         let mut cmd = Self::command(label, dir.path(), token);
-        cmd.args(extra);
+        cmd.args(extra).envs(env.iter().copied());
         let mut child = cmd.stdout(Stdio::piped()).spawn().expect("spawn sandboxd");
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = std::sync::mpsc::channel();
