@@ -141,6 +141,15 @@ async fn exec_timeout_and_user() {
     assert_eq!((r.return_code, r.error_type), (125, Some(ExecErrorType::Timeout)));
     assert!(started.elapsed() < Duration::from_secs(10));
 
+    // The returned command line names the variable but never its value.
+    let env: BTreeMap<String, String> = [("API_TOKEN".to_string(), "hunter2".to_string())].into();
+    let r = p
+        .exec(&h, "sleep 30", &ExecParams { env, timeout: Some(Duration::from_millis(300)), ..params() })
+        .await
+        .unwrap();
+    let message = r.stderr_lossy();
+    assert!(message.contains("API_TOKEN=***") && !message.contains("hunter2"), "{message}");
+
     let r = p.exec(&h, "id -u", &ExecParams { user: Some("nobody".into()), ..params() }).await.unwrap();
     assert_eq!(r.stdout_lossy().trim(), "65534");
     let r = p.exec(&h, "id -u", &ExecParams { user: Some("root".into()), ..params() }).await.unwrap();

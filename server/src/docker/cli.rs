@@ -53,6 +53,8 @@ pub struct DockerChild {
     pgid: Option<i32>,
     _permit: Option<OwnedSemaphorePermit>,
     pub command: String,
+    /// The `docker` span (masked command line) the caller runs its I/O with this client in.
+    pub span: tracing::Span,
 }
 
 impl DockerChild {
@@ -139,8 +141,9 @@ impl DockerCli {
         cmd.stdin(if stdin { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        let span = tracing::debug_span!("docker", cmd = %command);
         let child = cmd.spawn().map_err(|source| CliError::Spawn { command: command.clone(), source })?;
-        tracing::debug!(cmd = %command, "docker started");
+        span.in_scope(|| tracing::debug!("docker started"));
         if let Some(pipe) = &child.stdin {
             widen_pipe(pipe);
         }
@@ -148,7 +151,7 @@ impl DockerCli {
             widen_pipe(pipe);
         }
         let pgid = child.id().map(|p| p as i32);
-        Ok(DockerChild { child, pgid, _permit: permit, command })
+        Ok(DockerChild { child, pgid, _permit: permit, command, span })
     }
 
     /// Run to completion, feeding `stdin`; kill the process group at `timeout`.
@@ -158,9 +161,9 @@ impl DockerCli {
         timeout: Option<Duration>,
         stdin: Option<&[u8]>,
     ) -> Result<CommandOutput, CliError> {
-        let span = tracing::debug_span!("docker", cmd = %masked(&self.argv(args)));
+        let mut child = self.spawn(args, stdin.is_some(), true).await?;
+        let span = child.span.clone();
         async move {
-            let mut child = self.spawn(args, stdin.is_some(), true).await?;
             let command = child.command.clone();
             let input = stdin.map(<[u8]>::to_vec);
             let mut stdin_pipe = child.child.stdin.take();

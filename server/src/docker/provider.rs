@@ -518,7 +518,7 @@ impl DockerProvider {
             stdin.shutdown().await?;
             Ok(None)
         };
-        let fed = feed.await;
+        let fed = feed.instrument(child.span.clone()).await;
         drop(stdin);
         if !matches!(fed, Ok(None)) {
             // Never let docker finish a truncated archive.
@@ -568,7 +568,7 @@ impl DockerProvider {
         let mut stdout =
             child.child.stdout.take().ok_or_else(|| ProviderError::Docker("no stdout pipe".into()))?;
         let stderr_task = child.drain_stderr();
-        let first = tarstream::read_first_entry(&mut stdout).await;
+        let first = tarstream::read_first_entry(&mut stdout).instrument(child.span.clone()).await;
         let size = match first {
             Ok(FirstEntry::File { size, .. }) => size,
             Ok(FirstEntry::Directory) => {
