@@ -281,16 +281,18 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
             down.push(t.elapsed());
             down_raw.push(timed_docker(&["cp", &format!("{id}:/tmp/raw.bin"), back.to_str().unwrap()]));
         }
-        rows.push(Row {
-            op: format!("upload {label} (vs docker cp)"),
-            ours: median(up),
-            raw: median(up_raw),
-        });
-        rows.push(Row {
-            op: format!("download {label} (vs docker cp)"),
-            ours: median(down),
-            raw: median(down_raw),
-        });
+        if n > 0 {
+            rows.push(Row {
+                op: format!("upload {label} (vs docker cp)"),
+                ours: median(up),
+                raw: median(up_raw),
+            });
+            rows.push(Row {
+                op: format!("download {label} (vs docker cp)"),
+                ours: median(down),
+                raw: median(down_raw),
+            });
+        }
     }
 
     // PTY output throughput: the same bytes through a PTY session and through `docker exec -t`.

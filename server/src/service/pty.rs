@@ -18,6 +18,9 @@ use super::{convert, BoxStream, SandboxApi};
 use crate::docker::PtySpec;
 use crate::pty::{PtyError, PtyMode, PtySession};
 
+/// Largest output message: bursts are batched up to this.
+const MAX_OUTPUT_MESSAGE: usize = 1 << 20;
+
 fn dimension(field: &str, value: u32, default: u16) -> Result<u16, Status> {
     match value {
         0 => Ok(default),
@@ -85,10 +88,27 @@ async fn pump_output(session: Arc<PtySession>, tx: mpsc::Sender<Result<pb::PtyRe
             }
         })
     });
+    let mut pending = None;
     loop {
-        match session.read(None).await {
+        let next = match pending.take() {
+            Some(next) => next,
+            None => session.read(None).await,
+        };
+        match next {
             Ok(chunk) if chunk.is_empty() => break,
-            Ok(chunk) => {
+            Ok(mut chunk) => {
+                // Whatever else is already waiting goes in the same message: one gRPC message
+                // per burst rather than per pty read.
+                while chunk.len() < MAX_OUTPUT_MESSAGE {
+                    match session.read(Some(Duration::ZERO)).await {
+                        Ok(more) if !more.is_empty() => chunk.extend_from_slice(&more),
+                        Err(PtyError::Timeout(_)) => break,
+                        other => {
+                            pending = Some(other);
+                            break;
+                        }
+                    }
+                }
                 if tx.send(out(Out::Output(chunk))).await.is_err() {
                     // The caller is gone: end the session's processes.
                     let _ = session.close().await;
