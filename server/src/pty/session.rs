@@ -285,6 +285,7 @@ async fn pump(
     seen: Option<(Arc<AtomicBool>, watch::Sender<bool>)>,
     mut released: watch::Receiver<bool>,
 ) {
+    let mut scratch = vec![0u8; spawner::READ_CHUNK];
     loop {
         if *released.borrow() {
             break;
@@ -292,7 +293,7 @@ async fn pump(
         let chunk = tokio::select! {
             biased;
             _ = released.wait_for(|r| *r) => break,
-            chunk = read_chunk(&fd) => chunk,
+            chunk = read_chunk(&fd, &mut scratch) => chunk,
         };
         let chunk = match chunk {
             Ok(c) if c.is_empty() => break,

@@ -152,8 +152,9 @@ fn set_nonblocking(fd: &OwnedFd) -> Result<(), PtyError> {
 ///
 /// A pty hands out at most one line-discipline buffer (4 KiB) per read, so the chunk is filled
 /// with every read that does not block: one wakeup and one message per 64 KiB, not per 4 KiB.
-pub(crate) async fn read_chunk(fd: &AsyncFd<OwnedFd>) -> io::Result<Vec<u8>> {
-    let mut buf = vec![0u8; READ_CHUNK];
+/// `buf` is the caller's scratch space (at most `READ_CHUNK` of it is used): only what was
+/// read is copied out.
+pub(crate) async fn read_chunk(fd: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> io::Result<Vec<u8>> {
     let mut filled = 0;
     loop {
         let mut guard = fd.readable().await?;
@@ -162,30 +163,26 @@ pub(crate) async fn read_chunk(fd: &AsyncFd<OwnedFd>) -> io::Result<Vec<u8>> {
                 nix::unistd::read(inner.get_ref(), &mut buf[filled..]).map_err(io::Error::from)
             }) {
                 Ok(Ok(0)) => {
-                    buf.truncate(filled);
-                    return Ok(buf);
+                    return Ok(buf[..filled].to_vec());
                 }
                 Ok(Ok(n)) => {
                     filled += n;
                     if filled == buf.len() {
-                        return Ok(buf);
+                        return Ok(buf.to_vec());
                     }
                 }
                 // What was read goes out first; the next read sees EIO again and reports EOF.
                 Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => {
-                    buf.truncate(filled);
-                    return Ok(buf);
+                    return Ok(buf[..filled].to_vec());
                 }
                 Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                 Ok(Err(e)) if filled > 0 => {
                     tracing::debug!(error = %e, "read failed after a partial chunk");
-                    buf.truncate(filled);
-                    return Ok(buf);
+                    return Ok(buf[..filled].to_vec());
                 }
                 Ok(Err(e)) => return Err(e),
                 Err(_would_block) if filled > 0 => {
-                    buf.truncate(filled);
-                    return Ok(buf);
+                    return Ok(buf[..filled].to_vec());
                 }
                 Err(_would_block) => {
                     tokio::task::coop::consume_budget().await;
