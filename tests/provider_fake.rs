@@ -184,3 +184,44 @@ async fn exact_exec_port_and_rm_command_lines() {
     assert_eq!(calls[3], ["port".to_string(), name.clone(), "8080/tcp".into()]);
     assert_eq!(calls[4], ["rm".to_string(), "-f".into(), name]);
 }
+
+#[tokio::test]
+async fn pty_session_marker_is_the_last_env_flag() {
+    let fake = FakeDocker::new("exit 0", OWNED_CREATED);
+    let p = fake.provider(|_| {});
+    let h = p.create(&SandboxSpec::new("img")).await.unwrap();
+    let env =
+        [("SANDBOXD_PTY_SESSION".to_string(), "forged".to_string()), ("A".to_string(), "1".to_string())]
+            .into();
+    let spec = sandboxd::docker::PtySpec {
+        env,
+        user: Some("root".into()),
+        rows: 30,
+        cols: 90,
+        ..Default::default()
+    };
+    let session = p.create_pty(&h, &spec).await.unwrap();
+    let _ = session.wait_exit(Some(std::time::Duration::from_secs(10))).await;
+    session.close().await.unwrap();
+    let calls = fake.calls();
+    let pty_call =
+        calls.iter().find(|c| c.len() > 2 && c[0] == "exec" && c[1] == "-i" && c[2] == "-t").unwrap();
+    let name_at = pty_call.iter().position(|a| a == &h.sandbox_id).unwrap();
+    let flags = &pty_call[..name_at];
+    let envs: Vec<&String> =
+        flags.iter().enumerate().filter(|(i, _)| *i > 0 && flags[i - 1] == "--env").map(|(_, v)| v).collect();
+    let marker = format!("SANDBOXD_PTY_SESSION={}", session.id());
+    assert_eq!(envs.last().map(|s| s.as_str()), Some(marker.as_str()), "{pty_call:?}");
+    assert!(
+        envs.contains(&&"SANDBOXD_PTY_SESSION=forged".to_string()),
+        "spec env is passed, then overridden"
+    );
+    assert_eq!(flags[flags.len() - 2..], ["--env".to_string(), marker.clone()]);
+    assert!(flags.windows(2).any(|w| w == ["--user".to_string(), "0".to_string()]));
+    // The program is the launcher under the sandbox's shell, with both pid record paths.
+    let program = &pty_call[name_at + 1..];
+    assert_eq!(program[0], "bash");
+    assert_eq!(program[1], "-c");
+    assert_eq!(program[3], format!("/tmp/.sandboxd-pty-{}", session.id()));
+    assert_eq!(program[4], format!("/dev/shm/.sandboxd-pty-{}", session.id()));
+}
