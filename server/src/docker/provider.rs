@@ -2,30 +2,22 @@
 //! provider does, plus the ownership checks a multi-tenant service needs.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tracing::Instrument;
+use std::time::Duration;
 
 use super::argv::{self, ExecOptions};
 use super::classify;
 use super::cli::{CliError, CommandOutput, DockerCli};
-use super::tarstream::{self, FirstEntry};
 use crate::config::DockerConfig;
 use crate::error::{ProviderError, Result};
 use crate::spec::{
-    normalize_image, normalize_user, validate_abs_path, validate_env, ExecErrorType, ExecResult,
-    ProviderOptions, SandboxEndpoint, SandboxSpec, SandboxStatus, SANDBOX_RUNTIME_RETURN_CODE,
+    normalize_user, validate_abs_path, validate_env, ExecErrorType, ExecResult, ProviderOptions,
+    SandboxEndpoint, SandboxStatus, SANDBOX_RUNTIME_RETURN_CODE,
 };
 
-/// Marks the shell-detection line the combined probe prints on stderr.
-const SHELL_MARK: &str = "__sandboxd_shell=";
 /// How many closed ids `status` remembers.
 const CLOSED_MEMORY: usize = 65_536;
-/// Copy buffer for file transfers.
-const CHUNK: usize = 256 * 1024;
 
 /// A live sandbox as this process knows it. Everything here can be rediscovered from the
 /// container, so any replica can rebuild it from the id alone.
@@ -69,18 +61,18 @@ pub struct ExecParams {
 
 /// What one `docker inspect` says about a container.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Inspected {
-    owned: bool,
-    image: String,
-    state: String,
-    workdir: Option<String>,
-    ports: Vec<u16>,
+pub(super) struct Inspected {
+    pub(super) owned: bool,
+    pub(super) image: String,
+    pub(super) state: String,
+    pub(super) workdir: Option<String>,
+    pub(super) ports: Vec<u16>,
 }
 
 /// The sandbox provider backed by the local docker CLI.
 pub struct DockerProvider {
-    cli: DockerCli,
-    config: DockerConfig,
+    pub(super) cli: DockerCli,
+    pub(super) config: DockerConfig,
     handles: Mutex<HashMap<String, SandboxHandle>>,
     /// Ids this process closed, so their status reads `stopped` rather than unknown.
     closed: Mutex<HashSet<String>>,
@@ -120,195 +112,14 @@ impl DockerProvider {
     }
 
     /// Run a short docker control command (inspect, rm, port, start).
-    async fn control(&self, args: Vec<String>) -> Result<CommandOutput> {
+    pub(super) async fn control(&self, args: Vec<String>) -> Result<CommandOutput> {
         self.cli.run(&args, self.control_timeout(), None).await.map_err(cli_error)
-    }
-
-    // ----- create ---------------------------------------------------------------------------
-
-    /// Start a detached keep-alive container and probe it until ready. A half-created
-    /// container is force-removed on any failure.
-    pub async fn create(&self, spec: &SandboxSpec) -> Result<SandboxHandle> {
-        spec.validate()?;
-        let name = argv::new_container_name();
-        let image = normalize_image(&spec.image).to_string();
-        let args = argv::run_args(&self.config.create, spec, &name);
-        let span = tracing::info_span!("create", sandbox_id = %name, image = %image);
-        self.run_create_with_reconciliation(&args, &name, &image).instrument(span).await?;
-        let mut handle = SandboxHandle {
-            sandbox_id: name.clone(),
-            image,
-            shell: self.config.exec.exec_shell.clone().unwrap_or_else(|| "sh".into()),
-            ports: spec.ports.clone(),
-            workdir: spec.workdir.clone(),
-        };
-        match self.verify_and_detect_shell(&name, spec.ready_timeout_s).await {
-            Ok(shell) => handle.shell = shell,
-            Err(e) => {
-                self.force_remove(&name).await;
-                return Err(e);
-            }
-        }
-        self.remember(&handle);
-        tracing::info!(sandbox_id = %name, shell = %handle.shell, "sandbox created");
-        Ok(handle)
-    }
-
-    /// Run `docker run` without leaking a container when its response is lost: after a timeout,
-    /// transport error or same-name conflict, inspect that exact name before retrying; reuse it
-    /// only when both the ownership label and the image match; never remove a stranger.
-    async fn run_create_with_reconciliation(&self, args: &[String], name: &str, image: &str) -> Result<()> {
-        let cfg = &self.config.create;
-        let timeout = cfg.start_timeout_s.map(Duration::from_secs_f64);
-        let attempts = cfg.transport_retries.max(0) as u32 + 1;
-        let mut last_error = String::new();
-        for attempt in 0..attempts {
-            if attempt > 0 {
-                tokio::time::sleep(Duration::from_secs_f64(cfg.transport_retry_delay_s)).await;
-            }
-            let detail = match self.cli.run(args, timeout, None).await {
-                Ok(out) if out.success() => return Ok(()),
-                Ok(out) => {
-                    let err = out.stderr_text();
-                    if classify::is_name_conflict(&err) || is_transport_failure(&err) {
-                        err.trim().to_string()
-                    } else {
-                        self.remove_if_owned(name, image).await;
-                        return Err(create_failure(image, out.code, &err));
-                    }
-                }
-                Err(CliError::Timeout { after, .. }) => format!("docker run timed out after {after:?}"),
-                Err(e @ CliError::Spawn { .. }) => return Err(ProviderError::Unavailable(e.to_string())),
-                Err(e) => e.to_string(),
-            };
-            last_error = detail;
-            tracing::warn!(attempt, error = %last_error, "ambiguous docker run; reconciling by name");
-            match self.inspect(name).await {
-                Ok(Some(found)) if found.owned && same_image(&found.image, image) => {
-                    if self.start_reconciled_container(name, &found.state).await? {
-                        return Ok(());
-                    }
-                }
-                Ok(Some(_)) => {
-                    return Err(ProviderError::Create(format!(
-                        "container name {name:?} is taken by a container this service does not own; left untouched"
-                    )))
-                }
-                Ok(None) | Err(_) => {}
-            }
-        }
-        if classify::is_daemon_unreachable(&last_error) {
-            return Err(ProviderError::Unavailable(last_error));
-        }
-        self.remove_if_owned(name, image).await;
-        Err(ProviderError::Create(format!(
-            "docker run for image {image:?} failed after {attempts} attempt(s): {last_error}"
-        )))
-    }
-
-    /// Finish a run that created its container but lost the start response.
-    async fn start_reconciled_container(&self, name: &str, state: &str) -> Result<bool> {
-        match SandboxStatus::from_docker_state(state) {
-            SandboxStatus::Running => Ok(true),
-            _ if state == "created" => {
-                let out = self.control(argv::start_args(name)).await?;
-                Ok(out.success())
-            }
-            _ => Ok(false),
-        }
-    }
-
-    /// The readiness probe, polled until it passes `stable_count` times in a row or the deadline
-    /// passes; the first completed attempt also tells whether the image has bash, so a create
-    /// costs `docker run` plus one exec.
-    async fn verify_and_detect_shell(&self, name: &str, ready_timeout_s: Option<f64>) -> Result<String> {
-        let probe = &self.config.probe;
-        let configured_shell = self.config.exec.exec_shell.clone();
-        let Some(command) = probe.command.clone() else {
-            return match configured_shell {
-                Some(shell) => Ok(shell),
-                None => self.detect_shell(name).await,
-            };
-        };
-        let detect = configured_shell.is_none();
-        let script = if detect { probe_with_shell_detection(&command) } else { command };
-        let deadline_s = ready_timeout_s.or(probe.deadline_s);
-        let deadline = deadline_s.map(|s| Instant::now() + Duration::from_secs_f64(s));
-        let mut shell = configured_shell;
-        let mut consecutive = 0;
-        let mut last_detail = String::from("no probe attempt completed");
-        loop {
-            let params =
-                ExecParams { timeout: Some(Duration::from_secs_f64(probe.timeout_s)), ..Default::default() };
-            let result = self.exec_in(name, "sh", &script, &params, None).await;
-            if shell.is_none() && result.error_type.is_none() {
-                let stderr = result.stderr_lossy();
-                shell =
-                    Some(if stderr.contains(&format!("{SHELL_MARK}bash")) { "bash" } else { "sh" }.into());
-            }
-            let stdout = result.stdout_lossy();
-            let passed = result.return_code == 0
-                && probe.expected_stdout.as_deref().is_none_or(|want| stdout.contains(want));
-            if passed {
-                consecutive += 1;
-                if consecutive >= probe.stable_count {
-                    return Ok(shell.unwrap_or_else(|| "sh".into()));
-                }
-            } else {
-                consecutive = 0;
-                let stderr = result.stderr_lossy();
-                let stderr =
-                    stderr.lines().filter(|l| !l.contains(SHELL_MARK)).collect::<Vec<_>>().join("\n");
-                last_detail = format!("return_code={}, stderr={:?}", result.return_code, stderr.trim());
-                if deadline.is_none() {
-                    return Err(ProviderError::CreateVerification(format!(
-                        "sandbox {name:?} failed its readiness probe: {last_detail}"
-                    )));
-                }
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(ProviderError::CreateVerification(format!(
-                    "sandbox {name:?} did not pass its readiness probe within {}s: {last_detail}",
-                    deadline_s.unwrap_or_default()
-                )));
-            }
-            if probe.stable_delay_s > 0.0 {
-                tokio::time::sleep(Duration::from_secs_f64(probe.stable_delay_s)).await;
-            } else if !passed {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
-
-    /// Configured exec shell, else bash when the image has it, else sh.
-    async fn detect_shell(&self, name: &str) -> Result<String> {
-        if let Some(shell) = &self.config.exec.exec_shell {
-            return Ok(shell.clone());
-        }
-        let result = self.exec_in(name, "sh", "command -v bash", &ExecParams::default(), None).await;
-        Ok(if result.return_code == 0 && result.error_type.is_none() { "bash" } else { "sh" }.into())
-    }
-
-    /// Force-remove a container this call created, whatever state it is in.
-    async fn force_remove(&self, name: &str) {
-        if let Err(e) = self.control(argv::rm_args(name)).await {
-            tracing::warn!(sandbox_id = %name, error = %e, "could not remove a half-created container");
-        }
-    }
-
-    /// Remove `name` only when it is ours (label and image): a failed run may have left it.
-    async fn remove_if_owned(&self, name: &str, image: &str) {
-        if let Ok(Some(found)) = self.inspect(name).await {
-            if found.owned && same_image(&found.image, image) {
-                self.force_remove(name).await;
-            }
-        }
     }
 
     // ----- lookup ---------------------------------------------------------------------------
 
     /// `Ok(None)` when no container has that name.
-    async fn inspect(&self, name: &str) -> Result<Option<Inspected>> {
+    pub(super) async fn inspect(&self, name: &str) -> Result<Option<Inspected>> {
         let out = self.control(argv::inspect_args(name)).await?;
         if !out.success() {
             let err = out.stderr_text();
@@ -323,13 +134,13 @@ impl DockerProvider {
         parse_inspect(&out.stdout_text()).map(Some)
     }
 
-    fn remember(&self, handle: &SandboxHandle) {
+    pub(super) fn remember(&self, handle: &SandboxHandle) {
         if let Ok(mut map) = self.handles.lock() {
             map.insert(handle.sandbox_id.clone(), handle.clone());
         }
     }
 
-    fn forget(&self, id: &str) {
+    pub(super) fn forget(&self, id: &str) {
         if let Ok(mut map) = self.handles.lock() {
             map.remove(id);
         }
@@ -461,154 +272,6 @@ impl DockerProvider {
         user: Option<&str>,
     ) -> ExecResult {
         run_exec(&self.cli, &self.config, name, shell, command, params, user).await
-    }
-
-    // ----- files ----------------------------------------------------------------------------
-
-    /// Upload one host file; parent directories are created as root by the same docker call.
-    pub async fn upload_file(&self, handle: &SandboxHandle, source: &Path, target: &str) -> Result<u64> {
-        let file = tokio::fs::File::open(source).await.map_err(|e| {
-            ProviderError::FileNotFound(format!("cannot read local file {}: {e}", source.display()))
-        })?;
-        let meta = file.metadata().await?;
-        if !meta.is_file() {
-            return Err(ProviderError::FileNotFound(format!("{} is not a regular file", source.display())));
-        }
-        self.upload_reader(handle, file, meta.len(), target, None).await
-    }
-
-    /// Stream exactly `size` bytes from `reader` into `target` (mode default 0644), without
-    /// holding the file in memory: one `docker cp -` fed a tar that names the full path.
-    pub async fn upload_reader<R: AsyncRead + Unpin>(
-        &self,
-        handle: &SandboxHandle,
-        mut reader: R,
-        size: u64,
-        target: &str,
-        mode: Option<u32>,
-    ) -> Result<u64> {
-        validate_abs_path("path", target)?;
-        if target.ends_with('/') {
-            return Err(ProviderError::invalid(
-                "path",
-                format!("must name a file, not a directory (got {target:?})"),
-            ));
-        }
-        let mode = mode.unwrap_or(0o644);
-        if mode > 0o7777 {
-            return Err(ProviderError::invalid(
-                "mode",
-                format!("must be permission bits <= 0o7777 (got {mode:o})"),
-            ));
-        }
-        let prefix =
-            tarstream::file_prefix(target, size, mode).map_err(|e| ProviderError::invalid("path", e))?;
-        let args = argv::cp_in_args(&handle.sandbox_id);
-        let mut child = self.cli.spawn(&args, true, true).await.map_err(cli_error)?;
-        let mut stdin =
-            child.child.stdin.take().ok_or_else(|| ProviderError::Docker("no stdin pipe".into()))?;
-        let stderr_task = child.drain_stderr();
-        let feed = async {
-            stdin.write_all(&prefix).await?;
-            let copied = copy_exact(&mut reader, &mut stdin, size).await?;
-            if copied != size {
-                return Ok::<_, std::io::Error>(Some(copied));
-            }
-            stdin.write_all(&tarstream::file_suffix(size)).await?;
-            stdin.shutdown().await?;
-            Ok(None)
-        };
-        let fed = feed.instrument(child.span.clone()).await;
-        drop(stdin);
-        if !matches!(fed, Ok(None)) {
-            // Never let docker finish a truncated archive.
-            child.kill_group();
-        }
-        let status = child.child.wait().await?;
-        child.disarm();
-        let err = String::from_utf8_lossy(&stderr_task.await.unwrap_or_default()).into_owned();
-        match fed {
-            Ok(Some(copied)) => {
-                return Err(ProviderError::invalid(
-                    "size",
-                    format!("declared {size} bytes but the stream had {copied}"),
-                ))
-            }
-            Err(e) if status.success() => return Err(e.into()),
-            _ => {}
-        }
-        if !status.success() {
-            return Err(self.transfer_error(&handle.sandbox_id, target, &err).await);
-        }
-        Ok(size)
-    }
-
-    /// Download one container file to the host (parents of `target` created).
-    pub async fn download_file(&self, handle: &SandboxHandle, source: &str, target: &Path) -> Result<u64> {
-        let mut download = self.download(handle, source).await?;
-        if let Some(parent) = target.parent() {
-            tokio::fs::create_dir_all(parent).await?;
-        }
-        let mut file = tokio::fs::File::create(target).await?;
-        let mut written = 0u64;
-        while let Some(chunk) = download.next_chunk().await? {
-            file.write_all(&chunk).await?;
-            written += chunk.len() as u64;
-        }
-        file.flush().await?;
-        Ok(written)
-    }
-
-    /// Open a streaming download: errors about the path (missing, a directory) come here, before
-    /// the first byte, so a caller can still answer with a clean status.
-    pub async fn download(&self, handle: &SandboxHandle, source: &str) -> Result<Download> {
-        validate_abs_path("path", source)?;
-        let args = argv::cp_out_args(&handle.sandbox_id, source);
-        let mut child = self.cli.spawn(&args, false, true).await.map_err(cli_error)?;
-        let mut stdout =
-            child.child.stdout.take().ok_or_else(|| ProviderError::Docker("no stdout pipe".into()))?;
-        let stderr_task = child.drain_stderr();
-        let first = tarstream::read_first_entry(&mut stdout).instrument(child.span.clone()).await;
-        let size = match first {
-            Ok(FirstEntry::File { size, .. }) => size,
-            Ok(FirstEntry::Directory) => {
-                return Err(ProviderError::invalid("path", format!("{source} is a directory, not a file")))
-            }
-            Ok(FirstEntry::Other(kind)) => {
-                return Err(ProviderError::invalid(
-                    "path",
-                    format!("{source} is not a regular file ({kind})"),
-                ))
-            }
-            Ok(FirstEntry::Empty) | Err(_) => {
-                let _ = child.child.wait().await;
-                child.disarm();
-                let err = String::from_utf8_lossy(&stderr_task.await.unwrap_or_default()).into_owned();
-                return Err(self.transfer_error(&handle.sandbox_id, source, &err).await);
-            }
-        };
-        Ok(Download { child, stdout, remaining: size, size })
-    }
-
-    /// Why a `docker cp` failed. The client words a missing container in several ways (one
-    /// is "destination must be a directory"), so a failure it does not name is checked by name.
-    async fn transfer_error(&self, name: &str, path: &str, stderr: &str) -> ProviderError {
-        let low = stderr.to_ascii_lowercase();
-        if classify::is_missing_container(stderr) || matches!(self.inspect(name).await, Ok(None)) {
-            ProviderError::SandboxNotFound(name.into())
-        } else if classify::is_daemon_unreachable(stderr) {
-            ProviderError::Unavailable(stderr.trim().into())
-        } else if low.contains("could not find the file") || low.contains("no such file or directory") {
-            ProviderError::FileNotFound(format!("{path}: no such file in sandbox {name}"))
-        } else if low.contains("not a directory") {
-            ProviderError::invalid("path", format!("{path}: a parent is not a directory"))
-        } else if low.contains("read-only file system") || low.contains("marked read-only") {
-            ProviderError::invalid("path", format!("{path}: the sandbox's filesystem is read-only there"))
-        } else if low.contains("is not running") {
-            ProviderError::Stopped(name.into())
-        } else {
-            ProviderError::Docker(format!("docker cp {path}: {}", stderr.trim()))
-        }
     }
 
     // ----- status, endpoint, close ----------------------------------------------------------
@@ -795,72 +458,6 @@ pub(crate) async fn run_exec(
     }
 }
 
-/// A file coming out of a sandbox, chunk by chunk.
-pub struct Download {
-    child: super::cli::DockerChild,
-    stdout: tokio::process::ChildStdout,
-    remaining: u64,
-    size: u64,
-}
-
-impl Download {
-    /// The file's size in bytes.
-    pub fn size(&self) -> u64 {
-        self.size
-    }
-
-    /// The next chunk, `None` at the end.
-    pub async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>> {
-        if self.remaining == 0 {
-            self.child.kill_group();
-            let _ = self.child.child.wait().await;
-            self.child.disarm();
-            return Ok(None);
-        }
-        let want = self.remaining.min(CHUNK as u64) as usize;
-        let mut buf = vec![0u8; want];
-        let n = self.stdout.read(&mut buf).await?;
-        if n == 0 {
-            return Err(ProviderError::Docker(format!("download ended {} bytes early", self.remaining)));
-        }
-        buf.truncate(n);
-        self.remaining -= n as u64;
-        Ok(Some(buf))
-    }
-}
-
-/// Copy up to `size` bytes; returns how many the reader had.
-async fn copy_exact<R, W>(reader: &mut R, writer: &mut W, size: u64) -> std::io::Result<u64>
-where
-    R: AsyncRead + Unpin,
-    W: tokio::io::AsyncWrite + Unpin,
-{
-    let mut buf = vec![0u8; CHUNK];
-    let mut copied = 0u64;
-    while copied < size {
-        let want = (size - copied).min(CHUNK as u64) as usize;
-        let n = reader.read(&mut buf[..want]).await?;
-        if n == 0 {
-            return Ok(copied);
-        }
-        writer.write_all(&buf[..n]).await?;
-        copied += n as u64;
-    }
-    // One more byte means the stream was longer than declared.
-    let mut extra = [0u8; 1];
-    if reader.read(&mut extra).await? > 0 {
-        return Ok(size + 1);
-    }
-    Ok(copied)
-}
-
-/// The probe, then a stderr line saying whether bash exists; the probe's own exit code wins.
-fn probe_with_shell_detection(probe: &str) -> String {
-    format!(
-        "{probe}\n__sandboxd_rc=$?\ncommand -v bash >/dev/null 2>&1 && printf '\\n{SHELL_MARK}bash\\n' >&2\nexit $__sandboxd_rc"
-    )
-}
-
 fn parse_inspect(text: &str) -> Result<Inspected> {
     let line = text.trim_end_matches('\n');
     let mut parts = line.splitn(4, '\t');
@@ -880,38 +477,7 @@ fn parse_inspect(text: &str) -> Result<Inspected> {
     Ok(Inspected { owned, image, state, workdir, ports })
 }
 
-/// Docker stores `busybox` as given; compare modulo the implied `:latest` and `docker://`.
-fn same_image(found: &str, requested: &str) -> bool {
-    fn canonical(s: &str) -> String {
-        let s = normalize_image(s);
-        let last = s.rsplit('/').next().unwrap_or(s);
-        if last.contains(':') || s.contains('@') {
-            s.to_string()
-        } else {
-            format!("{s}:latest")
-        }
-    }
-    canonical(found) == canonical(requested)
-}
-
-fn is_transport_failure(stderr: &str) -> bool {
-    let low = stderr.to_ascii_lowercase();
-    classify::is_daemon_unreachable(stderr)
-        || ["connection reset", "unexpected eof", "broken pipe", "i/o timeout", "context deadline exceeded"]
-            .iter()
-            .any(|m| low.contains(m))
-}
-
-fn create_failure(image: &str, code: i32, stderr: &str) -> ProviderError {
-    let detail = stderr.trim();
-    if classify::is_missing_image(detail) {
-        ProviderError::Create(format!("image {image:?} is not available on the daemon: {detail}"))
-    } else {
-        ProviderError::Create(format!("docker run failed (code={code}) for image {image:?}: {detail}"))
-    }
-}
-
-fn cli_error(e: CliError) -> ProviderError {
+pub(super) fn cli_error(e: CliError) -> ProviderError {
     match e {
         CliError::Timeout { .. } => ProviderError::Timeout(e.to_string()),
         CliError::Spawn { .. } => ProviderError::Unavailable(e.to_string()),
@@ -934,19 +500,5 @@ mod tests {
         let stranger = parse_inspect("null\timg\texited\t\n").unwrap();
         assert!(!stranger.owned);
         assert_eq!(stranger.workdir, None);
-    }
-
-    #[test]
-    fn images_compare_with_implied_latest() {
-        assert!(same_image("busybox", "busybox:latest"));
-        assert!(same_image("docker://reg:5000/x", "reg:5000/x:latest"));
-        assert!(!same_image("busybox:1", "busybox:2"));
-    }
-
-    #[test]
-    fn probe_script_keeps_the_probe_exit_code() {
-        let s = probe_with_shell_detection("printf ok");
-        assert!(s.starts_with("printf ok\n"));
-        assert!(s.ends_with("exit $__sandboxd_rc"));
     }
 }

@@ -1,0 +1,254 @@
+//! Creating a sandbox: `docker run` with reconciliation of ambiguous outcomes, then the
+//! readiness probe and shell detection in one exec.
+
+use std::time::{Duration, Instant};
+
+use tracing::Instrument;
+
+use super::argv;
+use super::classify;
+use super::cli::CliError;
+use super::provider::{DockerProvider, ExecParams, SandboxHandle};
+use crate::error::{ProviderError, Result};
+use crate::spec::{normalize_image, SandboxSpec, SandboxStatus};
+
+/// Marks the shell-detection line the combined probe prints on stderr.
+const SHELL_MARK: &str = "__sandboxd_shell=";
+
+impl DockerProvider {
+    /// Start a detached keep-alive container and probe it until ready. A half-created
+    /// container is force-removed on any failure.
+    pub async fn create(&self, spec: &SandboxSpec) -> Result<SandboxHandle> {
+        spec.validate()?;
+        let name = argv::new_container_name();
+        let image = normalize_image(&spec.image).to_string();
+        let args = argv::run_args(&self.config.create, spec, &name);
+        let span = tracing::info_span!("create", sandbox_id = %name, image = %image);
+        self.run_create_with_reconciliation(&args, &name, &image).instrument(span).await?;
+        let mut handle = SandboxHandle {
+            sandbox_id: name.clone(),
+            image,
+            shell: self.config.exec.exec_shell.clone().unwrap_or_else(|| "sh".into()),
+            ports: spec.ports.clone(),
+            workdir: spec.workdir.clone(),
+        };
+        match self.verify_and_detect_shell(&name, spec.ready_timeout_s).await {
+            Ok(shell) => handle.shell = shell,
+            Err(e) => {
+                self.force_remove(&name).await;
+                return Err(e);
+            }
+        }
+        self.remember(&handle);
+        tracing::info!(sandbox_id = %name, shell = %handle.shell, "sandbox created");
+        Ok(handle)
+    }
+
+    /// Run `docker run` without leaking a container when its response is lost: after a timeout,
+    /// transport error or same-name conflict, inspect that exact name before retrying; reuse it
+    /// only when both the ownership label and the image match; never remove a stranger.
+    async fn run_create_with_reconciliation(&self, args: &[String], name: &str, image: &str) -> Result<()> {
+        let cfg = &self.config.create;
+        let timeout = cfg.start_timeout_s.map(Duration::from_secs_f64);
+        let attempts = cfg.transport_retries.max(0) as u32 + 1;
+        let mut last_error = String::new();
+        for attempt in 0..attempts {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_secs_f64(cfg.transport_retry_delay_s)).await;
+            }
+            let detail = match self.cli.run(args, timeout, None).await {
+                Ok(out) if out.success() => return Ok(()),
+                Ok(out) => {
+                    let err = out.stderr_text();
+                    if classify::is_name_conflict(&err) || is_transport_failure(&err) {
+                        err.trim().to_string()
+                    } else {
+                        self.remove_if_owned(name, image).await;
+                        return Err(create_failure(image, out.code, &err));
+                    }
+                }
+                Err(CliError::Timeout { after, .. }) => format!("docker run timed out after {after:?}"),
+                Err(e @ CliError::Spawn { .. }) => return Err(ProviderError::Unavailable(e.to_string())),
+                Err(e) => e.to_string(),
+            };
+            last_error = detail;
+            tracing::warn!(attempt, error = %last_error, "ambiguous docker run; reconciling by name");
+            match self.inspect(name).await {
+                Ok(Some(found)) if found.owned && same_image(&found.image, image) => {
+                    if self.start_reconciled_container(name, &found.state).await? {
+                        return Ok(());
+                    }
+                }
+                Ok(Some(_)) => {
+                    return Err(ProviderError::Create(format!(
+                        "container name {name:?} is taken by a container this service does not own; left untouched"
+                    )))
+                }
+                Ok(None) | Err(_) => {}
+            }
+        }
+        if classify::is_daemon_unreachable(&last_error) {
+            return Err(ProviderError::Unavailable(last_error));
+        }
+        self.remove_if_owned(name, image).await;
+        Err(ProviderError::Create(format!(
+            "docker run for image {image:?} failed after {attempts} attempt(s): {last_error}"
+        )))
+    }
+
+    /// Finish a run that created its container but lost the start response.
+    async fn start_reconciled_container(&self, name: &str, state: &str) -> Result<bool> {
+        match SandboxStatus::from_docker_state(state) {
+            SandboxStatus::Running => Ok(true),
+            _ if state == "created" => {
+                let out = self.control(argv::start_args(name)).await?;
+                Ok(out.success())
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// The readiness probe, polled until it passes `stable_count` times in a row or the deadline
+    /// passes; the first completed attempt also tells whether the image has bash, so a create
+    /// costs `docker run` plus one exec.
+    async fn verify_and_detect_shell(&self, name: &str, ready_timeout_s: Option<f64>) -> Result<String> {
+        let probe = &self.config.probe;
+        let configured_shell = self.config.exec.exec_shell.clone();
+        let Some(command) = probe.command.clone() else {
+            return match configured_shell {
+                Some(shell) => Ok(shell),
+                None => self.detect_shell(name).await,
+            };
+        };
+        let detect = configured_shell.is_none();
+        let script = if detect { probe_with_shell_detection(&command) } else { command };
+        let deadline_s = ready_timeout_s.or(probe.deadline_s);
+        let deadline = deadline_s.map(|s| Instant::now() + Duration::from_secs_f64(s));
+        let mut shell = configured_shell;
+        let mut consecutive = 0;
+        let mut last_detail = String::from("no probe attempt completed");
+        loop {
+            let params =
+                ExecParams { timeout: Some(Duration::from_secs_f64(probe.timeout_s)), ..Default::default() };
+            let result = self.exec_in(name, "sh", &script, &params, None).await;
+            if shell.is_none() && result.error_type.is_none() {
+                let stderr = result.stderr_lossy();
+                shell =
+                    Some(if stderr.contains(&format!("{SHELL_MARK}bash")) { "bash" } else { "sh" }.into());
+            }
+            let stdout = result.stdout_lossy();
+            let passed = result.return_code == 0
+                && probe.expected_stdout.as_deref().is_none_or(|want| stdout.contains(want));
+            if passed {
+                consecutive += 1;
+                if consecutive >= probe.stable_count {
+                    return Ok(shell.unwrap_or_else(|| "sh".into()));
+                }
+            } else {
+                consecutive = 0;
+                let stderr = result.stderr_lossy();
+                let stderr =
+                    stderr.lines().filter(|l| !l.contains(SHELL_MARK)).collect::<Vec<_>>().join("\n");
+                last_detail = format!("return_code={}, stderr={:?}", result.return_code, stderr.trim());
+                if deadline.is_none() {
+                    return Err(ProviderError::CreateVerification(format!(
+                        "sandbox {name:?} failed its readiness probe: {last_detail}"
+                    )));
+                }
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(ProviderError::CreateVerification(format!(
+                    "sandbox {name:?} did not pass its readiness probe within {}s: {last_detail}",
+                    deadline_s.unwrap_or_default()
+                )));
+            }
+            if probe.stable_delay_s > 0.0 {
+                tokio::time::sleep(Duration::from_secs_f64(probe.stable_delay_s)).await;
+            } else if !passed {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+
+    /// Configured exec shell, else bash when the image has it, else sh.
+    pub(super) async fn detect_shell(&self, name: &str) -> Result<String> {
+        if let Some(shell) = &self.config.exec.exec_shell {
+            return Ok(shell.clone());
+        }
+        let result = self.exec_in(name, "sh", "command -v bash", &ExecParams::default(), None).await;
+        Ok(if result.return_code == 0 && result.error_type.is_none() { "bash" } else { "sh" }.into())
+    }
+
+    /// Force-remove a container this call created, whatever state it is in.
+    pub(super) async fn force_remove(&self, name: &str) {
+        if let Err(e) = self.control(argv::rm_args(name)).await {
+            tracing::warn!(sandbox_id = %name, error = %e, "could not remove a half-created container");
+        }
+    }
+
+    /// Remove `name` only when it is ours (label and image): a failed run may have left it.
+    async fn remove_if_owned(&self, name: &str, image: &str) {
+        if let Ok(Some(found)) = self.inspect(name).await {
+            if found.owned && same_image(&found.image, image) {
+                self.force_remove(name).await;
+            }
+        }
+    }
+}
+
+/// The probe, then a stderr line saying whether bash exists; the probe's own exit code wins.
+fn probe_with_shell_detection(probe: &str) -> String {
+    format!(
+        "{probe}\n__sandboxd_rc=$?\ncommand -v bash >/dev/null 2>&1 && printf '\\n{SHELL_MARK}bash\\n' >&2\nexit $__sandboxd_rc"
+    )
+}
+
+/// Docker stores `busybox` as given; compare modulo the implied `:latest` and `docker://`.
+fn same_image(found: &str, requested: &str) -> bool {
+    fn canonical(s: &str) -> String {
+        let s = normalize_image(s);
+        let last = s.rsplit('/').next().unwrap_or(s);
+        if last.contains(':') || s.contains('@') {
+            s.to_string()
+        } else {
+            format!("{s}:latest")
+        }
+    }
+    canonical(found) == canonical(requested)
+}
+
+fn is_transport_failure(stderr: &str) -> bool {
+    let low = stderr.to_ascii_lowercase();
+    classify::is_daemon_unreachable(stderr)
+        || ["connection reset", "unexpected eof", "broken pipe", "i/o timeout", "context deadline exceeded"]
+            .iter()
+            .any(|m| low.contains(m))
+}
+
+fn create_failure(image: &str, code: i32, stderr: &str) -> ProviderError {
+    let detail = stderr.trim();
+    if classify::is_missing_image(detail) {
+        ProviderError::Create(format!("image {image:?} is not available on the daemon: {detail}"))
+    } else {
+        ProviderError::Create(format!("docker run failed (code={code}) for image {image:?}: {detail}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_compare_with_implied_latest() {
+        assert!(same_image("busybox", "busybox:latest"));
+        assert!(same_image("docker://reg:5000/x", "reg:5000/x:latest"));
+        assert!(!same_image("busybox:1", "busybox:2"));
+    }
+
+    #[test]
+    fn probe_script_keeps_the_probe_exit_code() {
+        let s = probe_with_shell_detection("printf ok");
+        assert!(s.starts_with("printf ok\n"));
+        assert!(s.ends_with("exit $__sandboxd_rc"));
+    }
+}

@@ -1,0 +1,224 @@
+//! Files in and out of a sandbox, streamed through `docker cp -` as one-entry tars so neither
+//! direction holds a file in memory.
+
+use std::path::Path;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tracing::Instrument;
+
+use super::argv;
+use super::classify;
+use super::provider::{cli_error, DockerProvider, SandboxHandle};
+use super::tarstream::{self, FirstEntry};
+use crate::error::{ProviderError, Result};
+use crate::spec::validate_abs_path;
+
+/// Copy buffer for file transfers.
+const CHUNK: usize = 256 * 1024;
+
+impl DockerProvider {
+    /// Upload one host file; parent directories are created as root by the same docker call.
+    pub async fn upload_file(&self, handle: &SandboxHandle, source: &Path, target: &str) -> Result<u64> {
+        let file = tokio::fs::File::open(source).await.map_err(|e| {
+            ProviderError::FileNotFound(format!("cannot read local file {}: {e}", source.display()))
+        })?;
+        let meta = file.metadata().await?;
+        if !meta.is_file() {
+            return Err(ProviderError::FileNotFound(format!("{} is not a regular file", source.display())));
+        }
+        self.upload_reader(handle, file, meta.len(), target, None).await
+    }
+
+    /// Stream exactly `size` bytes from `reader` into `target` (mode default 0644), without
+    /// holding the file in memory: one `docker cp -` fed a tar that names the full path.
+    pub async fn upload_reader<R: AsyncRead + Unpin>(
+        &self,
+        handle: &SandboxHandle,
+        mut reader: R,
+        size: u64,
+        target: &str,
+        mode: Option<u32>,
+    ) -> Result<u64> {
+        validate_abs_path("path", target)?;
+        if target.ends_with('/') {
+            return Err(ProviderError::invalid(
+                "path",
+                format!("must name a file, not a directory (got {target:?})"),
+            ));
+        }
+        let mode = mode.unwrap_or(0o644);
+        if mode > 0o7777 {
+            return Err(ProviderError::invalid(
+                "mode",
+                format!("must be permission bits <= 0o7777 (got {mode:o})"),
+            ));
+        }
+        let prefix =
+            tarstream::file_prefix(target, size, mode).map_err(|e| ProviderError::invalid("path", e))?;
+        let args = argv::cp_in_args(&handle.sandbox_id);
+        let mut child = self.cli.spawn(&args, true, true).await.map_err(cli_error)?;
+        let mut stdin =
+            child.child.stdin.take().ok_or_else(|| ProviderError::Docker("no stdin pipe".into()))?;
+        let stderr_task = child.drain_stderr();
+        let feed = async {
+            stdin.write_all(&prefix).await?;
+            let copied = copy_exact(&mut reader, &mut stdin, size).await?;
+            if copied != size {
+                return Ok::<_, std::io::Error>(Some(copied));
+            }
+            stdin.write_all(&tarstream::file_suffix(size)).await?;
+            stdin.shutdown().await?;
+            Ok(None)
+        };
+        let fed = feed.instrument(child.span.clone()).await;
+        drop(stdin);
+        if !matches!(fed, Ok(None)) {
+            // Never let docker finish a truncated archive.
+            child.kill_group();
+        }
+        let status = child.child.wait().await?;
+        child.disarm();
+        let err = String::from_utf8_lossy(&stderr_task.await.unwrap_or_default()).into_owned();
+        match fed {
+            Ok(Some(copied)) => {
+                return Err(ProviderError::invalid(
+                    "size",
+                    format!("declared {size} bytes but the stream had {copied}"),
+                ))
+            }
+            Err(e) if status.success() => return Err(e.into()),
+            _ => {}
+        }
+        if !status.success() {
+            return Err(self.transfer_error(&handle.sandbox_id, target, &err).await);
+        }
+        Ok(size)
+    }
+
+    /// Download one container file to the host (parents of `target` created).
+    pub async fn download_file(&self, handle: &SandboxHandle, source: &str, target: &Path) -> Result<u64> {
+        let mut download = self.download(handle, source).await?;
+        if let Some(parent) = target.parent() {
+            tokio::fs::create_dir_all(parent).await?;
+        }
+        let mut file = tokio::fs::File::create(target).await?;
+        let mut written = 0u64;
+        while let Some(chunk) = download.next_chunk().await? {
+            file.write_all(&chunk).await?;
+            written += chunk.len() as u64;
+        }
+        file.flush().await?;
+        Ok(written)
+    }
+
+    /// Open a streaming download: errors about the path (missing, a directory) come here, before
+    /// the first byte, so a caller can still answer with a clean status.
+    pub async fn download(&self, handle: &SandboxHandle, source: &str) -> Result<Download> {
+        validate_abs_path("path", source)?;
+        let args = argv::cp_out_args(&handle.sandbox_id, source);
+        let mut child = self.cli.spawn(&args, false, true).await.map_err(cli_error)?;
+        let mut stdout =
+            child.child.stdout.take().ok_or_else(|| ProviderError::Docker("no stdout pipe".into()))?;
+        let stderr_task = child.drain_stderr();
+        let first = tarstream::read_first_entry(&mut stdout).instrument(child.span.clone()).await;
+        let size = match first {
+            Ok(FirstEntry::File { size, .. }) => size,
+            Ok(FirstEntry::Directory) => {
+                return Err(ProviderError::invalid("path", format!("{source} is a directory, not a file")))
+            }
+            Ok(FirstEntry::Other(kind)) => {
+                return Err(ProviderError::invalid(
+                    "path",
+                    format!("{source} is not a regular file ({kind})"),
+                ))
+            }
+            Ok(FirstEntry::Empty) | Err(_) => {
+                let _ = child.child.wait().await;
+                child.disarm();
+                let err = String::from_utf8_lossy(&stderr_task.await.unwrap_or_default()).into_owned();
+                return Err(self.transfer_error(&handle.sandbox_id, source, &err).await);
+            }
+        };
+        Ok(Download { child, stdout, remaining: size, size })
+    }
+
+    /// Why a `docker cp` failed. The client words a missing container in several ways (one
+    /// is "destination must be a directory"), so a failure it does not name is checked by name.
+    async fn transfer_error(&self, name: &str, path: &str, stderr: &str) -> ProviderError {
+        let low = stderr.to_ascii_lowercase();
+        if classify::is_missing_container(stderr) || matches!(self.inspect(name).await, Ok(None)) {
+            ProviderError::SandboxNotFound(name.into())
+        } else if classify::is_daemon_unreachable(stderr) {
+            ProviderError::Unavailable(stderr.trim().into())
+        } else if low.contains("could not find the file") || low.contains("no such file or directory") {
+            ProviderError::FileNotFound(format!("{path}: no such file in sandbox {name}"))
+        } else if low.contains("not a directory") {
+            ProviderError::invalid("path", format!("{path}: a parent is not a directory"))
+        } else if low.contains("read-only file system") || low.contains("marked read-only") {
+            ProviderError::invalid("path", format!("{path}: the sandbox's filesystem is read-only there"))
+        } else if low.contains("is not running") {
+            ProviderError::Stopped(name.into())
+        } else {
+            ProviderError::Docker(format!("docker cp {path}: {}", stderr.trim()))
+        }
+    }
+}
+
+/// A file coming out of a sandbox, chunk by chunk.
+pub struct Download {
+    child: super::cli::DockerChild,
+    stdout: tokio::process::ChildStdout,
+    remaining: u64,
+    size: u64,
+}
+
+impl Download {
+    /// The file's size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The next chunk, `None` at the end.
+    pub async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>> {
+        if self.remaining == 0 {
+            self.child.kill_group();
+            let _ = self.child.child.wait().await;
+            self.child.disarm();
+            return Ok(None);
+        }
+        let want = self.remaining.min(CHUNK as u64) as usize;
+        let mut buf = vec![0u8; want];
+        let n = self.stdout.read(&mut buf).await?;
+        if n == 0 {
+            return Err(ProviderError::Docker(format!("download ended {} bytes early", self.remaining)));
+        }
+        buf.truncate(n);
+        self.remaining -= n as u64;
+        Ok(Some(buf))
+    }
+}
+
+/// Copy up to `size` bytes; returns how many the reader had.
+async fn copy_exact<R, W>(reader: &mut R, writer: &mut W, size: u64) -> std::io::Result<u64>
+where
+    R: AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    let mut buf = vec![0u8; CHUNK];
+    let mut copied = 0u64;
+    while copied < size {
+        let want = (size - copied).min(CHUNK as u64) as usize;
+        let n = reader.read(&mut buf[..want]).await?;
+        if n == 0 {
+            return Ok(copied);
+        }
+        writer.write_all(&buf[..n]).await?;
+        copied += n as u64;
+    }
+    // One more byte means the stream was longer than declared.
+    let mut extra = [0u8; 1];
+    if reader.read(&mut extra).await? > 0 {
+        return Ok(size + 1);
+    }
+    Ok(copied)
+}
