@@ -313,6 +313,14 @@ async fn file_transfer_errors_are_clear() {
     let err = p.download_file(&h, "/etc", &dir.path().join("o")).await.unwrap_err();
     assert!(err.to_string().contains("directory"), "{err}");
 
+    // A link is followed to its file.
+    let r =
+        p.exec(&h, "printf linked > /tmp/target && ln -s /tmp/target /tmp/link", &params()).await.unwrap();
+    assert_eq!(r.return_code, 0);
+    let got = dir.path().join("via-link");
+    assert_eq!(p.download_file(&h, "/tmp/link", &got).await.unwrap(), 6);
+    assert_eq!(std::fs::read(&got).unwrap(), b"linked");
+
     // Small files, an empty file and a long path make the round trip too.
     let small = dir.path().join("small.txt");
     std::fs::write(&small, b"").unwrap();

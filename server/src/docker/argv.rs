@@ -200,9 +200,9 @@ pub fn cp_in_args(name: &str) -> Vec<String> {
     vec![s("cp"), s("-"), format!("{name}:/")]
 }
 
-/// `docker cp NAME:PATH -`: the file as a tar on stdout.
+/// `docker cp -L NAME:PATH -`: the file as a tar on stdout (a link is followed to its file).
 pub fn cp_out_args(name: &str, path: &str) -> Vec<String> {
-    vec![s("cp"), format!("{name}:{path}"), s("-")]
+    vec![s("cp"), s("-L"), format!("{name}:{path}"), s("-")]
 }
 
 /// Compose's `pull_policy` as `docker run --pull`.
@@ -433,7 +433,7 @@ mod tests {
         assert_eq!(start_args("n"), v(&["start", "n"]));
         assert_eq!(port_args("n", 80), v(&["port", "n", "80/tcp"]));
         assert_eq!(cp_in_args("n"), v(&["cp", "-", "n:/"]));
-        assert_eq!(cp_out_args("n", "/a b"), v(&["cp", "n:/a b", "-"]));
+        assert_eq!(cp_out_args("n", "/a b"), v(&["cp", "-L", "n:/a b", "-"]));
         assert_eq!(inspect_args("n")[..4], v(&["inspect", "--type", "container", "-f"])[..]);
         assert_eq!(pull_policy_args("missing").unwrap(), v(&["--pull=missing"]));
         assert!(pull_policy_args("sometimes").unwrap_err().contains("always, missing, never"));
