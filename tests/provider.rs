@@ -297,6 +297,12 @@ async fn upload_download_round_trip_200_mib() {
     p.close(&h).await.unwrap();
 }
 
+fn small_src(dir: &tempfile::TempDir) -> std::path::PathBuf {
+    let path = dir.path().join("small-src");
+    std::fs::write(&path, b"x").unwrap();
+    path
+}
+
 #[tokio::test]
 async fn file_transfer_errors_are_clear() {
     let label = TestLabel::new();
@@ -311,6 +317,10 @@ async fn file_transfer_errors_are_clear() {
     let err = p.download_file(&h, "/nope/file", &dir.path().join("o")).await.unwrap_err();
     assert!(matches!(err, ProviderError::FileNotFound(_)), "{err:?}");
     let err = p.download_file(&h, "/etc", &dir.path().join("o")).await.unwrap_err();
+    assert!(err.to_string().contains("directory"), "{err}");
+
+    let err = p.upload_file(&h, &small_src(&dir), "/tmp").await.unwrap_err();
+    assert!(matches!(err, ProviderError::InvalidArgument { .. }), "{err:?}");
     assert!(err.to_string().contains("directory"), "{err}");
 
     // A link is followed to its file.

@@ -152,6 +152,8 @@ impl DockerProvider {
             ProviderError::Unavailable(stderr.trim().into())
         } else if low.contains("could not find the file") || low.contains("no such file or directory") {
             ProviderError::FileNotFound(format!("{path}: no such file in sandbox {name}"))
+        } else if low.contains("cannot overwrite directory") {
+            ProviderError::invalid("path", format!("{path} is a directory in the sandbox, not a file"))
         } else if low.contains("not a directory") {
             ProviderError::invalid("path", format!("{path}: a parent is not a directory"))
         } else if low.contains("read-only file system") || low.contains("marked read-only") {
