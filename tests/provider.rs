@@ -437,3 +437,16 @@ async fn concurrent_execs_share_the_semaphore() {
     }
     p.close(&h).await.unwrap();
 }
+
+#[tokio::test]
+async fn flooding_output_is_bounded_and_said_so() {
+    let label = TestLabel::new();
+    let p = provider_with(&label, |c| c.exec.max_output_bytes = 1 << 20);
+    let h = p.create(&spec(images::BUSYBOX)).await.unwrap();
+    let r = p.exec(&h, "head -c 3145728 /dev/zero; echo done >&2", &params()).await.unwrap();
+    assert_eq!(r.return_code, 0, "the command ran to its end");
+    assert_eq!(r.stdout.len(), 1 << 20);
+    let stderr = r.stderr_lossy();
+    assert!(stderr.starts_with("done\n") && stderr.contains("2097152 bytes"), "{stderr}");
+    p.close(&h).await.unwrap();
+}

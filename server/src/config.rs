@@ -15,6 +15,11 @@ pub const DEFAULT_KEEPALIVE_SHELL: &str = "/bin/sh";
 /// The keep-alive loop: sleeps forever without busy-waiting.
 pub const DEFAULT_KEEPALIVE_CMD: &str = "while :; do sleep 2147483647; done";
 
+/// Default bound on one exec's stdout (and on its stderr): 16 MiB.
+pub const DEFAULT_MAX_OUTPUT_BYTES: i64 = 16 << 20;
+/// The largest bound: an exec's answer must fit one 64 MiB gRPC message.
+pub const MAX_OUTPUT_BYTES_LIMIT: i64 = 30 << 20;
+
 /// A configuration value that is out of range, naming the field and what is allowed.
 #[derive(Debug, thiserror::Error, PartialEq)]
 #[error("{field}: {message}")]
@@ -119,6 +124,9 @@ pub struct DockerExecConfig {
     pub concurrency: i64,
     /// `<shell> -c <cmd>`; `None` detects bash, else sh.
     pub exec_shell: Option<String>,
+    /// sandboxd's own bound on what one exec returns, per stream (stdout, stderr): a command
+    /// that floods its output keeps running, its excess is dropped and said so on stderr.
+    pub max_output_bytes: i64,
 }
 
 impl Default for DockerExecConfig {
@@ -128,6 +136,7 @@ impl Default for DockerExecConfig {
             extra_exec_args: Vec::new(),
             concurrency: 32,
             exec_shell: None,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
         }
     }
 }
@@ -139,6 +148,12 @@ impl DockerExecConfig {
             return Err(ConfigError::new(
                 "exec.concurrency",
                 format!("must be >= 1 (got {})", self.concurrency),
+            ));
+        }
+        if !(1..=MAX_OUTPUT_BYTES_LIMIT).contains(&self.max_output_bytes) {
+            return Err(ConfigError::new(
+                "exec.max_output_bytes",
+                format!("must be in 1..={MAX_OUTPUT_BYTES_LIMIT} (got {})", self.max_output_bytes),
             ));
         }
         if matches!(&self.exec_shell, Some(s) if s.is_empty()) {
@@ -324,6 +339,7 @@ mod tests {
             (json!({"exec": {"default_timeout_s": -1}}), "exec.default_timeout_s"),
             (json!({"exec": {"concurrency": 0}}), "exec.concurrency"),
             (json!({"exec": {"exec_shell": ""}}), "exec.exec_shell"),
+            (json!({"exec": {"max_output_bytes": 0}}), "exec.max_output_bytes"),
             (json!({"probe": {"timeout_s": 0}}), "probe.timeout_s"),
             (json!({"probe": {"deadline_s": 0}}), "probe.deadline_s"),
             (json!({"probe": {"stable_count": 0}}), "probe.stable_count"),

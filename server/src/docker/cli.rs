@@ -20,6 +20,8 @@ pub struct CommandOutput {
     pub code: i32,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
+    /// Bytes of stdout and stderr dropped past the output limit.
+    pub dropped: u64,
 }
 
 impl CommandOutput {
@@ -71,7 +73,7 @@ impl DockerChild {
     /// runs, and it is what explains a failure afterwards.
     pub fn drain_stderr(&mut self) -> tokio::task::JoinHandle<Vec<u8>> {
         let mut stderr = self.child.stderr.take();
-        tokio::spawn(async move { read_all(stderr.as_mut()).await })
+        tokio::spawn(async move { read_all(stderr.as_mut(), usize::MAX).await.0 })
     }
 
     /// Mark the child finished so drop does not signal a reused pgid.
@@ -161,6 +163,18 @@ impl DockerCli {
         timeout: Option<Duration>,
         stdin: Option<&[u8]>,
     ) -> Result<CommandOutput, CliError> {
+        self.run_limited(args, timeout, stdin, usize::MAX).await
+    }
+
+    /// As `run`, keeping at most `limit` bytes of each of stdout and stderr: the rest is read and
+    /// dropped, so a command that floods its output can neither block nor exhaust the server.
+    pub async fn run_limited(
+        &self,
+        args: &[String],
+        timeout: Option<Duration>,
+        stdin: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<CommandOutput, CliError> {
         let mut child = self.spawn(args, stdin.is_some(), true).await?;
         let span = child.span.clone();
         async move {
@@ -178,8 +192,8 @@ impl DockerCli {
                 };
                 let mut stdout = child.child.stdout.take();
                 let mut stderr = child.child.stderr.take();
-                let read_out = read_all(stdout.as_mut());
-                let read_err = read_all(stderr.as_mut());
+                let read_out = read_all(stdout.as_mut(), limit);
+                let read_err = read_all(stderr.as_mut(), limit);
                 let ((), out, err) = tokio::join!(feed, read_out, read_err);
                 let status = child.child.wait().await;
                 (status, out, err)
@@ -195,7 +209,8 @@ impl DockerCli {
                         status.map_err(|source| CliError::Io { command: command.clone(), source })?;
                     let code = exit_code(status);
                     tracing::debug!(code, "docker finished");
-                    Ok(CommandOutput { code, stdout: out, stderr: err })
+                    let ((stdout, out_dropped), (stderr, err_dropped)) = (out, err);
+                    Ok(CommandOutput { code, stdout, stderr, dropped: out_dropped + err_dropped })
                 }
                 Err(_) => {
                     child.kill_group();
@@ -219,13 +234,25 @@ fn widen_pipe(pipe: &impl std::os::fd::AsFd) {
 
 const PIPE_SIZE: i32 = 1 << 20;
 
-async fn read_all<R: tokio::io::AsyncRead + Unpin>(reader: Option<&mut R>) -> Vec<u8> {
+/// Everything `reader` produces, keeping the first `limit` bytes; returns them and how many
+/// more were dropped.
+async fn read_all<R: tokio::io::AsyncRead + Unpin>(reader: Option<&mut R>, limit: usize) -> (Vec<u8>, u64) {
     use tokio::io::AsyncReadExt;
-    let mut buf = Vec::new();
-    if let Some(r) = reader {
-        let _ = r.read_to_end(&mut buf).await;
+    let mut kept = Vec::new();
+    let mut dropped = 0u64;
+    let Some(r) = reader else { return (kept, dropped) };
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = limit.saturating_sub(kept.len()).min(n);
+                kept.extend_from_slice(&buf[..room]);
+                dropped += (n - room) as u64;
+            }
+        }
     }
-    buf
+    (kept, dropped)
 }
 
 /// A process's exit code, `128 + n` when it died of signal `n` (the shell convention).

@@ -439,8 +439,20 @@ pub(crate) async fn run_exec(
     };
     let args = argv::exec_args(&config.exec, name, &opts, &argv::shell_command(shell, command));
     let timeout = params.timeout.or(config.exec.default_timeout_s.map(Duration::from_secs_f64));
-    match cli.run(&args, timeout, params.stdin.as_deref()).await {
-        Ok(out) => {
+    let limit = usize::try_from(config.exec.max_output_bytes).unwrap_or(usize::MAX);
+    match cli.run_limited(&args, timeout, params.stdin.as_deref(), limit).await {
+        Ok(mut out) => {
+            if out.dropped > 0 {
+                tracing::warn!(dropped = out.dropped, limit, "exec output over the limit was dropped");
+                out.stderr.extend_from_slice(
+                    format!(
+                        "\n[sandboxd: output past {limit} bytes per stream was dropped ({} bytes); \
+                         exec.max_output_bytes sets the limit]\n",
+                        out.dropped
+                    )
+                    .as_bytes(),
+                );
+            }
             let err = out.stderr_text();
             if out.code != 0 && classify::is_runtime_failure(&err) {
                 ExecResult {
