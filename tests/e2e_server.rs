@@ -76,6 +76,18 @@ async fn sigterm_closes_pty_sessions_and_removes_created_sandboxes_when_asked() 
     assert!(label.containers().is_empty());
 }
 
+/// The server's exit for a config file holding `json` (a bad config ends it before it listens).
+fn run_with_config(dir: &tempfile::TempDir, json: &str) -> std::process::Output {
+    let path = dir.path().join("config.json");
+    std::fs::write(&path, json).unwrap();
+    std::process::Command::new(server_binary())
+        .args(["--listen", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn refuses_a_public_listener_without_a_token_and_bad_config() {
     let label = TestLabel::new();
@@ -89,25 +101,11 @@ fn refuses_a_public_listener_without_a_token_and_bad_config() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--insecure") && stderr.contains("--auth-token-file"), "{stderr}");
 
-    let bad = dir.path().join("bad.json");
-    std::fs::write(&bad, r#"{"docker": {"exec": {"concurrency": 0}}}"#).unwrap();
-    let out = std::process::Command::new(server_binary())
-        .args(["--listen", "127.0.0.1:0", "--config"])
-        .arg(&bad)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = run_with_config(&dir, r#"{"docker": {"exec": {"concurrency": 0}}}"#);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("exec.concurrency") && stderr.contains(">= 1"), "{stderr}");
-
-    std::fs::write(&bad, r#"{"docker": {"create": {"publsh_host": "::1"}}}"#).unwrap();
-    let out = std::process::Command::new(server_binary())
-        .args(["--listen", "127.0.0.1:0", "--config"])
-        .arg(&bad)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = run_with_config(&dir, r#"{"docker": {"create": {"publsh_host": "::1"}}}"#);
     assert!(String::from_utf8_lossy(&out.stderr).contains("publsh_host"));
 
     // With --insecure the operator takes the choice: it starts.
