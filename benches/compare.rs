@@ -267,7 +267,7 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
         let n = if !selected("upload") && !selected("download") {
             0
         } else if size > 1 << 20 {
-            runs.min(3)
+            runs.min(5)
         } else {
             runs * 2
         };
