@@ -207,3 +207,45 @@ async fn an_unreachable_daemon_is_unavailable() {
     assert_eq!(err.unwrap_err().code(), tonic::Code::Unavailable);
     assert!(label.containers().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upload_of_another_length_than_declared_is_refused() {
+    let label = TestLabel::new();
+    let server = TestServer::start(&label, None);
+    let channel =
+        tonic::transport::Endpoint::from_shared(server.url.clone()).unwrap().connect().await.unwrap();
+    let mut raw = SandboxServiceClient::new(channel);
+    let spec = proto::SandboxSpec { image: BUSYBOX.into(), ..Default::default() };
+    let id = raw
+        .create(proto::CreateRequest { spec: Some(spec) })
+        .await
+        .unwrap()
+        .into_inner()
+        .sandbox
+        .unwrap()
+        .sandbox_id;
+    for (declared, sent) in [(10u64, 5usize), (5, 10)] {
+        let path = format!("/tmp/short-{declared}");
+        let header = proto::UploadRequest {
+            request: Some(proto::upload_request::Request::Header(proto::UploadHeader {
+                sandbox_id: id.clone(),
+                path: path.clone(),
+                mode: None,
+                size: Some(declared),
+            })),
+        };
+        let chunk =
+            proto::UploadRequest { request: Some(proto::upload_request::Request::Chunk(vec![b'x'; sent])) };
+        let err = raw.upload(tokio_stream::iter(vec![header, chunk])).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+        assert!(err.message().contains("size"), "{}", err.message());
+        let req = proto::ExecRequest {
+            sandbox_id: id.clone(),
+            command: format!("test -e {path}"),
+            ..Default::default()
+        };
+        let r = raw.exec(req).await.unwrap().into_inner();
+        assert_ne!(r.return_code, 0, "a refused upload leaves no file at {path}");
+    }
+    raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+}

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tracing::Instrument;
 
 use super::argv;
@@ -26,12 +26,13 @@ impl DockerProvider {
         if !meta.is_file() {
             return Err(ProviderError::FileNotFound(format!("{} is not a regular file", source.display())));
         }
+        let file = tokio::io::BufReader::with_capacity(CHUNK, file);
         self.upload_reader(handle, file, meta.len(), target, None).await
     }
 
     /// Stream exactly `size` bytes from `reader` into `target` (mode default 0644), without
     /// holding the file in memory: one `docker cp -` fed a tar that names the full path.
-    pub async fn upload_reader<R: AsyncRead + Unpin>(
+    pub async fn upload_reader<R: AsyncBufRead + Unpin>(
         &self,
         handle: &SandboxHandle,
         mut reader: R,
@@ -200,26 +201,25 @@ impl Download {
     }
 }
 
-/// Copy up to `size` bytes; returns how many the reader had.
+/// Copy up to `size` bytes straight from the reader's own buffer (no copy of ours in between);
+/// returns how many the reader had, `size + 1` when it had more.
 async fn copy_exact<R, W>(reader: &mut R, writer: &mut W, size: u64) -> std::io::Result<u64>
 where
-    R: AsyncRead + Unpin,
+    R: AsyncBufRead + Unpin,
     W: tokio::io::AsyncWrite + Unpin,
 {
-    let mut buf = vec![0u8; CHUNK];
     let mut copied = 0u64;
     while copied < size {
-        let want = (size - copied).min(CHUNK as u64) as usize;
-        let n = reader.read(&mut buf[..want]).await?;
-        if n == 0 {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
             return Ok(copied);
         }
+        let n = buf.len().min((size - copied).min(usize::MAX as u64) as usize);
         writer.write_all(&buf[..n]).await?;
+        reader.consume(n);
         copied += n as u64;
     }
-    // One more byte means the stream was longer than declared.
-    let mut extra = [0u8; 1];
-    if reader.read(&mut extra).await? > 0 {
+    if !reader.fill_buf().await?.is_empty() {
         return Ok(size + 1);
     }
     Ok(copied)

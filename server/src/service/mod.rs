@@ -217,6 +217,7 @@ impl SandboxService for SandboxApi {
                     .await;
                     match spooled {
                         Ok((file, size)) => {
+                            let file = tokio::io::BufReader::with_capacity(256 * 1024, file);
                             self.provider.upload_reader(&handle, file, size, &header.path, header.mode).await
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
