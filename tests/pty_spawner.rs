@@ -176,11 +176,10 @@ async fn pipe_mode_keeps_stderr_separate() {
     s.resize(10, 10).await.expect("ignored");
 }
 
-#[tokio::test]
-async fn eight_mib_through_a_pipe_byte_exact() {
-    const N: usize = 8 * 1024 * 1024;
-    let s = start(argv(&["head", "-c", &N.to_string()]), false, 24, 80).await;
-    let data = pseudo_random(N, 0x9E37_79B9_7F4A_7C15);
+/// Writes `n` pseudo-random bytes into `head -c n` and returns what came back with them.
+async fn round_trip(use_pty: bool, n: usize, seed: u64) -> (Arc<PtySession>, Vec<u8>, Vec<u8>) {
+    let s = start(argv(&["head", "-c", &n.to_string()]), use_pty, 24, 80).await;
+    let data = pseudo_random(n, seed);
     let writer = {
         let s = s.clone();
         let data = data.clone();
@@ -188,6 +187,13 @@ async fn eight_mib_through_a_pipe_byte_exact() {
     };
     let got = read_all(&s).await;
     writer.await.unwrap().expect("write");
+    (s, data, got)
+}
+
+#[tokio::test]
+async fn eight_mib_through_a_pipe_byte_exact() {
+    const N: usize = 8 * 1024 * 1024;
+    let (s, data, got) = round_trip(false, N, 0x9E37_79B9_7F4A_7C15).await;
     assert_eq!(got.len(), N);
     assert!(got == data, "bytes differ");
     assert_eq!(s.wait_exit(Some(T)).await, Ok(0));
@@ -196,15 +202,7 @@ async fn eight_mib_through_a_pipe_byte_exact() {
 #[tokio::test]
 async fn one_mib_through_the_pty_not_lost() {
     const N: usize = 1024 * 1024;
-    let s = start(argv(&["head", "-c", &N.to_string()]), true, 24, 80).await;
-    let data = pseudo_random(N, 42);
-    let writer = {
-        let s = s.clone();
-        let data = data.clone();
-        tokio::spawn(async move { s.write(&data).await })
-    };
-    let got = read_all(&s).await;
-    writer.await.unwrap().expect("write");
+    let (_s, data, got) = round_trip(true, N, 42).await;
     assert_eq!(got.len(), N);
     assert!(got == data, "bytes differ");
 }
