@@ -249,3 +249,58 @@ async fn an_upload_of_another_length_than_declared_is_refused() {
     }
     raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn json_logs_carry_one_span_per_rpc_with_the_sandbox_id() {
+    let label = TestLabel::new();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("server.log");
+    let mut cmd = TestServer::command(&label, dir.path(), None);
+    // Debug for sandboxd: every docker command line is logged, so the masking is exercised.
+    cmd.args(["--log-format", "json"])
+        .env("RUST_LOG", "info,sandboxd=debug")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut child = cmd.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let addr = std::io::BufRead::lines(std::io::BufReader::new(stdout))
+        .map_while(Result::ok)
+        .find_map(|l| l.strip_prefix("sandboxd listening on ").map(String::from))
+        .expect("listening line");
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
+    let mut raw = SandboxServiceClient::new(channel);
+    let spec = proto::SandboxSpec {
+        image: BUSYBOX.into(),
+        env: [("SECRET".into(), "hunter2".into())].into(),
+        ..Default::default()
+    };
+    let id = raw
+        .create(proto::CreateRequest { spec: Some(spec) })
+        .await
+        .unwrap()
+        .into_inner()
+        .sandbox
+        .unwrap()
+        .sandbox_id;
+    raw.close(proto::CloseRequest { sandbox_id: id.clone() }).await.unwrap();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    assert!(child.wait().unwrap().success());
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("hunter2"), "an env value reached the logs");
+    assert!(text.contains("SECRET=***"), "the docker run line is logged, masked:\n{text}");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let in_close_span = lines.iter().any(|l| {
+        l["spans"]
+            .as_array()
+            .is_some_and(|spans| spans.iter().any(|s| s["rpc"] == "Close" && s["sandbox_id"] == id.as_str()))
+    });
+    assert!(in_close_span, "no log line inside the Close span of {id}:\n{text}");
+}
