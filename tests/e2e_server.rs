@@ -13,6 +13,24 @@ use sandboxd_client::proto::sandbox_service_client::SandboxServiceClient;
 use sandboxd_client::{proto, spec, PtyOptions, Sandbox};
 use support::images::BUSYBOX;
 
+type RawClient = SandboxServiceClient<tonic::transport::Channel>;
+
+/// The generated stub on `url`, for calls the Rust handle API never makes.
+async fn raw_client(url: &str) -> RawClient {
+    let channel = tonic::transport::Endpoint::from_shared(url.to_string()).unwrap().connect().await.unwrap();
+    SandboxServiceClient::new(channel)
+}
+
+/// Create a sandbox from `spec` and return its id.
+async fn create_id(raw: &mut RawClient, spec: proto::SandboxSpec) -> String {
+    let created = raw.create(proto::CreateRequest { spec: Some(spec) }).await.unwrap().into_inner();
+    created.sandbox.unwrap().sandbox_id
+}
+
+fn busybox() -> proto::SandboxSpec {
+    proto::SandboxSpec { image: BUSYBOX.into(), ..Default::default() }
+}
+
 fn exists(id: &str) -> bool {
     common::docker(&["inspect", "--type", "container", id]).status.success()
 }
@@ -28,9 +46,7 @@ async fn any_server_serves_a_sandbox_after_a_restart() {
 
     // A new server knows nothing in memory, yet serves the sandbox by id alone.
     let second = TestServer::start(&label, None);
-    let mut raw = SandboxServiceClient::new(
-        tonic::transport::Endpoint::from_shared(second.url.clone()).unwrap().connect().await.unwrap(),
-    );
+    let mut raw = raw_client(&second.url).await;
     let req =
         proto::ExecRequest { sandbox_id: id.clone(), command: "echo again".into(), ..Default::default() };
     let out = raw.exec(req).await.expect("exec after restart").into_inner();
@@ -117,17 +133,8 @@ fn refuses_a_public_listener_without_a_token_and_bad_config() {
 async fn the_call_deadline_caps_an_exec_and_policy_refuses_host_mounts() {
     let label = TestLabel::new();
     let server = TestServer::start(&label, None);
-    let channel =
-        tonic::transport::Endpoint::from_shared(server.url.clone()).unwrap().connect().await.unwrap();
-    let mut raw = SandboxServiceClient::new(channel);
-    let created = raw
-        .create(proto::CreateRequest {
-            spec: Some(proto::SandboxSpec { image: BUSYBOX.into(), ..Default::default() }),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let id = created.sandbox.unwrap().sandbox_id;
+    let mut raw = raw_client(&server.url).await;
+    let id = create_id(&mut raw, busybox()).await;
 
     let mut req = tonic::Request::new(proto::ExecRequest {
         sandbox_id: id.clone(),
@@ -195,9 +202,7 @@ async fn an_unreachable_daemon_is_unavailable() {
         &[],
         &[("DOCKER_HOST", "unix:///nonexistent/sandboxd-test.sock")],
     );
-    let channel =
-        tonic::transport::Endpoint::from_shared(server.url.clone()).unwrap().connect().await.unwrap();
-    let mut raw = SandboxServiceClient::new(channel);
+    let mut raw = raw_client(&server.url).await;
     let spec = proto::SandboxSpec { image: BUSYBOX.into(), ..Default::default() };
     let err = raw.create(proto::CreateRequest { spec: Some(spec) }).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
@@ -212,18 +217,8 @@ async fn an_unreachable_daemon_is_unavailable() {
 async fn an_upload_of_another_length_than_declared_is_refused() {
     let label = TestLabel::new();
     let server = TestServer::start(&label, None);
-    let channel =
-        tonic::transport::Endpoint::from_shared(server.url.clone()).unwrap().connect().await.unwrap();
-    let mut raw = SandboxServiceClient::new(channel);
-    let spec = proto::SandboxSpec { image: BUSYBOX.into(), ..Default::default() };
-    let id = raw
-        .create(proto::CreateRequest { spec: Some(spec) })
-        .await
-        .unwrap()
-        .into_inner()
-        .sandbox
-        .unwrap()
-        .sandbox_id;
+    let mut raw = raw_client(&server.url).await;
+    let id = create_id(&mut raw, busybox()).await;
     for (declared, sent) in [(10u64, 5usize), (5, 10)] {
         let path = format!("/tmp/short-{declared}");
         let header = proto::UploadRequest {
@@ -267,22 +262,13 @@ async fn json_logs_carry_one_span_per_rpc_with_the_sandbox_id() {
         .map_while(Result::ok)
         .find_map(|l| l.strip_prefix("sandboxd listening on ").map(String::from))
         .expect("listening line");
-    let channel =
-        tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
-    let mut raw = SandboxServiceClient::new(channel);
+    let mut raw = raw_client(&format!("http://{addr}")).await;
     let spec = proto::SandboxSpec {
         image: BUSYBOX.into(),
         env: [("SECRET".into(), "hunter2".into())].into(),
         ..Default::default()
     };
-    let id = raw
-        .create(proto::CreateRequest { spec: Some(spec) })
-        .await
-        .unwrap()
-        .into_inner()
-        .sandbox
-        .unwrap()
-        .sandbox_id;
+    let id = create_id(&mut raw, spec).await;
     raw.close(proto::CloseRequest { sandbox_id: id.clone() }).await.unwrap();
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
