@@ -27,7 +27,7 @@ pub fn spec(image: impl Into<String>) -> proto::SandboxSpec {
 pub enum SandboxStatus {
     /// Created or restarting, not yet running.
     Starting,
-    /// Running (or paused).
+    /// Running.
     Running,
     /// Exited, being removed, dead, gone, or stopped through this handle.
     Stopped,
@@ -35,6 +35,8 @@ pub enum SandboxStatus {
     Error,
     /// The daemon could not be asked.
     Unknown,
+    /// Frozen by `Pause` until `Resume`.
+    Paused,
 }
 
 impl SandboxStatus {
@@ -46,6 +48,7 @@ impl SandboxStatus {
             SandboxStatus::Stopped => "stopped",
             SandboxStatus::Error => "error",
             SandboxStatus::Unknown => "unknown",
+            SandboxStatus::Paused => "paused",
         }
     }
 
@@ -56,6 +59,7 @@ impl SandboxStatus {
             Ok(proto::SandboxStatus::Running) => SandboxStatus::Running,
             Ok(proto::SandboxStatus::Stopped) => SandboxStatus::Stopped,
             Ok(proto::SandboxStatus::Error) => SandboxStatus::Error,
+            Ok(proto::SandboxStatus::Paused) => SandboxStatus::Paused,
             Ok(proto::SandboxStatus::Unknown) | Ok(proto::SandboxStatus::Unspecified) | Err(_) => {
                 SandboxStatus::Unknown
             }
@@ -479,7 +483,7 @@ pub(crate) fn parse_descriptor(value: &serde_json::Value) -> Result<proto::Sandb
         Some(serde_json::Value::String(s)) => Some(s.clone()),
         Some(_) => return Err(bad("`workdir` must be a string or null")),
     };
-    Ok(proto::SandboxRef { sandbox_id, ports, workdir })
+    Ok(proto::SandboxRef { sandbox_id, ports, workdir, metadata: Default::default() })
 }
 
 #[cfg(unix)]
@@ -595,6 +599,7 @@ mod tests {
             stderr: vec![],
             return_code: 125,
             error_type: "timeout".into(),
+            usage: None,
         }
         .into();
         assert_eq!(r.error_type.as_deref(), Some("timeout"));

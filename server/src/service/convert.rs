@@ -51,6 +51,7 @@ pub fn sandbox_ref(handle: &SandboxHandle) -> pb::SandboxRef {
         sandbox_id: handle.sandbox_id.clone(),
         ports: handle.ports.iter().map(|p| u32::from(*p)).collect(),
         workdir: handle.workdir.clone(),
+        metadata: Default::default(),
     }
 }
 
@@ -69,6 +70,7 @@ pub fn exec_response(result: ExecResult) -> pb::ExecResponse {
         stderr: result.stderr,
         return_code: result.return_code,
         error_type: result.error_type.map(|e| e.as_str().to_string()).unwrap_or_default(),
+        usage: None,
     }
 }
 

@@ -2,8 +2,11 @@
 //! names its sandbox by id and the provider rebuilds what it needs from the container.
 
 mod auth;
+mod branching;
 mod convert;
 mod deadline;
+mod exec_stream;
+mod inventory;
 mod pty;
 mod server;
 mod status;
@@ -322,5 +325,67 @@ impl SandboxService for SandboxApi {
         request: Request<Streaming<pb::PtyRequest>>,
     ) -> Result<Response<Self::PtyStream>, Status> {
         pty::serve_pty(self.clone(), request.into_inner()).await
+    }
+
+    type ExecStreamStream = BoxStream<pb::ExecStreamResponse>;
+
+    async fn exec_stream(
+        &self,
+        request: Request<pb::ExecRequest>,
+    ) -> Result<Response<Self::ExecStreamStream>, Status> {
+        exec_stream::exec_stream(self, request).await
+    }
+
+    async fn list(&self, request: Request<pb::ListRequest>) -> Result<Response<pb::ListResponse>, Status> {
+        inventory::list(self, request).await
+    }
+
+    async fn set_timeout(
+        &self,
+        request: Request<pb::SetTimeoutRequest>,
+    ) -> Result<Response<pb::SetTimeoutResponse>, Status> {
+        inventory::set_timeout(self, request).await
+    }
+
+    async fn snapshot(
+        &self,
+        request: Request<pb::SnapshotRequest>,
+    ) -> Result<Response<pb::SnapshotResponse>, Status> {
+        branching::snapshot(self, request).await
+    }
+
+    async fn list_snapshots(
+        &self,
+        request: Request<pb::ListSnapshotsRequest>,
+    ) -> Result<Response<pb::ListSnapshotsResponse>, Status> {
+        branching::list_snapshots(self, request).await
+    }
+
+    async fn delete_snapshot(
+        &self,
+        request: Request<pb::DeleteSnapshotRequest>,
+    ) -> Result<Response<pb::DeleteSnapshotResponse>, Status> {
+        branching::delete_snapshot(self, request).await
+    }
+
+    async fn fork(&self, request: Request<pb::ForkRequest>) -> Result<Response<pb::ForkResponse>, Status> {
+        branching::fork(self, request).await
+    }
+
+    type DiffStream = BoxStream<pb::DiffResponse>;
+
+    async fn diff(&self, request: Request<pb::DiffRequest>) -> Result<Response<Self::DiffStream>, Status> {
+        branching::diff(self, request).await
+    }
+
+    async fn pause(&self, request: Request<pb::PauseRequest>) -> Result<Response<pb::PauseResponse>, Status> {
+        branching::pause(self, request).await
+    }
+
+    async fn resume(
+        &self,
+        request: Request<pb::ResumeRequest>,
+    ) -> Result<Response<pb::ResumeResponse>, Status> {
+        branching::resume(self, request).await
     }
 }
