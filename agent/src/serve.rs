@@ -253,6 +253,9 @@ impl Agent {
                 if let Some(c) = self.credits.lock().ok().and_then(|c| c.get(&id).cloned()) {
                     c.close();
                 }
+                if let Some(mut upload) = self.uploads.lock().ok().and_then(|mut u| u.remove(&id)) {
+                    upload.abort();
+                }
             }
             Request::Credit(n) => {
                 if let Some(c) = self.credits.lock().ok().and_then(|c| c.get(&id).cloned()) {

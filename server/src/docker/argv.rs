@@ -119,6 +119,18 @@ pub fn run_args(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec
     a
 }
 
+/// `--mount` of the host's agent binary, read-only, at its fixed path in the sandbox.
+pub fn agent_mount_args(host_path: &std::path::Path) -> Vec<String> {
+    vec![
+        s("--mount"),
+        format!(
+            "type=bind,source={},target={},readonly",
+            host_path.display(),
+            super::agent::binary::AGENT_PATH_IN_SANDBOX
+        ),
+    ]
+}
+
 /// Options of one `docker exec`.
 #[derive(Debug, Clone, Default)]
 pub struct ExecOptions<'a> {

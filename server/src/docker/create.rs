@@ -22,7 +22,11 @@ impl DockerProvider {
         spec.validate()?;
         let name = argv::new_container_name();
         let image = normalize_image(&spec.image).to_string();
-        let args = argv::run_args(&self.config.create, spec, &name);
+        let mut args = argv::run_args(&self.config.create, spec, &name);
+        if let Some(agent) = &self.agent_binary {
+            // The agent: one read-only file, so no process in the sandbox can replace it.
+            args.splice(2..2, argv::agent_mount_args(agent));
+        }
         let span = tracing::info_span!("create", sandbox_id = %name, image = %image);
         self.run_create_with_reconciliation(&args, &name, &image).instrument(span).await?;
         let mut handle = SandboxHandle {

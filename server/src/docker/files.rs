@@ -6,6 +6,7 @@ use std::path::Path;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tracing::Instrument;
 
+use super::agent;
 use super::argv;
 use super::classify;
 use super::provider::{cli_error, DockerProvider, SandboxHandle};
@@ -17,6 +18,11 @@ use crate::spec::validate_abs_path;
 const CHUNK: usize = 256 * 1024;
 
 impl DockerProvider {
+    /// The sandbox's agent channel when the agent engine runs and the sandbox has an agent.
+    async fn agent_channel(&self, name: &str) -> Option<std::sync::Arc<agent::channel::AgentChannel>> {
+        self.agent.as_ref()?.channel(name).await
+    }
+
     /// Upload one host file; parent directories are created as root by the same docker call.
     pub async fn upload_file(&self, handle: &SandboxHandle, source: &Path, target: &str) -> Result<u64> {
         let file = tokio::fs::File::open(source).await.map_err(|e| {
@@ -53,6 +59,9 @@ impl DockerProvider {
                 "mode",
                 format!("must be permission bits <= 0o7777 (got {mode:o})"),
             ));
+        }
+        if let Some(channel) = self.agent_channel(&handle.sandbox_id).await {
+            return agent::files_upload(&channel, &handle.sandbox_id, reader, size, target, mode).await;
         }
         let prefix =
             tarstream::file_prefix(target, size, mode).map_err(|e| ProviderError::invalid("path", e))?;
@@ -116,6 +125,10 @@ impl DockerProvider {
     /// the first byte, so a caller can still answer with a clean status.
     pub async fn download(&self, handle: &SandboxHandle, source: &str) -> Result<Download> {
         validate_abs_path("path", source)?;
+        if let Some(channel) = self.agent_channel(&handle.sandbox_id).await {
+            let download = agent::AgentDownload::open(&channel, &handle.sandbox_id, source).await?;
+            return Ok(Download { source: Source::Agent(download) });
+        }
         let args = argv::cp_out_args(&handle.sandbox_id, source);
         let mut child = self.cli.spawn(&args, false, true).await.map_err(cli_error)?;
         let mut stdout =
@@ -140,7 +153,7 @@ impl DockerProvider {
                 return Err(self.transfer_error(&handle.sandbox_id, source, &err).await);
             }
         };
-        Ok(Download { child, stdout, remaining: size, size })
+        Ok(Download { source: Source::Docker { child, stdout, remaining: size, size } })
     }
 
     /// Why a `docker cp` failed. The client words a missing container in several ways (one
@@ -169,34 +182,44 @@ impl DockerProvider {
 
 /// A file coming out of a sandbox, chunk by chunk.
 pub struct Download {
-    child: super::cli::DockerChild,
-    stdout: tokio::process::ChildStdout,
-    remaining: u64,
-    size: u64,
+    source: Source,
+}
+
+/// Where the bytes come from: the sandbox's agent, or a `docker cp` client's tar stream.
+enum Source {
+    Agent(agent::AgentDownload),
+    Docker { child: super::cli::DockerChild, stdout: tokio::process::ChildStdout, remaining: u64, size: u64 },
 }
 
 impl Download {
     /// The file's size in bytes.
     pub fn size(&self) -> u64 {
-        self.size
+        match &self.source {
+            Source::Agent(d) => d.size(),
+            Source::Docker { size, .. } => *size,
+        }
     }
 
     /// The next chunk, `None` at the end.
     pub async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>> {
-        if self.remaining == 0 {
-            self.child.kill_group();
-            let _ = self.child.child.wait().await;
-            self.child.disarm();
+        let Source::Docker { child, stdout, remaining, .. } = &mut self.source else {
+            let Source::Agent(d) = &mut self.source else { unreachable!() };
+            return d.next_chunk().await;
+        };
+        if *remaining == 0 {
+            child.kill_group();
+            let _ = child.child.wait().await;
+            child.disarm();
             return Ok(None);
         }
-        let want = self.remaining.min(CHUNK as u64) as usize;
+        let want = (*remaining).min(CHUNK as u64) as usize;
         let mut buf = vec![0u8; want];
-        let n = self.stdout.read(&mut buf).await?;
+        let n = stdout.read(&mut buf).await?;
         if n == 0 {
-            return Err(ProviderError::Docker(format!("download ended {} bytes early", self.remaining)));
+            return Err(ProviderError::Docker(format!("download ended {remaining} bytes early")));
         }
         buf.truncate(n);
-        self.remaining -= n as u64;
+        *remaining -= n as u64;
         Ok(Some(buf))
     }
 }

@@ -1,20 +1,24 @@
 //! The Docker provider: sandboxes as detached containers driven through the docker CLI.
 //!
+//! `engine` is the exec seam (one `docker exec` per command, or the resident `agent`).
 //! `cli` starts docker subprocesses, `argv` builds their command lines, `classify` reads the
 //! client's stderr, `tarstream` frames file transfers. `provider` holds `DockerProvider` (lookup,
 //! exec, status, endpoint, close); its other operations live beside it: `create` (run,
 //! reconciliation, probe), `files` (upload, download), `sessions` (`create_pty`).
 
+pub mod agent;
 pub mod argv;
 pub mod classify;
 pub mod cli;
 mod create;
+pub mod engine;
 mod files;
 pub mod mask;
 pub mod provider;
 pub mod sessions;
 pub mod tarstream;
 
+pub use engine::{ExecStream, StreamEvent};
 pub use files::Download;
 pub use provider::{DockerProvider, ExecParams, SandboxDescriptor, SandboxHandle};
 pub use sessions::PtySpec;

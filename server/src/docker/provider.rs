@@ -6,14 +6,19 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::agent::binary::{default_agent_dir, install as install_agent};
+use super::agent::AgentEngine;
 use super::argv::{self, ExecOptions};
 use super::classify;
 use super::cli::{CliError, CommandOutput, DockerCli};
-use crate::config::DockerConfig;
+use super::engine::{
+    classify_docker_exit, dropped_note, DockerExecEngine, ExecEngine, ExecStream, ExecTarget,
+};
+use crate::config::{DockerConfig, ExecEngineKind};
 use crate::error::{ProviderError, Result};
 use crate::spec::{
     normalize_user, validate_abs_path, validate_env, ExecErrorType, ExecResult, ProviderOptions,
-    SandboxEndpoint, SandboxStatus, SANDBOX_RUNTIME_RETURN_CODE,
+    SandboxEndpoint, SandboxStatus,
 };
 
 /// How many closed ids `status` remembers.
@@ -73,6 +78,12 @@ pub(super) struct Inspected {
 pub struct DockerProvider {
     pub(super) cli: DockerCli,
     pub(super) config: DockerConfig,
+    /// How commands reach a sandbox (`exec.engine`).
+    engine: Arc<dyn ExecEngine>,
+    /// The agent engine when it is the configured one (files go through it too).
+    pub(super) agent: Option<Arc<AgentEngine>>,
+    /// The host file every new sandbox bind-mounts as its agent.
+    pub(super) agent_binary: Option<PathBuf>,
     handles: Mutex<HashMap<String, SandboxHandle>>,
     /// Ids this process closed, so their status reads `stopped` rather than unknown.
     closed: Mutex<HashSet<String>>,
@@ -90,9 +101,32 @@ impl DockerProvider {
     pub fn with_binary(config: DockerConfig, binary: PathBuf) -> Result<Self> {
         config.validate()?;
         let concurrency = usize::try_from(config.exec.concurrency).unwrap_or(1);
+        let cli = DockerCli::new(binary, concurrency);
+        let docker = DockerExecEngine::new(cli.clone(), config.clone());
+        let agent_binary = match config.exec.engine {
+            ExecEngineKind::Docker => None,
+            ExecEngineKind::Agent => {
+                let dir = config.exec.agent_dir.as_ref().map(PathBuf::from).unwrap_or_else(default_agent_dir);
+                match install_agent(&dir) {
+                    Ok(path) => Some(path),
+                    Err(e) => {
+                        tracing::warn!(dir = %dir.display(), error = %e, "cannot write the exec agent; every sandbox uses docker exec");
+                        None
+                    }
+                }
+            }
+        };
+        let agent = agent_binary.as_ref().map(|_| Arc::new(AgentEngine::new(docker.clone())));
+        let engine: Arc<dyn ExecEngine> = match &agent {
+            Some(agent) => agent.clone(),
+            None => Arc::new(docker),
+        };
         Ok(Self {
-            cli: DockerCli::new(binary, concurrency),
+            cli,
             config,
+            engine,
+            agent,
+            agent_binary,
             handles: Mutex::new(HashMap::new()),
             closed: Mutex::new(HashSet::new()),
             pty_sessions: Mutex::new(HashMap::new()),
@@ -248,6 +282,9 @@ impl DockerProvider {
         command: &str,
         params: &ExecParams,
     ) -> Result<ExecResult> {
+        if command.trim().is_empty() {
+            return Err(ProviderError::invalid("command", "must not be empty"));
+        }
         if command.contains('\0') {
             return Err(ProviderError::invalid("command", "must not contain NUL bytes"));
         }
@@ -262,6 +299,32 @@ impl DockerProvider {
         Ok(self.exec_in(&handle.sandbox_id, &handle.shell, command, params, user.as_deref()).await)
     }
 
+    /// As `exec`, with output delivered as it is produced; dropping the stream stops the
+    /// command. Only bad arguments are errors.
+    pub async fn exec_stream(
+        &self,
+        handle: &SandboxHandle,
+        command: &str,
+        params: &ExecParams,
+    ) -> Result<ExecStream> {
+        if command.trim().is_empty() {
+            return Err(ProviderError::invalid("command", "must not be empty"));
+        }
+        if command.contains('\0') {
+            return Err(ProviderError::invalid("command", "must not contain NUL bytes"));
+        }
+        if let Some(cwd) = &params.cwd {
+            validate_abs_path("cwd", cwd)?;
+        }
+        validate_env("env", &params.env)?;
+        let user = params.user.as_deref().map(|u| normalize_user("user", u)).transpose()?;
+        if params.timeout.is_some_and(|t| t.is_zero()) {
+            return Err(ProviderError::invalid("timeout_s", "must be > 0"));
+        }
+        let target = ExecTarget { name: &handle.sandbox_id, shell: &handle.shell };
+        Ok(self.engine.exec_stream(target, command, params, user.as_deref()).await)
+    }
+
     /// One `docker exec` with the timeout and runtime-failure rules of the seed.
     pub(crate) async fn exec_in(
         &self,
@@ -271,7 +334,7 @@ impl DockerProvider {
         params: &ExecParams,
         user: Option<&str>,
     ) -> ExecResult {
-        run_exec(&self.cli, &self.config, name, shell, command, params, user).await
+        self.engine.exec(ExecTarget { name, shell }, command, params, user).await
     }
 
     // ----- status, endpoint, close ----------------------------------------------------------
@@ -319,6 +382,7 @@ impl DockerProvider {
     pub async fn close(&self, handle: &SandboxHandle) -> Result<()> {
         self.release_pty_sessions(&handle.sandbox_id, true).await;
         self.forget(&handle.sandbox_id);
+        self.engine.forget(&handle.sandbox_id);
         self.remember_closed(&handle.sandbox_id);
         let out = self.control(argv::rm_args(&handle.sandbox_id)).await?;
         if !out.success() {
@@ -444,25 +508,13 @@ pub(crate) async fn run_exec(
         Ok(mut out) => {
             if out.dropped > 0 {
                 tracing::warn!(dropped = out.dropped, limit, "exec output over the limit was dropped");
-                out.stderr.extend_from_slice(
-                    format!(
-                        "\n[sandboxd: output past {limit} bytes per stream was dropped ({} bytes); \
-                         exec.max_output_bytes sets the limit]\n",
-                        out.dropped
-                    )
-                    .as_bytes(),
-                );
+                out.stderr.extend_from_slice(dropped_note(limit, out.dropped).as_bytes());
             }
-            let err = out.stderr_text();
-            if out.code != 0 && classify::is_runtime_failure(&err) {
-                ExecResult {
-                    stdout: out.stdout,
-                    stderr: out.stderr,
-                    return_code: SANDBOX_RUNTIME_RETURN_CODE,
-                    error_type: Some(ExecErrorType::Sandbox),
-                }
+            let ended = classify_docker_exit(cli, name, out.code, &out.stderr_text()).await;
+            if ended.error_type.is_some() {
+                ExecResult { stdout: out.stdout, ..ended }
             } else {
-                ExecResult { stdout: out.stdout, stderr: out.stderr, return_code: out.code, error_type: None }
+                ExecResult { stdout: out.stdout, stderr: out.stderr, ..ended }
             }
         }
         Err(e @ CliError::Timeout { .. }) => ExecResult::failed(ExecErrorType::Timeout, e.to_string()),
