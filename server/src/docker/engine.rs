@@ -173,15 +173,20 @@ impl ExecEngine for DockerExecEngine {
             };
             let out_tx = tx.clone();
             let pump_out = async {
+                let mut head = Vec::new();
                 let mut buf = vec![0u8; 64 * 1024];
                 while let Some(Ok(n @ 1..)) = match stdout.as_mut() {
                     Some(s) => Some(s.read(&mut buf).await),
                     None => None,
                 } {
+                    if head.len() < 4096 {
+                        head.extend_from_slice(&buf[..n.min(4096)]);
+                    }
                     if out_tx.send(StreamEvent::Stdout(buf[..n].to_vec())).await.is_err() {
                         break;
                     }
                 }
+                head
             };
             let err_tx = tx.clone();
             let pump_err = async {
@@ -203,8 +208,8 @@ impl ExecEngine for DockerExecEngine {
                 tail
             };
             let work = async {
-                let ((), (), tail) = tokio::join!(feed, pump_out, pump_err);
-                (child.child.wait().await, tail)
+                let ((), head, tail) = tokio::join!(feed, pump_out, pump_err);
+                (child.child.wait().await, tail, head)
             };
             let limited = async {
                 match timeout {
@@ -217,13 +222,13 @@ impl ExecEngine for DockerExecEngine {
                 _ = stop_rx => return, // the stream was dropped: `child` is killed as it drops
             };
             let exit = match result {
-                Some((Ok(status), tail)) => {
+                Some((Ok(status), tail, head)) => {
                     child.disarm();
                     let code = super::cli::exit_code(status);
-                    let tail = String::from_utf8_lossy(&tail).into_owned();
-                    classify_docker_exit(&cli, &name, code, &tail).await
+                    let (tail, head) = (String::from_utf8_lossy(&tail), String::from_utf8_lossy(&head));
+                    classify_docker_exit(&cli, &name, code, &tail, &head).await
                 }
-                Some((Err(e), _)) => ExecResult::failed(ExecErrorType::Sandbox, e.to_string()),
+                Some((Err(e), _, _)) => ExecResult::failed(ExecErrorType::Sandbox, e.to_string()),
                 None => {
                     child.kill_group();
                     ExecResult::failed(
@@ -245,8 +250,17 @@ impl ExecEngine for DockerExecEngine {
 
 /// How a finished `docker exec` ended: the command's own code, or 125 with `sandbox` when the
 /// docker client failed it (decided by the daemon's view of the container, not by the text).
-pub async fn classify_docker_exit(cli: &DockerCli, name: &str, code: i32, stderr: &str) -> ExecResult {
-    if let Some(cwd) = super::classify::missing_cwd(code, stderr) {
+pub async fn classify_docker_exit(
+    cli: &DockerCli,
+    name: &str,
+    code: i32,
+    stderr: &str,
+    stdout: &str,
+) -> ExecResult {
+    // The OCI runtime's own failures (exit 126) land on the client's stdout.
+    if let Some(cwd) =
+        super::classify::missing_cwd(code, stdout).or_else(|| super::classify::missing_cwd(code, stderr))
+    {
         return ExecResult::failed(
             ExecErrorType::Sandbox,
             format!("cwd {cwd:?} does not exist in the sandbox"),

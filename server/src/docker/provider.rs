@@ -510,9 +510,10 @@ pub(crate) async fn run_exec(
                 tracing::warn!(dropped = out.dropped, limit, "exec output over the limit was dropped");
                 out.stderr.extend_from_slice(dropped_note(limit, out.dropped).as_bytes());
             }
-            let ended = classify_docker_exit(cli, name, out.code, &out.stderr_text()).await;
+            let ended =
+                classify_docker_exit(cli, name, out.code, &out.stderr_text(), &out.stdout_text()).await;
             if ended.error_type.is_some() {
-                ExecResult { stdout: out.stdout, ..ended }
+                ended
             } else {
                 ExecResult { stdout: out.stdout, stderr: out.stderr, ..ended }
             }
