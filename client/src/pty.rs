@@ -219,6 +219,7 @@ impl<'a> Pty<'a> {
                     stderr: Vec::new(),
                     return_code: code,
                     error_type: None,
+                    usage: None,
                 },
                 Err(ClientError::Timeout) => {
                     ExecResult::failure("timeout", normalize_terminal_output(&output), Vec::new())
@@ -301,9 +302,13 @@ async fn run_marked(session: &PtySession, command: &str, deadline: Option<Instan
                 // The shell ended (for example `exit 3`): its exit code is the command's.
                 let stdout = marker.extract(&buf, buf.len());
                 return match session.exit_code() {
-                    Some(code) => {
-                        ExecResult { stdout, stderr: Vec::new(), return_code: code, error_type: None }
-                    }
+                    Some(code) => ExecResult {
+                        stdout,
+                        stderr: Vec::new(),
+                        return_code: code,
+                        error_type: None,
+                        usage: None,
+                    },
                     None => ExecResult::failure("pty", stdout, b"the session ended".to_vec()),
                 };
             }
@@ -318,6 +323,7 @@ async fn run_marked(session: &PtySession, command: &str, deadline: Option<Instan
                         stderr: Vec::new(),
                         return_code: hit.code,
                         error_type: None,
+                        usage: None,
                     };
                 }
             }

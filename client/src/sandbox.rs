@@ -120,6 +120,8 @@ pub struct ExecResult {
     pub return_code: i32,
     /// `None` when the command ran to its exit; `timeout`, `sandbox` or `pty` otherwise.
     pub error_type: Option<String>,
+    /// What the command's process tree used, when the server's exec engine measures it.
+    pub usage: Option<crate::ExecUsage>,
 }
 
 impl ExecResult {
@@ -139,7 +141,7 @@ impl ExecResult {
     }
 
     pub(crate) fn failure(error_type: &str, stdout: Vec<u8>, stderr: Vec<u8>) -> ExecResult {
-        ExecResult { stdout, stderr, return_code: 125, error_type: Some(error_type.to_string()) }
+        ExecResult { stdout, stderr, return_code: 125, error_type: Some(error_type.to_string()), usage: None }
     }
 }
 
@@ -150,6 +152,7 @@ impl From<proto::ExecResponse> for ExecResult {
             stderr: r.stderr,
             return_code: r.return_code,
             error_type: if r.error_type.is_empty() { None } else { Some(r.error_type) },
+            usage: r.usage.map(crate::ExecUsage::from),
         }
     }
 }
