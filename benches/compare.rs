@@ -265,7 +265,8 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
     let (mut ours, mut raw) = (Vec::new(), Vec::new());
     for _ in 0..if selected("exec_stream") { runs * 3 } else { 0 } {
         let t = Instant::now();
-        let req = pb::ExecRequest { sandbox_id: id.clone(), command: "printf x".into(), ..Default::default() };
+        let req =
+            pb::ExecRequest { sandbox_id: id.clone(), command: "printf x".into(), ..Default::default() };
         let mut stream = client.exec_stream(req).await.unwrap().into_inner();
         let mut out = Vec::new();
         while let Some(m) = stream.message().await.unwrap() {

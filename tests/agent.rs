@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{docker, provider_with, TestLabel};
+use sandboxd::backend::SandboxBackend;
 use sandboxd::config::{DockerConfig, ExecEngineKind};
-use sandboxd::docker::{DockerProvider, ExecParams, SandboxHandle};
-use sandboxd::spec::{ExecErrorType, SandboxSpec};
+use sandboxd::docker::DockerProvider;
+use sandboxd::spec::{ExecErrorType, ExecParams, SandboxHandle, SandboxSpec};
 use support::images;
 
 fn agent_provider(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) -> DockerProvider {
@@ -55,7 +56,7 @@ async fn commands_run_through_the_agent_with_accounting() {
     assert!(usage.wall_time >= usage.user_cpu / 2, "{usage:?}");
     assert!(usage.peak_rss_bytes > 0, "{usage:?}");
     agent_pid(&h);
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
     assert!(label.containers().is_empty());
 }
 
@@ -70,7 +71,7 @@ async fn timeout_stops_a_setsid_grandchild() {
     assert_eq!((r.return_code, r.error_type), (125, Some(ExecErrorType::Timeout)));
     let left = outside(&h, "ps -o args | grep 'sleep 30[12]' || true");
     assert!(left.trim().is_empty(), "processes the command started survived its timeout: {left}");
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }
 
 #[tokio::test]
@@ -82,7 +83,7 @@ async fn background_processes_of_a_finished_command_keep_running() {
     assert_eq!(r.stdout_lossy(), "started");
     let left = outside(&h, "ps -o args | grep 'sleep 30[3]' || true");
     assert!(!left.trim().is_empty(), "a detached server started by a command outlives the command");
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }
 
 #[tokio::test]
@@ -112,7 +113,7 @@ async fn a_nobody_command_cannot_drive_or_replace_the_agent() {
     assert_eq!(agent_pid(&h), pid, "the agent is untouched");
     let r = p.exec(&h, "id -u", &nobody).await.unwrap();
     assert_eq!(r.stdout_lossy().trim(), "65534");
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }
 
 #[tokio::test]
@@ -128,7 +129,7 @@ async fn read_only_root_without_tmp_and_no_network() {
     assert!(r.usage.is_some(), "the agent runs in a read-only, network-less sandbox");
     let mut download = p.download(&h, "/etc/passwd").await.unwrap();
     assert!(download.next_chunk().await.unwrap().is_some_and(|c| c.starts_with(b"root:")));
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }
 
 #[tokio::test]
@@ -149,7 +150,7 @@ async fn agent_killed_mid_call_is_a_sandbox_error_and_the_next_call_works() {
     assert_eq!((next.stdout_lossy().as_str(), next.return_code), ("again", 0));
     assert!(next.usage.is_some(), "a new agent answers");
     assert_ne!(agent_pid(&h), pid);
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }
 
 #[tokio::test]
@@ -164,7 +165,7 @@ async fn a_restarted_server_uses_the_agents_of_sandboxes_it_did_not_create() {
     let r = second.exec(&h2, "printf hi", &params()).await.unwrap();
     assert_eq!(r.stdout_lossy(), "hi");
     assert!(r.usage.is_some(), "the agent already in the sandbox answers the new server");
-    second.close(&h2).await.unwrap();
+    second.close(&h2.id()).await.unwrap();
 }
 
 #[tokio::test]
@@ -179,7 +180,7 @@ async fn a_sandbox_without_an_agent_uses_docker_exec() {
         assert_eq!((r.stdout_lossy().as_str(), r.return_code), ("hi", 0));
         assert!(r.usage.is_none(), "docker exec answered");
     }
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }
 
 #[tokio::test]
@@ -197,7 +198,7 @@ async fn env_values_and_commands_never_reach_a_host_command_line() {
     let host = std::process::Command::new("ps").args(["-eo", "args"]).output().unwrap();
     assert!(!String::from_utf8_lossy(&host.stdout).contains(&secret), "a secret is on a host command line");
     assert_eq!(call.await.unwrap().return_code, 0);
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }
 
 #[tokio::test]
@@ -228,5 +229,5 @@ async fn an_interrupted_upload_leaves_the_old_file() {
     assert!(err.is_err());
     let r = p.exec(&h, "cat /data/file; ls -A /data | wc -l", &params()).await.unwrap();
     assert_eq!(r.stdout_lossy(), "old1\n", "old content, and no partial file beside it");
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }

@@ -9,61 +9,16 @@ use tokio::sync::mpsc;
 
 use super::argv::{self, ExecOptions};
 use super::cli::DockerCli;
-use super::provider::{run_exec, ExecParams};
+use super::exec::docker_exec;
+pub use crate::backend::{ExecStream, StreamEvent};
 use crate::config::DockerConfig;
-use crate::spec::{ExecErrorType, ExecResult};
+use crate::spec::{ExecErrorType, ExecParams, ExecResult};
 
 /// Where a command runs: the container and the shell that runs `<shell> -c <command>`.
 #[derive(Debug, Clone, Copy)]
 pub struct ExecTarget<'a> {
     pub name: &'a str,
     pub shell: &'a str,
-}
-
-/// One step of a streamed command.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StreamEvent {
-    Stdout(Vec<u8>),
-    Stderr(Vec<u8>),
-    /// The last event: exit code, error type and accounting (stdout and stderr empty).
-    Exit(ExecResult),
-}
-
-/// A command whose output arrives as it is produced. Dropping it stops the command (on the
-/// agent engine, with everything it started; on the docker engine, the docker client).
-pub struct ExecStream {
-    events: mpsc::Receiver<StreamEvent>,
-    stop: Option<Box<dyn FnOnce() + Send>>,
-}
-
-impl ExecStream {
-    pub fn new(events: mpsc::Receiver<StreamEvent>, stop: Box<dyn FnOnce() + Send>) -> Self {
-        Self { events, stop: Some(stop) }
-    }
-
-    /// A stream that only reports how the command ended (it never started).
-    pub fn finished(result: ExecResult) -> Self {
-        let (tx, rx) = mpsc::channel(1);
-        let _ = tx.try_send(StreamEvent::Exit(result));
-        Self { events: rx, stop: None }
-    }
-
-    /// The next event; `None` after `Exit`.
-    pub async fn next(&mut self) -> Option<StreamEvent> {
-        let event = self.events.recv().await;
-        if matches!(event, Some(StreamEvent::Exit(_))) {
-            self.stop = None;
-        }
-        event
-    }
-}
-
-impl Drop for ExecStream {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            stop();
-        }
-    }
 }
 
 /// How a command reaches a sandbox.
@@ -128,7 +83,7 @@ impl ExecEngine for DockerExecEngine {
         params: &ExecParams,
         user: Option<&str>,
     ) -> ExecResult {
-        run_exec(&self.cli, &self.config, target.name, target.shell, command, params, user).await
+        docker_exec(&self.cli, &self.config, target.name, target.shell, command, params, user).await
     }
 
     async fn exec_stream(

@@ -9,10 +9,11 @@ use tracing::Instrument;
 use super::agent;
 use super::argv;
 use super::classify;
-use super::provider::{cli_error, DockerProvider, SandboxHandle};
+use super::provider::{cli_error, DockerProvider};
 use super::tarstream::{self, FirstEntry};
 use crate::error::{ProviderError, Result};
 use crate::spec::validate_abs_path;
+use crate::spec::SandboxHandle;
 
 /// Copy buffer for file transfers.
 const CHUNK: usize = 256 * 1024;
@@ -107,7 +108,7 @@ impl DockerProvider {
 
     /// Download one container file to the host (parents of `target` created).
     pub async fn download_file(&self, handle: &SandboxHandle, source: &str, target: &Path) -> Result<u64> {
-        let mut download = self.download(handle, source).await?;
+        let mut download = self.download_stream(handle, source).await?;
         if let Some(parent) = target.parent() {
             tokio::fs::create_dir_all(parent).await?;
         }
@@ -123,7 +124,7 @@ impl DockerProvider {
 
     /// Open a streaming download: errors about the path (missing, a directory) come here, before
     /// the first byte, so a caller can still answer with a clean status.
-    pub async fn download(&self, handle: &SandboxHandle, source: &str) -> Result<Download> {
+    pub async fn download_stream(&self, handle: &SandboxHandle, source: &str) -> Result<Download> {
         validate_abs_path("path", source)?;
         if let Some(channel) = self.agent_channel(&handle.sandbox_id).await {
             let download = agent::AgentDownload::open(&channel, &handle.sandbox_id, source).await?;
@@ -153,7 +154,7 @@ impl DockerProvider {
                 return Err(self.transfer_error(&handle.sandbox_id, source, &err).await);
             }
         };
-        Ok(Download { source: Source::Docker { child, stdout, remaining: size, size } })
+        Ok(Download { source: Source::Docker(Box::new(CpDownload { child, stdout, remaining: size, size })) })
     }
 
     /// Why a `docker cp` failed. The client words a missing container in several ways (one
@@ -188,7 +189,15 @@ pub struct Download {
 /// Where the bytes come from: the sandbox's agent, or a `docker cp` client's tar stream.
 enum Source {
     Agent(agent::AgentDownload),
-    Docker { child: super::cli::DockerChild, stdout: tokio::process::ChildStdout, remaining: u64, size: u64 },
+    Docker(Box<CpDownload>),
+}
+
+/// The file inside the tar a `docker cp NAME:PATH -` client writes.
+struct CpDownload {
+    child: super::cli::DockerChild,
+    stdout: tokio::process::ChildStdout,
+    remaining: u64,
+    size: u64,
 }
 
 impl Download {
@@ -196,30 +205,35 @@ impl Download {
     pub fn size(&self) -> u64 {
         match &self.source {
             Source::Agent(d) => d.size(),
-            Source::Docker { size, .. } => *size,
+            Source::Docker(d) => d.size,
         }
     }
 
     /// The next chunk, `None` at the end.
     pub async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>> {
-        let Source::Docker { child, stdout, remaining, .. } = &mut self.source else {
-            let Source::Agent(d) = &mut self.source else { unreachable!() };
-            return d.next_chunk().await;
-        };
-        if *remaining == 0 {
-            child.kill_group();
-            let _ = child.child.wait().await;
-            child.disarm();
+        match &mut self.source {
+            Source::Agent(d) => d.next_chunk().await,
+            Source::Docker(d) => d.next_chunk().await,
+        }
+    }
+}
+
+impl CpDownload {
+    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>> {
+        if self.remaining == 0 {
+            self.child.kill_group();
+            let _ = self.child.child.wait().await;
+            self.child.disarm();
             return Ok(None);
         }
-        let want = (*remaining).min(CHUNK as u64) as usize;
+        let want = self.remaining.min(CHUNK as u64) as usize;
         let mut buf = vec![0u8; want];
-        let n = stdout.read(&mut buf).await?;
+        let n = self.stdout.read(&mut buf).await?;
         if n == 0 {
-            return Err(ProviderError::Docker(format!("download ended {remaining} bytes early")));
+            return Err(ProviderError::Docker(format!("download ended {} bytes early", self.remaining)));
         }
         buf.truncate(n);
-        *remaining -= n as u64;
+        self.remaining -= n as u64;
         Ok(Some(buf))
     }
 }

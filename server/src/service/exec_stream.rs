@@ -7,10 +7,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use super::status::to_status;
 use super::{convert, deadline, span, BoxStream, SandboxApi};
-use crate::docker::{ExecParams, StreamEvent};
-use crate::spec::ExecErrorType;
+use crate::backend::StreamEvent;
+use crate::spec::{ExecErrorType, ExecParams};
 
 pub(super) async fn exec_stream(
     api: &SandboxApi,
@@ -21,8 +20,7 @@ pub(super) async fn exec_stream(
     let span = span("ExecStream", &req.sandbox_id);
     let mut stream = async {
         let requested = req.timeout_s.map(|t| convert::seconds("timeout_s", t)).transpose()?;
-        let default = api.provider.config().exec.default_timeout_s.map(std::time::Duration::from_secs_f64);
-        let (timeout, capped) = deadline::cap(requested.or(default), deadline);
+        let (timeout, capped) = deadline::cap(requested.or(api.backend().default_exec_timeout()), deadline);
         let handle = api.handle(&req.sandbox_id).await?;
         let params = ExecParams {
             cwd: req.cwd,
@@ -31,7 +29,7 @@ pub(super) async fn exec_stream(
             user: req.user,
             stdin: req.stdin,
         };
-        let stream = api.provider.exec_stream(&handle, &req.command, &params).await.map_err(to_status)?;
+        let stream = api.backend().exec_stream(&handle, &req.command, &params).await?;
         Ok::<_, Status>((stream, capped))
     }
     .instrument(span.clone())

@@ -19,8 +19,7 @@ use super::engine::{
     container_running, dropped_note, effective_timeout, DockerExecEngine, ExecEngine, ExecStream, ExecTarget,
     StreamEvent,
 };
-use super::provider::ExecParams;
-use crate::spec::{ExecErrorType, ExecResult, ExecUsage};
+use crate::spec::{ExecErrorType, ExecParams, ExecResult, ExecUsage};
 
 pub use files::{upload as files_upload, AgentDownload};
 
