@@ -260,6 +260,15 @@ pub fn http_endpoint(host: &str, port: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_agent_is_one_read_only_file_mount() {
+        let a = agent_mount_args(std::path::Path::new("/var/lib/sandboxd/agent-0123"));
+        assert_eq!(
+            a,
+            ["--mount", "type=bind,source=/var/lib/sandboxd/agent-0123,target=/.sandboxd/agent,readonly"]
+        );
+    }
     use crate::spec::ProviderOptions;
 
     fn v(items: &[&str]) -> Vec<String> {
