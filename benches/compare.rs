@@ -2,7 +2,8 @@
 //! operation done with the raw `docker` CLI, against the same daemon and image, as a table.
 //!
 //! `cargo bench --bench compare` (set `SANDBOXD_BENCH_QUICK=1` for smaller sizes and fewer runs,
-//! `SANDBOXD_BENCH_ENGINE=docker` to measure the `docker exec` engine instead of the agent).
+//! `SANDBOXD_BENCH_ENGINE=docker` to measure the `docker exec` engine instead of the agent,
+//! `SANDBOXD_BENCH_NETWORK=none` to create every container, ours and raw, without a network).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -53,6 +54,9 @@ async fn start_server() -> (Client, SocketAddr) {
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let mut config = FileConfig::default();
     config.docker.create.extra_run_args = vec!["--label".into(), LABEL.into()];
+    if let Ok(network) = std::env::var("SANDBOXD_BENCH_NETWORK") {
+        config.docker.create.network = Some(network);
+    }
     if std::env::var("SANDBOXD_BENCH_ENGINE").as_deref() == Ok("docker") {
         config.docker.exec.engine = sandboxd::config::ExecEngineKind::Docker;
     }
@@ -227,9 +231,12 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
         ours.push(t.elapsed());
         close(&mut client, &id).await;
         let name = format!("sandboxd-bench-{}", uuid::Uuid::new_v4().simple());
+        let network =
+            format!("--network={}", std::env::var("SANDBOXD_BENCH_NETWORK").unwrap_or("default".into()));
         raw.push(timed_docker(&[
             "run",
             "-d",
+            &network,
             "--init",
             "--name",
             &name,

@@ -15,6 +15,11 @@ use crate::error::{ProviderError, Result};
 use crate::spec::validate_abs_path;
 use crate::spec::SandboxHandle;
 
+/// Largest download served through the agent: its channel (a `docker exec` stdout, about
+/// 110 MB/s here) wins on small files by skipping `docker cp`'s fixed cost, `docker cp` wins on
+/// large ones (about 220 MB/s out).
+const AGENT_DOWNLOAD_MAX: u64 = 8 << 20;
+
 /// Copy buffer for file transfers.
 const CHUNK: usize = 256 * 1024;
 
@@ -128,7 +133,11 @@ impl DockerProvider {
         validate_abs_path("path", source)?;
         if let Some(channel) = self.agent_channel(&handle.sandbox_id).await {
             let download = agent::AgentDownload::open(&channel, &handle.sandbox_id, source).await?;
-            return Ok(Download { source: Source::Agent(download) });
+            if download.size() <= AGENT_DOWNLOAD_MAX {
+                return Ok(Download { source: Source::Agent(download) });
+            }
+            // A large file: `docker cp` streams it faster than the agent's stdio channel (the
+            // agent has already checked the path); dropping the agent's read cancels it.
         }
         let args = argv::cp_out_args(&handle.sandbox_id, source);
         let mut child = self.cli.spawn(&args, false, true).await.map_err(cli_error)?;
