@@ -17,9 +17,51 @@ fn s(v: &str) -> String {
     v.to_string()
 }
 
+/// Name prefix of a container whose create has not completed: a create runs under
+/// `sandboxd-creating-<hex>` and is renamed to its sandbox id `sandboxd-<hex>` as its last step,
+/// so the name alone tells the sweep whether a create completed (labels cannot change).
+pub const CREATING_NAME_PREFIX: &str = "sandboxd-creating-";
+
 /// A fresh container name: the prefix plus 128 random bits.
 pub fn new_container_name() -> String {
     format!("{CONTAINER_NAME_PREFIX}{}", uuid::Uuid::new_v4().simple())
+}
+
+/// The name a create of sandbox `sandbox_id` runs under until it completes.
+pub fn creating_name(sandbox_id: &str) -> String {
+    let hex = sandbox_id.strip_prefix(CONTAINER_NAME_PREFIX).unwrap_or(sandbox_id);
+    format!("{CREATING_NAME_PREFIX}{hex}")
+}
+
+/// `--label KEY=VALUE` pairs inserted right after the ownership label of a `run_args` argv.
+pub fn with_labels(mut run: Vec<String>, labels: &[(&str, String)]) -> Vec<String> {
+    let owner = format!("{SANDBOX_LABEL}=1");
+    let at = run.iter().position(|a| *a == owner).map_or(run.len(), |i| i + 1);
+    let flags = labels.iter().flat_map(|(k, v)| [s("--label"), format!("{k}={v}")]);
+    run.splice(at..at, flags);
+    run
+}
+
+/// `docker rename FROM TO`: the last step of a create.
+pub fn rename_args(from: &str, to: &str) -> Vec<String> {
+    vec![s("rename"), s(from), s(to)]
+}
+
+/// Every container carrying the ownership label and a lease label, one line each:
+/// `name \t expires_ms \t create_deadline_ms` (the sweep's input).
+pub fn sweep_list_args() -> Vec<String> {
+    use crate::lease::{CREATED_LABEL, CREATE_DEADLINE_LABEL, EXPIRES_LABEL};
+    vec![
+        s("ps"),
+        s("-a"),
+        s("--no-trunc"),
+        s("--filter"),
+        format!("label={SANDBOX_LABEL}=1"),
+        s("--filter"),
+        format!("label={CREATED_LABEL}"),
+        s("--format"),
+        format!("{{{{.Names}}}}\t{{{{.Label \"{EXPIRES_LABEL}\"}}}}\t{{{{.Label \"{CREATE_DEADLINE_LABEL}\"}}}}"),
+    ]
 }
 
 /// A sandbox id this service could have made; anything else is refused before docker sees it.
@@ -70,9 +112,9 @@ pub fn run_args(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec
     }
     if cfg.apply_resource_limits {
         a.extend(resource_limit_flags(&spec.resources));
-    }
-    if let Some(gpu) = spec.resources.gpu.filter(|g| *g > 0) {
-        a.extend([s("--gpus"), gpu.to_string()]);
+        if let Some(gpu) = spec.resources.gpu.filter(|g| *g > 0) {
+            a.extend([s("--gpus"), gpu.to_string()]);
+        }
     }
     if let Some(network) = &cfg.network {
         a.extend([s("--network"), network.clone()]);
@@ -98,22 +140,20 @@ pub fn run_args(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec
     a.extend(cfg.extra_run_args.iter().cloned());
     a.extend(spec.provider_options.run_args.iter().cloned());
     match &spec.entrypoint {
+        // The lease (`ttl_s`) is a label the server's sweep enforces (see `lease`), so the
+        // keep-alive never ends by itself and a lease can be moved.
         Some(entrypoint) if !entrypoint.is_empty() => {
-            if spec.ttl_s.is_some() {
-                tracing::warn!("ttl_s is not enforced when spec.entrypoint is set; ignoring it");
-            }
             a.extend([s("--entrypoint"), entrypoint[0].clone(), s(image)]);
             a.extend(entrypoint[1..].iter().cloned());
         }
         _ => {
-            let keepalive = match spec.ttl_s {
-                Some(ttl) => {
-                    a.push(s("--rm"));
-                    format!("sleep {}", (ttl.ceil() as u64).max(1))
-                }
-                None => cfg.keepalive_cmd.clone(),
-            };
-            a.extend([s("--entrypoint"), cfg.keepalive_shell.clone(), s(image), s("-c"), keepalive]);
+            a.extend([
+                s("--entrypoint"),
+                cfg.keepalive_shell.clone(),
+                s(image),
+                s("-c"),
+                cfg.keepalive_cmd.clone(),
+            ]);
         }
     }
     a
@@ -362,29 +402,29 @@ mod tests {
                 "--label",
                 "op=1",
                 "--tmpfs=/x",
-                "--rm",
                 "--entrypoint",
                 "/bin/sh",
                 "img",
                 "-c",
-                "sleep 3"
+                "while :; do sleep 2147483647; done"
             ])
         );
     }
 
     #[test]
-    fn run_with_custom_entrypoint_ignores_ttl() {
+    fn run_with_custom_entrypoint_and_no_limits() {
         let cfg = DockerCreateConfig { apply_resource_limits: false, ..Default::default() };
         let spec = SandboxSpec {
             image: "img".into(),
             ttl_s: Some(5.0),
             entrypoint: Some(v(&["/bin/app", "--serve"])),
-            resources: SandboxResources { cpu: Some(2.0), ..Default::default() },
+            resources: SandboxResources { cpu: Some(2.0), gpu: Some(1), ..Default::default() },
             ..Default::default()
         };
         let argv = run_args(&cfg, &spec, "n");
         assert!(!argv.contains(&"--rm".to_string()));
         assert!(!argv.contains(&"--cpus".to_string()));
+        assert!(!argv.contains(&"--gpus".to_string()), "--gpus is a resource limit: {argv:?}");
         assert!(argv.ends_with(&v(&["--entrypoint", "/bin/app", "img", "--serve"])));
     }
 
@@ -453,6 +493,19 @@ mod tests {
                 "seccomp=unconfined"
             ])
         );
+    }
+
+    #[test]
+    fn lease_labels_follow_the_ownership_label_and_creates_run_under_their_own_name() {
+        let run = run_args(&DockerCreateConfig::default(), &SandboxSpec::new("img"), "c");
+        let run = with_labels(run, &[("sandboxd.created_ms", "5".into())]);
+        assert_eq!(run[..8], v(&["run", "-d", "--name", "c", "--label", "sandboxd.sandbox=1", "--label", "sandboxd.created_ms=5"])[..]);
+        let id = new_container_name();
+        let creating = creating_name(&id);
+        assert!(creating.starts_with(CREATING_NAME_PREFIX) && creating.ends_with(&id[CONTAINER_NAME_PREFIX.len()..]));
+        assert!(!is_valid_sandbox_id(&creating), "a create in progress is never reachable by id");
+        assert_eq!(rename_args("a", "b"), v(&["rename", "a", "b"]));
+        assert!(sweep_list_args().last().unwrap().contains("{{.Label \"sandboxd.expires_ms\"}}"));
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod files;
 pub mod mask;
 pub mod provider;
 pub mod sessions;
+pub mod sweep;
 pub mod tarstream;
 
 pub use files::Download;

@@ -14,6 +14,7 @@ mod status;
 use std::collections::HashSet;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
@@ -25,22 +26,39 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
 pub use auth::BearerAuth;
-pub use server::{serve, ServeOptions};
+pub use server::{serve, ServeError, ServeOptions, TlsFiles};
 use status::{invalid, to_status};
 
 use crate::config::ServerSection;
-use crate::docker::{DockerProvider, ExecParams, SandboxHandle};
+use crate::docker::{argv, DockerProvider, ExecParams, SandboxHandle};
 use crate::error::ProviderError;
+use crate::lease::{LeasePolicy, LeaseStore};
 use crate::spec::ExecErrorType;
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
-/// The service: the provider, the operator's policy, and what this process created.
+/// How many sandboxes a shutdown removes at once.
+const SHUTDOWN_REMOVALS_AT_ONCE: usize = 8;
+
+/// The sandboxes this process created, and whether a shutdown is removing them: one lock, so a
+/// create that completes during the shutdown either is in the shutdown's list or sees the flag
+/// and removes itself.
+#[derive(Default)]
+struct Created {
+    ids: HashSet<String>,
+    removing: bool,
+}
+
+/// The service: the provider, the operator's policy, leases, and what this process created.
 #[derive(Clone)]
 pub struct SandboxApi {
     provider: Arc<DockerProvider>,
     policy: ServerSection,
-    created: Arc<Mutex<HashSet<String>>>,
+    lease_policy: LeasePolicy,
+    leases: Arc<LeaseStore>,
+    /// Wakes the sweeper when a lease moved (it may now end before the next sweep).
+    sweep_wake: Arc<tokio::sync::Notify>,
+    created: Arc<Mutex<Created>>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
@@ -49,8 +67,25 @@ impl SandboxApi {
         provider: Arc<DockerProvider>,
         policy: ServerSection,
         shutdown: tokio::sync::watch::Receiver<bool>,
+        leases: LeaseStore,
     ) -> Self {
-        Self { provider, policy, created: Arc::default(), shutdown }
+        Self {
+            provider,
+            lease_policy: LeasePolicy::from_config(&policy),
+            policy,
+            leases: Arc::new(leases),
+            sweep_wake: Arc::default(),
+            created: Arc::default(),
+            shutdown,
+        }
+    }
+
+    pub fn leases(&self) -> &Arc<LeaseStore> {
+        &self.leases
+    }
+
+    pub fn sweep_wake(&self) -> &Arc<tokio::sync::Notify> {
+        &self.sweep_wake
     }
 
     pub fn provider(&self) -> &Arc<DockerProvider> {
@@ -58,6 +93,7 @@ impl SandboxApi {
     }
 
     async fn handle(&self, sandbox_id: &str) -> Result<SandboxHandle, Status> {
+        convert::require_id("sandbox_id", sandbox_id)?;
         self.provider.handle(sandbox_id).await.map_err(to_status)
     }
 
@@ -78,30 +114,72 @@ impl SandboxApi {
         Ok(())
     }
 
-    /// Write `spec.files` into a fresh sandbox.
-    async fn seed_files(
+    /// Run a create to its end in a task of its own: a caller that goes away or whose deadline
+    /// passes cannot stop it halfway. A create nobody waits for any more, or one that completes
+    /// while a shutdown removes this process's sandboxes, removes its container.
+    async fn create_detached(
         &self,
-        handle: &SandboxHandle,
-        files: &std::collections::BTreeMap<String, Vec<u8>>,
-    ) -> Result<(), ProviderError> {
-        for (path, content) in files {
-            self.provider.upload_reader(handle, content.as_slice(), content.len() as u64, path, None).await?;
-        }
-        Ok(())
+        spec: crate::spec::SandboxSpec,
+        deadline: Option<Duration>,
+    ) -> Result<SandboxHandle, Status> {
+        let ttl = self.lease_policy.ttl(spec.ttl_s.map(Duration::from_secs_f64));
+        let bound = Duration::from_secs_f64(self.policy.create_timeout_s);
+        let timeout = deadline.map_or(bound, |d| d.min(bound));
+        let sandbox_id = argv::new_container_name();
+        tracing::Span::current().record("sandbox_id", sandbox_id.as_str());
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let api = self.clone();
+        let work = async move {
+            let result = api.provider.create_named(&spec, &sandbox_id, ttl, timeout).await;
+            let handle = match result {
+                Ok(handle) => handle,
+                Err(e) => {
+                    let _ = tx.send(Err(to_status(e)));
+                    return;
+                }
+            };
+            let keep = api.created.lock().map(|mut c| !c.removing && c.ids.insert(sandbox_id.clone()));
+            if !keep.unwrap_or(false) {
+                let _ = api.provider.close(&handle).await;
+                let _ = tx.send(Err(Status::unavailable("the server is shutting down; the sandbox was removed")));
+                return;
+            }
+            if tx.send(Ok(handle)).is_err() {
+                tracing::warn!(sandbox_id, "the caller went away before its create finished; removing the sandbox");
+                let _ = api.provider.close_id(&sandbox_id).await;
+                api.forget_created(&sandbox_id);
+            }
+        };
+        tokio::spawn(work.instrument(tracing::Span::current()));
+        rx.await.unwrap_or_else(|_| Err(Status::internal("the create task ended without an answer")))
     }
 
-    /// End PTY sessions and, when asked, remove the sandboxes this process created.
-    pub async fn shutdown(&self, remove_created: bool) {
-        self.provider.aclose().await;
-        if remove_created {
-            let ids: Vec<String> =
-                self.created.lock().map(|s| s.iter().cloned().collect()).unwrap_or_default();
-            for id in ids {
-                if let Err(e) = self.provider.close_id(&id).await {
-                    tracing::warn!(sandbox_id = %id, error = %e, "could not remove sandbox at shutdown");
-                }
-            }
+    fn forget_created(&self, sandbox_id: &str) {
+        if let Ok(mut created) = self.created.lock() {
+            created.ids.remove(sandbox_id);
         }
+    }
+
+    /// The first step of a shutdown: close PTY sessions and, when asked, remove every sandbox
+    /// this process created, a few at a time (creates completing from now on remove themselves).
+    pub async fn shutdown(&self, remove_created: bool) {
+        let ids: Vec<String> = match self.created.lock() {
+            Ok(mut created) if remove_created => {
+                created.removing = true;
+                created.ids.drain().collect()
+            }
+            _ => Vec::new(),
+        };
+        self.provider.aclose().await;
+        let provider = &self.provider;
+        futures_util::stream::iter(ids)
+            .for_each_concurrent(SHUTDOWN_REMOVALS_AT_ONCE, |id| async move {
+                match provider.close_id(&id).await {
+                    Ok(()) => tracing::info!(sandbox_id = %id, "removed at shutdown"),
+                    Err(e) => tracing::warn!(sandbox_id = %id, error = %e, "could not remove sandbox at shutdown"),
+                }
+            })
+            .await;
     }
 }
 
@@ -115,20 +193,14 @@ impl SandboxService for SandboxApi {
         &self,
         request: Request<pb::CreateRequest>,
     ) -> Result<Response<pb::CreateResponse>, Status> {
+        let deadline = deadline::grpc_timeout(request.metadata());
         let spec = request.into_inner().spec.ok_or_else(|| invalid("spec", "is required"))?;
         let span = tracing::info_span!("rpc", rpc = "Create", image = %spec.image, sandbox_id = tracing::field::Empty);
         async move {
             self.check_policy(&spec)?;
             let spec = convert::spec_from_proto(spec)?;
-            let handle = self.provider.create(&spec).await.map_err(to_status)?;
-            tracing::Span::current().record("sandbox_id", handle.sandbox_id.as_str());
-            if let Err(e) = self.seed_files(&handle, &spec.files).await {
-                let _ = self.provider.close(&handle).await;
-                return Err(to_status(e));
-            }
-            if let Ok(mut created) = self.created.lock() {
-                created.insert(handle.sandbox_id.clone());
-            }
+            spec.validate().map_err(to_status)?;
+            let handle = self.create_detached(spec, deadline).await?;
             Ok(Response::new(pb::CreateResponse { sandbox: Some(convert::sandbox_ref(&handle)) }))
         }
         .instrument(span)
@@ -142,6 +214,7 @@ impl SandboxService for SandboxApi {
         let sandbox = request.into_inner().sandbox.ok_or_else(|| invalid("sandbox", "is required"))?;
         let span = span("Connect", &sandbox.sandbox_id);
         async move {
+            convert::require_id("sandbox.sandbox_id", &sandbox.sandbox_id)?;
             let descriptor = convert::descriptor(sandbox)?;
             let handle = self.provider.connect(&descriptor).await.map_err(to_status)?;
             Ok(Response::new(pb::ConnectResponse {
@@ -278,6 +351,7 @@ impl SandboxService for SandboxApi {
         let req = request.into_inner();
         let span = span("Status", &req.sandbox_id);
         async move {
+            convert::require_id("sandbox_id", &req.sandbox_id)?;
             let status = self.provider.status_by_id(&req.sandbox_id).await.map_err(to_status)?;
             Ok(Response::new(pb::StatusResponse { status: convert::status(status) as i32 }))
         }
@@ -308,10 +382,10 @@ impl SandboxService for SandboxApi {
         let req = request.into_inner();
         let span = span("Close", &req.sandbox_id);
         async move {
+            convert::require_id("sandbox_id", &req.sandbox_id)?;
             self.provider.close_id(&req.sandbox_id).await.map_err(to_status)?;
-            if let Ok(mut created) = self.created.lock() {
-                created.remove(&req.sandbox_id);
-            }
+            self.forget_created(&req.sandbox_id);
+            self.leases.remove(&req.sandbox_id);
             Ok(Response::new(pb::CloseResponse {}))
         }
         .instrument(span)
