@@ -187,7 +187,11 @@ async fn paused_container_counts_as_running() {
 }
 
 /// Sweep until `gone` is removed (each sweep lists the whole daemon's owned containers).
-async fn sweep_until_gone(p: &sandboxd::docker::DockerProvider, leases: &LeaseStore, gone: &str) -> Vec<(String, SweepReason)> {
+async fn sweep_until_gone(
+    p: &sandboxd::docker::DockerProvider,
+    leases: &LeaseStore,
+    gone: &str,
+) -> Vec<(String, SweepReason)> {
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut removed = Vec::new();
     loop {
@@ -224,7 +228,10 @@ async fn the_sweep_ends_leases_even_with_a_custom_entrypoint_and_keeps_the_rest(
     let removed = [removed, sweep_until_gone(&p, &leases, &custom.sandbox_id).await].concat();
     assert!(removed.iter().all(|(_, why)| *why == SweepReason::LeaseExpired), "{removed:?}");
     assert_eq!(p.status(&short).await, SandboxStatus::Stopped);
-    assert!(exists(&long.sandbox_id) && exists(&forever.sandbox_id), "completed sandboxes within their lease stay");
+    assert!(
+        exists(&long.sandbox_id) && exists(&forever.sandbox_id),
+        "completed sandboxes within their lease stay"
+    );
     assert_eq!(p.exec(&long, "echo ok", &params()).await.unwrap().stdout, b"ok\n");
 
     // A lease moved into the store wins over the label, both ways.

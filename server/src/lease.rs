@@ -102,7 +102,10 @@ impl LeaseStore {
         entries
             .filter_map(|e| e.ok())
             .filter(|e| {
-                e.metadata().ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok())
+                e.metadata()
+                    .ok()
+                    .and_then(|m| m.modified().ok())
+                    .and_then(|t| t.elapsed().ok())
                     .is_some_and(|elapsed| elapsed >= age)
             })
             .filter_map(|e| e.file_name().into_string().ok())

@@ -328,7 +328,10 @@ mod tests {
             (SandboxSpec { ttl_s: Some(0.0), ..SandboxSpec::new("img") }, "spec.ttl_s"),
             (SandboxSpec { ttl_s: Some(1e20), ..SandboxSpec::new("img") }, "spec.ttl_s"),
             (SandboxSpec { ready_timeout_s: Some(1e20), ..SandboxSpec::new("img") }, "spec.ready_timeout_s"),
-            (SandboxSpec { ready_timeout_s: Some(f64::INFINITY), ..SandboxSpec::new("img") }, "spec.ready_timeout_s"),
+            (
+                SandboxSpec { ready_timeout_s: Some(f64::INFINITY), ..SandboxSpec::new("img") },
+                "spec.ready_timeout_s",
+            ),
             (SandboxSpec { workdir: Some("rel".into()), ..SandboxSpec::new("img") }, "spec.workdir"),
             (
                 SandboxSpec { env: [("A=B".to_string(), "v".to_string())].into(), ..SandboxSpec::new("img") },

@@ -49,9 +49,11 @@ pub fn rename_args(from: &str, to: &str) -> Vec<String> {
 
 /// Every container carrying the ownership label and a lease label, one line each:
 /// `name \t expires_ms \t create_deadline_ms` (the sweep's input).
-pub fn sweep_list_args() -> Vec<String> {
+/// Only containers that also carry the operator's own `--label` flags of `extra_run_args` are
+/// listed: two deployments labelled apart on one daemon never sweep each other's containers.
+pub fn sweep_list_args(cfg: &DockerCreateConfig) -> Vec<String> {
     use crate::lease::{CREATED_LABEL, CREATE_DEADLINE_LABEL, EXPIRES_LABEL};
-    vec![
+    let mut a = vec![
         s("ps"),
         s("-a"),
         s("--no-trunc"),
@@ -59,9 +61,33 @@ pub fn sweep_list_args() -> Vec<String> {
         format!("label={SANDBOX_LABEL}=1"),
         s("--filter"),
         format!("label={CREATED_LABEL}"),
+    ];
+    for label in operator_labels(&cfg.extra_run_args) {
+        a.extend([s("--filter"), format!("label={label}")]);
+    }
+    a.extend([
         s("--format"),
-        format!("{{{{.Names}}}}\t{{{{.Label \"{EXPIRES_LABEL}\"}}}}\t{{{{.Label \"{CREATE_DEADLINE_LABEL}\"}}}}"),
-    ]
+        format!(
+            "{{{{.Names}}}}\t{{{{.Label \"{EXPIRES_LABEL}\"}}}}\t{{{{.Label \"{CREATE_DEADLINE_LABEL}\"}}}}"
+        ),
+    ]);
+    a
+}
+
+/// The `KEY=VALUE` of every `--label KEY=VALUE` / `--label=KEY=VALUE` / `-l KEY=VALUE` in `args`.
+pub fn operator_labels(args: &[String]) -> Vec<String> {
+    let mut labels = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        if arg == "--label" || arg == "-l" {
+            if let Some(value) = it.next() {
+                labels.push(value.clone());
+            }
+        } else if let Some(value) = arg.strip_prefix("--label=") {
+            labels.push(value.to_string());
+        }
+    }
+    labels
 }
 
 /// A sandbox id this service could have made; anything else is refused before docker sees it.
@@ -499,13 +525,38 @@ mod tests {
     fn lease_labels_follow_the_ownership_label_and_creates_run_under_their_own_name() {
         let run = run_args(&DockerCreateConfig::default(), &SandboxSpec::new("img"), "c");
         let run = with_labels(run, &[("sandboxd.created_ms", "5".into())]);
-        assert_eq!(run[..8], v(&["run", "-d", "--name", "c", "--label", "sandboxd.sandbox=1", "--label", "sandboxd.created_ms=5"])[..]);
+        assert_eq!(
+            run[..8],
+            v(&[
+                "run",
+                "-d",
+                "--name",
+                "c",
+                "--label",
+                "sandboxd.sandbox=1",
+                "--label",
+                "sandboxd.created_ms=5"
+            ])[..]
+        );
         let id = new_container_name();
         let creating = creating_name(&id);
-        assert!(creating.starts_with(CREATING_NAME_PREFIX) && creating.ends_with(&id[CONTAINER_NAME_PREFIX.len()..]));
+        assert!(
+            creating.starts_with(CREATING_NAME_PREFIX)
+                && creating.ends_with(&id[CONTAINER_NAME_PREFIX.len()..])
+        );
         assert!(!is_valid_sandbox_id(&creating), "a create in progress is never reachable by id");
         assert_eq!(rename_args("a", "b"), v(&["rename", "a", "b"]));
-        assert!(sweep_list_args().last().unwrap().contains("{{.Label \"sandboxd.expires_ms\"}}"));
+        let cfg = DockerCreateConfig {
+            extra_run_args: v(&["--label", "team=a", "--label=tier=2", "--init"]),
+            ..Default::default()
+        };
+        let list = sweep_list_args(&cfg);
+        assert!(list.last().unwrap().contains("{{.Label \"sandboxd.expires_ms\"}}"));
+        assert!(
+            list.windows(2).any(|w| w == ["--filter", "label=team=a"])
+                && list.windows(2).any(|w| w == ["--filter", "label=tier=2"]),
+            "{list:?}"
+        );
     }
 
     #[test]

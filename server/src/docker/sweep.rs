@@ -6,7 +6,8 @@
 //! - a sandbox past its lease: the moved lease in the state directory if any, else the label.
 //!
 //! A completed sandbox (renamed to its id) within its lease is never touched, nor is any
-//! container without the ownership label.
+//! container without the ownership label, nor one without the operator's own labels (the
+//! `--label` flags of `create.extra_run_args`): deployments labelled apart sweep apart.
 
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use crate::lease::{self, LeaseStore};
 
 /// Margin past a create's deadline before the sweep calls it abandoned (clock skew between
 /// the create's own timer and the sweep's; the create removes itself at its deadline).
-const CREATE_GRACE_MS: i64 = 30_000;
+const CREATE_GRACE_MS: i64 = 5_000;
 
 /// Lease files older than this whose sandbox no longer exists are pruned.
 const PRUNE_AFTER: Duration = Duration::from_secs(300);
@@ -60,7 +61,7 @@ pub struct SweepReport {
 impl DockerProvider {
     /// One sweep: list, decide, remove (each removal logged with its reason).
     pub async fn sweep(&self, leases: &LeaseStore) -> Result<SweepReport> {
-        let out = self.control(argv::sweep_list_args()).await?;
+        let out = self.control(argv::sweep_list_args(&self.config.create)).await?;
         if !out.success() {
             let err = out.stderr_text();
             if super::classify::is_daemon_unreachable(&err) {
@@ -179,27 +180,45 @@ mod tests {
     fn completed_sandboxes_stay_within_their_lease() {
         let none = |_: &str| None;
         assert_eq!(decide(&item(ID, None, Some(0)), 10_000_000, none), Decision::Keep { expires_ms: None });
-        assert_eq!(decide(&item(ID, Some(2000), Some(0)), 1000, none), Decision::Keep { expires_ms: Some(2000) });
-        assert_eq!(decide(&item(ID, Some(2000), Some(0)), 2000, none), Decision::Remove(SweepReason::LeaseExpired));
+        assert_eq!(
+            decide(&item(ID, Some(2000), Some(0)), 1000, none),
+            Decision::Keep { expires_ms: Some(2000) }
+        );
+        assert_eq!(
+            decide(&item(ID, Some(2000), Some(0)), 2000, none),
+            Decision::Remove(SweepReason::LeaseExpired)
+        );
     }
 
     #[test]
     fn a_moved_lease_wins_over_the_label() {
         let moved = |_: &str| Some(9000);
-        assert_eq!(decide(&item(ID, Some(2000), None), 5000, moved), Decision::Keep { expires_ms: Some(9000) });
+        assert_eq!(
+            decide(&item(ID, Some(2000), None), 5000, moved),
+            Decision::Keep { expires_ms: Some(9000) }
+        );
         let shortened = |_: &str| Some(100);
-        assert_eq!(decide(&item(ID, None, None), 5000, shortened), Decision::Remove(SweepReason::LeaseExpired));
+        assert_eq!(
+            decide(&item(ID, None, None), 5000, shortened),
+            Decision::Remove(SweepReason::LeaseExpired)
+        );
     }
 
     #[test]
     fn abandoned_creates_go_only_after_deadline_and_grace() {
         let name = "sandboxd-creating-0123456789abcdef0123456789abcdef";
         let none = |_: &str| None;
-        assert_eq!(decide(&item(name, None, Some(1000)), 1000 + CREATE_GRACE_MS, none), Decision::Keep { expires_ms: None });
+        assert_eq!(
+            decide(&item(name, None, Some(1000)), 1000 + CREATE_GRACE_MS, none),
+            Decision::Keep { expires_ms: None }
+        );
         assert_eq!(
             decide(&item(name, None, Some(1000)), 1001 + CREATE_GRACE_MS, none),
             Decision::Remove(SweepReason::CreateAbandoned)
         );
-        assert_eq!(decide(&item("someone-else", Some(0), Some(0)), i64::MAX, none), Decision::Keep { expires_ms: None });
+        assert_eq!(
+            decide(&item("someone-else", Some(0), Some(0)), i64::MAX, none),
+            Decision::Keep { expires_ms: None }
+        );
     }
 }

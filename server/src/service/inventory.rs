@@ -27,9 +27,9 @@ pub(super) async fn set_timeout(
         let ttl = api.lease_policy.ttl(Some(ttl)).unwrap_or(ttl);
         api.handle(&req.sandbox_id).await?;
         let expires_at_unix_ms = lease::after_ms(lease::now_ms(), ttl);
-        api.leases
-            .set(&req.sandbox_id, expires_at_unix_ms)
-            .map_err(|e| Status::internal(format!("cannot record the lease in {}: {e}", api.leases.dir().display())))?;
+        api.leases.set(&req.sandbox_id, expires_at_unix_ms).map_err(|e| {
+            Status::internal(format!("cannot record the lease in {}: {e}", api.leases.dir().display()))
+        })?;
         api.sweep_wake.notify_one();
         tracing::info!(expires_at_unix_ms, "lease moved");
         Ok(Response::new(pb::SetTimeoutResponse { expires_at_unix_ms }))

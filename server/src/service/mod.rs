@@ -141,11 +141,15 @@ impl SandboxApi {
             let keep = api.created.lock().map(|mut c| !c.removing && c.ids.insert(sandbox_id.clone()));
             if !keep.unwrap_or(false) {
                 let _ = api.provider.close(&handle).await;
-                let _ = tx.send(Err(Status::unavailable("the server is shutting down; the sandbox was removed")));
+                let _ =
+                    tx.send(Err(Status::unavailable("the server is shutting down; the sandbox was removed")));
                 return;
             }
             if tx.send(Ok(handle)).is_err() {
-                tracing::warn!(sandbox_id, "the caller went away before its create finished; removing the sandbox");
+                tracing::warn!(
+                    sandbox_id,
+                    "the caller went away before its create finished; removing the sandbox"
+                );
                 let _ = api.provider.close_id(&sandbox_id).await;
                 api.forget_created(&sandbox_id);
             }
@@ -176,7 +180,9 @@ impl SandboxApi {
             .for_each_concurrent(SHUTDOWN_REMOVALS_AT_ONCE, |id| async move {
                 match provider.close_id(&id).await {
                     Ok(()) => tracing::info!(sandbox_id = %id, "removed at shutdown"),
-                    Err(e) => tracing::warn!(sandbox_id = %id, error = %e, "could not remove sandbox at shutdown"),
+                    Err(e) => {
+                        tracing::warn!(sandbox_id = %id, error = %e, "could not remove sandbox at shutdown")
+                    }
                 }
             })
             .await;

@@ -46,7 +46,8 @@ pub struct TlsFiles {
 impl TlsFiles {
     fn server_config(&self) -> Result<ServerTlsConfig, ServeError> {
         let read = |flag: &'static str, path: &PathBuf| {
-            std::fs::read(path).map_err(|source| ServeError::Tls(format!("{flag} {}: {source}", path.display())))
+            std::fs::read(path)
+                .map_err(|source| ServeError::Tls(format!("{flag} {}: {source}", path.display())))
         };
         let identity = Identity::from_pem(read("--tls-cert", &self.cert)?, read("--tls-key", &self.key)?);
         let mut config = ServerTlsConfig::new().identity(identity);
@@ -109,7 +110,8 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     raise_fd_limit();
     let provider = Arc::new(DockerProvider::new(options.config.docker.clone())?);
     let state_dir = options.config.server.state_dir();
-    let leases = LeaseStore::open(&state_dir).map_err(|source| ServeError::StateDir { dir: state_dir, source })?;
+    let leases =
+        LeaseStore::open(&state_dir).map_err(|source| ServeError::StateDir { dir: state_dir, source })?;
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let api = SandboxApi::new(provider, options.config.server.clone(), shutdown_rx.clone(), leases);
     let sweeper = tokio::spawn(sweep_forever(
@@ -229,7 +231,11 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
 
 /// Sweep at start, then every `interval` or sooner when a known lease ends or a lease moves;
 /// stops at shutdown.
-async fn sweep_forever(api: SandboxApi, interval: Duration, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+async fn sweep_forever(
+    api: SandboxApi,
+    interval: Duration,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
     loop {
         let mut wait = interval;
         match api.provider().sweep(api.leases()).await {
