@@ -4,10 +4,12 @@
 //! implements the provider (`DockerProvider`); `pty` runs interactive sessions; `service` maps the
 //! provider onto `sandbox.v1.SandboxService`.
 
+pub mod backend;
 pub mod config;
 pub mod docker;
 pub mod error;
 pub mod lease;
+pub mod lifecycle;
 pub mod pty;
 pub mod service;
 pub mod spec;

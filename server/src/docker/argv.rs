@@ -6,8 +6,6 @@ use std::collections::BTreeMap;
 use crate::config::{DockerCreateConfig, DockerExecConfig};
 use crate::spec::{normalize_image, SandboxResources, SandboxSpec};
 
-/// Name prefix of every container this service creates.
-pub const CONTAINER_NAME_PREFIX: &str = "sandboxd-";
 /// Ownership label: only containers carrying it are ever reused, connected to or driven.
 pub const SANDBOX_LABEL: &str = "sandboxd.sandbox";
 /// Declared ports, kept on the container so a restarted server still knows them.
@@ -22,14 +20,9 @@ fn s(v: &str) -> String {
 /// so the name alone tells the sweep whether a create completed (labels cannot change).
 pub const CREATING_NAME_PREFIX: &str = "sandboxd-creating-";
 
-/// A fresh container name: the prefix plus 128 random bits.
-pub fn new_container_name() -> String {
-    format!("{CONTAINER_NAME_PREFIX}{}", uuid::Uuid::new_v4().simple())
-}
-
 /// The name a create of sandbox `sandbox_id` runs under until it completes.
 pub fn creating_name(sandbox_id: &str) -> String {
-    let hex = sandbox_id.strip_prefix(CONTAINER_NAME_PREFIX).unwrap_or(sandbox_id);
+    let hex = sandbox_id.strip_prefix(crate::spec::SANDBOX_ID_PREFIX).unwrap_or(sandbox_id);
     format!("{CREATING_NAME_PREFIX}{hex}")
 }
 
@@ -88,13 +81,6 @@ pub fn operator_labels(args: &[String]) -> Vec<String> {
         }
     }
     labels
-}
-
-/// A sandbox id this service could have made; anything else is refused before docker sees it.
-pub fn is_valid_sandbox_id(id: &str) -> bool {
-    id.strip_prefix(CONTAINER_NAME_PREFIX).is_some_and(|hex| {
-        hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-    })
 }
 
 /// `--cpus`, and memory as a hard cap (`--memory-swap` equal to `--memory`).
@@ -538,13 +524,13 @@ mod tests {
                 "sandboxd.created_ms=5"
             ])[..]
         );
-        let id = new_container_name();
+        let id = crate::spec::SandboxId::generate().to_string();
         let creating = creating_name(&id);
+        assert!(creating.starts_with(CREATING_NAME_PREFIX) && creating.ends_with(&id["sandboxd-".len()..]));
         assert!(
-            creating.starts_with(CREATING_NAME_PREFIX)
-                && creating.ends_with(&id[CONTAINER_NAME_PREFIX.len()..])
+            !crate::spec::SandboxId::has_valid_shape(&creating),
+            "a create in progress is never reachable by id"
         );
-        assert!(!is_valid_sandbox_id(&creating), "a create in progress is never reachable by id");
         assert_eq!(rename_args("a", "b"), v(&["rename", "a", "b"]));
         let cfg = DockerCreateConfig {
             extra_run_args: v(&["--label", "team=a", "--label=tier=2", "--init"]),
@@ -561,11 +547,11 @@ mod tests {
 
     #[test]
     fn ids_and_ports() {
-        let name = new_container_name();
-        assert!(is_valid_sandbox_id(&name), "{name}");
-        assert!(!is_valid_sandbox_id("--privileged"));
-        assert!(!is_valid_sandbox_id("sandboxd-../../x"));
-        assert!(!is_valid_sandbox_id("other-0123456789abcdef0123456789abcdef"));
+        let name = crate::spec::SandboxId::generate().to_string();
+        assert!(crate::spec::SandboxId::has_valid_shape(&name), "{name}");
+        assert!(!crate::spec::SandboxId::has_valid_shape("--privileged"));
+        assert!(!crate::spec::SandboxId::has_valid_shape("sandboxd-../../x"));
+        assert!(!crate::spec::SandboxId::has_valid_shape("other-0123456789abcdef0123456789abcdef"));
         assert_eq!(parse_port_binding("127.0.0.1:49153").unwrap(), ("127.0.0.1".into(), 49153));
         assert_eq!(parse_port_binding("[::]:8080").unwrap(), ("::".into(), 8080));
         assert!(parse_port_binding("nonsense").is_err());

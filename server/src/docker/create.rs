@@ -9,11 +9,14 @@ use tracing::Instrument;
 use super::argv;
 use super::classify;
 use super::cli::CliError;
-use super::provider::{DockerProvider, ExecParams, SandboxHandle};
-use crate::config::{DEFAULT_CREATE_TIMEOUT_S, MAX_CLIENT_SECONDS};
+use super::exec::docker_exec;
+use super::provider::DockerProvider;
+use super::state::ContainerState;
+use crate::backend::CreatePlan;
 use crate::error::{ProviderError, Result};
 use crate::lease;
-use crate::spec::{normalize_image, SandboxSpec, SandboxStatus};
+use crate::spec::ExecParams;
+use crate::spec::{normalize_image, SandboxHandle, SandboxSpec};
 
 const STAGE_RUNNING: u8 = 0;
 const STAGE_STARTED: u8 = 1;
@@ -23,32 +26,22 @@ const STAGE_RENAMING: u8 = 2;
 const SHELL_MARK: &str = "__sandboxd_shell=";
 
 impl DockerProvider {
-    /// Start a detached keep-alive container, probe it until ready and write `spec.files`,
-    /// with no lease beyond `spec.ttl_s` and the default create bound. See `create_named`.
-    pub async fn create(&self, spec: &SandboxSpec) -> Result<SandboxHandle> {
-        let ttl = spec.ttl_s.filter(|t| *t > 0.0 && *t <= MAX_CLIENT_SECONDS).map(Duration::from_secs_f64);
-        let timeout = Duration::from_secs_f64(DEFAULT_CREATE_TIMEOUT_S);
-        self.create_named(spec, &argv::new_container_name(), ttl, timeout).await
+    /// Start a detached keep-alive container, probe it until ready and write `spec.files`, with
+    /// a fresh id, the lease `spec.ttl_s` asks for and the default create bound.
+    pub async fn create_container(&self, spec: &SandboxSpec) -> Result<SandboxHandle> {
+        self.create_planned(spec, &CreatePlan::for_spec(spec)).await
     }
 
-    /// Create sandbox `sandbox_id` with lease `ttl` (already capped by the operator's policy),
-    /// finishing within `timeout` or failing. The container runs under
-    /// `sandboxd-creating-<hex>` and carries its create deadline and lease as labels; it is
-    /// renamed to `sandbox_id` as the last step, so a container under the creating name past its
-    /// deadline is one nobody will ever use (the sweep removes it). Any failure, and the
-    /// timeout, force-remove it. Dropping this future halfway does not clean up: callers that
-    /// can be cancelled run it in a task of its own (the gRPC service does).
-    pub async fn create_named(
-        &self,
-        spec: &SandboxSpec,
-        sandbox_id: &str,
-        ttl: Option<Duration>,
-        timeout: Duration,
-    ) -> Result<SandboxHandle> {
+    /// Create sandbox `plan.id` leased for `plan.ttl`, finishing within `plan.timeout` or
+    /// failing. The container runs under `sandboxd-creating-<hex>` and carries its create
+    /// deadline and lease as labels; it is renamed to its id as the last step, so a container
+    /// still under the creating name past its deadline is one nobody will ever use (the sweep
+    /// removes it). Any failure, and the timeout, remove it. Dropping this future halfway does
+    /// not clean up: callers that can be cancelled run it in a task of its own (the service does).
+    pub async fn create_planned(&self, spec: &SandboxSpec, plan: &CreatePlan) -> Result<SandboxHandle> {
         spec.validate()?;
-        if !argv::is_valid_sandbox_id(sandbox_id) {
-            return Err(ProviderError::invalid("sandbox_id", format!("{sandbox_id:?} is not a sandbox id")));
-        }
+        let sandbox_id = plan.id.as_str();
+        let timeout = plan.timeout;
         let creating = argv::creating_name(sandbox_id);
         let image = normalize_image(&spec.image).to_string();
         let now = lease::now_ms();
@@ -56,7 +49,7 @@ impl DockerProvider {
             (lease::CREATED_LABEL, now.to_string()),
             (lease::CREATE_DEADLINE_LABEL, lease::after_ms(now, timeout).to_string()),
         ];
-        if let Some(ttl) = ttl {
+        if let Some(ttl) = plan.ttl {
             labels.push((lease::EXPIRES_LABEL, lease::after_ms(now, ttl).to_string()));
         }
         let args = argv::with_labels(argv::run_args(&self.config.create, spec, &creating), &labels);
@@ -175,10 +168,10 @@ impl DockerProvider {
     }
 
     /// Finish a run that created its container but lost the start response.
-    async fn start_reconciled_container(&self, name: &str, state: &str) -> Result<bool> {
-        match SandboxStatus::from_docker_state(state) {
-            SandboxStatus::Running => Ok(true),
-            _ if state == "created" => {
+    async fn start_reconciled_container(&self, name: &str, state: &ContainerState) -> Result<bool> {
+        match state {
+            ContainerState::Running => Ok(true),
+            ContainerState::Created => {
                 let out = self.control(argv::start_args(name)).await?;
                 Ok(out.success())
             }
@@ -208,7 +201,7 @@ impl DockerProvider {
         loop {
             let params =
                 ExecParams { timeout: Some(Duration::from_secs_f64(probe.timeout_s)), ..Default::default() };
-            let result = self.exec_in(name, "sh", &script, &params, None).await;
+            let result = docker_exec(&self.cli, &self.config, name, "sh", &script, &params, None).await;
             if shell.is_none() && result.error_type.is_none() {
                 let stderr = result.stderr_lossy();
                 shell =
@@ -253,7 +246,9 @@ impl DockerProvider {
         if let Some(shell) = &self.config.exec.exec_shell {
             return Ok(shell.clone());
         }
-        let result = self.exec_in(name, "sh", "command -v bash", &ExecParams::default(), None).await;
+        let result =
+            docker_exec(&self.cli, &self.config, name, "sh", "command -v bash", &ExecParams::default(), None)
+                .await;
         Ok(if result.return_code == 0 && result.error_type.is_none() { "bash" } else { "sh" }.into())
     }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 use super::argv;
 use super::provider::DockerProvider;
 use crate::error::{ProviderError, Result};
-use crate::lease::{self, LeaseStore};
+use crate::lease::{self, LeaseStore, SweepReason, SweepReport};
 
 /// Margin past a create's deadline before the sweep calls it abandoned (clock skew between
 /// the create's own timer and the sweep's; the create removes itself at its deadline).
@@ -23,39 +23,12 @@ const CREATE_GRACE_MS: i64 = 5_000;
 /// Lease files older than this whose sandbox no longer exists are pruned.
 const PRUNE_AFTER: Duration = Duration::from_secs(300);
 
-/// Why the sweep removed a container.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SweepReason {
-    /// Its create never completed (the server died mid-create).
-    CreateAbandoned,
-    /// Its lease ended.
-    LeaseExpired,
-}
-
-impl SweepReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::CreateAbandoned => "create never completed",
-            Self::LeaseExpired => "lease expired",
-        }
-    }
-}
-
 /// One owned container as the sweep lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Listed {
     name: String,
     expires_ms: Option<i64>,
     create_deadline_ms: Option<i64>,
-}
-
-/// What one sweep did.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct SweepReport {
-    /// Removed containers and why.
-    pub removed: Vec<(String, SweepReason)>,
-    /// The earliest lease end still ahead, so the caller can wake for it.
-    pub next_expiry_ms: Option<i64>,
 }
 
 impl DockerProvider {
@@ -83,7 +56,7 @@ impl DockerProvider {
                 Decision::Remove(reason) => {
                     let removed = match reason {
                         SweepReason::CreateAbandoned => self.remove_abandoned(&item.name).await,
-                        SweepReason::LeaseExpired => self.close_id(&item.name).await,
+                        SweepReason::LeaseExpired => self.remove_by_id(&item.name).await,
                     };
                     match removed {
                         Ok(()) => {
@@ -100,7 +73,7 @@ impl DockerProvider {
         }
         // Forget moved leases of sandboxes that are gone (closed, or removed elsewhere).
         for id in leases.ids_older_than(PRUNE_AFTER) {
-            if argv::is_valid_sandbox_id(&id) && !listed.iter().any(|l| l.name == id) {
+            if crate::spec::SandboxId::has_valid_shape(&id) && !listed.iter().any(|l| l.name == id) {
                 leases.remove(&id);
             }
         }
@@ -134,7 +107,7 @@ fn decide(item: &Listed, now_ms: i64, moved: impl Fn(&str) -> Option<i64>) -> De
             _ => Decision::Keep { expires_ms: None },
         };
     }
-    if !argv::is_valid_sandbox_id(&item.name) {
+    if !crate::spec::SandboxId::has_valid_shape(&item.name) {
         return Decision::Keep { expires_ms: None };
     }
     match moved(&item.name).or(item.expires_ms) {

@@ -6,8 +6,10 @@ use sandboxd_proto::v1 as pb;
 use tonic::Status;
 
 use super::status::invalid;
-use crate::docker::{SandboxDescriptor, SandboxHandle};
-use crate::spec::{ExecResult, ProviderOptions, SandboxResources, SandboxSpec, SandboxStatus};
+use crate::spec::{
+    ExecErrorType, ExecResult, ProviderOptions, SandboxDescriptor, SandboxHandle, SandboxResources,
+    SandboxSpec, SandboxStatus,
+};
 
 /// A port on the wire (`uint32`) as a TCP port.
 pub fn port(field: &str, value: u32) -> Result<u16, Status> {
@@ -69,7 +71,7 @@ pub fn exec_response(result: ExecResult) -> pb::ExecResponse {
         stdout: result.stdout,
         stderr: result.stderr,
         return_code: result.return_code,
-        error_type: result.error_type.map(|e| e.as_str().to_string()).unwrap_or_default(),
+        error_type: ExecErrorType::to_wire(result.error_type),
         usage: None,
     }
 }
@@ -78,6 +80,7 @@ pub fn status(status: SandboxStatus) -> pb::SandboxStatus {
     match status {
         SandboxStatus::Starting => pb::SandboxStatus::Starting,
         SandboxStatus::Running => pb::SandboxStatus::Running,
+        SandboxStatus::Paused => pb::SandboxStatus::Paused,
         SandboxStatus::Stopped => pb::SandboxStatus::Stopped,
         SandboxStatus::Error => pb::SandboxStatus::Error,
         SandboxStatus::Unknown => pb::SandboxStatus::Unknown,
@@ -92,15 +95,6 @@ pub fn seconds(field: &str, value: f64) -> Result<std::time::Duration, Status> {
     } else {
         Err(invalid(field, format!("must be > 0 and <= {MAX_CLIENT_SECONDS} seconds (got {value})")))
     }
-}
-
-/// A `sandbox_id` a request must carry: empty is INVALID_ARGUMENT (any other unknown id is
-/// NOT_FOUND).
-pub fn require_id<'a>(field: &str, id: &'a str) -> Result<&'a str, Status> {
-    if id.is_empty() {
-        return Err(invalid(field, "is required"));
-    }
-    Ok(id)
 }
 
 #[cfg(test)]
@@ -125,6 +119,5 @@ mod tests {
         assert!(seconds("timeout_s", 0.0).is_err() && seconds("timeout_s", f64::NAN).is_err());
         let err = seconds("timeout_s", 1e20).unwrap_err();
         assert!(err.message().contains("timeout_s") && err.message().contains("31536000"), "{err:?}");
-        assert_eq!(require_id("sandbox_id", "").unwrap_err().code(), tonic::Code::InvalidArgument);
     }
 }

@@ -13,7 +13,8 @@ use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use super::{BearerAuth, SandboxApi};
 use crate::config::FileConfig;
 use crate::docker::DockerProvider;
-use crate::lease::LeaseStore;
+use crate::lease::{LeasePolicy, LeaseStore};
+use crate::lifecycle::{LeaseOptions, Lifecycle};
 
 /// Largest message accepted (exec stdin and file content travel in messages).
 const MAX_MESSAGE: usize = 64 << 20;
@@ -112,10 +113,16 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     let state_dir = options.config.server.state_dir();
     let leases =
         LeaseStore::open(&state_dir).map_err(|source| ServeError::StateDir { dir: state_dir, source })?;
+    let lease_options = LeaseOptions {
+        policy: LeasePolicy::from_config(&options.config.server),
+        store: leases,
+        create_timeout: Duration::from_secs_f64(options.config.server.create_timeout_s),
+    };
+    let lifecycle = Arc::new(Lifecycle::new(provider, lease_options));
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let api = SandboxApi::new(provider, options.config.server.clone(), shutdown_rx.clone(), leases);
+    let api = SandboxApi::new(lifecycle.clone(), options.config.server.clone(), shutdown_rx.clone());
     let sweeper = tokio::spawn(sweep_forever(
-        api.clone(),
+        lifecycle.clone(),
         Duration::from_secs_f64(options.config.server.sweep_interval_s),
         shutdown_rx,
     ));
@@ -154,7 +161,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     tracing::info!(%local, auth = options.auth_token.is_some(), tls = tls.is_some(), "sandboxd listening");
 
     let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<tokio::time::Instant>();
-    let cleanup_api = api.clone();
+    let cleanup_lifecycle = lifecycle.clone();
     let remove_on_shutdown = options.remove_on_shutdown;
     let cleanup = std::sync::Mutex::new(None::<tokio::task::JoinHandle<()>>);
     let cleanup = &cleanup;
@@ -166,7 +173,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         health_reporter.set_service_status("", tonic_health::ServingStatus::NotServing).await;
         let signalled_at = tokio::time::Instant::now();
         let _ = shutdown_tx.send(true);
-        let task = tokio::spawn(async move { cleanup_api.shutdown(remove_on_shutdown).await });
+        let task = tokio::spawn(async move { cleanup_lifecycle.shutdown(remove_on_shutdown).await });
         if let Ok(mut slot) = cleanup.lock() {
             *slot = Some(task);
         }
@@ -232,13 +239,13 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
 /// Sweep at start, then every `interval` or sooner when a known lease ends or a lease moves;
 /// stops at shutdown.
 async fn sweep_forever(
-    api: SandboxApi,
+    lifecycle: Arc<Lifecycle>,
     interval: Duration,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
         let mut wait = interval;
-        match api.provider().sweep(api.leases()).await {
+        match lifecycle.sweep().await {
             Ok(report) => {
                 if let Some(at) = report.next_expiry_ms {
                     let ahead = at.saturating_sub(crate::lease::now_ms()).max(0) as u64;
@@ -249,7 +256,7 @@ async fn sweep_forever(
         }
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
-            () = api.sweep_wake().notified() => {}
+            () = lifecycle.lease_moved() => {}
             _ = shutdown.wait_for(|stopping| *stopping) => return,
         }
     }
