@@ -34,5 +34,5 @@ def install() -> None:
     package.__path__ = [directory]
     package.__package__ = "nemo_gym.sandbox"
     sys.modules["nemo_gym.sandbox"] = package
-    nemo_gym.sandbox = package  # type: ignore[attr-defined]
+    nemo_gym.sandbox = package
     import nemo_gym.sandbox.providers  # noqa: F401  (fails here if the wheel is broken)

@@ -4,7 +4,6 @@ failures a caller must be able to tell apart."""
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import os
 import urllib.request
@@ -124,20 +123,13 @@ async def test_upload_download_bytes_path_and_file_objects(sandbox: AsyncSandbox
     listing = await sandbox.exec("stat -c '%u %a %s' /data/from-path.bin")
     assert listing.stdout == b"0 600 1000\n"
 
-    class Unseekable(io.RawIOBase):
-        def __init__(self, data: bytes) -> None:
-            self._data = io.BytesIO(data)
-
-        def readable(self) -> bool:
-            return True
-
-        def readinto(self, buffer: bytearray) -> int:  # type: ignore[override]
-            chunk = self._data.read(len(buffer))
-            buffer[: len(chunk)] = chunk
-            return len(chunk)
-
-    stream = io.BufferedReader(Unseekable(b"no size announced"))
-    assert await sandbox.upload_file("/data/stream.txt", stream) == len(b"no size announced")
+    read_end, write_end = os.pipe()  # a pipe cannot seek: no size is announced
+    os.write(write_end, b"no size announced")
+    os.close(write_end)
+    stream = os.fdopen(read_end, "rb")
+    assert not stream.seekable()
+    with stream:
+        assert await sandbox.upload_file("/data/stream.txt", stream) == len(b"no size announced")
 
     target = tmp_path / "nested" / "dir" / "out.bin"
     assert await sandbox.download_file("/data/in/blob.bin", target) == len(blob)
