@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Python package's checks (clients/python): installs it from the source tree into the
 # project venv with its test extras and nemo-gym 0.7.0's provider layer, checks the stubs
-# against the proto, type-checks with mypy, and runs pytest against the real server and Docker.
+# against the proto, lints with ruff, type-checks with mypy, and runs pytest against the real
+# server and Docker.
 # Fails when Docker is unreachable, and when pytest collects no tests (exit 5).
 set -euo pipefail
 
@@ -39,6 +40,9 @@ fi
 
 step "stubs match proto/sandbox/v1/sandbox.proto"
 "$PY" "$PKG/tools/generate_stubs.py" --check
+
+step "ruff check + ruff format --check (clients/python)"
+(cd "$PKG" && "$PY" -m ruff check src tests tools && "$PY" -m ruff format --check src tests tools)
 
 step "mypy --strict (clients/python)"
 (cd "$PKG" && "$PY" -m mypy)

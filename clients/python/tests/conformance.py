@@ -105,17 +105,22 @@ async def run_conformance(make_provider: Callable[[], Any], image: str) -> dict[
                 await provider.upload_file(handle, source, target)
 
         cwd = spec.workdir
-        obs["exec_basic"] = _result(await provider.exec(
-            handle, 'echo "$GREETING"; pwd; cat /opt/seed/a.txt; stat -c "%u %a" /opt/seed/a.txt', cwd=cwd))
+        obs["exec_basic"] = _result(
+            await provider.exec(
+                handle, 'echo "$GREETING"; pwd; cat /opt/seed/a.txt; stat -c "%u %a" /opt/seed/a.txt', cwd=cwd
+            )
+        )
         obs["exec_cwd"] = _result(await provider.exec(handle, "pwd", cwd="/etc"))
-        obs["exec_env"] = _result(await provider.exec(
-            handle, 'echo "$SHARED $EXTRA $GREETING"', cwd=cwd, env={"SHARED": "call", "EXTRA": "x"}))
+        obs["exec_env"] = _result(
+            await provider.exec(
+                handle, 'echo "$SHARED $EXTRA $GREETING"', cwd=cwd, env={"SHARED": "call", "EXTRA": "x"}
+            )
+        )
         obs["exec_user_name"] = _result(await provider.exec(handle, "id -u; id -g", cwd=cwd, user="nobody"))
         obs["exec_user_root"] = _result(await provider.exec(handle, "id -u", cwd=cwd, user="root"))
         obs["exec_user_uid"] = _result(await provider.exec(handle, "id -u", cwd=cwd, user=65534))
         obs["exec_stdin"] = _result(await provider.exec(handle, "tr a-z A-Z; echo", cwd=cwd, stdin=b"piped in"))
-        obs["exec_failure"] = _result(await provider.exec(
-            handle, "echo out; echo err >&2; exit 7", cwd=cwd))
+        obs["exec_failure"] = _result(await provider.exec(handle, "echo out; echo err >&2; exit 7", cwd=cwd))
         timed_out = await provider.exec(handle, "sleep 30", cwd=cwd, timeout_s=1)
         obs["exec_timeout"] = {
             "stdout": timed_out.stdout,
@@ -129,20 +134,25 @@ async def run_conformance(make_provider: Callable[[], Any], image: str) -> dict[
             source.write_bytes(BLOB)
             source.chmod(0o640)
             await provider.upload_file(handle, source, "/data/in/blob.bin")
-            obs["upload"] = _result(await provider.exec(
-                handle, "stat -c '%u %g %a %s' /data/in/blob.bin; md5sum < /data/in/blob.bin", cwd=cwd))
+            obs["upload"] = _result(
+                await provider.exec(
+                    handle, "stat -c '%u %g %a %s' /data/in/blob.bin; md5sum < /data/in/blob.bin", cwd=cwd
+                )
+            )
             target = Path(tmp) / "nested" / "out" / "blob.bin"
             await provider.download_file(handle, "/data/in/blob.bin", target)
             obs["download_equal"] = target.read_bytes() == BLOB
             obs["download_missing"] = await _raises(
-                provider.download_file(handle, "/no/such/file", Path(tmp) / "missing.bin"))
+                provider.download_file(handle, "/no/such/file", Path(tmp) / "missing.bin")
+            )
             obs["download_missing_left_file"] = (Path(tmp) / "missing.bin").exists()
 
         obs["status_running"] = (await provider.status(handle)).value
 
         obs["supports_endpoint"] = isinstance(provider, SupportsSandboxEndpoint)
         served = await provider.exec(
-            handle, "mkdir -p /www && echo served > /www/index.html && httpd -p 8080 -h /www", cwd=cwd)
+            handle, "mkdir -p /www && echo served > /www/index.html && httpd -p 8080 -h /www", cwd=cwd
+        )
         obs["httpd"] = _result(served)
         endpoint = await provider.endpoint(handle, 8080)
         obs["endpoint"] = {

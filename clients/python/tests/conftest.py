@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import gym_loader
-from support import ServerProcess, Images, ContainerLabel, require_docker, server_binary, ensure_images
+from support import ContainerLabel, Images, ServerProcess, ensure_images, require_docker, server_binary
 
 gym_loader.install()
 
@@ -51,8 +51,9 @@ def token() -> str:
 
 
 @pytest.fixture(scope="session")
-def auth_server(images: Images, binary: Path, label: ContainerLabel, server_dir: Path,
-                token: str) -> Iterator[ServerProcess]:
+def auth_server(
+    images: Images, binary: Path, label: ContainerLabel, server_dir: Path, token: str
+) -> Iterator[ServerProcess]:
     process = ServerProcess(binary, label, server_dir, token=token)
     yield process
     process.stop()

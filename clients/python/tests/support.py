@@ -66,7 +66,9 @@ def ensure_images() -> Images:
     if not current():
         subprocess.run(
             ["cargo", "test", "-q", "-p", "sandboxd-proto", "--test", "images", "--", "--test-threads=2"],
-            cwd=REPO_ROOT, check=True, timeout=900,
+            cwd=REPO_ROOT,
+            check=True,
+            timeout=900,
         )
         if not current():
             raise RuntimeError(f"test images {tags} are still missing after building them")
@@ -75,8 +77,9 @@ def ensure_images() -> Images:
 
 def server_binary() -> Path:
     """`target/debug/sandboxd`, rebuilt (incrementally) so a stale binary is never tested."""
-    subprocess.run(["cargo", "build", "-q", "-p", "sandboxd", "--bin", "sandboxd"], cwd=REPO_ROOT, check=True,
-                   timeout=1800)
+    subprocess.run(
+        ["cargo", "build", "-q", "-p", "sandboxd", "--bin", "sandboxd"], cwd=REPO_ROOT, check=True, timeout=1800
+    )
     target = Path(os.environ.get("CARGO_TARGET_DIR", REPO_ROOT / "target"))
     binary = target / "debug" / "sandboxd"
     if not binary.is_file():
@@ -112,22 +115,30 @@ class ContainerLabel:
 class ServerProcess:
     """A running `sandboxd --listen 127.0.0.1:PORT --config FILE [--auth-token-file FILE]`."""
 
-    def __init__(self, binary: Path, label: ContainerLabel, workdir: Path, *, token: str | None = None,
-                 port: int = 0) -> None:
+    def __init__(
+        self, binary: Path, label: ContainerLabel, workdir: Path, *, token: str | None = None, port: int = 0
+    ) -> None:
         config = workdir / f"config-{uuid.uuid4().hex[:8]}.json"
-        config.write_text(json.dumps({
-            "docker": {
-                "create": {"extra_run_args": label.run_args()},
-                "exec": {"default_timeout_s": 60.0},
-            }
-        }))
+        config.write_text(
+            json.dumps(
+                {
+                    "docker": {
+                        "create": {"extra_run_args": label.run_args()},
+                        "exec": {"default_timeout_s": 60.0},
+                    }
+                }
+            )
+        )
         argv = [str(binary), "--listen", f"127.0.0.1:{port}", "--config", str(config)]
         if token is not None:
             token_file = workdir / f"token-{uuid.uuid4().hex[:8]}"
             token_file.write_text(token)
             argv += ["--auth-token-file", str(token_file)]
         self.process = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
             env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
         )
         self.target = self._await_listening()
@@ -140,7 +151,7 @@ class ServerProcess:
         def scan() -> None:
             for line in stdout:
                 if line.startswith(LISTENING) and not found:
-                    found.append(line[len(LISTENING):].strip())
+                    found.append(line[len(LISTENING) :].strip())
                     ready.set()
             ready.set()
 

@@ -15,7 +15,8 @@ import pytest
 import sandboxd
 from sandboxd import AsyncSandbox, Client, SandboxSpec, SandboxStatus
 from sandboxd._pb import sandbox_pb2 as pb
-from support import ServerProcess, Images
+
+from support import Images, ServerProcess
 
 UNKNOWN_ID = "sandboxd-00000000000000000000000000000000"
 
@@ -84,7 +85,8 @@ async def test_exec_timeout_is_a_result_and_deadline_is_an_error(sandbox: AsyncS
 def test_exec_result_carries_usage_when_the_server_sends_it() -> None:
     # Conversion only: the Docker exec engine sends no usage; the agent engine does.
     with_usage = pb.ExecResponse(
-        stdout=b"x", return_code=0,
+        stdout=b"x",
+        return_code=0,
         usage=pb.ExecUsage(wall_time_s=0.5, user_cpu_s=0.25, system_cpu_s=0.125, peak_rss_bytes=4096),
     )
     result = sandboxd.ExecResult.from_proto(with_usage)
@@ -138,8 +140,9 @@ async def test_upload_download_bytes_path_and_file_objects(sandbox: AsyncSandbox
     assert b"".join(chunks) == b"no size announced"
 
 
-async def test_file_errors_are_typed_and_leave_nothing_behind(sandbox: AsyncSandbox, client: Client,
-                                                              tmp_path: Path) -> None:
+async def test_file_errors_are_typed_and_leave_nothing_behind(
+    sandbox: AsyncSandbox, client: Client, tmp_path: Path
+) -> None:
     target = tmp_path / "missing.bin"
     with pytest.raises(sandboxd.FileNotFound):
         await sandbox.download_file("/no/such/file", target)
@@ -201,8 +204,7 @@ async def test_close_is_idempotent_and_status_follows(client: Client, images: Im
         await client.exec(UNKNOWN_ID, "true")
 
 
-async def test_async_with_owning_sandbox_closes_container_and_client(server: ServerProcess,
-                                                                     images: Images) -> None:
+async def test_async_with_owning_sandbox_closes_container_and_client(server: ServerProcess, images: Images) -> None:
     async with await AsyncSandbox.create(images.busybox, target=server.target) as sandbox:
         assert (await sandbox.exec("echo in")).stdout == b"in\n"
         sandbox_id = sandbox.sandbox_id
@@ -237,7 +239,7 @@ async def test_create_failures_are_typed(client: Client, images: Images) -> None
 async def test_pty_session_size_io_resize_and_exit(sandbox: AsyncSandbox) -> None:
     async with sandbox.pty(rows=30, cols=100) as session:
         assert session.mode == "pty" and session.session_id
-        await session.write(b"stty size; echo \"sum=$((6*7))\"\n")
+        await session.write(b'stty size; echo "sum=$((6*7))"\n')
         seen = b""
         while b"sum=42" not in seen or b"30 100" not in seen:
             seen += await session.read(timeout_s=20)
@@ -246,8 +248,8 @@ async def test_pty_session_size_io_resize_and_exit(sandbox: AsyncSandbox) -> Non
         while b"40 120" not in seen:
             seen += await session.read(timeout_s=20)
         await session.write(b"exit 3\n")
-        rest = [chunk async for chunk in session]  # async iteration until EOF
-        assert isinstance(rest, list)
+        rest = b"".join([chunk async for chunk in session])  # async iteration until EOF
+        assert b"exit 3" in rest  # the terminal's echo of the last line
         assert await session.wait_exit(timeout_s=20) == 3
         assert await session.read(timeout_s=5) == b""
     assert session.closed

@@ -13,7 +13,8 @@ import pytest
 
 import sandboxd
 from sandboxd import Client, RetryPolicy, TlsConfig
-from support import ServerProcess, ContainerLabel, free_port
+
+from support import ContainerLabel, ServerProcess, free_port
 
 UNKNOWN_ID = "sandboxd-00000000000000000000000000000000"
 
@@ -49,8 +50,9 @@ async def test_idempotent_calls_retry_unavailable_and_others_do_not(caplog: pyte
         assert retries(caplog) == []  # Exec and Create may have acted: never retried
 
 
-async def test_retry_reaches_a_server_that_comes_up(binary: Path, label: ContainerLabel, tmp_path: Path,
-                                                    images: object) -> None:
+async def test_retry_reaches_a_server_that_comes_up(
+    binary: Path, label: ContainerLabel, tmp_path: Path, images: object
+) -> None:
     port = free_port()
     started: list[ServerProcess] = []
 
@@ -81,9 +83,27 @@ async def test_retry_reaches_a_server_that_comes_up(binary: Path, label: Contain
 def certificate(tmp_path: Path) -> tuple[Path, Path]:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-         "-days", "1", "-subj", "/CN=sandboxd-test", "-addext", "subjectAltName=DNS:sandboxd-test"],
-        check=True, capture_output=True, timeout=60,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=sandboxd-test",
+            "-addext",
+            "subjectAltName=DNS:sandboxd-test",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
     )
     return cert, key
 

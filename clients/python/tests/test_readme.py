@@ -30,10 +30,16 @@ def test_both_readmes_carry_the_same_example() -> None:
 
 @pytest.mark.parametrize("readme", READMES, ids=lambda p: str(p.relative_to(REPO_ROOT)))
 def test_readme_example_runs(readme: os.PathLike[str], server: ServerProcess, images: Images) -> None:
-    [block] = [b for b in re.findall(r"```python\n(.*?)```", open(readme).read(), flags=re.S)
-               if "from sandboxd import AsyncSandbox" in b]
+    [block] = [
+        b
+        for b in re.findall(r"```python\n(.*?)```", open(readme).read(), flags=re.S)
+        if "from sandboxd import AsyncSandbox" in b
+    ]
     out = subprocess.run(
-        [sys.executable, "-c", block], capture_output=True, text=True, timeout=120,
+        [sys.executable, "-c", block],
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "IMAGE": images.busybox, "SANDBOXD": server.target},
     )
     assert out.returncode == 0, out.stderr

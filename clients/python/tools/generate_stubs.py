@@ -31,9 +31,8 @@ RELATIVE_IMPORT = "from . import sandbox_pb2 as"
 
 def generate(out_dir: Path) -> dict[str, str]:
     """Runs protoc into `out_dir` and returns {file name: text} of the package's stub files."""
-    from grpc_tools import protoc  # only the generator needs grpcio-tools
-
     import grpc_tools
+    from grpc_tools import protoc  # only the generator needs grpcio-tools
 
     version = getattr(grpc_tools, "__version__", None)
     if version is None:

@@ -7,16 +7,17 @@ import asyncio
 import builtins
 import os
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, TYPE_CHECKING, Any, TypeVar, Union, overload
+from typing import IO, TYPE_CHECKING, Any, TypeVar, overload
 
 import grpc
+from google.protobuf.message import Message
 
 from ._pb import sandbox_pb2 as pb
 from .connection import DEFAULT_TARGET, RetryPolicy, TlsConfig, open_channel
-from .errors import SandboxdError, Unimplemented, from_rpc_error
+from .errors import DeadlineExceeded, SandboxdError, Unimplemented, from_rpc_error
 from .pty import PtySession
 from .types import (
     DiffEntry,
@@ -42,9 +43,9 @@ __all__ = ["Client", "UploadSource"]
 
 SERVICE = "/sandbox.v1.SandboxService/"
 CHUNK_SIZE = 256 * 1024
-T = TypeVar("T")
+M = TypeVar("M", bound=Message)
 
-UploadSource = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]", IO[bytes]]
+UploadSource = bytes | bytearray | memoryview | str | os.PathLike[str] | IO[bytes]
 """What `upload_file` takes: bytes, a local path (str or PathLike), or a binary file object."""
 
 
@@ -81,9 +82,7 @@ class Client:
             raise ValueError("deadline_s must be > 0 or None")
         self.target = target
         self._channel = open_channel(target, tls, channel_options)
-        self._metadata: tuple[tuple[str, str], ...] = (
-            (("authorization", f"Bearer {token.strip()}"),) if token else ()
-        )
+        self._metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token.strip()}"),) if token else ()
         self._deadline_s = deadline_s
         self._retry = retry or RetryPolicy()
         self._closed = False
@@ -116,13 +115,15 @@ class Client:
     async def _unary(
         self,
         method: str,
-        request: Any,
-        response_type: Any,
+        request: Message,
+        response_type: type[M],
         *,
         deadline_s: float | None,
         idempotent: bool,
         kind: str = "",
-    ) -> Any:
+    ) -> M:
+        """One unary call; idempotent ones are retried on UNAVAILABLE, all attempts together
+        within the call's deadline."""
         self._check_open()
         callable_ = self._channel.unary_unary(
             SERVICE + method,
@@ -130,10 +131,18 @@ class Client:
             response_deserializer=response_type.FromString,
         )
         timeout = self._timeout(deadline_s)
+        loop = asyncio.get_running_loop()
+        deadline_at = None if timeout is None else loop.time() + timeout
 
-        async def attempt() -> Any:
+        async def attempt() -> M:
+            remaining = None if deadline_at is None else deadline_at - loop.time()
+            if remaining is not None and remaining <= 0:
+                raise DeadlineExceeded(
+                    f"{method}: the deadline passed while retrying", grpc.StatusCode.DEADLINE_EXCEEDED
+                )
             try:
-                return await callable_(request, timeout=timeout, metadata=self._metadata)
+                response: M = await callable_(request, timeout=remaining, metadata=self._metadata)
+                return response
             except grpc.RpcError as exc:
                 raise from_rpc_error(exc, call=kind) from None
 
@@ -160,8 +169,12 @@ class Client:
 
         spec = SandboxSpec(image=spec) if isinstance(spec, str) else spec
         response = await self._unary(
-            "Create", pb.CreateRequest(spec=spec.to_proto()), pb.CreateResponse,
-            deadline_s=deadline_s, idempotent=False, kind="create",
+            "Create",
+            pb.CreateRequest(spec=spec.to_proto()),
+            pb.CreateResponse,
+            deadline_s=deadline_s,
+            idempotent=False,
+            kind="create",
         )
         return AsyncSandbox(self, SandboxRef.from_proto(response.sandbox), image=spec.image or None)
 
@@ -178,11 +191,16 @@ class Client:
         elif not isinstance(ref, SandboxRef):
             ref = SandboxRef.from_dict(ref)
         response = await self._unary(
-            "Connect", pb.ConnectRequest(sandbox=ref.to_proto()), pb.ConnectResponse,
-            deadline_s=deadline_s, idempotent=True,
+            "Connect",
+            pb.ConnectRequest(sandbox=ref.to_proto()),
+            pb.ConnectResponse,
+            deadline_s=deadline_s,
+            idempotent=True,
         )
         return AsyncSandbox(
-            self, SandboxRef.from_proto(response.sandbox), image=response.image or None,
+            self,
+            SandboxRef.from_proto(response.sandbox),
+            image=response.image or None,
             shell=response.shell or None,
         )
 
@@ -197,8 +215,10 @@ class Client:
     ) -> SandboxPage:
         """One page of the sandboxes this service owns, filtered by labels and states."""
         request = pb.ListRequest(
-            labels=dict(labels or {}), statuses=[s.to_proto() for s in statuses],
-            page_size=page_size, page_token=page_token,
+            labels=dict(labels or {}),
+            statuses=[s.to_proto() for s in statuses],
+            page_size=page_size,
+            page_token=page_token,
         )
         response = await self._unary("List", request, pb.ListResponse, deadline_s=deadline_s, idempotent=True)
         return SandboxPage([SandboxInfo.from_proto(s) for s in response.sandboxes], response.next_page_token)
@@ -221,15 +241,21 @@ class Client:
         self, *, labels: Mapping[str, str] | None = None, deadline_s: float | None = None
     ) -> builtins.list[SnapshotInfo]:
         response = await self._unary(
-            "ListSnapshots", pb.ListSnapshotsRequest(labels=dict(labels or {})), pb.ListSnapshotsResponse,
-            deadline_s=deadline_s, idempotent=True,
+            "ListSnapshots",
+            pb.ListSnapshotsRequest(labels=dict(labels or {})),
+            pb.ListSnapshotsResponse,
+            deadline_s=deadline_s,
+            idempotent=True,
         )
         return [SnapshotInfo.from_proto(s) for s in response.snapshots]
 
     async def delete_snapshot(self, snapshot_id: str, *, deadline_s: float | None = None) -> None:
         await self._unary(
-            "DeleteSnapshot", pb.DeleteSnapshotRequest(snapshot_id=snapshot_id), pb.DeleteSnapshotResponse,
-            deadline_s=deadline_s, idempotent=False,
+            "DeleteSnapshot",
+            pb.DeleteSnapshotRequest(snapshot_id=snapshot_id),
+            pb.DeleteSnapshotResponse,
+            deadline_s=deadline_s,
+            idempotent=False,
         )
 
     # --- per-sandbox calls (by id) -------------------------------------------------------------
@@ -245,8 +271,13 @@ class Client:
         stdin: bytes | None,
     ) -> pb.ExecRequest:
         request = pb.ExecRequest(sandbox_id=sandbox_id, command=command, env=dict(env or {}))
-        _unset_if_none(request, cwd=cwd, user=_user(user), stdin=stdin,
-                       timeout_s=float(timeout_s) if timeout_s is not None else None)
+        _unset_if_none(
+            request,
+            cwd=cwd,
+            user=_user(user),
+            stdin=stdin,
+            timeout_s=float(timeout_s) if timeout_s is not None else None,
+        )
         return request
 
     async def exec(
@@ -306,7 +337,13 @@ class Client:
                 if not (isinstance(error, Unimplemented) and fallback and not started):
                     raise error from None
                 result = await self.exec(
-                    sandbox_id, command, cwd=cwd, env=env, timeout_s=timeout_s, user=user, stdin=stdin,
+                    sandbox_id,
+                    command,
+                    cwd=cwd,
+                    env=env,
+                    timeout_s=timeout_s,
+                    user=user,
+                    stdin=stdin,
                     deadline_s=deadline_s,
                 )
                 if result.stdout:
@@ -441,23 +478,32 @@ class Client:
 
     async def status(self, sandbox_id: str, *, deadline_s: float | None = None) -> SandboxStatus:
         response = await self._unary(
-            "Status", pb.StatusRequest(sandbox_id=sandbox_id), pb.StatusResponse,
-            deadline_s=deadline_s, idempotent=True,
+            "Status",
+            pb.StatusRequest(sandbox_id=sandbox_id),
+            pb.StatusResponse,
+            deadline_s=deadline_s,
+            idempotent=True,
         )
         return SandboxStatus.from_proto(response.status)
 
     async def endpoint(self, sandbox_id: str, port: int, *, deadline_s: float | None = None) -> Endpoint:
         response = await self._unary(
-            "Endpoint", pb.EndpointRequest(sandbox_id=sandbox_id, port=port), pb.EndpointResponse,
-            deadline_s=deadline_s, idempotent=True,
+            "Endpoint",
+            pb.EndpointRequest(sandbox_id=sandbox_id, port=port),
+            pb.EndpointResponse,
+            deadline_s=deadline_s,
+            idempotent=True,
         )
         return Endpoint(url=response.endpoint, headers=dict(response.headers))
 
     async def close_sandbox(self, sandbox_id: str, *, deadline_s: float | None = None) -> None:
         """Remove the sandbox (closing one that is already gone succeeds)."""
         await self._unary(
-            "Close", pb.CloseRequest(sandbox_id=sandbox_id), pb.CloseResponse,
-            deadline_s=deadline_s, idempotent=True,
+            "Close",
+            pb.CloseRequest(sandbox_id=sandbox_id),
+            pb.CloseResponse,
+            deadline_s=deadline_s,
+            idempotent=True,
         )
 
     async def open_pty(
@@ -489,8 +535,11 @@ class Client:
     async def set_timeout(self, sandbox_id: str, ttl_s: float, *, deadline_s: float | None = None) -> int:
         """Move the sandbox's lease to `ttl_s` seconds from now; returns its end (Unix ms)."""
         response = await self._unary(
-            "SetTimeout", pb.SetTimeoutRequest(sandbox_id=sandbox_id, ttl_s=float(ttl_s)), pb.SetTimeoutResponse,
-            deadline_s=deadline_s, idempotent=True,
+            "SetTimeout",
+            pb.SetTimeoutRequest(sandbox_id=sandbox_id, ttl_s=float(ttl_s)),
+            pb.SetTimeoutResponse,
+            deadline_s=deadline_s,
+            idempotent=True,
         )
         return int(response.expires_at_unix_ms)
 
@@ -498,8 +547,11 @@ class Client:
         self, sandbox_id: str, *, labels: Mapping[str, str] | None = None, deadline_s: float | None = None
     ) -> SnapshotInfo:
         response = await self._unary(
-            "Snapshot", pb.SnapshotRequest(sandbox_id=sandbox_id, labels=dict(labels or {})), pb.SnapshotResponse,
-            deadline_s=deadline_s, idempotent=False,
+            "Snapshot",
+            pb.SnapshotRequest(sandbox_id=sandbox_id, labels=dict(labels or {})),
+            pb.SnapshotResponse,
+            deadline_s=deadline_s,
+            idempotent=False,
         )
         return SnapshotInfo.from_proto(response.snapshot)
 
@@ -515,8 +567,11 @@ class Client:
         from .sandbox import AsyncSandbox
 
         response = await self._unary(
-            "Fork", pb.ForkRequest(sandbox_id=sandbox_id, count=count, labels=dict(labels or {})), pb.ForkResponse,
-            deadline_s=deadline_s, idempotent=False,
+            "Fork",
+            pb.ForkRequest(sandbox_id=sandbox_id, count=count, labels=dict(labels or {})),
+            pb.ForkResponse,
+            deadline_s=deadline_s,
+            idempotent=False,
         )
         children = [AsyncSandbox(self, SandboxRef.from_proto(r)) for r in response.sandboxes]
         return children, response.snapshot_id
@@ -544,8 +599,9 @@ class Client:
 
     async def resume(self, sandbox_id: str, *, deadline_s: float | None = None) -> None:
         await self._unary(
-            "Resume", pb.ResumeRequest(sandbox_id=sandbox_id), pb.ResumeResponse,
-            deadline_s=deadline_s, idempotent=True,
+            "Resume",
+            pb.ResumeRequest(sandbox_id=sandbox_id),
+            pb.ResumeResponse,
+            deadline_s=deadline_s,
+            idempotent=True,
         )
-
-

@@ -78,15 +78,19 @@ class RetryPolicy:
                 if attempt >= self.max_attempts:
                     raise
                 delay = self.backoff_s(attempt)
-                LOGGER.info("%s: UNAVAILABLE (%s); retry %d of %d in %.2fs", name, exc.details, attempt,
-                            self.max_attempts - 1, delay)
+                LOGGER.info(
+                    "%s: UNAVAILABLE (%s); retry %d of %d in %.2fs",
+                    name,
+                    exc.details,
+                    attempt,
+                    self.max_attempts - 1,
+                    delay,
+                )
                 await asyncio.sleep(delay)
                 attempt += 1
 
 
-def open_channel(
-    target: str, tls: TlsConfig | bool, extra_options: Sequence[tuple[str, Any]] = ()
-) -> grpc.aio.Channel:
+def open_channel(target: str, tls: TlsConfig | bool, extra_options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Channel:
     """An asyncio channel to `target` (plaintext unless `tls`)."""
     options = list(_CHANNEL_OPTIONS) + list(extra_options)
     if tls is False:

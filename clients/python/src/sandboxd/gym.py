@@ -134,7 +134,10 @@ class SandboxdProvider:
                 server_name_override=server_name_override,
             )
         self._client = Client(
-            target, token=token, tls=tls_config, deadline_s=deadline_s,
+            target,
+            token=token,
+            tls=tls_config,
+            deadline_s=deadline_s,
             retry=RetryPolicy(max_attempts=retry_attempts),
         )
 
@@ -289,7 +292,12 @@ class SandboxdProvider:
         sandbox = _sandbox(handle)
         try:
             session = await sandbox.pty(
-                spec.command, cwd=spec.cwd, env=spec.env, rows=spec.rows, cols=spec.cols, user=spec.user,
+                spec.command,
+                cwd=spec.cwd,
+                env=spec.env,
+                rows=spec.rows,
+                cols=spec.cols,
+                user=spec.user,
                 pipe=not spec.pty,
             )
         except InvalidArgument as exc:

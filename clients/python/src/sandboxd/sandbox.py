@@ -134,7 +134,13 @@ class AsyncSandbox:
         exception. `timeout_s` stops the command (server default when None); `deadline_s` caps
         the whole call (then `DeadlineExceeded`)."""
         return await self.client.exec(
-            self.sandbox_id, command, cwd=cwd, env=env, timeout_s=timeout_s, user=user, stdin=stdin,
+            self.sandbox_id,
+            command,
+            cwd=cwd,
+            env=env,
+            timeout_s=timeout_s,
+            user=user,
+            stdin=stdin,
             deadline_s=deadline_s,
         )
 
@@ -152,8 +158,15 @@ class AsyncSandbox:
     ) -> AsyncIterator[ExecEvent]:
         """`Stdout`/`Stderr` events as produced, then one `ExecExit`; see `Client.exec_stream`."""
         return self.client.exec_stream(
-            self.sandbox_id, command, cwd=cwd, env=env, timeout_s=timeout_s, user=user, stdin=stdin,
-            deadline_s=deadline_s, fallback=fallback,
+            self.sandbox_id,
+            command,
+            cwd=cwd,
+            env=env,
+            timeout_s=timeout_s,
+            user=user,
+            stdin=stdin,
+            deadline_s=deadline_s,
+            fallback=fallback,
         )
 
     async def upload_file(
@@ -164,7 +177,9 @@ class AsyncSandbox:
         return await self.client.upload_file(self.sandbox_id, remote_path, source, mode=mode, deadline_s=deadline_s)
 
     @overload
-    async def download_file(self, remote_path: str, target: None = None, *, deadline_s: float | None = None) -> bytes: ...
+    async def download_file(
+        self, remote_path: str, target: None = None, *, deadline_s: float | None = None
+    ) -> bytes: ...
 
     @overload
     async def download_file(
@@ -205,7 +220,9 @@ class AsyncSandbox:
         `async with sandbox.pty(...) as session:` (closed on exit). No `command` runs the
         sandbox's shell interactively; `pipe=True` gives separate stdout/stderr, no terminal."""
         return PtyOpener(
-            self.client, self.sandbox_id, command,
+            self.client,
+            self.sandbox_id,
+            command,
             dict(cwd=cwd, env=env, rows=rows, cols=cols, user=user, pipe=pipe),
         )
 
@@ -213,7 +230,9 @@ class AsyncSandbox:
         """Remove the sandbox `ttl_s` seconds from now; returns the lease's end (Unix ms)."""
         return await self.client.set_timeout(self.sandbox_id, ttl_s, deadline_s=deadline_s)
 
-    async def snapshot(self, *, labels: Mapping[str, str] | None = None, deadline_s: float | None = None) -> SnapshotInfo:
+    async def snapshot(
+        self, *, labels: Mapping[str, str] | None = None, deadline_s: float | None = None
+    ) -> SnapshotInfo:
         return await self.client.snapshot(self.sandbox_id, labels=labels, deadline_s=deadline_s)
 
     async def fork(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from ._pb import sandbox_pb2 as pb
 
@@ -85,7 +85,7 @@ class Resources:
         return msg
 
 
-FileContent = Union[bytes, str]
+FileContent = bytes | str
 
 
 @dataclass(frozen=True)
@@ -339,4 +339,4 @@ class ExecExit:
     usage: ExecUsage | None = None
 
 
-ExecEvent = Union[Stdout, Stderr, ExecExit]
+ExecEvent = Stdout | Stderr | ExecExit
