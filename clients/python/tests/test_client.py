@@ -307,3 +307,20 @@ async def test_round_calls_work_or_answer_unimplemented(sandbox: AsyncSandbox, c
         pass
     else:
         assert expires > 0
+
+
+def test_client_built_outside_an_event_loop_serves_each_loop(server: ServerProcess, images: Images) -> None:
+    client = Client(server.target)  # no running loop here: the channel is made on first use
+
+    async def create() -> str:
+        sandbox = await client.create(images.busybox)
+        return sandbox.sandbox_id
+
+    async def use_and_close(sandbox_id: str) -> bytes:
+        result = await client.exec(sandbox_id, "echo second loop")
+        await client.close_sandbox(sandbox_id)
+        await client.close()
+        return result.stdout
+
+    sandbox_id = asyncio.run(create())
+    assert asyncio.run(use_and_close(sandbox_id)) == b"second loop\n"

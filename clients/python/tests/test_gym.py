@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,6 +13,7 @@ from nemo_gym.sandbox.providers import (
     ConnectableProvider,
     SandboxCreateError,
     SandboxCreateVerificationError,
+    SandboxExecResult,
     SandboxHandle,
     SandboxPtyError,
     SandboxPtySession,
@@ -162,3 +164,18 @@ async def test_conformance_gym_docker_and_sandboxd_agree(
         assert sandboxd_obs[key] == expected, key
     # Both providers removed what they created (Gym's Docker containers carry the session label).
     assert label.containers() == []
+
+
+def test_provider_from_sync_config_serves_each_loop(server: ServerProcess, images: Images) -> None:
+    # Gym may build providers while loading config, outside any event loop; a handle is plain
+    # data, so it works in a later loop too.
+    provider = create_provider(sandboxd_config(server))
+    handle = asyncio.run(provider.create(SandboxSpec(image=images.busybox)))
+
+    async def use() -> SandboxExecResult:
+        result = await provider.exec(handle, "echo later")
+        await provider.close(handle)
+        await provider.aclose()
+        return result
+
+    assert asyncio.run(use()).stdout == "later\n"

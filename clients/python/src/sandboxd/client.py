@@ -81,7 +81,12 @@ class Client:
         if deadline_s is not None and deadline_s <= 0:
             raise ValueError("deadline_s must be > 0 or None")
         self.target = target
-        self._channel = open_channel(target, tls, channel_options)
+        self._tls = tls
+        self._channel_options = tuple(channel_options)
+        # grpc.aio channels belong to the event loop they were made in: made on first use, and
+        # again if a later call runs in another loop (a client may be built outside any loop).
+        self._open_channel: grpc.aio.Channel | None = None
+        self._channel_loop: asyncio.AbstractEventLoop | None = None
         self._metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token.strip()}"),) if token else ()
         self._deadline_s = deadline_s
         self._retry = retry or RetryPolicy()
@@ -91,9 +96,20 @@ class Client:
 
     async def close(self) -> None:
         """Close the channel (idempotent). Sandboxes live on: close them first if you mean to."""
-        if not self._closed:
-            self._closed = True
-            await self._channel.close()
+        if self._closed:
+            return
+        self._closed = True
+        channel, self._open_channel = self._open_channel, None
+        if channel is not None and self._channel_loop is asyncio.get_running_loop():
+            await channel.close()
+
+    @property
+    def _channel(self) -> grpc.aio.Channel:
+        loop = asyncio.get_running_loop()
+        if self._open_channel is None or self._channel_loop is not loop:
+            self._open_channel = open_channel(self.target, self._tls, self._channel_options)
+            self._channel_loop = loop
+        return self._open_channel
 
     async def __aenter__(self) -> Client:
         return self

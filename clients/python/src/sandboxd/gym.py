@@ -82,9 +82,10 @@ def _str_list(value: Any, what: str) -> list[str]:
     raise SandboxCreateError(f"provider_options[{what!r}] must be a string or list, got {type(value).__name__}")
 
 
-def _sandbox(handle: SandboxHandle) -> AsyncSandbox:
+def _ref(handle: SandboxHandle) -> sd.SandboxRef:
+    """The handle's descriptor: plain data, so a handle is usable from any event loop."""
     raw = handle.raw
-    if not isinstance(raw, AsyncSandbox):
+    if not isinstance(raw, sd.SandboxRef):
         raise TypeError(f"handle {handle.sandbox_id!r} was not made by the sandboxd provider")
     return raw
 
@@ -147,7 +148,7 @@ class SandboxdProvider:
         return self._client
 
     def _handle(self, sandbox: AsyncSandbox) -> SandboxHandle:
-        return SandboxHandle(sandbox_id=sandbox.sandbox_id, provider_name=self.name, raw=sandbox)
+        return SandboxHandle(sandbox_id=sandbox.sandbox_id, provider_name=self.name, raw=sandbox.ref)
 
     # --- SandboxProvider --------------------------------------------------------------------
 
@@ -200,9 +201,11 @@ class SandboxdProvider:
         """Run a command; never raises for command failure. A timed-out command reports
         `stdout=None` as Gym's Docker provider does; a sandbox that is gone, stopped or
         unreachable is `return_code=125, error_type="sandbox"`. Bad input raises ValueError."""
-        sandbox = _sandbox(handle)
+        ref = _ref(handle)
         try:
-            result = await sandbox.exec(command, cwd=cwd, env=env, timeout_s=timeout_s, user=user, stdin=stdin)
+            result = await self._client.exec(
+                ref.sandbox_id, command, cwd=cwd, env=env, timeout_s=timeout_s, user=user, stdin=stdin
+            )
         except InvalidArgument as exc:
             raise ValueError(str(exc)) from exc
         except (NotFound, FailedPrecondition, SandboxUnavailable) as exc:
@@ -220,15 +223,15 @@ class SandboxdProvider:
         """Upload one host file; the parent directories are created and the file is owned by
         root and keeps the host file's permission bits (as `docker cp` does)."""
         mode = stat.S_IMODE(os.stat(source_path).st_mode)
-        await _sandbox(handle).upload_file(target_path, Path(source_path), mode=mode)
+        await self._client.upload_file(_ref(handle).sandbox_id, target_path, Path(source_path), mode=mode)
 
     async def download_file(self, handle: SandboxHandle, source_path: str, target_path: Path) -> None:
-        await _sandbox(handle).download_file(source_path, Path(target_path))
+        await self._client.download_file(_ref(handle).sandbox_id, source_path, Path(target_path))
 
     async def status(self, handle: SandboxHandle) -> SandboxStatus:
         """The sandbox's state; one that is gone is STOPPED, an unreachable server UNKNOWN."""
         try:
-            status = await _sandbox(handle).status()
+            status = await self._client.status(_ref(handle).sandbox_id)
         except NotFound:
             return SandboxStatus.STOPPED
         except SandboxdError:
@@ -237,8 +240,7 @@ class SandboxdProvider:
 
     async def close(self, handle: SandboxHandle) -> None:
         """Remove the sandbox (already gone counts as success)."""
-        sandbox = _sandbox(handle)
-        await self._client.close_sandbox(sandbox.sandbox_id)
+        await self._client.close_sandbox(_ref(handle).sandbox_id)
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -246,19 +248,19 @@ class SandboxdProvider:
     # --- SupportsSandboxEndpoint ------------------------------------------------------------
 
     async def endpoint(self, handle: SandboxHandle, port: int) -> SandboxEndpoint:
-        sandbox = _sandbox(handle)
-        if port not in sandbox.ports:
+        ref = _ref(handle)
+        if port not in ref.ports:
             raise ValueError(
-                f"Sandbox port {port} was not declared in SandboxSpec.ports; declared ports: {list(sandbox.ports)!r}"
+                f"Sandbox port {port} was not declared in SandboxSpec.ports; declared ports: {list(ref.ports)!r}"
             )
-        found = await sandbox.endpoint(port)
+        found = await self._client.endpoint(ref.sandbox_id, port)
         return SandboxEndpoint(endpoint=found.url, headers=dict(found.headers))
 
     # --- ConnectableProvider ----------------------------------------------------------------
 
     async def serialize_handle(self, handle: SandboxHandle, *, scope: str | None = None) -> dict[str, Any]:
         """The sandbox's descriptor (id, ports, workdir, labels); `scope` is unused."""
-        return _sandbox(handle).serialize()
+        return _ref(handle).to_dict()
 
     async def connect(self, descriptor: Mapping[str, Any]) -> SandboxHandle:
         try:
@@ -276,22 +278,23 @@ class SandboxdProvider:
     async def pause(self, handle: SandboxHandle) -> None:
         """Freeze the sandbox; NotImplementedError when the server has no Pause."""
         try:
-            await _sandbox(handle).pause()
+            await self._client.pause(_ref(handle).sandbox_id)
         except Unimplemented as exc:
             raise NotImplementedError(f"this sandboxd server does not support pause: {exc.details}") from exc
 
     async def resume(self, handle: SandboxHandle) -> None:
         try:
-            await _sandbox(handle).resume()
+            await self._client.resume(_ref(handle).sandbox_id)
         except Unimplemented as exc:
             raise NotImplementedError(f"this sandboxd server does not support resume: {exc.details}") from exc
 
     # --- SupportsSandboxPty -----------------------------------------------------------------
 
     async def create_pty(self, handle: SandboxHandle, spec: SandboxPtySpec) -> SandboxdPtySession:
-        sandbox = _sandbox(handle)
+        ref = _ref(handle)
         try:
-            session = await sandbox.pty(
+            session = await self._client.open_pty(
+                ref.sandbox_id,
                 spec.command,
                 cwd=spec.cwd,
                 env=spec.env,
