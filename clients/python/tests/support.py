@@ -141,7 +141,7 @@ class ServerProcess:
             text=True,
             env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
         )
-        self.target = self._await_listening()
+        self.address = self._await_listening()
 
     def _await_listening(self) -> str:
         assert self.process.stdout is not None

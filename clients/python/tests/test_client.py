@@ -23,7 +23,7 @@ UNKNOWN_ID = "sandboxd-00000000000000000000000000000000"
 
 @pytest.fixture
 async def client(server: ServerProcess) -> AsyncIterator[Client]:
-    async with Client(server.target) as client:
+    async with Client(server.address) as client:
         yield client
 
 
@@ -176,7 +176,7 @@ async def test_endpoint_reaches_a_service_in_the_sandbox(sandbox: AsyncSandbox) 
 async def test_serialize_and_connect_from_another_client(sandbox: AsyncSandbox, server: ServerProcess) -> None:
     descriptor = json.loads(json.dumps(sandbox.serialize()))
     assert descriptor["sandbox_id"] == sandbox.sandbox_id and descriptor["ports"] == [8080]
-    again = await AsyncSandbox.connect(descriptor, target=server.target)
+    again = await AsyncSandbox.connect(descriptor, address=server.address)
     try:
         assert again.sandbox_id == sandbox.sandbox_id
         assert again.image is not None and "bash" in again.image and again.shell == "bash"
@@ -205,10 +205,10 @@ async def test_close_is_idempotent_and_status_follows(client: Client, images: Im
 
 
 async def test_async_with_owning_sandbox_closes_container_and_client(server: ServerProcess, images: Images) -> None:
-    async with await AsyncSandbox.create(images.busybox, target=server.target) as sandbox:
+    async with await AsyncSandbox.create(images.busybox, address=server.address) as sandbox:
         assert (await sandbox.exec("echo in")).stdout == b"in\n"
         sandbox_id = sandbox.sandbox_id
-    async with Client(server.target) as other:
+    async with Client(server.address) as other:
         assert await other.status(sandbox_id) == SandboxStatus.STOPPED
     with pytest.raises(sandboxd.SandboxdError):
         await sandbox.client.status(sandbox_id)  # its own client is closed
@@ -310,7 +310,7 @@ async def test_round_calls_work_or_answer_unimplemented(sandbox: AsyncSandbox, c
 
 
 def test_client_built_outside_an_event_loop_serves_each_loop(server: ServerProcess, images: Images) -> None:
-    client = Client(server.target)  # no running loop here: the channel is made on first use
+    client = Client(server.address)  # no running loop here: the channel is made on first use
 
     async def create() -> str:
         sandbox = await client.create(images.busybox)

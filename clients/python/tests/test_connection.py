@@ -20,13 +20,13 @@ UNKNOWN_ID = "sandboxd-00000000000000000000000000000000"
 
 
 async def test_bearer_token_is_sent_and_required(auth_server: ServerProcess, token: str) -> None:
-    async with Client(auth_server.target) as anonymous:
+    async with Client(auth_server.address) as anonymous:
         with pytest.raises(sandboxd.Unauthenticated):
             await anonymous.status(UNKNOWN_ID)
-    async with Client(auth_server.target, token="wrong") as wrong:
+    async with Client(auth_server.address, token="wrong") as wrong:
         with pytest.raises(sandboxd.Unauthenticated, match="token"):
             await wrong.status(UNKNOWN_ID)
-    async with Client(auth_server.target, token=token) as right:
+    async with Client(auth_server.address, token=token) as right:
         with pytest.raises(sandboxd.SandboxNotFound):  # authenticated: the server looked it up
             await right.status(UNKNOWN_ID)
 
@@ -115,7 +115,7 @@ async def tls_front(server: ServerProcess, certificate: tuple[Path, Path]) -> As
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
     context.set_alpn_protocols(["h2"])
-    host, _, port = server.target.rpartition(":")
+    host, _, port = server.address.rpartition(":")
 
     async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -151,7 +151,17 @@ async def test_tls_with_a_private_root(tls_front: str, certificate: tuple[Path, 
             await client.status(UNKNOWN_ID)
 
 
+async def test_address_may_be_a_url(server: ServerProcess) -> None:
+    async with Client(f"http://{server.address}/") as client:
+        assert client.address == server.address
+        with pytest.raises(sandboxd.SandboxNotFound):
+            await client.status(UNKNOWN_ID)
+    assert sandboxd.connection.normalize_address("https://h:1", False) == ("h:1", True)
+
+
 def test_bad_options_are_refused() -> None:
+    with pytest.raises(ValueError, match="host:port"):
+        Client("http://h:1/path")
     with pytest.raises(ValueError, match="private_key"):
         TlsConfig(private_key=b"k")
     with pytest.raises(ValueError, match="max_attempts"):

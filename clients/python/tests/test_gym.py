@@ -33,7 +33,7 @@ from support import ContainerLabel, Images, ServerProcess
 
 
 def sandboxd_config(server: ServerProcess) -> dict[str, Any]:
-    return {"sandboxd": {"target": server.target, "retry_attempts": 2}}
+    return {"sandboxd": {"address": server.address, "retry_attempts": 2}}
 
 
 @pytest.fixture
@@ -50,8 +50,12 @@ def test_entry_point_registers_the_provider(server: ServerProcess) -> None:
     ]
 
 
-async def test_create_provider_builds_it_with_every_capability(provider: Any) -> None:
+async def test_create_provider_builds_it_with_every_capability(provider: Any, server: ServerProcess) -> None:
     assert isinstance(provider, SandboxdProvider) and provider.name == "sandboxd"
+    assert provider.client.address == server.address
+    by_url = create_provider({"sandboxd": {"address": f"http://{server.address}"}})
+    assert by_url.client.address == server.address
+    await by_url.aclose()
     for protocol in (ConnectableProvider, SupportsSandboxEndpoint, SupportsSandboxPty, SupportsSandboxPauseResume):
         assert isinstance(provider, protocol), protocol.__name__
 
@@ -61,14 +65,14 @@ async def test_token_file_and_bad_config(
 ) -> None:
     token_file = tmp_path / "token"
     token_file.write_text(token + "\n")
-    authed = create_provider({"sandboxd": {"target": auth_server.target, "token_file": str(token_file)}})
+    authed = create_provider({"sandboxd": {"address": auth_server.address, "token_file": str(token_file)}})
     try:
         handle = await authed.create(SandboxSpec(image=images.busybox))
         assert (await authed.exec(handle, "echo ok")).stdout == "ok\n"
         await authed.close(handle)
     finally:
         await authed.aclose()
-    anonymous = create_provider({"sandboxd": {"target": auth_server.target}})
+    anonymous = create_provider({"sandboxd": {"address": auth_server.address}})
     try:
         with pytest.raises(SandboxCreateError, match="UNAUTHENTICATED"):
             await anonymous.create(SandboxSpec(image=images.busybox))
@@ -77,7 +81,7 @@ async def test_token_file_and_bad_config(
     with pytest.raises(ValueError, match="not both"):
         create_provider({"sandboxd": {"token": "a", "token_file": str(token_file)}})
     with pytest.raises(TypeError):
-        create_provider({"sandboxd": {"address": server.target}})  # unknown key
+        create_provider({"sandboxd": {"url": server.address}})  # unknown key
 
 
 async def test_errors_map_to_gyms(provider: Any, images: Images) -> None:

@@ -40,7 +40,7 @@ def test_readme_example_runs(readme: os.PathLike[str], server: ServerProcess, im
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "IMAGE": images.busybox, "SANDBOXD": server.target},
+        env={**os.environ, "IMAGE": images.busybox, "SANDBOXD": server.address},
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout == "3 hi\nb'uploaded'\n"

@@ -2,7 +2,7 @@
 (`sandboxd.gym.SandboxdProvider`, entry point `nemo_gym.sandbox_providers:sandboxd`)."""
 
 from .client import Client, UploadSource
-from .connection import DEFAULT_TARGET, RetryPolicy, TlsConfig
+from .connection import DEFAULT_ADDRESS, RetryPolicy, TlsConfig
 from .errors import (
     Cancelled,
     CreateFailed,
@@ -51,7 +51,7 @@ __all__ = [
     "Client",
     "CreateFailed",
     "CreateVerificationFailed",
-    "DEFAULT_TARGET",
+    "DEFAULT_ADDRESS",
     "DeadlineExceeded",
     "DiffEntry",
     "DiffKind",

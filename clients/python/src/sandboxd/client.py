@@ -16,7 +16,7 @@ import grpc
 from google.protobuf.message import Message
 
 from ._pb import sandbox_pb2 as pb
-from .connection import DEFAULT_TARGET, RetryPolicy, TlsConfig, open_channel
+from .connection import DEFAULT_ADDRESS, RetryPolicy, TlsConfig, normalize_address, open_channel
 from .errors import DeadlineExceeded, SandboxdError, Unimplemented, from_rpc_error
 from .pty import PtySession
 from .types import (
@@ -62,15 +62,17 @@ def _user(user: str | int | None) -> str | None:
 class Client:
     """An asyncio client of one sandboxd server.
 
-    `token` is sent as `authorization: Bearer <token>`; `tls` is False (plaintext), True (system
-    roots) or a `TlsConfig`; `deadline_s` is the default gRPC deadline of every call (None: no
-    deadline) and each method takes its own `deadline_s`; `retry` governs transient UNAVAILABLE
-    on idempotent calls. Use as `async with Client(...) as client:` or call `close()`.
+    `address` is `host:port` (or `http://host:port`; `https://` turns TLS on). `token` is sent
+    as `authorization: Bearer <token>`; `tls` is False (plaintext), True (system roots) or a
+    `TlsConfig`; `deadline_s` is the default gRPC deadline of every call (None: no deadline) and
+    each method takes its own `deadline_s`; `retry` governs transient UNAVAILABLE on idempotent
+    calls. Use as `async with Client(...) as client:` or call `close()`. The channel is made in
+    the event loop of the first call, so a client may be built outside any loop.
     """
 
     def __init__(
         self,
-        target: str = DEFAULT_TARGET,
+        address: str = DEFAULT_ADDRESS,
         *,
         token: str | None = None,
         tls: TlsConfig | bool = False,
@@ -80,7 +82,7 @@ class Client:
     ) -> None:
         if deadline_s is not None and deadline_s <= 0:
             raise ValueError("deadline_s must be > 0 or None")
-        self.target = target
+        self.address, tls = normalize_address(address, tls)
         self._tls = tls
         self._channel_options = tuple(channel_options)
         # grpc.aio channels belong to the event loop they were made in: made on first use, and
@@ -107,7 +109,7 @@ class Client:
     def _channel(self) -> grpc.aio.Channel:
         loop = asyncio.get_running_loop()
         if self._open_channel is None or self._channel_loop is not loop:
-            self._open_channel = open_channel(self.target, self._tls, self._channel_options)
+            self._open_channel = open_channel(self.address, self._tls, self._channel_options)
             self._channel_loop = loop
         return self._open_channel
 
@@ -123,7 +125,7 @@ class Client:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise SandboxdError(f"this client of {self.target} is closed")
+            raise SandboxdError(f"this client of {self.address} is closed")
 
     def _timeout(self, deadline_s: float | None) -> float | None:
         return deadline_s if deadline_s is not None else self._deadline_s

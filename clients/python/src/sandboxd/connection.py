@@ -13,10 +13,10 @@ import grpc
 
 from .errors import SandboxUnavailable
 
-__all__ = ["DEFAULT_TARGET", "TlsConfig", "RetryPolicy", "open_channel"]
+__all__ = ["DEFAULT_ADDRESS", "TlsConfig", "RetryPolicy", "normalize_address", "open_channel"]
 
 LOGGER = logging.getLogger("sandboxd")
-DEFAULT_TARGET = "127.0.0.1:50051"
+DEFAULT_ADDRESS = "127.0.0.1:50051"
 T = TypeVar("T")
 
 # gRPC's own reconnect backoff starts at 1 s; a retried call would keep failing fast for that
@@ -90,11 +90,28 @@ class RetryPolicy:
                 attempt += 1
 
 
-def open_channel(target: str, tls: TlsConfig | bool, extra_options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Channel:
-    """An asyncio channel to `target` (plaintext unless `tls`)."""
+def normalize_address(address: str, tls: TlsConfig | bool) -> tuple[str, TlsConfig | bool]:
+    """`host:port` for gRPC, from `host:port` or a URL: `http://host:port` is plaintext,
+    `https://host:port` turns TLS on (system roots) unless `tls` already says how."""
+    address = address.strip()
+    for scheme, secure in (("http://", False), ("https://", True)):
+        if address.lower().startswith(scheme):
+            address = address[len(scheme) :].rstrip("/")
+            if secure and tls is False:
+                tls = True
+            break
+    if not address or "/" in address:
+        raise ValueError(f"address must be host:port (or http[s]://host:port), got {address!r}")
+    return address, tls
+
+
+def open_channel(
+    address: str, tls: TlsConfig | bool, extra_options: Sequence[tuple[str, Any]] = ()
+) -> grpc.aio.Channel:
+    """An asyncio channel to `address` (plaintext unless `tls`)."""
     options = list(_CHANNEL_OPTIONS) + list(extra_options)
     if tls is False:
-        return grpc.aio.insecure_channel(target, options=options)
+        return grpc.aio.insecure_channel(address, options=options)
     config = tls if isinstance(tls, TlsConfig) else TlsConfig()
     if config.server_name_override:
         options.append(("grpc.ssl_target_name_override", config.server_name_override))
@@ -103,4 +120,4 @@ def open_channel(target: str, tls: TlsConfig | bool, extra_options: Sequence[tup
         private_key=config.private_key,
         certificate_chain=config.certificate_chain,
     )
-    return grpc.aio.secure_channel(target, credentials, options=options)
+    return grpc.aio.secure_channel(address, credentials, options=options)

@@ -4,7 +4,7 @@ NeMo Gym finds it through the `nemo_gym.sandbox_providers` entry point named `sa
 Gym config switches from its own Docker provider to a fleet of sandboxd servers by changing
 the provider name::
 
-    create_provider({"sandboxd": {"target": "sandboxd.internal:50051", "token_file": "/run/token"}})
+    create_provider({"sandboxd": {"address": "sandboxd.internal:50051", "token_file": "/run/token"}})
 
 It implements `SandboxProvider`, `ConnectableProvider`, `SupportsSandboxEndpoint`,
 `SupportsSandboxPty` and `SupportsSandboxPauseResume` with Gym's own types, and behaves like
@@ -36,7 +36,7 @@ from nemo_gym.sandbox.providers.base import (
 
 from . import types as sd
 from .client import Client
-from .connection import DEFAULT_TARGET, RetryPolicy, TlsConfig
+from .connection import DEFAULT_ADDRESS, RetryPolicy, TlsConfig
 from .errors import (
     CreateVerificationFailed,
     FailedPrecondition,
@@ -97,7 +97,7 @@ def _text(data: bytes) -> str:
 class SandboxdProvider:
     """NeMo Gym provider backed by a sandboxd server.
 
-    Config keys (all optional): `target` (host:port, default 127.0.0.1:50051); `token` or
+    Config keys (all optional): `address` (host:port or http[s]://host:port, default 127.0.0.1:50051); `token` or
     `token_file` (bearer token); `tls` (bool), `root_certificates_file`,
     `client_certificate_file` + `client_key_file` (mutual TLS), `server_name_override`;
     `deadline_s` (gRPC deadline of every call; None = none); `retry_attempts` (transient
@@ -109,7 +109,7 @@ class SandboxdProvider:
     def __init__(
         self,
         *,
-        target: str = DEFAULT_TARGET,
+        address: str = DEFAULT_ADDRESS,
         token: str | None = None,
         token_file: str | None = None,
         tls: bool = False,
@@ -135,7 +135,7 @@ class SandboxdProvider:
                 server_name_override=server_name_override,
             )
         self._client = Client(
-            target,
+            address,
             token=token,
             tls=tls_config,
             deadline_s=deadline_s,

@@ -10,7 +10,7 @@ from types import TracebackType
 from typing import Any, overload
 
 from .client import Client, UploadSource
-from .connection import DEFAULT_TARGET, RetryPolicy, TlsConfig
+from .connection import DEFAULT_ADDRESS, RetryPolicy, TlsConfig
 from .pty import PtySession
 from .types import DiffEntry, Endpoint, ExecEvent, ExecResult, SandboxRef, SandboxSpec, SandboxStatus, SnapshotInfo
 
@@ -49,16 +49,16 @@ class AsyncSandbox:
         spec: SandboxSpec | str,
         *,
         client: Client | None = None,
-        target: str = DEFAULT_TARGET,
+        address: str = DEFAULT_ADDRESS,
         token: str | None = None,
         tls: TlsConfig | bool = False,
         deadline_s: float | None = None,
         retry: RetryPolicy | None = None,
     ) -> AsyncSandbox:
         """Start a sandbox from a spec (or an image name). Without `client`, a client for
-        `target` is made and owned by the sandbox."""
+        `address` is made and owned by the sandbox."""
         own = client is None
-        client = client or Client(target, token=token, tls=tls, deadline_s=deadline_s, retry=retry)
+        client = client or Client(address, token=token, tls=tls, deadline_s=deadline_s, retry=retry)
         try:
             sandbox = await client.create(spec)
         except BaseException:
@@ -74,7 +74,7 @@ class AsyncSandbox:
         descriptor: SandboxRef | Mapping[str, Any] | str,
         *,
         client: Client | None = None,
-        target: str = DEFAULT_TARGET,
+        address: str = DEFAULT_ADDRESS,
         token: str | None = None,
         tls: TlsConfig | bool = False,
         deadline_s: float | None = None,
@@ -82,7 +82,7 @@ class AsyncSandbox:
     ) -> AsyncSandbox:
         """Re-attach to a sandbox from `serialize()`'s descriptor (or a `SandboxRef`, or an id)."""
         own = client is None
-        client = client or Client(target, token=token, tls=tls, deadline_s=deadline_s, retry=retry)
+        client = client or Client(address, token=token, tls=tls, deadline_s=deadline_s, retry=retry)
         try:
             sandbox = await client.connect(descriptor)
         except BaseException:
@@ -115,7 +115,7 @@ class AsyncSandbox:
         return self.ref.to_dict()
 
     def __repr__(self) -> str:
-        return f"AsyncSandbox({self.sandbox_id!r}, target={self.client.target!r})"
+        return f"AsyncSandbox({self.sandbox_id!r}, address={self.client.address!r})"
 
     # --- calls -------------------------------------------------------------------------------
 
