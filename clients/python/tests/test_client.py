@@ -191,7 +191,7 @@ async def test_serialize_and_connect_from_another_client(sandbox: AsyncSandbox, 
 
 
 async def test_close_is_idempotent_and_status_follows(client: Client, images: Images) -> None:
-    sandbox = await client.create(images.busybox)
+    sandbox = await client.create({"image": images.busybox, "resources": {"cpu": 1, "memory_mib": 64}})
     assert await sandbox.status() == SandboxStatus.RUNNING
     await sandbox.close()
     assert sandbox.closed
@@ -227,6 +227,10 @@ async def test_create_failures_are_typed(client: Client, images: Images) -> None
     assert failed.value.code is not None and failed.value.code.name == "FAILED_PRECONDITION"
     with pytest.raises(sandboxd.PermissionDenied, match="volumes"):
         await client.create(SandboxSpec(image=images.busybox, volumes=["/:/host"]))
+    with pytest.raises(sandboxd.PermissionDenied, match="run_args"):
+        await client.create({"image": images.busybox, "provider_options": {"run_args": ["--privileged"]}})
+    with pytest.raises(ValueError, match="imgae"):
+        await client.create({"imgae": images.busybox})
     with pytest.raises(sandboxd.CreateVerificationFailed):
         # The readiness probe runs through the entrypoint-less keep-alive; an entrypoint that
         # exits at once leaves nothing to probe.

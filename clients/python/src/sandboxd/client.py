@@ -179,13 +179,18 @@ class Client:
 
     # --- sandboxes ---------------------------------------------------------------------------
 
-    async def create(self, spec: SandboxSpec | str, *, deadline_s: float | None = None) -> AsyncSandbox:
-        """Start a sandbox (a `SandboxSpec`, or just an image name) and return its handle.
-        Raises `CreateFailed` / `CreateVerificationFailed` (no container is left), or
-        `InvalidArgument` naming the bad field."""
+    async def create(
+        self, spec: SandboxSpec | str | Mapping[str, Any], *, deadline_s: float | None = None
+    ) -> AsyncSandbox:
+        """Start a sandbox (a `SandboxSpec`, a dict of its fields, or just an image name) and
+        return its handle. Raises `CreateFailed` / `CreateVerificationFailed` (no container is
+        left), or `InvalidArgument` naming the bad field."""
         from .sandbox import AsyncSandbox
 
-        spec = SandboxSpec(image=spec) if isinstance(spec, str) else spec
+        if isinstance(spec, str):
+            spec = SandboxSpec(image=spec)
+        elif not isinstance(spec, SandboxSpec):
+            spec = SandboxSpec.from_mapping(spec)
         response = await self._unary(
             "Create",
             pb.CreateRequest(spec=spec.to_proto()),

@@ -46,7 +46,7 @@ class AsyncSandbox:
     @classmethod
     async def create(
         cls,
-        spec: SandboxSpec | str,
+        spec: SandboxSpec | str | Mapping[str, Any],
         *,
         client: Client | None = None,
         address: str = DEFAULT_ADDRESS,
@@ -55,7 +55,7 @@ class AsyncSandbox:
         deadline_s: float | None = None,
         retry: RetryPolicy | None = None,
     ) -> AsyncSandbox:
-        """Start a sandbox from a spec (or an image name). Without `client`, a client for
+        """Start a sandbox from a spec (a dict of its fields, or an image name). Without `client`, a client for
         `address` is made and owned by the sandbox."""
         own = client is None
         client = client or Client(address, token=token, tls=tls, deadline_s=deadline_s, retry=retry)

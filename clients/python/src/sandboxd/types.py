@@ -110,6 +110,28 @@ class SandboxSpec:
     run_args: Sequence[str] = ()
     snapshot_id: str | None = None
 
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> SandboxSpec:
+        """A spec from a dict shaped like this class or like NeMo Gym's spec (`resources` as a
+        mapping, `provider_options: {volumes, run_args}`); an unknown key is a ValueError."""
+        fields = dict(data)
+        options = fields.pop("provider_options", None) or {}
+        unknown_options = set(options) - {"volumes", "run_args"}
+        if unknown_options:
+            raise ValueError(f"unknown provider_options keys: {sorted(unknown_options)}; allowed: run_args, volumes")
+        fields.setdefault("volumes", options.get("volumes", ()))
+        fields.setdefault("run_args", options.get("run_args", ()))
+        allowed = set(cls.__dataclass_fields__)
+        unknown = set(fields) - allowed
+        if unknown:
+            raise ValueError(f"unknown sandbox spec keys: {sorted(unknown)}; allowed: {sorted(allowed)}")
+        resources = fields.get("resources")
+        if isinstance(resources, Mapping):
+            fields["resources"] = Resources(**resources)
+        elif resources is None:
+            fields.pop("resources", None)
+        return cls(**fields)
+
     def to_proto(self) -> pb.SandboxSpec:
         msg = pb.SandboxSpec(
             image=self.image,
