@@ -108,7 +108,9 @@ async def test_exec_stream_streams_or_says_unimplemented_and_falls_back(sandbox:
     except sandboxd.Unimplemented as exc:
         assert "ExecStream" in str(exc)  # this server has no ExecStream yet: a clear, typed error
     else:
-        assert streamed[-1] == events[-1]
+        last = streamed[-1]
+        assert isinstance(last, sandboxd.ExecExit) and (last.return_code, last.error_type) == (3, None)
+        assert b"".join(e.data for e in streamed if isinstance(e, sandboxd.Stdout)) == reference.stdout
 
 
 # --- files ---------------------------------------------------------------------------------------

@@ -118,6 +118,24 @@ async def test_errors_map_to_gyms(provider: Any, images: Images) -> None:
         await provider.status(gone)
 
 
+async def test_exec_timeouts_take_gyms_shape(server: ServerProcess, images: Images) -> None:
+    # The provider's own deadline_s cutting an exec short is a timeout result, not an exception.
+    provider = create_provider({"sandboxd": {"address": server.address, "deadline_s": 5}})
+    try:
+        handle = await provider.create(SandboxSpec(image=images.busybox))
+        try:
+            cut = await provider.exec(handle, "sleep 60")  # the server default (60 s) > deadline
+            assert (cut.stdout, cut.return_code, cut.error_type) == (None, 125, "timeout")
+            assert "timed out" in (cut.stderr or "") or "deadline" in (cut.stderr or "")
+            stopped = await provider.exec(handle, "echo partial; sleep 60", timeout_s=1)
+            assert (stopped.return_code, stopped.error_type) == (125, "timeout")
+            assert "timed out" in (stopped.stderr or "")
+        finally:
+            await provider.close(handle)
+    finally:
+        await provider.aclose()
+
+
 async def test_pty_session_follows_gyms_protocol(provider: Any, images: Images) -> None:
     handle = await provider.create(SandboxSpec(image=images.bash, env={"GREETING": "hi"}))
     try:

@@ -39,6 +39,7 @@ from .client import Client
 from .connection import DEFAULT_ADDRESS, RetryPolicy, TlsConfig
 from .errors import (
     CreateVerificationFailed,
+    DeadlineExceeded,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
@@ -92,6 +93,17 @@ def _ref(handle: SandboxHandle) -> sd.SandboxRef:
 
 def _text(data: bytes) -> str:
     return data.decode(errors="replace")
+
+
+def _timed_out(timeout_s: float | None, stdout: str, stderr: str) -> SandboxExecResult:
+    """Gym's shape of a timed-out exec (as its Docker provider: no stdout unless some was kept,
+    a stderr that says it timed out, 125)."""
+    if "timed out" not in stderr.lower():
+        limit = f"{timeout_s:g}s" if timeout_s is not None else "the default timeout"
+        stderr = f"command timed out after {limit}" + (f": {stderr}" if stderr else "")
+    return SandboxExecResult(
+        stdout=stdout or None, stderr=stderr, return_code=SANDBOX_RUNTIME_RETURN_CODE, error_type="timeout"
+    )
 
 
 class SandboxdProvider:
@@ -208,15 +220,19 @@ class SandboxdProvider:
             )
         except InvalidArgument as exc:
             raise ValueError(str(exc)) from exc
+        except DeadlineExceeded as exc:  # the provider's `deadline_s` passed first
+            return _timed_out(timeout_s, "", str(exc))
         except (NotFound, FailedPrecondition, SandboxUnavailable) as exc:
             return SandboxExecResult(
                 stdout="", stderr=str(exc), return_code=SANDBOX_RUNTIME_RETURN_CODE, error_type="sandbox"
             )
-        stdout: str | None = _text(result.stdout)
-        if result.error_type == "timeout" and not result.stdout:
-            stdout = None
+        if result.error_type == "timeout":
+            return _timed_out(timeout_s, _text(result.stdout), _text(result.stderr))
         return SandboxExecResult(
-            stdout=stdout, stderr=_text(result.stderr), return_code=result.return_code, error_type=result.error_type
+            stdout=_text(result.stdout),
+            stderr=_text(result.stderr),
+            return_code=result.return_code,
+            error_type=result.error_type,
         )
 
     async def upload_file(self, handle: SandboxHandle, source_path: Path, target_path: str) -> None:
