@@ -8,6 +8,7 @@ pub mod backend;
 pub mod config;
 pub mod docker;
 pub mod error;
+pub mod lease;
 pub mod lifecycle;
 pub mod pty;
 pub mod service;

@@ -20,7 +20,7 @@ pub enum SandboxStatus {
     Unknown,
 }
 
-pub use sandboxd_proto::contract::{ExecErrorType, Signal, TerminalMode};
+pub use sandboxd_proto::contract::{ExecErrorType, SandboxDescriptor, Signal, TerminalMode};
 
 /// A sandbox id as this service issues them (`sandboxd-` + 32 lower-case hex digits), checked
 /// once where a request enters. Any other shape cannot name a sandbox of ours.
@@ -91,16 +91,6 @@ impl SandboxHandle {
     pub fn id(&self) -> SandboxId {
         SandboxId(self.sandbox_id.clone())
     }
-}
-
-/// What `serialize_handle` returns and `connect` takes.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct SandboxDescriptor {
-    pub sandbox_id: String,
-    #[serde(default)]
-    pub ports: Option<Vec<u16>>,
-    #[serde(default)]
-    pub workdir: Option<String>,
 }
 
 /// Options of one exec beyond the command.
@@ -368,11 +358,14 @@ pub fn normalize_user(field: &str, user: &str) -> Result<String, ProviderError> 
     Ok(if user == "root" || user == "0" { "0".into() } else { user.into() })
 }
 
+/// A duration a client sends: > 0 and at most a year (a larger one is a mistake, and would
+/// overflow `Duration` past 1.8e19 s).
 fn positive(field: &str, value: Option<f64>) -> Result<(), ProviderError> {
     match value {
-        Some(v) if !(v > 0.0 && v.is_finite()) => {
-            Err(ProviderError::invalid(field, format!("must be > 0 (got {v})")))
-        }
+        Some(v) if !(v > 0.0 && v <= crate::config::MAX_CLIENT_SECONDS) => Err(ProviderError::invalid(
+            field,
+            format!("must be > 0 and <= {} seconds (got {v})", crate::config::MAX_CLIENT_SECONDS),
+        )),
         _ => Ok(()),
     }
 }
@@ -407,6 +400,12 @@ mod tests {
             (SandboxSpec::new("--privileged"), "spec.image"),
             (SandboxSpec::new(""), "spec.image"),
             (SandboxSpec { ttl_s: Some(0.0), ..SandboxSpec::new("img") }, "spec.ttl_s"),
+            (SandboxSpec { ttl_s: Some(1e20), ..SandboxSpec::new("img") }, "spec.ttl_s"),
+            (SandboxSpec { ready_timeout_s: Some(1e20), ..SandboxSpec::new("img") }, "spec.ready_timeout_s"),
+            (
+                SandboxSpec { ready_timeout_s: Some(f64::INFINITY), ..SandboxSpec::new("img") },
+                "spec.ready_timeout_s",
+            ),
             (SandboxSpec { workdir: Some("rel".into()), ..SandboxSpec::new("img") }, "spec.workdir"),
             (
                 SandboxSpec { env: [("A=B".to_string(), "v".to_string())].into(), ..SandboxSpec::new("img") },

@@ -46,6 +46,9 @@ pub trait ExecEngine: Send + Sync {
 
     /// Forget what the engine holds for a sandbox that was closed.
     fn forget(&self, _name: &str) {}
+
+    /// The container `from` is now named `to` (a create renames it when it is ready).
+    fn renamed(&self, _from: &str, _to: &str) {}
 }
 
 /// The note appended to stderr when output past the limit was dropped.

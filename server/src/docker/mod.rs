@@ -16,6 +16,7 @@ pub mod cli;
 mod compose;
 mod create;
 pub mod engine;
+pub mod events;
 mod exec;
 mod files;
 mod lookup;
@@ -24,6 +25,7 @@ pub mod provider;
 pub mod sessions;
 pub mod state;
 mod status;
+pub mod sweep;
 pub mod tarstream;
 
 pub use files::Download;

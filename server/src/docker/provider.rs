@@ -10,6 +10,7 @@ use super::agent::binary::{default_agent_dir, install as install_agent};
 use super::agent::AgentEngine;
 use super::cli::{CliError, CommandOutput, DockerCli};
 use super::engine::{DockerExecEngine, ExecEngine};
+use super::events::StateWatch;
 use crate::config::{DockerConfig, ExecEngineKind};
 use crate::error::{ProviderError, Result};
 use crate::spec::SandboxHandle;
@@ -35,6 +36,8 @@ pub struct DockerProvider {
     /// The host file every new sandbox bind-mounts as its agent.
     pub(super) agent_binary: Option<PathBuf>,
     pub(super) handles: Mutex<HashMap<String, SandboxHandle>>,
+    /// Owned containers' states, kept current by `docker events`.
+    pub(super) states: StateWatch,
     /// Ids this process closed, so their status reads `stopped` rather than unknown.
     closed: Mutex<HashSet<String>>,
     pty_sessions: Mutex<HashMap<String, Vec<Arc<dyn LiveSession>>>>,
@@ -72,6 +75,7 @@ impl DockerProvider {
             None => Arc::new(docker),
         };
         Ok(Self {
+            states: StateWatch::new(cli.clone()),
             cli,
             config,
             engine,

@@ -306,6 +306,19 @@ impl ExecEngine for AgentEngine {
         )
     }
 
+    fn renamed(&self, from: &str, to: &str) {
+        if let Ok(mut slots) = self.slots.lock() {
+            if let Some(slot) = slots.remove(from) {
+                slots.insert(to.to_string(), slot);
+            }
+        }
+        if let Ok(mut w) = self.without_agent.lock() {
+            if w.remove(from) {
+                w.insert(to.to_string());
+            }
+        }
+    }
+
     fn forget(&self, name: &str) {
         if let Ok(mut slots) = self.slots.lock() {
             slots.remove(name);
