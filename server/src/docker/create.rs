@@ -210,11 +210,11 @@ impl DockerProvider {
             let target = ExecTarget { name, shell: "sh" };
             let result = self.engine.exec(target, &script, &params, None).await;
             if shell.is_none() && result.error_type.is_none() {
-                let stderr = result.stderr_lossy();
+                let stderr = result.stderr_str();
                 shell =
                     Some(if stderr.contains(&format!("{SHELL_MARK}bash")) { "bash" } else { "sh" }.into());
             }
-            let stdout = result.stdout_lossy();
+            let stdout = result.stdout_str();
             let passed = result.return_code == 0
                 && probe.expected_stdout.as_deref().is_none_or(|want| stdout.contains(want));
             if passed {
@@ -224,7 +224,7 @@ impl DockerProvider {
                 }
             } else {
                 consecutive = 0;
-                let stderr = result.stderr_lossy();
+                let stderr = result.stderr_str();
                 let stderr =
                     stderr.lines().filter(|l| !l.contains(SHELL_MARK)).collect::<Vec<_>>().join("\n");
                 last_detail = format!("return_code={}, stderr={:?}", result.return_code, stderr.trim());

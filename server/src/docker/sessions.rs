@@ -17,7 +17,7 @@ use super::provider::{DockerProvider, LiveSession};
 use super::state::ContainerState;
 use crate::config::DockerConfig;
 use crate::error::{ProviderError, Result};
-use crate::pty::{self, PtySession, RunInContainer, TerminalMode};
+use crate::pty::{self, RunInContainer, TerminalMode, TerminalProcess};
 use crate::spec::{
     normalize_user, validate_abs_path, validate_env, ExecParams, ExecResult, PtySpec, SandboxHandle,
 };
@@ -60,24 +60,24 @@ impl RunInContainer for ContainerRunner {
     }
 }
 
-impl LiveSession for PtySession {
+impl LiveSession for TerminalProcess {
     fn closed(&self) -> bool {
-        PtySession::closed(self)
+        TerminalProcess::closed(self)
     }
 
     fn close(&self) -> Pin<Box<dyn Future<Output = std::result::Result<(), String>> + Send + '_>> {
-        Box::pin(async move { PtySession::close(self).await.map_err(|e| e.to_string()) })
+        Box::pin(async move { TerminalProcess::close(self).await.map_err(|e| e.to_string()) })
     }
 
     fn abandon(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(PtySession::abandon(self))
+        Box::pin(TerminalProcess::abandon(self))
     }
 }
 
 impl DockerProvider {
     /// Open a terminal in the sandbox: returns as soon as the client is spawned. The session's
     /// marker is the last `--env` flag, so no spec env can override it.
-    pub async fn create_pty(&self, handle: &SandboxHandle, spec: &PtySpec) -> Result<Arc<PtySession>> {
+    pub async fn create_pty(&self, handle: &SandboxHandle, spec: &PtySpec) -> Result<Arc<TerminalProcess>> {
         if spec.rows == 0 || spec.cols == 0 {
             return Err(ProviderError::invalid("rows/cols", "must be > 0"));
         }

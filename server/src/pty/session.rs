@@ -116,7 +116,7 @@ impl Kept {
 type Outcome = Option<Result<i32, PtyError>>;
 
 /// One live terminal. Shared through `Arc`: one task may read while another writes and resizes.
-pub struct PtySession {
+pub struct TerminalProcess {
     id: String,
     mode: TerminalMode,
     child: Arc<ChildProc>,
@@ -142,7 +142,7 @@ pub struct PtySession {
 
 /// Start `opts.argv` as a session: under a fresh host pty sized `rows` x `cols` (raw mode, the
 /// program session leader on it) in PTY mode, on pipes otherwise.
-pub async fn spawn(opts: SpawnOptions) -> Result<Arc<PtySession>, PtyError> {
+pub async fn spawn(opts: SpawnOptions) -> Result<Arc<TerminalProcess>, PtyError> {
     if opts.use_pty {
         check_size(opts.rows, opts.cols)?;
     }
@@ -242,7 +242,7 @@ pub async fn spawn(opts: SpawnOptions) -> Result<Arc<PtySession>, PtyError> {
             pid_files.push(g);
         }
     }
-    Ok(Arc::new(PtySession {
+    Ok(Arc::new(TerminalProcess {
         id,
         mode,
         child,
@@ -343,7 +343,7 @@ fn closed_error() -> PtyError {
     PtyError::Failed("the session is closed".into())
 }
 
-impl PtySession {
+impl TerminalProcess {
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -446,7 +446,7 @@ impl PtySession {
         let command = super::container::resize_command(pid, rows, cols);
         let result = container.run(command, self.user.clone(), CONTROL_TIMEOUT).await;
         if result.return_code != 0 {
-            tracing::debug!(stderr = %result.stderr_lossy(), "in-container resize failed");
+            tracing::debug!(stderr = %result.stderr_str(), "in-container resize failed");
         }
     }
 
@@ -495,7 +495,7 @@ impl PtySession {
                     .run(signal_command(pid, signal, self.mode), Some(ROOT_USER.into()), CONTROL_TIMEOUT)
                     .await;
                 if res.error_type.is_some() || res.return_code != 0 {
-                    let detail = res.stderr_lossy();
+                    let detail = res.stderr_str();
                     return Err(PtyError::Failed(format!(
                         "cannot deliver {sig_name}: {} (exit {})",
                         detail.trim(),
@@ -542,10 +542,10 @@ impl PtySession {
                     return Err(format!(
                         "reading the pid record failed ({}): {}",
                         kind.as_str(),
-                        res.stderr_lossy().trim()
+                        res.stderr_str().trim()
                     ));
                 }
-                check_recorded_pid(&res.stdout_lossy(), self.mode, &self.id)
+                check_recorded_pid(&res.stdout_str(), self.mode, &self.id)
             })
             .await
             .clone()
@@ -581,7 +581,7 @@ impl PtySession {
                         .run(cleanup_command(pid, &files), Some(ROOT_USER.into()), CONTROL_TIMEOUT)
                         .await;
                     if res.error_type.is_some() || res.return_code != 0 {
-                        tracing::debug!(session = %self.id, stderr = %res.stderr_lossy(), "session cleanup failed (best effort)");
+                        tracing::debug!(session = %self.id, stderr = %res.stderr_str(), "session cleanup failed (best effort)");
                     }
                 }
             }
@@ -629,7 +629,7 @@ impl PtySession {
     }
 }
 
-impl Drop for PtySession {
+impl Drop for TerminalProcess {
     fn drop(&mut self) {
         // A session dropped without close: stop the local client and the pumps. The process in
         // the container is left to the container's removal.
@@ -645,7 +645,7 @@ mod tests {
     #[test]
     fn session_is_send_sync() {
         fn check<T: Send + Sync>() {}
-        check::<PtySession>();
+        check::<TerminalProcess>();
         check::<SpawnOptions>();
     }
 }

@@ -24,7 +24,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
-pub use auth::BearerAuth;
+pub use auth::TokenGate;
 pub use server::{serve, ServeError, ServeOptions, TlsFiles};
 use status::invalid;
 
@@ -66,6 +66,27 @@ impl SandboxApi {
     async fn handle(&self, sandbox_id: &str) -> Result<SandboxHandle, Status> {
         let id = SandboxId::parse("sandbox_id", sandbox_id)?;
         Ok(self.backend().lookup(&id).await?)
+    }
+
+    /// An exec request as the backend takes it: the sandbox, the command, its parameters with
+    /// the timeout capped by the call's deadline, and whether that cap applied.
+    async fn exec_request(
+        &self,
+        request: Request<pb::ExecRequest>,
+    ) -> Result<(SandboxHandle, String, ExecParams, bool), Status> {
+        let deadline = deadline::grpc_timeout(request.metadata());
+        let req = request.into_inner();
+        let requested = req.timeout_s.map(|t| convert::seconds("timeout_s", t)).transpose()?;
+        let (timeout, capped) = deadline::cap(requested.or(self.backend().default_exec_timeout()), deadline);
+        let handle = self.handle(&req.sandbox_id).await?;
+        let params = ExecParams {
+            cwd: req.cwd,
+            env: convert::sorted(req.env),
+            timeout,
+            user: req.user,
+            stdin: req.stdin,
+        };
+        Ok((handle, req.command, params, capped))
     }
 
     /// Client-supplied host mounts and raw run flags need the operator's consent.
@@ -126,23 +147,12 @@ impl SandboxService for SandboxApi {
 
     #[tracing::instrument(name = "rpc", skip_all, fields(rpc = "Exec", sandbox_id = %request.get_ref().sandbox_id))]
     async fn exec(&self, request: Request<pb::ExecRequest>) -> Result<Response<pb::ExecResponse>, Status> {
-        let deadline = deadline::grpc_timeout(request.metadata());
-        let req = request.into_inner();
-        let requested = req.timeout_s.map(|t| convert::seconds("timeout_s", t)).transpose()?;
-        let (timeout, capped) = deadline::cap(requested.or(self.backend().default_exec_timeout()), deadline);
-        let handle = self.handle(&req.sandbox_id).await?;
-        let params = ExecParams {
-            cwd: req.cwd,
-            env: convert::sorted(req.env),
-            timeout,
-            user: req.user,
-            stdin: req.stdin,
-        };
-        let result = self.backend().exec(&handle, &req.command, &params).await?;
+        let (handle, command, params, capped) = self.exec_request(request).await?;
+        let result = self.backend().exec(&handle, &command, &params).await?;
         if capped && result.error_type == Some(ExecErrorType::Timeout) {
             return Err(Status::deadline_exceeded("the call's deadline passed before the command finished"));
         }
-        Ok(Response::new(convert::exec_response(result)))
+        Ok(Response::new(pb::ExecResponse::from(result)))
     }
 
     async fn upload(
