@@ -624,3 +624,228 @@ async fn remove_on_shutdown_runs_beside_the_drain_and_catches_creates_that_compl
     assert!(answer.is_err(), "a create completing during a removing shutdown is not handed out: {answer:?}");
     assert!(names(&label).is_empty(), "left behind: {:?}", names(&label));
 }
+
+// ----- pools and limits ---------------------------------------------------------------------
+
+fn upload_header(sandbox_id: &str, path: &str, size: Option<u64>) -> proto::UploadRequest {
+    proto::UploadRequest {
+        request: Some(proto::upload_request::Request::Header(proto::UploadHeader {
+            sandbox_id: sandbox_id.into(),
+            path: path.into(),
+            mode: None,
+            size,
+        })),
+    }
+}
+
+fn chunk(bytes: Vec<u8>) -> proto::UploadRequest {
+    proto::UploadRequest { request: Some(proto::upload_request::Request::Chunk(bytes)) }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stalled_transfers_never_freeze_control_calls_creates_or_other_transfers() {
+    let label = TestLabel::new();
+    let config = serde_json::json!({
+        "docker": {"exec": {"concurrency": 2, "transfer_concurrency": 2}},
+        "server": {"limits": {"transfer_idle_timeout_s": 3}},
+    });
+    let server = Server::start(&label, config, &[]);
+    let mut raw = server.raw().await;
+    let id = create_id(&mut raw, busybox()).await;
+    let big = raw
+        .exec(proto::ExecRequest {
+            sandbox_id: id.clone(),
+            command: "head -c 67108864 /dev/zero > /tmp/big".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(big.return_code, 0);
+
+    // Two uploads announce a size, then send nothing (their streams stay open).
+    let mut stalled = Vec::new();
+    for i in 0..2 {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        tx.send(upload_header(&id, &format!("/tmp/stalled{i}"), Some(10))).await.unwrap();
+        let mut client = raw.clone();
+        let call =
+            tokio::spawn(async move { client.upload(tokio_stream::wrappers::ReceiverStream::new(rx)).await });
+        stalled.push((tx, call));
+    }
+    // Four downloads nobody reads.
+    let mut unread = Vec::new();
+    for _ in 0..4 {
+        let stream = raw
+            .download(proto::DownloadRequest { sandbox_id: id.clone(), path: "/tmp/big".into() })
+            .await
+            .unwrap();
+        unread.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // Control calls, a create, an exec and a moving upload all still answer.
+    let status = raw.status(proto::StatusRequest { sandbox_id: id.clone() }).await.expect("status answers");
+    assert_eq!(status.into_inner().status, proto::SandboxStatus::Running as i32);
+    let other = create_id(&mut raw, busybox()).await;
+    let moving = raw
+        .upload(tokio_stream::iter(vec![upload_header(&other, "/tmp/ok", Some(2)), chunk(b"ok".to_vec())]))
+        .await
+        .expect("an upload with data flowing gets a transfer permit");
+    assert_eq!(moving.into_inner().bytes_written, 2);
+    raw.close(proto::CloseRequest { sandbox_id: other }).await.expect("close answers");
+
+    // The stalled uploads fail after the idle timeout instead of holding on forever.
+    for (tx, call) in stalled {
+        let answer =
+            tokio::time::timeout(Duration::from_secs(30), call).await.expect("a stalled upload never ended");
+        let err = answer.unwrap().unwrap_err();
+        assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+        drop(tx);
+    }
+    drop(unread);
+    raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn waiting_for_a_permit_counts_against_the_exec_timeout() {
+    let label = TestLabel::new();
+    let server = Server::start(&label, serde_json::json!({"docker": {"exec": {"concurrency": 1}}}), &[]);
+    let mut raw = server.raw().await;
+    let id = create_id(&mut raw, busybox()).await;
+    let mut busy = raw.clone();
+    let sandbox_id = id.clone();
+    let hog = tokio::spawn(async move {
+        busy.exec(proto::ExecRequest { sandbox_id, command: "sleep 8".into(), ..Default::default() }).await
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let waited = raw
+        .exec(proto::ExecRequest {
+            sandbox_id: id.clone(),
+            command: "echo ran".into(),
+            timeout_s: Some(1.0),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        waited.error_type, "timeout",
+        "a 1 s exec that waited for the only permit timed out: {waited:?}"
+    );
+    assert!(!hog.is_finished(), "the timeout came from the permit wait, not after the first exec");
+    assert_eq!(hog.await.unwrap().unwrap().into_inner().return_code, 0);
+    raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn client_limits_answer_resource_exhausted_or_deadline_exceeded() {
+    let label = TestLabel::new();
+    let config = serde_json::json!({"server": {"limits": {
+        "max_pty_sessions_per_sandbox": 1,
+        "max_upload_spool_bytes": 1000,
+        "first_message_timeout_s": 1,
+    }}});
+    let server = Server::start(&label, config, &[]);
+    let mut raw = server.raw().await;
+    let id = create_id(&mut raw, busybox()).await;
+
+    let open = |id: &str| proto::PtyRequest {
+        request: Some(proto::pty_request::Request::Open(proto::PtyOpen {
+            sandbox_id: id.into(),
+            command: Some("cat".into()),
+            pipe: true,
+            ..Default::default()
+        })),
+    };
+    let (first_tx, first_rx) = tokio::sync::mpsc::channel(4);
+    first_tx.send(open(&id)).await.unwrap();
+    let mut first =
+        raw.pty(tokio_stream::wrappers::ReceiverStream::new(first_rx)).await.unwrap().into_inner();
+    assert!(matches!(
+        first.message().await.unwrap().unwrap().response,
+        Some(proto::pty_response::Response::Opened(_))
+    ));
+    let err = raw.pty(tokio_stream::iter(vec![open(&id)])).await.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("max_pty_sessions_per_sandbox"), "{}", err.message());
+    // Ending the first session gives its slot back.
+    first_tx
+        .send(proto::PtyRequest { request: Some(proto::pty_request::Request::Close(proto::PtyClose {})) })
+        .await
+        .unwrap();
+    while let Ok(Some(_)) = first.message().await {}
+    let mut reopened = None;
+    for _ in 0..50 {
+        match raw.pty(tokio_stream::iter(vec![open(&id)])).await {
+            Ok(stream) => {
+                reopened = Some(stream);
+                break;
+            }
+            Err(e) if e.code() == Code::ResourceExhausted => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    assert!(reopened.is_some(), "the slot of a closed session was never given back");
+    drop(reopened);
+
+    // A sizeless upload past the spool limit.
+    let err = raw
+        .upload(tokio_stream::iter(vec![upload_header(&id, "/tmp/big", None), chunk(vec![7; 2000])]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("max_upload_spool_bytes"), "{}", err.message());
+
+    // Streams that never send their first message.
+    let (_silent_upload, rx) = tokio::sync::mpsc::channel::<proto::UploadRequest>(1);
+    let err = raw.upload(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    let (_silent_pty, rx) = tokio::sync::mpsc::channel::<proto::PtyRequest>(1);
+    let err = raw.pty(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelling_a_pty_whose_input_write_is_blocked_ends_its_program() {
+    let label = TestLabel::new();
+    let server = Server::start(&label, serde_json::json!({}), &[]);
+    let mut raw = server.raw().await;
+    let id = create_id(&mut raw, busybox()).await;
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tx.send(proto::PtyRequest {
+        request: Some(proto::pty_request::Request::Open(proto::PtyOpen {
+            sandbox_id: id.clone(),
+            command: Some("exec sleep 1234".into()),
+            pipe: true,
+            ..Default::default()
+        })),
+    })
+    .await
+    .unwrap();
+    let mut stream = raw.pty(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+    assert!(matches!(
+        stream.message().await.unwrap().unwrap().response,
+        Some(proto::pty_response::Response::Opened(_))
+    ));
+    // The program never reads: 8 MiB of input fills every pipe on the way, and the server's
+    // write blocks.
+    for _ in 0..8 {
+        tx.send(proto::PtyRequest { request: Some(proto::pty_request::Request::Input(vec![b'x'; 1 << 20])) })
+            .await
+            .unwrap();
+    }
+    let running = |id: &str| {
+        let out = common::docker(&["exec", id, "ps", "-o", "args"]);
+        String::from_utf8_lossy(&out.stdout).lines().any(|l| l.contains("sleep 1234"))
+    };
+    eventually(Duration::from_secs(20), "the session's program never started", || running(&id)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    drop(stream); // the caller cancels
+    drop(tx);
+    eventually(Duration::from_secs(30), "the cancelled session's program still runs", || !running(&id)).await;
+    raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+}

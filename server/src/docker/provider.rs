@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::cli::{CliError, CommandOutput, DockerCli};
+use super::cli::{CliError, CommandOutput, DockerCli, Pool};
 use crate::config::DockerConfig;
 use crate::error::{ProviderError, Result};
 use crate::spec::SandboxHandle;
@@ -41,9 +41,15 @@ impl DockerProvider {
     /// A provider running `binary` as docker (tests use a recording fake).
     pub fn with_binary(config: DockerConfig, binary: PathBuf) -> Result<Self> {
         config.validate()?;
-        let concurrency = usize::try_from(config.exec.concurrency).unwrap_or(1);
+        let size = |n: i64| usize::try_from(n).unwrap_or(1);
+        let cli = DockerCli::with_pools(
+            binary,
+            size(config.exec.concurrency),
+            size(config.exec.control_concurrency),
+            size(config.exec.transfer_concurrency),
+        );
         Ok(Self {
-            cli: DockerCli::new(binary, concurrency),
+            cli,
             config,
             handles: Mutex::new(HashMap::new()),
             closed: Mutex::new(HashSet::new()),
@@ -63,9 +69,10 @@ impl DockerProvider {
         self.config.exec.default_timeout_s.map(Duration::from_secs_f64)
     }
 
-    /// Run a short docker control command (inspect, rm, port, start).
+    /// Run a short docker control command (inspect, rm, port, start, rename, ps) in the control
+    /// pool, which execs and transfers never fill.
     pub(super) async fn control(&self, args: Vec<String>) -> Result<CommandOutput> {
-        self.cli.run(&args, self.control_timeout(), None).await.map_err(cli_error)
+        self.cli.in_pool(Pool::Control).run(&args, self.control_timeout(), None).await.map_err(cli_error)
     }
 
     pub(super) fn remember(&self, handle: &SandboxHandle) {
