@@ -663,12 +663,15 @@ async fn stalled_transfers_never_freeze_control_calls_creates_or_other_transfers
         .into_inner();
     assert_eq!(big.return_code, 0);
 
+    // The abusive client has a connection of its own (unread streams on a shared connection
+    // use up that connection's HTTP/2 window: a client-side matter).
+    let abuser = server.raw().await;
     // Two uploads announce a size, then send nothing (their streams stay open).
     let mut stalled = Vec::new();
     for i in 0..2 {
         let (tx, rx) = tokio::sync::mpsc::channel(1);
         tx.send(upload_header(&id, &format!("/tmp/stalled{i}"), Some(10))).await.unwrap();
-        let mut client = raw.clone();
+        let mut client = abuser.clone();
         let call =
             tokio::spawn(async move { client.upload(tokio_stream::wrappers::ReceiverStream::new(rx)).await });
         stalled.push((tx, call));
@@ -676,13 +679,15 @@ async fn stalled_transfers_never_freeze_control_calls_creates_or_other_transfers
     // Four downloads nobody reads.
     let mut unread = Vec::new();
     for _ in 0..4 {
-        let stream = raw
-            .download(proto::DownloadRequest { sandbox_id: id.clone(), path: "/tmp/big".into() })
-            .await
-            .unwrap();
-        unread.push(stream);
+        let mut client = abuser.clone();
+        let request = proto::DownloadRequest { sandbox_id: id.clone(), path: "/tmp/big".into() };
+        unread.push(tokio::spawn(async move {
+            let stream = client.download(request).await;
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            drop(stream);
+        }));
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
 
     // Control calls, a create, an exec and a moving upload all still answer.
     let status = raw.status(proto::StatusRequest { sandbox_id: id.clone() }).await.expect("status answers");
@@ -703,7 +708,9 @@ async fn stalled_transfers_never_freeze_control_calls_creates_or_other_transfers
         assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
         drop(tx);
     }
-    drop(unread);
+    for task in unread {
+        task.abort();
+    }
     raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
 }
 

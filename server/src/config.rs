@@ -57,6 +57,9 @@ pub struct DockerCreateConfig {
     /// How many times an ambiguous `docker run` (timeout, transport error) is retried.
     pub transport_retries: i64,
     pub transport_retry_delay_s: f64,
+    /// When `docker run` pulls the image: `missing` (Docker's and Compose's default), `never`
+    /// (shared deployments: only images already on the daemon), `always`.
+    pub pull_policy: String,
 }
 
 impl Default for DockerCreateConfig {
@@ -76,6 +79,7 @@ impl Default for DockerCreateConfig {
             publish_host: "127.0.0.1".into(),
             transport_retries: 2,
             transport_retry_delay_s: 1.0,
+            pull_policy: "missing".into(),
         }
     }
 }
@@ -102,6 +106,12 @@ impl DockerCreateConfig {
             ));
         }
         non_negative("create.transport_retry_delay_s", self.transport_retry_delay_s)?;
+        if !["missing", "never", "always"].contains(&self.pull_policy.as_str()) {
+            return Err(ConfigError::new(
+                "create.pull_policy",
+                format!("must be one of missing, never, always (got {:?})", self.pull_policy),
+            ));
+        }
         if self.keepalive_shell.is_empty() {
             return Err(ConfigError::new("create.keepalive_shell", "must be a non-empty path"));
         }
@@ -493,6 +503,7 @@ mod tests {
             (json!({"create": {"publish_host": "localhost"}}), "create.publish_host"),
             (json!({"create": {"transport_retries": -1}}), "create.transport_retries"),
             (json!({"create": {"transport_retry_delay_s": -0.5}}), "create.transport_retry_delay_s"),
+            (json!({"create": {"pull_policy": "sometimes"}}), "create.pull_policy"),
             (json!({"exec": {"default_timeout_s": -1}}), "exec.default_timeout_s"),
             (json!({"exec": {"concurrency": 0}}), "exec.concurrency"),
             (json!({"exec": {"control_concurrency": 0}}), "exec.control_concurrency"),

@@ -46,6 +46,20 @@ impl DockerProvider {
     }
 }
 
+/// A docker-looking failure is docker's own only when `inspect` agrees: the container is gone or
+/// not running, or the daemon cannot be asked. A command that prints docker's words and exits
+/// with docker's codes in a running container keeps its own result.
+async fn docker_failure_confirmed(cli: &DockerCli, config: &DockerConfig, name: &str) -> bool {
+    let timeout = config.exec.default_timeout_s.map(Duration::from_secs_f64);
+    match cli.in_pool(super::cli::Pool::Control).run(&argv::inspect_args(name), timeout, None).await {
+        Ok(out) if out.success() => {
+            let state = out.stdout_text();
+            !state.split('\t').nth(2).is_some_and(|s| super::state::ContainerState::parse(s).is_running())
+        }
+        _ => true,
+    }
+}
+
 /// One `docker exec` of `<shell> -c <command>`: timeout kills the client's process group and
 /// returns 125/`timeout`; a refusal by the daemon returns 125/`sandbox`.
 pub(crate) async fn docker_exec(
@@ -82,7 +96,9 @@ pub(crate) async fn docker_exec(
                 );
             }
             let err = out.stderr_text();
-            if out.code != 0 && classify::is_runtime_failure(&err) {
+            if classify::looks_like_docker_failure(out.code, &err)
+                && docker_failure_confirmed(cli, config, name).await
+            {
                 ExecResult {
                     stdout: out.stdout,
                     stderr: out.stderr,
