@@ -24,7 +24,8 @@ pub fn is_runtime_failure(stderr: &str) -> bool {
 /// line last on stderr. Only a hint: the caller confirms with `inspect`, since a command can
 /// print anything and exit with any code.
 pub fn looks_like_docker_failure(code: i32, stderr: &str) -> bool {
-    matches!(code, 1 | 125 | 126 | 127) && is_runtime_failure(&error_line(stderr))
+    let last = stderr.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or_default();
+    matches!(code, 1 | 125 | 126 | 127) && is_runtime_failure(last)
 }
 
 /// The named container does not exist.

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::cli::{CliError, CommandOutput, DockerCli, Pool};
+use super::events::StateWatch;
 use crate::config::DockerConfig;
 use crate::error::{ProviderError, Result};
 use crate::spec::SandboxHandle;
@@ -26,6 +27,8 @@ pub struct DockerProvider {
     pub(super) cli: DockerCli,
     pub(super) config: DockerConfig,
     pub(super) handles: Mutex<HashMap<String, SandboxHandle>>,
+    /// Owned containers' states, kept current by `docker events`.
+    pub(super) states: StateWatch,
     /// Ids this process closed, so their status reads `stopped` rather than unknown.
     closed: Mutex<HashSet<String>>,
     pty_sessions: Mutex<HashMap<String, Vec<Arc<dyn LiveSession>>>>,
@@ -49,6 +52,7 @@ impl DockerProvider {
             size(config.exec.transfer_concurrency),
         );
         Ok(Self {
+            states: StateWatch::new(cli.in_pool(Pool::Control)),
             cli,
             config,
             handles: Mutex::new(HashMap::new()),
