@@ -186,6 +186,9 @@ async fn a_command_that_prints_docker_errors_keeps_its_own_exit() {
         assert_eq!((r.return_code, r.error_type), (code, None), "{r:?}");
         assert!(r.stderr_lossy().contains("Error response from daemon"));
     }
+    // Killed by a signal in a running container: its own exit too (inspect says running).
+    let r = p.exec(&h, "kill -9 $$", &params()).await.unwrap();
+    assert_eq!((r.return_code, r.error_type), (137, None), "{r:?}");
     p.close(&h.id()).await.unwrap();
 }
 

@@ -23,9 +23,12 @@ pub fn is_runtime_failure(stderr: &str) -> bool {
 /// one of the codes the client uses for its own failures (1, 125, 126, 127) and docker's error
 /// line last on stderr. Only a hint: the caller confirms with `inspect`, since a command can
 /// print anything and exit with any code.
+///
+/// A command killed by a signal (code > 128) is a suspect too: the container may have stopped
+/// (or its daemon gone) under it.
 pub fn looks_like_docker_failure(code: i32, stderr: &str) -> bool {
     let last = stderr.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or_default();
-    matches!(code, 1 | 125 | 126 | 127) && is_runtime_failure(last)
+    (matches!(code, 1 | 125 | 126 | 127) && is_runtime_failure(last)) || code > 128
 }
 
 /// The named container does not exist.
@@ -97,6 +100,7 @@ mod tests {
             "exit 3 is the command's"
         );
         assert!(!looks_like_docker_failure(1, "Error response from daemon: x\nthe command's last words\n"));
+        assert!(looks_like_docker_failure(137, ""), "killed under a stopping container: ask inspect");
         assert_eq!(error_line("docker: Error response from daemon: No such image: x\n\nRun 'docker run --help' for more information\n"), "docker: Error response from daemon: No such image: x");
     }
 }
