@@ -76,7 +76,19 @@ async fn missing_image_fails_create_and_leaves_nothing() {
     let err = p.create(&spec("sandboxd-test/does-not-exist:1")).await.unwrap_err();
     assert!(matches!(err, ProviderError::Create(_)), "{err:?}");
     assert!(err.to_string().contains("does-not-exist"), "{err}");
+    assert!(err.to_string().contains("pull_policy") && !err.to_string().contains("--help"), "{err}");
     assert!(label.containers().is_empty());
+    // `never`: only images already on the daemon; the error says so and what to do.
+    let never = provider_with(&label, |c| c.create.pull_policy = "never".into());
+    let err = never.create(&spec("sandboxd-test/does-not-exist:1")).await.unwrap_err().to_string();
+    assert!(
+        err.contains("\"sandboxd-test/does-not-exist:1\"")
+            && err.contains("\"never\"")
+            && err.contains("docker load"),
+        "{err}"
+    );
+    never.create(&spec(images::BUSYBOX)).await.expect("a present image starts under never");
+    label.remove_all();
 }
 
 #[tokio::test]
@@ -161,6 +173,25 @@ async fn exec_timeout_and_user() {
     assert_eq!(r.stdout_str().trim(), "0");
     let err = p.exec(&h, "true", &ExecParams { user: Some("-x".into()), ..params() }).await.unwrap_err();
     assert!(err.to_string().contains("user"));
+    p.close(&h.id()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_command_that_prints_docker_errors_keeps_its_own_exit() {
+    // Classification is by docker's own failure (its codes, its error line, confirmed by
+    // inspect), never by what the command prints.
+    let label = TestLabel::new();
+    let p = provider(&label);
+    let h = p.create(&spec(images::BUSYBOX)).await.unwrap();
+    for code in [3, 1, 125] {
+        let cmd = format!("echo 'Error response from daemon: Container x is not running' >&2; exit {code}");
+        let r = p.exec(&h, &cmd, &params()).await.unwrap();
+        assert_eq!((r.return_code, r.error_type), (code, None), "{r:?}");
+        assert!(r.stderr_str().contains("Error response from daemon"));
+    }
+    // Killed by a signal in a running container: its own exit too (inspect says running).
+    let r = p.exec(&h, "kill -9 $$", &params()).await.unwrap();
+    assert_eq!((r.return_code, r.error_type), (137, None), "{r:?}");
     p.close(&h.id()).await.unwrap();
 }
 

@@ -11,7 +11,7 @@ use tracing::Instrument;
 
 use super::argv::{self, ExecOptions};
 use super::classify;
-use super::cli::DockerCli;
+use super::cli::{DockerCli, Pool};
 use super::exec::docker_exec;
 use super::provider::{DockerProvider, LiveSession};
 use super::state::ContainerState;
@@ -112,7 +112,8 @@ impl DockerProvider {
         };
         let args = argv::exec_args(&self.config().exec, &handle.sandbox_id, &opts, &program);
         let runner = ContainerRunner {
-            cli: self.cli().clone(),
+            // Pid reads, signals and cleanup are control commands: never behind execs.
+            cli: self.cli().in_pool(Pool::Control),
             config: Arc::new(self.config().clone()),
             name: handle.sandbox_id.clone(),
             shell: handle.shell.clone(),

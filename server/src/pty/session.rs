@@ -137,8 +137,13 @@ pub struct TerminalProcess {
     container: Option<Arc<dyn RunInContainer>>,
     user: Option<String>,
     pid_files: Vec<String>,
-    recorded_pid: OnceCell<Result<u32, String>>,
+    /// Only a successful read is kept: a read that failed (a timeout under load) is retried.
+    recorded_pid: OnceCell<u32>,
 }
+
+/// How many times `close` reads the pid record before leaving the session's processes to the
+/// container's removal (a read right after open can fail under load).
+const PID_READ_ATTEMPTS_AT_CLOSE: u32 = 3;
 
 /// Start `opts.argv` as a session: under a fresh host pty sized `rows` x `cols` (raw mode, the
 /// program session leader on it) in PTY mode, on pipes otherwise.
@@ -528,10 +533,11 @@ impl TerminalProcess {
         }
     }
 
-    /// The pid the launcher recorded, read once as the session's user and checked.
+    /// The pid the launcher recorded, read as the session's user and checked; read again until
+    /// a read succeeds.
     async fn recorded_pid(&self) -> Result<u32, String> {
         self.recorded_pid
-            .get_or_init(|| async {
+            .get_or_try_init(|| async {
                 let container = self.container.as_ref().ok_or("the session has no container")?;
                 let first = self.pid_files.first().ok_or("the session has no pid record")?;
                 let fallback = self.pid_files.get(1).unwrap_or(first);
@@ -548,7 +554,7 @@ impl TerminalProcess {
                 check_recorded_pid(&res.stdout_str(), self.mode, &self.id)
             })
             .await
-            .clone()
+            .copied()
     }
 
     /// Idempotent: end the session's processes, stop the client, drop the pid records. In a
@@ -564,17 +570,21 @@ impl TerminalProcess {
         let running = self.returncode().is_none();
         match &self.container {
             Some(container) => {
-                let pid = if running {
-                    match self.recorded_pid().await {
-                        Ok(pid) => Some(pid),
-                        Err(e) => {
-                            tracing::warn!(session = %self.id, error = %e, "session pid not trusted; left to the container's removal");
-                            None
+                let mut pid = None;
+                if running {
+                    for attempt in 1..=PID_READ_ATTEMPTS_AT_CLOSE {
+                        match self.recorded_pid().await {
+                            Ok(found) => {
+                                pid = Some(found);
+                                break;
+                            }
+                            Err(e) if attempt == PID_READ_ATTEMPTS_AT_CLOSE => {
+                                tracing::warn!(session = %self.id, error = %e, "session pid not trusted; left to the container's removal");
+                            }
+                            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
                         }
                     }
-                } else {
-                    None
-                };
+                }
                 if pid.is_some() || !self.pid_files.is_empty() {
                     let files: Vec<&str> = self.pid_files.iter().map(String::as_str).collect();
                     let res = container

@@ -8,12 +8,14 @@ mod convert;
 mod deadline;
 mod exec_stream;
 mod inventory;
+mod limits;
 mod pty;
 mod server;
 mod status;
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
@@ -43,6 +45,7 @@ pub struct SandboxApi {
     lifecycle: Arc<Lifecycle>,
     policy: ServerSection,
     shutdown: tokio::sync::watch::Receiver<bool>,
+    pty_slots: Arc<limits::PtySlots>,
 }
 
 impl SandboxApi {
@@ -51,7 +54,8 @@ impl SandboxApi {
         policy: ServerSection,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
-        Self { lifecycle, policy, shutdown }
+        let pty_slots = limits::PtySlots::new(&policy.limits);
+        Self { lifecycle, policy, shutdown, pty_slots }
     }
 
     pub fn lifecycle(&self) -> &Arc<Lifecycle> {
@@ -87,6 +91,14 @@ impl SandboxApi {
             stdin: req.stdin,
         };
         Ok((handle, req.command, params, capped))
+    }
+
+    fn first_message_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.policy.limits.first_message_timeout_s)
+    }
+
+    fn transfer_idle_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.policy.limits.transfer_idle_timeout_s)
     }
 
     /// Client-supplied host mounts and raw run flags need the operator's consent.
@@ -160,19 +172,39 @@ impl SandboxService for SandboxApi {
         request: Request<Streaming<pb::UploadRequest>>,
     ) -> Result<Response<pb::UploadResponse>, Status> {
         let mut stream = request.into_inner();
-        let header = match stream.message().await?.and_then(|m| m.request) {
+        let first =
+            tokio::time::timeout(self.first_message_timeout(), stream.message()).await.map_err(|_| {
+                Status::deadline_exceeded(format!(
+                    "no UploadHeader within {:?} (server.limits.first_message_timeout_s)",
+                    self.first_message_timeout()
+                ))
+            })?;
+        let header = match first?.and_then(|m| m.request) {
             Some(pb::upload_request::Request::Header(h)) => h,
             _ => return Err(invalid("header", "the first UploadRequest must carry an UploadHeader")),
         };
         let span = span("Upload", &header.sandbox_id);
         async move {
             let handle = self.handle(&header.sandbox_id).await?;
+            // A client that stops sending fails the upload after the idle timeout (the transfer
+            // permit is given back) instead of holding it forever.
+            let idle = self.transfer_idle_timeout();
+            let stream = Box::pin(tokio_stream::StreamExt::timeout(stream, idle)).map(move |m| {
+                m.unwrap_or_else(|_| {
+                    Err(Status::deadline_exceeded(format!(
+                        "no upload data for {idle:?} (server.limits.transfer_idle_timeout_s)"
+                    )))
+                })
+            });
             let chunks = stream.map(|m| match m.map(|m| m.request) {
                 Ok(Some(pb::upload_request::Request::Chunk(bytes))) => Ok(Bytes::from(bytes)),
                 Ok(_) => Err(std::io::Error::new(
                     std::io::ErrorKind::InvalidData,
                     "only chunks may follow the UploadHeader",
                 )),
+                Err(status) if status.code() == tonic::Code::DeadlineExceeded => {
+                    Err(std::io::Error::new(std::io::ErrorKind::TimedOut, status.message().to_string()))
+                }
                 Err(status) => Err(std::io::Error::other(status.message().to_string())),
             });
             let mut reader = tokio_util::io::StreamReader::new(chunks);
@@ -183,9 +215,14 @@ impl SandboxService for SandboxApi {
                 }
                 None => {
                     // No size: spool to an anonymous temp file (bounded memory), then stream it.
+                    let limit = self.policy.limits.max_upload_spool_bytes;
                     let spooled = async {
                         let mut file = tokio::fs::File::from_std(tempfile::tempfile()?);
-                        let size = tokio::io::copy(&mut reader, &mut file).await?;
+                        let mut bounded = tokio::io::AsyncReadExt::take(&mut reader, limit.saturating_add(1));
+                        let size = tokio::io::copy(&mut bounded, &mut file).await?;
+                        if size > limit {
+                            return Err(std::io::Error::new(std::io::ErrorKind::FileTooLarge, ""));
+                        }
                         file.flush().await?;
                         file.rewind().await?;
                         Ok::<_, std::io::Error>((file, size))
@@ -198,6 +235,15 @@ impl SandboxService for SandboxApi {
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
                             return Err(invalid("chunk", e));
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+                            return Err(Status::resource_exhausted(format!(
+                                "an upload without size may hold at most {limit} bytes \
+                                 (server.limits.max_upload_spool_bytes); send UploadHeader.size to stream it"
+                            )));
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                            return Err(Status::deadline_exceeded(e.to_string()));
                         }
                         Err(e) => Err(ProviderError::Io(e)),
                     }
@@ -224,6 +270,7 @@ impl SandboxService for SandboxApi {
         .instrument(span.clone())
         .await?;
         let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let idle = self.transfer_idle_timeout();
         tokio::spawn(
             async move {
                 loop {
@@ -233,8 +280,15 @@ impl SandboxService for SandboxApi {
                         Err(e) => Err(Status::from(e)),
                     };
                     let failed = item.is_err();
-                    if tx.send(item).await.is_err() || failed {
-                        break; // the caller went away (the transfer is stopped on drop)
+                    match tokio::time::timeout(idle, tx.send(item)).await {
+                        Ok(Ok(())) if !failed => {}
+                        Ok(_) => break, // the caller went away (the transfer is stopped on drop)
+                        Err(_) => {
+                            // The caller stopped reading: give the transfer permit back.
+                            tracing::warn!(?idle, "download abandoned: the caller read nothing (server.limits.transfer_idle_timeout_s)");
+                            let _ = tx.try_send(Err(Status::deadline_exceeded("the download's reader stalled")));
+                            break;
+                        }
                     }
                 }
             }
