@@ -31,6 +31,7 @@ impl DockerProvider {
             shell: self.config.exec.exec_shell.clone().unwrap_or_else(|| "sh".into()),
             ports: spec.ports.clone(),
             workdir: spec.workdir.clone(),
+            metadata: spec.metadata.clone(),
         };
         match self.verify_and_detect_shell(&name, spec.ready_timeout_s).await {
             Ok(shell) => handle.shell = shell,

@@ -10,11 +10,14 @@ pub mod classify;
 pub mod cli;
 mod create;
 mod files;
+mod inventory;
+pub mod labels;
 pub mod mask;
 pub mod provider;
 pub mod sessions;
 pub mod tarstream;
 
 pub use files::Download;
+pub use inventory::{ListPage, ListQuery, PageKey, SandboxSummary};
 pub use provider::{DockerProvider, ExecParams, SandboxDescriptor, SandboxHandle};
 pub use sessions::PtySpec;

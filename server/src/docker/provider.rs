@@ -30,6 +30,8 @@ pub struct SandboxHandle {
     /// Ports declared at create (the endpoint check).
     pub ports: Vec<u16>,
     pub workdir: Option<String>,
+    /// `spec.metadata`, as stored on the container's labels.
+    pub metadata: BTreeMap<String, String>,
 }
 
 /// What the provider needs of a live terminal session to release it with its sandbox.
@@ -67,6 +69,7 @@ pub(super) struct Inspected {
     pub(super) state: String,
     pub(super) workdir: Option<String>,
     pub(super) ports: Vec<u16>,
+    pub(super) metadata: BTreeMap<String, String>,
 }
 
 /// The sandbox provider backed by the local docker CLI.
@@ -192,6 +195,7 @@ impl DockerProvider {
             shell,
             ports: found.ports,
             workdir: found.workdir,
+            metadata: found.metadata,
         };
         if running {
             self.remember(&handle);
@@ -225,6 +229,7 @@ impl DockerProvider {
             shell,
             ports: descriptor.ports.clone().unwrap_or(found.ports),
             workdir: descriptor.workdir.clone().or(found.workdir),
+            metadata: found.metadata,
         };
         self.remember(&handle);
         Ok(handle)
@@ -359,6 +364,7 @@ impl DockerProvider {
                     shell: "sh".into(),
                     ports: found.ports,
                     workdir: found.workdir,
+                    metadata: found.metadata,
                 },
             },
         };
@@ -486,7 +492,8 @@ fn parse_inspect(text: &str) -> Result<Inspected> {
         .get(argv::PORTS_LABEL)
         .map(|p| p.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_default();
-    Ok(Inspected { owned, image, state, workdir, ports })
+    let metadata = super::labels::metadata_from_labels(&labels);
+    Ok(Inspected { owned, image, state, workdir, ports, metadata })
 }
 
 pub(super) fn cli_error(e: CliError) -> ProviderError {
