@@ -15,13 +15,17 @@
 pub use sandboxd_proto::v1 as proto;
 
 mod client;
+mod descriptor;
 mod error;
+mod inventory;
 mod marker;
 mod pty;
 mod sandbox;
 
 pub use client::{BearerAuth, Client, RawClient};
+pub use descriptor::IntoSandboxRef;
 pub use error::{ClientError, Result};
+pub use inventory::{ListOptions, ListPage, SandboxInfo};
 pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession, SIGNALS};
 pub use sandbox::{
     spec, Endpoint, ExecOptions, ExecResult, Sandbox, SandboxStatus, DEFAULT_EXEC_TIMEOUT_S,
