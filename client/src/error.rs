@@ -7,7 +7,7 @@ use std::fmt;
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The connection to the server could not be made (bad URL, refused, TLS, ...).
-    #[error("transport error: {}", causes(.0))]
+    #[error("{}", causes(.0))]
     Transport(#[from] tonic::transport::Error),
     /// The server answered with a gRPC status.
     #[error("server error ({code:?}): {message}")]
