@@ -7,6 +7,7 @@
 pub mod config;
 pub mod docker;
 pub mod error;
+pub mod metrics;
 pub mod pty;
 pub mod service;
 pub mod spec;

@@ -120,14 +120,17 @@ impl SandboxService for SandboxApi {
         async move {
             self.check_policy(&spec)?;
             let spec = convert::spec_from_proto(spec)?;
+            let in_progress = crate::metrics::GaugeGuard::hold(&crate::metrics::global().creates_in_progress);
             let handle = self.provider.create(&spec).await.map_err(to_status)?;
             tracing::Span::current().record("sandbox_id", handle.sandbox_id.as_str());
             if let Err(e) = self.seed_files(&handle, &spec.files).await {
                 let _ = self.provider.close(&handle).await;
                 return Err(to_status(e));
             }
+            drop(in_progress);
             if let Ok(mut created) = self.created.lock() {
                 created.insert(handle.sandbox_id.clone());
+                crate::metrics::global().sandboxes_live.set(created.len() as i64);
             }
             Ok(Response::new(pb::CreateResponse { sandbox: Some(convert::sandbox_ref(&handle)) }))
         }
@@ -172,6 +175,7 @@ impl SandboxService for SandboxApi {
                 stdin: req.stdin,
             };
             let result = self.provider.exec(&handle, &req.command, &params).await.map_err(to_status)?;
+            crate::metrics::global().exec_result(result.error_type.map(|e| e.as_str()).unwrap_or(""));
             if capped && result.error_type == Some(ExecErrorType::Timeout) {
                 return Err(Status::deadline_exceeded(
                     "the call's deadline passed before the command finished",
@@ -231,6 +235,7 @@ impl SandboxService for SandboxApi {
                 }
             }
             .map_err(to_status)?;
+            crate::metrics::global().transferred("upload", written);
             Ok(Response::new(pb::UploadResponse { bytes_written: written }))
         }
         .instrument(span)
@@ -256,7 +261,10 @@ impl SandboxService for SandboxApi {
             async move {
                 loop {
                     let item = match download.next_chunk().await {
-                        Ok(Some(chunk)) => Ok(pb::DownloadResponse { chunk }),
+                        Ok(Some(chunk)) => {
+                            crate::metrics::global().transferred("download", chunk.len() as u64);
+                            Ok(pb::DownloadResponse { chunk })
+                        }
                         Ok(None) => break,
                         Err(e) => Err(to_status(e)),
                     };
@@ -311,6 +319,7 @@ impl SandboxService for SandboxApi {
             self.provider.close_id(&req.sandbox_id).await.map_err(to_status)?;
             if let Ok(mut created) = self.created.lock() {
                 created.remove(&req.sandbox_id);
+                crate::metrics::global().sandboxes_live.set(created.len() as i64);
             }
             Ok(Response::new(pb::CloseResponse {}))
         }

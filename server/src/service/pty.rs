@@ -71,7 +71,15 @@ pub(super) async fn serve_pty(
         pb::PtyOpened { session_id: session.id().to_string(), mode: session.mode().as_str().to_string() };
     let _ = tx.send(out(Out::Opened(opened))).await;
 
-    tokio::spawn(pump_output(session.clone(), tx.clone()).instrument(span.clone()));
+    let live = crate::metrics::GaugeGuard::hold(&crate::metrics::global().pty_sessions);
+    let pump = pump_output(session.clone(), tx.clone());
+    tokio::spawn(
+        async move {
+            pump.await;
+            drop(live);
+        }
+        .instrument(span.clone()),
+    );
     tokio::spawn(pump_input(session, requests, tx, api.shutdown.clone()).instrument(span));
     Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
 }
