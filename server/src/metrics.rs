@@ -241,7 +241,7 @@ impl Call {
             .get_or_create(&MethodLabels { service: self.service.clone(), method: self.method.clone() })
             .observe(self.start.elapsed().as_secs_f64());
         if code != tonic::Code::Ok {
-            tracing::warn!(rpc = %self.method, code = name, message, "rpc failed");
+            tracing::warn!(service = %self.service, rpc = %self.method, code = name, error = %message, "rpc failed");
         }
     }
 }
