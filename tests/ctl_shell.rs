@@ -65,7 +65,7 @@ async fn shell_in_a_real_terminal() {
     // The remote exit status is sandboxctl's; the local terminal is cooked again.
     tmux.line("exit 3");
     tmux.wait_for("the local prompt", |s| {
-        s.lines().filter(|l| !l.trim().is_empty()).last().is_some_and(|l| l.starts_with("local$"))
+        s.lines().rfind(|l| !l.trim().is_empty()).is_some_and(|l| l.starts_with("local$"))
     });
     tmux.clear();
     tmux.line("echo local-rc=$?");

@@ -4,9 +4,12 @@
 //! implements the provider (`DockerProvider`); `pty` runs interactive sessions; `service` maps the
 //! provider onto `sandbox.v1.SandboxService`.
 
+pub mod backend;
 pub mod config;
 pub mod docker;
 pub mod error;
+pub mod inventory;
+pub mod lifecycle;
 pub mod metrics;
 pub mod pty;
 pub mod service;

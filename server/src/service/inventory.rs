@@ -4,9 +4,9 @@ use sandboxd_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use super::status::{invalid, to_status};
+use super::status::invalid;
 use super::{convert, SandboxApi};
-use crate::docker::{ListQuery, PageKey, SandboxSummary};
+use crate::inventory::{ListQuery, PageKey, SandboxSummary};
 use crate::spec::SandboxStatus;
 
 /// `page_size` when the request leaves it at 0.
@@ -21,7 +21,7 @@ pub(super) async fn list(
     let req = request.into_inner();
     async move {
         let query = query(req)?;
-        let page = api.provider().list(&query).await.map_err(to_status)?;
+        let page = api.backend().list(&query).await?;
         Ok(Response::new(pb::ListResponse {
             sandboxes: page.sandboxes.into_iter().map(info).collect(),
             next_page_token: page.next.map(|k| k.to_token()).unwrap_or_default(),
@@ -40,7 +40,7 @@ fn query(req: pb::ListRequest) -> Result<ListQuery, Status> {
     let statuses = req.statuses.iter().map(|&s| status_from_proto(s)).collect::<Result<Vec<_>, _>>()?;
     let after = match req.page_token.as_str() {
         "" => None,
-        token => Some(PageKey::from_token(token).map_err(to_status)?),
+        token => Some(PageKey::from_token(token)?),
     };
     Ok(ListQuery { labels: convert::sorted(req.labels), statuses, page_size: page_size as usize, after })
 }
@@ -49,12 +49,15 @@ fn status_from_proto(value: i32) -> Result<SandboxStatus, Status> {
     match pb::SandboxStatus::try_from(value) {
         Ok(pb::SandboxStatus::Starting) => Ok(SandboxStatus::Starting),
         Ok(pb::SandboxStatus::Running) => Ok(SandboxStatus::Running),
+        Ok(pb::SandboxStatus::Paused) => Ok(SandboxStatus::Paused),
         Ok(pb::SandboxStatus::Stopped) => Ok(SandboxStatus::Stopped),
         Ok(pb::SandboxStatus::Error) => Ok(SandboxStatus::Error),
         Ok(pb::SandboxStatus::Unknown) => Ok(SandboxStatus::Unknown),
         _ => Err(invalid(
             "statuses",
-            format!("{value} is not a state to filter by (STARTING, RUNNING, STOPPED, ERROR, UNKNOWN)"),
+            format!(
+                "{value} is not a state to filter by (STARTING, RUNNING, PAUSED, STOPPED, ERROR, UNKNOWN)"
+            ),
         )),
     }
 }

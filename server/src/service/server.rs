@@ -12,6 +12,7 @@ use tonic::transport::Server;
 use super::{BearerAuth, SandboxApi};
 use crate::config::FileConfig;
 use crate::docker::DockerProvider;
+use crate::lifecycle::Lifecycle;
 
 /// Largest message accepted (exec stdin and file content travel in messages).
 const MAX_MESSAGE: usize = 64 << 20;
@@ -56,9 +57,10 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     if let Some(addr) = options.metrics_listen {
         crate::metrics::check_listen(addr, options.insecure).map_err(ServeError::MetricsListen)?;
     }
-    let provider = Arc::new(DockerProvider::new(options.config.docker.clone())?);
+    let backend = Arc::new(DockerProvider::new(options.config.docker.clone())?);
+    let lifecycle = Arc::new(Lifecycle::new(backend));
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let api = SandboxApi::new(provider, options.config.server.clone(), shutdown_rx);
+    let api = SandboxApi::new(lifecycle.clone(), options.config.server.clone(), shutdown_rx);
 
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
@@ -143,7 +145,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         result = server => result?,
         () = drain => tracing::warn!("drain timeout passed; cancelling the calls still running"),
     }
-    api.shutdown(options.remove_on_shutdown).await;
+    lifecycle.shutdown(options.remove_on_shutdown).await;
     tracing::info!("sandboxd stopped");
     Ok(())
 }
