@@ -26,7 +26,7 @@ const PROGRESS_FROM: u64 = 1 << 20;
 pub async fn run(client: &Client, args: CpArgs) -> Result<i32, CtlError> {
     match (parse::location(&args.src), parse::location(&args.dst)) {
         (from @ (Location::Local(_) | Location::Std), Location::Remote { sandbox_id, path }) => {
-            let written = upload(client, from, &sandbox_id, &path).await?;
+            let (written, path) = upload(client, from, &sandbox_id, &path).await?;
             eprintln!("{written} bytes copied to {sandbox_id}:{path}");
             Ok(0)
         }
@@ -54,7 +54,13 @@ fn progress(len: Option<u64>) -> ProgressBar {
     }
 }
 
-async fn upload(client: &Client, from: Location, sandbox_id: &str, path: &str) -> Result<u64, CtlError> {
+/// Returns the bytes written and the path they went to.
+async fn upload(
+    client: &Client,
+    from: Location,
+    sandbox_id: &str,
+    path: &str,
+) -> Result<(u64, String), CtlError> {
     let (reader, size, mode, name): (Box<dyn AsyncRead + Unpin + Send>, Option<u64>, Option<u32>, _) =
         match from {
             Location::Local(local) => {
@@ -80,7 +86,7 @@ async fn upload(client: &Client, from: Location, sandbox_id: &str, path: &str) -
     let header = proto::UploadRequest {
         request: Some(proto::upload_request::Request::Header(proto::UploadHeader {
             sandbox_id: sandbox_id.to_string(),
-            path,
+            path: path.clone(),
             mode,
             size,
         })),
@@ -109,7 +115,7 @@ async fn upload(client: &Client, from: Location, sandbox_id: &str, path: &str) -
     if let Ok(Err(e)) = reading.await {
         return Err(CtlError::local(format!("reading the source: {e}")));
     }
-    Ok(result?.into_inner().bytes_written)
+    Ok((result?.into_inner().bytes_written, path))
 }
 
 async fn download(client: &Client, sandbox_id: &str, path: &str, to: Location) -> Result<(), CtlError> {
