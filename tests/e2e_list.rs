@@ -34,6 +34,9 @@ async fn list_filters_by_label_and_status_pages_and_sees_only_owned_sandboxes() 
     assert_eq!(a.metadata(), &labels(&[("run", &run), ("role", "a")]));
     let again = Sandbox::connect(&client, a.id()).await.expect("connect by bare id");
     assert_eq!(again.metadata(), a.metadata());
+    // A missing local file names its path.
+    let err = a.upload("/nonexistent/sandboxd-upload", "/tmp/x").await.expect_err("no such file");
+    assert!(err.to_string().contains("/nonexistent/sandboxd-upload"), "{err}");
 
     // A container with the ownership label but not this service's name shape is never listed.
     let foreign = format!("foreign-{}", uuid::Uuid::new_v4().simple());
