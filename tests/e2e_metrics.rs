@@ -99,7 +99,7 @@ async fn scrape_counts_a_known_sequence_of_calls() {
         .exec_with("sleep 30", ExecOptions { timeout_s: Some(1.0), ..Default::default() })
         .await
         .unwrap();
-    assert_eq!(timed_out.error_type.as_deref(), Some("timeout"));
+    assert_eq!(timed_out.error_type, Some(sandboxd_client::ExecErrorType::Timeout));
     // 1 status of an unknown sandbox.
     let missing = proto::StatusRequest { sandbox_id: "sandboxd-00000000000000000000000000000000".into() };
     assert_eq!(raw.status(missing).await.unwrap_err().code(), tonic::Code::NotFound);

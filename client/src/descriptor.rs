@@ -5,7 +5,7 @@ use crate::proto;
 use crate::sandbox::parse_descriptor;
 
 /// A sandbox descriptor: the JSON value [`crate::Sandbox::serialize`] made, that JSON as text, a
-/// bare sandbox id, or a [`proto::SandboxRef`].
+/// bare sandbox id, a `SandboxDescriptor`, or a [`proto::SandboxRef`].
 pub trait IntoSandboxRef {
     /// The descriptor as the wire type, checked.
     fn into_sandbox_ref(self) -> Result<proto::SandboxRef>;
@@ -47,6 +47,12 @@ impl IntoSandboxRef for &String {
 impl IntoSandboxRef for String {
     fn into_sandbox_ref(self) -> Result<proto::SandboxRef> {
         self.as_str().into_sandbox_ref()
+    }
+}
+
+impl IntoSandboxRef for &sandboxd_proto::contract::SandboxDescriptor {
+    fn into_sandbox_ref(self) -> Result<proto::SandboxRef> {
+        parse_descriptor(&self.to_json_value())
     }
 }
 

@@ -18,7 +18,6 @@ mod client;
 mod descriptor;
 mod error;
 mod inventory;
-mod marker;
 mod pty;
 mod sandbox;
 
@@ -26,8 +25,9 @@ pub use client::{BearerAuth, Client, RawClient};
 pub use descriptor::IntoSandboxRef;
 pub use error::{ClientError, Result};
 pub use inventory::{ListOptions, ListPage, SandboxInfo};
-pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession, SIGNALS};
+pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession};
 pub use sandbox::{
     spec, Endpoint, ExecOptions, ExecResult, Sandbox, SandboxStatus, DEFAULT_EXEC_TIMEOUT_S,
     UPLOAD_CHUNK_BYTES,
 };
+pub use sandboxd_proto::contract::{ExecErrorType, SandboxDescriptor, Signal, TerminalMode};

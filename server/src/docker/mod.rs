@@ -13,6 +13,7 @@ pub mod classify;
 pub mod cli;
 mod compose;
 mod create;
+pub mod events;
 mod exec;
 mod files;
 mod inventory;
