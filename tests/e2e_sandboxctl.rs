@@ -110,3 +110,29 @@ fn failures_are_one_line_with_the_grpc_code_and_exit_1() {
     );
     assert!(label.containers().is_empty());
 }
+
+#[test]
+fn the_token_comes_from_token_file_or_its_environment_variable() {
+    let label = TestLabel::new();
+    let server = TestServer::start(&label, Some("s3cret-token"));
+    let addr = server.url.trim_start_matches("http://").to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret-token\n").unwrap();
+
+    let out = ctl(&addr, &["ls"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).starts_with("sandboxctl: UNAUTHENTICATED: "), "{}", text(&out.stderr));
+    let out = ctl(&addr, &["ls", "--token-file", token.to_str().unwrap()], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = std::process::Command::new(common::ctl::ctl_binary())
+        .args(["ls", "-o", "json"])
+        .env("SANDBOXD_ADDR", &addr)
+        .env("SANDBOXD_TOKEN_FILE", &token)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).trim_start().starts_with('['));
+    let out = ctl(&addr, &["ls", "--token-file", "/nonexistent/token"], None);
+    assert!(text(&out.stderr).contains("/nonexistent/token"), "{}", text(&out.stderr));
+}

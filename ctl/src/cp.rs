@@ -31,7 +31,9 @@ pub async fn run(client: &Client, args: CpArgs) -> Result<i32, CtlError> {
             Ok(0)
         }
         (Location::Remote { sandbox_id, path }, to @ (Location::Local(_) | Location::Std)) => {
-            download(client, &sandbox_id, &path, to).await?;
+            if let Some((read, target)) = download(client, &sandbox_id, &path, to).await? {
+                eprintln!("{read} bytes copied from {sandbox_id}:{path} to {}", target.display());
+            }
             Ok(0)
         }
         _ => Err(CtlError::local("cp copies between a sandbox (ID:/path) and a local path or -")),
@@ -118,7 +120,13 @@ async fn upload(
     Ok((result?.into_inner().bytes_written, path))
 }
 
-async fn download(client: &Client, sandbox_id: &str, path: &str, to: Location) -> Result<(), CtlError> {
+/// Returns the bytes read and the local file they went to (`None` for stdout).
+async fn download(
+    client: &Client,
+    sandbox_id: &str,
+    path: &str,
+    to: Location,
+) -> Result<Option<(u64, PathBuf)>, CtlError> {
     let request = proto::DownloadRequest { sandbox_id: sandbox_id.to_string(), path: path.to_string() };
     let mut stream = client.raw().download(request).await?.into_inner();
     let bar = progress(None);
@@ -130,23 +138,25 @@ async fn download(client: &Client, sandbox_id: &str, path: &str, to: Location) -
                 let mut file = tokio::fs::File::create(&part)
                     .await
                     .map_err(|e| CtlError::local(format!("{}: {e}", part.display())))?;
+                let mut read = 0u64;
                 while let Some(message) = stream.message().await? {
                     file.write_all(&message.chunk).await?;
                     bar.inc(message.chunk.len() as u64);
+                    read += message.chunk.len() as u64;
                 }
                 file.flush().await?;
                 drop(file);
                 tokio::fs::rename(&part, &target)
                     .await
                     .map_err(|e| CtlError::local(format!("{}: {e}", target.display())))?;
-                Ok::<(), CtlError>(())
+                Ok::<u64, CtlError>(read)
             }
             .await;
             if outcome.is_err() {
                 let _ = tokio::fs::remove_file(&part).await;
             }
             bar.finish_and_clear();
-            outcome
+            Ok(Some((outcome?, target)))
         }
         _ => {
             let mut out = tokio::io::stdout();
@@ -156,7 +166,7 @@ async fn download(client: &Client, sandbox_id: &str, path: &str, to: Location) -
             }
             out.flush().await?;
             bar.finish_and_clear();
-            Ok(())
+            Ok(None)
         }
     }
 }
