@@ -90,3 +90,29 @@ fn the_systemd_unit_verifies_and_its_command_line_starts_the_server() {
     assert!(started, "the unit's command line did not start the server ({status})");
     assert!(status.success(), "SIGTERM drains and exits 0: {status}");
 }
+
+/// NeMo Gym's `docker.yaml` shape is accepted as YAML; a value of the wrong type names its field.
+#[test]
+fn yaml_config_and_mistyped_values_name_their_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, body: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, body).unwrap();
+        Command::new(server_binary())
+            .args(["--listen", "127.0.0.1:0", "--config"])
+            .arg(&path)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = run("docker.yaml", "docker:\n  create:\n    pids_limit: lots\n");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("docker.create.pids_limit") && stderr.contains("invalid type"), "{stderr}");
+    let out = run("config.json", r#"{"server": {"allow_client_volumes": "no"}}"#);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("server.allow_client_volumes"), "{stderr}");
+    let out = run("bad.yaml", "docker: [unclosed\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("bad.yaml") && stderr.contains("YAML"), "{stderr}");
+}

@@ -276,13 +276,7 @@ impl FileConfig {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::new("config", format!("cannot read {}: {e}", path.display())))?;
-        Self::from_text(&text, is_yaml(path, &text)).map_err(|e| {
-            if e.field == "config" {
-                ConfigError::new("config", format!("{}: {}", path.display(), e.message))
-            } else {
-                e
-            }
-        })
+        Self::from_text(&text, is_yaml(path, &text))
     }
 
     /// Parses config text as YAML or JSON.
