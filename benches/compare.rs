@@ -60,6 +60,7 @@ async fn start_server() -> (Client, SocketAddr) {
         remove_on_shutdown: false,
         drain_timeout: Duration::from_secs(1),
         metrics_listen: None,
+        tls: None,
     };
     tokio::spawn(async move { serve(options).await.expect("serve") });
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))

@@ -70,6 +70,8 @@ pub struct SandboxSummary {
     pub ports: Vec<u16>,
     pub workdir: Option<String>,
     pub metadata: BTreeMap<String, String>,
+    /// The lease set at create (ms since the epoch), if any; a moved lease overrides it.
+    pub expires_at_unix_ms: Option<i64>,
 }
 
 impl SandboxSummary {
@@ -115,6 +117,7 @@ mod tests {
             ports: vec![],
             workdir: None,
             metadata: BTreeMap::new(),
+            expires_at_unix_ms: None,
         }
     }
 

@@ -9,6 +9,7 @@ pub mod config;
 pub mod docker;
 pub mod error;
 pub mod inventory;
+pub mod lease;
 pub mod lifecycle;
 pub mod metrics;
 pub mod pty;

@@ -87,6 +87,7 @@ fn parse_summary(line: &str) -> Result<SandboxSummary> {
         created_ns,
         ports,
         workdir,
+        expires_at_unix_ms: labels.get(crate::lease::EXPIRES_LABEL).and_then(|v| v.parse().ok()),
         metadata: labels::metadata_from_labels(&labels),
     })
 }

@@ -24,6 +24,7 @@ pub mod provider;
 pub mod sessions;
 pub mod state;
 mod status;
+pub mod sweep;
 pub mod tarstream;
 
 pub use files::Download;

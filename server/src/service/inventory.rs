@@ -7,7 +7,7 @@ use tracing::Instrument;
 use super::status::invalid;
 use super::{convert, SandboxApi};
 use crate::inventory::{ListQuery, PageKey, SandboxSummary};
-use crate::spec::SandboxStatus;
+use crate::spec::{SandboxId, SandboxStatus};
 
 /// `page_size` when the request leaves it at 0.
 pub const DEFAULT_PAGE_SIZE: u32 = 100;
@@ -23,7 +23,14 @@ pub(super) async fn list(
         let query = query(req)?;
         let page = api.backend().list(&query).await?;
         Ok(Response::new(pb::ListResponse {
-            sandboxes: page.sandboxes.into_iter().map(info).collect(),
+            sandboxes: page
+                .sandboxes
+                .into_iter()
+                .map(|mut s| {
+                    s.expires_at_unix_ms = api.lifecycle().lease_end(&s.sandbox_id, s.expires_at_unix_ms);
+                    info(s)
+                })
+                .collect(),
             next_page_token: page.next.map(|k| k.to_token()).unwrap_or_default(),
         }))
     }
@@ -67,7 +74,7 @@ fn info(s: SandboxSummary) -> pb::SandboxInfo {
         created_at_unix_ms: s.created_at_unix_ms(),
         status: convert::status(s.status) as i32,
         image: s.image,
-        expires_at_unix_ms: None,
+        expires_at_unix_ms: s.expires_at_unix_ms,
         sandbox: Some(pb::SandboxRef {
             sandbox_id: s.sandbox_id,
             ports: s.ports.into_iter().map(u32::from).collect(),
@@ -77,11 +84,23 @@ fn info(s: SandboxSummary) -> pb::SandboxInfo {
     }
 }
 
+/// Move a sandbox's lease to `ttl_s` from now (capped by `server.max_ttl_s`); it survives a
+/// server restart (see `lease`).
 pub(super) async fn set_timeout(
-    _api: &SandboxApi,
-    _request: Request<pb::SetTimeoutRequest>,
+    api: &SandboxApi,
+    request: Request<pb::SetTimeoutRequest>,
 ) -> Result<Response<pb::SetTimeoutResponse>, Status> {
-    Err(Status::unimplemented("SetTimeout is not implemented yet"))
+    let req = request.into_inner();
+    let span = super::span("SetTimeout", &req.sandbox_id);
+    async move {
+        let id = SandboxId::parse("sandbox_id", &req.sandbox_id)?;
+        let ttl = convert::seconds("ttl_s", req.ttl_s)?;
+        let expires_at_unix_ms = api.lifecycle().set_timeout(&id, ttl).await?;
+        tracing::info!(expires_at_unix_ms, "lease moved");
+        Ok(Response::new(pb::SetTimeoutResponse { expires_at_unix_ms }))
+    }
+    .instrument(span)
+    .await
 }
 
 #[cfg(test)]
