@@ -48,9 +48,11 @@ pub fn ctl(addr: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
     child.wait_with_output().expect("sandboxctl output")
 }
 
-/// A tmux server of its own (private socket) with one window running a local shell.
+/// A tmux server of its own (a socket in a temp dir, removed with it) with one window running a
+/// local shell.
 pub struct Tmux {
-    socket: String,
+    socket: std::path::PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 impl Tmux {
@@ -61,7 +63,8 @@ impl Tmux {
             have.is_ok_and(|o| o.status.success()),
             "tmux is required for the terminal tests (scripts/install-deps.sh installs it)"
         );
-        let tmux = Tmux { socket: format!("sandboxd-test-{}", uuid::Uuid::new_v4().simple()) };
+        let dir = tempfile::tempdir().expect("tempdir for the tmux socket");
+        let tmux = Tmux { socket: dir.path().join("tmux.sock"), _dir: dir };
         let out = tmux.run(&[
             "-f",
             "/dev/null",
@@ -81,7 +84,7 @@ impl Tmux {
     }
 
     pub fn run(&self, args: &[&str]) -> Output {
-        Command::new("tmux").arg("-L").arg(&self.socket).args(args).output().expect("tmux")
+        Command::new("tmux").arg("-S").arg(&self.socket).args(args).output().expect("tmux")
     }
 
     /// Types `text` literally, then Enter.
