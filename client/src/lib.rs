@@ -17,6 +17,7 @@ pub use sandboxd_proto::v1 as proto;
 mod client;
 mod descriptor;
 mod error;
+mod exec_stream;
 mod inventory;
 mod pty;
 mod sandbox;
@@ -24,6 +25,7 @@ mod sandbox;
 pub use client::{BearerAuth, Client, RawClient};
 pub use descriptor::IntoSandboxRef;
 pub use error::{ClientError, Result};
+pub use exec_stream::{ExecEvent, ExecEventStream, ExecExit, ExecUsage};
 pub use inventory::{ListOptions, ListPage, SandboxInfo};
 pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession};
 pub use sandbox::{
