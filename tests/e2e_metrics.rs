@@ -150,8 +150,8 @@ async fn scrape_counts_a_known_sequence_of_calls() {
     assert_eq!(sample(&after, "sandboxd_pty_sessions"), 0.0);
     assert_eq!(sample(&after, "sandboxd_docker_command_duration_seconds_count{command=\"run\"}"), 1.0);
     assert_eq!(sample(&after, "sandboxd_docker_command_duration_seconds_count{command=\"rm\"}"), 1.0);
-    assert!(sample(&after, "sandboxd_docker_command_duration_seconds_count{command=\"exec\"}") >= 4.0);
-    assert!(sample(&after, "sandboxd_docker_permit_wait_seconds_count") >= 5.0);
+    // Execs may run through the in-sandbox agent instead of `docker exec`; run and rm do not.
+    assert!(sample(&after, "sandboxd_docker_permit_wait_seconds_count") >= 2.0);
 
     // The log: one line per failed call, with its code and message.
     let _ = nix::sys::signal::kill(
