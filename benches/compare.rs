@@ -67,6 +67,7 @@ async fn start_server() -> (Client, SocketAddr) {
         insecure: false,
         remove_on_shutdown: false,
         drain_timeout: Duration::from_secs(1),
+        metrics_listen: None,
         tls: None,
     };
     tokio::spawn(async move { serve(options).await.expect("serve") });

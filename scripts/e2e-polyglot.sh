@@ -190,7 +190,7 @@ check "Health/Check is SERVING" \
   "$([[ $RC -eq 0 ]] && [[ "$(json_get 'j.get("status")' <<<"$OUT")" == SERVING ]]; echo $?)" "$OUT"
 
 section "grpcurl: sandbox lifecycle ($BUSYBOX_IMAGE)"
-gc -d "{\"spec\": {\"image\": \"$BUSYBOX_IMAGE\", \"env\": {\"WHO\": \"grpcurl\"}}}" \
+gc -d "{\"spec\": {\"image\": \"$BUSYBOX_IMAGE\", \"env\": {\"WHO\": \"grpcurl\"}, \"metadata\": {\"run\": \"$RUN_ID\"}}}" \
   "$MAIN_ADDR" "$SVC/Create"
 SID=""
 [[ $RC -ne 0 ]] || SID="$(json_get 'j["sandbox"]["sandboxId"]' <<<"$OUT" 2>/dev/null || true)"
@@ -266,6 +266,11 @@ check "Download (server streaming) returns the uploaded bytes" \
 gc -d "{\"sandboxId\": \"$SID\"}" "$MAIN_ADDR" "$SVC/Status"
 check "Status is SANDBOX_STATUS_RUNNING" \
   "$([[ $RC -eq 0 ]] && [[ "$(json_get 'j.get("status")' <<<"$OUT")" == SANDBOX_STATUS_RUNNING ]]; echo $?)" \
+  "$OUT"
+
+gc -d "{\"labels\": {\"run\": \"$RUN_ID\"}}" "$MAIN_ADDR" "$SVC/List"
+check "List by label finds the sandbox created with that label, with its labels" \
+  "$([[ $RC -eq 0 ]] && [[ "$(json_get '[(s["sandbox"]["sandboxId"], s["sandbox"]["metadata"]["run"]) for s in j["sandboxes"]] == [("'"$SID"'", "'"$RUN_ID"'")]' <<<"$OUT")" == True ]]; echo $?)" \
   "$OUT"
 
 gc -d "{\"sandboxId\": \"$SID\"}" "$MAIN_ADDR" "$SVC/Close"

@@ -56,7 +56,8 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects to `url` (for example `http://127.0.0.1:50051`).
+    /// Connects to `url` (for example `http://127.0.0.1:50051`, or `127.0.0.1:50051`, which
+    /// means plaintext `http://`).
     pub async fn connect(url: impl Into<String>) -> Result<Client> {
         Self::connect_inner(url.into(), None).await
     }
@@ -68,6 +69,7 @@ impl Client {
 
     async fn connect_inner(url: String, token: Option<String>) -> Result<Client> {
         let auth = BearerAuth::new(token.as_deref())?;
+        let url = if url.contains("://") { url } else { format!("http://{url}") };
         // HTTP/2's default 64 KiB windows stall file streams on every round trip; larger windows
         // let a download run at the speed of the docker copy behind it.
         let channel = tonic::transport::Endpoint::from_shared(url)?
@@ -109,6 +111,16 @@ mod tests {
         let mut none = BearerAuth::new(None).expect("no token");
         let req = none.call(tonic::Request::new(())).expect("intercept");
         assert!(req.metadata().get("authorization").is_none());
+    }
+
+    #[tokio::test]
+    async fn transport_error_shows_its_cause_and_host_port_is_accepted() {
+        // Port 1 on loopback: nothing listens there, so the cause is a refused connection.
+        let err = Client::connect("127.0.0.1:1").await.expect_err("nothing listens on port 1");
+        let text = err.to_string();
+        assert!(text.to_lowercase().contains("refused"), "{text}");
+        let err = Client::connect("http://[::1").await.expect_err("bad url");
+        assert!(err.to_string().len() > "transport error: ".len() + 3, "{err}");
     }
 
     #[test]

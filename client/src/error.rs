@@ -7,7 +7,7 @@ use std::fmt;
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The connection to the server could not be made (bad URL, refused, TLS, ...).
-    #[error("transport error: {0}")]
+    #[error("{}", causes(.0))]
     Transport(#[from] tonic::transport::Error),
     /// The server answered with a gRPC status.
     #[error("server error ({code:?}): {message}")]
@@ -76,6 +76,27 @@ impl ClientError {
     pub fn is_unavailable(&self) -> bool {
         matches!(self, ClientError::Transport(_) | ClientError::Status { code: tonic::Code::Unavailable, .. })
     }
+}
+
+/// An error and its sources, `: `-joined (tonic's transport error alone says only "transport
+/// error"; the cause, such as "Connection refused", is in its sources).
+fn causes(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// A local file error that names the file.
+pub(crate) fn local_file(path: &std::path::Path, err: std::io::Error) -> ClientError {
+    ClientError::Io(std::io::Error::new(err.kind(), format!("{}: {err}", path.display())))
 }
 
 /// `Result` with [`ClientError`].

@@ -15,14 +15,18 @@
 pub use sandboxd_proto::v1 as proto;
 
 mod client;
+mod descriptor;
 mod error;
 mod exec_stream;
+mod inventory;
 mod pty;
 mod sandbox;
 
 pub use client::{BearerAuth, Client, RawClient};
+pub use descriptor::IntoSandboxRef;
 pub use error::{ClientError, Result};
 pub use exec_stream::{ExecEvent, ExecEventStream, ExecExit};
+pub use inventory::{ListOptions, ListPage, SandboxInfo};
 pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession};
 pub use sandbox::{
     spec, Endpoint, ExecOptions, Sandbox, SandboxStatus, DEFAULT_EXEC_TIMEOUT_S, UPLOAD_CHUNK_BYTES,

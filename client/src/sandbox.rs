@@ -174,9 +174,13 @@ impl Sandbox {
         Ok(Sandbox::from_ref(client, reference, image, None))
     }
 
-    /// Re-attaches to a sandbox from a descriptor made by [`Sandbox::serialize`] (`Connect`).
-    pub async fn connect(client: &Client, descriptor: &serde_json::Value) -> Result<Sandbox> {
-        let reference = parse_descriptor(descriptor)?;
+    /// Re-attaches to a sandbox (`Connect`) from a descriptor made by [`Sandbox::serialize`]: the
+    /// JSON value, its text, a bare sandbox id, or a [`proto::SandboxRef`].
+    pub async fn connect(
+        client: &Client,
+        descriptor: impl crate::descriptor::IntoSandboxRef,
+    ) -> Result<Sandbox> {
+        let reference = descriptor.into_sandbox_ref()?;
         let mut rpc = client.raw();
         let resp =
             rpc.connect(proto::ConnectRequest { sandbox: Some(reference.clone()) }).await?.into_inner();
@@ -197,6 +201,11 @@ impl Sandbox {
     /// The declared ports.
     pub fn ports(&self) -> &[u32] {
         &self.inner.reference.ports
+    }
+
+    /// The sandbox's labels (`spec.metadata`), as the server stored them.
+    pub fn metadata(&self) -> &HashMap<String, String> {
+        &self.inner.reference.metadata
     }
 
     /// The default working directory, if any.
@@ -286,7 +295,7 @@ impl Sandbox {
     ) -> Result<u64> {
         self.ensure_live()?;
         let local = local.as_ref();
-        let file = tokio::fs::File::open(local).await?;
+        let file = tokio::fs::File::open(local).await.map_err(|e| crate::error::local_file(local, e))?;
         let meta = file.metadata().await?;
         if !meta.is_file() {
             return Err(ClientError::InvalidArgument(format!("{} is not a regular file", local.display())));
@@ -320,11 +329,12 @@ impl Sandbox {
         let req = proto::DownloadRequest { sandbox_id: self.id().to_string(), path: remote.to_string() };
         let mut stream = self.rpc().download(req).await?.into_inner();
         if let Some(parent) = local.parent().filter(|p| !p.as_os_str().is_empty()) {
-            tokio::fs::create_dir_all(parent).await?;
+            tokio::fs::create_dir_all(parent).await.map_err(|e| crate::error::local_file(parent, e))?;
         }
         let part = part_path(local);
         let outcome = async {
-            let mut file = tokio::fs::File::create(&part).await?;
+            let mut file =
+                tokio::fs::File::create(&part).await.map_err(|e| crate::error::local_file(&part, e))?;
             let mut total = 0u64;
             while let Some(msg) = stream.message().await? {
                 file.write_all(&msg.chunk).await?;

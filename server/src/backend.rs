@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::io::AsyncBufRead;
 
 use crate::error::{ProviderError, Result};
+use crate::inventory::{ListPage, ListQuery};
 use crate::lease::{LeaseStore, SweepReport};
 use crate::pty::{PtyError, TerminalMode};
 use crate::spec::{
@@ -107,6 +108,10 @@ pub trait SandboxBackend: Send + Sync + 'static {
 
     /// End every terminal session this backend holds (the sandboxes stay).
     async fn close_terminals(&self);
+
+    /// One page of the sandboxes this service owns, filtered by metadata labels (all must
+    /// match) and states, oldest first. Only sandboxes this service created are ever listed.
+    async fn list(&self, query: &ListQuery) -> Result<ListPage>;
 
     /// The default exec timeout when a call names none.
     fn default_exec_timeout(&self) -> Option<Duration>;

@@ -1,5 +1,5 @@
 //! Provider configuration: the `docker.create`, `docker.exec` and `docker.probe` sections of
-//! NeMo Gym's `docker.yaml`, with the same fields, defaults and validation, loaded from JSON.
+//! NeMo Gym's `docker.yaml`, with the same fields, defaults and validation, loaded from YAML or JSON.
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -447,20 +447,47 @@ pub struct FileConfig {
 }
 
 impl FileConfig {
+    /// From the parsed file. A value of the wrong type is named by its path
+    /// (`docker.create.pids_limit`), which `serde_path_to_error` tracks for us.
     pub fn from_json_value(root: &serde_json::Value) -> Result<Self, ConfigError> {
-        let config: FileConfig =
-            serde_json::from_value(root.clone()).map_err(|e| ConfigError::new("config", e.to_string()))?;
+        let config: FileConfig = serde_path_to_error::deserialize(root.clone()).map_err(|e| {
+            let path = e.path().to_string();
+            let field = if path == "." || path.is_empty() { "config".to_string() } else { path };
+            ConfigError::new(field, e.into_inner().to_string())
+        })?;
         config.docker.validate()?;
         config.server.validate()?;
         Ok(config)
     }
 
+    /// Loads a JSON or YAML file (NeMo Gym's `docker.yaml` as is; same keys either way). YAML
+    /// is chosen by a `.yaml`/`.yml` extension, else by content that does not start with `{`.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::new("config", format!("cannot read {}: {e}", path.display())))?;
-        let root: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| ConfigError::new("config", format!("{} is not JSON: {e}", path.display())))?;
+        Self::from_text(&text, is_yaml(path, &text))
+    }
+
+    /// Parses config text as YAML or JSON.
+    pub fn from_text(text: &str, yaml: bool) -> Result<Self, ConfigError> {
+        let root: serde_json::Value = if yaml {
+            // An empty YAML document is an empty config.
+            serde_yaml::from_str::<Option<serde_json::Value>>(text)
+                .map_err(|e| ConfigError::new("config", format!("not valid YAML: {e}")))?
+                .unwrap_or_else(|| serde_json::json!({}))
+        } else {
+            serde_json::from_str(text)
+                .map_err(|e| ConfigError::new("config", format!("not valid JSON: {e}")))?
+        };
         Self::from_json_value(&root)
+    }
+}
+
+fn is_yaml(path: &Path, text: &str) -> bool {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("yaml" | "yml") => true,
+        Some("json") => false,
+        _ => !text.trim_start().starts_with('{'),
     }
 }
 
@@ -543,6 +570,27 @@ mod tests {
             let err = load(json!({ "docker": docker })).unwrap_err();
             assert_eq!(err.field, field, "{docker}");
         }
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_names_its_field() {
+        let err = load(json!({"docker": {"create": {"pids_limit": "many"}}})).unwrap_err();
+        assert_eq!(err.field, "docker.create.pids_limit", "{err}");
+        let err =
+            FileConfig::from_json_value(&json!({"server": {"allow_client_volumes": "yes"}})).unwrap_err();
+        assert_eq!(err.field, "server.allow_client_volumes", "{err}");
+    }
+
+    #[test]
+    fn yaml_with_the_same_keys_is_accepted() {
+        let yaml = "docker:\n  create:\n    pids_limit: 64\n    network: null\n  exec:\n    concurrency: 4\nserver:\n  allow_client_volumes: false\n";
+        let c = FileConfig::from_text(yaml, true).unwrap();
+        assert_eq!((c.docker.create.pids_limit, c.docker.exec.concurrency), (Some(64), 4));
+        assert_eq!(FileConfig::from_text("", true).unwrap(), FileConfig::default());
+        let err = FileConfig::from_text("docker:\n  exec:\n    concurrency: lots\n", true).unwrap_err();
+        assert_eq!(err.field, "docker.exec.concurrency");
+        assert!(is_yaml(Path::new("docker.yaml"), "{}") && !is_yaml(Path::new("c.json"), "a: 1"));
+        assert!(is_yaml(Path::new("conf"), "docker: {}") && !is_yaml(Path::new("conf"), "{\"docker\": {}}"));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use tracing::Instrument;
 use crate::backend::{CreatePlan, SandboxBackend};
 use crate::error::{ProviderError, Result};
 use crate::lease::{self, LeasePolicy, LeaseStore, SweepReport};
+use crate::metrics::{self, GaugeGuard};
 use crate::spec::{SandboxHandle, SandboxId, SandboxSpec};
 
 /// How many sandboxes a shutdown removes at once.
@@ -70,6 +71,7 @@ impl Lifecycle {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let this = self.clone();
         let work = async move {
+            let in_progress = GaugeGuard::hold(&metrics::global().creates_in_progress);
             let handle = match this.backend.create_planned(&spec, &plan).await {
                 Ok(handle) => handle,
                 Err(e) => {
@@ -77,9 +79,12 @@ impl Lifecycle {
                     return;
                 }
             };
+            drop(in_progress);
             let keep = {
                 let mut created = this.lock_created();
-                !created.removing && created.ids.insert(plan.id.clone())
+                let keep = !created.removing && created.ids.insert(plan.id.clone());
+                metrics::global().sandboxes_live.set(created.ids.len() as i64);
+                keep
             };
             if !keep {
                 let _ = this.backend.close(&plan.id).await;
@@ -102,7 +107,11 @@ impl Lifecycle {
     /// moved lease.
     pub async fn close(&self, id: &SandboxId) -> Result<()> {
         self.backend.close(id).await?;
-        self.lock_created().ids.remove(id);
+        {
+            let mut created = self.lock_created();
+            created.ids.remove(id);
+            metrics::global().sandboxes_live.set(created.ids.len() as i64);
+        }
         self.leases.store.remove(id.as_str());
         Ok(())
     }
@@ -121,6 +130,11 @@ impl Lifecycle {
         })?;
         self.sweep_wake.notify_one();
         Ok(expires_ms)
+    }
+
+    /// When the lease of `id` ends: its moved lease if `SetTimeout` moved it, else `at_create`.
+    pub fn lease_end(&self, id: &str, at_create: Option<i64>) -> Option<i64> {
+        self.leases.store.get(id).or(at_create)
     }
 
     /// One sweep of the backend (expired leases, creates that never completed).

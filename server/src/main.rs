@@ -19,10 +19,14 @@ enum LogFormat {
 #[derive(Debug, Parser)]
 #[command(name = "sandboxd", version)]
 struct Args {
-    /// Address to listen on.
-    #[arg(long, env = "SANDBOXD_LISTEN", default_value = "127.0.0.1:50051")]
+    /// Address to listen on: `IP:PORT` or `HOST:PORT` (`localhost:50051`).
+    #[arg(long, env = "SANDBOXD_LISTEN", default_value = "127.0.0.1:50051", value_parser = parse_listen)]
     listen: SocketAddr,
-    /// JSON config: {"docker": {"create": {…}, "exec": {…}, "probe": {…}}, "server": {…}}.
+    /// Serve Prometheus metrics at http://ADDR/metrics (loopback unless --insecure). Off by default.
+    #[arg(long, env = "SANDBOXD_METRICS_LISTEN", value_parser = parse_listen)]
+    metrics_listen: Option<SocketAddr>,
+    /// Config file, JSON or YAML (`.yaml`/`.yml`, or content not starting with `{`):
+    /// {"docker": {"create": {…}, "exec": {…}, "probe": {…}}, "server": {…}}.
     #[arg(long, env = "SANDBOXD_CONFIG")]
     config: Option<PathBuf>,
     /// File holding the bearer token every RPC but health must carry.
@@ -49,6 +53,22 @@ struct Args {
     /// Log format (logs go to stderr; filter with RUST_LOG).
     #[arg(long, env = "SANDBOXD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+}
+
+/// `IP:PORT`, or `HOST:PORT` resolved now (IPv4 first: `localhost` means 127.0.0.1).
+fn parse_listen(value: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = value.parse() {
+        return Ok(addr);
+    }
+    let addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(value)
+        .map_err(|e| format!("expected IP:PORT or HOST:PORT ({e})"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| format!("{value} resolves to no address"))
 }
 
 fn init_tracing(format: LogFormat) {
@@ -91,6 +111,7 @@ fn options(args: &Args) -> Result<ServeOptions, String> {
         insecure: args.insecure,
         remove_on_shutdown: args.remove_on_shutdown,
         drain_timeout: Duration::from_secs_f64(args.drain_timeout_s),
+        metrics_listen: args.metrics_listen,
         tls: match (&args.tls_cert, &args.tls_key) {
             (Some(cert), Some(key)) => {
                 Some(TlsFiles { cert: cert.clone(), key: key.clone(), client_ca: args.tls_client_ca.clone() })

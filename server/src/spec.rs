@@ -87,6 +87,8 @@ pub struct SandboxHandle {
     /// Ports declared at create (the endpoint check).
     pub ports: Vec<u16>,
     pub workdir: Option<String>,
+    /// `spec.metadata`, as stored on the container's labels.
+    pub metadata: BTreeMap<String, String>,
 }
 
 impl SandboxHandle {
@@ -243,6 +245,7 @@ impl SandboxSpec {
             }
         }
         validate_ports(&self.ports)?;
+        crate::docker::labels::validate_metadata("spec.metadata", &self.metadata)?;
         Ok(())
     }
 }

@@ -2,6 +2,7 @@
 //! each test can prove it left nothing behind and clean-up never touches anyone else's.
 #![allow(dead_code)]
 
+pub mod ctl;
 pub mod server;
 
 use std::process::Command;

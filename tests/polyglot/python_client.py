@@ -290,6 +290,7 @@ class Client:
         if sid:
             self.record_id(sid)
         ok(sid.startswith("sandboxd-"), "Create returns a sandbox id", sid)
+        ok(dict(resp.sandbox.metadata) == {"owner": "polyglot-e2e"}, "Create returns the labels", resp.sandbox)
         self.sandbox_id = sid
 
     def execs(self) -> None:
@@ -394,6 +395,27 @@ class Client:
             self.stub.Status, pb.StatusRequest(sandbox_id=NOT_FOUND_ID), timeout=UNARY_TIMEOUT_S
         )
         ok(code == grpc.StatusCode.NOT_FOUND, "Status of an unknown id is NOT_FOUND", code)
+
+    def labels_and_list(self) -> None:
+        ok, pb = self.checks.ok, self.pb
+        want = {"owner": "polyglot-e2e"}
+        seen, token = [], ""
+        while True:  # one sandbox per page: the pages must add up with no repeats
+            r = self.stub.List(pb.ListRequest(labels=want, page_size=1, page_token=token), timeout=UNARY_TIMEOUT_S)
+            seen += [(i.sandbox.sandbox_id, dict(i.sandbox.metadata), i.status) for i in r.sandboxes]
+            token = r.next_page_token
+            if not token:
+                break
+        ids = [s[0] for s in seen]
+        ok(self.sandbox_id in ids, "List by label finds the sandbox, one page at a time", seen)
+        ok(len(ids) == len(set(ids)), "List pages do not repeat a sandbox", ids)
+        ok(all(m == want for _, m, _ in seen), "List returns each sandbox's labels", seen)
+        r = self.stub.List(
+            pb.ListRequest(labels=want, statuses=[pb.SANDBOX_STATUS_STOPPED]), timeout=UNARY_TIMEOUT_S
+        )
+        ok(self.sandbox_id not in [i.sandbox.sandbox_id for i in r.sandboxes], "List filters by status", r)
+        code = rpc_code(self.stub.List, pb.ListRequest(page_size=5000), timeout=UNARY_TIMEOUT_S)
+        ok(code == grpc.StatusCode.INVALID_ARGUMENT, "List page_size over 1000 is INVALID_ARGUMENT", code)
 
     def pty_interactive(self) -> None:
         ok, pb = self.checks.ok, self.pb
@@ -605,6 +627,7 @@ class Client:
         c.section("ExecStream", self.exec_stream)
         c.section("Upload / Download (3 MiB)", self.upload_download)
         c.section("Status", self.status)
+        c.section("Labels and List", self.labels_and_list)
         c.section("Pty (interactive terminal)", self.pty_interactive)
         c.section("Pty (pipe mode)", self.pty_pipe)
         c.section("Pty (pipe mode, stdin)", self.pty_pipe_stdin)

@@ -113,6 +113,7 @@ pub fn run_args(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec
         let ports: Vec<String> = spec.ports.iter().map(u16::to_string).collect();
         a.extend([s("--label"), format!("{PORTS_LABEL}={}", ports.join(","))]);
     }
+    a.extend(super::labels::run_args(&spec.metadata));
     if cfg.use_init {
         a.push(s("--init"));
     }
@@ -271,6 +272,28 @@ pub fn inspect_args(name: &str) -> Vec<String> {
         s("{{json .Config.Labels}}\t{{.Config.Image}}\t{{.State.Status}}\t{{.Config.WorkingDir}}"),
         s(name),
     ]
+}
+
+/// `docker ps -a` of every container carrying the ownership label (and `filters`), names only.
+pub fn ps_owned_args(filters: &[String]) -> Vec<String> {
+    let mut a = vec![s("ps"), s("-a"), s("--no-trunc"), s("--filter"), format!("label={SANDBOX_LABEL}=1")];
+    a.extend(filters.iter().cloned());
+    a.extend([s("--format"), s("{{.Names}}")]);
+    a
+}
+
+/// One inspect of many containers, a line each: `name \t created \t labels-json \t image \t state \t workdir`.
+pub fn inspect_many_args(names: &[String]) -> Vec<String> {
+    let mut a = vec![
+        s("inspect"),
+        s("--type"),
+        s("container"),
+        s("-f"),
+        s("{{.Name}}\t{{.Created}}\t{{json .Config.Labels}}\t{{.Config.Image}}\t{{.State.Status}}\t{{.Config.WorkingDir}}"),
+        s("--"),
+    ];
+    a.extend(names.iter().cloned());
+    a
 }
 
 pub fn start_args(name: &str) -> Vec<String> {

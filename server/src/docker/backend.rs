@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::provider::DockerProvider;
 use crate::backend::{CreatePlan, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource};
 use crate::error::Result;
+use crate::inventory::{ListPage, ListQuery};
 use crate::lease::{LeaseStore, SweepReport};
 use crate::pty::{PtyError, TerminalMode, TerminalProcess};
 use crate::spec::{
@@ -86,6 +87,10 @@ impl SandboxBackend for DockerProvider {
 
     async fn close_terminals(&self) {
         self.release_all_pty_sessions().await
+    }
+
+    async fn list(&self, query: &ListQuery) -> Result<ListPage> {
+        self.list_owned(query).await
     }
 
     fn default_exec_timeout(&self) -> Option<Duration> {

@@ -82,6 +82,8 @@ pub struct DockerChild {
     pub command: String,
     /// The `docker` span (masked command line) the caller runs its I/O with this client in.
     pub span: tracing::Span,
+    /// The docker subcommand and its start, for the subprocess-duration metric.
+    started: (String, std::time::Instant),
 }
 
 impl DockerChild {
@@ -111,6 +113,7 @@ impl DockerChild {
 
 impl Drop for DockerChild {
     fn drop(&mut self) {
+        crate::metrics::global().docker_command(&self.started.0, self.started.1.elapsed());
         if let Ok(None) = self.child.try_wait() {
             self.kill_group();
         }
@@ -209,7 +212,12 @@ impl DockerCli {
     /// until it is dropped.
     pub async fn spawn(&self, args: &[String], stdin: bool, counted: bool) -> Result<DockerChild, CliError> {
         let command = masked(&self.argv(args));
+        let waiting = std::time::Instant::now();
         let permit = if counted { self.semaphore().clone().acquire_owned().await.ok() } else { None };
+        if counted {
+            crate::metrics::global().permit_wait.observe(waiting.elapsed().as_secs_f64());
+        }
+        let started = (args.first().cloned().unwrap_or_default(), std::time::Instant::now());
         let mut cmd = self.command(args);
         cmd.stdin(if stdin { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
@@ -227,7 +235,7 @@ impl DockerCli {
         if let Some(pgid) = pgid {
             track_group(pgid);
         }
-        Ok(DockerChild { child, pgid, _permit: permit, command, span })
+        Ok(DockerChild { child, pgid, _permit: permit, command, span, started })
     }
 
     /// Run to completion, feeding `stdin`; kill the process group at `timeout`.

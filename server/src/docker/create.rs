@@ -70,6 +70,7 @@ impl DockerProvider {
                 shell: self.config.exec.exec_shell.clone().unwrap_or_else(|| "sh".into()),
                 ports: spec.ports.clone(),
                 workdir: spec.workdir.clone(),
+                metadata: spec.metadata.clone(),
             };
             handle.shell = self.verify_and_detect_shell(&creating, spec.ready_timeout_s).await?;
             for (path, content) in &spec.files {

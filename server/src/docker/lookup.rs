@@ -18,6 +18,7 @@ pub(super) struct Inspected {
     pub(super) state: ContainerState,
     pub(super) workdir: Option<String>,
     pub(super) ports: Vec<u16>,
+    pub(super) metadata: BTreeMap<String, String>,
 }
 
 impl DockerProvider {
@@ -56,6 +57,7 @@ impl DockerProvider {
             shell,
             ports: found.ports,
             workdir: found.workdir,
+            metadata: found.metadata,
         };
         if running {
             self.remember(&handle);
@@ -89,6 +91,7 @@ impl DockerProvider {
             shell,
             ports: descriptor.ports.clone().unwrap_or(found.ports),
             workdir: descriptor.workdir.clone().or(found.workdir),
+            metadata: found.metadata,
         };
         self.remember(&handle);
         Ok(handle)
@@ -120,7 +123,8 @@ fn parse_inspect(text: &str) -> Result<Inspected> {
         .get(argv::PORTS_LABEL)
         .map(|p| p.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_default();
-    Ok(Inspected { owned, image, state, workdir, ports })
+    let metadata = super::labels::metadata_from_labels(&labels);
+    Ok(Inspected { owned, image, state, workdir, ports, metadata })
 }
 
 #[cfg(test)]

@@ -19,6 +19,8 @@ pub mod engine;
 pub mod events;
 mod exec;
 mod files;
+mod inventory;
+pub mod labels;
 mod lookup;
 pub mod mask;
 pub mod provider;

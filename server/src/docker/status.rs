@@ -112,6 +112,7 @@ impl DockerProvider {
                     shell: "sh".into(),
                     ports: found.ports,
                     workdir: found.workdir,
+                    metadata: found.metadata,
                 },
             },
         };

@@ -52,7 +52,7 @@ pub fn sandbox_ref(handle: &SandboxHandle) -> pb::SandboxRef {
         sandbox_id: handle.sandbox_id.clone(),
         ports: handle.ports.iter().map(|p| u32::from(*p)).collect(),
         workdir: handle.workdir.clone(),
-        metadata: Default::default(),
+        metadata: handle.metadata.clone().into_iter().collect(),
     }
 }
 

@@ -4,14 +4,84 @@ use sandboxd_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
+use super::status::invalid;
 use super::{convert, SandboxApi};
-use crate::spec::SandboxId;
+use crate::inventory::{ListQuery, PageKey, SandboxSummary};
+use crate::spec::{SandboxId, SandboxStatus};
+
+/// `page_size` when the request leaves it at 0.
+pub const DEFAULT_PAGE_SIZE: u32 = 100;
+/// The largest `page_size`.
+pub const MAX_PAGE_SIZE: u32 = 1000;
 
 pub(super) async fn list(
-    _api: &SandboxApi,
-    _request: Request<pb::ListRequest>,
+    api: &SandboxApi,
+    request: Request<pb::ListRequest>,
 ) -> Result<Response<pb::ListResponse>, Status> {
-    Err(Status::unimplemented("List is not implemented yet"))
+    let req = request.into_inner();
+    async move {
+        let query = query(req)?;
+        let page = api.backend().list(&query).await?;
+        Ok(Response::new(pb::ListResponse {
+            sandboxes: page
+                .sandboxes
+                .into_iter()
+                .map(|mut s| {
+                    s.expires_at_unix_ms = api.lifecycle().lease_end(&s.sandbox_id, s.expires_at_unix_ms);
+                    info(s)
+                })
+                .collect(),
+            next_page_token: page.next.map(|k| k.to_token()).unwrap_or_default(),
+        }))
+    }
+    .instrument(tracing::info_span!("rpc", rpc = "List"))
+    .await
+}
+
+fn query(req: pb::ListRequest) -> Result<ListQuery, Status> {
+    let page_size = match req.page_size {
+        0 => DEFAULT_PAGE_SIZE,
+        n if n <= MAX_PAGE_SIZE => n,
+        n => return Err(invalid("page_size", format!("must be at most {MAX_PAGE_SIZE} (got {n})"))),
+    };
+    let statuses = req.statuses.iter().map(|&s| status_from_proto(s)).collect::<Result<Vec<_>, _>>()?;
+    let after = match req.page_token.as_str() {
+        "" => None,
+        token => Some(PageKey::from_token(token)?),
+    };
+    Ok(ListQuery { labels: convert::sorted(req.labels), statuses, page_size: page_size as usize, after })
+}
+
+fn status_from_proto(value: i32) -> Result<SandboxStatus, Status> {
+    match pb::SandboxStatus::try_from(value) {
+        Ok(pb::SandboxStatus::Starting) => Ok(SandboxStatus::Starting),
+        Ok(pb::SandboxStatus::Running) => Ok(SandboxStatus::Running),
+        Ok(pb::SandboxStatus::Paused) => Ok(SandboxStatus::Paused),
+        Ok(pb::SandboxStatus::Stopped) => Ok(SandboxStatus::Stopped),
+        Ok(pb::SandboxStatus::Error) => Ok(SandboxStatus::Error),
+        Ok(pb::SandboxStatus::Unknown) => Ok(SandboxStatus::Unknown),
+        _ => Err(invalid(
+            "statuses",
+            format!(
+                "{value} is not a state to filter by (STARTING, RUNNING, PAUSED, STOPPED, ERROR, UNKNOWN)"
+            ),
+        )),
+    }
+}
+
+fn info(s: SandboxSummary) -> pb::SandboxInfo {
+    pb::SandboxInfo {
+        created_at_unix_ms: s.created_at_unix_ms(),
+        status: convert::status(s.status) as i32,
+        image: s.image,
+        expires_at_unix_ms: s.expires_at_unix_ms,
+        sandbox: Some(pb::SandboxRef {
+            sandbox_id: s.sandbox_id,
+            ports: s.ports.into_iter().map(u32::from).collect(),
+            workdir: s.workdir,
+            metadata: s.metadata.into_iter().collect(),
+        }),
+    }
 }
 
 /// Move a sandbox's lease to `ttl_s` from now (capped by `server.max_ttl_s`); it survives a
@@ -31,4 +101,22 @@ pub(super) async fn set_timeout(
     }
     .instrument(span)
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_size_and_statuses_are_checked() {
+        let q = query(pb::ListRequest::default()).unwrap();
+        assert_eq!(q.page_size, 100);
+        let err = query(pb::ListRequest { page_size: 1001, ..Default::default() }).unwrap_err();
+        assert!(err.message().contains("page_size"));
+        let err = query(pb::ListRequest { statuses: vec![0], ..Default::default() }).unwrap_err();
+        assert!(err.message().contains("statuses"));
+        let err = query(pb::ListRequest { page_token: "nope".into(), ..Default::default() }).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(err.message().contains("page_token"));
+    }
 }

@@ -161,6 +161,7 @@ impl SandboxService for SandboxApi {
     async fn exec(&self, request: Request<pb::ExecRequest>) -> Result<Response<pb::ExecResponse>, Status> {
         let (handle, command, params, capped) = self.exec_request(request).await?;
         let result = self.backend().exec(&handle, &command, &params).await?;
+        crate::metrics::global().exec_result(result.error_type.map(|e| e.as_str()).unwrap_or(""));
         if capped && result.error_type == Some(ExecErrorType::Timeout) {
             return Err(Status::deadline_exceeded("the call's deadline passed before the command finished"));
         }
@@ -249,6 +250,7 @@ impl SandboxService for SandboxApi {
                     }
                 }
             }?;
+            crate::metrics::global().transferred("upload", written);
             Ok(Response::new(pb::UploadResponse { bytes_written: written }))
         }
         .instrument(span)
@@ -275,7 +277,10 @@ impl SandboxService for SandboxApi {
             async move {
                 loop {
                     let item = match download.next_chunk().await {
-                        Ok(Some(chunk)) => Ok(pb::DownloadResponse { chunk }),
+                        Ok(Some(chunk)) => {
+                            crate::metrics::global().transferred("download", chunk.len() as u64);
+                            Ok(pb::DownloadResponse { chunk })
+                        }
                         Ok(None) => break,
                         Err(e) => Err(Status::from(e)),
                     };

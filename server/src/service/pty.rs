@@ -80,11 +80,13 @@ pub(super) async fn serve_pty(
         pb::PtyOpened { session_id: session.id().to_string(), mode: session.mode().as_str().to_string() };
     let _ = tx.send(out(Out::Opened(opened))).await;
 
+    let live = crate::metrics::GaugeGuard::hold(&crate::metrics::global().pty_sessions);
     let output = pump_output(session.clone(), tx.clone());
     // The session's slot is given back when its output ends (it ends with the session).
     tokio::spawn(
         async move {
             output.await;
+            drop(live);
             drop(slot)
         }
         .instrument(span.clone()),

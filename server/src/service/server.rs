@@ -31,6 +31,8 @@ pub struct ServeOptions {
     pub remove_on_shutdown: bool,
     /// How long in-flight calls may take to finish after SIGTERM.
     pub drain_timeout: Duration,
+    /// Where Prometheus metrics are served (`GET /metrics`); `None`: nowhere.
+    pub metrics_listen: Option<SocketAddr>,
     /// Serve TLS with these PEM files.
     pub tls: Option<TlsFiles>,
 }
@@ -69,6 +71,8 @@ pub enum ServeError {
     Bind { addr: SocketAddr, source: std::io::Error },
     #[error("server failed: {0}")]
     Transport(#[from] tonic::transport::Error),
+    #[error("{0}")]
+    MetricsListen(String),
     #[error("reflection: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("tls: {0}")]
@@ -101,6 +105,9 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     if !loopback && options.auth_token.is_none() && !options.insecure {
         return Err(ServeError::InsecureListen(options.listen));
     }
+    if let Some(addr) = options.metrics_listen {
+        crate::metrics::check_listen(addr, options.insecure).map_err(ServeError::MetricsListen)?;
+    }
     if !loopback && options.auth_token.is_some() && options.tls.is_none() {
         tracing::warn!(
             listen = %options.listen,
@@ -131,6 +138,12 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         .await
         .map_err(|source| ServeError::Bind { addr: options.listen, source })?;
     let local = listener.local_addr().map_err(|source| ServeError::Bind { addr: options.listen, source })?;
+    let metrics_listener = match options.metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })?,
+        ),
+        None => None,
+    };
     let incoming = tonic::transport::server::TcpIncoming::from(listener)
         .with_nodelay(Some(true))
         .with_keepalive(Some(TCP_KEEPALIVE_IDLE))
@@ -156,6 +169,22 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     // Handlers go in before the listening line: a SIGTERM right after it must drain, not kill.
     let signals = Signals::install();
     let mut stdout = tokio::io::stdout();
+    if let Some(listener) = metrics_listener {
+        let metrics_addr =
+            listener.local_addr().map_err(|source| ServeError::Bind { addr: local, source })?;
+        let mut stop = shutdown_tx.subscribe();
+        tokio::spawn(async move {
+            let stopped = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            if let Err(e) = crate::metrics::serve(listener, stopped).await {
+                tracing::error!(error = %e, "the metrics endpoint failed");
+            }
+        });
+        let _ =
+            stdout.write_all(format!("sandboxd metrics on http://{metrics_addr}/metrics\n").as_bytes()).await;
+        tracing::info!(%metrics_addr, "serving Prometheus metrics at /metrics");
+    }
     let _ = stdout.write_all(format!("sandboxd listening on {local}\n").as_bytes()).await;
     let _ = stdout.flush().await;
     tracing::info!(%local, auth = options.auth_token.is_some(), tls = tls.is_some(), "sandboxd listening");
@@ -198,6 +227,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         .http2_keepalive_interval(Some(HTTP2_KEEPALIVE_INTERVAL))
         .http2_keepalive_timeout(Some(HTTP2_KEEPALIVE_TIMEOUT))
         .max_concurrent_streams(Some(options.config.server.limits.max_streams_per_connection))
+        .layer(crate::metrics::RpcLayer)
         .add_service(health)
         .add_service(InterceptedService::new(sandbox, intercept.clone()))
         .add_service(InterceptedService::new(reflection_v1, intercept.clone()))

@@ -1,0 +1,54 @@
+//! `sandboxctl create IMAGE`: start a sandbox, print its id (or its full ref as JSON).
+
+use clap::Args;
+use sandboxd_client::{spec, Client, Sandbox};
+
+use crate::error::CtlError;
+use crate::{parse, Output};
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// Image to start (must be present on the server's Docker daemon).
+    image: String,
+    /// Environment of every command in the sandbox (repeatable).
+    #[arg(long = "env", short = 'e', value_name = "K=V", value_parser = parse::key_value)]
+    env: Vec<(String, String)>,
+    /// A label kept on the sandbox, for `ls --label` and `rm --label` (repeatable).
+    #[arg(long = "label", short = 'l', value_name = "K=V", value_parser = parse::key_value)]
+    labels: Vec<(String, String)>,
+    /// A TCP port to publish (repeatable).
+    #[arg(long = "port", short = 'p', value_name = "N")]
+    ports: Vec<u16>,
+    /// Lifetime, after which the sandbox removes itself: 90s, 30m, 2h.
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration_s)]
+    ttl: Option<f64>,
+    /// Default working directory of commands and shells (absolute).
+    #[arg(long, short = 'w', value_name = "PATH")]
+    workdir: Option<String>,
+    /// `table` prints the id; `json` the full sandbox ref.
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+    output: Output,
+}
+
+pub async fn run(client: &Client, args: CreateArgs) -> Result<i32, CtlError> {
+    let mut spec = spec(args.image);
+    spec.env = args.env.into_iter().collect();
+    spec.metadata = args.labels.into_iter().collect();
+    spec.ports = args.ports.into_iter().map(u32::from).collect();
+    spec.ttl_s = args.ttl;
+    spec.workdir = args.workdir;
+    let sandbox = Sandbox::start(client, spec).await?;
+    match args.output {
+        Output::Table => println!("{}", sandbox.id()),
+        Output::Json => println!(
+            "{}",
+            serde_json::json!({
+                "sandbox_id": sandbox.id(),
+                "ports": sandbox.ports(),
+                "workdir": sandbox.workdir(),
+                "metadata": sandbox.metadata(),
+            })
+        ),
+    }
+    Ok(0)
+}

@@ -1,0 +1,84 @@
+//! One error type for every command: a gRPC code when the server (or the connection) gave one,
+//! and a message. Printed as `CODE: message`.
+
+use std::fmt;
+
+use sandboxd_client::ClientError;
+
+#[derive(Debug)]
+pub struct CtlError {
+    pub code: Option<tonic::Code>,
+    pub message: String,
+}
+
+impl CtlError {
+    /// A failure on this side (bad argument, local file) with no gRPC code.
+    pub fn local(message: impl Into<String>) -> Self {
+        Self { code: None, message: message.into() }
+    }
+
+    /// Prefixes the message with what was being done.
+    pub fn context(mut self, what: impl fmt::Display) -> Self {
+        self.message = format!("{what}: {}", self.message);
+        self
+    }
+}
+
+impl From<ClientError> for CtlError {
+    fn from(e: ClientError) -> Self {
+        let code = match &e {
+            ClientError::Io(_) | ClientError::InvalidArgument(_) => None,
+            other => Some(other.code()),
+        };
+        Self { code, message: e.message() }
+    }
+}
+
+impl From<tonic::Status> for CtlError {
+    fn from(s: tonic::Status) -> Self {
+        Self { code: Some(s.code()), message: s.message().to_string() }
+    }
+}
+
+impl From<std::io::Error> for CtlError {
+    fn from(e: std::io::Error) -> Self {
+        Self::local(e.to_string())
+    }
+}
+
+/// The canonical name of a gRPC code, as in the README's table.
+pub fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code::*;
+    match code {
+        Ok => "OK",
+        Cancelled => "CANCELLED",
+        Unknown => "UNKNOWN",
+        InvalidArgument => "INVALID_ARGUMENT",
+        DeadlineExceeded => "DEADLINE_EXCEEDED",
+        NotFound => "NOT_FOUND",
+        AlreadyExists => "ALREADY_EXISTS",
+        PermissionDenied => "PERMISSION_DENIED",
+        ResourceExhausted => "RESOURCE_EXHAUSTED",
+        FailedPrecondition => "FAILED_PRECONDITION",
+        Aborted => "ABORTED",
+        OutOfRange => "OUT_OF_RANGE",
+        Unimplemented => "UNIMPLEMENTED",
+        Internal => "INTERNAL",
+        Unavailable => "UNAVAILABLE",
+        DataLoss => "DATA_LOSS",
+        Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// One line: a multi-line server message (docker's stderr) is joined with ` | `.
+impl fmt::Display for CtlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let message: Vec<&str> = self.message.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        match self.code {
+            Some(code) => write!(f, "{}: {}", code_name(code), message.join(" | ")),
+            None => f.write_str(&message.join(" | ")),
+        }
+    }
+}
+
+impl std::error::Error for CtlError {}

@@ -1,0 +1,94 @@
+//! `sandboxctl exec ID -- CMD…`: output streamed as it is produced (`ExecStream`; `Exec` on a
+//! server without it), the command's exit code as ours.
+
+use std::collections::HashMap;
+use std::io::{IsTerminal, Read, Write};
+
+use clap::Args;
+use sandboxd_client::{proto, Client};
+
+use crate::error::CtlError;
+use crate::parse;
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// The sandbox.
+    sandbox_id: String,
+    /// User name or uid to run as.
+    #[arg(long, short = 'u')]
+    user: Option<String>,
+    /// Working directory (absolute).
+    #[arg(long, short = 'w')]
+    cwd: Option<String>,
+    /// Extra environment (repeatable).
+    #[arg(long = "env", short = 'e', value_name = "K=V", value_parser = parse::key_value)]
+    env: Vec<(String, String)>,
+    /// Timeout; the server's default (180 s) when unset.
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration_s)]
+    timeout: Option<f64>,
+    /// One argument: a shell command line, as is. Several: an argv, quoted for the shell.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+pub async fn run(client: &Client, args: ExecArgs) -> Result<i32, CtlError> {
+    let command = parse::command_line(&args.command).map_err(CtlError::local)?;
+    // Input is forwarded only when it is not a terminal (a pipe or a file), as `docker exec`
+    // without `-i` would not wait on a keyboard.
+    let stdin = if std::io::stdin().is_terminal() {
+        None
+    } else {
+        let mut buf = Vec::new();
+        std::io::stdin().read_to_end(&mut buf)?;
+        Some(buf)
+    };
+    let request = proto::ExecRequest {
+        sandbox_id: args.sandbox_id,
+        command,
+        cwd: args.cwd,
+        env: args.env.into_iter().collect::<HashMap<_, _>>(),
+        timeout_s: args.timeout,
+        user: args.user,
+        stdin,
+    };
+    let mut rpc = client.raw();
+    match rpc.exec_stream(request.clone()).await {
+        Ok(stream) => streamed(stream.into_inner()).await,
+        Err(status) if status.code() == tonic::Code::Unimplemented => {
+            let response = rpc.exec(request).await?.into_inner();
+            write_out(&mut std::io::stdout(), &response.stdout)?;
+            write_out(&mut std::io::stderr(), &response.stderr)?;
+            Ok(finish(response.return_code, &response.error_type))
+        }
+        Err(status) => Err(status.into()),
+    }
+}
+
+async fn streamed(mut stream: tonic::Streaming<proto::ExecStreamResponse>) -> Result<i32, CtlError> {
+    use proto::exec_stream_response::Response;
+    while let Some(message) = stream.message().await? {
+        match message.response {
+            Some(Response::Stdout(bytes)) => write_out(&mut std::io::stdout(), &bytes)?,
+            Some(Response::Stderr(bytes)) => write_out(&mut std::io::stderr(), &bytes)?,
+            Some(Response::Exit(exit)) => return Ok(finish(exit.return_code, &exit.error_type)),
+            None => {}
+        }
+    }
+    Err(CtlError {
+        code: Some(tonic::Code::Internal),
+        message: "the exec stream ended without an exit".into(),
+    })
+}
+
+fn write_out(out: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
+    out.write_all(bytes)?;
+    out.flush()
+}
+
+/// The exit code, saying on stderr when the command did not run to its own exit.
+fn finish(return_code: i32, error_type: &str) -> i32 {
+    if !error_type.is_empty() {
+        eprintln!("sandboxctl: the command did not finish ({error_type}); exit code {return_code}");
+    }
+    return_code
+}

@@ -1,0 +1,112 @@
+//! `sandboxctl`: sandboxd from a terminal. Create sandboxes, run commands with live output,
+//! open an interactive shell, copy files, list and remove sandboxes by label.
+//!
+//! Every failure is one line on stderr, `sandboxctl: CODE: message`, and exit status 1;
+//! `exec` and `shell` exit with the remote command's own status.
+
+mod cp;
+mod create;
+mod error;
+mod exec;
+mod inventory;
+mod parse;
+mod shell;
+mod terminal;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use sandboxd_client::Client;
+
+use error::CtlError;
+
+/// Command-line client for sandboxd (sandbox.v1 over gRPC).
+#[derive(Debug, Parser)]
+#[command(name = "sandboxctl", version)]
+struct Cli {
+    /// Server address: `host:port` (plaintext) or a URL.
+    #[arg(long, global = true, env = "SANDBOXD_ADDR", default_value = "127.0.0.1:50051")]
+    addr: String,
+    /// File holding the server's bearer token.
+    #[arg(long, global = true, env = "SANDBOXD_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// How a command prints what it made or found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// Human-readable (an id, a table).
+    Table,
+    /// JSON.
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Start a sandbox from IMAGE and print its id.
+    Create(create::CreateArgs),
+    /// Run a command and stream its output; exits with the command's exit code.
+    Exec(exec::ExecArgs),
+    /// An interactive terminal in the sandbox (like `docker exec -it`).
+    Shell(shell::ShellArgs),
+    /// Copy a file: `SRC DST`, one side `ID:/path`; `-` is stdin or stdout.
+    Cp(cp::CpArgs),
+    /// List sandboxes (filter by label and status).
+    Ls(inventory::LsArgs),
+    /// Print a sandbox's status.
+    Status(inventory::StatusArgs),
+    /// Remove sandboxes by id, or every sandbox carrying the given labels.
+    Rm(inventory::RmArgs),
+}
+
+async fn connect(cli: &Cli) -> Result<Client, CtlError> {
+    let client = match &cli.token_file {
+        Some(path) => {
+            let token = std::fs::read_to_string(path)
+                .map_err(|e| CtlError::local(format!("--token-file {}: {e}", path.display())))?;
+            let token = token.trim();
+            if token.is_empty() {
+                return Err(CtlError::local(format!("--token-file {} is empty", path.display())));
+            }
+            Client::connect_with_token(cli.addr.clone(), token).await
+        }
+        None => Client::connect(cli.addr.clone()).await,
+    };
+    client.map_err(|e| CtlError::from(e).context(format!("cannot reach sandboxd at {}", cli.addr)))
+}
+
+async fn run(cli: Cli) -> Result<i32, CtlError> {
+    let client = connect(&cli).await?;
+    match cli.command {
+        Command::Create(args) => create::run(&client, args).await,
+        Command::Exec(args) => exec::run(&client, args).await,
+        Command::Shell(args) => shell::run(&client, args).await,
+        Command::Cp(args) => cp::run(&client, args).await,
+        Command::Ls(args) => inventory::ls(&client, args).await,
+        Command::Status(args) => inventory::status(&client, args).await,
+        Command::Rm(args) => inventory::rm(&client, args).await,
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sandboxctl: cannot start: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("sandboxctl: {e}");
+            1
+        }
+    };
+    // A thread may still block on reading stdin (`shell`): leave without waiting for it.
+    std::process::exit(code.clamp(0, 255));
+}

@@ -1,0 +1,112 @@
+//! `List` on Docker: the sandboxes this service owns, in two docker calls whatever their
+//! number: one `docker ps -a` filtered by the ownership label and the asked-for metadata labels,
+//! then one `docker inspect` of every candidate for creation time, image, state, workdir and
+//! labels. Ordering and paging are [`crate::inventory::page`]'s.
+
+use std::collections::BTreeMap;
+use std::time::UNIX_EPOCH;
+
+use super::argv;
+use super::classify;
+use super::labels;
+use super::provider::DockerProvider;
+use super::state::ContainerState;
+use crate::error::{ProviderError, Result};
+use crate::inventory::{page, ListPage, ListQuery, SandboxSummary};
+use crate::spec::SandboxId;
+
+impl DockerProvider {
+    /// The owned sandboxes matching `query`, one page.
+    pub(super) async fn list_owned(&self, query: &ListQuery) -> Result<ListPage> {
+        labels::validate_metadata("labels", &query.labels)?;
+        let out = self.control(argv::ps_owned_args(&labels::filter_args(&query.labels))).await?;
+        if !out.success() {
+            return Err(docker_failure("docker ps", &out.stderr_text()));
+        }
+        let names: Vec<String> = out
+            .stdout_text()
+            .lines()
+            .map(str::trim)
+            .filter(|n| SandboxId::parse("sandbox_id", n).is_ok())
+            .map(String::from)
+            .collect();
+        let mut found = Vec::new();
+        if !names.is_empty() {
+            let out = self.control(argv::inspect_many_args(&names)).await?;
+            // A sandbox removed between the two calls makes inspect fail for that name only.
+            let err = out.stderr_text();
+            if !out.success()
+                && !err.lines().all(|l| l.trim().is_empty() || classify::is_missing_container(l))
+            {
+                return Err(docker_failure("docker inspect", &err));
+            }
+            for line in out.stdout_text().lines().filter(|l| !l.trim().is_empty()) {
+                found.push(parse_summary(line)?);
+            }
+        }
+        Ok(page(found, query))
+    }
+}
+
+fn docker_failure(what: &str, stderr: &str) -> ProviderError {
+    if classify::is_daemon_unreachable(stderr) {
+        ProviderError::Unavailable(stderr.trim().into())
+    } else {
+        ProviderError::Docker(format!("{what}: {}", stderr.trim()))
+    }
+}
+
+/// One line of [`argv::inspect_many_args`]: `/name \t created \t labels-json \t image \t state \t workdir`.
+fn parse_summary(line: &str) -> Result<SandboxSummary> {
+    let unexpected =
+        |what: &str| ProviderError::Docker(format!("unexpected docker inspect output ({what}): {line:?}"));
+    let mut parts = line.splitn(6, '\t');
+    let name = parts.next().unwrap_or_default().trim_start_matches('/').to_string();
+    let created = parts.next().ok_or_else(|| unexpected("no creation time"))?;
+    let labels_json = parts.next().ok_or_else(|| unexpected("no labels"))?;
+    let image = parts.next().unwrap_or_default().to_string();
+    let state = parts.next().unwrap_or_default().to_string();
+    let workdir = parts.next().map(str::trim).filter(|w| !w.is_empty()).map(String::from);
+    let labels: BTreeMap<String, String> =
+        serde_json::from_str::<Option<BTreeMap<String, String>>>(labels_json)
+            .map_err(|_| unexpected("labels"))?
+            .unwrap_or_default();
+    let created = humantime::parse_rfc3339(created.trim()).map_err(|_| unexpected("creation time"))?;
+    let created_ns = match created.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_nanos() as i128,
+        Err(e) => -(e.duration().as_nanos() as i128),
+    };
+    let ports = labels
+        .get(argv::PORTS_LABEL)
+        .map(|p| p.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_default();
+    Ok(SandboxSummary {
+        sandbox_id: name,
+        image,
+        status: ContainerState::parse(&state).sandbox_status(),
+        created_ns,
+        ports,
+        workdir,
+        expires_at_unix_ms: labels.get(crate::lease::EXPIRES_LABEL).and_then(|v| v.parse().ok()),
+        metadata: labels::metadata_from_labels(&labels),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inspect_line_parses() {
+        let line = "/sandboxd-0123456789abcdef0123456789abcdef\t2026-11-30T06:13:49.123456789Z\t\
+                    {\"sandboxd.sandbox\":\"1\",\"sandboxd.ports\":\"80\",\"sandboxd.meta.run\":\"r1\"}\t\
+                    sandboxd-test/busybox:1\trunning\t/work";
+        let s = parse_summary(line).unwrap();
+        assert_eq!(s.sandbox_id, "sandboxd-0123456789abcdef0123456789abcdef");
+        assert_eq!(s.created_at_unix_ms(), 1_796_019_229_123);
+        assert_eq!(s.ports, vec![80]);
+        assert_eq!(s.metadata.get("run").map(String::as_str), Some("r1"));
+        assert_eq!(s.status, crate::spec::SandboxStatus::Running);
+        assert_eq!(s.workdir.as_deref(), Some("/work"));
+    }
+}

@@ -1,0 +1,155 @@
+//! Listing sandboxes, backend-neutral: what a `List` asks for, how pages are keyed and cut.
+//! Pages are cut by a key (creation time, id), so removing sandboxes between two pages never
+//! skips or repeats one. Backends find the candidates; [`page`] orders, filters and cuts them.
+
+use std::collections::BTreeMap;
+
+use crate::error::{ProviderError, Result};
+use crate::spec::{SandboxId, SandboxStatus};
+
+/// What to list.
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    /// Every one of these metadata entries must match.
+    pub labels: BTreeMap<String, String>,
+    /// Only these states; empty means any.
+    pub statuses: Vec<SandboxStatus>,
+    /// At most this many sandboxes (>= 1).
+    pub page_size: usize,
+    /// Only sandboxes after this key (the previous page's last).
+    pub after: Option<PageKey>,
+}
+
+/// Where a page ends: the order of `List` is (creation time, id).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PageKey {
+    pub created_ns: i128,
+    pub sandbox_id: String,
+}
+
+impl PageKey {
+    /// The opaque token a client passes back (hex, so nobody is tempted to build one).
+    pub fn to_token(&self) -> String {
+        format!("v1:{}:{}", self.created_ns, self.sandbox_id).bytes().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Parses a token made by [`PageKey::to_token`].
+    pub fn from_token(token: &str) -> Result<Self> {
+        let bad = || {
+            ProviderError::invalid(
+                "page_token",
+                "is not a token returned by List (pass next_page_token as is)",
+            )
+        };
+        if !token.len().is_multiple_of(2) || token.len() > 256 {
+            return Err(bad());
+        }
+        let bytes = (0..token.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&token[i..i + 2], 16))
+            .collect::<std::result::Result<Vec<u8>, _>>()
+            .map_err(|_| bad())?;
+        let text = String::from_utf8(bytes).map_err(|_| bad())?;
+        let mut parts = text.splitn(3, ':');
+        let (Some("v1"), Some(ns), Some(id)) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(bad());
+        };
+        let created_ns = ns.parse().map_err(|_| bad())?;
+        SandboxId::parse("page_token", id).map_err(|_| bad())?;
+        Ok(Self { created_ns, sandbox_id: id.to_string() })
+    }
+}
+
+/// One sandbox as `List` sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxSummary {
+    pub sandbox_id: String,
+    pub image: String,
+    pub status: SandboxStatus,
+    pub created_ns: i128,
+    pub ports: Vec<u16>,
+    pub workdir: Option<String>,
+    pub metadata: BTreeMap<String, String>,
+    /// The lease set at create (ms since the epoch), if any; a moved lease overrides it.
+    pub expires_at_unix_ms: Option<i64>,
+}
+
+impl SandboxSummary {
+    pub fn created_at_unix_ms(&self) -> i64 {
+        i64::try_from(self.created_ns / 1_000_000).unwrap_or(i64::MAX)
+    }
+
+    pub fn key(&self) -> PageKey {
+        PageKey { created_ns: self.created_ns, sandbox_id: self.sandbox_id.clone() }
+    }
+}
+
+/// One page, oldest first; `next` is set when more follow.
+#[derive(Debug, Clone, Default)]
+pub struct ListPage {
+    pub sandboxes: Vec<SandboxSummary>,
+    pub next: Option<PageKey>,
+}
+
+/// Filters by status and key, sorts oldest first, and cuts one page.
+pub fn page(mut found: Vec<SandboxSummary>, query: &ListQuery) -> ListPage {
+    found.retain(|s| query.statuses.is_empty() || query.statuses.contains(&s.status));
+    if let Some(after) = &query.after {
+        found.retain(|s| &s.key() > after);
+    }
+    found.sort_by_key(SandboxSummary::key);
+    let more = found.len() > query.page_size;
+    found.truncate(query.page_size);
+    let next = if more { found.last().map(SandboxSummary::key) } else { None };
+    ListPage { sandboxes: found, next }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(id_digit: char, created_ns: i128, status: SandboxStatus) -> SandboxSummary {
+        SandboxSummary {
+            sandbox_id: format!("sandboxd-{}", id_digit.to_string().repeat(32)),
+            image: "img".into(),
+            status,
+            created_ns,
+            ports: vec![],
+            workdir: None,
+            metadata: BTreeMap::new(),
+            expires_at_unix_ms: None,
+        }
+    }
+
+    #[test]
+    fn pages_are_oldest_first_and_keyed() {
+        let all = vec![
+            summary('c', 30, SandboxStatus::Running),
+            summary('a', 10, SandboxStatus::Running),
+            summary('b', 20, SandboxStatus::Stopped),
+            summary('d', 30, SandboxStatus::Running),
+        ];
+        let q = ListQuery { page_size: 2, ..Default::default() };
+        let first = page(all.clone(), &q);
+        assert_eq!(first.sandboxes.iter().map(|s| s.created_ns).collect::<Vec<_>>(), vec![10, 20]);
+        let key = first.next.clone().expect("more");
+        let token = key.to_token();
+        assert_eq!(PageKey::from_token(&token).unwrap(), key);
+        let second = page(all.clone(), &ListQuery { after: Some(key), ..q.clone() });
+        assert_eq!(second.sandboxes.len(), 2);
+        assert!(second.next.is_none());
+        assert!(second.sandboxes[0].sandbox_id < second.sandboxes[1].sandbox_id);
+        let running = page(all, &ListQuery { statuses: vec![SandboxStatus::Stopped], ..q });
+        assert_eq!(running.sandboxes.len(), 1);
+    }
+
+    #[test]
+    fn forged_tokens_are_refused() {
+        for bad in ["", "zz", "00", &"v1:1:x".bytes().map(|b| format!("{b:02x}")).collect::<String>()] {
+            if bad.is_empty() {
+                continue;
+            }
+            assert!(PageKey::from_token(bad).unwrap_err().to_string().contains("page_token"), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! The `sandboxctl` binary as a test fixture, and a real terminal (tmux) to drive it in.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// `target/debug/sandboxctl`, (re)built once per test process.
+pub fn ctl_binary() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let status = Command::new(cargo)
+                .args(["build", "-q", "-p", "sandboxctl", "--bin", "sandboxctl"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .status()
+                .expect("running cargo build for sandboxctl");
+            assert!(status.success(), "cargo build -p sandboxctl failed");
+            let bin = target.join("debug").join("sandboxctl");
+            assert!(bin.is_file(), "no sandboxctl at {}", bin.display());
+            bin
+        })
+        .clone()
+}
+
+/// Runs `sandboxctl --addr ADDR ARGS…` with `stdin` as its input (none: an empty pipe).
+pub fn ctl(addr: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(ctl_binary())
+        .arg("--addr")
+        .arg(addr)
+        .args(args)
+        .env_remove("SANDBOXD_ADDR")
+        .env_remove("SANDBOXD_TOKEN_FILE")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn sandboxctl");
+    let mut pipe = child.stdin.take().expect("stdin");
+    if let Some(data) = stdin {
+        pipe.write_all(data).expect("write stdin");
+    }
+    drop(pipe);
+    child.wait_with_output().expect("sandboxctl output")
+}
+
+/// A tmux server of its own (a socket in a temp dir, removed with it) with one window running a
+/// local shell.
+pub struct Tmux {
+    socket: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Tmux {
+    /// A `rows`x`cols` window running `bash --norc` with the prompt `local$ `.
+    pub fn start(rows: u16, cols: u16) -> Tmux {
+        let have = Command::new("tmux").arg("-V").output();
+        assert!(
+            have.is_ok_and(|o| o.status.success()),
+            "tmux is required for the terminal tests (scripts/install-deps.sh installs it)"
+        );
+        let dir = tempfile::tempdir().expect("tempdir for the tmux socket");
+        let tmux = Tmux { socket: dir.path().join("tmux.sock"), _dir: dir };
+        let out = tmux.run(&[
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            &cols.to_string(),
+            "-y",
+            &rows.to_string(),
+            "env -i PATH=/usr/bin:/bin TERM=xterm HOME=/tmp PS1='local$ ' bash --norc --noprofile",
+        ]);
+        assert!(out.status.success(), "tmux new-session: {}", String::from_utf8_lossy(&out.stderr));
+        tmux.wait_for("the local prompt", |s| s.contains("local$"));
+        tmux
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux").arg("-S").arg(&self.socket).args(args).output().expect("tmux")
+    }
+
+    /// Types `text` literally, then Enter.
+    pub fn line(&self, text: &str) {
+        assert!(self.run(&["send-keys", "-t", "t", "-l", text]).status.success());
+        assert!(self.run(&["send-keys", "-t", "t", "Enter"]).status.success());
+    }
+
+    /// Sends a key by tmux name (`C-c`, `C-d`).
+    pub fn key(&self, key: &str) {
+        assert!(self.run(&["send-keys", "-t", "t", key]).status.success());
+    }
+
+    /// The pane's text, history included, wrapped lines joined.
+    pub fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-J", "-t", "t", "-S", "-1000"]).stdout)
+            .into_owned()
+    }
+
+    /// Clears the pane and its history so the next `wait_for` sees only new output.
+    pub fn clear(&self) {
+        self.run(&["send-keys", "-t", "t", "-R"]);
+        self.run(&["clear-history", "-t", "t"]);
+    }
+
+    /// Waits (30 s at most) until the screen satisfies `done`; panics with the screen otherwise.
+    pub fn wait_for(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let screen = self.screen();
+            if done(&screen) {
+                return screen;
+            }
+            if Instant::now() > deadline {
+                panic!("waited 30 s for {what}; the terminal shows:\n{screen}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The pid of the shell running in the pane.
+    pub fn pane_pid(&self) -> i32 {
+        let out = self.run(&["display-message", "-p", "-t", "t", "#{pane_pid}"]);
+        String::from_utf8_lossy(&out.stdout).trim().parse().expect("pane pid")
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+/// Pids of the processes named `name` whose parent is `parent`.
+pub fn children_named(parent: i32, name: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // `pid (comm) state ppid …`; comm may hold spaces, so split after the last ')'.
+        let Some((head, rest)) = stat.rsplit_once(')') else { continue };
+        let comm = head.split_once('(').map(|(_, c)| c).unwrap_or_default();
+        let ppid = rest.split_whitespace().nth(1).and_then(|p| p.parse::<i32>().ok());
+        if comm == name && ppid == Some(parent) {
+            found.push(pid);
+        }
+    }
+    found
+}

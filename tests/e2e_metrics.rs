@@ -1,0 +1,181 @@
+//! End to end: `--metrics-listen` after a known sequence of calls, scraped as Prometheus would,
+//! with exact counts; and one log line per failed call, with its code and message.
+
+mod common;
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::server::server_binary;
+use common::TestLabel;
+use futures_util::StreamExt;
+use sandboxd_client::{proto, spec, Client, ExecOptions, PtyOptions, Sandbox};
+use support::images::BUSYBOX;
+
+/// The server with `--listen localhost:0 --metrics-listen localhost:0`: (child, grpc addr,
+/// metrics addr). Its stderr (the log) is piped for the caller to read.
+fn start(label: &TestLabel, dir: &std::path::Path) -> (Child, String, String) {
+    common::require_docker();
+    let config = dir.join("config.yaml");
+    let extra: Vec<String> = label.run_args().iter().map(|a| format!("\"{a}\"")).collect();
+    std::fs::write(
+        &config,
+        format!(
+            "docker:\n  create:\n    extra_run_args: [{}]\n  exec:\n    default_timeout_s: 60\n",
+            extra.join(", ")
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(server_binary())
+        .args(["--listen", "localhost:0", "--metrics-listen", "localhost:0", "--config"])
+        .arg(&config)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sandboxd");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut metrics = None;
+    let addr = loop {
+        let line = lines.next().expect("sandboxd exited before listening").expect("stdout");
+        if let Some(url) = line.strip_prefix("sandboxd metrics on http://") {
+            metrics = Some(url.trim_end_matches("/metrics").to_string());
+        }
+        if let Some(addr) = line.strip_prefix("sandboxd listening on ") {
+            break addr.trim().to_string();
+        }
+    };
+    assert!(addr.starts_with("127.0.0.1:"), "localhost resolves to loopback IPv4: {addr}");
+    (child, addr, metrics.expect("the metrics line comes before the listening line"))
+}
+
+/// `GET /metrics` over plain HTTP/1.0.
+fn scrape(addr: &str) -> String {
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to metrics");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.to_lowercase().contains("content-type: application/openmetrics-text"), "{head}");
+    body.to_string()
+}
+
+/// The value of the sample `name{labels}` (labels as they appear, in order); 0 when absent.
+fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+        .map(|v| v.trim().parse().expect("a number"))
+        .unwrap_or(0.0)
+}
+
+fn rpc(method: &str, code: &str) -> String {
+    format!("sandboxd_rpc_requests_total{{service=\"sandbox.v1.SandboxService\",method=\"{method}\",code=\"{code}\"}}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrape_counts_a_known_sequence_of_calls() {
+    let label = TestLabel::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, addr, metrics) = start(&label, dir.path());
+    let client = Client::connect(addr.clone()).await.expect("connect by host:port");
+    let mut raw = client.raw();
+
+    let before = scrape(&metrics);
+    assert_eq!(sample(&before, "sandboxd_sandboxes_live"), 0.0);
+
+    // 1 good create, 1 refused create.
+    let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("create");
+    let err = raw.create(proto::CreateRequest { spec: Some(spec("-bad")) }).await.expect_err("refused");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    // 2 execs that finish, 1 stopped at its timeout.
+    sandbox.exec("true").await.unwrap();
+    sandbox.exec("echo hi").await.unwrap();
+    let timed_out = sandbox
+        .exec_with("sleep 30", ExecOptions { timeout_s: Some(1.0), ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(timed_out.error_type, Some(sandboxd_client::ExecErrorType::Timeout));
+    // 1 status of an unknown sandbox.
+    let missing = proto::StatusRequest { sandbox_id: "sandboxd-00000000000000000000000000000000".into() };
+    assert_eq!(raw.status(missing).await.unwrap_err().code(), tonic::Code::NotFound);
+    // 1000 bytes each way.
+    let file = dir.path().join("f");
+    std::fs::write(&file, vec![7u8; 1000]).unwrap();
+    assert_eq!(sandbox.upload(&file, "/tmp/f").await.unwrap(), 1000);
+    assert_eq!(sandbox.download("/tmp/f", dir.path().join("g")).await.unwrap(), 1000);
+    // One terminal session, open while we scrape, then ended.
+    let session = sandbox.pty().create(PtyOptions::command("cat")).await.expect("pty");
+    let during = scrape(&metrics);
+    assert_eq!(sample(&during, "sandboxd_pty_sessions"), 1.0);
+    assert_eq!(sample(&during, "sandboxd_sandboxes_live"), 1.0);
+    assert_eq!(sample(&during, "sandboxd_creates_in_progress"), 0.0);
+    session.close().await.unwrap();
+    let mut output = std::pin::pin!(session.output());
+    while output.next().await.is_some() {}
+    sandbox.stop().await.expect("close");
+
+    // The Pty call is counted when its stream ends on the server; wait for that, not a time.
+    let mut after = scrape(&metrics);
+    for _ in 0..100 {
+        if sample(&after, "sandboxd_pty_sessions") == 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        after = scrape(&metrics);
+    }
+    assert_eq!(sample(&after, &rpc("Create", "OK")), 1.0, "{after}");
+    assert_eq!(sample(&after, &rpc("Create", "INVALID_ARGUMENT")), 1.0);
+    assert_eq!(sample(&after, &rpc("Exec", "OK")), 3.0);
+    assert_eq!(sample(&after, &rpc("Status", "NOT_FOUND")), 1.0);
+    assert_eq!(sample(&after, &rpc("Upload", "OK")), 1.0);
+    assert_eq!(sample(&after, &rpc("Download", "OK")), 1.0);
+    assert_eq!(sample(&after, &rpc("Close", "OK")), 1.0);
+    assert_eq!(
+        sample(
+            &after,
+            "sandboxd_rpc_duration_seconds_count{service=\"sandbox.v1.SandboxService\",method=\"Exec\"}"
+        ),
+        3.0
+    );
+    assert_eq!(sample(&after, "sandboxd_exec_results_total{error_type=\"none\"}"), 2.0);
+    assert_eq!(sample(&after, "sandboxd_exec_results_total{error_type=\"timeout\"}"), 1.0);
+    assert_eq!(sample(&after, "sandboxd_transfer_bytes_total{direction=\"upload\"}"), 1000.0);
+    assert_eq!(sample(&after, "sandboxd_transfer_bytes_total{direction=\"download\"}"), 1000.0);
+    assert_eq!(sample(&after, "sandboxd_sandboxes_live"), 0.0);
+    assert_eq!(sample(&after, "sandboxd_pty_sessions"), 0.0);
+    assert_eq!(sample(&after, "sandboxd_docker_command_duration_seconds_count{command=\"run\"}"), 1.0);
+    assert_eq!(sample(&after, "sandboxd_docker_command_duration_seconds_count{command=\"rm\"}"), 1.0);
+    // Execs may run through the in-sandbox agent instead of `docker exec`; run and rm do not.
+    assert!(sample(&after, "sandboxd_docker_permit_wait_seconds_count") >= 2.0);
+
+    // The log: one line per failed call, with its code and message.
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = child.wait();
+    let mut log = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+    let failed: Vec<&str> = log.lines().filter(|l| l.contains("rpc failed")).collect();
+    assert_eq!(failed.len(), 2, "{log}");
+    assert!(failed.iter().any(|l| l.contains("INVALID_ARGUMENT") && l.contains("spec.image")), "{log}");
+    assert!(failed.iter().any(|l| l.contains("NOT_FOUND") && l.contains("Status")), "{log}");
+    assert!(label.containers().is_empty());
+}
+
+#[test]
+fn a_public_metrics_address_needs_insecure() {
+    let out = Command::new(server_binary())
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "0.0.0.0:0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("metrics") && stderr.contains("--insecure"), "{stderr}");
+}
