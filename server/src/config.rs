@@ -240,14 +240,44 @@ impl DockerConfig {
     }
 }
 
+/// Default bound on the snapshots that exist at once.
+pub const DEFAULT_MAX_SNAPSHOTS: u32 = 100;
+/// Default age past which an unreferenced snapshot is removed: one day.
+pub const DEFAULT_SNAPSHOT_TTL_S: f64 = 86_400.0;
+
 /// The `server` section: what clients may ask for. Everything defaults to the safe choice.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerSection {
     /// Let clients pass `provider_options.volumes` (host bind mounts).
     pub allow_client_volumes: bool,
     /// Let clients pass `provider_options.run_args` (arbitrary `docker run` flags).
     pub allow_client_run_args: bool,
+    /// Snapshots that may exist at once; `Snapshot` and `Fork` beyond it are RESOURCE_EXHAUSTED.
+    pub max_snapshots: u32,
+    /// A snapshot no sandbox uses is removed this long after it was taken; `null` keeps it
+    /// until `DeleteSnapshot`.
+    pub snapshot_ttl_s: Option<f64>,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        Self {
+            allow_client_volumes: false,
+            allow_client_run_args: false,
+            max_snapshots: DEFAULT_MAX_SNAPSHOTS,
+            snapshot_ttl_s: Some(DEFAULT_SNAPSHOT_TTL_S),
+        }
+    }
+}
+
+impl ServerSection {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_snapshots < 1 {
+            return Err(ConfigError::new("server.max_snapshots", "must be >= 1 (got 0)"));
+        }
+        positive_opt("server.snapshot_ttl_s", self.snapshot_ttl_s)
+    }
 }
 
 /// The whole config file: `{"docker": {...}, "server": {...}}`; any other key is an error.
@@ -263,6 +293,7 @@ impl FileConfig {
         let config: FileConfig =
             serde_json::from_value(root.clone()).map_err(|e| ConfigError::new("config", e.to_string()))?;
         config.docker.validate()?;
+        config.server.validate()?;
         Ok(config)
     }
 
@@ -348,6 +379,22 @@ mod tests {
         for (docker, field) in cases {
             let err = load(json!({ "docker": docker })).unwrap_err();
             assert_eq!(err.field, field, "{docker}");
+        }
+    }
+
+    #[test]
+    fn snapshot_bounds() {
+        let c = FileConfig::from_json_value(&json!({})).unwrap();
+        assert_eq!((c.server.max_snapshots, c.server.snapshot_ttl_s), (100, Some(86_400.0)));
+        let c = FileConfig::from_json_value(&json!({"server": {"max_snapshots": 3, "snapshot_ttl_s": null}}))
+            .unwrap();
+        assert_eq!((c.server.max_snapshots, c.server.snapshot_ttl_s), (3, None));
+        for (server, field) in [
+            (json!({"max_snapshots": 0}), "server.max_snapshots"),
+            (json!({"snapshot_ttl_s": 0}), "server.snapshot_ttl_s"),
+        ] {
+            let err = FileConfig::from_json_value(&json!({ "server": server })).unwrap_err();
+            assert_eq!(err.field, field);
         }
     }
 

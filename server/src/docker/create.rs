@@ -20,8 +20,16 @@ impl DockerProvider {
     /// container is force-removed on any failure.
     pub async fn create(&self, spec: &SandboxSpec) -> Result<SandboxHandle> {
         spec.validate()?;
+        if let Some(snapshot_id) = &spec.snapshot_id {
+            self.snapshot_info(snapshot_id).await?;
+        }
+        self.start_sandbox(spec).await
+    }
+
+    /// `create` once its checks passed (a fork's children start from the snapshot it just made).
+    pub(super) async fn start_sandbox(&self, spec: &SandboxSpec) -> Result<SandboxHandle> {
         let name = argv::new_container_name();
-        let image = normalize_image(&spec.image).to_string();
+        let image = argv::run_image(spec).to_string();
         let args = argv::run_args(&self.config.create, spec, &name);
         let span = tracing::info_span!("create", sandbox_id = %name, image = %image);
         self.run_create_with_reconciliation(&args, &name, &image).instrument(span).await?;

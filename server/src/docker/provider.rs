@@ -77,6 +77,8 @@ pub struct DockerProvider {
     /// Ids this process closed, so their status reads `stopped` rather than unknown.
     closed: Mutex<HashSet<String>>,
     pty_sessions: Mutex<HashMap<String, Vec<Arc<dyn LiveSession>>>>,
+    /// Held while snapshots are counted and committed (`server.max_snapshots`).
+    pub(super) snapshot_lock: tokio::sync::Mutex<()>,
 }
 
 impl DockerProvider {
@@ -96,6 +98,7 @@ impl DockerProvider {
             handles: Mutex::new(HashMap::new()),
             closed: Mutex::new(HashSet::new()),
             pty_sessions: Mutex::new(HashMap::new()),
+            snapshot_lock: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -199,7 +202,7 @@ impl DockerProvider {
         Ok(handle)
     }
 
-    async fn owned(&self, sandbox_id: &str) -> Result<Inspected> {
+    pub(super) async fn owned(&self, sandbox_id: &str) -> Result<Inspected> {
         match self.inspect(sandbox_id).await? {
             Some(found) if found.owned => Ok(found),
             _ => Err(ProviderError::SandboxNotFound(sandbox_id.into())),
@@ -214,9 +217,14 @@ impl DockerProvider {
             return Err(ProviderError::SandboxNotFound(id.into()));
         }
         let found = self.owned(id).await?;
-        if SandboxStatus::from_docker_state(&found.state) != SandboxStatus::Running {
-            self.forget(id);
-            return Err(ProviderError::Stopped(id.into()));
+        match SandboxStatus::from_docker_state(&found.state) {
+            SandboxStatus::Running => {}
+            // Connect finds the exec shell by running a command, which a frozen sandbox refuses.
+            SandboxStatus::Paused => return Err(ProviderError::Paused(id.into())),
+            _ => {
+                self.forget(id);
+                return Err(ProviderError::Stopped(id.into()));
+            }
         }
         let shell = self.detect_shell(id).await?;
         let handle = SandboxHandle {
@@ -259,7 +267,14 @@ impl DockerProvider {
         if params.timeout.is_some_and(|t| t.is_zero()) {
             return Err(ProviderError::invalid("timeout_s", "must be > 0"));
         }
-        Ok(self.exec_in(&handle.sandbox_id, &handle.shell, command, params, user.as_deref()).await)
+        let result = self.exec_in(&handle.sandbox_id, &handle.shell, command, params, user.as_deref()).await;
+        // Only a failed exec is read for the paused refusal: no inspect before every exec.
+        if result.error_type == Some(ExecErrorType::Sandbox)
+            && classify::is_paused_container(&result.stderr_lossy())
+        {
+            return Err(ProviderError::Paused(handle.sandbox_id.clone()));
+        }
+        Ok(result)
     }
 
     /// One `docker exec` with the timeout and runtime-failure rules of the seed.
@@ -276,7 +291,7 @@ impl DockerProvider {
 
     // ----- status, endpoint, close ----------------------------------------------------------
 
-    /// `running|paused` running, `created|restarting` starting, gone or exited stopped,
+    /// `running` running, `paused` paused, `created|restarting` starting, gone or exited stopped,
     /// error or timeout unknown.
     pub async fn status(&self, handle: &SandboxHandle) -> SandboxStatus {
         match self.inspect(&handle.sandbox_id).await {

@@ -39,6 +39,7 @@ pub fn spec_from_proto(spec: pb::SandboxSpec) -> Result<SandboxSpec, Status> {
         entrypoint: (!spec.entrypoint.is_empty()).then_some(spec.entrypoint),
         ports,
         provider_options: ProviderOptions { volumes: options.volumes, run_args: options.run_args },
+        snapshot_id: spec.snapshot_id,
     })
 }
 
@@ -81,6 +82,7 @@ pub fn status(status: SandboxStatus) -> pb::SandboxStatus {
         SandboxStatus::Stopped => pb::SandboxStatus::Stopped,
         SandboxStatus::Error => pb::SandboxStatus::Error,
         SandboxStatus::Unknown => pb::SandboxStatus::Unknown,
+        SandboxStatus::Paused => pb::SandboxStatus::Paused,
     }
 }
 

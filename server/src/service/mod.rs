@@ -90,6 +90,13 @@ impl SandboxApi {
         Ok(())
     }
 
+    /// Count sandboxes as created by this process (for `--remove-on-shutdown`).
+    fn remember_created(&self, ids: impl IntoIterator<Item = String>) {
+        if let Ok(mut created) = self.created.lock() {
+            created.extend(ids);
+        }
+    }
+
     /// End PTY sessions and, when asked, remove the sandboxes this process created.
     pub async fn shutdown(&self, remove_created: bool) {
         self.provider.aclose().await;

@@ -51,7 +51,11 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     }
     let provider = Arc::new(DockerProvider::new(options.config.docker.clone())?);
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let api = SandboxApi::new(provider, options.config.server.clone(), shutdown_rx);
+    let api = SandboxApi::new(provider.clone(), options.config.server.clone(), shutdown_rx.clone());
+    if let Some(ttl) = options.config.server.snapshot_ttl_s.map(Duration::from_secs_f64) {
+        let every = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(300));
+        tokio::spawn(crate::docker::expire_snapshots_periodically(provider, ttl, every, shutdown_rx));
+    }
 
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await

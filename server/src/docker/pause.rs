@@ -1,0 +1,65 @@
+//! Pause and resume: `docker pause` / `unpause` freeze and thaw every process of a sandbox.
+//! Both are idempotent (pausing a paused sandbox or resuming a running one succeeds), so a
+//! caller retrying after a lost answer never sees an error for a state it already reached.
+
+use super::argv;
+use super::classify;
+use super::provider::DockerProvider;
+use crate::error::{ProviderError, Result};
+use crate::spec::SandboxStatus;
+
+impl DockerProvider {
+    /// Freeze the sandbox. Its lease keeps running; exec and terminals are refused until
+    /// [`DockerProvider::resume`].
+    pub async fn pause(&self, sandbox_id: &str) -> Result<()> {
+        self.handle(sandbox_id).await?;
+        self.freeze_control(sandbox_id, argv::pause_args(sandbox_id), classify::is_already_paused).await
+    }
+
+    /// Thaw a paused sandbox.
+    pub async fn resume(&self, sandbox_id: &str) -> Result<()> {
+        self.handle(sandbox_id).await?;
+        self.freeze_control(sandbox_id, argv::unpause_args(sandbox_id), classify::is_not_paused).await
+    }
+
+    /// Refuse a frozen sandbox with `Paused` (one inspect: a terminal session opens
+    /// asynchronously, so the exec failure cannot be read in time as it is for `exec`).
+    pub async fn refuse_if_paused(&self, sandbox_id: &str) -> Result<()> {
+        match self.inspect(sandbox_id).await? {
+            Some(found) if SandboxStatus::from_docker_state(&found.state) == SandboxStatus::Paused => {
+                Err(ProviderError::Paused(sandbox_id.into()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    async fn freeze_control(
+        &self,
+        sandbox_id: &str,
+        args: Vec<String>,
+        already: fn(&str) -> bool,
+    ) -> Result<()> {
+        let out = self.control(args.clone()).await?;
+        if out.success() {
+            return Ok(());
+        }
+        let err = out.stderr_text();
+        if already(&err) {
+            return Ok(());
+        }
+        if classify::is_missing_container(&err) {
+            return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
+        }
+        if classify::is_not_running(&err) {
+            return Err(ProviderError::Stopped(sandbox_id.into()));
+        }
+        if classify::is_daemon_unreachable(&err) {
+            return Err(ProviderError::Unavailable(err.trim().into()));
+        }
+        Err(ProviderError::Docker(format!("docker {}: {}", args_verb(&args), err.trim())))
+    }
+}
+
+fn args_verb(args: &[String]) -> String {
+    args.join(" ")
+}
