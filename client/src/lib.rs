@@ -14,12 +14,14 @@
 /// The generated `sandbox.v1` messages and stubs.
 pub use sandboxd_proto::v1 as proto;
 
+mod branching;
 mod client;
 mod error;
 mod marker;
 mod pty;
 mod sandbox;
 
+pub use branching::{DiffEntry, DiffKind, Fork, Snapshot};
 pub use client::{BearerAuth, Client, RawClient};
 pub use error::{ClientError, Result};
 pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession, SIGNALS};
