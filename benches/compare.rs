@@ -6,6 +6,9 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+#[path = "compare/branching.rs"]
+mod branching;
+
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -372,5 +375,6 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
         );
     }
     close(&mut client, &id).await;
+    rows.extend(branching::rows(&mut client, runs).await);
     rows
 }
