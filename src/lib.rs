@@ -9,3 +9,5 @@ pub mod v1 {
 
 /// The encoded `FileDescriptorSet` of the contract, for `tonic-reflection`.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sandbox_descriptor.bin"));
+
+pub mod contract;

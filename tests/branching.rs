@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use common::server::TestServer;
 use common::{docker, TestLabel};
+use sandboxd::backend::SandboxBackend;
 use sandboxd::docker::DockerProvider;
 use sandboxd::error::ProviderError;
-use sandboxd::spec::SandboxSpec;
+use sandboxd::spec::{SandboxHandle, SandboxSpec};
 use sandboxd_client::proto::sandbox_service_client::SandboxServiceClient;
 use sandboxd_client::{proto, spec, DiffEntry, DiffKind, PtyOptions, Sandbox, SandboxStatus};
 use support::images::BUSYBOX;
@@ -451,16 +452,16 @@ async fn one_failing_child_removes_its_started_siblings_and_the_snapshot() {
     let source = provider.create(&SandboxSpec::new(BUSYBOX)).await.expect("source");
     provider.exec(&source, "touch /fail-one", &Default::default()).await.expect("mark");
     let fork_labels: BTreeMap<String, String> = [("one-fails".to_string(), "1".to_string())].into();
-    let err = provider.fork(&source.sandbox_id, 4, &fork_labels, 100).await.expect_err("one child fails");
+    let err = provider.fork(&source.id(), 4, &fork_labels, 100).await.expect_err("one child fails");
     assert!(matches!(err, ProviderError::CreateVerification(_)), "{err}");
     assert!(shared.path().join("claimed").exists(), "exactly one child claimed the token and failed");
     let left = cleanup.label.containers();
     assert_eq!(left.len(), 1, "only the source is left: {left:?}");
     assert!(provider.list_snapshots(&fork_labels).await.unwrap().is_empty());
-    provider.close(&source).await.unwrap();
+    provider.close(&source.id()).await.unwrap();
 }
 
-async fn provider_source(cleanup: &Cleanup) -> (DockerProvider, sandboxd::docker::SandboxHandle) {
+async fn provider_source(cleanup: &Cleanup) -> (DockerProvider, SandboxHandle) {
     let provider = common::provider(&cleanup.label);
     let source = provider.create(&SandboxSpec::new(BUSYBOX)).await.expect("source");
     (provider, source)
@@ -472,18 +473,16 @@ async fn max_snapshots_is_resource_exhausted_and_changes_nothing() {
     let cleanup = Cleanup::new();
     let (provider, source) = provider_source(&cleanup).await;
     let before = provider.list_snapshots(&BTreeMap::new()).await.unwrap().len();
-    let first =
-        provider.snapshot(&source.sandbox_id, &BTreeMap::new(), before + 1).await.expect("within bound");
-    let err = provider.snapshot(&source.sandbox_id, &BTreeMap::new(), before + 1).await.expect_err("bound");
+    let first = provider.snapshot(&source.id(), &BTreeMap::new(), before + 1).await.expect("within bound");
+    let err = provider.snapshot(&source.id(), &BTreeMap::new(), before + 1).await.expect_err("bound");
     assert!(matches!(err, ProviderError::ResourceExhausted(_)), "{err}");
     assert!(err.to_string().contains("server.max_snapshots"), "{err}");
-    let err =
-        provider.fork(&source.sandbox_id, 1, &BTreeMap::new(), before + 1).await.expect_err("fork bound");
+    let err = provider.fork(&source.id(), 1, &BTreeMap::new(), before + 1).await.expect_err("fork bound");
     assert!(matches!(err, ProviderError::ResourceExhausted(_)), "{err}");
     assert_eq!(provider.list_snapshots(&BTreeMap::new()).await.unwrap().len(), before + 1);
     assert_eq!(cleanup.label.containers().len(), 1, "the refused fork started nothing");
     provider.delete_snapshot(&first.snapshot_id).await.unwrap();
-    provider.close(&source).await.unwrap();
+    provider.close(&source.id()).await.unwrap();
 }
 
 /// Expiry removes old snapshots nobody uses and keeps old ones a sandbox runs from. The old
@@ -511,7 +510,7 @@ async fn expiry_removes_old_unused_snapshots_and_keeps_used_ones() {
     let used = format!("sandboxd-snapshot:{}", uuid::Uuid::new_v4().simple());
     craft(&unused);
     craft(&used);
-    let fresh = provider.snapshot(&source.sandbox_id, &BTreeMap::new(), 1000).await.expect("fresh");
+    let fresh = provider.snapshot(&source.id(), &BTreeMap::new(), 1000).await.expect("fresh");
     let user = provider
         .create(&SandboxSpec { snapshot_id: Some(used.clone()), ..Default::default() })
         .await
@@ -520,8 +519,8 @@ async fn expiry_removes_old_unused_snapshots_and_keeps_used_ones() {
     assert!(!image_exists(&unused), "old and unused: removed");
     assert!(image_exists(&used), "old but in use: kept");
     assert!(image_exists(&fresh.snapshot_id), "young: kept");
-    provider.close(&user).await.unwrap();
-    provider.close(&source).await.unwrap();
+    provider.close(&user.id()).await.unwrap();
+    provider.close(&source.id()).await.unwrap();
     for id in [&used, &fresh.snapshot_id] {
         provider.delete_snapshot(id).await.unwrap();
     }

@@ -8,8 +8,9 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use common::{docker, provider, provider_with, TestLabel};
-use sandboxd::docker::{ExecParams, SandboxDescriptor};
+use sandboxd::backend::SandboxBackend;
 use sandboxd::spec::{ExecErrorType, SandboxSpec, SandboxStatus};
+use sandboxd::spec::{ExecParams, SandboxDescriptor};
 use sandboxd::ProviderError;
 use sha2::{Digest, Sha256};
 use support::images;
@@ -33,7 +34,7 @@ async fn create_exec_and_close_on_busybox_and_bash() {
         s.workdir = Some("/tmp".into());
         let h = p.create(&s).await.unwrap();
         assert_eq!(h.shell, shell, "{image}");
-        assert_eq!(p.status(&h).await, SandboxStatus::Running);
+        assert_eq!(p.status(&h.id()).await.unwrap(), SandboxStatus::Running);
 
         let env: BTreeMap<String, String> = [("OVERRIDE".to_string(), "call".to_string())].into();
         let r = p
@@ -60,9 +61,9 @@ async fn create_exec_and_close_on_busybox_and_bash() {
             .unwrap();
         assert_eq!(r.stdout, b"in\xff\xff\x00\x01/etc\n");
 
-        p.close(&h).await.unwrap();
-        p.close(&h).await.unwrap(); // already gone is success
-        assert_eq!(p.status(&h).await, SandboxStatus::Stopped);
+        p.close(&h.id()).await.unwrap();
+        p.close(&h.id()).await.unwrap(); // already gone is success
+        assert_eq!(p.status(&h.id()).await.unwrap(), SandboxStatus::Stopped);
     }
     assert!(label.containers().is_empty());
 }
@@ -107,7 +108,7 @@ async fn probe_stable_count_and_configured_shell() {
     });
     let h = p.create(&spec(images::BASH)).await.unwrap();
     assert_eq!(h.shell, "sh", "a configured shell wins over detection");
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }
 
 #[tokio::test]
@@ -156,7 +157,7 @@ async fn exec_timeout_and_user() {
     assert_eq!(r.stdout_lossy().trim(), "0");
     let err = p.exec(&h, "true", &ExecParams { user: Some("-x".into()), ..params() }).await.unwrap_err();
     assert!(err.to_string().contains("user"));
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }
 
 #[tokio::test]
@@ -165,23 +166,24 @@ async fn killed_container_is_stopped_and_exec_reports_sandbox() {
     let p = provider(&label);
     let h = p.create(&spec(images::BUSYBOX)).await.unwrap();
     assert!(docker(&["kill", &h.sandbox_id]).status.success());
-    assert_eq!(p.status(&h).await, SandboxStatus::Stopped);
+    assert_eq!(p.status(&h.id()).await.unwrap(), SandboxStatus::Stopped);
     let r = p.exec(&h, "echo hi", &params()).await.unwrap();
     assert_eq!((r.return_code, r.error_type), (125, Some(ExecErrorType::Sandbox)));
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
     assert!(label.containers().is_empty());
 }
 
 #[tokio::test]
-async fn paused_container_counts_as_running() {
+/// A paused sandbox reports `Paused` (issue 12 gave paused its own status).
+async fn paused_container_reports_paused() {
     let label = TestLabel::new();
     let p = provider(&label);
     let h = p.create(&spec(images::BUSYBOX)).await.unwrap();
     assert!(docker(&["pause", &h.sandbox_id]).status.success());
-    assert_eq!(p.status(&h).await, SandboxStatus::Running);
+    assert_eq!(p.status(&h.id()).await.unwrap(), SandboxStatus::Paused);
     let r = p.exec(&h, "echo hi", &params()).await.unwrap();
     assert_eq!(r.error_type, Some(ExecErrorType::Sandbox), "{r:?}");
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }
 
 #[tokio::test]
@@ -194,7 +196,7 @@ async fn ttl_expiry_removes_the_container() {
         assert!(Instant::now() < deadline, "ttl container still present");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    assert_eq!(p.status(&h).await, SandboxStatus::Stopped);
+    assert_eq!(p.status(&h.id()).await.unwrap(), SandboxStatus::Stopped);
 }
 
 #[tokio::test]
@@ -234,7 +236,7 @@ async fn published_port_serves_http_from_the_host() {
     assert!(body.starts_with("HTTP/1."), "{body}");
     let err = p.endpoint(&h, 9999).await.unwrap_err();
     assert!(err.to_string().contains("8080"), "declared ports are listed: {err}");
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }
 
 fn write_random_file(path: &std::path::Path, size: usize) -> Vec<u8> {
@@ -294,7 +296,7 @@ async fn upload_download_round_trip_200_mib() {
     let back = dir.path().join("sub/back.bin");
     assert_eq!(p.download_file(&h, target, &back).await.unwrap(), 200 << 20);
     assert_eq!(sha256_file(&back), digest);
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }
 
 fn small_src(dir: &tempfile::TempDir) -> std::path::PathBuf {
@@ -338,7 +340,7 @@ async fn file_transfer_errors_are_clear() {
     p.upload_file(&h, &small, &long_target).await.unwrap();
     assert_eq!(p.download_file(&h, &long_target, &dir.path().join("e")).await.unwrap(), 0);
 
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
     let err = p.upload_file(&h, &small, "/tmp/x").await.unwrap_err();
     assert!(matches!(err, ProviderError::SandboxNotFound(_)), "{err:?}");
     let err = p.download_file(&h, "/etc/passwd", &dir.path().join("o")).await.unwrap_err();
@@ -356,7 +358,7 @@ async fn read_only_root_filesystem() {
     let r =
         p.exec(&h, "test -d /tmp || echo no-tmp; echo ok > /dev/shm/f && cat /dev/shm/f", &params()).await;
     assert_eq!(r.unwrap().stdout_lossy(), "no-tmp\nok\n");
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }
 
 #[tokio::test]
@@ -368,7 +370,7 @@ async fn non_root_image() {
     assert_eq!(r.stdout_lossy().trim(), "1000");
     let r = p.exec(&h, "id -u", &ExecParams { user: Some("0".into()), ..params() }).await.unwrap();
     assert_eq!(r.stdout_lossy().trim(), "0");
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }
 
 #[tokio::test]
@@ -415,7 +417,7 @@ async fn serialize_connect_and_ownership() {
     assert!(matches!(err, Err(ProviderError::SandboxNotFound(_))), "{err:?}");
     assert!(matches!(other.handle(&stranger).await, Err(ProviderError::SandboxNotFound(_))));
 
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
     let err = other.connect(&descriptor).await.unwrap_err();
     assert!(matches!(err, ProviderError::SandboxNotFound(_)), "{err:?}");
 }
@@ -435,7 +437,7 @@ async fn concurrent_execs_share_the_semaphore() {
     for (i, t) in tasks.into_iter().enumerate() {
         assert_eq!(t.await.unwrap().unwrap().stdout_lossy(), format!("{i}\n"));
     }
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }
 
 #[tokio::test]
@@ -448,5 +450,5 @@ async fn flooding_output_is_bounded_and_said_so() {
     assert_eq!(r.stdout.len(), 1 << 20);
     let stderr = r.stderr_lossy();
     assert!(stderr.starts_with("done\n") && stderr.contains("2097152 bytes"), "{stderr}");
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }

@@ -5,8 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
+use sandboxd::backend::SandboxBackend;
 use sandboxd::config::DockerConfig;
-use sandboxd::docker::{DockerProvider, ExecParams};
+use sandboxd::docker::DockerProvider;
+use sandboxd::spec::ExecParams;
 use sandboxd::spec::SandboxSpec;
 use sandboxd::ProviderError;
 
@@ -159,7 +161,7 @@ async fn exact_exec_port_and_rm_command_lines() {
     .unwrap();
     let ep = p.endpoint(&h, 8080).await.unwrap();
     assert_eq!(ep.endpoint, "http://10.1.2.3:49153", "0.0.0.0 maps to publish_host");
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
     let calls = fake.calls();
     let name = h.sandbox_id.clone();
     let expect_exec: Vec<String> = [
@@ -193,13 +195,8 @@ async fn pty_session_marker_is_the_last_env_flag() {
     let env =
         [("SANDBOXD_PTY_SESSION".to_string(), "forged".to_string()), ("A".to_string(), "1".to_string())]
             .into();
-    let spec = sandboxd::docker::PtySpec {
-        env,
-        user: Some("root".into()),
-        rows: 30,
-        cols: 90,
-        ..Default::default()
-    };
+    let spec =
+        sandboxd::spec::PtySpec { env, user: Some("root".into()), rows: 30, cols: 90, ..Default::default() };
     let session = p.create_pty(&h, &spec).await.unwrap();
     let _ = session.wait_exit(Some(std::time::Duration::from_secs(10))).await;
     session.close().await.unwrap();

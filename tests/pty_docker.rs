@@ -7,9 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{docker, provider, provider_with, TestLabel};
-use sandboxd::docker::{DockerProvider, ExecParams, PtySpec, SandboxHandle};
+use sandboxd::backend::SandboxBackend;
+use sandboxd::docker::DockerProvider;
 use sandboxd::pty::{PtyError, PtySession};
 use sandboxd::spec::SandboxSpec;
+use sandboxd::spec::{ExecParams, PtySpec, SandboxHandle, TerminalMode};
 use support::images;
 
 const T: Option<Duration> = Some(Duration::from_secs(20));
@@ -45,7 +47,8 @@ fn shell_spec(rows: u16, cols: u16) -> PtySpec {
 }
 
 fn command_spec(command: &str, pty: bool) -> PtySpec {
-    PtySpec { command: Some(command.into()), pty, ..Default::default() }
+    let mode = if pty { TerminalMode::Pty } else { TerminalMode::Pipe };
+    PtySpec { command: Some(command.into()), mode, ..Default::default() }
 }
 
 #[tokio::test]
@@ -87,7 +90,7 @@ async fn interactive_shell_echoes_resizes_and_survives_sigint() {
         s.write(b"exit 7\n").await.unwrap();
         assert_eq!(s.wait_exit(T).await.unwrap(), 7, "{image}");
         s.close().await.unwrap();
-        p.close(&h).await.unwrap();
+        p.close(&h.id()).await.unwrap();
     }
 }
 
@@ -107,7 +110,7 @@ async fn sigterm_ends_a_command_session_in_both_modes() {
             assert_eq!(code, 128 + 15, "{image} pty={pty}");
             s.close().await.unwrap();
         }
-        p.close(&h).await.unwrap();
+        p.close(&h.id()).await.unwrap();
     }
 }
 
@@ -129,7 +132,7 @@ async fn pipe_mode_keeps_stderr_apart_and_non_root_sessions_work() {
     s.send_signal("SIGTERM").await.unwrap();
     assert_eq!(s.wait_exit(T).await.unwrap(), 143);
     s.close().await.unwrap();
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }
 
 #[tokio::test]
@@ -144,7 +147,7 @@ async fn read_only_root_falls_back_to_dev_shm_or_refuses_to_run() {
     s.send_signal("SIGTERM").await.unwrap();
     assert_eq!(s.wait_exit(T).await.unwrap(), 143);
     s.close().await.unwrap();
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 
     // Without /dev/shm (--ipc=none) the pid can be recorded nowhere: the launcher says so and
     // exits 1 instead of running an unsignallable program.
@@ -167,7 +170,7 @@ async fn read_only_root_falls_back_to_dev_shm_or_refuses_to_run() {
     assert!(out.to_lowercase().contains("pid"), "the launcher says why: {out:?}");
     assert_eq!(s.wait_exit(T).await.unwrap(), 1);
     s.close().await.unwrap();
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }
 
 /// Wait until the launcher has written its record (the forgery must come before the first read).
@@ -216,7 +219,7 @@ async fn forged_pid_records_never_get_a_signal() {
             s.abandon().await;
         }
     }
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }
 
 #[tokio::test]
@@ -257,7 +260,7 @@ async fn large_output_is_byte_exact_in_pipe_mode_and_complete_in_pty_mode() {
     }
     assert_eq!(zeros, size, "every byte arrives in PTY mode");
     s.close().await.unwrap();
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }
 
 #[tokio::test]
@@ -293,7 +296,7 @@ async fn a_slow_reader_neither_blocks_other_sessions_nor_loses_bytes() {
     assert_eq!(out, (1 << 20).to_string());
     slow.close().await.unwrap();
     fast.close().await.unwrap();
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
 }
 
 #[tokio::test]
@@ -353,7 +356,7 @@ async fn close_leaves_no_process_in_the_container_and_no_client_on_the_host() {
         let records = exec_ok(&p, &h, "ls -a /tmp /dev/shm").await;
         assert!(!records.contains(s.id()), "{image}: pid records remain: {records}");
         assert_eq!(host_clients_of(s.id()), 0, "{image}: a docker client is left on the host");
-        p.close(&h).await.unwrap();
+        p.close(&h.id()).await.unwrap();
     }
 }
 
@@ -367,7 +370,7 @@ async fn provider_close_releases_sessions_and_run_detached_collects_output() {
     assert!(String::from_utf8_lossy(&out).contains("detached-42"), "{out:?}");
     assert_eq!(code, Some(1));
     let id = s.id().to_string();
-    p.close(&h).await.unwrap();
+    p.close(&h.id()).await.unwrap();
     assert!(s.closed());
     assert_eq!(host_clients_of(&id), 0);
 }

@@ -4,11 +4,15 @@
 //! implements the provider (`DockerProvider`); `pty` runs interactive sessions; `service` maps the
 //! provider onto `sandbox.v1.SandboxService`.
 
+pub mod backend;
+pub mod branching;
 pub mod config;
 pub mod docker;
 pub mod error;
+pub mod lifecycle;
 pub mod pty;
 pub mod service;
+pub mod snapshot_expiry;
 pub mod spec;
 
 pub use error::{ProviderError, Result};

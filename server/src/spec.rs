@@ -13,43 +13,129 @@ use crate::error::ProviderError;
 pub enum SandboxStatus {
     Starting,
     Running,
+    /// Frozen: exec and terminals are refused until it resumes.
+    Paused,
     Stopped,
     Error,
     Unknown,
-    /// Frozen by `Pause`: exec and terminals are refused until `Resume`.
-    Paused,
 }
 
-impl SandboxStatus {
-    /// Docker's `State.Status` mapped as the seed does.
-    pub fn from_docker_state(state: &str) -> Self {
-        match state.trim().to_ascii_lowercase().as_str() {
-            "running" => Self::Running,
-            "paused" => Self::Paused,
-            "created" | "restarting" => Self::Starting,
-            "exited" | "removing" | "dead" => Self::Stopped,
-            _ => Self::Unknown,
+pub use sandboxd_proto::contract::{ExecErrorType, Signal, TerminalMode};
+
+/// A sandbox id as this service issues them (`sandboxd-` + 32 lower-case hex digits), checked
+/// once where a request enters. Any other shape cannot name a sandbox of ours.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SandboxId(String);
+
+/// What every sandbox id starts with.
+pub const SANDBOX_ID_PREFIX: &str = "sandboxd-";
+
+impl SandboxId {
+    /// A fresh random id.
+    pub fn generate() -> Self {
+        Self(format!("{SANDBOX_ID_PREFIX}{}", uuid::Uuid::new_v4().simple()))
+    }
+
+    /// `field` names the request field in the error: empty is `InvalidArgument`; any other
+    /// shape is `SandboxNotFound` (it cannot be one of ours, and saying more would help a prober).
+    pub fn parse(field: &str, id: &str) -> Result<Self, ProviderError> {
+        if id.is_empty() {
+            return Err(ProviderError::invalid(field, "is required"));
         }
+        if Self::has_valid_shape(id) {
+            Ok(Self(id.to_string()))
+        } else {
+            Err(ProviderError::SandboxNotFound(id.into()))
+        }
+    }
+
+    /// Whether `id` has the shape of an id this service issues.
+    pub fn has_valid_shape(id: &str) -> bool {
+        id.strip_prefix(SANDBOX_ID_PREFIX).is_some_and(|hex| {
+            hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
 }
 
-/// Why an exec did not run to the command's own exit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExecErrorType {
-    /// Stopped at its timeout.
-    Timeout,
-    /// The container or the daemon failed it.
-    Sandbox,
-    /// A terminal session failed.
-    Pty,
+impl std::fmt::Display for SandboxId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
-impl ExecErrorType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Timeout => "timeout",
-            Self::Sandbox => "sandbox",
-            Self::Pty => "pty",
+impl AsRef<str> for SandboxId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A live sandbox as this process knows it. Everything here can be rediscovered from the
+/// sandbox, so any replica can rebuild it from the id alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxHandle {
+    pub sandbox_id: String,
+    pub image: String,
+    /// `<shell> -c` runs every command.
+    pub shell: String,
+    /// Ports declared at create (the endpoint check).
+    pub ports: Vec<u16>,
+    pub workdir: Option<String>,
+}
+
+impl SandboxHandle {
+    /// Its id as a checked value (handles are only built for ids of the right shape).
+    pub fn id(&self) -> SandboxId {
+        SandboxId(self.sandbox_id.clone())
+    }
+}
+
+/// What `serialize_handle` returns and `connect` takes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SandboxDescriptor {
+    pub sandbox_id: String,
+    #[serde(default)]
+    pub ports: Option<Vec<u16>>,
+    #[serde(default)]
+    pub workdir: Option<String>,
+}
+
+/// Options of one exec beyond the command.
+#[derive(Debug, Clone, Default)]
+pub struct ExecParams {
+    pub cwd: Option<String>,
+    pub env: BTreeMap<String, String>,
+    pub timeout: Option<std::time::Duration>,
+    pub user: Option<String>,
+    pub stdin: Option<Vec<u8>>,
+}
+
+/// What a terminal session should run and how (`SandboxPtySpec`).
+#[derive(Debug, Clone)]
+pub struct PtySpec {
+    /// `None`: the sandbox's shell, interactively.
+    pub command: Option<String>,
+    pub cwd: Option<String>,
+    pub env: BTreeMap<String, String>,
+    pub rows: u16,
+    pub cols: u16,
+    pub user: Option<String>,
+    pub mode: TerminalMode,
+}
+
+impl Default for PtySpec {
+    fn default() -> Self {
+        Self {
+            command: None,
+            cwd: None,
+            env: BTreeMap::new(),
+            rows: 24,
+            cols: 80,
+            user: None,
+            mode: TerminalMode::Pty,
         }
     }
 }
@@ -302,23 +388,6 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn status_mapping() {
-        use SandboxStatus::*;
-        for (s, want) in [
-            ("running", Running),
-            ("paused", Paused),
-            ("created", Starting),
-            ("restarting", Starting),
-            ("exited", Stopped),
-            ("removing", Stopped),
-            ("dead", Stopped),
-            ("weird", Unknown),
-        ] {
-            assert_eq!(SandboxStatus::from_docker_state(s), want, "{s}");
-        }
-    }
-
-    #[test]
     fn unknown_resource_keys_are_named_with_allowed_ones() {
         let err = SandboxResources::from_json(&json!({"cpu": 1, "vram": 3})).unwrap_err().to_string();
         assert!(err.contains("vram") && err.contains("memory_mib"), "{err}");
@@ -361,6 +430,22 @@ mod tests {
         assert!(neither.contains("spec.image") && neither.contains("spec.snapshot_id"), "{neither}");
         assert!(SandboxSpec { snapshot_id: Some("s".into()), ..SandboxSpec::default() }.validate().is_ok());
         assert_eq!(normalize_image("docker://busybox"), "busybox");
+    }
+
+    #[test]
+    fn sandbox_ids_are_checked_once() {
+        let id = SandboxId::generate();
+        assert_eq!(SandboxId::parse("sandbox_id", id.as_str()).unwrap(), id);
+        assert!(matches!(
+            SandboxId::parse("sandbox_id", ""),
+            Err(ProviderError::InvalidArgument { ref field, .. }) if field == "sandbox_id"
+        ));
+        for bad in ["sandboxd-xyz", "other", "sandboxd-0123456789ABCDEF0123456789abcdef", "--help"] {
+            assert!(
+                matches!(SandboxId::parse("sandbox_id", bad), Err(ProviderError::SandboxNotFound(_))),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

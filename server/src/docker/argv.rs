@@ -6,8 +6,6 @@ use std::collections::BTreeMap;
 use crate::config::{DockerCreateConfig, DockerExecConfig};
 use crate::spec::{normalize_image, SandboxResources, SandboxSpec};
 
-/// Name prefix of every container this service creates.
-pub const CONTAINER_NAME_PREFIX: &str = "sandboxd-";
 /// Ownership label: only containers carrying it are ever reused, connected to or driven.
 pub const SANDBOX_LABEL: &str = "sandboxd.sandbox";
 /// Declared ports, kept on the container so a restarted server still knows them.
@@ -17,18 +15,6 @@ pub const TTL_LABEL: &str = "sandboxd.ttl_s";
 
 fn s(v: &str) -> String {
     v.to_string()
-}
-
-/// A fresh container name: the prefix plus 128 random bits.
-pub fn new_container_name() -> String {
-    format!("{CONTAINER_NAME_PREFIX}{}", uuid::Uuid::new_v4().simple())
-}
-
-/// A sandbox id this service could have made; anything else is refused before docker sees it.
-pub fn is_valid_sandbox_id(id: &str) -> bool {
-    id.strip_prefix(CONTAINER_NAME_PREFIX).is_some_and(|hex| {
-        hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-    })
 }
 
 /// `--cpus`, and memory as a hard cap (`--memory-swap` equal to `--memory`).
@@ -393,7 +379,7 @@ mod branching_tests {
         ] {
             assert!(!is_valid_snapshot_id(bad), "{bad}");
         }
-        assert!(!is_valid_sandbox_id(&id), "a snapshot id is never a sandbox id");
+        assert!(!crate::spec::SandboxId::has_valid_shape(&id), "a snapshot id is never a sandbox id");
     }
 
     #[test]
@@ -658,11 +644,11 @@ mod tests {
 
     #[test]
     fn ids_and_ports() {
-        let name = new_container_name();
-        assert!(is_valid_sandbox_id(&name), "{name}");
-        assert!(!is_valid_sandbox_id("--privileged"));
-        assert!(!is_valid_sandbox_id("sandboxd-../../x"));
-        assert!(!is_valid_sandbox_id("other-0123456789abcdef0123456789abcdef"));
+        let name = crate::spec::SandboxId::generate().to_string();
+        assert!(crate::spec::SandboxId::has_valid_shape(&name), "{name}");
+        assert!(!crate::spec::SandboxId::has_valid_shape("--privileged"));
+        assert!(!crate::spec::SandboxId::has_valid_shape("sandboxd-../../x"));
+        assert!(!crate::spec::SandboxId::has_valid_shape("other-0123456789abcdef0123456789abcdef"));
         assert_eq!(parse_port_binding("127.0.0.1:49153").unwrap(), ("127.0.0.1".into(), 49153));
         assert_eq!(parse_port_binding("[::]:8080").unwrap(), ("::".into(), 8080));
         assert!(parse_port_binding("nonsense").is_err());

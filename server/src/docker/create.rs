@@ -8,9 +8,12 @@ use tracing::Instrument;
 use super::argv;
 use super::classify;
 use super::cli::CliError;
-use super::provider::{DockerProvider, ExecParams, SandboxHandle};
+use super::exec::docker_exec;
+use super::provider::DockerProvider;
+use super::state::ContainerState;
 use crate::error::{ProviderError, Result};
-use crate::spec::{normalize_image, SandboxSpec, SandboxStatus};
+use crate::spec::ExecParams;
+use crate::spec::{normalize_image, SandboxHandle, SandboxId, SandboxSpec};
 
 /// Marks the shell-detection line the combined probe prints on stderr.
 const SHELL_MARK: &str = "__sandboxd_shell=";
@@ -18,7 +21,7 @@ const SHELL_MARK: &str = "__sandboxd_shell=";
 impl DockerProvider {
     /// Start a detached keep-alive container and probe it until ready. A half-created
     /// container is force-removed on any failure.
-    pub async fn create(&self, spec: &SandboxSpec) -> Result<SandboxHandle> {
+    pub async fn create_container(&self, spec: &SandboxSpec) -> Result<SandboxHandle> {
         spec.validate()?;
         if let Some(snapshot_id) = &spec.snapshot_id {
             self.snapshot_info(snapshot_id).await?;
@@ -28,7 +31,7 @@ impl DockerProvider {
 
     /// `create` once its checks passed (a fork's children start from the snapshot it just made).
     pub(super) async fn start_sandbox(&self, spec: &SandboxSpec) -> Result<SandboxHandle> {
-        let name = argv::new_container_name();
+        let name = SandboxId::generate().as_str().to_string();
         let image = argv::run_image(spec).to_string();
         let args = argv::run_args(&self.config.create, spec, &name);
         let span = tracing::info_span!("create", sandbox_id = %name, image = %image);
@@ -105,10 +108,10 @@ impl DockerProvider {
     }
 
     /// Finish a run that created its container but lost the start response.
-    async fn start_reconciled_container(&self, name: &str, state: &str) -> Result<bool> {
-        match SandboxStatus::from_docker_state(state) {
-            SandboxStatus::Running => Ok(true),
-            _ if state == "created" => {
+    async fn start_reconciled_container(&self, name: &str, state: &ContainerState) -> Result<bool> {
+        match state {
+            ContainerState::Running => Ok(true),
+            ContainerState::Created => {
                 let out = self.control(argv::start_args(name)).await?;
                 Ok(out.success())
             }
@@ -138,7 +141,7 @@ impl DockerProvider {
         loop {
             let params =
                 ExecParams { timeout: Some(Duration::from_secs_f64(probe.timeout_s)), ..Default::default() };
-            let result = self.exec_in(name, "sh", &script, &params, None).await;
+            let result = docker_exec(&self.cli, &self.config, name, "sh", &script, &params, None).await;
             if shell.is_none() && result.error_type.is_none() {
                 let stderr = result.stderr_lossy();
                 shell =
@@ -183,7 +186,9 @@ impl DockerProvider {
         if let Some(shell) = &self.config.exec.exec_shell {
             return Ok(shell.clone());
         }
-        let result = self.exec_in(name, "sh", "command -v bash", &ExecParams::default(), None).await;
+        let result =
+            docker_exec(&self.cli, &self.config, name, "sh", "command -v bash", &ExecParams::default(), None)
+                .await;
         Ok(if result.return_code == 0 && result.error_type.is_none() { "bash" } else { "sh" }.into())
     }
 

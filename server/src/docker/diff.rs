@@ -7,23 +7,9 @@ use std::collections::BTreeSet;
 use super::argv;
 use super::classify;
 use super::provider::DockerProvider;
+use crate::branching::{DiffEntry, DiffKind};
 use crate::error::{ProviderError, Result};
 use crate::spec::validate_abs_path;
-
-/// How a path changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DiffKind {
-    Added,
-    Changed,
-    Deleted,
-}
-
-/// One changed path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DiffEntry {
-    pub path: String,
-    pub kind: DiffKind,
-}
 
 /// Paths the service itself writes into a sandbox: PTY pid records (under `/tmp`, else
 /// `/dev/shm`), the agent's mount point, and the `--init` binary docker mounts.
@@ -98,7 +84,7 @@ pub fn without_bookkeeping(entries: Vec<DiffEntry>) -> Vec<DiffEntry> {
 impl DockerProvider {
     /// The sandbox's changes against its image, only paths at or below `path_prefix` (absolute)
     /// when given, bookkeeping files left out, in docker's order.
-    pub async fn diff(&self, sandbox_id: &str, path_prefix: Option<&str>) -> Result<Vec<DiffEntry>> {
+    pub async fn changed_paths(&self, sandbox_id: &str, path_prefix: Option<&str>) -> Result<Vec<DiffEntry>> {
         if let Some(prefix) = path_prefix {
             validate_abs_path("path_prefix", prefix)?;
         }

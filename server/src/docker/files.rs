@@ -8,10 +8,11 @@ use tracing::Instrument;
 
 use super::argv;
 use super::classify;
-use super::provider::{cli_error, DockerProvider, SandboxHandle};
+use super::provider::{cli_error, DockerProvider};
 use super::tarstream::{self, FirstEntry};
 use crate::error::{ProviderError, Result};
 use crate::spec::validate_abs_path;
+use crate::spec::SandboxHandle;
 
 /// Copy buffer for file transfers.
 const CHUNK: usize = 256 * 1024;
@@ -98,7 +99,7 @@ impl DockerProvider {
 
     /// Download one container file to the host (parents of `target` created).
     pub async fn download_file(&self, handle: &SandboxHandle, source: &str, target: &Path) -> Result<u64> {
-        let mut download = self.download(handle, source).await?;
+        let mut download = self.download_stream(handle, source).await?;
         if let Some(parent) = target.parent() {
             tokio::fs::create_dir_all(parent).await?;
         }
@@ -114,7 +115,7 @@ impl DockerProvider {
 
     /// Open a streaming download: errors about the path (missing, a directory) come here, before
     /// the first byte, so a caller can still answer with a clean status.
-    pub async fn download(&self, handle: &SandboxHandle, source: &str) -> Result<Download> {
+    pub async fn download_stream(&self, handle: &SandboxHandle, source: &str) -> Result<Download> {
         validate_abs_path("path", source)?;
         let args = argv::cp_out_args(&handle.sandbox_id, source);
         let mut child = self.cli.spawn(&args, false, true).await.map_err(cli_error)?;

@@ -12,22 +12,14 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 
 use super::argv;
-use super::provider::{DockerProvider, SandboxHandle};
-use super::snapshot::{validate_labels, SnapshotInfo};
+use super::provider::DockerProvider;
+use super::snapshot::validate_labels;
+use crate::branching::{Forked, MAX_FORK_COUNT};
 use crate::error::{ProviderError, Result};
-use crate::spec::{SandboxResources, SandboxSpec};
+use crate::spec::{SandboxHandle, SandboxId, SandboxResources, SandboxSpec};
 
-/// Most children of one fork.
-pub const MAX_FORK_COUNT: u32 = 64;
 /// Children created at once (each is a `docker run` plus one probe exec).
 const FORK_PARALLELISM: usize = 16;
-
-/// The children and the snapshot they started from.
-#[derive(Debug, Clone)]
-pub struct Forked {
-    pub snapshot: SnapshotInfo,
-    pub sandboxes: Vec<SandboxHandle>,
-}
 
 /// The parts of `docker inspect` a fork copies.
 #[derive(Debug, Default, Deserialize)]
@@ -89,7 +81,7 @@ impl DockerProvider {
     /// Snapshot `sandbox_id` once, then start `count` children from it in parallel. When any
     /// child fails, the others and the snapshot are removed and the first failure is returned.
     /// The source keeps running (or stays paused).
-    pub async fn fork(
+    pub async fn fork_sandbox(
         &self,
         sandbox_id: &str,
         count: u32,
@@ -104,7 +96,7 @@ impl DockerProvider {
         }
         validate_labels("labels", labels)?;
         let source = self.inspect_source(sandbox_id).await?;
-        let snapshot = self.snapshot(sandbox_id, labels, max_snapshots).await?;
+        let snapshot = self.commit_snapshot(sandbox_id, labels, max_snapshots).await?;
         let spec =
             SandboxSpec { snapshot_id: Some(snapshot.snapshot_id.clone()), ..child_spec(&source, labels) };
         let results: Vec<Result<SandboxHandle>> = futures_util::stream::iter(0..count)
@@ -116,7 +108,7 @@ impl DockerProvider {
         let sandboxes: Vec<SandboxHandle> = started.into_iter().filter_map(Result::ok).collect();
         if let Some(Err(first)) = failures.into_iter().next() {
             tracing::warn!(sandbox_id, error = %first, "a fork child failed; removing the others and the snapshot");
-            futures_util::future::join_all(sandboxes.iter().map(|h| self.close(h))).await;
+            futures_util::future::join_all(sandboxes.iter().map(|h| self.remove(h))).await;
             self.remove_snapshot_image(&snapshot.snapshot_id).await;
             return Err(first);
         }
@@ -126,7 +118,7 @@ impl DockerProvider {
 
     /// The full inspect of a sandbox this service owns.
     async fn inspect_source(&self, sandbox_id: &str) -> Result<ContainerJson> {
-        if !argv::is_valid_sandbox_id(sandbox_id) {
+        if !SandboxId::has_valid_shape(sandbox_id) {
             return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
         }
         let out = self.control(argv::inspect_full_args(sandbox_id)).await?;

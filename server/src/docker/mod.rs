@@ -1,28 +1,32 @@
-//! The Docker provider: sandboxes as detached containers driven through the docker CLI.
+//! The Docker backend: sandboxes as detached containers driven through the docker CLI.
 //!
 //! `cli` starts docker subprocesses, `argv` builds their command lines, `classify` reads the
-//! client's stderr, `tarstream` frames file transfers. `provider` holds `DockerProvider` (lookup,
-//! exec, status, endpoint, close); its other operations live beside it: `create` (run,
-//! reconciliation, probe), `files` (upload, download), `sessions` (`create_pty`), and branching:
+//! client's stderr, `state` types container states, `tarstream` frames file transfers.
+//! `provider` holds `DockerProvider` and its caches; each operation lives in a file of its own:
+//! `lookup` (inspect, handle, connect), `create` (run, reconciliation, probe), `exec`, `files`
+//! (upload, download), `status` (status, endpoint, close), `sessions` (`create_pty`), `compose`
+//! (NeMo Gym's Compose helpers), and `backend` (the `SandboxBackend` implementation); and branching:
 //! `snapshot` (commit, list, delete, expiry), `fork`, `diff`, `pause` (pause, resume).
 
 pub mod argv;
+mod backend;
 pub mod classify;
 pub mod cli;
+mod compose;
 mod create;
 mod diff;
+mod exec;
 mod files;
 mod fork;
+mod lookup;
 pub mod mask;
 mod pause;
 pub mod provider;
 pub mod sessions;
 mod snapshot;
+pub mod state;
+mod status;
 pub mod tarstream;
 
-pub use diff::{DiffEntry, DiffKind};
 pub use files::Download;
-pub use fork::{Forked, MAX_FORK_COUNT};
-pub use provider::{DockerProvider, ExecParams, SandboxDescriptor, SandboxHandle};
-pub use sessions::PtySpec;
-pub use snapshot::{expire_snapshots_periodically, SnapshotInfo};
+pub use provider::DockerProvider;

@@ -5,19 +5,19 @@
 use super::argv;
 use super::classify;
 use super::provider::DockerProvider;
+use super::state::ContainerState;
 use crate::error::{ProviderError, Result};
-use crate::spec::SandboxStatus;
 
 impl DockerProvider {
     /// Freeze the sandbox. Its lease keeps running; exec and terminals are refused until
-    /// [`DockerProvider::resume`].
-    pub async fn pause(&self, sandbox_id: &str) -> Result<()> {
+    /// [`DockerProvider::unpause_container`].
+    pub async fn pause_container(&self, sandbox_id: &str) -> Result<()> {
         self.handle(sandbox_id).await?;
         self.freeze_control(sandbox_id, argv::pause_args(sandbox_id), classify::is_already_paused).await
     }
 
     /// Thaw a paused sandbox.
-    pub async fn resume(&self, sandbox_id: &str) -> Result<()> {
+    pub async fn unpause_container(&self, sandbox_id: &str) -> Result<()> {
         self.handle(sandbox_id).await?;
         self.freeze_control(sandbox_id, argv::unpause_args(sandbox_id), classify::is_not_paused).await
     }
@@ -26,7 +26,7 @@ impl DockerProvider {
     /// asynchronously, so the exec failure cannot be read in time as it is for `exec`).
     pub async fn refuse_if_paused(&self, sandbox_id: &str) -> Result<()> {
         match self.inspect(sandbox_id).await? {
-            Some(found) if SandboxStatus::from_docker_state(&found.state) == SandboxStatus::Paused => {
+            Some(found) if found.state == ContainerState::Paused => {
                 Err(ProviderError::Paused(sandbox_id.into()))
             }
             _ => Ok(()),

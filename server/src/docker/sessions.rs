@@ -2,7 +2,6 @@
 //! records its pid; and the in-container runner the session uses to read that record and to
 //! deliver signals.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -13,31 +12,15 @@ use tracing::Instrument;
 use super::argv::{self, ExecOptions};
 use super::classify;
 use super::cli::DockerCli;
-use super::provider::{run_exec, DockerProvider, ExecParams, LiveSession, SandboxHandle};
+use super::exec::docker_exec;
+use super::provider::{DockerProvider, LiveSession};
+use super::state::ContainerState;
 use crate::config::DockerConfig;
 use crate::error::{ProviderError, Result};
-use crate::pty::{self, PtySession, RunInContainer};
-use crate::spec::{normalize_user, validate_abs_path, validate_env, ExecResult};
-
-/// What a terminal session should run and how (`SandboxPtySpec`).
-#[derive(Debug, Clone)]
-pub struct PtySpec {
-    /// `None`: the sandbox's shell, interactively.
-    pub command: Option<String>,
-    pub cwd: Option<String>,
-    pub env: BTreeMap<String, String>,
-    pub rows: u16,
-    pub cols: u16,
-    pub user: Option<String>,
-    /// `false`: pipe mode (no terminal; stdout and stderr separate).
-    pub pty: bool,
-}
-
-impl Default for PtySpec {
-    fn default() -> Self {
-        Self { command: None, cwd: None, env: BTreeMap::new(), rows: 24, cols: 80, user: None, pty: true }
-    }
-}
+use crate::pty::{self, PtySession, RunInContainer, TerminalMode};
+use crate::spec::{
+    normalize_user, validate_abs_path, validate_env, ExecParams, ExecResult, PtySpec, SandboxHandle,
+};
 
 /// Runs the session's helper commands (`<shell> -c …`) in its container.
 struct ContainerRunner {
@@ -56,7 +39,7 @@ impl RunInContainer for ContainerRunner {
     ) -> Pin<Box<dyn Future<Output = ExecResult> + Send + 'a>> {
         Box::pin(async move {
             let params = ExecParams { timeout: Some(timeout), ..Default::default() };
-            run_exec(&self.cli, &self.config, &self.name, &self.shell, &command, &params, user.as_deref())
+            docker_exec(&self.cli, &self.config, &self.name, &self.shell, &command, &params, user.as_deref())
                 .await
         })
     }
@@ -68,7 +51,7 @@ impl RunInContainer for ContainerRunner {
             match self.cli.run(&args, timeout, None).await {
                 Ok(out) if out.success() => {
                     let state = out.stdout_text();
-                    state.split('\t').nth(2).is_some_and(|s| s.trim() == "running")
+                    state.split('\t').nth(2).is_some_and(|s| ContainerState::parse(s).is_running())
                 }
                 // Gone, or the daemon cannot say: either way the session cannot go on.
                 _ => false,
@@ -118,14 +101,14 @@ impl DockerProvider {
             spec.command.as_deref(),
             spec.rows,
             spec.cols,
-            spec.pty,
+            spec.mode == TerminalMode::Pty,
         );
         let opts = ExecOptions {
             cwd: spec.cwd.as_deref(),
             env: (!spec.env.is_empty()).then_some(&spec.env),
             user: user.as_deref(),
             interactive: true,
-            tty: spec.pty,
+            tty: spec.mode == TerminalMode::Pty,
             last_env: Some(&marker),
         };
         let args = argv::exec_args(&self.config().exec, &handle.sandbox_id, &opts, &program);
@@ -141,7 +124,7 @@ impl DockerProvider {
         );
         let session = pty::spawn(pty::SpawnOptions {
             argv: self.cli().argv(&args),
-            use_pty: spec.pty,
+            use_pty: spec.mode == TerminalMode::Pty,
             rows: spec.rows,
             cols: spec.cols,
             session_id,

@@ -3,7 +3,6 @@
 //! expiry of unreferenced snapshots. Images without the label are never touched.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -13,18 +12,9 @@ use serde::Deserialize;
 use super::argv::{self, SnapshotMarks};
 use super::classify;
 use super::provider::DockerProvider;
+use crate::branching::SnapshotInfo;
 use crate::error::{ProviderError, Result};
-
-/// A snapshot this service owns.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SnapshotInfo {
-    /// `sandboxd-snapshot:<32 hex>`: also the image a sandbox created from it runs.
-    pub snapshot_id: String,
-    pub source_sandbox_id: String,
-    pub labels: BTreeMap<String, String>,
-    pub created_at_unix_ms: i64,
-    pub size_bytes: u64,
-}
+use crate::spec::SandboxId;
 
 /// The parts of `docker image inspect` a snapshot needs.
 #[derive(Debug, Deserialize)]
@@ -102,14 +92,14 @@ impl DockerProvider {
     /// Commit the sandbox's filesystem to a new snapshot image. Docker pauses the container for
     /// the commit and resumes it after (an already paused one stays paused). At most
     /// `max_snapshots` snapshots exist at once (`ResourceExhausted` beyond).
-    pub async fn snapshot(
+    pub async fn commit_snapshot(
         &self,
         sandbox_id: &str,
         labels: &BTreeMap<String, String>,
         max_snapshots: usize,
     ) -> Result<SnapshotInfo> {
         validate_labels("labels", labels)?;
-        if !argv::is_valid_sandbox_id(sandbox_id) {
+        if !SandboxId::has_valid_shape(sandbox_id) {
             return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
         }
         self.owned(sandbox_id).await?;
@@ -163,7 +153,7 @@ impl DockerProvider {
     }
 
     /// The snapshots this service owns carrying every label of `filter`, oldest first.
-    pub async fn list_snapshots(&self, filter: &BTreeMap<String, String>) -> Result<Vec<SnapshotInfo>> {
+    pub async fn owned_snapshots(&self, filter: &BTreeMap<String, String>) -> Result<Vec<SnapshotInfo>> {
         let refs = self.snapshot_refs().await?;
         if refs.is_empty() {
             return Ok(Vec::new());
@@ -183,7 +173,7 @@ impl DockerProvider {
 
     /// Remove a snapshot this service owns. A snapshot that is still the image of a sandbox is
     /// kept (`SnapshotInUse`, naming the sandboxes) until they are closed.
-    pub async fn delete_snapshot(&self, snapshot_id: &str) -> Result<()> {
+    pub async fn remove_snapshot(&self, snapshot_id: &str) -> Result<()> {
         self.snapshot_info(snapshot_id).await?;
         let out = self.control(argv::rmi_args(snapshot_id)).await?;
         if out.success() {
@@ -210,10 +200,10 @@ impl DockerProvider {
     /// Remove the snapshots taken more than `ttl` ago that no container uses (docker's own
     /// in-use refusal decides, so a sandbox started meanwhile keeps its snapshot). Returns the
     /// removed ids. The crash sweep and the periodic task below call this.
-    pub async fn remove_expired_snapshots(&self, ttl: Duration) -> Result<Vec<String>> {
+    pub async fn remove_unused_snapshots_older_than(&self, ttl: Duration) -> Result<Vec<String>> {
         let cutoff = now_ms() - ttl.as_millis() as i64;
         let mut removed = Vec::new();
-        for snapshot in self.list_snapshots(&BTreeMap::new()).await? {
+        for snapshot in self.owned_snapshots(&BTreeMap::new()).await? {
             if snapshot.created_at_unix_ms > cutoff {
                 continue;
             }
@@ -275,28 +265,6 @@ impl DockerProvider {
         }
         serde_json::from_str(&text)
             .map_err(|e| ProviderError::Docker(format!("unexpected docker image inspect output: {e}")))
-    }
-}
-
-/// Every `every`, remove the unreferenced snapshots older than `ttl`, until `shutdown` turns
-/// true. Started by the server when `server.snapshot_ttl_s` is set.
-pub async fn expire_snapshots_periodically(
-    provider: Arc<DockerProvider>,
-    ttl: Duration,
-    every: Duration,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) {
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {}
-            _ = shutdown.changed() => return,
-        }
-        if *shutdown.borrow() {
-            return;
-        }
-        if let Err(e) = provider.remove_expired_snapshots(ttl).await {
-            tracing::warn!(error = %e, "snapshot expiry sweep failed");
-        }
     }
 }
 

@@ -15,7 +15,8 @@
 
 use std::time::Duration;
 
-use super::PtyMode;
+use super::TerminalMode;
+use crate::spec::Signal;
 
 /// Environment variable carrying a session's marker (`--env`, last of the exec's env flags).
 pub const SESSION_ENV: &str = "SANDBOXD_PTY_SESSION";
@@ -25,8 +26,6 @@ pub const PID_FILE_PREFIX: &str = "/tmp/.sandboxd-pty-";
 pub const FALLBACK_PID_FILE_PREFIX: &str = "/dev/shm/.sandboxd-pty-";
 /// The parent pid, in the container's pid namespace, of a process `docker exec` injected.
 pub const EXEC_PARENT_PID: u32 = 0;
-/// The signals `send_signal` delivers.
-pub const SUPPORTED_SIGNALS: [&str; 5] = ["SIGINT", "SIGTERM", "SIGKILL", "SIGQUIT", "SIGHUP"];
 /// Timeout of the exec that reads the pid record (the read itself waits at most two seconds).
 pub const PID_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often the pid read looks for the record, 0.1 s apart: two seconds in all.
@@ -146,7 +145,7 @@ pub fn pid_read_command(pid_file: &str, fallback: &str, session_id: &str) -> Str
 }
 
 /// The pid `pid_read_command` printed, once it is safe to signal as root; otherwise why not.
-pub fn check_recorded_pid(record: &str, mode: PtyMode, session_id: &str) -> Result<u32, String> {
+pub fn check_recorded_pid(record: &str, mode: TerminalMode, session_id: &str) -> Result<u32, String> {
     check_recorded_pid_with_parent(record, mode, session_id, EXEC_PARENT_PID)
 }
 
@@ -154,7 +153,7 @@ pub fn check_recorded_pid(record: &str, mode: PtyMode, session_id: &str) -> Resu
 /// container; tests run the commands on the host, where the parent is the test).
 pub(crate) fn check_recorded_pid_with_parent(
     record: &str,
-    mode: PtyMode,
+    mode: TerminalMode,
     session_id: &str,
     parent: u32,
 ) -> Result<u32, String> {
@@ -190,7 +189,7 @@ pub(crate) fn check_recorded_pid_with_parent(
             ppid.map_or_else(|| "unknown".to_string(), |p| p.to_string())
         ));
     }
-    if mode == PtyMode::Pty {
+    if mode == TerminalMode::Pty {
         let sid: Option<u32> = sid.and_then(|s| s.parse().ok());
         if sid != Some(pid) {
             return Err(format!("process {pid} does not lead its session"));
@@ -206,26 +205,24 @@ fn truncate(s: &str, max: usize) -> &str {
     }
 }
 
-/// `name` as one of `SUPPORTED_SIGNALS` (accepting `INT` for `SIGINT`, any case).
-pub fn normalize_signal(name: &str) -> Option<&'static str> {
-    let upper = name.trim().to_ascii_uppercase();
-    let full = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
-    SUPPORTED_SIGNALS.iter().copied().find(|s| *s == full)
-}
-
-/// Delivers `signal` (one of `SUPPORTED_SIGNALS`) as root to the checked `pid`'s session: in PTY
+/// Delivers `signal` as root to the checked `pid`'s session: in PTY
 /// mode to the foreground process group of its terminal (what a key press reaches; the pid's own
 /// group when the terminal has none), else to the pid's group. Nothing is sent once `pid` is no
 /// longer a process `docker exec` injected (it exited and the number went to another process).
-pub fn signal_command(pid: u32, signal: &str, mode: PtyMode) -> String {
+pub fn signal_command(pid: u32, signal: Signal, mode: TerminalMode) -> String {
     signal_command_with_parent(pid, signal, mode, EXEC_PARENT_PID)
 }
 
-pub(crate) fn signal_command_with_parent(pid: u32, signal: &str, mode: PtyMode, parent: u32) -> String {
-    let name = signal.strip_prefix("SIG").unwrap_or(signal);
+pub(crate) fn signal_command_with_parent(
+    pid: u32,
+    signal: Signal,
+    mode: TerminalMode,
+    parent: u32,
+) -> String {
+    let name = signal.short_name();
     let target = match mode {
-        PtyMode::Pty => "t=${6:-0}; case $t in ''|*[!0-9]*|0) t=$p;; esac; ",
-        PtyMode::Pipe => "t=$p; ",
+        TerminalMode::Pty => "t=${6:-0}; case $t in ''|*[!0-9]*|0) t=$p;; esac; ",
+        TerminalMode::Pipe => "t=$p; ",
     };
     format!(
         "p={pid}; s=; read -r s 2>/dev/null </proc/$p/stat || exit 0; s=${{s##*) }}; set -- $s; \
@@ -337,10 +334,10 @@ mod tests {
         assert_eq!(pid_file_for("abc"), "/tmp/.sandboxd-pty-abc");
         assert_eq!(fallback_pid_file_for("abc"), "/dev/shm/.sandboxd-pty-abc");
         assert_eq!(shell_quote("a'b"), r"'a'\''b'");
-        assert_eq!(normalize_signal("int"), Some("SIGINT"));
-        assert_eq!(normalize_signal("SIGKILL"), Some("SIGKILL"));
-        assert_eq!(normalize_signal("SIGUSR1"), None);
-        assert_eq!(normalize_signal("9"), None);
+        assert_eq!(Signal::try_from("int"), Ok(Signal::Int));
+        assert_eq!(Signal::try_from("SIGKILL"), Ok(Signal::Kill));
+        assert!(Signal::try_from("SIGUSR1").is_err());
+        assert!(Signal::try_from("9").is_err());
     }
 
     #[test]
@@ -433,13 +430,16 @@ mod tests {
                 format!("{RECORD_TAG} {pid} {me} {pid} SANDBOXD_PTY_SESSION=sess-1\n", pid = child.id());
             assert_eq!(line, expected, "{shell:?}");
             // The check accepts it only with the parent a docker exec'd process has.
-            assert_eq!(check_recorded_pid_with_parent(&line, PtyMode::Pty, "sess-1", me), Ok(child.id()));
-            let err = check_recorded_pid(&line, PtyMode::Pty, "sess-1").unwrap_err();
+            assert_eq!(
+                check_recorded_pid_with_parent(&line, TerminalMode::Pty, "sess-1", me),
+                Ok(child.id())
+            );
+            let err = check_recorded_pid(&line, TerminalMode::Pty, "sess-1").unwrap_err();
             assert!(err.contains("not started by docker exec"), "{err}");
             // Another session's marker is not this one's.
             let (line, _) = read_record(&shell, f.to_str().unwrap(), g.to_str().unwrap(), "sess-2");
             assert!(line.ends_with(" -\n"), "{shell:?}: {line}");
-            assert!(check_recorded_pid_with_parent(&line, PtyMode::Pipe, "sess-2", me)
+            assert!(check_recorded_pid_with_parent(&line, TerminalMode::Pipe, "sess-2", me)
                 .unwrap_err()
                 .contains("marker"));
             let _ = child.kill();
@@ -486,7 +486,7 @@ mod tests {
             let (line, _) = read_record(&shell, fs, gs, "x");
             let pid_field = line.split(' ').nth(1).unwrap_or("");
             assert_eq!(pid_field, "1".repeat(32), "{shell:?}: {line}");
-            assert!(check_recorded_pid(&line, PtyMode::Pipe, "x").is_err());
+            assert!(check_recorded_pid(&line, TerminalMode::Pipe, "x").is_err());
 
             // No record: waits about two seconds, then says so.
             std::fs::remove_file(&f).unwrap();
@@ -550,8 +550,12 @@ mod tests {
         let out = run(&pid_read_command(fs, gs, "bb"), &[]);
         let line = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(out.stderr.is_empty(), "{:?}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(check_recorded_pid_with_parent(&line, PtyMode::Pty, "bb", me), Ok(child.id()), "{line}");
-        let out = run(&signal_command_with_parent(child.id(), "SIGTERM", PtyMode::Pty, me), &[]);
+        assert_eq!(
+            check_recorded_pid_with_parent(&line, TerminalMode::Pty, "bb", me),
+            Ok(child.id()),
+            "{line}"
+        );
+        let out = run(&signal_command_with_parent(child.id(), Signal::Term, TerminalMode::Pty, me), &[]);
         assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
         assert!(wait_gone(&mut child, Duration::from_secs(5)));
 
@@ -566,30 +570,30 @@ mod tests {
     fn check_refuses_what_is_not_the_session() {
         let id = "s1";
         let ok = "sandboxd-pid 57 0 57 SANDBOXD_PTY_SESSION=s1";
-        assert_eq!(check_recorded_pid(ok, PtyMode::Pty, id), Ok(57));
+        assert_eq!(check_recorded_pid(ok, TerminalMode::Pty, id), Ok(57));
         // Output around the line is ignored.
-        assert_eq!(check_recorded_pid(&format!("motd\n{ok}\n"), PtyMode::Pipe, id), Ok(57));
+        assert_eq!(check_recorded_pid(&format!("motd\n{ok}\n"), TerminalMode::Pipe, id), Ok(57));
         for (record, mode, why) in [
-            ("", PtyMode::Pty, "no pid record"),
-            ("garbage", PtyMode::Pty, "no pid record"),
-            ("sandboxd-pid-refused not-a-pid", PtyMode::Pty, "refused"),
-            ("sandboxd-pid x1 0 57 SANDBOXD_PTY_SESSION=s1", PtyMode::Pty, "no pid"),
-            ("sandboxd-pid -5 0 57 SANDBOXD_PTY_SESSION=s1", PtyMode::Pty, "no pid"),
-            ("sandboxd-pid 1 0 1 SANDBOXD_PTY_SESSION=s1", PtyMode::Pty, "not a session"),
-            ("sandboxd-pid 0 0 0 SANDBOXD_PTY_SESSION=s1", PtyMode::Pty, "not a session"),
-            ("sandboxd-pid 57 0 57 SANDBOXD_PTY_SESSION=s2", PtyMode::Pty, "marker"),
-            ("sandboxd-pid 57 0 57 SANDBOXD_PTY_SESSION=s10", PtyMode::Pty, "marker"),
-            ("sandboxd-pid 57 0 57 -", PtyMode::Pty, "marker"),
-            ("sandboxd-pid 57 12 57 SANDBOXD_PTY_SESSION=s1", PtyMode::Pty, "parent 12"),
-            ("sandboxd-pid 57 - - SANDBOXD_PTY_SESSION=s1", PtyMode::Pty, "parent unknown"),
-            ("sandboxd-pid 57 0 12 SANDBOXD_PTY_SESSION=s1", PtyMode::Pty, "lead its session"),
+            ("", TerminalMode::Pty, "no pid record"),
+            ("garbage", TerminalMode::Pty, "no pid record"),
+            ("sandboxd-pid-refused not-a-pid", TerminalMode::Pty, "refused"),
+            ("sandboxd-pid x1 0 57 SANDBOXD_PTY_SESSION=s1", TerminalMode::Pty, "no pid"),
+            ("sandboxd-pid -5 0 57 SANDBOXD_PTY_SESSION=s1", TerminalMode::Pty, "no pid"),
+            ("sandboxd-pid 1 0 1 SANDBOXD_PTY_SESSION=s1", TerminalMode::Pty, "not a session"),
+            ("sandboxd-pid 0 0 0 SANDBOXD_PTY_SESSION=s1", TerminalMode::Pty, "not a session"),
+            ("sandboxd-pid 57 0 57 SANDBOXD_PTY_SESSION=s2", TerminalMode::Pty, "marker"),
+            ("sandboxd-pid 57 0 57 SANDBOXD_PTY_SESSION=s10", TerminalMode::Pty, "marker"),
+            ("sandboxd-pid 57 0 57 -", TerminalMode::Pty, "marker"),
+            ("sandboxd-pid 57 12 57 SANDBOXD_PTY_SESSION=s1", TerminalMode::Pty, "parent 12"),
+            ("sandboxd-pid 57 - - SANDBOXD_PTY_SESSION=s1", TerminalMode::Pty, "parent unknown"),
+            ("sandboxd-pid 57 0 12 SANDBOXD_PTY_SESSION=s1", TerminalMode::Pty, "lead its session"),
         ] {
             let err = check_recorded_pid(record, mode, id).unwrap_err();
             assert!(err.contains(why), "{record:?}: {err}");
         }
         // Pipe mode does not require leading the session.
         assert_eq!(
-            check_recorded_pid("sandboxd-pid 57 0 12 SANDBOXD_PTY_SESSION=s1", PtyMode::Pipe, id),
+            check_recorded_pid("sandboxd-pid 57 0 12 SANDBOXD_PTY_SESSION=s1", TerminalMode::Pipe, id),
             Ok(57)
         );
     }
@@ -598,9 +602,9 @@ mod tests {
     fn signal_command_signals_the_group_of_a_checked_pid() {
         let me = std::process::id();
         for shell in shells() {
-            for sig in SUPPORTED_SIGNALS {
+            for sig in Signal::ALL {
                 let mut child = session_leader(None);
-                let cmd = signal_command_with_parent(child.id(), sig, PtyMode::Pipe, me);
+                let cmd = signal_command_with_parent(child.id(), sig, TerminalMode::Pipe, me);
                 let out = run_sh(&shell, &cmd, &[]);
                 assert!(out.status.success(), "{shell:?} {sig}: {out:?}");
                 assert!(out.stderr.is_empty(), "{shell:?} {sig}: {:?}", String::from_utf8_lossy(&out.stderr));
@@ -608,15 +612,18 @@ mod tests {
             }
             // Not a docker exec'd process (wrong parent): nothing is sent.
             let mut child = session_leader(None);
-            let out = run_sh(&shell, &signal_command(child.id(), "SIGKILL", PtyMode::Pipe), &[]);
+            let out = run_sh(&shell, &signal_command(child.id(), Signal::Kill, TerminalMode::Pipe), &[]);
             assert!(out.status.success());
             assert!(!wait_gone(&mut child, Duration::from_millis(300)), "{shell:?}: signalled a forged pid");
             let _ = child.kill();
             let _ = child.wait();
             // PTY mode without a terminal (tpgid -1): falls back to the pid's own group.
             let mut child = session_leader(None);
-            let out =
-                run_sh(&shell, &signal_command_with_parent(child.id(), "SIGTERM", PtyMode::Pty, me), &[]);
+            let out = run_sh(
+                &shell,
+                &signal_command_with_parent(child.id(), Signal::Term, TerminalMode::Pty, me),
+                &[],
+            );
             assert!(out.status.success(), "{shell:?}: {out:?}");
             assert!(wait_gone(&mut child, Duration::from_secs(5)), "{shell:?}: pty fallback");
         }

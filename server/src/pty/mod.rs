@@ -6,9 +6,7 @@ pub mod container;
 pub mod session;
 mod spawner;
 
-pub use container::{
-    fallback_pid_file_for, launcher_argv, pid_file_for, session_marker, SESSION_ENV, SUPPORTED_SIGNALS,
-};
+pub use container::{fallback_pid_file_for, launcher_argv, pid_file_for, session_marker, SESSION_ENV};
 pub use session::{spawn, PtySession, SpawnOptions};
 
 use std::future::Future;
@@ -55,18 +53,5 @@ pub trait RunInContainer: Send + Sync + 'static {
     }
 }
 
-/// Whether the session has a terminal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PtyMode {
-    Pty,
-    Pipe,
-}
-
-impl PtyMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pty => "pty",
-            Self::Pipe => "pipe",
-        }
-    }
-}
+/// Whether a session has a terminal (the shared contract's word for it).
+pub use crate::spec::TerminalMode;

@@ -15,11 +15,11 @@ use tokio::io::Interest;
 use tokio::sync::{mpsc, watch, Mutex, OnceCell};
 
 use super::container::{
-    check_recorded_pid, cleanup_command, normalize_signal, pid_read_command, signal_command, CONTROL_TIMEOUT,
-    PID_READ_TIMEOUT, ROOT_USER, SUPPORTED_SIGNALS,
+    check_recorded_pid, cleanup_command, pid_read_command, signal_command, CONTROL_TIMEOUT, PID_READ_TIMEOUT,
+    ROOT_USER,
 };
 use super::spawner::{self, read_chunk, spawn_process, write_all, ChildProc};
-use super::{PtyError, PtyMode, RunInContainer};
+use super::{PtyError, RunInContainer, TerminalMode};
 
 /// How much of the client's own stderr is kept to classify a startup failure.
 pub const CLIENT_STDERR_KEEP: usize = 16 * 1024;
@@ -118,7 +118,7 @@ type Outcome = Option<Result<i32, PtyError>>;
 /// One live terminal. Shared through `Arc`: one task may read while another writes and resizes.
 pub struct PtySession {
     id: String,
-    mode: PtyMode,
+    mode: TerminalMode,
     child: Arc<ChildProc>,
     /// PTY mode: the master, for resizes and the terminal's foreground group. Taken on release.
     master: std::sync::Mutex<Option<Arc<AsyncFd<OwnedFd>>>>,
@@ -148,7 +148,7 @@ pub async fn spawn(opts: SpawnOptions) -> Result<Arc<PtySession>, PtyError> {
         check_size(opts.rows, opts.cols)?;
     }
     let spawned = spawn_process(&opts.argv, opts.use_pty, opts.rows, opts.cols)?;
-    let mode = if opts.use_pty { PtyMode::Pty } else { PtyMode::Pipe };
+    let mode = if opts.use_pty { TerminalMode::Pty } else { TerminalMode::Pipe };
     let child = Arc::new(spawned.child);
     let (released, _) = watch::channel(false);
     let output_seen = Arc::new(AtomicBool::new(false));
@@ -350,7 +350,7 @@ impl PtySession {
         &self.id
     }
 
-    pub fn mode(&self) -> PtyMode {
+    pub fn mode(&self) -> TerminalMode {
         self.mode
     }
 
@@ -414,7 +414,7 @@ impl PtySession {
     /// Resize the terminal: the host pty's size, then `SIGWINCH` to the client. Ignored in pipe
     /// mode.
     pub async fn resize(&self, rows: u16, cols: u16) -> Result<(), PtyError> {
-        if self.mode == PtyMode::Pipe {
+        if self.mode == TerminalMode::Pipe {
             return Ok(());
         }
         check_size(rows, cols)?;
@@ -468,14 +468,18 @@ impl PtySession {
         self.closed.load(Ordering::SeqCst) || self.returncode().is_some()
     }
 
-    /// Deliver one of `SUPPORTED_SIGNALS`: in PTY mode to the foreground process group of the
-    /// session's terminal, in pipe mode to the group of the session's process. A session whose
-    /// process already exited has nothing to signal.
+    /// Deliver a signal by name (`SIGINT`, `INT`, ...; see `Signal`).
     pub async fn send_signal(&self, name: &str) -> Result<(), PtyError> {
-        let sig_name = normalize_signal(name).ok_or_else(|| PtyError::Invalid {
-            field: "signal".into(),
-            message: format!("unsupported signal {name:?}; supported: {}", SUPPORTED_SIGNALS.join(", ")),
-        })?;
+        let signal = crate::spec::Signal::try_from(name)
+            .map_err(|e| PtyError::Invalid { field: "signal".into(), message: e.to_string() })?;
+        self.deliver(signal).await
+    }
+
+    /// Deliver `signal`: in PTY mode to the foreground process group of the session's terminal,
+    /// in pipe mode to the group of the session's process. A session whose process already
+    /// exited has nothing to signal.
+    pub async fn deliver(&self, signal: crate::spec::Signal) -> Result<(), PtyError> {
+        let sig_name = signal.as_str();
         if self.closed.load(Ordering::SeqCst) {
             return Err(closed_error());
         }
@@ -483,14 +487,14 @@ impl PtySession {
             return Ok(());
         }
         match &self.container {
-            None => self.signal_local(sig_name),
+            None => self.signal_local(signal),
             Some(container) => {
                 let pid = self
                     .recorded_pid()
                     .await
                     .map_err(|e| PtyError::Failed(format!("cannot signal the session: {e}")))?;
                 let res = container
-                    .run(signal_command(pid, sig_name, self.mode), Some(ROOT_USER.into()), CONTROL_TIMEOUT)
+                    .run(signal_command(pid, signal, self.mode), Some(ROOT_USER.into()), CONTROL_TIMEOUT)
                     .await;
                 if res.error_type.is_some() || res.return_code != 0 {
                     let detail = res.stderr_lossy();
@@ -505,11 +509,10 @@ impl PtySession {
         }
     }
 
-    fn signal_local(&self, sig_name: &str) -> Result<(), PtyError> {
-        let sig: Signal = sig_name.parse().map_err(|_| PtyError::Invalid {
-            field: "signal".into(),
-            message: format!("unknown {sig_name}"),
-        })?;
+    fn signal_local(&self, signal: crate::spec::Signal) -> Result<(), PtyError> {
+        let sig_name = signal.as_str();
+        let sig = Signal::try_from(signal.number())
+            .map_err(|e| PtyError::Failed(format!("cannot deliver {sig_name}: {e}")))?;
         let master = self.master.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(master) = master {
             // The terminal's foreground group belongs to this session's terminal, which keeps
@@ -626,7 +629,7 @@ impl PtySession {
         let _serial = self.detached.lock().await;
         let marker = format!("__SANDBOXD_{}__", uuid::Uuid::new_v4().simple());
         let (head, tail) = marker.split_at(marker.len() / 2);
-        let pipe = self.mode == PtyMode::Pipe;
+        let pipe = self.mode == TerminalMode::Pipe;
         let mut payload =
             format!("{{ {command}\n}} </dev/null\nprintf '%s%s:%s\\n' '{head}' '{tail}' \"$?\"");
         if pipe {

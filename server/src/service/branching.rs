@@ -1,15 +1,15 @@
 //! Snapshot, fork, diff, pause and resume: branching a sandbox and grading it by what changed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use sandboxd_proto::v1 as pb;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use super::status::to_status;
 use super::{convert, span, BoxStream, SandboxApi};
-use crate::docker::{DiffEntry, DiffKind, SnapshotInfo};
+use crate::branching::{DiffEntry, DiffKind, SnapshotInfo};
+use crate::spec::SandboxId;
 
 /// Paths per `DiffResponse` message.
 const DIFF_BATCH: usize = 1000;
@@ -33,8 +33,12 @@ fn diff_entry(entry: DiffEntry) -> pb::DiffEntry {
     pb::DiffEntry { path: entry.path, kind: kind as i32 }
 }
 
-fn labels(map: std::collections::HashMap<String, String>) -> BTreeMap<String, String> {
+fn labels(map: HashMap<String, String>) -> BTreeMap<String, String> {
     convert::sorted(map)
+}
+
+fn sandbox_id(id: &str) -> Result<SandboxId, Status> {
+    Ok(SandboxId::parse("sandbox_id", id)?)
 }
 
 impl SandboxApi {
@@ -48,16 +52,12 @@ pub(super) async fn snapshot(
     request: Request<pb::SnapshotRequest>,
 ) -> Result<Response<pb::SnapshotResponse>, Status> {
     let req = request.into_inner();
-    let span = span("Snapshot", &req.sandbox_id);
-    async move {
-        let info = api
-            .provider()
-            .snapshot(&req.sandbox_id, &labels(req.labels), api.max_snapshots())
-            .await
-            .map_err(to_status)?;
+    async {
+        let id = sandbox_id(&req.sandbox_id)?;
+        let info = api.backend().snapshot(&id, &labels(req.labels), api.max_snapshots()).await?;
         Ok(Response::new(pb::SnapshotResponse { snapshot: Some(snapshot_info(info)) }))
     }
-    .instrument(span)
+    .instrument(span("Snapshot", &req.sandbox_id))
     .await
 }
 
@@ -66,8 +66,8 @@ pub(super) async fn list_snapshots(
     request: Request<pb::ListSnapshotsRequest>,
 ) -> Result<Response<pb::ListSnapshotsResponse>, Status> {
     let req = request.into_inner();
-    async move {
-        let found = api.provider().list_snapshots(&labels(req.labels)).await.map_err(to_status)?;
+    async {
+        let found = api.backend().list_snapshots(&labels(req.labels)).await?;
         Ok(Response::new(pb::ListSnapshotsResponse {
             snapshots: found.into_iter().map(snapshot_info).collect(),
         }))
@@ -82,7 +82,7 @@ pub(super) async fn delete_snapshot(
 ) -> Result<Response<pb::DeleteSnapshotResponse>, Status> {
     let req = request.into_inner();
     let span = tracing::info_span!("rpc", rpc = "DeleteSnapshot", snapshot_id = %req.snapshot_id);
-    api.provider().delete_snapshot(&req.snapshot_id).instrument(span).await.map_err(to_status)?;
+    api.backend().delete_snapshot(&req.snapshot_id).instrument(span).await?;
     Ok(Response::new(pb::DeleteSnapshotResponse {}))
 }
 
@@ -92,17 +92,15 @@ pub(super) async fn fork(
 ) -> Result<Response<pb::ForkResponse>, Status> {
     let req = request.into_inner();
     let span = span("Fork", &req.sandbox_id);
-    let provider = api.provider().clone();
+    let id = sandbox_id(&req.sandbox_id)?;
+    let lifecycle = api.lifecycle().clone();
     let max = api.max_snapshots();
-    // Its own task: a caller that goes away mid-fork still gets all-or-nothing (the children
+    // Its own task: a caller that goes away mid-fork still gets all or nothing (the children
     // are kept or rolled back, never left half made).
     let work = tokio::spawn(
-        async move { provider.fork(&req.sandbox_id, req.count, &labels(req.labels), max).await }
-            .instrument(span),
+        async move { lifecycle.fork(&id, req.count, &labels(req.labels), max).await }.instrument(span),
     );
-    let forked =
-        work.await.map_err(|e| Status::internal(format!("fork task failed: {e}")))?.map_err(to_status)?;
-    api.remember_created(forked.sandboxes.iter().map(|h| h.sandbox_id.clone()));
+    let forked = work.await.map_err(|e| Status::internal(format!("fork task failed: {e}")))??;
     Ok(Response::new(pb::ForkResponse {
         sandboxes: forked.sandboxes.iter().map(convert::sandbox_ref).collect(),
         snapshot_id: forked.snapshot.snapshot_id,
@@ -114,13 +112,12 @@ pub(super) async fn diff(
     request: Request<pb::DiffRequest>,
 ) -> Result<Response<BoxStream<pb::DiffResponse>>, Status> {
     let req = request.into_inner();
-    let span = span("Diff", &req.sandbox_id);
-    let entries = api
-        .provider()
-        .diff(&req.sandbox_id, req.path_prefix.as_deref())
-        .instrument(span)
-        .await
-        .map_err(to_status)?;
+    let entries = async {
+        let id = sandbox_id(&req.sandbox_id)?;
+        Ok::<_, Status>(api.backend().diff(&id, req.path_prefix.as_deref()).await?)
+    }
+    .instrument(span("Diff", &req.sandbox_id))
+    .await?;
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tokio::spawn(async move {
         let mut entries = entries.into_iter().map(diff_entry).peekable();
@@ -139,12 +136,12 @@ pub(super) async fn pause(
     request: Request<pb::PauseRequest>,
 ) -> Result<Response<pb::PauseResponse>, Status> {
     let req = request.into_inner();
-    api.provider()
-        .pause(&req.sandbox_id)
-        .instrument(span("Pause", &req.sandbox_id))
-        .await
-        .map_err(to_status)?;
-    Ok(Response::new(pb::PauseResponse {}))
+    async {
+        api.backend().pause(&sandbox_id(&req.sandbox_id)?).await?;
+        Ok(Response::new(pb::PauseResponse {}))
+    }
+    .instrument(span("Pause", &req.sandbox_id))
+    .await
 }
 
 pub(super) async fn resume(
@@ -152,10 +149,10 @@ pub(super) async fn resume(
     request: Request<pb::ResumeRequest>,
 ) -> Result<Response<pb::ResumeResponse>, Status> {
     let req = request.into_inner();
-    api.provider()
-        .resume(&req.sandbox_id)
-        .instrument(span("Resume", &req.sandbox_id))
-        .await
-        .map_err(to_status)?;
-    Ok(Response::new(pb::ResumeResponse {}))
+    async {
+        api.backend().resume(&sandbox_id(&req.sandbox_id)?).await?;
+        Ok(Response::new(pb::ResumeResponse {}))
+    }
+    .instrument(span("Resume", &req.sandbox_id))
+    .await
 }

@@ -6,8 +6,10 @@ use sandboxd_proto::v1 as pb;
 use tonic::Status;
 
 use super::status::invalid;
-use crate::docker::{SandboxDescriptor, SandboxHandle};
-use crate::spec::{ExecResult, ProviderOptions, SandboxResources, SandboxSpec, SandboxStatus};
+use crate::spec::{
+    ExecErrorType, ExecResult, ProviderOptions, SandboxDescriptor, SandboxHandle, SandboxResources,
+    SandboxSpec, SandboxStatus,
+};
 
 /// A port on the wire (`uint32`) as a TCP port.
 pub fn port(field: &str, value: u32) -> Result<u16, Status> {
@@ -70,7 +72,7 @@ pub fn exec_response(result: ExecResult) -> pb::ExecResponse {
         stdout: result.stdout,
         stderr: result.stderr,
         return_code: result.return_code,
-        error_type: result.error_type.map(|e| e.as_str().to_string()).unwrap_or_default(),
+        error_type: ExecErrorType::to_wire(result.error_type),
         usage: None,
     }
 }
@@ -79,10 +81,10 @@ pub fn status(status: SandboxStatus) -> pb::SandboxStatus {
     match status {
         SandboxStatus::Starting => pb::SandboxStatus::Starting,
         SandboxStatus::Running => pb::SandboxStatus::Running,
+        SandboxStatus::Paused => pb::SandboxStatus::Paused,
         SandboxStatus::Stopped => pb::SandboxStatus::Stopped,
         SandboxStatus::Error => pb::SandboxStatus::Error,
         SandboxStatus::Unknown => pb::SandboxStatus::Unknown,
-        SandboxStatus::Paused => pb::SandboxStatus::Paused,
     }
 }
 

@@ -1,5 +1,6 @@
-//! `sandbox.v1.SandboxService` over the Docker provider. Stateless across restarts: every RPC
-//! names its sandbox by id and the provider rebuilds what it needs from the container.
+//! `sandbox.v1.SandboxService` over a `SandboxBackend`: wire types in, neutral types to the
+//! backend, errors out as statuses by `From`. Stateless across restarts: every RPC names its
+//! sandbox by id and the backend rebuilds what it needs from the sandbox.
 
 mod auth;
 mod branching;
@@ -11,9 +12,8 @@ mod pty;
 mod server;
 mod status;
 
-use std::collections::HashSet;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
@@ -26,39 +26,46 @@ use tracing::Instrument;
 
 pub use auth::BearerAuth;
 pub use server::{serve, ServeOptions};
-use status::{invalid, to_status};
+use status::invalid;
 
+use crate::backend::SandboxBackend;
 use crate::config::ServerSection;
-use crate::docker::{DockerProvider, ExecParams, SandboxHandle};
 use crate::error::ProviderError;
-use crate::spec::ExecErrorType;
+use crate::lifecycle::Lifecycle;
+use crate::spec::{ExecErrorType, ExecParams, SandboxHandle, SandboxId};
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
-/// The service: the provider, the operator's policy, and what this process created.
+/// The service: the backend with this process's bookkeeping, the operator's policy, and the
+/// shutdown signal long-lived streams watch.
 #[derive(Clone)]
 pub struct SandboxApi {
-    provider: Arc<DockerProvider>,
+    lifecycle: Arc<Lifecycle>,
     policy: ServerSection,
-    created: Arc<Mutex<HashSet<String>>>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
 impl SandboxApi {
     pub fn new(
-        provider: Arc<DockerProvider>,
+        lifecycle: Arc<Lifecycle>,
         policy: ServerSection,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
-        Self { provider, policy, created: Arc::default(), shutdown }
+        Self { lifecycle, policy, shutdown }
     }
 
-    pub fn provider(&self) -> &Arc<DockerProvider> {
-        &self.provider
+    pub fn lifecycle(&self) -> &Arc<Lifecycle> {
+        &self.lifecycle
     }
 
+    fn backend(&self) -> &Arc<dyn SandboxBackend> {
+        self.lifecycle.backend()
+    }
+
+    /// The handle of the sandbox a request names in `sandbox_id`.
     async fn handle(&self, sandbox_id: &str) -> Result<SandboxHandle, Status> {
-        self.provider.handle(sandbox_id).await.map_err(to_status)
+        let id = SandboxId::parse("sandbox_id", sandbox_id)?;
+        Ok(self.backend().lookup(&id).await?)
     }
 
     /// Client-supplied host mounts and raw run flags need the operator's consent.
@@ -77,117 +84,65 @@ impl SandboxApi {
         }
         Ok(())
     }
-
-    /// Write `spec.files` into a fresh sandbox.
-    async fn seed_files(
-        &self,
-        handle: &SandboxHandle,
-        files: &std::collections::BTreeMap<String, Vec<u8>>,
-    ) -> Result<(), ProviderError> {
-        for (path, content) in files {
-            self.provider.upload_reader(handle, content.as_slice(), content.len() as u64, path, None).await?;
-        }
-        Ok(())
-    }
-
-    /// Count sandboxes as created by this process (for `--remove-on-shutdown`).
-    fn remember_created(&self, ids: impl IntoIterator<Item = String>) {
-        if let Ok(mut created) = self.created.lock() {
-            created.extend(ids);
-        }
-    }
-
-    /// End PTY sessions and, when asked, remove the sandboxes this process created.
-    pub async fn shutdown(&self, remove_created: bool) {
-        self.provider.aclose().await;
-        if remove_created {
-            let ids: Vec<String> =
-                self.created.lock().map(|s| s.iter().cloned().collect()).unwrap_or_default();
-            for id in ids {
-                if let Err(e) = self.provider.close_id(&id).await {
-                    tracing::warn!(sandbox_id = %id, error = %e, "could not remove sandbox at shutdown");
-                }
-            }
-        }
-    }
 }
 
+/// The span of a streaming RPC (unary handlers use `#[instrument]`).
 fn span(rpc: &'static str, sandbox_id: &str) -> tracing::Span {
     tracing::info_span!("rpc", rpc, sandbox_id = %sandbox_id)
 }
 
 #[tonic::async_trait]
 impl SandboxService for SandboxApi {
+    #[tracing::instrument(name = "rpc", skip_all, fields(rpc = "Create", image = tracing::field::Empty, sandbox_id = tracing::field::Empty))]
     async fn create(
         &self,
         request: Request<pb::CreateRequest>,
     ) -> Result<Response<pb::CreateResponse>, Status> {
         let spec = request.into_inner().spec.ok_or_else(|| invalid("spec", "is required"))?;
-        let span = tracing::info_span!("rpc", rpc = "Create", image = %spec.image, sandbox_id = tracing::field::Empty);
-        async move {
-            self.check_policy(&spec)?;
-            let spec = convert::spec_from_proto(spec)?;
-            let handle = self.provider.create(&spec).await.map_err(to_status)?;
-            tracing::Span::current().record("sandbox_id", handle.sandbox_id.as_str());
-            if let Err(e) = self.seed_files(&handle, &spec.files).await {
-                let _ = self.provider.close(&handle).await;
-                return Err(to_status(e));
-            }
-            if let Ok(mut created) = self.created.lock() {
-                created.insert(handle.sandbox_id.clone());
-            }
-            Ok(Response::new(pb::CreateResponse { sandbox: Some(convert::sandbox_ref(&handle)) }))
-        }
-        .instrument(span)
-        .await
+        tracing::Span::current().record("image", spec.image.as_str());
+        self.check_policy(&spec)?;
+        let spec = convert::spec_from_proto(spec)?;
+        let handle = self.lifecycle.create(&spec).await?;
+        tracing::Span::current().record("sandbox_id", handle.sandbox_id.as_str());
+        Ok(Response::new(pb::CreateResponse { sandbox: Some(convert::sandbox_ref(&handle)) }))
     }
 
+    #[tracing::instrument(name = "rpc", skip_all, fields(rpc = "Connect", sandbox_id = tracing::field::Empty))]
     async fn connect(
         &self,
         request: Request<pb::ConnectRequest>,
     ) -> Result<Response<pb::ConnectResponse>, Status> {
         let sandbox = request.into_inner().sandbox.ok_or_else(|| invalid("sandbox", "is required"))?;
-        let span = span("Connect", &sandbox.sandbox_id);
-        async move {
-            let descriptor = convert::descriptor(sandbox)?;
-            let handle = self.provider.connect(&descriptor).await.map_err(to_status)?;
-            Ok(Response::new(pb::ConnectResponse {
-                sandbox: Some(convert::sandbox_ref(&handle)),
-                image: handle.image.clone(),
-                shell: handle.shell.clone(),
-            }))
-        }
-        .instrument(span)
-        .await
+        tracing::Span::current().record("sandbox_id", sandbox.sandbox_id.as_str());
+        SandboxId::parse("sandbox.sandbox_id", &sandbox.sandbox_id)?;
+        let descriptor = convert::descriptor(sandbox)?;
+        let handle = self.backend().connect(&descriptor).await?;
+        Ok(Response::new(pb::ConnectResponse {
+            sandbox: Some(convert::sandbox_ref(&handle)),
+            image: handle.image.clone(),
+            shell: handle.shell.clone(),
+        }))
     }
 
+    #[tracing::instrument(name = "rpc", skip_all, fields(rpc = "Exec", sandbox_id = %request.get_ref().sandbox_id))]
     async fn exec(&self, request: Request<pb::ExecRequest>) -> Result<Response<pb::ExecResponse>, Status> {
         let deadline = deadline::grpc_timeout(request.metadata());
         let req = request.into_inner();
-        let span = span("Exec", &req.sandbox_id);
-        async move {
-            let requested = req.timeout_s.map(|t| convert::seconds("timeout_s", t)).transpose()?;
-            let default =
-                self.provider.config().exec.default_timeout_s.map(std::time::Duration::from_secs_f64);
-            let (timeout, capped) = deadline::cap(requested.or(default), deadline);
-            let handle = self.handle(&req.sandbox_id).await?;
-            let params = ExecParams {
-                cwd: req.cwd,
-                env: convert::sorted(req.env),
-                timeout,
-                user: req.user,
-                stdin: req.stdin,
-            };
-            let result = self.provider.exec(&handle, &req.command, &params).await.map_err(to_status)?;
-            if capped && result.error_type == Some(ExecErrorType::Timeout) {
-                return Err(Status::deadline_exceeded(
-                    "the call's deadline passed before the command finished",
-                ));
-            }
-            Ok(Response::new(convert::exec_response(result)))
+        let requested = req.timeout_s.map(|t| convert::seconds("timeout_s", t)).transpose()?;
+        let (timeout, capped) = deadline::cap(requested.or(self.backend().default_exec_timeout()), deadline);
+        let handle = self.handle(&req.sandbox_id).await?;
+        let params = ExecParams {
+            cwd: req.cwd,
+            env: convert::sorted(req.env),
+            timeout,
+            user: req.user,
+            stdin: req.stdin,
+        };
+        let result = self.backend().exec(&handle, &req.command, &params).await?;
+        if capped && result.error_type == Some(ExecErrorType::Timeout) {
+            return Err(Status::deadline_exceeded("the call's deadline passed before the command finished"));
         }
-        .instrument(span)
-        .await
+        Ok(Response::new(convert::exec_response(result)))
     }
 
     async fn upload(
@@ -211,9 +166,10 @@ impl SandboxService for SandboxApi {
                 Err(status) => Err(std::io::Error::other(status.message().to_string())),
             });
             let mut reader = tokio_util::io::StreamReader::new(chunks);
+            let backend = self.backend();
             let written = match header.size {
                 Some(size) => {
-                    self.provider.upload_reader(&handle, reader, size, &header.path, header.mode).await
+                    backend.upload(&handle, Box::new(reader), size, &header.path, header.mode).await
                 }
                 None => {
                     // No size: spool to an anonymous temp file (bounded memory), then stream it.
@@ -227,8 +183,8 @@ impl SandboxService for SandboxApi {
                     .await;
                     match spooled {
                         Ok((file, size)) => {
-                            let file = tokio::io::BufReader::with_capacity(256 * 1024, file);
-                            self.provider.upload_reader(&handle, file, size, &header.path, header.mode).await
+                            let file = Box::new(tokio::io::BufReader::with_capacity(256 * 1024, file));
+                            backend.upload(&handle, file, size, &header.path, header.mode).await
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
                             return Err(invalid("chunk", e));
@@ -236,8 +192,7 @@ impl SandboxService for SandboxApi {
                         Err(e) => Err(ProviderError::Io(e)),
                     }
                 }
-            }
-            .map_err(to_status)?;
+            }?;
             Ok(Response::new(pb::UploadResponse { bytes_written: written }))
         }
         .instrument(span)
@@ -254,7 +209,7 @@ impl SandboxService for SandboxApi {
         let span = span("Download", &req.sandbox_id);
         let mut download = async {
             let handle = self.handle(&req.sandbox_id).await?;
-            self.provider.download(&handle, &req.path).await.map_err(to_status)
+            Ok::<_, Status>(self.backend().download(&handle, &req.path).await?)
         }
         .instrument(span.clone())
         .await?;
@@ -265,11 +220,11 @@ impl SandboxService for SandboxApi {
                     let item = match download.next_chunk().await {
                         Ok(Some(chunk)) => Ok(pb::DownloadResponse { chunk }),
                         Ok(None) => break,
-                        Err(e) => Err(to_status(e)),
+                        Err(e) => Err(Status::from(e)),
                     };
                     let failed = item.is_err();
                     if tx.send(item).await.is_err() || failed {
-                        break; // the caller went away (the docker client is killed on drop)
+                        break; // the caller went away (the transfer is stopped on drop)
                     }
                 }
             }
@@ -278,51 +233,36 @@ impl SandboxService for SandboxApi {
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
+    #[tracing::instrument(name = "rpc", skip_all, fields(rpc = "Status", sandbox_id = %request.get_ref().sandbox_id))]
     async fn status(
         &self,
         request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
-        let req = request.into_inner();
-        let span = span("Status", &req.sandbox_id);
-        async move {
-            let status = self.provider.status_by_id(&req.sandbox_id).await.map_err(to_status)?;
-            Ok(Response::new(pb::StatusResponse { status: convert::status(status) as i32 }))
-        }
-        .instrument(span)
-        .await
+        let id = SandboxId::parse("sandbox_id", &request.get_ref().sandbox_id)?;
+        let status = self.backend().status(&id).await?;
+        Ok(Response::new(pb::StatusResponse { status: convert::status(status) as i32 }))
     }
 
+    #[tracing::instrument(name = "rpc", skip_all, fields(rpc = "Endpoint", sandbox_id = %request.get_ref().sandbox_id))]
     async fn endpoint(
         &self,
         request: Request<pb::EndpointRequest>,
     ) -> Result<Response<pb::EndpointResponse>, Status> {
         let req = request.into_inner();
-        let span = span("Endpoint", &req.sandbox_id);
-        async move {
-            let port = convert::port("port", req.port)?;
-            let handle = self.handle(&req.sandbox_id).await?;
-            let ep = self.provider.endpoint(&handle, port).await.map_err(to_status)?;
-            Ok(Response::new(pb::EndpointResponse {
-                endpoint: ep.endpoint,
-                headers: ep.headers.into_iter().collect(),
-            }))
-        }
-        .instrument(span)
-        .await
+        let port = convert::port("port", req.port)?;
+        let handle = self.handle(&req.sandbox_id).await?;
+        let ep = self.backend().endpoint(&handle, port).await?;
+        Ok(Response::new(pb::EndpointResponse {
+            endpoint: ep.endpoint,
+            headers: ep.headers.into_iter().collect(),
+        }))
     }
 
+    #[tracing::instrument(name = "rpc", skip_all, fields(rpc = "Close", sandbox_id = %request.get_ref().sandbox_id))]
     async fn close(&self, request: Request<pb::CloseRequest>) -> Result<Response<pb::CloseResponse>, Status> {
-        let req = request.into_inner();
-        let span = span("Close", &req.sandbox_id);
-        async move {
-            self.provider.close_id(&req.sandbox_id).await.map_err(to_status)?;
-            if let Ok(mut created) = self.created.lock() {
-                created.remove(&req.sandbox_id);
-            }
-            Ok(Response::new(pb::CloseResponse {}))
-        }
-        .instrument(span)
-        .await
+        let id = SandboxId::parse("sandbox_id", &request.get_ref().sandbox_id)?;
+        self.lifecycle.close(&id).await?;
+        Ok(Response::new(pb::CloseResponse {}))
     }
 
     type PtyStream = BoxStream<pb::PtyResponse>;

@@ -13,10 +13,11 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Response, Status, Streaming};
 use tracing::Instrument;
 
-use super::status::{invalid, to_status};
+use super::status::invalid;
 use super::{convert, BoxStream, SandboxApi};
-use crate::docker::PtySpec;
-use crate::pty::{PtyError, PtyMode, PtySession};
+use crate::backend::TerminalSession;
+use crate::pty::{PtyError, TerminalMode};
+use crate::spec::{PtySpec, Signal};
 
 /// Largest output message: bursts are batched up to this.
 const MAX_OUTPUT_MESSAGE: usize = 1 << 20;
@@ -57,10 +58,10 @@ pub(super) async fn serve_pty(
             rows: dimension("rows", open.rows, 24)?,
             cols: dimension("cols", open.cols, 80)?,
             user: open.user.clone(),
-            pty: !open.pipe,
+            mode: if open.pipe { TerminalMode::Pipe } else { TerminalMode::Pty },
         };
         let handle = api.handle(&open.sandbox_id).await?;
-        api.provider().create_pty(&handle, &spec).await.map_err(to_status)
+        Ok::<_, Status>(api.backend().open_terminal(&handle, &spec).await?)
     }
     .instrument(span.clone())
     .await?;
@@ -77,8 +78,8 @@ pub(super) async fn serve_pty(
 }
 
 /// Output (and stderr in pipe mode) to the caller, then the exit code or the failure.
-async fn pump_output(session: Arc<PtySession>, tx: mpsc::Sender<Result<pb::PtyResponse, Status>>) {
-    let stderr_task = (session.mode() == PtyMode::Pipe).then(|| {
+async fn pump_output(session: Arc<dyn TerminalSession>, tx: mpsc::Sender<Result<pb::PtyResponse, Status>>) {
+    let stderr_task = (session.mode() == TerminalMode::Pipe).then(|| {
         let (session, tx) = (session.clone(), tx.clone());
         tokio::spawn(async move {
             while let Ok(chunk) = session.read_stderr(None).await {
@@ -138,7 +139,7 @@ async fn pump_output(session: Arc<PtySession>, tx: mpsc::Sender<Result<pb::PtyRe
 
 /// The caller's requests, until it closes, cancels, or the server shuts down.
 async fn pump_input(
-    session: Arc<PtySession>,
+    session: Arc<dyn TerminalSession>,
     mut requests: Streaming<pb::PtyRequest>,
     tx: mpsc::Sender<Result<pb::PtyResponse, Status>>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
@@ -168,7 +169,10 @@ async fn pump_input(
                     message: format!("rows and cols must be in 1..=65535 (got {}x{})", r.rows, r.cols),
                 }),
             },
-            Some(In::Signal(s)) => session.send_signal(&s.name).await,
+            Some(In::Signal(s)) => match Signal::try_from(s.name.as_str()) {
+                Ok(signal) => session.send_signal(signal).await,
+                Err(e) => Err(PtyError::Invalid { field: "signal".into(), message: e.to_string() }),
+            },
             Some(In::Close(_)) => break,
             Some(In::Open(_)) | None => Err(PtyError::Invalid {
                 field: "open".into(),

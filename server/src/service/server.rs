@@ -12,6 +12,7 @@ use tonic::transport::Server;
 use super::{BearerAuth, SandboxApi};
 use crate::config::FileConfig;
 use crate::docker::DockerProvider;
+use crate::lifecycle::Lifecycle;
 
 /// Largest message accepted (exec stdin and file content travel in messages).
 const MAX_MESSAGE: usize = 64 << 20;
@@ -49,12 +50,14 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     if !options.listen.ip().is_loopback() && options.auth_token.is_none() && !options.insecure {
         return Err(ServeError::InsecureListen(options.listen));
     }
-    let provider = Arc::new(DockerProvider::new(options.config.docker.clone())?);
+    let backend = Arc::new(DockerProvider::new(options.config.docker.clone())?);
+    let lifecycle = Arc::new(Lifecycle::new(backend));
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let api = SandboxApi::new(provider.clone(), options.config.server.clone(), shutdown_rx.clone());
+    let api = SandboxApi::new(lifecycle.clone(), options.config.server.clone(), shutdown_rx.clone());
     if let Some(ttl) = options.config.server.snapshot_ttl_s.map(Duration::from_secs_f64) {
         let every = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(300));
-        tokio::spawn(crate::docker::expire_snapshots_periodically(provider, ttl, every, shutdown_rx));
+        let backend = lifecycle.backend().clone();
+        tokio::spawn(crate::snapshot_expiry::expire_periodically(backend, ttl, every, shutdown_rx));
     }
 
     let listener = tokio::net::TcpListener::bind(options.listen)
@@ -117,7 +120,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         result = server => result?,
         () = drain => tracing::warn!("drain timeout passed; cancelling the calls still running"),
     }
-    api.shutdown(options.remove_on_shutdown).await;
+    lifecycle.shutdown(options.remove_on_shutdown).await;
     tracing::info!("sandboxd stopped");
     Ok(())
 }

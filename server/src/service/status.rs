@@ -4,25 +4,27 @@ use tonic::{Code, Status};
 
 use crate::error::ProviderError;
 
-pub fn to_status(err: ProviderError) -> Status {
-    let code = match &err {
-        ProviderError::InvalidArgument { .. } => Code::InvalidArgument,
-        ProviderError::PermissionDenied(_) => Code::PermissionDenied,
-        ProviderError::SandboxNotFound(_)
-        | ProviderError::FileNotFound(_)
-        | ProviderError::SnapshotNotFound(_) => Code::NotFound,
-        ProviderError::Create(_)
-        | ProviderError::CreateVerification(_)
-        | ProviderError::Stopped(_)
-        | ProviderError::Paused(_)
-        | ProviderError::SnapshotInUse(_)
-        | ProviderError::Pty(_) => Code::FailedPrecondition,
-        ProviderError::ResourceExhausted(_) => Code::ResourceExhausted,
-        ProviderError::Unavailable(_) => Code::Unavailable,
-        ProviderError::Timeout(_) => Code::DeadlineExceeded,
-        ProviderError::Docker(_) | ProviderError::Io(_) => Code::Internal,
-    };
-    Status::new(code, err.to_string())
+impl From<ProviderError> for Status {
+    fn from(err: ProviderError) -> Self {
+        let code = match &err {
+            ProviderError::InvalidArgument { .. } => Code::InvalidArgument,
+            ProviderError::PermissionDenied(_) => Code::PermissionDenied,
+            ProviderError::SandboxNotFound(_)
+            | ProviderError::FileNotFound(_)
+            | ProviderError::SnapshotNotFound(_) => Code::NotFound,
+            ProviderError::Create(_)
+            | ProviderError::CreateVerification(_)
+            | ProviderError::Stopped(_)
+            | ProviderError::Paused(_)
+            | ProviderError::SnapshotInUse(_)
+            | ProviderError::Pty(_) => Code::FailedPrecondition,
+            ProviderError::ResourceExhausted(_) => Code::ResourceExhausted,
+            ProviderError::Unavailable(_) => Code::Unavailable,
+            ProviderError::Timeout(_) => Code::DeadlineExceeded,
+            ProviderError::Docker(_) | ProviderError::Io(_) => Code::Internal,
+        };
+        Status::new(code, err.to_string())
+    }
 }
 
 /// A request field that is missing or malformed.
@@ -53,9 +55,9 @@ mod tests {
             (ProviderError::ResourceExhausted("x".into()), Code::ResourceExhausted),
         ];
         for (err, code) in cases {
-            assert_eq!(to_status(err).code(), code);
+            assert_eq!(Status::from(err).code(), code);
         }
-        let s = to_status(ProviderError::invalid("spec.ports", "duplicate port 80"));
+        let s = Status::from(ProviderError::invalid("spec.ports", "duplicate port 80"));
         assert!(s.message().contains("spec.ports"));
     }
 }

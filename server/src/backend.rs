@@ -1,0 +1,157 @@
+//! The seam between the gRPC service and whatever runs sandboxes.
+//!
+//! The service and the lifecycle layer hold an `Arc<dyn SandboxBackend>`; `docker::DockerProvider`
+//! is today's implementation. A second backend (Kubernetes, a remote Docker host) implements this
+//! trait in a sibling module and nothing above it changes. Types crossing the seam are neutral
+//! (`crate::spec`); Docker's words (container states, CLI errors, argv) stay below `docker/`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::AsyncBufRead;
+
+use crate::branching::{DiffEntry, Forked, SnapshotInfo};
+use crate::error::{ProviderError, Result};
+use crate::pty::{PtyError, TerminalMode};
+use crate::spec::{
+    ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
+    SandboxSpec, SandboxStatus,
+};
+
+/// A byte source for an upload: the gRPC stream or a spool file, boxed so the trait stays
+/// object-safe.
+pub type UploadSource<'a> = Box<dyn AsyncBufRead + Send + Unpin + 'a>;
+
+/// Creates, finds, drives and removes sandboxes. Every method takes ids already validated at
+/// the boundary and returns neutral types; failures are `ProviderError`s the service maps to
+/// status codes.
+#[async_trait::async_trait]
+pub trait SandboxBackend: Send + Sync + 'static {
+    /// Start a sandbox and wait until it is ready. A failed create leaves nothing behind.
+    async fn create(&self, spec: &SandboxSpec) -> Result<SandboxHandle>;
+
+    /// The handle of a sandbox this service owns (`SandboxNotFound` for any other id).
+    async fn lookup(&self, id: &SandboxId) -> Result<SandboxHandle>;
+
+    /// Re-attach from a serialized descriptor; refuses sandboxes this service does not own.
+    async fn connect(&self, descriptor: &SandboxDescriptor) -> Result<SandboxHandle>;
+
+    /// Run one command; its failure is a result, only bad arguments are errors.
+    async fn exec(&self, handle: &SandboxHandle, command: &str, params: &ExecParams) -> Result<ExecResult>;
+
+    /// Write `size` bytes from `source` to `path` (parents created, root-owned, `mode`).
+    async fn upload(
+        &self,
+        handle: &SandboxHandle,
+        source: UploadSource<'_>,
+        size: u64,
+        path: &str,
+        mode: Option<u32>,
+    ) -> Result<u64>;
+
+    /// Open a streaming read of one regular file. Path errors come here, before any byte.
+    async fn download(&self, handle: &SandboxHandle, path: &str) -> Result<Box<dyn FileDownload>>;
+
+    /// The lifecycle state of a sandbox by id (`Stopped` for one this process closed).
+    async fn status(&self, id: &SandboxId) -> Result<SandboxStatus>;
+
+    /// The host URL of a port the sandbox was created with.
+    async fn endpoint(&self, handle: &SandboxHandle, port: u16) -> Result<SandboxEndpoint>;
+
+    /// Remove a sandbox and end its terminal sessions; already gone is success.
+    async fn close(&self, id: &SandboxId) -> Result<()>;
+
+    /// Open an interactive terminal (or a pipe-mode process) in the sandbox.
+    async fn open_terminal(&self, handle: &SandboxHandle, spec: &PtySpec)
+        -> Result<Arc<dyn TerminalSession>>;
+
+    /// End every terminal session this backend holds (the sandboxes stay).
+    async fn close_terminals(&self);
+
+    /// The default exec timeout when a call names none.
+    fn default_exec_timeout(&self) -> Option<Duration>;
+
+    /// Commit the sandbox's filesystem to a snapshot this service owns, consistently (the
+    /// sandbox is frozen for it; a paused one stays paused). At most `max_snapshots` snapshots
+    /// exist at once (`ResourceExhausted`).
+    async fn snapshot(
+        &self,
+        id: &SandboxId,
+        labels: &BTreeMap<String, String>,
+        max_snapshots: usize,
+    ) -> Result<SnapshotInfo>;
+
+    /// The snapshots this service owns carrying every label of `filter`, oldest first.
+    async fn list_snapshots(&self, filter: &BTreeMap<String, String>) -> Result<Vec<SnapshotInfo>>;
+
+    /// Remove a snapshot this service owns (`SnapshotNotFound` otherwise); one a sandbox still
+    /// runs from is kept (`SnapshotInUse`).
+    async fn delete_snapshot(&self, snapshot_id: &str) -> Result<()>;
+
+    /// Remove the snapshots older than `ttl` that no sandbox uses; returns their ids.
+    async fn remove_expired_snapshots(&self, ttl: Duration) -> Result<Vec<String>>;
+
+    /// `count` new sandboxes from one fresh snapshot of `id`, with its env, workdir, ports (new
+    /// host ports), limits and lease length, all or nothing. The source keeps running.
+    async fn fork(
+        &self,
+        id: &SandboxId,
+        count: u32,
+        labels: &BTreeMap<String, String>,
+        max_snapshots: usize,
+    ) -> Result<Forked>;
+
+    /// The paths added, changed and deleted since the sandbox started (or since its
+    /// snapshot), at or below `path_prefix` when given, the service's own files left out.
+    async fn diff(&self, id: &SandboxId, path_prefix: Option<&str>) -> Result<Vec<DiffEntry>>;
+
+    /// Freeze every process of the sandbox; pausing a paused sandbox succeeds.
+    async fn pause(&self, id: &SandboxId) -> Result<()>;
+
+    /// Thaw a paused sandbox; resuming a running sandbox succeeds.
+    async fn resume(&self, id: &SandboxId) -> Result<()>;
+}
+
+/// A file coming out of a sandbox, chunk by chunk.
+#[async_trait::async_trait]
+pub trait FileDownload: Send {
+    /// The file's size in bytes.
+    fn size(&self) -> u64;
+    /// The next chunk, `None` at the end.
+    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>>;
+}
+
+/// A live terminal session, as the `Pty` RPC drives it.
+#[async_trait::async_trait]
+pub trait TerminalSession: Send + Sync {
+    /// Its id (also the marker in its process's environment).
+    fn id(&self) -> &str;
+    /// Terminal or pipes.
+    fn mode(&self) -> TerminalMode;
+    /// Whether the session has ended.
+    fn closed(&self) -> bool;
+    /// Output (stdout in pipe mode); empty at the end. `Timeout` when nothing came in time.
+    async fn read(&self, timeout: Option<Duration>) -> Result<Vec<u8>, PtyError>;
+    /// Standard error (pipe mode only); empty at the end.
+    async fn read_stderr(&self, timeout: Option<Duration>) -> Result<Vec<u8>, PtyError>;
+    /// Bytes typed into the terminal (stdin in pipe mode).
+    async fn write(&self, data: &[u8]) -> Result<(), PtyError>;
+    /// A new terminal size.
+    async fn resize(&self, rows: u16, cols: u16) -> Result<(), PtyError>;
+    /// Deliver a signal to the session's foreground group.
+    async fn send_signal(&self, signal: crate::spec::Signal) -> Result<(), PtyError>;
+    /// The program's exit code (128 + n for signal n).
+    async fn wait_exit(&self, timeout: Option<Duration>) -> Result<i32, PtyError>;
+    /// End the session's processes and release it.
+    async fn close(&self) -> Result<(), PtyError>;
+}
+
+impl From<PtyError> for ProviderError {
+    fn from(e: PtyError) -> Self {
+        match e {
+            PtyError::Invalid { field, message } => ProviderError::InvalidArgument { field, message },
+            other => ProviderError::Pty(other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! `DockerProvider` behind the `SandboxBackend` seam: each method delegates to the operation's
+//! own file, so this file only says which Docker operation answers which backend call.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::provider::DockerProvider;
+use crate::backend::{FileDownload, SandboxBackend, TerminalSession, UploadSource};
+use crate::branching::{DiffEntry, Forked, SnapshotInfo};
+use crate::error::Result;
+use crate::pty::{PtyError, PtySession, TerminalMode};
+use crate::spec::{
+    ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
+    SandboxSpec, SandboxStatus, Signal,
+};
+
+#[async_trait::async_trait]
+impl SandboxBackend for DockerProvider {
+    async fn create(&self, spec: &SandboxSpec) -> Result<SandboxHandle> {
+        self.create_container(spec).await
+    }
+
+    async fn lookup(&self, id: &SandboxId) -> Result<SandboxHandle> {
+        self.handle(id.as_str()).await
+    }
+
+    async fn connect(&self, descriptor: &SandboxDescriptor) -> Result<SandboxHandle> {
+        self.reconnect(descriptor).await
+    }
+
+    async fn exec(&self, handle: &SandboxHandle, command: &str, params: &ExecParams) -> Result<ExecResult> {
+        self.run_command(handle, command, params).await
+    }
+
+    async fn upload(
+        &self,
+        handle: &SandboxHandle,
+        source: UploadSource<'_>,
+        size: u64,
+        path: &str,
+        mode: Option<u32>,
+    ) -> Result<u64> {
+        self.upload_reader(handle, source, size, path, mode).await
+    }
+
+    async fn download(&self, handle: &SandboxHandle, path: &str) -> Result<Box<dyn FileDownload>> {
+        Ok(Box::new(self.download_stream(handle, path).await?))
+    }
+
+    async fn status(&self, id: &SandboxId) -> Result<SandboxStatus> {
+        self.status_by_id(id.as_str()).await
+    }
+
+    async fn endpoint(&self, handle: &SandboxHandle, port: u16) -> Result<SandboxEndpoint> {
+        self.published_endpoint(handle, port).await
+    }
+
+    async fn close(&self, id: &SandboxId) -> Result<()> {
+        self.remove_by_id(id.as_str()).await
+    }
+
+    async fn open_terminal(
+        &self,
+        handle: &SandboxHandle,
+        spec: &PtySpec,
+    ) -> Result<Arc<dyn TerminalSession>> {
+        Ok(self.create_pty(handle, spec).await?)
+    }
+
+    async fn close_terminals(&self) {
+        self.release_all_pty_sessions().await
+    }
+
+    fn default_exec_timeout(&self) -> Option<Duration> {
+        self.config.exec.default_timeout_s.map(Duration::from_secs_f64)
+    }
+
+    async fn snapshot(
+        &self,
+        id: &SandboxId,
+        labels: &BTreeMap<String, String>,
+        max_snapshots: usize,
+    ) -> Result<SnapshotInfo> {
+        self.commit_snapshot(id.as_str(), labels, max_snapshots).await
+    }
+
+    async fn list_snapshots(&self, filter: &BTreeMap<String, String>) -> Result<Vec<SnapshotInfo>> {
+        self.owned_snapshots(filter).await
+    }
+
+    async fn delete_snapshot(&self, snapshot_id: &str) -> Result<()> {
+        self.remove_snapshot(snapshot_id).await
+    }
+
+    async fn remove_expired_snapshots(&self, ttl: Duration) -> Result<Vec<String>> {
+        self.remove_unused_snapshots_older_than(ttl).await
+    }
+
+    async fn fork(
+        &self,
+        id: &SandboxId,
+        count: u32,
+        labels: &BTreeMap<String, String>,
+        max_snapshots: usize,
+    ) -> Result<Forked> {
+        self.fork_sandbox(id.as_str(), count, labels, max_snapshots).await
+    }
+
+    async fn diff(&self, id: &SandboxId, path_prefix: Option<&str>) -> Result<Vec<DiffEntry>> {
+        self.changed_paths(id.as_str(), path_prefix).await
+    }
+
+    async fn pause(&self, id: &SandboxId) -> Result<()> {
+        self.pause_container(id.as_str()).await
+    }
+
+    async fn resume(&self, id: &SandboxId) -> Result<()> {
+        self.unpause_container(id.as_str()).await
+    }
+}
+
+#[async_trait::async_trait]
+impl FileDownload for super::Download {
+    fn size(&self) -> u64 {
+        super::Download::size(self)
+    }
+
+    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>> {
+        super::Download::next_chunk(self).await
+    }
+}
+
+#[async_trait::async_trait]
+impl TerminalSession for PtySession {
+    fn id(&self) -> &str {
+        PtySession::id(self)
+    }
+
+    fn mode(&self) -> TerminalMode {
+        PtySession::mode(self)
+    }
+
+    fn closed(&self) -> bool {
+        PtySession::closed(self)
+    }
+
+    async fn read(&self, timeout: Option<Duration>) -> Result<Vec<u8>, PtyError> {
+        PtySession::read(self, timeout).await
+    }
+
+    async fn read_stderr(&self, timeout: Option<Duration>) -> Result<Vec<u8>, PtyError> {
+        PtySession::read_stderr(self, timeout).await
+    }
+
+    async fn write(&self, data: &[u8]) -> Result<(), PtyError> {
+        PtySession::write(self, data).await
+    }
+
+    async fn resize(&self, rows: u16, cols: u16) -> Result<(), PtyError> {
+        PtySession::resize(self, rows, cols).await
+    }
+
+    async fn send_signal(&self, signal: Signal) -> Result<(), PtyError> {
+        PtySession::deliver(self, signal).await
+    }
+
+    async fn wait_exit(&self, timeout: Option<Duration>) -> Result<i32, PtyError> {
+        PtySession::wait_exit(self, timeout).await
+    }
+
+    async fn close(&self) -> Result<(), PtyError> {
+        PtySession::close(self).await
+    }
+}

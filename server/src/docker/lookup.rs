@@ -1,0 +1,147 @@
+//! Finding sandboxes: `docker inspect` read once into `Inspected`, ownership checked, handles
+//! rebuilt from the container so any replica can serve any id.
+
+use std::collections::BTreeMap;
+
+use super::argv;
+use super::classify;
+use super::provider::DockerProvider;
+use super::state::ContainerState;
+use crate::error::{ProviderError, Result};
+use crate::spec::{SandboxDescriptor, SandboxHandle, SandboxId};
+
+/// What one `docker inspect` says about a container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Inspected {
+    pub(super) owned: bool,
+    pub(super) image: String,
+    pub(super) state: ContainerState,
+    pub(super) workdir: Option<String>,
+    pub(super) ports: Vec<u16>,
+}
+
+impl DockerProvider {
+    /// `Ok(None)` when no container has that name.
+    pub(super) async fn inspect(&self, name: &str) -> Result<Option<Inspected>> {
+        let out = self.control(argv::inspect_args(name)).await?;
+        if !out.success() {
+            let err = out.stderr_text();
+            if classify::is_missing_container(&err) {
+                return Ok(None);
+            }
+            if classify::is_daemon_unreachable(&err) {
+                return Err(ProviderError::Unavailable(err.trim().into()));
+            }
+            return Err(ProviderError::Docker(format!("docker inspect {name}: {}", err.trim())));
+        }
+        parse_inspect(&out.stdout_text()).map(Some)
+    }
+
+    /// The handle of a sandbox this service owns: from this process's cache, else rebuilt from
+    /// the container (a restarted server or another replica). Ids of another shape, unknown
+    /// containers and containers without the ownership label are all `SandboxNotFound`.
+    pub async fn handle(&self, sandbox_id: &str) -> Result<SandboxHandle> {
+        if !SandboxId::has_valid_shape(sandbox_id) {
+            return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
+        }
+        if let Some(h) = self.handles.lock().ok().and_then(|m| m.get(sandbox_id).cloned()) {
+            return Ok(h);
+        }
+        let found = self.owned(sandbox_id).await?;
+        let running = found.state.is_running();
+        let shell = if running { self.detect_shell(sandbox_id).await? } else { "sh".into() };
+        let handle = SandboxHandle {
+            sandbox_id: sandbox_id.into(),
+            image: found.image,
+            shell,
+            ports: found.ports,
+            workdir: found.workdir,
+        };
+        if running {
+            self.remember(&handle);
+        }
+        Ok(handle)
+    }
+
+    pub(super) async fn owned(&self, sandbox_id: &str) -> Result<Inspected> {
+        match self.inspect(sandbox_id).await? {
+            Some(found) if found.owned => Ok(found),
+            _ => Err(ProviderError::SandboxNotFound(sandbox_id.into())),
+        }
+    }
+
+    /// Re-attach to a running sandbox from its descriptor, rediscovering image and shell.
+    /// Containers without this service's ownership label are refused.
+    pub async fn reconnect(&self, descriptor: &SandboxDescriptor) -> Result<SandboxHandle> {
+        let id = descriptor.sandbox_id.as_str();
+        if !SandboxId::has_valid_shape(id) {
+            return Err(ProviderError::SandboxNotFound(id.into()));
+        }
+        let found = self.owned(id).await?;
+        match found.state {
+            ContainerState::Running => {}
+            // Connect finds the exec shell by running a command, which a frozen sandbox refuses.
+            ContainerState::Paused => return Err(ProviderError::Paused(id.into())),
+            _ => {
+                self.forget(id);
+                return Err(ProviderError::Stopped(id.into()));
+            }
+        }
+        let shell = self.detect_shell(id).await?;
+        let handle = SandboxHandle {
+            sandbox_id: id.into(),
+            image: found.image,
+            shell,
+            ports: descriptor.ports.clone().unwrap_or(found.ports),
+            workdir: descriptor.workdir.clone().or(found.workdir),
+        };
+        self.remember(&handle);
+        Ok(handle)
+    }
+
+    /// The descriptor another process reconnects from: id, declared ports, workdir.
+    pub fn serialize_handle(&self, handle: &SandboxHandle) -> SandboxDescriptor {
+        SandboxDescriptor {
+            sandbox_id: handle.sandbox_id.clone(),
+            ports: Some(handle.ports.clone()),
+            workdir: handle.workdir.clone(),
+        }
+    }
+}
+
+fn parse_inspect(text: &str) -> Result<Inspected> {
+    let line = text.trim_end_matches('\n');
+    let mut parts = line.splitn(4, '\t');
+    let labels_json = parts.next().unwrap_or("null");
+    let image = parts.next().unwrap_or_default().to_string();
+    let state = ContainerState::parse(parts.next().unwrap_or_default());
+    let workdir = parts.next().map(str::trim).filter(|w| !w.is_empty()).map(String::from);
+    let labels: BTreeMap<String, String> =
+        serde_json::from_str::<Option<BTreeMap<String, String>>>(labels_json)
+            .map_err(|e| ProviderError::Docker(format!("unexpected docker inspect output: {e}")))?
+            .unwrap_or_default();
+    let owned = labels.get(argv::SANDBOX_LABEL).is_some_and(|v| v == "1");
+    let ports = labels
+        .get(argv::PORTS_LABEL)
+        .map(|p| p.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_default();
+    Ok(Inspected { owned, image, state, workdir, ports })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inspect_output_parses() {
+        let text = "{\"sandboxd.sandbox\":\"1\",\"sandboxd.ports\":\"80,8080\"}\tsandboxd-test/busybox:1\trunning\t/work\n";
+        let i = parse_inspect(text).unwrap();
+        assert!(i.owned);
+        assert_eq!(i.ports, vec![80, 8080]);
+        assert_eq!(i.state, ContainerState::Running);
+        assert_eq!(i.workdir.as_deref(), Some("/work"));
+        let stranger = parse_inspect("null\timg\texited\t\n").unwrap();
+        assert!(!stranger.owned);
+        assert_eq!(stranger.workdir, None);
+    }
+}

@@ -1,0 +1,112 @@
+//! Status, endpoint and close: what a sandbox is doing, how to reach its ports, and its end.
+
+use std::collections::BTreeMap;
+
+use super::argv;
+use super::classify;
+use super::provider::DockerProvider;
+use crate::error::{ProviderError, Result};
+use crate::spec::{SandboxEndpoint, SandboxHandle, SandboxId, SandboxStatus};
+
+impl DockerProvider {
+    /// The status of a sandbox by id: `stopped` for one this process closed, `NotFound` for an
+    /// id it never owned.
+    pub async fn status_by_id(&self, sandbox_id: &str) -> Result<SandboxStatus> {
+        match self.handle(sandbox_id).await {
+            Ok(handle) => Ok(self.container_status(&handle).await),
+            Err(ProviderError::SandboxNotFound(_)) if self.was_closed(sandbox_id) => {
+                Ok(SandboxStatus::Stopped)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `running|paused` running, `created|restarting` starting, gone or exited stopped,
+    /// error or timeout unknown.
+    pub async fn container_status(&self, handle: &SandboxHandle) -> SandboxStatus {
+        match self.inspect(&handle.sandbox_id).await {
+            Ok(Some(found)) => found.state.sandbox_status(),
+            Ok(None) => SandboxStatus::Stopped,
+            Err(_) => SandboxStatus::Unknown,
+        }
+    }
+
+    /// The host URL of a declared, published port.
+    pub async fn published_endpoint(&self, handle: &SandboxHandle, port: u16) -> Result<SandboxEndpoint> {
+        if !handle.ports.contains(&port) {
+            return Err(ProviderError::invalid(
+                "port",
+                format!("port {port} was not declared in spec.ports; declared ports: {:?}", handle.ports),
+            ));
+        }
+        let out = self.control(argv::port_args(&handle.sandbox_id, port)).await?;
+        if !out.success() {
+            let err = out.stderr_text();
+            if classify::is_missing_container(&err) {
+                return Err(ProviderError::Stopped(handle.sandbox_id.clone()));
+            }
+            return Err(ProviderError::Docker(format!("docker port {port}: {}", err.trim())));
+        }
+        let text = out.stdout_text();
+        let bindings: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        let preferred =
+            bindings.iter().find(|b| b.starts_with("127.0.0.1:")).or(bindings.first()).ok_or_else(|| {
+                ProviderError::Docker(format!("docker returned no host binding for port {port}"))
+            })?;
+        let (mut host, host_port) = argv::parse_port_binding(preferred).map_err(ProviderError::Docker)?;
+        if host == "0.0.0.0" || host == "::" {
+            host = self.config.create.publish_host.clone();
+        }
+        Ok(SandboxEndpoint { endpoint: argv::http_endpoint(&host, host_port), headers: BTreeMap::new() })
+    }
+
+    /// Release the sandbox's terminal sessions, then force-remove it; already gone is success.
+    pub async fn remove(&self, handle: &SandboxHandle) -> Result<()> {
+        self.release_pty_sessions(&handle.sandbox_id, true).await;
+        self.forget(&handle.sandbox_id);
+        self.remember_closed(&handle.sandbox_id);
+        let out = self.control(argv::rm_args(&handle.sandbox_id)).await?;
+        if !out.success() {
+            let err = out.stderr_text();
+            if !classify::is_missing_container(&err) {
+                if classify::is_daemon_unreachable(&err) {
+                    return Err(ProviderError::Unavailable(err.trim().into()));
+                }
+                return Err(ProviderError::Docker(format!(
+                    "docker rm -f {}: {}",
+                    handle.sandbox_id,
+                    err.trim()
+                )));
+            }
+        }
+        tracing::info!(sandbox_id = %handle.sandbox_id, "sandbox closed");
+        Ok(())
+    }
+
+    /// Close by id: already gone is success, a container this service does not own is
+    /// `SandboxNotFound` and is left untouched.
+    pub async fn remove_by_id(&self, sandbox_id: &str) -> Result<()> {
+        if !SandboxId::has_valid_shape(sandbox_id) {
+            return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
+        }
+        let cached = self.handles.lock().ok().and_then(|m| m.get(sandbox_id).cloned());
+        let handle = match cached {
+            Some(h) => h,
+            None => match self.inspect(sandbox_id).await? {
+                None => {
+                    self.release_pty_sessions(sandbox_id, true).await;
+                    return Ok(());
+                }
+                Some(found) if !found.owned => return Err(ProviderError::SandboxNotFound(sandbox_id.into())),
+                Some(found) => SandboxHandle {
+                    sandbox_id: sandbox_id.into(),
+                    image: found.image,
+                    shell: "sh".into(),
+                    ports: found.ports,
+                    workdir: found.workdir,
+                },
+            },
+        };
+        self.remove(&handle).await
+    }
+}

@@ -1,0 +1,179 @@
+//! The words client and server share beside the generated messages: signal names, exec error
+//! types and terminal modes. Each has one spelling on the wire, parsed and printed here only.
+
+use std::fmt;
+
+/// A signal a terminal session accepts (`PtySignal.name`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Signal {
+    Int,
+    Term,
+    Kill,
+    Quit,
+    Hup,
+}
+
+impl Signal {
+    /// Every supported signal, in the order the docs list them.
+    pub const ALL: [Signal; 5] = [Signal::Int, Signal::Term, Signal::Kill, Signal::Quit, Signal::Hup];
+
+    /// The wire name, for example `SIGINT`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Signal::Int => "SIGINT",
+            Signal::Term => "SIGTERM",
+            Signal::Kill => "SIGKILL",
+            Signal::Quit => "SIGQUIT",
+            Signal::Hup => "SIGHUP",
+        }
+    }
+
+    /// The name without `SIG`, as `kill -NAME` takes it.
+    pub fn short_name(self) -> &'static str {
+        &self.as_str()[3..]
+    }
+
+    /// The signal number on Linux.
+    pub fn number(self) -> i32 {
+        match self {
+            Signal::Int => 2,
+            Signal::Term => 15,
+            Signal::Kill => 9,
+            Signal::Quit => 3,
+            Signal::Hup => 1,
+        }
+    }
+
+    /// The supported names, comma-separated, for error messages.
+    pub fn supported() -> String {
+        Self::ALL.map(Signal::as_str).join(", ")
+    }
+}
+
+/// A name that is not one of `Signal::ALL`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unsupported signal {0:?}; supported: SIGINT, SIGTERM, SIGKILL, SIGQUIT, SIGHUP")]
+pub struct UnknownSignal(pub String);
+
+impl TryFrom<&str> for Signal {
+    type Error = UnknownSignal;
+
+    /// Accepts `SIGINT`, `INT` and `int` alike.
+    fn try_from(name: &str) -> Result<Self, Self::Error> {
+        let upper = name.trim().to_ascii_uppercase();
+        let short = upper.strip_prefix("SIG").unwrap_or(&upper);
+        Signal::ALL.into_iter().find(|s| s.short_name() == short).ok_or_else(|| UnknownSignal(name.into()))
+    }
+}
+
+impl fmt::Display for Signal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why an exec did not run to the command's own exit (`ExecResponse.error_type`; "" is none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ExecErrorType {
+    /// Stopped at its timeout.
+    Timeout,
+    /// The sandbox or the daemon failed it.
+    Sandbox,
+    /// A terminal session failed.
+    Pty,
+}
+
+impl ExecErrorType {
+    /// The wire value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecErrorType::Timeout => "timeout",
+            ExecErrorType::Sandbox => "sandbox",
+            ExecErrorType::Pty => "pty",
+        }
+    }
+
+    /// From the wire value: `None` for "" (no error) and for values this version does not know.
+    pub fn from_wire(value: &str) -> Option<Self> {
+        match value {
+            "timeout" => Some(ExecErrorType::Timeout),
+            "sandbox" => Some(ExecErrorType::Sandbox),
+            "pty" => Some(ExecErrorType::Pty),
+            _ => None,
+        }
+    }
+
+    /// The wire value of an optional error type ("" for none).
+    pub fn to_wire(value: Option<Self>) -> String {
+        value.map(|e| e.as_str().to_string()).unwrap_or_default()
+    }
+}
+
+impl fmt::Display for ExecErrorType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether a terminal session has a terminal (`PtyOpened.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TerminalMode {
+    /// A pseudo-terminal: one output stream, `\r\n` line ends, signals by key.
+    Pty,
+    /// Pipes: stdout and stderr separate, no terminal.
+    Pipe,
+}
+
+impl TerminalMode {
+    /// The wire value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TerminalMode::Pty => "pty",
+            TerminalMode::Pipe => "pipe",
+        }
+    }
+
+    /// From the wire value.
+    pub fn from_wire(value: &str) -> Option<Self> {
+        match value {
+            "pty" => Some(TerminalMode::Pty),
+            "pipe" => Some(TerminalMode::Pipe),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for TerminalMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_parse_in_every_spelling() {
+        for s in Signal::ALL {
+            assert_eq!(Signal::try_from(s.as_str()), Ok(s));
+            assert_eq!(Signal::try_from(s.short_name()), Ok(s));
+            assert_eq!(Signal::try_from(s.as_str().to_lowercase().as_str()), Ok(s));
+        }
+        let err = Signal::try_from("SIGUSR1").unwrap_err().to_string();
+        assert!(err.contains("SIGUSR1") && err.contains("SIGHUP"), "{err}");
+        assert_eq!(Signal::supported(), "SIGINT, SIGTERM, SIGKILL, SIGQUIT, SIGHUP");
+    }
+
+    #[test]
+    fn wire_values_round_trip() {
+        for e in [ExecErrorType::Timeout, ExecErrorType::Sandbox, ExecErrorType::Pty] {
+            assert_eq!(ExecErrorType::from_wire(e.as_str()), Some(e));
+        }
+        assert_eq!(ExecErrorType::from_wire(""), None);
+        assert_eq!(ExecErrorType::to_wire(None), "");
+        for m in [TerminalMode::Pty, TerminalMode::Pipe] {
+            assert_eq!(TerminalMode::from_wire(m.as_str()), Some(m));
+        }
+    }
+}
