@@ -68,7 +68,7 @@ fn child_spec(source: &ContainerJson, labels: &BTreeMap<String, String>) -> Sand
         metadata: labels.clone(),
         resources: SandboxResources {
             cpu: (source.host.nano_cpus > 0).then(|| source.host.nano_cpus as f64 / 1e9),
-            memory_mib: (source.host.memory > 0).then(|| (source.host.memory as u64) >> 20),
+            memory_mib: (source.host.memory > 0).then_some((source.host.memory as u64) >> 20),
             gpu: u32::try_from(gpus).ok().filter(|g| *g > 0),
             ..Default::default()
         },

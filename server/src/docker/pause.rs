@@ -56,10 +56,6 @@ impl DockerProvider {
         if classify::is_daemon_unreachable(&err) {
             return Err(ProviderError::Unavailable(err.trim().into()));
         }
-        Err(ProviderError::Docker(format!("docker {}: {}", args_verb(&args), err.trim())))
+        Err(ProviderError::Docker(format!("docker {}: {}", args.join(" "), err.trim())))
     }
-}
-
-fn args_verb(args: &[String]) -> String {
-    args.join(" ")
 }

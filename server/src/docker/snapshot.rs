@@ -3,6 +3,8 @@
 //! expiry of unreferenced snapshots. Images without the label are never touched.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -31,6 +33,15 @@ struct ImageJson {
 struct ImageConfig {
     #[serde(rename = "Labels", default)]
     labels: Option<BTreeMap<String, String>>,
+}
+
+/// A commit's place under the bound, given back when the commit ends (or is cancelled).
+struct InFlight(Arc<AtomicUsize>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Labels as one `LABEL` value: base64url of their JSON (docker never parses or expands it).
@@ -103,15 +114,7 @@ impl DockerProvider {
             return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
         }
         self.owned(sandbox_id).await?;
-        // Counting and committing under one lock keeps this process within the bound.
-        let _slot = self.snapshot_lock.lock().await;
-        let existing = self.snapshot_refs().await?.len();
-        if existing >= max_snapshots {
-            return Err(ProviderError::ResourceExhausted(format!(
-                "{existing} snapshots exist and server.max_snapshots is {max_snapshots}; \
-                 delete some with DeleteSnapshot"
-            )));
-        }
+        let _place = self.reserve_snapshot_place(max_snapshots).await?;
         let snapshot_id = argv::new_snapshot_id();
         let encoded = encode_labels(labels);
         let marks = SnapshotMarks { source: sandbox_id, labels: &encoded, created_ms: now_ms() };
@@ -137,6 +140,22 @@ impl DockerProvider {
         }
         tracing::info!(sandbox_id, snapshot_id = %snapshot_id, "snapshot taken");
         self.snapshot_info(&snapshot_id).await
+    }
+
+    /// A place under `max_snapshots` for one commit: counted under a lock with the commits
+    /// still running, so concurrent snapshots of this process never pass the bound, while the
+    /// commits themselves run in parallel.
+    async fn reserve_snapshot_place(&self, max_snapshots: usize) -> Result<InFlight> {
+        let _counting = self.snapshot_lock.lock().await;
+        let existing = self.snapshot_refs().await?.len() + self.snapshots_in_flight.load(Ordering::SeqCst);
+        if existing >= max_snapshots {
+            return Err(ProviderError::ResourceExhausted(format!(
+                "{existing} snapshots exist and server.max_snapshots is {max_snapshots}; \
+                 delete some with DeleteSnapshot"
+            )));
+        }
+        self.snapshots_in_flight.fetch_add(1, Ordering::SeqCst);
+        Ok(InFlight(self.snapshots_in_flight.clone()))
     }
 
     /// One snapshot this service owns; any other id or image is `SnapshotNotFound`.
