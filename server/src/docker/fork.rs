@@ -96,7 +96,7 @@ impl DockerProvider {
         }
         validate_labels("labels", labels)?;
         let source = self.inspect_source(sandbox_id).await?;
-        let snapshot = self.commit_snapshot(sandbox_id, labels, max_snapshots).await?;
+        let snapshot = self.commit_owned(sandbox_id, labels, max_snapshots).await?;
         let spec =
             SandboxSpec { snapshot_id: Some(snapshot.snapshot_id.clone()), ..child_spec(&source, labels) };
         let results: Vec<Result<SandboxHandle>> = futures_util::stream::iter(0..count)

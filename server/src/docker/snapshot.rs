@@ -114,6 +114,16 @@ impl DockerProvider {
             return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
         }
         self.owned(sandbox_id).await?;
+        self.commit_owned(sandbox_id, labels, max_snapshots).await
+    }
+
+    /// `commit_snapshot` of a sandbox already known to be ours (a fork inspected it).
+    pub(super) async fn commit_owned(
+        &self,
+        sandbox_id: &str,
+        labels: &BTreeMap<String, String>,
+        max_snapshots: usize,
+    ) -> Result<SnapshotInfo> {
         let _place = self.reserve_snapshot_place(max_snapshots).await?;
         let snapshot_id = argv::new_snapshot_id();
         let encoded = encode_labels(labels);
