@@ -149,6 +149,43 @@ impl fmt::Display for TerminalMode {
     }
 }
 
+/// What `Sandbox::serialize` returns and `Connect` takes, as JSON: `sandbox_id` required,
+/// `ports` and `workdir` optional. The same shape as NeMo Gym's serialized handle.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SandboxDescriptor {
+    pub sandbox_id: String,
+    #[serde(default)]
+    pub ports: Option<Vec<u16>>,
+    #[serde(default)]
+    pub workdir: Option<String>,
+}
+
+impl SandboxDescriptor {
+    /// From a JSON value, with a message naming what is wrong.
+    pub fn from_json_value(value: &serde_json::Value) -> Result<Self, String> {
+        if !value.is_object() {
+            return Err("must be a JSON object".into());
+        }
+        let descriptor: SandboxDescriptor = serde_json::from_value(value.clone()).map_err(|e| {
+            format!(
+                "{e} (expected `sandbox_id` string, `ports` array of 1..=65535, `workdir` string or null)"
+            )
+        })?;
+        if descriptor.sandbox_id.is_empty() {
+            return Err("`sandbox_id` must be a non-empty string".into());
+        }
+        if descriptor.ports.iter().flatten().any(|p| *p == 0) {
+            return Err("`ports` must hold integers in 1..=65535".into());
+        }
+        Ok(descriptor)
+    }
+
+    /// As JSON.
+    pub fn to_json_value(&self) -> serde_json::Value {
+        serde_json::json!({"sandbox_id": self.sandbox_id, "ports": self.ports.clone().unwrap_or_default(), "workdir": self.workdir})
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,6 +200,27 @@ mod tests {
         let err = Signal::try_from("SIGUSR1").unwrap_err().to_string();
         assert!(err.contains("SIGUSR1") && err.contains("SIGHUP"), "{err}");
         assert_eq!(Signal::supported(), "SIGINT, SIGTERM, SIGKILL, SIGQUIT, SIGHUP");
+    }
+
+    #[test]
+    fn descriptors_parse_and_refuse_bad_shapes() {
+        let d = SandboxDescriptor::from_json_value(
+            &serde_json::json!({"sandbox_id": "s", "ports": [80], "workdir": "/w"}),
+        )
+        .unwrap();
+        assert_eq!(d.ports, Some(vec![80]));
+        assert_eq!(SandboxDescriptor::from_json_value(&d.to_json_value()).unwrap(), d);
+        for bad in [
+            serde_json::json!("s"),
+            serde_json::json!({}),
+            serde_json::json!({"sandbox_id": ""}),
+            serde_json::json!({"sandbox_id": "x", "ports": [0]}),
+            serde_json::json!({"sandbox_id": "x", "ports": [70000]}),
+            serde_json::json!({"sandbox_id": "x", "ports": [true]}),
+            serde_json::json!({"sandbox_id": "x", "workdir": 3}),
+        ] {
+            assert!(SandboxDescriptor::from_json_value(&bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

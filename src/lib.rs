@@ -11,3 +11,4 @@ pub mod v1 {
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sandbox_descriptor.bin"));
 
 pub mod contract;
+pub mod marker;

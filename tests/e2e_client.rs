@@ -14,7 +14,8 @@ use common::server::TestServer;
 use common::TestLabel;
 use futures_util::StreamExt;
 use sandboxd_client::{
-    spec, Client, ClientError, ExecOptions, PtyExecOptions, PtyOptions, PtySession, Sandbox, SandboxStatus,
+    spec, Client, ClientError, ExecErrorType, ExecOptions, PtyExecOptions, PtyOptions, PtySession, Sandbox,
+    SandboxStatus, TerminalMode,
 };
 use sha2::{Digest, Sha256};
 use support::images::{BASH, BUSYBOX};
@@ -83,7 +84,7 @@ async fn lifecycle_exec_endpoint_serialize_connect_and_idempotent_stop() {
         .exec_with("sleep 30", ExecOptions { timeout_s: Some(1.0), ..Default::default() })
         .await
         .expect("timeout is a result");
-    assert_eq!((out.return_code, out.error_type.as_deref()), (125, Some("timeout")));
+    assert_eq!((out.return_code, out.error_type), (125, Some(ExecErrorType::Timeout)));
 
     assert_eq!(sandbox.status().await.expect("status"), SandboxStatus::Running);
 
@@ -179,7 +180,7 @@ async fn pty_sessions_read_write_resize_signal_and_exit() {
     // An interactive shell.
     let shell =
         sandbox.pty().create(PtyOptions { rows: 30, cols: 100, ..Default::default() }).await.expect("create");
-    assert_eq!(shell.mode(), "pty");
+    assert_eq!(shell.mode(), TerminalMode::Pty);
     assert!(shell.is_live());
     shell.write(b"stty size\n").await.expect("write");
     read_until(&shell, "30 100").await;
@@ -209,7 +210,7 @@ async fn pty_sessions_read_write_resize_signal_and_exit() {
         })
         .await
         .expect("pipe");
-    assert_eq!(pipe.mode(), "pipe");
+    assert_eq!(pipe.mode(), TerminalMode::Pipe);
     pipe.write(b"abc\n").await.expect("write");
     let chunks: Vec<_> = pipe.output().collect().await;
     let out: Vec<u8> = chunks.into_iter().flat_map(|c| c.expect("chunk")).collect();
@@ -240,10 +241,7 @@ async fn check_pty_exec(image: &str) {
     let pty = sandbox.pty();
 
     let out = pty.exec("echo one; echo two", PtyExecOptions::default()).await.expect("exec");
-    assert_eq!(
-        (out.stdout_str().as_str(), out.return_code, out.error_type.as_deref()),
-        ("one\ntwo\n", 0, None)
-    );
+    assert_eq!((out.stdout_str().as_str(), out.return_code, out.error_type), ("one\ntwo\n", 0, None));
     // The default session is reused: shell state carries over.
     pty.exec("cd /tmp; export KEPT=yes", PtyExecOptions::default()).await.expect("exec");
     let out = pty.exec("pwd; echo $KEPT", PtyExecOptions::default()).await.expect("exec");
@@ -271,7 +269,7 @@ async fn check_pty_exec(image: &str) {
         .exec("sleep 30", PtyExecOptions { timeout_s: Some(1.0), ..Default::default() })
         .await
         .expect("timeout");
-    assert_eq!((out.return_code, out.error_type.as_deref()), (125, Some("timeout")));
+    assert_eq!((out.return_code, out.error_type), (125, Some(ExecErrorType::Timeout)));
     let out = pty.exec("pwd", PtyExecOptions::default()).await.expect("exec after timeout");
     assert_eq!(out.stdout_str(), "/\n", "a fresh session starts in the default directory");
 

@@ -286,7 +286,7 @@ async fn upload_download_round_trip_200_mib() {
     let src = dir.path().join("big.bin");
     let digest = write_random_file(&src, 200 << 20);
     let target = "/home/sandbox/new/deeper/big.bin";
-    assert_eq!(p.upload_file(&h, &src, target).await.unwrap(), 200 << 20);
+    assert_eq!(common::upload_file(&p, &h, &src, target).await.unwrap(), 200 << 20);
     // Parents are created as root; the file lands owned by root.
     let r = p
         .exec(&h, "stat -c '%u %a' /home/sandbox/new/deeper /home/sandbox/new/deeper/big.bin", &params())
@@ -296,7 +296,7 @@ async fn upload_download_round_trip_200_mib() {
     let r = p.exec(&h, "stat -c '%u %a' /home/sandbox /tmp", &params()).await.unwrap();
     assert_eq!(r.stdout_lossy(), "1000 755\n0 1777\n");
     let back = dir.path().join("sub/back.bin");
-    assert_eq!(p.download_file(&h, target, &back).await.unwrap(), 200 << 20);
+    assert_eq!(common::download_file(&p, &h, target, &back).await.unwrap(), 200 << 20);
     assert_eq!(sha256_file(&back), digest);
     p.close(&h.id()).await.unwrap();
 }
@@ -314,16 +314,16 @@ async fn file_transfer_errors_are_clear() {
     let h = p.create(&spec(images::BUSYBOX)).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
 
-    let err = p.upload_file(&h, &dir.path().join("missing"), "/tmp/x").await.unwrap_err();
+    let err = common::upload_file(&p, &h, &dir.path().join("missing"), "/tmp/x").await.unwrap_err();
     assert!(matches!(err, ProviderError::FileNotFound(_)), "{err:?}");
-    let err = p.upload_file(&h, dir.path(), "/tmp/x").await.unwrap_err();
+    let err = common::upload_file(&p, &h, dir.path(), "/tmp/x").await.unwrap_err();
     assert!(matches!(err, ProviderError::FileNotFound(_)), "{err:?}");
-    let err = p.download_file(&h, "/nope/file", &dir.path().join("o")).await.unwrap_err();
+    let err = common::download_file(&p, &h, "/nope/file", &dir.path().join("o")).await.unwrap_err();
     assert!(matches!(err, ProviderError::FileNotFound(_)), "{err:?}");
-    let err = p.download_file(&h, "/etc", &dir.path().join("o")).await.unwrap_err();
+    let err = common::download_file(&p, &h, "/etc", &dir.path().join("o")).await.unwrap_err();
     assert!(err.to_string().contains("directory"), "{err}");
 
-    let err = p.upload_file(&h, &small_src(&dir), "/tmp").await.unwrap_err();
+    let err = common::upload_file(&p, &h, &small_src(&dir), "/tmp").await.unwrap_err();
     assert!(matches!(err, ProviderError::InvalidArgument { .. }), "{err:?}");
     assert!(err.to_string().contains("directory"), "{err}");
 
@@ -332,20 +332,20 @@ async fn file_transfer_errors_are_clear() {
         p.exec(&h, "printf linked > /tmp/target && ln -s /tmp/target /tmp/link", &params()).await.unwrap();
     assert_eq!(r.return_code, 0);
     let got = dir.path().join("via-link");
-    assert_eq!(p.download_file(&h, "/tmp/link", &got).await.unwrap(), 6);
+    assert_eq!(common::download_file(&p, &h, "/tmp/link", &got).await.unwrap(), 6);
     assert_eq!(std::fs::read(&got).unwrap(), b"linked");
 
     // Small files, an empty file and a long path make the round trip too.
     let small = dir.path().join("small.txt");
     std::fs::write(&small, b"").unwrap();
     let long_target = format!("/tmp/{}/f.txt", "d".repeat(120));
-    p.upload_file(&h, &small, &long_target).await.unwrap();
-    assert_eq!(p.download_file(&h, &long_target, &dir.path().join("e")).await.unwrap(), 0);
+    common::upload_file(&p, &h, &small, &long_target).await.unwrap();
+    assert_eq!(common::download_file(&p, &h, &long_target, &dir.path().join("e")).await.unwrap(), 0);
 
     p.close(&h.id()).await.unwrap();
-    let err = p.upload_file(&h, &small, "/tmp/x").await.unwrap_err();
+    let err = common::upload_file(&p, &h, &small, "/tmp/x").await.unwrap_err();
     assert!(matches!(err, ProviderError::SandboxNotFound(_)), "{err:?}");
-    let err = p.download_file(&h, "/etc/passwd", &dir.path().join("o")).await.unwrap_err();
+    let err = common::download_file(&p, &h, "/etc/passwd", &dir.path().join("o")).await.unwrap_err();
     assert!(matches!(err, ProviderError::SandboxNotFound(_)), "{err:?}");
 }
 

@@ -379,33 +379,6 @@ async fn output_stream_and_read_share_one_queue() {
     assert_eq!(rest, b"two\nthree\n");
 }
 
-#[tokio::test]
-async fn run_detached_returns_merged_output_and_code() {
-    let s = start(argv(&["/bin/sh"]), false, 24, 80).await;
-    let (out, code) = s.run_detached("echo hi; echo err >&2; false", Some(T)).await.unwrap();
-    let out = String::from_utf8(out).unwrap();
-    assert!(out.contains("hi\n") && out.contains("err\n"), "{out:?}");
-    assert!(!out.contains("__SANDBOXD_"), "{out:?}");
-    assert_eq!(code, Some(1));
-    // The command cannot read the session's input.
-    let (out, code) = s.run_detached("cat; echo done", Some(T)).await.unwrap();
-    assert_eq!(String::from_utf8(out).unwrap(), "done\n");
-    assert_eq!(code, Some(0));
-    let (out, code) = s.run_detached("exit 3", Some(T)).await.unwrap();
-    assert_eq!(out, b"");
-    assert_eq!(code, None, "the session ended before the marker");
-    assert_eq!(s.wait_exit(Some(T)).await, Ok(3));
-
-    // PTY mode: the echoed input never holds the joined marker.
-    let s = start(argv(&["/bin/sh"]), true, 24, 80).await;
-    let (out, code) = s.run_detached("echo pty-$((40+2))", Some(T)).await.unwrap();
-    assert!(String::from_utf8_lossy(&out).contains("pty-42"), "{:?}", String::from_utf8_lossy(&out));
-    assert_eq!(code, Some(0));
-    let err = s.run_detached("sleep 5", Some(Duration::from_millis(200))).await.unwrap_err();
-    assert!(matches!(err, PtyError::Timeout(_)));
-    s.close().await.unwrap();
-}
-
 /// Runs "in-container" commands on the host with `/bin/sh -c`, recording who asked.
 #[derive(Default)]
 struct LocalContainer {

@@ -17,15 +17,15 @@ pub use sandboxd_proto::v1 as proto;
 mod branching;
 mod client;
 mod error;
-mod marker;
 mod pty;
 mod sandbox;
 
 pub use branching::{DiffEntry, DiffKind, Fork, Snapshot};
 pub use client::{BearerAuth, Client, RawClient};
 pub use error::{ClientError, Result};
-pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession, SIGNALS};
+pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession};
 pub use sandbox::{
     spec, Endpoint, ExecOptions, ExecResult, Sandbox, SandboxStatus, DEFAULT_EXEC_TIMEOUT_S,
     UPLOAD_CHUNK_BYTES,
 };
+pub use sandboxd_proto::contract::{ExecErrorType, SandboxDescriptor, Signal, TerminalMode};

@@ -10,14 +10,14 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::error::{ClientError, Result, StreamEnd};
-use crate::marker::{normalize_terminal_output, Marker};
 use crate::proto;
 use crate::proto::pty_request::Request as Req;
 use crate::proto::pty_response::Response as Resp;
 use crate::sandbox::{ExecResult, Sandbox, DEFAULT_EXEC_TIMEOUT_S};
+use sandboxd_proto::contract::{ExecErrorType, Signal, TerminalMode};
+use sandboxd_proto::marker::{normalize_terminal_output, Marker};
 
 /// Signal names a session accepts.
-pub const SIGNALS: [&str; 5] = ["SIGINT", "SIGTERM", "SIGKILL", "SIGQUIT", "SIGHUP"];
 /// How long `close()` waits for the server to end the stream before dropping the call.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// Upper bound of preparing a fresh default shell when `pty().exec` has no timeout.
@@ -198,15 +198,15 @@ impl<'a> Pty<'a> {
         };
         let session = match with_deadline(deadline, PtySession::open(self.sandbox, open)).await {
             Some(opened) => opened?,
-            None => return Ok(ExecResult::failure("timeout", Vec::new(), Vec::new())),
+            None => return Ok(ExecResult::failure(ExecErrorType::Timeout, Vec::new(), Vec::new())),
         };
         let mut output = Vec::new();
         let failure = loop {
             match session.read(remaining(deadline)).await {
                 Ok(chunk) if chunk.is_empty() => break None,
                 Ok(chunk) => output.extend_from_slice(&chunk),
-                Err(ClientError::Timeout) => break Some(("timeout", String::new())),
-                Err(e) => break Some(("pty", e.to_string())),
+                Err(ClientError::Timeout) => break Some((ExecErrorType::Timeout, String::new())),
+                Err(e) => break Some((ExecErrorType::Pty, e.to_string())),
             }
         };
         let result = match failure {
@@ -220,12 +220,16 @@ impl<'a> Pty<'a> {
                     return_code: code,
                     error_type: None,
                 },
-                Err(ClientError::Timeout) => {
-                    ExecResult::failure("timeout", normalize_terminal_output(&output), Vec::new())
-                }
-                Err(e) => {
-                    ExecResult::failure("pty", normalize_terminal_output(&output), e.to_string().into_bytes())
-                }
+                Err(ClientError::Timeout) => ExecResult::failure(
+                    ExecErrorType::Timeout,
+                    normalize_terminal_output(&output),
+                    Vec::new(),
+                ),
+                Err(e) => ExecResult::failure(
+                    ExecErrorType::Pty,
+                    normalize_terminal_output(&output),
+                    e.to_string().into_bytes(),
+                ),
             },
         };
         session.close().await.ok();
@@ -274,7 +278,7 @@ async fn prepare_default_shell(
                 }
             }
             Err(ClientError::Timeout) if deadline.is_some_and(|d| d <= setup_deadline) => {
-                return Err(Ok(ExecResult::failure("timeout", Vec::new(), Vec::new())))
+                return Err(Ok(ExecResult::failure(ExecErrorType::Timeout, Vec::new(), Vec::new())))
             }
             Err(ClientError::Timeout) => {
                 return Err(Err(ClientError::Pty("the default shell did not answer its setup".to_string())))
@@ -291,7 +295,7 @@ async fn run_marked(session: &PtySession, command: &str, deadline: Option<Instan
     let marker = Marker::new();
     let needle_len = marker.text().len() + 1;
     if let Err(e) = session.write(marker.command_line(command).as_bytes()).await {
-        return ExecResult::failure("pty", Vec::new(), e.to_string().into_bytes());
+        return ExecResult::failure(ExecErrorType::Pty, Vec::new(), e.to_string().into_bytes());
     }
     let mut buf: Vec<u8> = Vec::new();
     loop {
@@ -304,7 +308,7 @@ async fn run_marked(session: &PtySession, command: &str, deadline: Option<Instan
                     Some(code) => {
                         ExecResult { stdout, stderr: Vec::new(), return_code: code, error_type: None }
                     }
-                    None => ExecResult::failure("pty", stdout, b"the session ended".to_vec()),
+                    None => ExecResult::failure(ExecErrorType::Pty, stdout, b"the session ended".to_vec()),
                 };
             }
             Ok(chunk) => {
@@ -322,11 +326,15 @@ async fn run_marked(session: &PtySession, command: &str, deadline: Option<Instan
                 }
             }
             Err(ClientError::Timeout) => {
-                return ExecResult::failure("timeout", marker.extract(&buf, buf.len()), Vec::new());
+                return ExecResult::failure(
+                    ExecErrorType::Timeout,
+                    marker.extract(&buf, buf.len()),
+                    Vec::new(),
+                );
             }
             Err(e) => {
                 return ExecResult::failure(
-                    "pty",
+                    ExecErrorType::Pty,
                     marker.extract(&buf, buf.len()),
                     e.to_string().into_bytes(),
                 );
@@ -345,7 +353,7 @@ struct SessionState {
 
 struct SessionInner {
     id: String,
-    mode: String,
+    mode: TerminalMode,
     requests: StdMutex<Option<mpsc::Sender<proto::PtyRequest>>>,
     output: tokio::sync::Mutex<mpsc::UnboundedReceiver<Vec<u8>>>,
     stderr: tokio::sync::Mutex<mpsc::UnboundedReceiver<Vec<u8>>>,
@@ -407,7 +415,7 @@ impl PtySession {
         Ok(PtySession {
             inner: Arc::new(SessionInner {
                 id: opened.session_id,
-                mode: opened.mode,
+                mode: TerminalMode::from_wire(&opened.mode).unwrap_or(TerminalMode::Pty),
                 requests: StdMutex::new(Some(tx)),
                 output: tokio::sync::Mutex::new(out_rx),
                 stderr: tokio::sync::Mutex::new(err_rx),
@@ -424,13 +432,13 @@ impl PtySession {
     }
 
     /// `"pty"` or `"pipe"`.
-    pub fn mode(&self) -> &str {
-        &self.inner.mode
+    pub fn mode(&self) -> TerminalMode {
+        self.inner.mode
     }
 
     /// True for a terminal session (not pipe mode).
     pub fn is_pty(&self) -> bool {
-        self.inner.mode != "pipe"
+        self.inner.mode != TerminalMode::Pipe
     }
 
     /// The program's exit code once it exited.
@@ -545,7 +553,7 @@ impl PtySession {
         self.send(Req::Resize(proto::PtyResize { rows: u32::from(rows), cols: u32::from(cols) })).await
     }
 
-    /// Sends `name` (one of [`SIGNALS`]) to the terminal's foreground process group (the
+    /// Sends `name` (one of [`Signal::ALL`], `SIGINT` or `INT`) to the terminal's foreground process group (the
     /// session process's group in pipe mode).
     pub async fn send_signal(&self, name: &str) -> Result<()> {
         let name = validate_signal(name)?;
@@ -611,16 +619,9 @@ impl PtySession {
 /// Checks a signal name (case-insensitive, `INT` short forms accepted) and returns its
 /// canonical `SIG...` spelling.
 pub(crate) fn validate_signal(name: &str) -> Result<String> {
-    let upper = name.trim().to_ascii_uppercase();
-    let canonical = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
-    if SIGNALS.contains(&canonical.as_str()) {
-        Ok(canonical)
-    } else {
-        Err(ClientError::InvalidArgument(format!(
-            "unsupported signal {name:?}; allowed: {}",
-            SIGNALS.join(", ")
-        )))
-    }
+    Signal::try_from(name)
+        .map(|signal| signal.as_str().to_string())
+        .map_err(|e| ClientError::InvalidArgument(e.to_string()))
 }
 
 /// The session's reader: routes output and stderr to their channels and records the end.
@@ -719,7 +720,7 @@ mod tests {
         let session = PtySession {
             inner: Arc::new(SessionInner {
                 id: "s".into(),
-                mode: "pty".into(),
+                mode: TerminalMode::Pty,
                 requests: StdMutex::new(Some(req_tx)),
                 output: tokio::sync::Mutex::new(out_rx),
                 stderr: tokio::sync::Mutex::new(err_rx),
@@ -799,6 +800,6 @@ mod tests {
         let deadline = Some(Instant::now() + Duration::from_millis(30));
         let result = run_marked(&s, "sleep 100", deadline).await;
         assert_eq!(result.return_code, 125);
-        assert_eq!(result.error_type.as_deref(), Some("timeout"));
+        assert_eq!(result.error_type, Some(ExecErrorType::Timeout));
     }
 }

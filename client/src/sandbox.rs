@@ -11,6 +11,7 @@ use crate::client::{Client, RawClient};
 use crate::error::{ClientError, Result};
 use crate::proto;
 use crate::pty::{Pty, PtyExecState};
+use sandboxd_proto::contract::{ExecErrorType, SandboxDescriptor};
 
 /// Size of the chunks an upload sends.
 pub const UPLOAD_CHUNK_BYTES: usize = 256 * 1024;
@@ -118,8 +119,8 @@ pub struct ExecResult {
     pub stderr: Vec<u8>,
     /// The exit code; 125 with an `error_type`.
     pub return_code: i32,
-    /// `None` when the command ran to its exit; `timeout`, `sandbox` or `pty` otherwise.
-    pub error_type: Option<String>,
+    /// `None` when the command ran to its exit; why it did not otherwise.
+    pub error_type: Option<ExecErrorType>,
 }
 
 impl ExecResult {
@@ -138,8 +139,8 @@ impl ExecResult {
         self.return_code == 0 && self.error_type.is_none()
     }
 
-    pub(crate) fn failure(error_type: &str, stdout: Vec<u8>, stderr: Vec<u8>) -> ExecResult {
-        ExecResult { stdout, stderr, return_code: 125, error_type: Some(error_type.to_string()) }
+    pub(crate) fn failure(error_type: ExecErrorType, stdout: Vec<u8>, stderr: Vec<u8>) -> ExecResult {
+        ExecResult { stdout, stderr, return_code: 125, error_type: Some(error_type) }
     }
 }
 
@@ -149,7 +150,11 @@ impl From<proto::ExecResponse> for ExecResult {
             stdout: r.stdout,
             stderr: r.stderr,
             return_code: r.return_code,
-            error_type: if r.error_type.is_empty() { None } else { Some(r.error_type) },
+            // A value this version does not know still means the command did not finish.
+            error_type: match r.error_type.as_str() {
+                "" => None,
+                wire => Some(ExecErrorType::from_wire(wire).unwrap_or(ExecErrorType::Sandbox)),
+            },
         }
     }
 }
@@ -265,11 +270,13 @@ impl Sandbox {
 
     /// The descriptor `{"sandbox_id", "ports", "workdir"}` that [`Sandbox::connect`] takes.
     pub fn serialize(&self) -> serde_json::Value {
-        serde_json::json!({
-            "sandbox_id": self.inner.reference.sandbox_id,
-            "ports": self.inner.reference.ports,
-            "workdir": self.inner.reference.workdir,
-        })
+        let reference = &self.inner.reference;
+        SandboxDescriptor {
+            sandbox_id: reference.sandbox_id.clone(),
+            ports: Some(reference.ports.iter().filter_map(|p| u16::try_from(*p).ok()).collect()),
+            workdir: reference.workdir.clone(),
+        }
+        .to_json_value()
     }
 
     /// True once `stop()` succeeded on this handle (or a clone).
@@ -457,33 +464,14 @@ pub(crate) fn check_declared_port(sandbox_id: &str, declared: &[u32], port: u16)
 /// A descriptor made by `serialize()` (or by hand): `sandbox_id` required, `ports` and
 /// `workdir` optional.
 pub(crate) fn parse_descriptor(value: &serde_json::Value) -> Result<proto::SandboxRef> {
-    let bad = |what: &str| ClientError::InvalidArgument(format!("sandbox descriptor: {what}"));
-    let obj = value.as_object().ok_or_else(|| bad("must be a JSON object"))?;
-    let sandbox_id = obj
-        .get("sandbox_id")
-        .and_then(|v| v.as_str())
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| bad("`sandbox_id` must be a non-empty string"))?
-        .to_string();
-    let ports = match obj.get("ports") {
-        None | Some(serde_json::Value::Null) => Vec::new(),
-        Some(serde_json::Value::Array(items)) => items
-            .iter()
-            .map(|p| {
-                p.as_u64()
-                    .filter(|n| (1..=65535).contains(n))
-                    .map(|n| n as u32)
-                    .ok_or_else(|| bad("`ports` must hold integers in 1..=65535"))
-            })
-            .collect::<Result<Vec<u32>>>()?,
-        Some(_) => return Err(bad("`ports` must be an array")),
-    };
-    let workdir = match obj.get("workdir") {
-        None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err(bad("`workdir` must be a string or null")),
-    };
-    Ok(proto::SandboxRef { sandbox_id, ports, workdir, metadata: Default::default() })
+    let descriptor = SandboxDescriptor::from_json_value(value)
+        .map_err(|e| ClientError::InvalidArgument(format!("sandbox descriptor: {e}")))?;
+    Ok(proto::SandboxRef {
+        sandbox_id: descriptor.sandbox_id,
+        ports: descriptor.ports.unwrap_or_default().into_iter().map(u32::from).collect(),
+        workdir: descriptor.workdir,
+        metadata: Default::default(),
+    })
 }
 
 #[cfg(unix)]
@@ -602,7 +590,7 @@ mod tests {
             usage: None,
         }
         .into();
-        assert_eq!(r.error_type.as_deref(), Some("timeout"));
+        assert_eq!(r.error_type, Some(ExecErrorType::Timeout));
         assert_eq!(r.stdout_str(), "hi\n");
         assert!(!r.success());
         let ok: ExecResult = proto::ExecResponse::default().into();

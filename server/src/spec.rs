@@ -20,7 +20,7 @@ pub enum SandboxStatus {
     Unknown,
 }
 
-pub use sandboxd_proto::contract::{ExecErrorType, Signal, TerminalMode};
+pub use sandboxd_proto::contract::{ExecErrorType, SandboxDescriptor, Signal, TerminalMode};
 
 /// A sandbox id as this service issues them (`sandboxd-` + 32 lower-case hex digits), checked
 /// once where a request enters. Any other shape cannot name a sandbox of ours.
@@ -91,16 +91,6 @@ impl SandboxHandle {
     pub fn id(&self) -> SandboxId {
         SandboxId(self.sandbox_id.clone())
     }
-}
-
-/// What `serialize_handle` returns and `connect` takes.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct SandboxDescriptor {
-    pub sandbox_id: String,
-    #[serde(default)]
-    pub ports: Option<Vec<u16>>,
-    #[serde(default)]
-    pub workdir: Option<String>,
 }
 
 /// Options of one exec beyond the command.

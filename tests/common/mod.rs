@@ -6,6 +6,7 @@ pub mod server;
 
 use std::process::Command;
 
+use sandboxd::backend::SandboxBackend;
 use sandboxd::config::DockerConfig;
 use sandboxd::docker::DockerProvider;
 
@@ -73,4 +74,47 @@ pub fn provider(label: &TestLabel) -> DockerProvider {
 
 pub fn docker(args: &[&str]) -> std::process::Output {
     Command::new("docker").args(args).output().expect("docker")
+}
+
+/// Upload one host file through the backend (what a caller of the seam does with a file).
+pub async fn upload_file(
+    backend: &dyn SandboxBackend,
+    handle: &sandboxd::spec::SandboxHandle,
+    source: &std::path::Path,
+    target: &str,
+) -> sandboxd::Result<u64> {
+    let file = tokio::fs::File::open(source).await.map_err(|e| {
+        sandboxd::ProviderError::FileNotFound(format!("cannot read local file {}: {e}", source.display()))
+    })?;
+    let meta = file.metadata().await?;
+    if !meta.is_file() {
+        return Err(sandboxd::ProviderError::FileNotFound(format!(
+            "{} is not a regular file",
+            source.display()
+        )));
+    }
+    let reader = Box::new(tokio::io::BufReader::with_capacity(256 * 1024, file));
+    backend.upload(handle, reader, meta.len(), target, None).await
+}
+
+/// Download one sandbox file to the host through the backend (parents of `target` created).
+pub async fn download_file(
+    backend: &dyn SandboxBackend,
+    handle: &sandboxd::spec::SandboxHandle,
+    source: &str,
+    target: &std::path::Path,
+) -> sandboxd::Result<u64> {
+    use tokio::io::AsyncWriteExt;
+    let mut download = backend.download(handle, source).await?;
+    if let Some(parent) = target.parent() {
+        tokio::fs::create_dir_all(parent).await?;
+    }
+    let mut file = tokio::fs::File::create(target).await?;
+    let mut written = 0u64;
+    while let Some(chunk) = download.next_chunk().await? {
+        file.write_all(&chunk).await?;
+        written += chunk.len() as u64;
+    }
+    file.flush().await?;
+    Ok(written)
 }

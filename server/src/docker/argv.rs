@@ -168,6 +168,31 @@ pub fn shell_command(shell: &str, command: &str) -> Vec<String> {
 }
 
 /// One inspect that answers ownership, image, state and workdir: `labels-json \t image \t state \t workdir`.
+/// The event stream of containers carrying the ownership label, one JSON object a line.
+pub fn events_args() -> Vec<String> {
+    vec![
+        s("events"),
+        s("--filter"),
+        s("type=container"),
+        s("--filter"),
+        format!("label={SANDBOX_LABEL}=1"),
+        s("--format"),
+        s("{{json .}}"),
+    ]
+}
+
+/// Every owned container's name and state, one `name\tstate` a line.
+pub fn owned_states_args() -> Vec<String> {
+    vec![
+        s("ps"),
+        s("-a"),
+        s("--filter"),
+        format!("label={SANDBOX_LABEL}=1"),
+        s("--format"),
+        s("{{.Names}}\t{{.State}}"),
+    ]
+}
+
 pub fn inspect_args(name: &str) -> Vec<String> {
     vec![
         s("inspect"),

@@ -1,8 +1,6 @@
 //! Files in and out of a sandbox, streamed through `docker cp -` as one-entry tars so neither
 //! direction holds a file in memory.
 
-use std::path::Path;
-
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tracing::Instrument;
 
@@ -18,19 +16,6 @@ use crate::spec::SandboxHandle;
 const CHUNK: usize = 256 * 1024;
 
 impl DockerProvider {
-    /// Upload one host file; parent directories are created as root by the same docker call.
-    pub async fn upload_file(&self, handle: &SandboxHandle, source: &Path, target: &str) -> Result<u64> {
-        let file = tokio::fs::File::open(source).await.map_err(|e| {
-            ProviderError::FileNotFound(format!("cannot read local file {}: {e}", source.display()))
-        })?;
-        let meta = file.metadata().await?;
-        if !meta.is_file() {
-            return Err(ProviderError::FileNotFound(format!("{} is not a regular file", source.display())));
-        }
-        let file = tokio::io::BufReader::with_capacity(CHUNK, file);
-        self.upload_reader(handle, file, meta.len(), target, None).await
-    }
-
     /// Stream exactly `size` bytes from `reader` into `target` (mode default 0644), without
     /// holding the file in memory: one `docker cp -` fed a tar that names the full path.
     pub async fn upload_reader<R: AsyncBufRead + Unpin>(
@@ -95,22 +80,6 @@ impl DockerProvider {
             return Err(self.transfer_error(&handle.sandbox_id, target, &err).await);
         }
         Ok(size)
-    }
-
-    /// Download one container file to the host (parents of `target` created).
-    pub async fn download_file(&self, handle: &SandboxHandle, source: &str, target: &Path) -> Result<u64> {
-        let mut download = self.download_stream(handle, source).await?;
-        if let Some(parent) = target.parent() {
-            tokio::fs::create_dir_all(parent).await?;
-        }
-        let mut file = tokio::fs::File::create(target).await?;
-        let mut written = 0u64;
-        while let Some(chunk) = download.next_chunk().await? {
-            file.write_all(&chunk).await?;
-            written += chunk.len() as u64;
-        }
-        file.flush().await?;
-        Ok(written)
     }
 
     /// Open a streaming download: errors about the path (missing, a directory) come here, before

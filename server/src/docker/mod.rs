@@ -15,6 +15,7 @@ pub mod cli;
 mod compose;
 mod create;
 mod diff;
+pub mod events;
 mod exec;
 mod files;
 mod fork;

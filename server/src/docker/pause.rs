@@ -13,22 +13,29 @@ impl DockerProvider {
     /// [`DockerProvider::unpause_container`].
     pub async fn pause_container(&self, sandbox_id: &str) -> Result<()> {
         self.handle(sandbox_id).await?;
-        self.freeze_control(sandbox_id, argv::pause_args(sandbox_id), classify::is_already_paused).await
+        self.freeze_control(sandbox_id, argv::pause_args(sandbox_id), classify::is_already_paused).await?;
+        self.states.record(sandbox_id, Some(ContainerState::Paused));
+        Ok(())
     }
 
     /// Thaw a paused sandbox.
     pub async fn unpause_container(&self, sandbox_id: &str) -> Result<()> {
         self.handle(sandbox_id).await?;
-        self.freeze_control(sandbox_id, argv::unpause_args(sandbox_id), classify::is_not_paused).await
+        self.freeze_control(sandbox_id, argv::unpause_args(sandbox_id), classify::is_not_paused).await?;
+        self.states.record(sandbox_id, Some(ContainerState::Running));
+        Ok(())
     }
 
-    /// Refuse a frozen sandbox with `Paused` (one inspect: a terminal session opens
-    /// asynchronously, so the exec failure cannot be read in time as it is for `exec`).
+    /// Refuse a frozen sandbox with `Paused`, from the events table (an inspect when it does
+    /// not know): a terminal session opens asynchronously, so its exec failure cannot be read
+    /// in time as it is for `exec`.
     pub async fn refuse_if_paused(&self, sandbox_id: &str) -> Result<()> {
-        match self.inspect(sandbox_id).await? {
-            Some(found) if found.state == ContainerState::Paused => {
-                Err(ProviderError::Paused(sandbox_id.into()))
-            }
+        let state = match self.states.state(sandbox_id) {
+            Some(state) => Some(state),
+            None => self.inspect(sandbox_id).await?.map(|found| found.state),
+        };
+        match state {
+            Some(ContainerState::Paused) => Err(ProviderError::Paused(sandbox_id.into())),
             _ => Ok(()),
         }
     }

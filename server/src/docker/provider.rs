@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::cli::{CliError, CommandOutput, DockerCli};
+use super::events::StateWatch;
 use crate::config::DockerConfig;
 use crate::error::{ProviderError, Result};
 use crate::spec::SandboxHandle;
@@ -26,6 +27,8 @@ pub struct DockerProvider {
     pub(super) cli: DockerCli,
     pub(super) config: DockerConfig,
     pub(super) handles: Mutex<HashMap<String, SandboxHandle>>,
+    /// Owned containers' states, kept current by `docker events`.
+    pub(super) states: StateWatch,
     /// Ids this process closed, so their status reads `stopped` rather than unknown.
     closed: Mutex<HashSet<String>>,
     pty_sessions: Mutex<HashMap<String, Vec<Arc<dyn LiveSession>>>>,
@@ -46,8 +49,10 @@ impl DockerProvider {
     pub fn with_binary(config: DockerConfig, binary: PathBuf) -> Result<Self> {
         config.validate()?;
         let concurrency = usize::try_from(config.exec.concurrency).unwrap_or(1);
+        let cli = DockerCli::new(binary, concurrency);
         Ok(Self {
-            cli: DockerCli::new(binary, concurrency),
+            states: StateWatch::new(cli.clone()),
+            cli,
             config,
             handles: Mutex::new(HashMap::new()),
             closed: Mutex::new(HashSet::new()),

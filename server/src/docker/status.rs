@@ -11,7 +11,13 @@ use crate::spec::{SandboxEndpoint, SandboxHandle, SandboxId, SandboxStatus};
 impl DockerProvider {
     /// The status of a sandbox by id: `stopped` for one this process closed, `NotFound` for an
     /// id it never owned.
+    /// Answered from the events table when it knows the container, else by asking docker.
     pub async fn status_by_id(&self, sandbox_id: &str) -> Result<SandboxStatus> {
+        if SandboxId::has_valid_shape(sandbox_id) && !self.was_closed(sandbox_id) {
+            if let Some(state) = self.states.state(sandbox_id) {
+                return Ok(state.sandbox_status());
+            }
+        }
         match self.handle(sandbox_id).await {
             Ok(handle) => Ok(self.container_status(&handle).await),
             Err(ProviderError::SandboxNotFound(_)) if self.was_closed(sandbox_id) => {
@@ -65,6 +71,7 @@ impl DockerProvider {
         self.release_pty_sessions(&handle.sandbox_id, true).await;
         self.forget(&handle.sandbox_id);
         self.remember_closed(&handle.sandbox_id);
+        self.states.record(&handle.sandbox_id, None);
         let out = self.control(argv::rm_args(&handle.sandbox_id)).await?;
         if !out.success() {
             let err = out.stderr_text();

@@ -138,7 +138,6 @@ pub struct PtySession {
     user: Option<String>,
     pid_files: Vec<String>,
     recorded_pid: OnceCell<Result<u32, String>>,
-    detached: Mutex<()>,
 }
 
 /// Start `opts.argv` as a session: under a fresh host pty sized `rows` x `cols` (raw mode, the
@@ -261,7 +260,6 @@ pub async fn spawn(opts: SpawnOptions) -> Result<Arc<PtySession>, PtyError> {
         user: opts.user,
         pid_files,
         recorded_pid: OnceCell::new(),
-        detached: Mutex::new(()),
     }))
 }
 
@@ -615,69 +613,6 @@ impl PtySession {
         self.master.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 
-    /// Run one command in the session and return its merged output and exit code (`None` when
-    /// the session ended first). The command is wrapped as `{ CMD\n} </dev/null` followed by a
-    /// `printf` of a unique marker split into two literal halves, so the echoed input never holds
-    /// the joined marker; output is read until the joined marker line appears. In pipe mode the
-    /// marker is printed on stderr too, so all of the command's stderr is collected before the
-    /// call returns.
-    pub async fn run_detached(
-        &self,
-        command: &str,
-        timeout: Option<Duration>,
-    ) -> Result<(Vec<u8>, Option<i32>), PtyError> {
-        let _serial = self.detached.lock().await;
-        let marker = format!("__SANDBOXD_{}__", uuid::Uuid::new_v4().simple());
-        let (head, tail) = marker.split_at(marker.len() / 2);
-        let pipe = self.mode == TerminalMode::Pipe;
-        let mut payload =
-            format!("{{ {command}\n}} </dev/null\nprintf '%s%s:%s\\n' '{head}' '{tail}' \"$?\"");
-        if pipe {
-            payload.push_str(&format!("; printf '%s%s\\n' '{head}' '{tail}' >&2"));
-        }
-        payload.push('\n');
-        with_timeout(timeout, async {
-            self.write(payload.as_bytes()).await?;
-            // Chunks in arrival order (true: stdout), and each stream on its own.
-            let mut segments: Vec<(bool, Vec<u8>)> = Vec::new();
-            let (mut out, mut err) = (Vec::new(), Vec::new());
-            let mut out_cut: Option<(usize, i32)> = None;
-            let mut err_cut: Option<usize> = None;
-            let mut err_open = pipe;
-            loop {
-                let want_out = out_cut.is_none();
-                let want_err = err_open && err_cut.is_none();
-                let (chunk, is_out) = match (want_out, want_err) {
-                    (false, false) => break,
-                    (true, false) => (self.read(None).await?, true),
-                    (false, true) => (self.read_stderr(None).await?, false),
-                    (true, true) => tokio::select! {
-                        c = self.read(None) => (c?, true),
-                        c = self.read_stderr(None) => (c?, false),
-                    },
-                };
-                if chunk.is_empty() {
-                    if is_out {
-                        return Ok((assemble(&segments, None, None), None));
-                    }
-                    err_open = false;
-                    continue;
-                }
-                if is_out {
-                    out.extend_from_slice(&chunk);
-                    out_cut = find_marker(&out, marker.as_bytes());
-                } else {
-                    err.extend_from_slice(&chunk);
-                    err_cut = find_plain_marker(&err, marker.as_bytes());
-                }
-                segments.push((is_out, chunk));
-            }
-            let (cut, code) = out_cut.map_or((None, None), |(cut, code)| (Some(cut), Some(code)));
-            Ok((assemble(&segments, cut, err_cut), code))
-        })
-        .await
-    }
-
     /// The output as a stream of chunks, ending at EOF (after an error, if one ends it). Reads
     /// the same queue as `read`. The stream is `Unpin` (boxed), so `next()` works on it as is.
     pub fn output_stream(
@@ -694,57 +629,6 @@ impl PtySession {
     }
 }
 
-/// Where the line `MARKER:CODE` starts in `buf`, and CODE, once the line is complete.
-fn find_marker(buf: &[u8], marker: &[u8]) -> Option<(usize, i32)> {
-    let mut from = 0;
-    while from + marker.len() <= buf.len() {
-        let rel = buf[from..].windows(marker.len()).position(|w| w == marker)?;
-        let start = from + rel;
-        let rest = &buf[start + marker.len()..];
-        if let Some(rest) = rest.strip_prefix(b":") {
-            let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-            let after = &rest[digits..];
-            if digits > 0 && (after.starts_with(b"\n") || after.starts_with(b"\r")) {
-                if let Some(code) = std::str::from_utf8(&rest[..digits]).ok().and_then(|d| d.parse().ok()) {
-                    return Some((start, code));
-                }
-            }
-            if after.is_empty() {
-                // The line is not complete yet.
-                return None;
-            }
-        }
-        from = start + 1;
-    }
-    None
-}
-
-/// Where the line `MARKER` (nothing else) starts in `buf`, once it is complete.
-fn find_plain_marker(buf: &[u8], marker: &[u8]) -> Option<usize> {
-    let mut from = 0;
-    while from + marker.len() < buf.len() {
-        let start = from + buf[from..].windows(marker.len()).position(|w| w == marker)?;
-        if buf.get(start + marker.len()) == Some(&b'\n') {
-            return Some(start);
-        }
-        from = start + 1;
-    }
-    None
-}
-
-/// The chunks in arrival order, each stream cut where its marker starts.
-fn assemble(segments: &[(bool, Vec<u8>)], out_cut: Option<usize>, err_cut: Option<usize>) -> Vec<u8> {
-    let (mut out_pos, mut err_pos) = (0usize, 0usize);
-    let mut merged = Vec::new();
-    for (is_out, bytes) in segments {
-        let (pos, cut) = if *is_out { (&mut out_pos, out_cut) } else { (&mut err_pos, err_cut) };
-        let keep = cut.map_or(bytes.len(), |c| c.saturating_sub(*pos).min(bytes.len()));
-        merged.extend_from_slice(&bytes[..keep]);
-        *pos += bytes.len();
-    }
-    merged
-}
-
 impl Drop for PtySession {
     fn drop(&mut self) {
         // A session dropped without close: stop the local client and the pumps. The process in
@@ -757,30 +641,6 @@ impl Drop for PtySession {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn marker_parsing() {
-        let m = b"__M__";
-        assert_eq!(find_marker(b"out\n__M__:0\n", m), Some((4, 0)));
-        assert_eq!(find_marker(b"out__M__:17\r\n", m), Some((3, 17)));
-        assert_eq!(find_marker(b"out\n__M__:1", m), None);
-        assert_eq!(find_marker(b"__M__ __M__:2\n", m), Some((6, 2)));
-        assert_eq!(find_marker(b"printf '__M' '__'", m), None);
-        assert_eq!(find_plain_marker(b"e\n__M__\n", m), Some(2));
-        assert_eq!(find_plain_marker(b"e\n__M__", m), None);
-    }
-
-    #[test]
-    fn assemble_cuts_each_stream_at_its_marker() {
-        let segs = vec![
-            (true, b"o1".to_vec()),
-            (false, b"e1".to_vec()),
-            (true, b"o2MARK".to_vec()),
-            (false, b"e2MARK".to_vec()),
-        ];
-        assert_eq!(assemble(&segs, Some(4), Some(4)), b"o1e1o2e2");
-        assert_eq!(assemble(&segs, None, None), b"o1e1o2MARKe2MARK");
-    }
 
     #[test]
     fn session_is_send_sync() {

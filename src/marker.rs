@@ -1,4 +1,5 @@
-//! The marker protocol of `pty().exec` in a live shell session.
+//! The marker protocol of `pty().exec` in a live shell session, shared by every client that
+//! runs commands through a terminal.
 //!
 //! A command is typed as `{ CMD\n} </dev/null; printf '%s%s:%s\n' 'HEAD' 'TAIL' "$?"\n`: the
 //! shell prints `HEADTAIL:<code>` when it finishes, and since the typed line only holds `'HEAD'
@@ -10,18 +11,24 @@ const BRACKETED_PASTE: [&[u8]; 3] = [b"\x1b[?2004l\r", b"\x1b[?2004l", b"\x1b[?2
 
 /// One command's marker: two random halves that only meet in the shell's output.
 #[derive(Clone, Debug)]
-pub(crate) struct Marker {
+pub struct Marker {
     head: String,
     tail: String,
 }
 
 /// Where the marker line was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct MarkerHit {
+pub struct MarkerHit {
     /// Offset of the marker (the end of the command's output).
     pub start: usize,
     /// The command's exit status.
     pub code: i32,
+}
+
+impl Default for Marker {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Marker {
@@ -32,7 +39,7 @@ impl Marker {
         Marker { head: format!("__SBXD_{a}"), tail: format!("{b}_DONE__") }
     }
 
-    #[cfg(test)]
+    /// A marker with the given halves (tests).
     pub fn fixed(head: &str, tail: &str) -> Self {
         Marker { head: head.to_string(), tail: tail.to_string() }
     }
@@ -107,7 +114,7 @@ impl Marker {
 }
 
 /// Drops bracketed-paste switches and turns `\r\n` into `\n`.
-pub(crate) fn normalize_terminal_output(data: &[u8]) -> Vec<u8> {
+pub fn normalize_terminal_output(data: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(data.len());
     let mut i = 0;
     'outer: while i < data.len() {

@@ -1,0 +1,155 @@
+//! Container states kept current by one `docker events` stream, so `Status` answers from
+//! memory instead of one `docker inspect` per call.
+//!
+//! The stream starts on the first status question (no runtime is needed before). Each time
+//! it (re)starts, one `docker ps -a` resynchronises the table; the events buffered meanwhile
+//! are applied after it, in order, so the last word on each container wins. While the stream
+//! is down the table says nothing and callers fall back to `inspect`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::argv;
+use super::cli::DockerCli;
+use super::state::ContainerState;
+
+/// How long to wait before restarting a stream that ended.
+const RESTART_DELAY: Duration = Duration::from_secs(1);
+
+/// What the stream knows: `None` while it is (re)starting.
+#[derive(Default)]
+struct Table {
+    states: Option<HashMap<String, ContainerState>>,
+}
+
+/// The live table of owned containers' states.
+pub struct StateWatch {
+    cli: DockerCli,
+    table: Arc<Mutex<Table>>,
+    task: OnceLock<tokio::task::JoinHandle<()>>,
+}
+
+impl StateWatch {
+    pub fn new(cli: DockerCli) -> Self {
+        Self { cli, table: Arc::default(), task: OnceLock::new() }
+    }
+
+    /// The state of `name` when the stream is up and knows it; `None` means "ask docker".
+    pub fn state(&self, name: &str) -> Option<ContainerState> {
+        self.ensure_started();
+        self.lock().states.as_ref().and_then(|states| states.get(name).cloned())
+    }
+
+    /// Record a change this process made itself (pause, resume, remove), so a status asked
+    /// right after it does not wait for the event. `None` forgets the container.
+    pub fn record(&self, name: &str, state: Option<ContainerState>) {
+        if let Some(states) = self.lock().states.as_mut() {
+            match state {
+                Some(state) => states.insert(name.to_string(), state),
+                None => states.remove(name),
+            };
+        }
+    }
+
+    fn ensure_started(&self) {
+        self.task.get_or_init(|| {
+            let (cli, table) = (self.cli.clone(), self.table.clone());
+            tokio::spawn(async move {
+                loop {
+                    if let Err(e) = follow(&cli, &table).await {
+                        tracing::warn!(error = %e, "docker events stream ended; status falls back to inspect");
+                    }
+                    table.lock().unwrap_or_else(|p| p.into_inner()).states = None;
+                    tokio::time::sleep(RESTART_DELAY).await;
+                }
+            })
+        });
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for StateWatch {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.get() {
+            task.abort(); // drops the events client, which kills its process group
+        }
+    }
+}
+
+/// One life of the stream: start it, resynchronise, then apply events until it ends.
+async fn follow(cli: &DockerCli, table: &Mutex<Table>) -> Result<(), String> {
+    let mut child = cli.spawn(&argv::events_args(), false, false).await.map_err(|e| e.to_string())?;
+    let stdout = child.child.stdout.take().ok_or("no stdout pipe")?;
+    let out = cli
+        .run(&argv::owned_states_args(), Some(Duration::from_secs(30)), None)
+        .await
+        .map_err(|e| e.to_string())?;
+    if !out.success() {
+        return Err(format!("docker ps: {}", out.stderr_text().trim()));
+    }
+    let states: HashMap<String, ContainerState> = out
+        .stdout_text()
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .map(|(name, state)| (name.trim_start_matches('/').to_string(), ContainerState::parse(state)))
+        .collect();
+    table.lock().unwrap_or_else(|p| p.into_inner()).states = Some(states);
+    let mut lines = BufReader::new(stdout).lines();
+    while let Some(line) = lines.next_line().await.map_err(|e| e.to_string())? {
+        if let Some((name, change)) = parse_event(&line) {
+            let mut table = table.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(states) = table.states.as_mut() {
+                match change {
+                    Some(state) => states.insert(name, state),
+                    None => states.remove(&name),
+                };
+            }
+        }
+    }
+    let _ = child.child.wait().await;
+    child.disarm();
+    Err("the stream closed".into())
+}
+
+/// A container event as (name, new state); `None` as the state means the container is gone.
+/// Events that change no state (exec_*, kill, attach, ...) are `None` overall.
+fn parse_event(line: &str) -> Option<(String, Option<ContainerState>)> {
+    let event: serde_json::Value = serde_json::from_str(line).ok()?;
+    let action = event.get("Action").or_else(|| event.get("status"))?.as_str()?;
+    let name = event.pointer("/Actor/Attributes/name")?.as_str()?.to_string();
+    let state = match action {
+        "create" => Some(ContainerState::Created),
+        "start" | "unpause" | "restart" => Some(ContainerState::Running),
+        "pause" => Some(ContainerState::Paused),
+        "die" | "stop" => Some(ContainerState::Exited),
+        "destroy" => None,
+        _ => return None,
+    };
+    Some((name, state))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_become_state_changes() {
+        let ev = |action: &str| {
+            format!(
+                r#"{{"status":"{action}","Action":"{action}","Type":"container","Actor":{{"ID":"abc","Attributes":{{"name":"sandboxd-x","image":"i"}}}}}}"#
+            )
+        };
+        assert_eq!(parse_event(&ev("start")), Some(("sandboxd-x".into(), Some(ContainerState::Running))));
+        assert_eq!(parse_event(&ev("pause")), Some(("sandboxd-x".into(), Some(ContainerState::Paused))));
+        assert_eq!(parse_event(&ev("die")), Some(("sandboxd-x".into(), Some(ContainerState::Exited))));
+        assert_eq!(parse_event(&ev("destroy")), Some(("sandboxd-x".into(), None)));
+        assert_eq!(parse_event(&ev("exec_start: sh -c true")), None);
+        assert_eq!(parse_event("not json"), None);
+    }
+}
