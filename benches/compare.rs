@@ -55,6 +55,9 @@ async fn start_server() -> (Client, SocketAddr) {
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let mut config = FileConfig::default();
     config.docker.create.extra_run_args = vec!["--label".into(), LABEL.into()];
+    // `SANDBOXD_BENCH_NETWORK=none` where the default bridge is unusable (the branching rows'
+    // raw runs use the same network).
+    config.docker.create.network = std::env::var("SANDBOXD_BENCH_NETWORK").ok();
     let options = ServeOptions {
         listen: addr,
         config,
