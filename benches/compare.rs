@@ -65,6 +65,7 @@ async fn start_server() -> (Client, SocketAddr) {
         insecure: false,
         remove_on_shutdown: false,
         drain_timeout: Duration::from_secs(1),
+        tls: None,
     };
     tokio::spawn(async move { serve(options).await.expect("serve") });
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))

@@ -54,6 +54,9 @@ elif [[ -e scripts/e2e-polyglot.sh ]]; then
   printf 'test.sh: WARNING: scripts/e2e-polyglot.sh is not executable; not run\n' >&2
 fi
 
+step "scripts/test-python.sh (the Python package: stubs, mypy, pytest)"
+bash scripts/test-python.sh
+
 step "removing leftover test containers (after)"
 trap - EXIT
 cleanup_test_containers

@@ -80,6 +80,14 @@ fn inspect(id: &str, format: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// `sandboxd.expires_ms - sandboxd.created_ms` of a container.
+fn lease_length_ms(id: &str) -> i64 {
+    let label = |name: &str| -> i64 {
+        inspect(id, &format!("{{{{index .Config.Labels \"{name}\"}}}}")).parse().expect("lease label")
+    };
+    label("sandboxd.expires_ms") - label("sandboxd.created_ms")
+}
+
 async fn stdout(sandbox: &Sandbox, command: &str) -> String {
     let out = sandbox.exec(command).await.expect("exec");
     assert!(out.success(), "{command}: {} {:?}", out.return_code, out.stderr_str());
@@ -127,13 +135,10 @@ async fn fork_children_copy_files_env_workdir_ports_limits_and_lease_all_from_on
         assert_eq!(child.ports(), &[8080]);
         let endpoint = child.endpoint(8080).await.expect("child endpoint").url;
         assert_ne!(endpoint, source_endpoint, "a child publishes on a host port of its own");
-        for format in [
-            "{{.HostConfig.NanoCpus}}",
-            "{{.HostConfig.Memory}}",
-            "{{index .Config.Labels \"sandboxd.ttl_s\"}}",
-        ] {
+        for format in ["{{.HostConfig.NanoCpus}}", "{{.HostConfig.Memory}}"] {
             assert_eq!(inspect(child.id(), format), inspect(source.id(), format), "{format}");
         }
+        assert_eq!(lease_length_ms(child.id()), lease_length_ms(source.id()), "the same lease length");
         assert_eq!(inspect(child.id(), "{{.Config.Image}}"), fork.snapshot_id);
         assert_eq!(status(&mut raw, child.id()).await, proto::SandboxStatus::Running as i32);
     }

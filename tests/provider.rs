@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use common::{docker, provider, provider_with, TestLabel};
+use common::{docker, provider, provider_with, require_docker, TestLabel};
 use sandboxd::backend::SandboxBackend;
+use sandboxd::lease::{LeaseStore, SweepReason};
 use sandboxd::spec::{ExecErrorType, SandboxSpec, SandboxStatus};
 use sandboxd::spec::{ExecParams, SandboxDescriptor};
 use sandboxd::ProviderError;
@@ -188,17 +189,102 @@ async fn paused_container_reports_paused() {
     p.close(&h.id()).await.unwrap();
 }
 
-#[tokio::test]
-async fn ttl_expiry_removes_the_container() {
-    let label = TestLabel::new();
-    let p = provider(&label);
-    let h = p.create(&SandboxSpec { ttl_s: Some(1.0), ..spec(images::BUSYBOX) }).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !label.containers().is_empty() {
-        assert!(Instant::now() < deadline, "ttl container still present");
+/// Sweep until `gone` is removed (each sweep lists the whole daemon's owned containers).
+async fn sweep_until_gone(
+    p: &sandboxd::docker::DockerProvider,
+    leases: &LeaseStore,
+    gone: &str,
+) -> Vec<(String, SweepReason)> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut removed = Vec::new();
+    loop {
+        removed.extend(p.sweep(leases).await.expect("sweep").removed);
+        if !exists(gone) {
+            return removed;
+        }
+        assert!(Instant::now() < deadline, "{gone} still present after 30 s of sweeps");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    assert_eq!(p.status(&h.id()).await.unwrap(), SandboxStatus::Stopped);
+}
+
+fn exists(name: &str) -> bool {
+    docker(&["inspect", "--type", "container", name]).status.success()
+}
+
+#[tokio::test]
+async fn the_sweep_ends_leases_even_with_a_custom_entrypoint_and_keeps_the_rest() {
+    let label = TestLabel::new();
+    let p = provider(&label);
+    let dir = tempfile::tempdir().unwrap();
+    let leases = LeaseStore::open(dir.path()).unwrap();
+    let short = p.create(&SandboxSpec { ttl_s: Some(1.0), ..spec(images::BUSYBOX) }).await.unwrap();
+    let custom = SandboxSpec {
+        ttl_s: Some(1.0),
+        entrypoint: Some(vec!["/bin/sh".into(), "-c".into(), "exec sleep 1000".into()]),
+        ..spec(images::BUSYBOX)
+    };
+    let custom = p.create(&custom).await.unwrap();
+    let long = p.create(&SandboxSpec { ttl_s: Some(3600.0), ..spec(images::BUSYBOX) }).await.unwrap();
+    let forever = p.create(&spec(images::BUSYBOX)).await.unwrap();
+    let removed = sweep_until_gone(&p, &leases, &short.sandbox_id).await;
+    let removed = [removed, sweep_until_gone(&p, &leases, &custom.sandbox_id).await].concat();
+    assert!(removed.iter().all(|(_, why)| *why == SweepReason::LeaseExpired), "{removed:?}");
+    assert_eq!(p.status(&short.id()).await.unwrap(), SandboxStatus::Stopped);
+    assert!(
+        exists(&long.sandbox_id) && exists(&forever.sandbox_id),
+        "completed sandboxes within their lease stay"
+    );
+    assert_eq!(p.exec(&long, "echo ok", &params()).await.unwrap().stdout, b"ok\n");
+
+    // A lease moved into the store wins over the label, both ways.
+    leases.set(&long.sandbox_id, sandboxd::lease::now_ms() - 1).unwrap();
+    leases.set(&forever.sandbox_id, sandboxd::lease::now_ms() + 3_600_000).unwrap();
+    sweep_until_gone(&p, &leases, &long.sandbox_id).await;
+    assert_eq!(leases.get(&long.sandbox_id), None, "a removed sandbox's moved lease is forgotten");
+    assert!(exists(&forever.sandbox_id));
+    p.close(&forever.id()).await.unwrap();
+}
+
+#[tokio::test]
+async fn the_sweep_removes_creates_that_never_completed_and_nothing_else() {
+    // What a server killed mid-create leaves: an owned container still under its creating name.
+    let label = TestLabel::new();
+    require_docker();
+    let dir = tempfile::tempdir().unwrap();
+    let leases = LeaseStore::open(dir.path()).unwrap();
+    let p = provider(&label);
+    let now = sandboxd::lease::now_ms();
+    let start = |name: &str, owned: bool, deadline_ms: i64| {
+        let mut args: Vec<String> = vec!["run".into(), "-d".into(), "--name".into(), name.into()];
+        args.extend(label.run_args());
+        if owned {
+            args.extend(["--label".into(), "sandboxd.sandbox=1".into()]);
+        }
+        args.extend([
+            "--label".into(),
+            format!("sandboxd.created_ms={now}"),
+            "--label".into(),
+            format!("sandboxd.create_deadline_ms={deadline_ms}"),
+            "--entrypoint".into(),
+            "/bin/sh".into(),
+            images::BUSYBOX.into(),
+            "-c".into(),
+            "exec sleep 1000".into(),
+        ]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert!(docker(&args).status.success());
+    };
+    let hex = || uuid::Uuid::new_v4().simple().to_string();
+    let abandoned = format!("sandboxd-creating-{}", hex());
+    let in_progress = format!("sandboxd-creating-{}", hex());
+    let stranger = format!("sandboxd-creating-{}", hex());
+    start(&abandoned, true, now - 120_000);
+    start(&in_progress, true, now + 600_000);
+    start(&stranger, false, now - 120_000);
+    let removed = sweep_until_gone(&p, &leases, &abandoned).await;
+    assert!(removed.iter().all(|(name, _)| *name != in_progress && *name != stranger), "{removed:?}");
+    assert!(exists(&in_progress), "a create within its deadline is left alone");
+    assert!(exists(&stranger), "a container without the ownership label is never touched");
 }
 
 #[tokio::test]

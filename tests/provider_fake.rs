@@ -89,9 +89,11 @@ async fn lost_run_response_is_reconciled_by_name_and_started() {
     let h = p.create(&SandboxSpec::new("sandboxd-test/busybox:1")).await.unwrap();
     assert_eq!(h.shell, "bash");
     let calls = fake.calls();
-    assert_eq!(subcommands(&calls), ["run", "inspect", "start", "exec"]);
-    assert_eq!(calls[1].last(), Some(&h.sandbox_id), "inspects the exact name");
-    assert_eq!(calls[2], ["start".to_string(), h.sandbox_id.clone()]);
+    assert_eq!(subcommands(&calls), ["run", "inspect", "start", "exec", "rename"]);
+    let creating = sandboxd::docker::argv::creating_name(&h.sandbox_id);
+    assert_eq!(calls[1].last(), Some(&creating), "inspects the exact name");
+    assert_eq!(calls[2], ["start".to_string(), creating.clone()]);
+    assert_eq!(calls[4], ["rename".to_string(), creating, h.sandbox_id.clone()], "renamed once complete");
 }
 
 #[tokio::test]
@@ -134,7 +136,7 @@ async fn transport_error_then_success_on_retry() {
     );
     let p = fake.provider(|_| {});
     p.create(&SandboxSpec::new("sandboxd-test/busybox:1")).await.unwrap();
-    assert_eq!(subcommands(&fake.calls()), ["run", "inspect", "run", "exec"]);
+    assert_eq!(subcommands(&fake.calls()), ["run", "inspect", "run", "exec", "rename"]);
 }
 
 #[tokio::test]
@@ -182,9 +184,10 @@ async fn exact_exec_port_and_rm_command_lines() {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    assert_eq!(calls[2], expect_exec);
-    assert_eq!(calls[3], ["port".to_string(), name.clone(), "8080/tcp".into()]);
-    assert_eq!(calls[4], ["rm".to_string(), "-f".into(), name]);
+    assert_eq!(calls[2][0], "rename", "the create's last step");
+    assert_eq!(calls[3], expect_exec);
+    assert_eq!(calls[4], ["port".to_string(), name.clone(), "8080/tcp".into()]);
+    assert_eq!(calls[5], ["rm".to_string(), "-f".into(), name]);
 }
 
 #[tokio::test]

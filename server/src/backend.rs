@@ -13,6 +13,7 @@ use tokio::io::AsyncBufRead;
 
 use crate::branching::{DiffEntry, Forked, SnapshotInfo};
 use crate::error::{ProviderError, Result};
+use crate::lease::{LeaseStore, SweepReport};
 use crate::pty::{PtyError, TerminalMode};
 use crate::spec::{
     ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
@@ -23,6 +24,27 @@ use crate::spec::{
 /// object-safe.
 pub type UploadSource<'a> = Box<dyn AsyncBufRead + Send + Unpin + 'a>;
 
+/// How one create runs: the id it will have, its lease (already capped by the operator's
+/// policy), and the bound on the whole create (run, readiness, files).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatePlan {
+    pub id: SandboxId,
+    pub ttl: Option<Duration>,
+    pub timeout: Duration,
+}
+
+impl CreatePlan {
+    /// A fresh id, the lease `spec.ttl_s` asks for, the default create bound.
+    pub fn for_spec(spec: &SandboxSpec) -> Self {
+        use crate::config::{DEFAULT_CREATE_TIMEOUT_S, MAX_CLIENT_SECONDS};
+        Self {
+            id: SandboxId::generate(),
+            ttl: spec.ttl_s.filter(|t| *t > 0.0 && *t <= MAX_CLIENT_SECONDS).map(Duration::from_secs_f64),
+            timeout: Duration::from_secs_f64(DEFAULT_CREATE_TIMEOUT_S),
+        }
+    }
+}
+
 /// Creates, finds, drives and removes sandboxes. Every method takes ids already validated at
 /// the boundary and returns neutral types; failures are `ProviderError`s the service maps to
 /// status codes.
@@ -30,6 +52,15 @@ pub type UploadSource<'a> = Box<dyn AsyncBufRead + Send + Unpin + 'a>;
 pub trait SandboxBackend: Send + Sync + 'static {
     /// Start a sandbox and wait until it is ready. A failed create leaves nothing behind.
     async fn create(&self, spec: &SandboxSpec) -> Result<SandboxHandle>;
+
+    /// Create sandbox `plan.id` with `spec.files` written, leased for `plan.ttl`, within
+    /// `plan.timeout`: complete, or failed with nothing left behind. A create whose process
+    /// dies halfway must be recognisable as unfinished by `sweep`.
+    async fn create_planned(&self, spec: &SandboxSpec, plan: &CreatePlan) -> Result<SandboxHandle>;
+
+    /// Remove what this service owns and nobody can use: creates that never completed, and
+    /// sandboxes past their lease (`leases` holds leases moved by `SetTimeout`).
+    async fn sweep(&self, leases: &LeaseStore) -> Result<SweepReport>;
 
     /// The handle of a sandbox this service owns (`SandboxNotFound` for any other id).
     async fn lookup(&self, id: &SandboxId) -> Result<SandboxHandle>;

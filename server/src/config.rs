@@ -253,6 +253,20 @@ pub struct ServerSection {
     pub allow_client_volumes: bool,
     /// Let clients pass `provider_options.run_args` (arbitrary `docker run` flags).
     pub allow_client_run_args: bool,
+    /// Cap on any lease (`spec.ttl_s`, `SetTimeout`); `null`: no cap.
+    pub max_ttl_s: Option<f64>,
+    /// Lease of a sandbox created without `ttl_s`; `null`: it lives until `Close`.
+    pub default_ttl_s: Option<f64>,
+    /// Where leases moved by `SetTimeout` are kept, so a restarted server finds them;
+    /// `null`: `$XDG_STATE_HOME/sandboxd` (else `~/.local/state/sandboxd`, else `/var/lib/sandboxd`).
+    pub state_dir: Option<std::path::PathBuf>,
+    /// Seconds between two sweeps (expired leases, abandoned creates).
+    pub sweep_interval_s: f64,
+    /// Bound on a whole create (run, probe, files); a create still running then fails and
+    /// removes its container, and the sweep removes any unfinished create older than this.
+    pub create_timeout_s: f64,
+    /// Limits on what clients can open (RESOURCE_EXHAUSTED past them).
+    pub limits: Limits,
     /// Snapshots that may exist at once; `Snapshot` and `Fork` beyond it are RESOURCE_EXHAUSTED.
     pub max_snapshots: u32,
     /// A snapshot no sandbox uses is removed this long after it was taken; `null` keeps it
@@ -265,18 +279,128 @@ impl Default for ServerSection {
         Self {
             allow_client_volumes: false,
             allow_client_run_args: false,
+            max_ttl_s: None,
+            default_ttl_s: None,
+            state_dir: None,
+            sweep_interval_s: DEFAULT_SWEEP_INTERVAL_S,
+            create_timeout_s: DEFAULT_CREATE_TIMEOUT_S,
+            limits: Limits::default(),
             max_snapshots: DEFAULT_MAX_SNAPSHOTS,
             snapshot_ttl_s: Some(DEFAULT_SNAPSHOT_TTL_S),
         }
     }
 }
 
+/// Default seconds between two sweeps.
+pub const DEFAULT_SWEEP_INTERVAL_S: f64 = 5.0;
+/// Default bound on a whole create.
+pub const DEFAULT_CREATE_TIMEOUT_S: f64 = 900.0;
+/// The longest duration a client may send (`ttl_s`, `ready_timeout_s`, `timeout_s`): one year.
+pub const MAX_CLIENT_SECONDS: f64 = 31_536_000.0;
+
 impl ServerSection {
     pub fn validate(&self) -> Result<(), ConfigError> {
+        positive_opt("server.max_ttl_s", self.max_ttl_s)?;
+        positive_opt("server.default_ttl_s", self.default_ttl_s)?;
+        if let (Some(default), Some(max)) = (self.default_ttl_s, self.max_ttl_s) {
+            if default > max {
+                return Err(ConfigError::new(
+                    "server.default_ttl_s",
+                    format!("must be <= server.max_ttl_s ({max}) (got {default})"),
+                ));
+            }
+        }
+        for (field, v) in [
+            ("server.max_ttl_s", self.max_ttl_s),
+            ("server.default_ttl_s", self.default_ttl_s),
+            ("server.sweep_interval_s", Some(self.sweep_interval_s)),
+            ("server.create_timeout_s", Some(self.create_timeout_s)),
+        ] {
+            if let Some(v) = v {
+                if !(v > 0.0 && v <= MAX_CLIENT_SECONDS) {
+                    return Err(ConfigError::new(
+                        field,
+                        format!("must be > 0 and <= {MAX_CLIENT_SECONDS} (got {v})"),
+                    ));
+                }
+            }
+        }
+        if matches!(&self.state_dir, Some(d) if d.as_os_str().is_empty()) {
+            return Err(ConfigError::new("server.state_dir", "must be null (default) or a directory"));
+        }
         if self.max_snapshots < 1 {
             return Err(ConfigError::new("server.max_snapshots", "must be >= 1 (got 0)"));
         }
-        positive_opt("server.snapshot_ttl_s", self.snapshot_ttl_s)
+        positive_opt("server.snapshot_ttl_s", self.snapshot_ttl_s)?;
+        self.limits.validate()
+    }
+
+    /// `state_dir`, or the XDG default.
+    pub fn state_dir(&self) -> std::path::PathBuf {
+        if let Some(dir) = &self.state_dir {
+            return dir.clone();
+        }
+        let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(std::path::PathBuf::from);
+        if let Some(state) = env("XDG_STATE_HOME") {
+            return state.join("sandboxd");
+        }
+        if let Some(home) = env("HOME") {
+            return home.join(".local/state/sandboxd");
+        }
+        std::path::PathBuf::from("/var/lib/sandboxd")
+    }
+}
+
+/// What one client or the clients together may hold at once.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// PTY sessions open on this server.
+    pub max_pty_sessions: u32,
+    /// PTY sessions open on one sandbox.
+    pub max_pty_sessions_per_sandbox: u32,
+    /// Concurrent HTTP/2 streams (calls) one connection may have open.
+    pub max_streams_per_connection: u32,
+    /// Largest upload without `size` (spooled to a temp file first), in bytes.
+    pub max_upload_spool_bytes: u64,
+    /// Seconds `Upload` and `Pty` wait for their first message.
+    pub first_message_timeout_s: f64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_pty_sessions: 256,
+            max_pty_sessions_per_sandbox: 16,
+            max_streams_per_connection: 1024,
+            max_upload_spool_bytes: 4 << 30,
+            first_message_timeout_s: 30.0,
+        }
+    }
+}
+
+impl Limits {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (field, v) in [
+            ("server.limits.max_pty_sessions", self.max_pty_sessions),
+            ("server.limits.max_pty_sessions_per_sandbox", self.max_pty_sessions_per_sandbox),
+            ("server.limits.max_streams_per_connection", self.max_streams_per_connection),
+        ] {
+            if v == 0 {
+                return Err(ConfigError::new(field, "must be >= 1"));
+            }
+        }
+        if self.max_upload_spool_bytes == 0 {
+            return Err(ConfigError::new("server.limits.max_upload_spool_bytes", "must be >= 1"));
+        }
+        let t = self.first_message_timeout_s;
+        if !(t > 0.0 && t <= MAX_CLIENT_SECONDS) {
+            return Err(ConfigError::new(
+                "server.limits.first_message_timeout_s",
+                format!("must be > 0 and <= {MAX_CLIENT_SECONDS} (got {t})"),
+            ));
+        }
+        Ok(())
     }
 }
 

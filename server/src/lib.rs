@@ -9,6 +9,7 @@ pub mod branching;
 pub mod config;
 pub mod docker;
 pub mod error;
+pub mod lease;
 pub mod lifecycle;
 pub mod pty;
 pub mod service;

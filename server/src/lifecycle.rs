@@ -1,52 +1,106 @@
 //! What this process owns across calls, above any one backend: the sandboxes it created (so
-//! `--remove-on-shutdown` removes exactly those), the create that seeds `spec.files` and
-//! removes a half-made sandbox, and the order of shutdown.
+//! `--remove-on-shutdown` removes exactly those), leases (the operator's policy and the store of
+//! moved leases), creates that always finish or clean up, and the order of shutdown.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use crate::backend::SandboxBackend;
+use tracing::Instrument;
+
+use crate::backend::{CreatePlan, SandboxBackend};
 use crate::branching::Forked;
-use crate::error::Result;
+use crate::error::{ProviderError, Result};
+use crate::lease::{self, LeasePolicy, LeaseStore, SweepReport};
 use crate::spec::{SandboxHandle, SandboxId, SandboxSpec};
+
+/// How many sandboxes a shutdown removes at once.
+const SHUTDOWN_REMOVALS_AT_ONCE: usize = 8;
+
+/// The sandboxes this process created, and whether a shutdown is removing them: one lock, so a
+/// create that completes during the shutdown either is in the shutdown's list or sees the flag
+/// and removes itself.
+#[derive(Default)]
+struct Created {
+    ids: HashSet<SandboxId>,
+    removing: bool,
+}
+
+/// The lease policy, where moved leases live, and the bound on one create.
+pub struct LeaseOptions {
+    pub policy: LeasePolicy,
+    pub store: LeaseStore,
+    pub create_timeout: Duration,
+}
 
 /// The backend plus this process's bookkeeping.
 pub struct Lifecycle {
     backend: Arc<dyn SandboxBackend>,
-    created: Mutex<HashSet<SandboxId>>,
+    created: Mutex<Created>,
+    leases: LeaseOptions,
+    /// Wakes the sweeper when a lease moved (it may now end before the next sweep).
+    sweep_wake: tokio::sync::Notify,
 }
 
 impl Lifecycle {
-    pub fn new(backend: Arc<dyn SandboxBackend>) -> Self {
-        Self { backend, created: Mutex::default() }
+    pub fn new(backend: Arc<dyn SandboxBackend>, leases: LeaseOptions) -> Self {
+        Self { backend, created: Mutex::default(), leases, sweep_wake: tokio::sync::Notify::new() }
     }
 
     pub fn backend(&self) -> &Arc<dyn SandboxBackend> {
         &self.backend
     }
 
-    /// Create, then write `spec.files`; a sandbox whose files cannot be written is removed.
-    pub async fn create(&self, spec: &SandboxSpec) -> Result<SandboxHandle> {
-        let handle = self.backend.create(spec).await?;
-        if let Err(e) = self.seed_files(&handle, spec).await {
-            if let Err(close_error) = self.backend.close(&handle.id()).await {
-                tracing::warn!(sandbox_id = %handle.sandbox_id, error = %close_error, "could not remove a sandbox whose files failed");
+    /// Run a create to its end in a task of its own, so a caller that goes away or whose
+    /// deadline passes cannot stop it halfway: a create nobody waits for any more, or one that
+    /// completes while a shutdown removes this process's sandboxes, removes its sandbox. The
+    /// create is bounded by `deadline` (the call's) and the operator's create timeout.
+    pub async fn create(
+        self: &Arc<Self>,
+        spec: SandboxSpec,
+        deadline: Option<Duration>,
+    ) -> Result<SandboxHandle> {
+        spec.validate()?;
+        let bound = self.leases.create_timeout;
+        let plan = CreatePlan {
+            id: SandboxId::generate(),
+            ttl: self.leases.policy.ttl(spec.ttl_s.map(Duration::from_secs_f64)),
+            timeout: deadline.map_or(bound, |d| d.min(bound)),
+        };
+        tracing::Span::current().record("sandbox_id", plan.id.as_str());
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let this = self.clone();
+        let work = async move {
+            let handle = match this.backend.create_planned(&spec, &plan).await {
+                Ok(handle) => handle,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            let keep = {
+                let mut created = this.lock_created();
+                !created.removing && created.ids.insert(plan.id.clone())
+            };
+            if !keep {
+                let _ = this.backend.close(&plan.id).await;
+                let _ = tx.send(Err(ProviderError::Unavailable(
+                    "the server is shutting down; the new sandbox was removed".into(),
+                )));
+                return;
             }
-            return Err(e);
-        }
-        self.lock_created().insert(handle.id());
-        Ok(handle)
+            if tx.send(Ok(handle)).is_err() {
+                tracing::warn!(sandbox_id = %plan.id, "the caller went away before its create finished; removing the sandbox");
+                let _ = this.close(&plan.id).await;
+            }
+        };
+        tokio::spawn(work.instrument(tracing::Span::current()));
+        rx.await
+            .unwrap_or_else(|_| Err(ProviderError::Docker("the create task ended without an answer".into())))
     }
 
-    async fn seed_files(&self, handle: &SandboxHandle, spec: &SandboxSpec) -> Result<()> {
-        for (path, content) in &spec.files {
-            let source = Box::new(content.as_slice());
-            self.backend.upload(handle, source, content.len() as u64, path, None).await?;
-        }
-        Ok(())
-    }
-
-    /// Fork through the backend; the children count as created by this process.
+    /// Fork through the backend; the children count as created by this process (a fork that
+    /// completes while a shutdown removes this process's sandboxes removes its children).
     pub async fn fork(
         &self,
         id: &SandboxId,
@@ -55,31 +109,87 @@ impl Lifecycle {
         max_snapshots: usize,
     ) -> Result<Forked> {
         let forked = self.backend.fork(id, count, labels, max_snapshots).await?;
-        self.lock_created().extend(forked.sandboxes.iter().map(SandboxHandle::id));
+        let keep = {
+            let mut created = self.lock_created();
+            if !created.removing {
+                created.ids.extend(forked.sandboxes.iter().map(SandboxHandle::id));
+            }
+            !created.removing
+        };
+        if !keep {
+            for child in &forked.sandboxes {
+                let _ = self.backend.close(&child.id()).await;
+            }
+            return Err(ProviderError::Unavailable(
+                "the server is shutting down; the fork's children were removed".into(),
+            ));
+        }
         Ok(forked)
     }
 
-    /// Remove a sandbox (already gone is success) and forget that this process made it.
+    /// Remove a sandbox (already gone is success), forget that this process made it and its
+    /// moved lease.
     pub async fn close(&self, id: &SandboxId) -> Result<()> {
         self.backend.close(id).await?;
-        self.lock_created().remove(id);
+        self.lock_created().ids.remove(id);
+        self.leases.store.remove(id.as_str());
         Ok(())
     }
 
-    /// End terminal sessions and, when asked, remove the sandboxes this process created.
-    pub async fn shutdown(&self, remove_created: bool) {
-        self.backend.close_terminals().await;
-        if remove_created {
-            let ids: Vec<SandboxId> = self.lock_created().iter().cloned().collect();
-            for id in ids {
-                if let Err(e) = self.close(&id).await {
-                    tracing::warn!(sandbox_id = %id, error = %e, "could not remove sandbox at shutdown");
-                }
-            }
-        }
+    /// Move the lease of `id` to `ttl` from now (capped by the operator's maximum); returns its
+    /// end in ms since the epoch. Kept in the lease store, so a restarted server enforces it.
+    pub async fn set_timeout(&self, id: &SandboxId, ttl: Duration) -> Result<i64> {
+        let ttl = self.leases.policy.ttl(Some(ttl)).unwrap_or(ttl);
+        self.backend.lookup(id).await?;
+        let expires_ms = lease::after_ms(lease::now_ms(), ttl);
+        self.leases.store.set(id.as_str(), expires_ms).map_err(|e| {
+            ProviderError::Io(std::io::Error::new(
+                e.kind(),
+                format!("cannot record the lease in {}: {e}", self.leases.store.dir().display()),
+            ))
+        })?;
+        self.sweep_wake.notify_one();
+        Ok(expires_ms)
     }
 
-    fn lock_created(&self) -> std::sync::MutexGuard<'_, HashSet<SandboxId>> {
+    /// One sweep of the backend (expired leases, creates that never completed).
+    pub async fn sweep(&self) -> Result<SweepReport> {
+        self.backend.sweep(&self.leases.store).await
+    }
+
+    /// Resolves when a lease moved since the last call.
+    pub async fn lease_moved(&self) {
+        self.sweep_wake.notified().await
+    }
+
+    /// The first step of a shutdown: close terminal sessions and, when asked, remove every
+    /// sandbox this process created, a few at a time (creates completing from now on remove
+    /// themselves).
+    pub async fn shutdown(&self, remove_created: bool) {
+        let ids: Vec<SandboxId> = {
+            let mut created = self.lock_created();
+            if remove_created {
+                created.removing = true;
+                created.ids.drain().collect()
+            } else {
+                Vec::new()
+            }
+        };
+        self.backend.close_terminals().await;
+        use futures_util::StreamExt;
+        futures_util::stream::iter(ids)
+            .for_each_concurrent(SHUTDOWN_REMOVALS_AT_ONCE, |id| async move {
+                match self.backend.close(&id).await {
+                    Ok(()) => tracing::info!(sandbox_id = %id, "removed at shutdown"),
+                    Err(e) => {
+                        tracing::warn!(sandbox_id = %id, error = %e, "could not remove sandbox at shutdown")
+                    }
+                }
+            })
+            .await;
+    }
+
+    fn lock_created(&self) -> std::sync::MutexGuard<'_, Created> {
         self.created.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use sandboxd::config::FileConfig;
-use sandboxd::service::{serve, ServeOptions};
+use sandboxd::service::{serve, ServeOptions, TlsFiles};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum LogFormat {
@@ -37,6 +37,15 @@ struct Args {
     /// Seconds in-flight calls get to finish after SIGTERM.
     #[arg(long, env = "SANDBOXD_DRAIN_TIMEOUT_S", default_value_t = 30.0)]
     drain_timeout_s: f64,
+    /// Serve TLS with this PEM certificate chain (needs --tls-key).
+    #[arg(long, env = "SANDBOXD_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "SANDBOXD_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Mutual TLS: clients must present a certificate signed by this PEM CA.
+    #[arg(long, env = "SANDBOXD_TLS_CLIENT_CA", requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
     /// Log format (logs go to stderr; filter with RUST_LOG).
     #[arg(long, env = "SANDBOXD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -72,8 +81,8 @@ fn options(args: &Args) -> Result<ServeOptions, String> {
         }
         None => None,
     };
-    if !(args.drain_timeout_s >= 0.0 && args.drain_timeout_s.is_finite()) {
-        return Err("--drain-timeout-s must be >= 0".into());
+    if !(args.drain_timeout_s >= 0.0 && args.drain_timeout_s <= 86_400.0) {
+        return Err("--drain-timeout-s must be in 0..=86400".into());
     }
     Ok(ServeOptions {
         listen: args.listen,
@@ -82,6 +91,12 @@ fn options(args: &Args) -> Result<ServeOptions, String> {
         insecure: args.insecure,
         remove_on_shutdown: args.remove_on_shutdown,
         drain_timeout: Duration::from_secs_f64(args.drain_timeout_s),
+        tls: match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => {
+                Some(TlsFiles { cert: cert.clone(), key: key.clone(), client_ca: args.tls_client_ca.clone() })
+            }
+            _ => None,
+        },
     })
 }
 
@@ -96,11 +111,13 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Exit right away once `serve` returns: connection tasks still running after the drain are
+    // ended with the process rather than awaited.
     match serve(options).await {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => std::process::exit(0),
         Err(e) => {
             eprintln!("sandboxd: {e}");
-            ExitCode::FAILURE
+            std::process::exit(1)
         }
     }
 }

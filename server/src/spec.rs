@@ -363,11 +363,14 @@ pub fn normalize_user(field: &str, user: &str) -> Result<String, ProviderError> 
     Ok(if user == "root" || user == "0" { "0".into() } else { user.into() })
 }
 
+/// A duration a client sends: > 0 and at most a year (a larger one is a mistake, and would
+/// overflow `Duration` past 1.8e19 s).
 fn positive(field: &str, value: Option<f64>) -> Result<(), ProviderError> {
     match value {
-        Some(v) if !(v > 0.0 && v.is_finite()) => {
-            Err(ProviderError::invalid(field, format!("must be > 0 (got {v})")))
-        }
+        Some(v) if !(v > 0.0 && v <= crate::config::MAX_CLIENT_SECONDS) => Err(ProviderError::invalid(
+            field,
+            format!("must be > 0 and <= {} seconds (got {v})", crate::config::MAX_CLIENT_SECONDS),
+        )),
         _ => Ok(()),
     }
 }
@@ -402,6 +405,12 @@ mod tests {
             (SandboxSpec::new("--privileged"), "spec.image"),
             (SandboxSpec::new(""), "spec.image"),
             (SandboxSpec { ttl_s: Some(0.0), ..SandboxSpec::new("img") }, "spec.ttl_s"),
+            (SandboxSpec { ttl_s: Some(1e20), ..SandboxSpec::new("img") }, "spec.ttl_s"),
+            (SandboxSpec { ready_timeout_s: Some(1e20), ..SandboxSpec::new("img") }, "spec.ready_timeout_s"),
+            (
+                SandboxSpec { ready_timeout_s: Some(f64::INFINITY), ..SandboxSpec::new("img") },
+                "spec.ready_timeout_s",
+            ),
             (SandboxSpec { workdir: Some("rel".into()), ..SandboxSpec::new("img") }, "spec.workdir"),
             (
                 SandboxSpec { env: [("A=B".to_string(), "v".to_string())].into(), ..SandboxSpec::new("img") },

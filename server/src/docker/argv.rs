@@ -10,11 +10,77 @@ use crate::spec::{normalize_image, SandboxResources, SandboxSpec};
 pub const SANDBOX_LABEL: &str = "sandboxd.sandbox";
 /// Declared ports, kept on the container so a restarted server still knows them.
 pub const PORTS_LABEL: &str = "sandboxd.ports";
-/// The spec's `ttl_s` (the lease length), kept so a fork's children get the same lease.
-pub const TTL_LABEL: &str = "sandboxd.ttl_s";
 
 fn s(v: &str) -> String {
     v.to_string()
+}
+
+/// Name prefix of a container whose create has not completed: a create runs under
+/// `sandboxd-creating-<hex>` and is renamed to its sandbox id `sandboxd-<hex>` as its last step,
+/// so the name alone tells the sweep whether a create completed (labels cannot change).
+pub const CREATING_NAME_PREFIX: &str = "sandboxd-creating-";
+
+/// The name a create of sandbox `sandbox_id` runs under until it completes.
+pub fn creating_name(sandbox_id: &str) -> String {
+    let hex = sandbox_id.strip_prefix(crate::spec::SANDBOX_ID_PREFIX).unwrap_or(sandbox_id);
+    format!("{CREATING_NAME_PREFIX}{hex}")
+}
+
+/// `--label KEY=VALUE` pairs inserted right after the ownership label of a `run_args` argv.
+pub fn with_labels(mut run: Vec<String>, labels: &[(&str, String)]) -> Vec<String> {
+    let owner = format!("{SANDBOX_LABEL}=1");
+    let at = run.iter().position(|a| *a == owner).map_or(run.len(), |i| i + 1);
+    let flags = labels.iter().flat_map(|(k, v)| [s("--label"), format!("{k}={v}")]);
+    run.splice(at..at, flags);
+    run
+}
+
+/// `docker rename FROM TO`: the last step of a create.
+pub fn rename_args(from: &str, to: &str) -> Vec<String> {
+    vec![s("rename"), s(from), s(to)]
+}
+
+/// Every container carrying the ownership label and a lease label, one line each:
+/// `name \t expires_ms \t create_deadline_ms` (the sweep's input).
+/// Only containers that also carry the operator's own `--label` flags of `extra_run_args` are
+/// listed: two deployments labelled apart on one daemon never sweep each other's containers.
+pub fn sweep_list_args(cfg: &DockerCreateConfig) -> Vec<String> {
+    use crate::lease::{CREATED_LABEL, CREATE_DEADLINE_LABEL, EXPIRES_LABEL};
+    let mut a = vec![
+        s("ps"),
+        s("-a"),
+        s("--no-trunc"),
+        s("--filter"),
+        format!("label={SANDBOX_LABEL}=1"),
+        s("--filter"),
+        format!("label={CREATED_LABEL}"),
+    ];
+    for label in operator_labels(&cfg.extra_run_args) {
+        a.extend([s("--filter"), format!("label={label}")]);
+    }
+    a.extend([
+        s("--format"),
+        format!(
+            "{{{{.Names}}}}\t{{{{.Label \"{EXPIRES_LABEL}\"}}}}\t{{{{.Label \"{CREATE_DEADLINE_LABEL}\"}}}}"
+        ),
+    ]);
+    a
+}
+
+/// The `KEY=VALUE` of every `--label KEY=VALUE` / `--label=KEY=VALUE` / `-l KEY=VALUE` in `args`.
+pub fn operator_labels(args: &[String]) -> Vec<String> {
+    let mut labels = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        if arg == "--label" || arg == "-l" {
+            if let Some(value) = it.next() {
+                labels.push(value.clone());
+            }
+        } else if let Some(value) = arg.strip_prefix("--label=") {
+            labels.push(value.to_string());
+        }
+    }
+    labels
 }
 
 /// `--cpus`, and memory as a hard cap (`--memory-swap` equal to `--memory`).
@@ -52,9 +118,6 @@ pub fn run_args(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec
         let ports: Vec<String> = spec.ports.iter().map(u16::to_string).collect();
         a.extend([s("--label"), format!("{PORTS_LABEL}={}", ports.join(","))]);
     }
-    if let Some(ttl) = spec.ttl_s.filter(|_| spec.entrypoint.is_none()) {
-        a.extend([s("--label"), format!("{TTL_LABEL}={ttl}")]);
-    }
     if cfg.use_init {
         a.push(s("--init"));
     }
@@ -66,9 +129,9 @@ pub fn run_args(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec
     }
     if cfg.apply_resource_limits {
         a.extend(resource_limit_flags(&spec.resources));
-    }
-    if let Some(gpu) = spec.resources.gpu.filter(|g| *g > 0) {
-        a.extend([s("--gpus"), gpu.to_string()]);
+        if let Some(gpu) = spec.resources.gpu.filter(|g| *g > 0) {
+            a.extend([s("--gpus"), gpu.to_string()]);
+        }
     }
     if let Some(network) = &cfg.network {
         a.extend([s("--network"), network.clone()]);
@@ -94,22 +157,20 @@ pub fn run_args(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec
     a.extend(cfg.extra_run_args.iter().cloned());
     a.extend(spec.provider_options.run_args.iter().cloned());
     match &spec.entrypoint {
+        // The lease (`ttl_s`) is a label the server's sweep enforces (see `lease`), so the
+        // keep-alive never ends by itself and a lease can be moved.
         Some(entrypoint) if !entrypoint.is_empty() => {
-            if spec.ttl_s.is_some() {
-                tracing::warn!("ttl_s is not enforced when spec.entrypoint is set; ignoring it");
-            }
             a.extend([s("--entrypoint"), entrypoint[0].clone(), s(image)]);
             a.extend(entrypoint[1..].iter().cloned());
         }
         _ => {
-            let keepalive = match spec.ttl_s {
-                Some(ttl) => {
-                    a.push(s("--rm"));
-                    format!("sleep {}", (ttl.ceil() as u64).max(1))
-                }
-                None => cfg.keepalive_cmd.clone(),
-            };
-            a.extend([s("--entrypoint"), cfg.keepalive_shell.clone(), s(image), s("-c"), keepalive]);
+            a.extend([
+                s("--entrypoint"),
+                cfg.keepalive_shell.clone(),
+                s(image),
+                s("-c"),
+                cfg.keepalive_cmd.clone(),
+            ]);
         }
     }
     a
@@ -316,13 +377,18 @@ pub struct SnapshotMarks<'a> {
 
 /// `docker commit --pause=true …`: the container is frozen for the commit (docker resumes it
 /// after, and leaves an already paused one paused). The image inherits the container's labels:
-/// the sandbox ownership and port labels are blanked so a snapshot never passes for a sandbox
-/// (a container run from it elsewhere is not ours), and the snapshot's own labels are set.
+/// the sandbox ownership, port and lease labels are blanked so a snapshot never passes for a
+/// sandbox (a container run from it elsewhere is not ours) and a child never inherits its
+/// source's lease, and the snapshot's own labels are set.
 pub fn commit_args(name: &str, snapshot_id: &str, marks: &SnapshotMarks<'_>) -> Vec<String> {
     let mut a = vec![s("commit"), s("--pause=true")];
+    use crate::lease::{CREATED_LABEL, CREATE_DEADLINE_LABEL, EXPIRES_LABEL};
     for label in [
         format!("{SANDBOX_LABEL}="),
         format!("{PORTS_LABEL}="),
+        format!("{CREATED_LABEL}="),
+        format!("{EXPIRES_LABEL}="),
+        format!("{CREATE_DEADLINE_LABEL}="),
         format!("{SNAPSHOT_LABEL}=1"),
         format!("{SNAPSHOT_SOURCE_LABEL}={}", marks.source),
         format!("{SNAPSHOT_LABELS_LABEL}={}", marks.labels),
@@ -420,6 +486,12 @@ mod branching_tests {
                 "--change",
                 "LABEL sandboxd.ports=",
                 "--change",
+                "LABEL sandboxd.created_ms=",
+                "--change",
+                "LABEL sandboxd.expires_ms=",
+                "--change",
+                "LABEL sandboxd.create_deadline_ms=",
+                "--change",
                 "LABEL sandboxd.snapshot=1",
                 "--change",
                 "LABEL sandboxd.snapshot.source=sandboxd-a",
@@ -456,16 +528,6 @@ mod branching_tests {
         assert_eq!(diff_args("n"), v(&["diff", "n"]));
         assert_eq!(pause_args("n"), v(&["pause", "n"]));
         assert_eq!(unpause_args("n"), v(&["unpause", "n"]));
-    }
-
-    #[test]
-    fn ttl_is_kept_as_a_label_for_forks() {
-        let cfg = DockerCreateConfig::default();
-        let spec = SandboxSpec { ttl_s: Some(30.0), ..SandboxSpec::new("img") };
-        let a = run_args(&cfg, &spec, "n");
-        assert!(a.windows(2).any(|w| w == ["--label", "sandboxd.ttl_s=30"]), "{a:?}");
-        let custom = SandboxSpec { entrypoint: Some(v(&["/app"])), ..spec };
-        assert!(!run_args(&cfg, &custom, "n").iter().any(|x| x.starts_with("sandboxd.ttl_s")));
     }
 }
 
@@ -544,8 +606,6 @@ mod tests {
                 "sandboxd.sandbox=1",
                 "--label",
                 "sandboxd.ports=8080",
-                "--label",
-                "sandboxd.ttl_s=2.2",
                 "-w",
                 "/work",
                 "--env",
@@ -574,29 +634,29 @@ mod tests {
                 "--label",
                 "op=1",
                 "--tmpfs=/x",
-                "--rm",
                 "--entrypoint",
                 "/bin/sh",
                 "img",
                 "-c",
-                "sleep 3"
+                "while :; do sleep 2147483647; done"
             ])
         );
     }
 
     #[test]
-    fn run_with_custom_entrypoint_ignores_ttl() {
+    fn run_with_custom_entrypoint_and_no_limits() {
         let cfg = DockerCreateConfig { apply_resource_limits: false, ..Default::default() };
         let spec = SandboxSpec {
             image: "img".into(),
             ttl_s: Some(5.0),
             entrypoint: Some(v(&["/bin/app", "--serve"])),
-            resources: SandboxResources { cpu: Some(2.0), ..Default::default() },
+            resources: SandboxResources { cpu: Some(2.0), gpu: Some(1), ..Default::default() },
             ..Default::default()
         };
         let argv = run_args(&cfg, &spec, "n");
         assert!(!argv.contains(&"--rm".to_string()));
         assert!(!argv.contains(&"--cpus".to_string()));
+        assert!(!argv.contains(&"--gpus".to_string()), "--gpus is a resource limit: {argv:?}");
         assert!(argv.ends_with(&v(&["--entrypoint", "/bin/app", "img", "--serve"])));
     }
 
@@ -664,6 +724,44 @@ mod tests {
                 "--security-opt",
                 "seccomp=unconfined"
             ])
+        );
+    }
+
+    #[test]
+    fn lease_labels_follow_the_ownership_label_and_creates_run_under_their_own_name() {
+        let run = run_args(&DockerCreateConfig::default(), &SandboxSpec::new("img"), "c");
+        let run = with_labels(run, &[("sandboxd.created_ms", "5".into())]);
+        assert_eq!(
+            run[..8],
+            v(&[
+                "run",
+                "-d",
+                "--name",
+                "c",
+                "--label",
+                "sandboxd.sandbox=1",
+                "--label",
+                "sandboxd.created_ms=5"
+            ])[..]
+        );
+        let id = crate::spec::SandboxId::generate().to_string();
+        let creating = creating_name(&id);
+        assert!(creating.starts_with(CREATING_NAME_PREFIX) && creating.ends_with(&id["sandboxd-".len()..]));
+        assert!(
+            !crate::spec::SandboxId::has_valid_shape(&creating),
+            "a create in progress is never reachable by id"
+        );
+        assert_eq!(rename_args("a", "b"), v(&["rename", "a", "b"]));
+        let cfg = DockerCreateConfig {
+            extra_run_args: v(&["--label", "team=a", "--label=tier=2", "--init"]),
+            ..Default::default()
+        };
+        let list = sweep_list_args(&cfg);
+        assert!(list.last().unwrap().contains("{{.Label \"sandboxd.expires_ms\"}}"));
+        assert!(
+            list.windows(2).any(|w| w == ["--filter", "label=team=a"])
+                && list.windows(2).any(|w| w == ["--filter", "label=tier=2"]),
+            "{list:?}"
         );
     }
 

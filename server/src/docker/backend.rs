@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::provider::DockerProvider;
-use crate::backend::{FileDownload, SandboxBackend, TerminalSession, UploadSource};
+use crate::backend::{CreatePlan, FileDownload, SandboxBackend, TerminalSession, UploadSource};
 use crate::branching::{DiffEntry, Forked, SnapshotInfo};
 use crate::error::Result;
+use crate::lease::{LeaseStore, SweepReport};
 use crate::pty::{PtyError, PtySession, TerminalMode};
 use crate::spec::{
     ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
@@ -19,6 +20,14 @@ use crate::spec::{
 impl SandboxBackend for DockerProvider {
     async fn create(&self, spec: &SandboxSpec) -> Result<SandboxHandle> {
         self.create_container(spec).await
+    }
+
+    async fn create_planned(&self, spec: &SandboxSpec, plan: &CreatePlan) -> Result<SandboxHandle> {
+        DockerProvider::create_planned(self, spec, plan).await
+    }
+
+    async fn sweep(&self, leases: &LeaseStore) -> Result<SweepReport> {
+        DockerProvider::sweep(self, leases).await
     }
 
     async fn lookup(&self, id: &SandboxId) -> Result<SandboxHandle> {

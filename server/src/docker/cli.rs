@@ -48,6 +48,31 @@ pub enum CliError {
     Io { command: String, source: std::io::Error },
 }
 
+/// Process groups of the docker clients running now, so an exit can end them all.
+static LIVE_GROUPS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+fn track_group(pgid: i32) {
+    if let Ok(mut live) = LIVE_GROUPS.lock() {
+        live.push(pgid);
+    }
+}
+
+fn untrack_group(pgid: i32) {
+    if let Ok(mut live) = LIVE_GROUPS.lock() {
+        if let Some(i) = live.iter().position(|p| *p == pgid) {
+            live.swap_remove(i);
+        }
+    }
+}
+
+/// SIGKILL every docker client still running (the server is exiting: no client is left behind).
+pub fn kill_all_clients() {
+    let groups = LIVE_GROUPS.lock().map(|mut live| std::mem::take(&mut *live)).unwrap_or_default();
+    for pgid in groups {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
 /// A docker client subprocess that holds a concurrency permit while it lives and kills its
 /// process group when dropped unfinished (a cancelled RPC leaves no client behind).
 pub struct DockerChild {
@@ -78,7 +103,9 @@ impl DockerChild {
 
     /// Mark the child finished so drop does not signal a reused pgid.
     pub fn disarm(&mut self) {
-        self.pgid = None;
+        if let Some(pgid) = self.pgid.take() {
+            untrack_group(pgid);
+        }
     }
 }
 
@@ -87,6 +114,7 @@ impl Drop for DockerChild {
         if let Ok(None) = self.child.try_wait() {
             self.kill_group();
         }
+        self.disarm();
     }
 }
 
@@ -153,6 +181,9 @@ impl DockerCli {
             widen_pipe(pipe);
         }
         let pgid = child.id().map(|p| p as i32);
+        if let Some(pgid) = pgid {
+            track_group(pgid);
+        }
         Ok(DockerChild { child, pgid, _permit: permit, command, span })
     }
 

@@ -1,6 +1,7 @@
 //! Creating a sandbox: `docker run` with reconciliation of ambiguous outcomes, then the
 //! readiness probe and shell detection in one exec.
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use tracing::Instrument;
@@ -11,48 +12,110 @@ use super::cli::CliError;
 use super::exec::docker_exec;
 use super::provider::DockerProvider;
 use super::state::ContainerState;
+use crate::backend::CreatePlan;
 use crate::error::{ProviderError, Result};
+use crate::lease;
 use crate::spec::ExecParams;
-use crate::spec::{normalize_image, SandboxHandle, SandboxId, SandboxSpec};
+use crate::spec::{normalize_image, SandboxHandle, SandboxSpec};
+
+const STAGE_RUNNING: u8 = 0;
+const STAGE_STARTED: u8 = 1;
+const STAGE_RENAMING: u8 = 2;
 
 /// Marks the shell-detection line the combined probe prints on stderr.
 const SHELL_MARK: &str = "__sandboxd_shell=";
 
 impl DockerProvider {
-    /// Start a detached keep-alive container and probe it until ready. A half-created
-    /// container is force-removed on any failure.
+    /// Start a detached keep-alive container, probe it until ready and write `spec.files`, with
+    /// a fresh id, the lease `spec.ttl_s` asks for and the default create bound.
     pub async fn create_container(&self, spec: &SandboxSpec) -> Result<SandboxHandle> {
+        self.create_planned(spec, &CreatePlan::for_spec(spec)).await
+    }
+
+    /// Create sandbox `plan.id` leased for `plan.ttl`, finishing within `plan.timeout` or
+    /// failing. The container runs under `sandboxd-creating-<hex>` and carries its create
+    /// deadline and lease as labels; it is renamed to its id as the last step, so a container
+    /// still under the creating name past its deadline is one nobody will ever use (the sweep
+    /// removes it). Any failure, and the timeout, remove it. Dropping this future halfway does
+    /// not clean up: callers that can be cancelled run it in a task of its own (the service does).
+    pub async fn create_planned(&self, spec: &SandboxSpec, plan: &CreatePlan) -> Result<SandboxHandle> {
         spec.validate()?;
         if let Some(snapshot_id) = &spec.snapshot_id {
             self.snapshot_info(snapshot_id).await?;
         }
-        self.start_sandbox(spec).await
-    }
-
-    /// `create` once its checks passed (a fork's children start from the snapshot it just made).
-    pub(super) async fn start_sandbox(&self, spec: &SandboxSpec) -> Result<SandboxHandle> {
-        let name = SandboxId::generate().as_str().to_string();
+        let sandbox_id = plan.id.as_str();
+        let timeout = plan.timeout;
+        let creating = argv::creating_name(sandbox_id);
         let image = argv::run_image(spec).to_string();
-        let args = argv::run_args(&self.config.create, spec, &name);
-        let span = tracing::info_span!("create", sandbox_id = %name, image = %image);
-        self.run_create_with_reconciliation(&args, &name, &image).instrument(span).await?;
-        let mut handle = SandboxHandle {
-            sandbox_id: name.clone(),
-            image,
-            shell: self.config.exec.exec_shell.clone().unwrap_or_else(|| "sh".into()),
-            ports: spec.ports.clone(),
-            workdir: spec.workdir.clone(),
+        let now = lease::now_ms();
+        let mut labels = vec![
+            (lease::CREATED_LABEL, now.to_string()),
+            (lease::CREATE_DEADLINE_LABEL, lease::after_ms(now, timeout).to_string()),
+        ];
+        if let Some(ttl) = plan.ttl {
+            labels.push((lease::EXPIRES_LABEL, lease::after_ms(now, ttl).to_string()));
+        }
+        let args = argv::with_labels(argv::run_args(&self.config.create, spec, &creating), &labels);
+        let span = tracing::info_span!("create", sandbox_id = %sandbox_id, image = %image);
+        // How far the work got, for the clean-up: before the run succeeded a container under
+        // the creating name may be a stranger's (only removed when ours); after it, it is ours.
+        let stage = AtomicU8::new(STAGE_RUNNING);
+        let work = async {
+            self.run_create_with_reconciliation(&args, &creating, &image).await?;
+            stage.store(STAGE_STARTED, Ordering::SeqCst);
+            let mut handle = SandboxHandle {
+                sandbox_id: creating.clone(),
+                image: image.clone(),
+                shell: self.config.exec.exec_shell.clone().unwrap_or_else(|| "sh".into()),
+                ports: spec.ports.clone(),
+                workdir: spec.workdir.clone(),
+            };
+            handle.shell = self.verify_and_detect_shell(&creating, spec.ready_timeout_s).await?;
+            for (path, content) in &spec.files {
+                self.upload_reader(&handle, content.as_slice(), content.len() as u64, path, None).await?;
+            }
+            stage.store(STAGE_RENAMING, Ordering::SeqCst);
+            let out = self.control(argv::rename_args(&creating, sandbox_id)).await?;
+            if !out.success() {
+                return Err(ProviderError::Create(format!(
+                    "docker rename {creating} {sandbox_id}: {}",
+                    out.stderr_text().trim()
+                )));
+            }
+            handle.sandbox_id = sandbox_id.to_string();
+            Ok(handle)
         };
-        match self.verify_and_detect_shell(&name, spec.ready_timeout_s).await {
-            Ok(shell) => handle.shell = shell,
+        let (result, timed_out) = match tokio::time::timeout(timeout, work).instrument(span).await {
+            Ok(result) => (result, false),
+            Err(_) => {
+                let e = ProviderError::Timeout(format!(
+                    "create of {sandbox_id} did not finish within {timeout:?} (the call's deadline or server.create_timeout_s)"
+                ));
+                (Err(e), true)
+            }
+        };
+        match result {
+            Ok(handle) => {
+                self.remember(&handle);
+                tracing::info!(sandbox_id = %sandbox_id, shell = %handle.shell, "sandbox created");
+                Ok(handle)
+            }
             Err(e) => {
-                self.force_remove(&name).await;
-                return Err(e);
+                match stage.load(Ordering::SeqCst) {
+                    // A failed run cleaned up after itself; a run cut by the timeout may have
+                    // left a container under the creating name.
+                    STAGE_RUNNING if timed_out => self.remove_if_owned(&creating, &image).await,
+                    STAGE_RUNNING => {}
+                    STAGE_STARTED => self.force_remove(&creating).await,
+                    // The rename's answer may be lost: either name may hold it.
+                    _ => {
+                        self.force_remove(&creating).await;
+                        self.force_remove(sandbox_id).await;
+                    }
+                }
+                Err(e)
             }
         }
-        self.remember(&handle);
-        tracing::info!(sandbox_id = %name, shell = %handle.shell, "sandbox created");
-        Ok(handle)
     }
 
     /// Run `docker run` without leaking a container when its response is lost: after a timeout,

@@ -102,13 +102,9 @@ async fn follow(cli: &DockerCli, table: &Mutex<Table>) -> Result<(), String> {
     table.lock().unwrap_or_else(|p| p.into_inner()).states = Some(states);
     let mut lines = BufReader::new(stdout).lines();
     while let Some(line) = lines.next_line().await.map_err(|e| e.to_string())? {
-        if let Some((name, change)) = parse_event(&line) {
-            let mut table = table.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(states) = table.states.as_mut() {
-                match change {
-                    Some(state) => states.insert(name, state),
-                    None => states.remove(&name),
-                };
+        if let Some(change) = parse_event(&line) {
+            if let Some(states) = table.lock().unwrap_or_else(|p| p.into_inner()).states.as_mut() {
+                apply(states, change);
             }
         }
     }
@@ -117,21 +113,52 @@ async fn follow(cli: &DockerCli, table: &Mutex<Table>) -> Result<(), String> {
     Err("the stream closed".into())
 }
 
-/// A container event as (name, new state); `None` as the state means the container is gone.
-/// Events that change no state (exec_*, kill, attach, ...) are `None` overall.
-fn parse_event(line: &str) -> Option<(String, Option<ContainerState>)> {
+/// What one event does to the table.
+#[derive(Debug, PartialEq, Eq)]
+enum Change {
+    /// The container is now in this state.
+    Now(String, ContainerState),
+    /// The container is gone.
+    Gone(String),
+    /// The container took a new name (creates finish by renaming).
+    Renamed { from: String, to: String },
+}
+
+/// A container event as a change of the table; events that change no state (exec_*, kill,
+/// attach, ...) are `None`.
+fn parse_event(line: &str) -> Option<Change> {
     let event: serde_json::Value = serde_json::from_str(line).ok()?;
     let action = event.get("Action").or_else(|| event.get("status"))?.as_str()?;
     let name = event.pointer("/Actor/Attributes/name")?.as_str()?.to_string();
     let state = match action {
-        "create" => Some(ContainerState::Created),
-        "start" | "unpause" | "restart" => Some(ContainerState::Running),
-        "pause" => Some(ContainerState::Paused),
-        "die" | "stop" => Some(ContainerState::Exited),
-        "destroy" => None,
+        "create" => ContainerState::Created,
+        "start" | "unpause" | "restart" => ContainerState::Running,
+        "pause" => ContainerState::Paused,
+        "die" | "stop" => ContainerState::Exited,
+        "destroy" => return Some(Change::Gone(name)),
+        "rename" => {
+            let old = event.pointer("/Actor/Attributes/oldName")?.as_str()?;
+            return Some(Change::Renamed { from: old.trim_start_matches('/').to_string(), to: name });
+        }
         _ => return None,
     };
-    Some((name, state))
+    Some(Change::Now(name, state))
+}
+
+fn apply(states: &mut HashMap<String, ContainerState>, change: Change) {
+    match change {
+        Change::Now(name, state) => {
+            states.insert(name, state);
+        }
+        Change::Gone(name) => {
+            states.remove(&name);
+        }
+        Change::Renamed { from, to } => {
+            if let Some(state) = states.remove(&from) {
+                states.insert(to, state);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -145,11 +172,19 @@ mod tests {
                 r#"{{"status":"{action}","Action":"{action}","Type":"container","Actor":{{"ID":"abc","Attributes":{{"name":"sandboxd-x","image":"i"}}}}}}"#
             )
         };
-        assert_eq!(parse_event(&ev("start")), Some(("sandboxd-x".into(), Some(ContainerState::Running))));
-        assert_eq!(parse_event(&ev("pause")), Some(("sandboxd-x".into(), Some(ContainerState::Paused))));
-        assert_eq!(parse_event(&ev("die")), Some(("sandboxd-x".into(), Some(ContainerState::Exited))));
-        assert_eq!(parse_event(&ev("destroy")), Some(("sandboxd-x".into(), None)));
+        let x = || "sandboxd-x".to_string();
+        assert_eq!(parse_event(&ev("start")), Some(Change::Now(x(), ContainerState::Running)));
+        assert_eq!(parse_event(&ev("pause")), Some(Change::Now(x(), ContainerState::Paused)));
+        assert_eq!(parse_event(&ev("die")), Some(Change::Now(x(), ContainerState::Exited)));
+        assert_eq!(parse_event(&ev("destroy")), Some(Change::Gone(x())));
         assert_eq!(parse_event(&ev("exec_start: sh -c true")), None);
         assert_eq!(parse_event("not json"), None);
+        let renamed = r#"{"Action":"rename","Actor":{"Attributes":{"name":"sandboxd-x","oldName":"/sandboxd-creating-x"}}}"#;
+        let change = parse_event(renamed).unwrap();
+        assert_eq!(change, Change::Renamed { from: "sandboxd-creating-x".into(), to: x() });
+        let mut states = HashMap::from([("sandboxd-creating-x".to_string(), ContainerState::Running)]);
+        apply(&mut states, change);
+        assert_eq!(states.get("sandboxd-x"), Some(&ContainerState::Running));
+        assert!(!states.contains_key("sandboxd-creating-x"));
     }
 }

@@ -3,7 +3,9 @@
 //! What a child gets from the source: its filesystem, env and workdir through the snapshot
 //! image (`docker commit` records the container's `Env` and `WorkingDir`), its declared ports
 //! (published anew on new host ports), cpu / memory / gpu limits (read back from the container)
-//! and its lease length (`sandboxd.ttl_s`). Children run the service's keep-alive like any
+//! and its lease length (`sandboxd.expires_ms` - `sandboxd.created_ms`: a child's lease is
+//! as long as the source's was at its create; a lease moved by `SetTimeout` is not read).
+//! Children run the service's keep-alive like any
 //! sandbox.
 
 use std::collections::BTreeMap;
@@ -14,8 +16,10 @@ use serde::Deserialize;
 use super::argv;
 use super::provider::DockerProvider;
 use super::snapshot::validate_labels;
+use crate::backend::CreatePlan;
 use crate::branching::{Forked, MAX_FORK_COUNT};
 use crate::error::{ProviderError, Result};
+use crate::lease;
 use crate::spec::{SandboxHandle, SandboxId, SandboxResources, SandboxSpec};
 
 /// Children created at once (each is a `docker run` plus one probe exec).
@@ -54,6 +58,13 @@ struct DeviceRequest {
     count: i64,
 }
 
+/// The source's lease length in seconds, from its lease labels (none without a lease).
+fn lease_length_s(labels: &BTreeMap<String, String>) -> Option<f64> {
+    let ms = |label: &str| labels.get(label).and_then(|v| v.parse::<i64>().ok());
+    let length = ms(lease::EXPIRES_LABEL)? - ms(lease::CREATED_LABEL)?;
+    (length > 0).then(|| length as f64 / 1000.0)
+}
+
 /// The spec a child of this container is created with (image and snapshot filled in later).
 fn child_spec(source: &ContainerJson, labels: &BTreeMap<String, String>) -> SandboxSpec {
     let container_labels = source.config.labels.clone().unwrap_or_default();
@@ -63,7 +74,7 @@ fn child_spec(source: &ContainerJson, labels: &BTreeMap<String, String>) -> Sand
         .unwrap_or_default();
     let gpus: i64 = source.host.device_requests.iter().flatten().map(|d| d.count.max(0)).sum();
     SandboxSpec {
-        ttl_s: container_labels.get(argv::TTL_LABEL).and_then(|t| t.parse().ok()),
+        ttl_s: lease_length_s(&container_labels),
         workdir: Some(source.config.working_dir.clone()).filter(|w| !w.is_empty()),
         metadata: labels.clone(),
         resources: SandboxResources {
@@ -99,11 +110,13 @@ impl DockerProvider {
         let snapshot = self.commit_owned(sandbox_id, labels, max_snapshots).await?;
         let spec =
             SandboxSpec { snapshot_id: Some(snapshot.snapshot_id.clone()), ..child_spec(&source, labels) };
-        let results: Vec<Result<SandboxHandle>> = futures_util::stream::iter(0..count)
-            .map(|_| self.start_sandbox(&spec))
-            .buffer_unordered(FORK_PARALLELISM)
-            .collect()
-            .await;
+        let spec = &spec;
+        let children = (0..count).map(|_| async move {
+            let plan = CreatePlan::for_spec(spec);
+            self.create_planned(spec, &plan).await
+        });
+        let results: Vec<Result<SandboxHandle>> =
+            futures_util::stream::iter(children).buffer_unordered(FORK_PARALLELISM).collect().await;
         let (started, failures): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
         let sandboxes: Vec<SandboxHandle> = started.into_iter().filter_map(Result::ok).collect();
         if let Some(Err(first)) = failures.into_iter().next() {
@@ -144,7 +157,7 @@ mod tests {
     #[test]
     fn children_copy_ports_limits_workdir_and_lease() {
         let json = r#"[{"Config": {"Labels": {"sandboxd.sandbox": "1", "sandboxd.ports": "80,8080",
-            "sandboxd.ttl_s": "300"}, "WorkingDir": "/work", "Env": ["A=1"]},
+            "sandboxd.created_ms": "1000", "sandboxd.expires_ms": "301000"}, "WorkingDir": "/work", "Env": ["A=1"]},
             "HostConfig": {"NanoCpus": 1500000000, "Memory": 268435456,
             "DeviceRequests": [{"Count": 1}]}}]"#;
         let mut parsed: Vec<ContainerJson> = serde_json::from_str(json).unwrap();

@@ -27,6 +27,7 @@ pub mod sessions;
 mod snapshot;
 pub mod state;
 mod status;
+pub mod sweep;
 pub mod tarstream;
 
 pub use files::Download;

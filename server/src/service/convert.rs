@@ -88,12 +88,13 @@ pub fn status(status: SandboxStatus) -> pb::SandboxStatus {
     }
 }
 
-/// A positive, finite number of seconds.
+/// A positive number of seconds, at most `MAX_CLIENT_SECONDS` (one year).
 pub fn seconds(field: &str, value: f64) -> Result<std::time::Duration, Status> {
-    if value > 0.0 && value.is_finite() && value < 1e9 {
+    use crate::config::MAX_CLIENT_SECONDS;
+    if value > 0.0 && value <= MAX_CLIENT_SECONDS {
         Ok(std::time::Duration::from_secs_f64(value))
     } else {
-        Err(invalid(field, format!("must be > 0 seconds (got {value})")))
+        Err(invalid(field, format!("must be > 0 and <= {MAX_CLIENT_SECONDS} seconds (got {value})")))
     }
 }
 
@@ -117,5 +118,7 @@ mod tests {
         assert_eq!(err.code(), tonic::Code::InvalidArgument);
         assert!(err.message().contains("spec.ports"));
         assert!(seconds("timeout_s", 0.0).is_err() && seconds("timeout_s", f64::NAN).is_err());
+        let err = seconds("timeout_s", 1e20).unwrap_err();
+        assert!(err.message().contains("timeout_s") && err.message().contains("31536000"), "{err:?}");
     }
 }

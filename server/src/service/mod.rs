@@ -25,7 +25,7 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
 pub use auth::BearerAuth;
-pub use server::{serve, ServeOptions};
+pub use server::{serve, ServeError, ServeOptions, TlsFiles};
 use status::invalid;
 
 use crate::backend::SandboxBackend;
@@ -98,12 +98,12 @@ impl SandboxService for SandboxApi {
         &self,
         request: Request<pb::CreateRequest>,
     ) -> Result<Response<pb::CreateResponse>, Status> {
+        let deadline = deadline::grpc_timeout(request.metadata());
         let spec = request.into_inner().spec.ok_or_else(|| invalid("spec", "is required"))?;
         tracing::Span::current().record("image", spec.image.as_str());
         self.check_policy(&spec)?;
         let spec = convert::spec_from_proto(spec)?;
-        let handle = self.lifecycle.create(&spec).await?;
-        tracing::Span::current().record("sandbox_id", handle.sandbox_id.as_str());
+        let handle = self.lifecycle.create(spec, deadline).await?;
         Ok(Response::new(pb::CreateResponse { sandbox: Some(convert::sandbox_ref(&handle)) }))
     }
 

@@ -1,18 +1,20 @@
 //! Wiring: listener, auth, health, reflection, and a shutdown that drains.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sandboxd_proto::v1::sandbox_service_server::SandboxServiceServer;
 use tokio::io::AsyncWriteExt;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Server;
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 
 use super::{BearerAuth, SandboxApi};
 use crate::config::FileConfig;
 use crate::docker::DockerProvider;
-use crate::lifecycle::Lifecycle;
+use crate::lease::{LeasePolicy, LeaseStore};
+use crate::lifecycle::{LeaseOptions, Lifecycle};
 
 /// Largest message accepted (exec stdin and file content travel in messages).
 const MAX_MESSAGE: usize = 64 << 20;
@@ -29,6 +31,32 @@ pub struct ServeOptions {
     pub remove_on_shutdown: bool,
     /// How long in-flight calls may take to finish after SIGTERM.
     pub drain_timeout: Duration,
+    /// Serve TLS with these PEM files.
+    pub tls: Option<TlsFiles>,
+}
+
+/// PEM files of the server's TLS identity and, for mutual TLS, the CA client certificates
+/// must chain to.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: Option<PathBuf>,
+}
+
+impl TlsFiles {
+    fn server_config(&self) -> Result<ServerTlsConfig, ServeError> {
+        let read = |flag: &'static str, path: &PathBuf| {
+            std::fs::read(path)
+                .map_err(|source| ServeError::Tls(format!("{flag} {}: {source}", path.display())))
+        };
+        let identity = Identity::from_pem(read("--tls-cert", &self.cert)?, read("--tls-key", &self.key)?);
+        let mut config = ServerTlsConfig::new().identity(identity);
+        if let Some(ca) = &self.client_ca {
+            config = config.client_ca_root(Certificate::from_pem(read("--tls-client-ca", ca)?));
+        }
+        Ok(config)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -43,17 +71,61 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
     #[error("reflection: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
+    #[error("tls: {0}")]
+    Tls(String),
+    #[error("state directory {dir}: {source}")]
+    StateDir { dir: PathBuf, source: std::io::Error },
 }
 
-/// Serve until SIGTERM or SIGINT, then drain.
+/// HTTP/2 pings every 30 s, answered within 20 s, and TCP keepalive after 30 s idle (then 3
+/// probes 10 s apart): a client whose host vanished without a FIN is dropped within about a
+/// minute, and what its calls held is released.
+const HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+const HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+const TCP_KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+const TCP_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+const TCP_KEEPALIVE_RETRIES: u32 = 3;
+
+/// Time the shutdown removal always gets after the drain, even when the drain used it all.
+const SHUTDOWN_REMOVAL_FLOOR: Duration = Duration::from_secs(2);
+
+/// Serve until SIGTERM or SIGINT, then shut down within the drain timeout (a second signal
+/// exits at once):
+/// 1. health turns NOT_SERVING, no new connections are accepted, PTY sessions are closed, and
+///    (with `remove_on_shutdown`) this process's sandboxes are removed in parallel, while
+/// 2. in-flight calls drain, until the drain timeout;
+/// 3. then every call still running is dropped, docker clients still running are killed, and
+///    the function returns (the caller exits, which ends the connection tasks).
 pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
-    if !options.listen.ip().is_loopback() && options.auth_token.is_none() && !options.insecure {
+    let loopback = options.listen.ip().is_loopback();
+    if !loopback && options.auth_token.is_none() && !options.insecure {
         return Err(ServeError::InsecureListen(options.listen));
     }
-    let backend = Arc::new(DockerProvider::new(options.config.docker.clone())?);
-    let lifecycle = Arc::new(Lifecycle::new(backend));
+    if !loopback && options.auth_token.is_some() && options.tls.is_none() {
+        tracing::warn!(
+            listen = %options.listen,
+            "the bearer token travels in clear text on a non-loopback listener: pass --tls-cert and --tls-key"
+        );
+    }
+    let tls = options.tls.as_ref().map(TlsFiles::server_config).transpose()?;
+    raise_fd_limit();
+    let provider = Arc::new(DockerProvider::new(options.config.docker.clone())?);
+    let state_dir = options.config.server.state_dir();
+    let leases =
+        LeaseStore::open(&state_dir).map_err(|source| ServeError::StateDir { dir: state_dir, source })?;
+    let lease_options = LeaseOptions {
+        policy: LeasePolicy::from_config(&options.config.server),
+        store: leases,
+        create_timeout: Duration::from_secs_f64(options.config.server.create_timeout_s),
+    };
+    let lifecycle = Arc::new(Lifecycle::new(provider, lease_options));
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let api = SandboxApi::new(lifecycle.clone(), options.config.server.clone(), shutdown_rx.clone());
+    let sweeper = tokio::spawn(sweep_forever(
+        lifecycle.clone(),
+        Duration::from_secs_f64(options.config.server.sweep_interval_s),
+        shutdown_rx.clone(),
+    ));
     if let Some(ttl) = options.config.server.snapshot_ttl_s.map(Duration::from_secs_f64) {
         let every = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(300));
         let backend = lifecycle.backend().clone();
@@ -64,6 +136,11 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         .await
         .map_err(|source| ServeError::Bind { addr: options.listen, source })?;
     let local = listener.local_addr().map_err(|source| ServeError::Bind { addr: options.listen, source })?;
+    let incoming = tonic::transport::server::TcpIncoming::from(listener)
+        .with_nodelay(Some(true))
+        .with_keepalive(Some(TCP_KEEPALIVE_IDLE))
+        .with_keepalive_interval(Some(TCP_KEEPALIVE_INTERVAL))
+        .with_keepalive_retries(Some(TCP_KEEPALIVE_RETRIES));
 
     let auth = BearerAuth::new(options.auth_token.clone());
     let intercept = move |req| auth.check(req);
@@ -86,43 +163,123 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     let mut stdout = tokio::io::stdout();
     let _ = stdout.write_all(format!("sandboxd listening on {local}\n").as_bytes()).await;
     let _ = stdout.flush().await;
-    tracing::info!(%local, auth = options.auth_token.is_some(), "sandboxd listening");
+    tracing::info!(%local, auth = options.auth_token.is_some(), tls = tls.is_some(), "sandboxd listening");
 
-    let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<()>();
+    let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<tokio::time::Instant>();
+    let cleanup_lifecycle = lifecycle.clone();
+    let remove_on_shutdown = options.remove_on_shutdown;
+    let cleanup = std::sync::Mutex::new(None::<tokio::task::JoinHandle<()>>);
+    let cleanup = &cleanup;
     let shutdown_signal = async move {
+        let mut signals = signals;
         signals.wait().await;
-        tracing::info!("shutting down: no new calls; closing terminal sessions");
+        tracing::info!("shutting down: NOT_SERVING, no new calls, closing terminal sessions");
+        health_reporter.set_not_serving::<SandboxServiceServer<SandboxApi>>().await;
+        health_reporter.set_service_status("", tonic_health::ServingStatus::NotServing).await;
+        let signalled_at = tokio::time::Instant::now();
         let _ = shutdown_tx.send(true);
-        let _ = signalled_tx.send(());
+        let task = tokio::spawn(async move { cleanup_lifecycle.shutdown(remove_on_shutdown).await });
+        if let Ok(mut slot) = cleanup.lock() {
+            *slot = Some(task);
+        }
+        let _ = signalled_tx.send(signalled_at);
+        tokio::spawn(async move {
+            signals.wait().await;
+            tracing::warn!("second signal: exiting at once");
+            crate::docker::cli::kill_all_clients();
+            std::process::exit(130);
+        });
     };
-    let server = Server::builder()
+    let mut builder = Server::builder();
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls)?;
+    }
+    let server = builder
         // HTTP/2's default 64 KiB windows stall file streams on every round trip.
         .initial_stream_window_size(Some(8 << 20))
         .initial_connection_window_size(Some(16 << 20))
         // 16 KiB frames cost a frame header and a wakeup per 16 KiB of file content.
         .max_frame_size(Some(1 << 20))
+        .http2_keepalive_interval(Some(HTTP2_KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(HTTP2_KEEPALIVE_TIMEOUT))
+        .max_concurrent_streams(Some(options.config.server.limits.max_streams_per_connection))
         .add_service(health)
         .add_service(InterceptedService::new(sandbox, intercept.clone()))
         .add_service(InterceptedService::new(reflection_v1, intercept.clone()))
         .add_service(InterceptedService::new(reflection_v1alpha, intercept))
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            shutdown_signal,
-        );
-    let drain = async {
-        if signalled_rx.await.is_ok() {
-            tokio::time::sleep(options.drain_timeout).await;
-        } else {
-            std::future::pending::<()>().await;
+        .serve_with_incoming_shutdown(incoming, shutdown_signal);
+    let deadline = std::sync::Mutex::new(None::<tokio::time::Instant>);
+    let drain_timer = async {
+        match signalled_rx.await {
+            Ok(at) => {
+                let end = at + options.drain_timeout;
+                if let Ok(mut d) = deadline.lock() {
+                    *d = Some(end);
+                }
+                tokio::time::sleep_until(end).await;
+            }
+            Err(_) => std::future::pending().await,
         }
     };
     tokio::select! {
         result = server => result?,
-        () = drain => tracing::warn!("drain timeout passed; cancelling the calls still running"),
+        () = drain_timer => tracing::warn!("drain timeout passed; cancelling the calls still running"),
     }
-    lifecycle.shutdown(options.remove_on_shutdown).await;
+    sweeper.abort();
+    let task = cleanup.lock().ok().and_then(|mut slot| slot.take());
+    if let Some(task) = task {
+        // Removal started with the signal, beside the drain; it gets what is left of the drain
+        // timeout, and at least SHUTDOWN_REMOVAL_FLOOR.
+        let end = deadline.lock().ok().and_then(|d| *d).unwrap_or_else(tokio::time::Instant::now);
+        let budget = end.saturating_duration_since(tokio::time::Instant::now()).max(SHUTDOWN_REMOVAL_FLOOR);
+        if tokio::time::timeout(budget, task).await.is_err() {
+            tracing::warn!("shutdown removal did not finish in time; the sweep collects what is left");
+        }
+    }
+    crate::docker::cli::kill_all_clients();
     tracing::info!("sandboxd stopped");
     Ok(())
+}
+
+/// Sweep at start, then every `interval` or sooner when a known lease ends or a lease moves;
+/// stops at shutdown.
+async fn sweep_forever(
+    lifecycle: Arc<Lifecycle>,
+    interval: Duration,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let mut wait = interval;
+        match lifecycle.sweep().await {
+            Ok(report) => {
+                if let Some(at) = report.next_expiry_ms {
+                    let ahead = at.saturating_sub(crate::lease::now_ms()).max(0) as u64;
+                    wait = wait.min(Duration::from_millis(ahead + 50));
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "sweep failed; retrying at the next interval"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = lifecycle.lease_moved() => {}
+            _ = shutdown.wait_for(|stopping| *stopping) => return,
+        }
+    }
+}
+
+/// Sessions, pipes and docker clients each cost descriptors: take all the hard limit allows.
+fn raise_fd_limit() {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
+            let from = limit.rlim_cur;
+            limit.rlim_cur = limit.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                tracing::debug!(from, to = limit.rlim_max, "raised RLIMIT_NOFILE");
+            }
+        }
+    }
 }
 
 /// SIGTERM and SIGINT, installed up front.
@@ -137,7 +294,7 @@ impl Signals {
         Self { term: signal(SignalKind::terminate()).ok(), int: signal(SignalKind::interrupt()).ok() }
     }
 
-    async fn wait(mut self) {
+    async fn wait(&mut self) {
         let (Some(term), Some(int)) = (self.term.as_mut(), self.int.as_mut()) else {
             tracing::warn!("cannot install signal handlers; stop the server with SIGKILL");
             return std::future::pending().await;

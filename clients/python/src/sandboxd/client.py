@@ -1,0 +1,630 @@
+"""`Client`: one channel to a sandboxd server and every RPC of `sandbox.v1.SandboxService`,
+addressed by sandbox id. `AsyncSandbox` (sandbox.py) is the per-sandbox face of it."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, TYPE_CHECKING, Any, TypeVar, overload
+
+import grpc
+from google.protobuf.message import Message
+
+from ._pb import sandbox_pb2 as pb
+from .connection import DEFAULT_ADDRESS, RetryPolicy, TlsConfig, normalize_address, open_channel
+from .errors import DeadlineExceeded, SandboxdError, Unimplemented, from_rpc_error
+from .pty import PtySession
+from .types import (
+    DiffEntry,
+    Endpoint,
+    ExecEvent,
+    ExecExit,
+    ExecResult,
+    ExecUsage,
+    SandboxInfo,
+    SandboxPage,
+    SandboxRef,
+    SandboxSpec,
+    SandboxStatus,
+    SnapshotInfo,
+    Stderr,
+    Stdout,
+)
+
+if TYPE_CHECKING:
+    from .sandbox import AsyncSandbox
+
+__all__ = ["Client", "UploadSource"]
+
+SERVICE = "/sandbox.v1.SandboxService/"
+CHUNK_SIZE = 256 * 1024
+M = TypeVar("M", bound=Message)
+
+UploadSource = bytes | bytearray | memoryview | str | os.PathLike[str] | IO[bytes]
+"""What `upload_file` takes: bytes, a local path (str or PathLike), or a binary file object."""
+
+
+def _unset_if_none(msg: Any, **fields: Any) -> None:
+    for name, value in fields.items():
+        if value is not None:
+            setattr(msg, name, value)
+
+
+def _user(user: str | int | None) -> str | None:
+    return None if user is None else str(user)
+
+
+class Client:
+    """An asyncio client of one sandboxd server.
+
+    `address` is `host:port` (or `http://host:port`; `https://` turns TLS on). `token` is sent
+    as `authorization: Bearer <token>`; `tls` is False (plaintext), True (system roots) or a
+    `TlsConfig`; `deadline_s` is the default gRPC deadline of every call (None: no deadline) and
+    each method takes its own `deadline_s`; `retry` governs transient UNAVAILABLE on idempotent
+    calls. Use as `async with Client(...) as client:` or call `close()`. The channel is made in
+    the event loop of the first call, so a client may be built outside any loop.
+    """
+
+    def __init__(
+        self,
+        address: str = DEFAULT_ADDRESS,
+        *,
+        token: str | None = None,
+        tls: TlsConfig | bool = False,
+        deadline_s: float | None = None,
+        retry: RetryPolicy | None = None,
+        channel_options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        if deadline_s is not None and deadline_s <= 0:
+            raise ValueError("deadline_s must be > 0 or None")
+        self.address, tls = normalize_address(address, tls)
+        self._tls = tls
+        self._channel_options = tuple(channel_options)
+        # grpc.aio channels belong to the event loop they were made in: made on first use, and
+        # again if a later call runs in another loop (a client may be built outside any loop).
+        self._open_channel: grpc.aio.Channel | None = None
+        self._channel_loop: asyncio.AbstractEventLoop | None = None
+        self._metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token.strip()}"),) if token else ()
+        self._deadline_s = deadline_s
+        self._retry = retry or RetryPolicy()
+        self._closed = False
+
+    # --- lifecycle of the client ------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close the channel (idempotent). Sandboxes live on: close them first if you mean to."""
+        if self._closed:
+            return
+        self._closed = True
+        channel, self._open_channel = self._open_channel, None
+        if channel is not None and self._channel_loop is asyncio.get_running_loop():
+            await channel.close()
+
+    @property
+    def _channel(self) -> grpc.aio.Channel:
+        loop = asyncio.get_running_loop()
+        if self._open_channel is None or self._channel_loop is not loop:
+            self._open_channel = open_channel(self.address, self._tls, self._channel_options)
+            self._channel_loop = loop
+        return self._open_channel
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # --- plumbing -----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxdError(f"this client of {self.address} is closed")
+
+    def _timeout(self, deadline_s: float | None) -> float | None:
+        return deadline_s if deadline_s is not None else self._deadline_s
+
+    async def _unary(
+        self,
+        method: str,
+        request: Message,
+        response_type: type[M],
+        *,
+        deadline_s: float | None,
+        idempotent: bool,
+        kind: str = "",
+    ) -> M:
+        """One unary call; idempotent ones are retried on UNAVAILABLE, all attempts together
+        within the call's deadline."""
+        self._check_open()
+        callable_ = self._channel.unary_unary(
+            SERVICE + method,
+            request_serializer=type(request).SerializeToString,
+            response_deserializer=response_type.FromString,
+        )
+        timeout = self._timeout(deadline_s)
+        loop = asyncio.get_running_loop()
+        deadline_at = None if timeout is None else loop.time() + timeout
+
+        async def attempt() -> M:
+            remaining = None if deadline_at is None else deadline_at - loop.time()
+            if remaining is not None and remaining <= 0:
+                raise DeadlineExceeded(
+                    f"{method}: the deadline passed while retrying", grpc.StatusCode.DEADLINE_EXCEEDED
+                )
+            try:
+                response: M = await callable_(request, timeout=remaining, metadata=self._metadata)
+                return response
+            except grpc.RpcError as exc:
+                raise from_rpc_error(exc, call=kind) from None
+
+        if idempotent:
+            return await self._retry.run(method, attempt)
+        return await attempt()
+
+    def _server_stream(self, method: str, request: Any, response_type: Any, deadline_s: float | None) -> Any:
+        self._check_open()
+        callable_ = self._channel.unary_stream(
+            SERVICE + method,
+            request_serializer=type(request).SerializeToString,
+            response_deserializer=response_type.FromString,
+        )
+        return callable_(request, timeout=self._timeout(deadline_s), metadata=self._metadata)
+
+    # --- sandboxes ---------------------------------------------------------------------------
+
+    async def create(
+        self, spec: SandboxSpec | str | Mapping[str, Any], *, deadline_s: float | None = None
+    ) -> AsyncSandbox:
+        """Start a sandbox (a `SandboxSpec`, a dict of its fields, or just an image name) and
+        return its handle. Raises `CreateFailed` / `CreateVerificationFailed` (no container is
+        left), or `InvalidArgument` naming the bad field."""
+        from .sandbox import AsyncSandbox
+
+        if isinstance(spec, str):
+            spec = SandboxSpec(image=spec)
+        elif not isinstance(spec, SandboxSpec):
+            spec = SandboxSpec.from_mapping(spec)
+        response = await self._unary(
+            "Create",
+            pb.CreateRequest(spec=spec.to_proto()),
+            pb.CreateResponse,
+            deadline_s=deadline_s,
+            idempotent=False,
+            kind="create",
+        )
+        return AsyncSandbox(self, SandboxRef.from_proto(response.sandbox), image=spec.image or None)
+
+    async def connect(
+        self, ref: SandboxRef | Mapping[str, Any] | str, *, deadline_s: float | None = None
+    ) -> AsyncSandbox:
+        """Re-attach to a sandbox from its descriptor (`AsyncSandbox.serialize()`), a
+        `SandboxRef`, or a bare sandbox id. Raises `SandboxNotFound` for one this service does
+        not own."""
+        from .sandbox import AsyncSandbox
+
+        if isinstance(ref, str):
+            ref = SandboxRef(sandbox_id=ref)
+        elif not isinstance(ref, SandboxRef):
+            ref = SandboxRef.from_dict(ref)
+        response = await self._unary(
+            "Connect",
+            pb.ConnectRequest(sandbox=ref.to_proto()),
+            pb.ConnectResponse,
+            deadline_s=deadline_s,
+            idempotent=True,
+        )
+        return AsyncSandbox(
+            self,
+            SandboxRef.from_proto(response.sandbox),
+            image=response.image or None,
+            shell=response.shell or None,
+        )
+
+    async def list(
+        self,
+        *,
+        labels: Mapping[str, str] | None = None,
+        statuses: Iterable[SandboxStatus] = (),
+        page_size: int = 0,
+        page_token: str = "",
+        deadline_s: float | None = None,
+    ) -> SandboxPage:
+        """One page of the sandboxes this service owns, filtered by labels and states."""
+        request = pb.ListRequest(
+            labels=dict(labels or {}),
+            statuses=[s.to_proto() for s in statuses],
+            page_size=page_size,
+            page_token=page_token,
+        )
+        response = await self._unary("List", request, pb.ListResponse, deadline_s=deadline_s, idempotent=True)
+        return SandboxPage([SandboxInfo.from_proto(s) for s in response.sandboxes], response.next_page_token)
+
+    async def list_all(
+        self, *, labels: Mapping[str, str] | None = None, statuses: Iterable[SandboxStatus] = ()
+    ) -> AsyncIterator[SandboxInfo]:
+        """Every matching sandbox, page after page."""
+        wanted = list(statuses)
+        token = ""
+        while True:
+            page = await self.list(labels=labels, statuses=wanted, page_token=token)
+            for info in page.sandboxes:
+                yield info
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def list_snapshots(
+        self, *, labels: Mapping[str, str] | None = None, deadline_s: float | None = None
+    ) -> builtins.list[SnapshotInfo]:
+        response = await self._unary(
+            "ListSnapshots",
+            pb.ListSnapshotsRequest(labels=dict(labels or {})),
+            pb.ListSnapshotsResponse,
+            deadline_s=deadline_s,
+            idempotent=True,
+        )
+        return [SnapshotInfo.from_proto(s) for s in response.snapshots]
+
+    async def delete_snapshot(self, snapshot_id: str, *, deadline_s: float | None = None) -> None:
+        await self._unary(
+            "DeleteSnapshot",
+            pb.DeleteSnapshotRequest(snapshot_id=snapshot_id),
+            pb.DeleteSnapshotResponse,
+            deadline_s=deadline_s,
+            idempotent=False,
+        )
+
+    # --- per-sandbox calls (by id) -------------------------------------------------------------
+
+    @staticmethod
+    def _exec_request(
+        sandbox_id: str,
+        command: str,
+        cwd: str | None,
+        env: Mapping[str, str] | None,
+        timeout_s: float | None,
+        user: str | int | None,
+        stdin: bytes | None,
+    ) -> pb.ExecRequest:
+        request = pb.ExecRequest(sandbox_id=sandbox_id, command=command, env=dict(env or {}))
+        _unset_if_none(
+            request,
+            cwd=cwd,
+            user=_user(user),
+            stdin=stdin,
+            timeout_s=float(timeout_s) if timeout_s is not None else None,
+        )
+        return request
+
+    async def exec(
+        self,
+        sandbox_id: str,
+        command: str,
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+        user: str | int | None = None,
+        stdin: bytes | None = None,
+        deadline_s: float | None = None,
+    ) -> ExecResult:
+        """Run `<shell> -c command`; see `AsyncSandbox.exec`."""
+        request = self._exec_request(sandbox_id, command, cwd, env, timeout_s, user, stdin)
+        response = await self._unary("Exec", request, pb.ExecResponse, deadline_s=deadline_s, idempotent=False)
+        return ExecResult.from_proto(response)
+
+    async def exec_stream(
+        self,
+        sandbox_id: str,
+        command: str,
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+        user: str | int | None = None,
+        stdin: bytes | None = None,
+        deadline_s: float | None = None,
+        fallback: bool = False,
+    ) -> AsyncIterator[ExecEvent]:
+        """Stdout/stderr chunks as the command produces them, then one `ExecExit`. Leaving the
+        loop early cancels the call, which stops the command. A server without ExecStream
+        raises `Unimplemented`, or with `fallback=True` runs the command through Exec and yields
+        its whole stdout, stderr and exit."""
+        request = self._exec_request(sandbox_id, command, cwd, env, timeout_s, user, stdin)
+        call = self._server_stream("ExecStream", request, pb.ExecStreamResponse, deadline_s)
+        started = False
+        try:
+            try:
+                async for msg in call:
+                    started = True
+                    which = msg.WhichOneof("response")
+                    if which == "stdout":
+                        yield Stdout(bytes(msg.stdout))
+                    elif which == "stderr":
+                        yield Stderr(bytes(msg.stderr))
+                    elif which == "exit":
+                        yield ExecExit(
+                            return_code=int(msg.exit.return_code),
+                            error_type=msg.exit.error_type or None,
+                            usage=ExecUsage.from_proto(msg.exit.usage) if msg.exit.HasField("usage") else None,
+                        )
+            except grpc.RpcError as exc:
+                error = from_rpc_error(exc)
+                if not (isinstance(error, Unimplemented) and fallback and not started):
+                    raise error from None
+                result = await self.exec(
+                    sandbox_id,
+                    command,
+                    cwd=cwd,
+                    env=env,
+                    timeout_s=timeout_s,
+                    user=user,
+                    stdin=stdin,
+                    deadline_s=deadline_s,
+                )
+                if result.stdout:
+                    yield Stdout(result.stdout)
+                if result.stderr:
+                    yield Stderr(result.stderr)
+                yield ExecExit(result.return_code, result.error_type, result.usage)
+        finally:
+            call.cancel()
+
+    async def upload_file(
+        self,
+        sandbox_id: str,
+        remote_path: str,
+        source: UploadSource,
+        *,
+        mode: int | None = None,
+        deadline_s: float | None = None,
+    ) -> int:
+        """Stream `source` to `remote_path` (parents created, owned by root); returns the bytes
+        written. The size is announced when known (bytes, a path, a seekable file), which lets
+        the server stream straight to Docker instead of spooling."""
+        self._check_open()
+        opened: IO[bytes] | None = None
+        data: bytes | None = None
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            data = bytes(source)
+            size: int | None = len(data)
+        elif isinstance(source, (str, os.PathLike)):
+            opened = open(source, "rb")  # noqa: SIM115 (closed below)
+            size = os.fstat(opened.fileno()).st_size
+            reader: IO[bytes] = opened
+        else:
+            reader = source
+            size = None
+            try:
+                if reader.seekable():
+                    here = reader.tell()
+                    size = reader.seek(0, os.SEEK_END) - here
+                    reader.seek(here)
+            except (OSError, ValueError):
+                size = None
+
+        header = pb.UploadHeader(sandbox_id=sandbox_id, path=remote_path)
+        _unset_if_none(header, mode=mode, size=size)
+
+        async def requests() -> AsyncIterator[pb.UploadRequest]:
+            yield pb.UploadRequest(header=header)
+            if data is not None:
+                for start in range(0, len(data), CHUNK_SIZE):
+                    yield pb.UploadRequest(chunk=data[start : start + CHUNK_SIZE])
+                return
+            while chunk := await asyncio.to_thread(reader.read, CHUNK_SIZE):
+                yield pb.UploadRequest(chunk=chunk)
+
+        callable_ = self._channel.stream_unary(
+            SERVICE + "Upload",
+            request_serializer=pb.UploadRequest.SerializeToString,
+            response_deserializer=pb.UploadResponse.FromString,
+        )
+        try:
+            response = await callable_(requests(), timeout=self._timeout(deadline_s), metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, call="file") from None
+        finally:
+            if opened is not None:
+                opened.close()
+        return int(response.bytes_written)
+
+    async def iter_download(
+        self, sandbox_id: str, remote_path: str, *, deadline_s: float | None = None
+    ) -> AsyncIterator[bytes]:
+        """The file's chunks as they arrive. A transient UNAVAILABLE before the first chunk is
+        retried; after it, the error is raised (part of the file was already handed out)."""
+        request = pb.DownloadRequest(sandbox_id=sandbox_id, path=remote_path)
+        attempt = 1
+        while True:
+            call = self._server_stream("Download", request, pb.DownloadResponse, deadline_s)
+            received = False
+            try:
+                async for msg in call:
+                    received = True
+                    yield bytes(msg.chunk)
+                return
+            except grpc.RpcError as exc:
+                error = from_rpc_error(exc, call="file")
+                if received or error.code != grpc.StatusCode.UNAVAILABLE or attempt >= self._retry.max_attempts:
+                    raise error from None
+                await asyncio.sleep(self._retry.backoff_s(attempt))
+                attempt += 1
+            finally:
+                call.cancel()
+
+    @overload
+    async def download_file(
+        self, sandbox_id: str, remote_path: str, target: None = None, *, deadline_s: float | None = None
+    ) -> bytes: ...
+
+    @overload
+    async def download_file(
+        self, sandbox_id: str, remote_path: str, target: str | os.PathLike[str], *, deadline_s: float | None = None
+    ) -> int: ...
+
+    async def download_file(
+        self,
+        sandbox_id: str,
+        remote_path: str,
+        target: str | os.PathLike[str] | None = None,
+        *,
+        deadline_s: float | None = None,
+    ) -> bytes | int:
+        """The file's bytes (no `target`), or its size after writing it to the local `target`
+        (parents created; written to a temporary name first, so a failed download leaves no
+        partial file)."""
+        if target is None:
+            parts = [chunk async for chunk in self.iter_download(sandbox_id, remote_path, deadline_s=deadline_s)]
+            return b"".join(parts)
+        path = Path(target)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.partial")
+        written = 0
+        try:
+            with open(partial, "wb") as out:
+                async for chunk in self.iter_download(sandbox_id, remote_path, deadline_s=deadline_s):
+                    await asyncio.to_thread(out.write, chunk)
+                    written += len(chunk)
+            os.replace(partial, path)
+        finally:
+            if partial.exists():
+                partial.unlink()
+        return written
+
+    async def status(self, sandbox_id: str, *, deadline_s: float | None = None) -> SandboxStatus:
+        response = await self._unary(
+            "Status",
+            pb.StatusRequest(sandbox_id=sandbox_id),
+            pb.StatusResponse,
+            deadline_s=deadline_s,
+            idempotent=True,
+        )
+        return SandboxStatus.from_proto(response.status)
+
+    async def endpoint(self, sandbox_id: str, port: int, *, deadline_s: float | None = None) -> Endpoint:
+        response = await self._unary(
+            "Endpoint",
+            pb.EndpointRequest(sandbox_id=sandbox_id, port=port),
+            pb.EndpointResponse,
+            deadline_s=deadline_s,
+            idempotent=True,
+        )
+        return Endpoint(url=response.endpoint, headers=dict(response.headers))
+
+    async def close_sandbox(self, sandbox_id: str, *, deadline_s: float | None = None) -> None:
+        """Remove the sandbox (closing one that is already gone succeeds)."""
+        await self._unary(
+            "Close",
+            pb.CloseRequest(sandbox_id=sandbox_id),
+            pb.CloseResponse,
+            deadline_s=deadline_s,
+            idempotent=True,
+        )
+
+    async def open_pty(
+        self,
+        sandbox_id: str,
+        command: str | None = None,
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        rows: int = 24,
+        cols: int = 80,
+        user: str | int | None = None,
+        pipe: bool = False,
+        open_timeout_s: float | None = 60.0,
+    ) -> PtySession:
+        """Open a terminal (or, with `pipe=True`, a pipe-mode process) and wait until the server
+        says it is open; see `PtySession`."""
+        self._check_open()
+        opening = pb.PtyOpen(sandbox_id=sandbox_id, env=dict(env or {}), rows=rows, cols=cols, pipe=pipe)
+        _unset_if_none(opening, command=command, cwd=cwd, user=_user(user))
+        callable_ = self._channel.stream_stream(
+            SERVICE + "Pty",
+            request_serializer=pb.PtyRequest.SerializeToString,
+            response_deserializer=pb.PtyResponse.FromString,
+        )
+        call = callable_(metadata=self._metadata)
+        return await PtySession.open(call, opening, open_timeout_s=open_timeout_s)
+
+    async def set_timeout(self, sandbox_id: str, ttl_s: float, *, deadline_s: float | None = None) -> int:
+        """Move the sandbox's lease to `ttl_s` seconds from now; returns its end (Unix ms)."""
+        response = await self._unary(
+            "SetTimeout",
+            pb.SetTimeoutRequest(sandbox_id=sandbox_id, ttl_s=float(ttl_s)),
+            pb.SetTimeoutResponse,
+            deadline_s=deadline_s,
+            idempotent=True,
+        )
+        return int(response.expires_at_unix_ms)
+
+    async def snapshot(
+        self, sandbox_id: str, *, labels: Mapping[str, str] | None = None, deadline_s: float | None = None
+    ) -> SnapshotInfo:
+        response = await self._unary(
+            "Snapshot",
+            pb.SnapshotRequest(sandbox_id=sandbox_id, labels=dict(labels or {})),
+            pb.SnapshotResponse,
+            deadline_s=deadline_s,
+            idempotent=False,
+        )
+        return SnapshotInfo.from_proto(response.snapshot)
+
+    async def fork(
+        self,
+        sandbox_id: str,
+        count: int = 1,
+        *,
+        labels: Mapping[str, str] | None = None,
+        deadline_s: float | None = None,
+    ) -> tuple[builtins.list[AsyncSandbox], str]:
+        """`count` new sandboxes from one fresh snapshot of the source, and that snapshot's id."""
+        from .sandbox import AsyncSandbox
+
+        response = await self._unary(
+            "Fork",
+            pb.ForkRequest(sandbox_id=sandbox_id, count=count, labels=dict(labels or {})),
+            pb.ForkResponse,
+            deadline_s=deadline_s,
+            idempotent=False,
+        )
+        children = [AsyncSandbox(self, SandboxRef.from_proto(r)) for r in response.sandboxes]
+        return children, response.snapshot_id
+
+    async def diff(
+        self, sandbox_id: str, *, path_prefix: str | None = None, deadline_s: float | None = None
+    ) -> builtins.list[DiffEntry]:
+        """Paths added, changed and deleted since the sandbox started (or its snapshot)."""
+        request = pb.DiffRequest(sandbox_id=sandbox_id)
+        _unset_if_none(request, path_prefix=path_prefix)
+
+        async def attempt() -> builtins.list[DiffEntry]:
+            call = self._server_stream("Diff", request, pb.DiffResponse, deadline_s)
+            try:
+                return [DiffEntry.from_proto(e) async for msg in call for e in msg.entries]
+            except grpc.RpcError as exc:
+                raise from_rpc_error(exc) from None
+
+        return await self._retry.run("Diff", attempt)
+
+    async def pause(self, sandbox_id: str, *, deadline_s: float | None = None) -> None:
+        await self._unary(
+            "Pause", pb.PauseRequest(sandbox_id=sandbox_id), pb.PauseResponse, deadline_s=deadline_s, idempotent=True
+        )
+
+    async def resume(self, sandbox_id: str, *, deadline_s: float | None = None) -> None:
+        await self._unary(
+            "Resume",
+            pb.ResumeRequest(sandbox_id=sandbox_id),
+            pb.ResumeResponse,
+            deadline_s=deadline_s,
+            idempotent=True,
+        )

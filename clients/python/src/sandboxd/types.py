@@ -1,0 +1,364 @@
+"""Plain typed values the client takes and returns (no protobuf objects at the boundary)."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._pb import sandbox_pb2 as pb
+
+__all__ = [
+    "SandboxStatus",
+    "Resources",
+    "SandboxSpec",
+    "SandboxRef",
+    "ExecUsage",
+    "ExecResult",
+    "Endpoint",
+    "SandboxInfo",
+    "SandboxPage",
+    "SnapshotInfo",
+    "DiffKind",
+    "DiffEntry",
+    "Stdout",
+    "Stderr",
+    "ExecExit",
+    "ExecEvent",
+]
+
+
+class SandboxStatus(str, enum.Enum):
+    """A sandbox's lifecycle state (the proto's `SandboxStatus`)."""
+
+    UNSPECIFIED = "unspecified"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPED = "stopped"
+    ERROR = "error"
+    UNKNOWN = "unknown"
+    PAUSED = "paused"
+
+    @classmethod
+    def from_proto(cls, value: int) -> SandboxStatus:
+        return _STATUS_FROM_PROTO.get(value, cls.UNKNOWN)
+
+    def to_proto(self) -> pb.SandboxStatus:
+        return _STATUS_TO_PROTO[self]
+
+
+_STATUS_TO_PROTO: dict[SandboxStatus, pb.SandboxStatus] = {
+    SandboxStatus.UNSPECIFIED: pb.SANDBOX_STATUS_UNSPECIFIED,
+    SandboxStatus.STARTING: pb.SANDBOX_STATUS_STARTING,
+    SandboxStatus.RUNNING: pb.SANDBOX_STATUS_RUNNING,
+    SandboxStatus.STOPPED: pb.SANDBOX_STATUS_STOPPED,
+    SandboxStatus.ERROR: pb.SANDBOX_STATUS_ERROR,
+    SandboxStatus.UNKNOWN: pb.SANDBOX_STATUS_UNKNOWN,
+    SandboxStatus.PAUSED: pb.SANDBOX_STATUS_PAUSED,
+}
+_STATUS_FROM_PROTO: dict[int, SandboxStatus] = {int(v): k for k, v in _STATUS_TO_PROTO.items()}
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Resource limits; None means no limit (`disk_gib`, `gpu_type` are ignored by Docker)."""
+
+    cpu: float | None = None
+    memory_mib: int | None = None
+    disk_gib: int | None = None
+    gpu: int | None = None
+    gpu_type: str | None = None
+
+    def to_proto(self) -> pb.SandboxResources:
+        msg = pb.SandboxResources()
+        if self.cpu is not None:
+            msg.cpu = float(self.cpu)
+        if self.memory_mib is not None:
+            msg.memory_mib = int(self.memory_mib)
+        if self.disk_gib is not None:
+            msg.disk_gib = int(self.disk_gib)
+        if self.gpu is not None:
+            msg.gpu = int(self.gpu)
+        if self.gpu_type is not None:
+            msg.gpu_type = self.gpu_type
+        return msg
+
+
+FileContent = bytes | str
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What to start (the proto's `SandboxSpec`); unset fields take the server's defaults.
+
+    `files` are written by the server right after the sandbox starts (str is UTF-8 encoded);
+    `volumes`/`run_args` are refused unless the server's policy allows them.
+    """
+
+    image: str = ""
+    ttl_s: float | None = None
+    ready_timeout_s: float | None = None
+    workdir: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    files: Mapping[str, FileContent] = field(default_factory=dict)
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    resources: Resources = field(default_factory=Resources)
+    entrypoint: Sequence[str] = ()
+    ports: Sequence[int] = ()
+    volumes: Sequence[str] = ()
+    run_args: Sequence[str] = ()
+    snapshot_id: str | None = None
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> SandboxSpec:
+        """A spec from a dict shaped like this class or like NeMo Gym's spec (`resources` as a
+        mapping, `provider_options: {volumes, run_args}`); an unknown key is a ValueError."""
+        fields = dict(data)
+        options = fields.pop("provider_options", None) or {}
+        unknown_options = set(options) - {"volumes", "run_args"}
+        if unknown_options:
+            raise ValueError(f"unknown provider_options keys: {sorted(unknown_options)}; allowed: run_args, volumes")
+        fields.setdefault("volumes", options.get("volumes", ()))
+        fields.setdefault("run_args", options.get("run_args", ()))
+        allowed = set(cls.__dataclass_fields__)
+        unknown = set(fields) - allowed
+        if unknown:
+            raise ValueError(f"unknown sandbox spec keys: {sorted(unknown)}; allowed: {sorted(allowed)}")
+        resources = fields.get("resources")
+        if isinstance(resources, Mapping):
+            fields["resources"] = Resources(**resources)
+        elif resources is None:
+            fields.pop("resources", None)
+        return cls(**fields)
+
+    def to_proto(self) -> pb.SandboxSpec:
+        msg = pb.SandboxSpec(
+            image=self.image,
+            env=dict(self.env),
+            files={k: v.encode() if isinstance(v, str) else bytes(v) for k, v in self.files.items()},
+            metadata=dict(self.metadata),
+            resources=self.resources.to_proto(),
+            entrypoint=list(self.entrypoint),
+            ports=[int(p) for p in self.ports],
+        )
+        if self.ttl_s is not None:
+            msg.ttl_s = float(self.ttl_s)
+        if self.ready_timeout_s is not None:
+            msg.ready_timeout_s = float(self.ready_timeout_s)
+        if self.workdir is not None:
+            msg.workdir = self.workdir
+        if self.volumes or self.run_args:
+            msg.provider_options.volumes.extend(self.volumes)
+            msg.provider_options.run_args.extend(self.run_args)
+        if self.snapshot_id is not None:
+            msg.snapshot_id = self.snapshot_id
+        return msg
+
+
+@dataclass(frozen=True)
+class SandboxRef:
+    """The serialized descriptor of a sandbox: all another process needs to use it again."""
+
+    sandbox_id: str
+    ports: tuple[int, ...] = ()
+    workdir: str | None = None
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_proto(cls, msg: pb.SandboxRef) -> SandboxRef:
+        return cls(
+            sandbox_id=msg.sandbox_id,
+            ports=tuple(int(p) for p in msg.ports),
+            workdir=msg.workdir if msg.HasField("workdir") else None,
+            metadata=dict(msg.metadata),
+        )
+
+    def to_proto(self) -> pb.SandboxRef:
+        msg = pb.SandboxRef(sandbox_id=self.sandbox_id, ports=list(self.ports), metadata=dict(self.metadata))
+        if self.workdir is not None:
+            msg.workdir = self.workdir
+        return msg
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serializable form; `from_dict` reads it back."""
+        return {
+            "sandbox_id": self.sandbox_id,
+            "ports": list(self.ports),
+            "workdir": self.workdir,
+            "metadata": dict(self.metadata),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SandboxRef:
+        sandbox_id = data.get("sandbox_id")
+        if not isinstance(sandbox_id, str) or not sandbox_id:
+            raise ValueError("a sandbox descriptor needs a non-empty string 'sandbox_id'")
+        workdir = data.get("workdir")
+        return cls(
+            sandbox_id=sandbox_id,
+            ports=tuple(int(p) for p in data.get("ports") or ()),
+            workdir=str(workdir) if workdir is not None else None,
+            metadata={str(k): str(v) for k, v in (data.get("metadata") or {}).items()},
+        )
+
+
+@dataclass(frozen=True)
+class ExecUsage:
+    """What a command's process tree used (sent when the server's exec engine measures it)."""
+
+    wall_time_s: float
+    user_cpu_s: float
+    system_cpu_s: float
+    peak_rss_bytes: int
+
+    @classmethod
+    def from_proto(cls, msg: pb.ExecUsage) -> ExecUsage:
+        return cls(msg.wall_time_s, msg.user_cpu_s, msg.system_cpu_s, int(msg.peak_rss_bytes))
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """A finished command. A failing command is a result, never an exception.
+
+    `error_type` is None when the command ran to its exit, "timeout" when it was stopped at its
+    timeout, "sandbox" when the container or daemon failed it (then `return_code` is 125).
+    """
+
+    stdout: bytes
+    stderr: bytes
+    return_code: int
+    error_type: str | None = None
+    usage: ExecUsage | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.return_code == 0 and self.error_type is None
+
+    @property
+    def stdout_text(self) -> str:
+        return self.stdout.decode(errors="replace")
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr.decode(errors="replace")
+
+    @classmethod
+    def from_proto(cls, msg: pb.ExecResponse) -> ExecResult:
+        return cls(
+            stdout=bytes(msg.stdout),
+            stderr=bytes(msg.stderr),
+            return_code=int(msg.return_code),
+            error_type=msg.error_type or None,
+            usage=ExecUsage.from_proto(msg.usage) if msg.HasField("usage") else None,
+        )
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A host URL reaching a published port, and the headers a client must send there."""
+
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    """One sandbox as `Client.list` sees it."""
+
+    ref: SandboxRef
+    image: str
+    status: SandboxStatus
+    created_at_unix_ms: int
+    expires_at_unix_ms: int | None
+
+    @classmethod
+    def from_proto(cls, msg: pb.SandboxInfo) -> SandboxInfo:
+        return cls(
+            ref=SandboxRef.from_proto(msg.sandbox),
+            image=msg.image,
+            status=SandboxStatus.from_proto(msg.status),
+            created_at_unix_ms=int(msg.created_at_unix_ms),
+            expires_at_unix_ms=int(msg.expires_at_unix_ms) if msg.HasField("expires_at_unix_ms") else None,
+        )
+
+
+@dataclass(frozen=True)
+class SandboxPage:
+    """One page of `Client.list`; pass `next_page_token` for the next ("" on the last)."""
+
+    sandboxes: list[SandboxInfo]
+    next_page_token: str
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """A snapshot image this service owns."""
+
+    snapshot_id: str
+    source_sandbox_id: str
+    labels: Mapping[str, str]
+    created_at_unix_ms: int
+    size_bytes: int
+
+    @classmethod
+    def from_proto(cls, msg: pb.SnapshotInfo) -> SnapshotInfo:
+        return cls(
+            snapshot_id=msg.snapshot_id,
+            source_sandbox_id=msg.source_sandbox_id,
+            labels=dict(msg.labels),
+            created_at_unix_ms=int(msg.created_at_unix_ms),
+            size_bytes=int(msg.size_bytes),
+        )
+
+
+class DiffKind(str, enum.Enum):
+    UNSPECIFIED = "unspecified"
+    ADDED = "added"
+    CHANGED = "changed"
+    DELETED = "deleted"
+
+
+_DIFF_FROM_PROTO = {
+    int(pb.DIFF_KIND_ADDED): DiffKind.ADDED,
+    int(pb.DIFF_KIND_CHANGED): DiffKind.CHANGED,
+    int(pb.DIFF_KIND_DELETED): DiffKind.DELETED,
+}
+
+
+@dataclass(frozen=True)
+class DiffEntry:
+    """One changed path of `AsyncSandbox.diff`."""
+
+    path: str
+    kind: DiffKind
+
+    @classmethod
+    def from_proto(cls, msg: pb.DiffEntry) -> DiffEntry:
+        return cls(path=msg.path, kind=_DIFF_FROM_PROTO.get(int(msg.kind), DiffKind.UNSPECIFIED))
+
+
+@dataclass(frozen=True)
+class Stdout:
+    """Streamed exec: the next stdout bytes."""
+
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Stderr:
+    """Streamed exec: the next stderr bytes."""
+
+    data: bytes
+
+
+@dataclass(frozen=True)
+class ExecExit:
+    """Streamed exec: the end (always the last event)."""
+
+    return_code: int
+    error_type: str | None = None
+    usage: ExecUsage | None = None
+
+
+ExecEvent = Stdout | Stderr | ExecExit

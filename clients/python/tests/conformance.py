@@ -1,0 +1,210 @@
+"""One driver for any NeMo Gym sandbox provider: it exercises the provider protocols the way
+Gym's `AsyncSandbox` does and returns every observable result, normalized only where a value
+is unique per run (sandbox ids, host ports) or provider-specific text (a timeout's message).
+
+`run_conformance` is called with Gym's own Docker provider and with
+`create_provider({"sandboxd": ...})`; the test asserts the two observation dicts are equal.
+
+nemo-gym 0.7.0's Docker provider has no PTY sessions (`SupportsSandboxPty` is absent), so the
+PTY step's reference there is the provider's `exec` of the same program: a pipe-mode session
+must yield the same stdout, stderr and exit code as `exec` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import urllib.request
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from nemo_gym.sandbox.providers import (
+    ConnectableProvider,
+    SandboxCreateError,
+    SandboxHandle,
+    SandboxPtySpec,
+    SandboxSpec,
+    SandboxStatus,
+    SupportsSandboxEndpoint,
+    SupportsSandboxPty,
+)
+
+PTY_PROGRAM = "printf 'out\\n'; printf 'err\\n' >&2; exit 3"
+BLOB = bytes(range(256)) * 64 + b"tail"
+
+
+def _result(result: Any) -> dict[str, Any]:
+    return {
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "return_code": result.return_code,
+        "error_type": result.error_type,
+    }
+
+
+async def _raises(call: Awaitable[Any]) -> str:
+    """The Gym-level family of the exception `call` raises ("ok" when none)."""
+    try:
+        await call
+    except ValueError:
+        return "ValueError"
+    except SandboxCreateError:
+        return "SandboxCreateError"
+    except RuntimeError:
+        return "RuntimeError"
+    return "ok"
+
+
+def _fetch(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return bytes(response.read())
+
+
+async def _pty_step(provider: Any, handle: SandboxHandle) -> dict[str, Any]:
+    if not isinstance(provider, SupportsSandboxPty):
+        reference = await provider.exec(handle, PTY_PROGRAM)
+        return {"stdout": reference.stdout, "stderr": reference.stderr, "exit": reference.return_code}
+    session = await provider.create_pty(handle, SandboxPtySpec(command=PTY_PROGRAM, pty=False))
+    async with session:
+        stdout, stderr, code = await asyncio.wait_for(
+            asyncio.gather(_drain(session.read), _drain(session.read_stderr), session.wait_exit()), 60
+        )
+    return {"stdout": stdout.decode(), "stderr": stderr.decode(), "exit": code}
+
+
+async def _drain(read: Callable[[], Awaitable[bytes]]) -> bytes:
+    parts = bytearray()
+    while chunk := await read():
+        parts.extend(chunk)
+    return bytes(parts)
+
+
+async def run_conformance(make_provider: Callable[[], Any], image: str) -> dict[str, Any]:
+    """Drive a provider through create, exec, files, status, endpoint, serialize/connect, PTY
+    and close; return what a caller observes."""
+    provider = make_provider()
+    obs: dict[str, Any] = {}
+    spec = SandboxSpec(
+        image=image,
+        workdir="/work",
+        env={"GREETING": "hello", "SHARED": "spec"},
+        files={"/opt/seed/a.txt": "seeded ✓\n"},
+        ports=(8080,),
+    )
+    handle = await provider.create(spec)
+    closed = False
+    try:
+        obs["handle"] = {"type": type(handle).__name__, "provider_name_is_name": handle.provider_name == provider.name}
+        # As Gym's AsyncSandbox.start: the spec's files go in through upload_file.
+        with tempfile.TemporaryDirectory() as tmp:
+            for index, (target, content) in enumerate(spec.files.items()):
+                source = Path(tmp) / f"file-{index}"
+                source.write_text(content, encoding="utf-8")
+                await provider.upload_file(handle, source, target)
+
+        cwd = spec.workdir
+        obs["exec_basic"] = _result(
+            await provider.exec(
+                handle, 'echo "$GREETING"; pwd; cat /opt/seed/a.txt; stat -c "%u %a" /opt/seed/a.txt', cwd=cwd
+            )
+        )
+        obs["exec_cwd"] = _result(await provider.exec(handle, "pwd", cwd="/etc"))
+        obs["exec_env"] = _result(
+            await provider.exec(
+                handle, 'echo "$SHARED $EXTRA $GREETING"', cwd=cwd, env={"SHARED": "call", "EXTRA": "x"}
+            )
+        )
+        obs["exec_user_name"] = _result(await provider.exec(handle, "id -u; id -g", cwd=cwd, user="nobody"))
+        obs["exec_user_root"] = _result(await provider.exec(handle, "id -u", cwd=cwd, user="root"))
+        obs["exec_user_uid"] = _result(await provider.exec(handle, "id -u", cwd=cwd, user=65534))
+        obs["exec_stdin"] = _result(await provider.exec(handle, "tr a-z A-Z; echo", cwd=cwd, stdin=b"piped in"))
+        obs["exec_failure"] = _result(await provider.exec(handle, "echo out; echo err >&2; exit 7", cwd=cwd))
+        timed_out = await provider.exec(handle, "sleep 30", cwd=cwd, timeout_s=1)
+        obs["exec_timeout"] = {
+            "stdout": timed_out.stdout,
+            "return_code": timed_out.return_code,
+            "error_type": timed_out.error_type,
+            "stderr_mentions_timeout": "timed out" in (timed_out.stderr or ""),
+        }
+
+        with tempfile.TemporaryDirectory() as tmp:
+            source = Path(tmp) / "blob.bin"
+            source.write_bytes(BLOB)
+            source.chmod(0o640)
+            await provider.upload_file(handle, source, "/data/in/blob.bin")
+            obs["upload"] = _result(
+                await provider.exec(
+                    handle, "stat -c '%u %g %a %s' /data/in/blob.bin; md5sum < /data/in/blob.bin", cwd=cwd
+                )
+            )
+            target = Path(tmp) / "nested" / "out" / "blob.bin"
+            await provider.download_file(handle, "/data/in/blob.bin", target)
+            obs["download_equal"] = target.read_bytes() == BLOB
+            obs["download_missing"] = await _raises(
+                provider.download_file(handle, "/no/such/file", Path(tmp) / "missing.bin")
+            )
+            obs["download_missing_left_file"] = (Path(tmp) / "missing.bin").exists()
+
+        obs["status_running"] = (await provider.status(handle)).value
+
+        obs["supports_endpoint"] = isinstance(provider, SupportsSandboxEndpoint)
+        served = await provider.exec(
+            handle, "mkdir -p /www && echo served > /www/index.html && httpd -p 8080 -h /www", cwd=cwd
+        )
+        obs["httpd"] = _result(served)
+        endpoint = await provider.endpoint(handle, 8080)
+        obs["endpoint"] = {
+            "scheme_host": endpoint.endpoint.rsplit(":", 1)[0],
+            "headers": endpoint.headers,
+            "body": await asyncio.to_thread(_fetch, endpoint.endpoint + "/index.html"),
+        }
+        obs["endpoint_undeclared"] = await _raises(provider.endpoint(handle, 9999))
+
+        obs["connectable"] = isinstance(provider, ConnectableProvider)
+        # As Gym's AsyncSandbox.serialize: the descriptor carries the spec's ports and workdir.
+        descriptor = await provider.serialize_handle(handle)
+        descriptor = {**descriptor, "workdir": spec.workdir, "ports": list(spec.ports)}
+        descriptor = json.loads(json.dumps(descriptor))
+        other = make_provider()
+        try:
+            again = await other.connect(descriptor)
+            obs["connect"] = {
+                "same_id": again.sandbox_id == handle.sandbox_id,
+                "exec": _result(await other.exec(again, 'echo "$GREETING"; pwd', cwd=spec.workdir)),
+                "endpoint_same": (await other.endpoint(again, 8080)).endpoint == endpoint.endpoint,
+            }
+            missing = {"sandbox_id": handle.sandbox_id[:-8] + "00000000"}
+            obs["connect_missing"] = await _raises(other.connect(missing))
+        finally:
+            await other.aclose()
+
+        obs["pty"] = await _pty_step(provider, handle)
+
+        await provider.close(handle)
+        closed = True
+        obs["status_after_close"] = (await provider.status(handle)).value
+        obs["close_again"] = await _raises(provider.close(handle))
+        obs["exec_after_close"] = {
+            k: v for k, v in _result(await provider.exec(handle, "true")).items() if k in ("return_code", "error_type")
+        }
+    finally:
+        if not closed:
+            await provider.close(handle)
+        await provider.aclose()
+    return obs
+
+
+EXPECTED_HIGHLIGHTS: dict[str, Any] = {
+    # Values the driver checks on top of agreement, so two providers broken alike cannot pass.
+    "exec_basic": {"stdout": "hello\n/work\nseeded ✓\n0 644\n", "stderr": "", "return_code": 0, "error_type": None},
+    "exec_env": {"stdout": "call x hello\n", "stderr": "", "return_code": 0, "error_type": None},
+    "exec_user_name": {"stdout": "65534\n65534\n", "stderr": "", "return_code": 0, "error_type": None},
+    "exec_stdin": {"stdout": "PIPED IN\n", "stderr": "", "return_code": 0, "error_type": None},
+    "exec_timeout": {"stdout": None, "return_code": 125, "error_type": "timeout", "stderr_mentions_timeout": True},
+    "download_equal": True,
+    "status_running": SandboxStatus.RUNNING.value,
+    "status_after_close": SandboxStatus.STOPPED.value,
+    "pty": {"stdout": "out\n", "stderr": "err\n", "exit": 3},
+}

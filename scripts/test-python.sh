@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The Python package's checks (clients/python): installs it from the source tree into the
+# project venv with its test extras and nemo-gym 0.7.0's provider layer, checks the stubs
+# against the proto, lints with ruff, type-checks with mypy, and runs pytest against the real
+# server and Docker.
+# Fails when Docker is unreachable, and when pytest collects no tests (exit 5).
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${SANDBOXD_VENV:-$REPO_ROOT/.venv}"
+PKG="$REPO_ROOT/clients/python"
+NEMO_GYM_VERSION="0.7.0"
+cd "$REPO_ROOT"
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+die() { printf 'test-python.sh: ERROR: %s\n' "$*" >&2; exit 1; }
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+  step "creating venv $VENV"
+  python3 -m venv "$VENV" || die "python3 -m venv $VENV failed (apt-get install python3-venv)"
+fi
+PY="$VENV/bin/python"
+PIP=("$PY" -m pip install -q --disable-pip-version-check)
+
+step "pip install ./clients/python[test] (from the working tree)"
+"${PIP[@]}" "$PKG[test]"
+# The package itself is always rebuilt from the working tree, even at an unchanged version.
+"${PIP[@]}" --no-deps --force-reinstall "$PKG"
+
+# nemo-gym 0.7.0 declares Python >= 3.13 and heavy dependencies; only its provider layer is
+# needed (tests/gym_loader.py loads it without them), so its wheel goes in without deps.
+if [[ "$("$PY" -c 'import importlib.metadata as m; print(m.version("nemo-gym"))' 2>/dev/null)" != "$NEMO_GYM_VERSION" ]]; then
+  step "installing nemo-gym==$NEMO_GYM_VERSION (provider layer, no dependencies)"
+  wheels="$(mktemp -d)"
+  trap 'rm -rf "$wheels"' EXIT
+  "$PY" -m pip download -q --disable-pip-version-check --no-deps --python-version 3.14 \
+    --only-binary=:all: -d "$wheels" "nemo-gym==$NEMO_GYM_VERSION"
+  "${PIP[@]}" --no-deps --ignore-requires-python "$wheels"/nemo_gym-"$NEMO_GYM_VERSION"-*.whl
+fi
+
+step "stubs match proto/sandbox/v1/sandbox.proto"
+"$PY" "$PKG/tools/generate_stubs.py" --check
+
+step "ruff check + ruff format --check (clients/python)"
+(cd "$PKG" && "$PY" -m ruff check src tests tools && "$PY" -m ruff format --check src tests tools)
+
+step "mypy --strict (clients/python)"
+(cd "$PKG" && "$PY" -m mypy)
+
+step "pytest clients/python/tests (real server, real Docker)"
+docker info --format '{{.ServerVersion}}' >/dev/null 2>&1 \
+  || die "the Docker daemon is unreachable ('docker info' failed); these tests need it and never skip"
+set +e
+(cd "$PKG" && "$PY" -m pytest -p no:cacheprovider -q tests)
+rc=$?
+set -e
+if [[ $rc -eq 5 ]]; then
+  die "pytest collected no tests (exit 5)"
+elif [[ $rc -ne 0 ]]; then
+  die "pytest failed (exit $rc)"
+fi
+printf 'python package checks passed\n' >&2
