@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::provider::DockerProvider;
-use crate::backend::{CreatePlan, FileDownload, SandboxBackend, TerminalSession, UploadSource};
+use crate::backend::{CreatePlan, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource};
 use crate::branching::{DiffEntry, Forked, SnapshotInfo};
 use crate::error::Result;
 use crate::lease::{LeaseStore, SweepReport};
@@ -40,6 +40,15 @@ impl SandboxBackend for DockerProvider {
 
     async fn exec(&self, handle: &SandboxHandle, command: &str, params: &ExecParams) -> Result<ExecResult> {
         self.run_command(handle, command, params).await
+    }
+
+    async fn exec_stream(
+        &self,
+        handle: &SandboxHandle,
+        command: &str,
+        params: &ExecParams,
+    ) -> Result<ExecStream> {
+        self.stream_command(handle, command, params).await
     }
 
     async fn upload(

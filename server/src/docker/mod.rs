@@ -1,5 +1,6 @@
 //! The Docker backend: sandboxes as detached containers driven through the docker CLI.
 //!
+//! `engine` is the exec seam (one `docker exec` per command, or the resident `agent`).
 //! `cli` starts docker subprocesses, `argv` builds their command lines, `classify` reads the
 //! client's stderr, `state` types container states, `tarstream` frames file transfers.
 //! `provider` holds `DockerProvider` and its caches; each operation lives in a file of its own:
@@ -8,6 +9,7 @@
 //! (NeMo Gym's Compose helpers), and `backend` (the `SandboxBackend` implementation); and branching:
 //! `snapshot` (commit, list, delete, expiry), `fork`, `diff`, `pause` (pause, resume).
 
+pub mod agent;
 pub mod argv;
 mod backend;
 pub mod classify;
@@ -15,6 +17,7 @@ pub mod cli;
 mod compose;
 mod create;
 mod diff;
+pub mod engine;
 pub mod events;
 mod exec;
 mod files;

@@ -26,6 +26,15 @@ impl DockerProvider {
         Ok(())
     }
 
+    /// Refuse a sandbox the events table knows to be frozen (memory only, so every exec can
+    /// afford it; the agent engine would otherwise wait on a frozen agent until its timeout).
+    pub(super) fn refuse_known_paused(&self, sandbox_id: &str) -> Result<()> {
+        match self.states.state(sandbox_id) {
+            Some(ContainerState::Paused) => Err(ProviderError::Paused(sandbox_id.into())),
+            _ => Ok(()),
+        }
+    }
+
     /// Refuse a frozen sandbox with `Paused`, from the events table (an inspect when it does
     /// not know): a terminal session opens asynchronously, so its exec failure cannot be read
     /// in time as it is for `exec`.
