@@ -8,6 +8,9 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+#[path = "compare/branching.rs"]
+mod branching;
+
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -422,5 +425,6 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
         );
     }
     close(&mut client, &id).await;
+    rows.extend(branching::rows(&mut client, runs).await);
     rows
 }

@@ -216,8 +216,10 @@ async fn paused_container_reports_paused() {
     let h = p.create(&spec(images::BUSYBOX)).await.unwrap();
     assert!(docker(&["pause", &h.sandbox_id]).status.success());
     assert_eq!(p.status(&h.id()).await.unwrap(), SandboxStatus::Paused);
-    let r = p.exec(&h, "echo hi", &params()).await.unwrap();
-    assert_eq!(r.error_type, Some(ExecErrorType::Sandbox), "{r:?}");
+    // Issue 12: exec on a paused sandbox is refused (FAILED_PRECONDITION), naming the state.
+    let err = p.exec(&h, "echo hi", &params()).await.unwrap_err();
+    assert!(matches!(err, ProviderError::Paused(_)), "{err}");
+    assert!(err.to_string().contains("paused"), "{err}");
     p.close(&h.id()).await.unwrap();
 }
 

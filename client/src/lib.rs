@@ -14,6 +14,7 @@
 /// The generated `sandbox.v1` messages and stubs.
 pub use sandboxd_proto::v1 as proto;
 
+mod branching;
 mod client;
 mod descriptor;
 mod error;
@@ -22,6 +23,7 @@ mod inventory;
 mod pty;
 mod sandbox;
 
+pub use branching::{DiffEntry, DiffKind, Fork, Snapshot};
 pub use client::{BearerAuth, Client, RawClient};
 pub use descriptor::IntoSandboxRef;
 pub use error::{ClientError, Result};

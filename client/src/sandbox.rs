@@ -140,7 +140,7 @@ impl std::fmt::Debug for Sandbox {
 }
 
 impl Sandbox {
-    fn from_ref(
+    pub(crate) fn from_ref(
         client: &Client,
         reference: proto::SandboxRef,
         image: Option<String>,
@@ -162,7 +162,7 @@ impl Sandbox {
     /// Starts a sandbox (`Create`). The server writes `spec.files` and removes the container
     /// if anything fails, so a failed start leaves nothing to clean up.
     pub async fn start(client: &Client, spec: proto::SandboxSpec) -> Result<Sandbox> {
-        let image = Some(spec.image.clone()).filter(|s| !s.is_empty());
+        let image = Some(spec.image.clone()).filter(|s| !s.is_empty()).or_else(|| spec.snapshot_id.clone());
         let mut rpc = client.raw();
         let resp = rpc.create(proto::CreateRequest { spec: Some(spec) }).await?.into_inner();
         let reference = resp

@@ -5,11 +5,13 @@
 //! trait in a sibling module and nothing above it changes. Types crossing the seam are neutral
 //! (`crate::spec`); Docker's words (container states, CLI errors, argv) stay below `docker/`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::AsyncBufRead;
 
+use crate::branching::{DiffEntry, Forked, SnapshotInfo};
 use crate::error::{ProviderError, Result};
 use crate::inventory::{ListPage, ListQuery};
 use crate::lease::{LeaseStore, SweepReport};
@@ -115,6 +117,46 @@ pub trait SandboxBackend: Send + Sync + 'static {
 
     /// The default exec timeout when a call names none.
     fn default_exec_timeout(&self) -> Option<Duration>;
+
+    /// Commit the sandbox's filesystem to a snapshot this service owns, consistently (the
+    /// sandbox is frozen for it; a paused one stays paused). At most `max_snapshots` snapshots
+    /// exist at once (`ResourceExhausted`).
+    async fn snapshot(
+        &self,
+        id: &SandboxId,
+        labels: &BTreeMap<String, String>,
+        max_snapshots: usize,
+    ) -> Result<SnapshotInfo>;
+
+    /// The snapshots this service owns carrying every label of `filter`, oldest first.
+    async fn list_snapshots(&self, filter: &BTreeMap<String, String>) -> Result<Vec<SnapshotInfo>>;
+
+    /// Remove a snapshot this service owns (`SnapshotNotFound` otherwise); one a sandbox still
+    /// runs from is kept (`SnapshotInUse`).
+    async fn delete_snapshot(&self, snapshot_id: &str) -> Result<()>;
+
+    /// Remove the snapshots older than `ttl` that no sandbox uses; returns their ids.
+    async fn remove_expired_snapshots(&self, ttl: Duration) -> Result<Vec<String>>;
+
+    /// `count` new sandboxes from one fresh snapshot of `id`, with its env, workdir, ports (new
+    /// host ports), limits and lease length, all or nothing. The source keeps running.
+    async fn fork(
+        &self,
+        id: &SandboxId,
+        count: u32,
+        labels: &BTreeMap<String, String>,
+        max_snapshots: usize,
+    ) -> Result<Forked>;
+
+    /// The paths added, changed and deleted since the sandbox started (or since its
+    /// snapshot), at or below `path_prefix` when given, the service's own files left out.
+    async fn diff(&self, id: &SandboxId, path_prefix: Option<&str>) -> Result<Vec<DiffEntry>>;
+
+    /// Freeze every process of the sandbox; pausing a paused sandbox succeeds.
+    async fn pause(&self, id: &SandboxId) -> Result<()>;
+
+    /// Thaw a paused sandbox; resuming a running sandbox succeeds.
+    async fn resume(&self, id: &SandboxId) -> Result<()>;
 }
 
 /// One step of a streamed command.

@@ -282,6 +282,11 @@ impl DockerConfig {
     }
 }
 
+/// Default bound on the snapshots that exist at once.
+pub const DEFAULT_MAX_SNAPSHOTS: u32 = 100;
+/// Default age past which an unreferenced snapshot is removed: one day.
+pub const DEFAULT_SNAPSHOT_TTL_S: f64 = 86_400.0;
+
 /// The `server` section: what clients may ask for. Everything defaults to the safe choice.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -304,6 +309,11 @@ pub struct ServerSection {
     pub create_timeout_s: f64,
     /// Limits on what clients can open (RESOURCE_EXHAUSTED past them).
     pub limits: Limits,
+    /// Snapshots that may exist at once; `Snapshot` and `Fork` beyond it are RESOURCE_EXHAUSTED.
+    pub max_snapshots: u32,
+    /// A snapshot no sandbox uses is removed this long after it was taken; `null` keeps it
+    /// until `DeleteSnapshot`.
+    pub snapshot_ttl_s: Option<f64>,
 }
 
 impl Default for ServerSection {
@@ -317,6 +327,8 @@ impl Default for ServerSection {
             sweep_interval_s: DEFAULT_SWEEP_INTERVAL_S,
             create_timeout_s: DEFAULT_CREATE_TIMEOUT_S,
             limits: Limits::default(),
+            max_snapshots: DEFAULT_MAX_SNAPSHOTS,
+            snapshot_ttl_s: Some(DEFAULT_SNAPSHOT_TTL_S),
         }
     }
 }
@@ -358,6 +370,10 @@ impl ServerSection {
         if matches!(&self.state_dir, Some(d) if d.as_os_str().is_empty()) {
             return Err(ConfigError::new("server.state_dir", "must be null (default) or a directory"));
         }
+        if self.max_snapshots < 1 {
+            return Err(ConfigError::new("server.max_snapshots", "must be >= 1 (got 0)"));
+        }
+        positive_opt("server.snapshot_ttl_s", self.snapshot_ttl_s)?;
         self.limits.validate()
     }
 
@@ -591,6 +607,22 @@ mod tests {
         assert_eq!(err.field, "docker.exec.concurrency");
         assert!(is_yaml(Path::new("docker.yaml"), "{}") && !is_yaml(Path::new("c.json"), "a: 1"));
         assert!(is_yaml(Path::new("conf"), "docker: {}") && !is_yaml(Path::new("conf"), "{\"docker\": {}}"));
+    }
+
+    #[test]
+    fn snapshot_bounds() {
+        let c = FileConfig::from_json_value(&json!({})).unwrap();
+        assert_eq!((c.server.max_snapshots, c.server.snapshot_ttl_s), (100, Some(86_400.0)));
+        let c = FileConfig::from_json_value(&json!({"server": {"max_snapshots": 3, "snapshot_ttl_s": null}}))
+            .unwrap();
+        assert_eq!((c.server.max_snapshots, c.server.snapshot_ttl_s), (3, None));
+        for (server, field) in [
+            (json!({"max_snapshots": 0}), "server.max_snapshots"),
+            (json!({"snapshot_ttl_s": 0}), "server.snapshot_ttl_s"),
+        ] {
+            let err = FileConfig::from_json_value(&json!({ "server": server })).unwrap_err();
+            assert_eq!(err.field, field);
+        }
     }
 
     #[test]

@@ -26,6 +26,18 @@ pub enum ProviderError {
     /// The sandbox exists but is not running.
     #[error("sandbox {0:?} is not running")]
     Stopped(String),
+    /// The sandbox is frozen by `Pause`: exec and terminals wait for `Resume`.
+    #[error("sandbox {0:?} is paused; Resume it first")]
+    Paused(String),
+    /// No such snapshot, or an image this service does not own.
+    #[error("snapshot {0:?} not found")]
+    SnapshotNotFound(String),
+    /// The snapshot is still the image of a sandbox.
+    #[error("snapshot in use: {0}")]
+    SnapshotInUse(String),
+    /// A server limit was reached (for example `server.max_snapshots`).
+    #[error("limit reached: {0}")]
+    ResourceExhausted(String),
     /// The Docker daemon (or the docker binary) cannot be reached.
     #[error("docker unavailable: {0}")]
     Unavailable(String),

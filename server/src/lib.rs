@@ -5,6 +5,7 @@
 //! provider onto `sandbox.v1.SandboxService`.
 
 pub mod backend;
+pub mod branching;
 pub mod config;
 pub mod docker;
 pub mod error;
@@ -14,6 +15,7 @@ pub mod lifecycle;
 pub mod metrics;
 pub mod pty;
 pub mod service;
+pub mod snapshot_expiry;
 pub mod spec;
 
 pub use error::{ProviderError, Result};

@@ -2,13 +2,14 @@
 //! `--remove-on-shutdown` removes exactly those), leases (the operator's policy and the store of
 //! moved leases), creates that always finish or clean up, and the order of shutdown.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tracing::Instrument;
 
 use crate::backend::{CreatePlan, SandboxBackend};
+use crate::branching::Forked;
 use crate::error::{ProviderError, Result};
 use crate::lease::{self, LeasePolicy, LeaseStore, SweepReport};
 use crate::metrics::{self, GaugeGuard};
@@ -101,6 +102,34 @@ impl Lifecycle {
         tokio::spawn(work.instrument(tracing::Span::current()));
         rx.await
             .unwrap_or_else(|_| Err(ProviderError::Docker("the create task ended without an answer".into())))
+    }
+
+    /// Fork through the backend; the children count as created by this process (a fork that
+    /// completes while a shutdown removes this process's sandboxes removes its children).
+    pub async fn fork(
+        &self,
+        id: &SandboxId,
+        count: u32,
+        labels: &BTreeMap<String, String>,
+        max_snapshots: usize,
+    ) -> Result<Forked> {
+        let forked = self.backend.fork(id, count, labels, max_snapshots).await?;
+        let keep = {
+            let mut created = self.lock_created();
+            if !created.removing {
+                created.ids.extend(forked.sandboxes.iter().map(SandboxHandle::id));
+            }
+            !created.removing
+        };
+        if !keep {
+            for child in &forked.sandboxes {
+                let _ = self.backend.close(&child.id()).await;
+            }
+            return Err(ProviderError::Unavailable(
+                "the server is shutting down; the fork's children were removed".into(),
+            ));
+        }
+        Ok(forked)
     }
 
     /// Remove a sandbox (already gone is success), forget that this process made it and its

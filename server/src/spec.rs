@@ -213,6 +213,8 @@ pub struct SandboxSpec {
     pub entrypoint: Option<Vec<String>>,
     pub ports: Vec<u16>,
     pub provider_options: ProviderOptions,
+    /// Start from this snapshot (its image) instead of `image`.
+    pub snapshot_id: Option<String>,
 }
 
 impl SandboxSpec {
@@ -222,7 +224,22 @@ impl SandboxSpec {
 
     /// Refuse what Docker would misread or what could smuggle flags into a command line.
     pub fn validate(&self) -> Result<(), ProviderError> {
-        validate_image(&self.image)?;
+        match &self.snapshot_id {
+            None if self.image.is_empty() => {
+                return Err(ProviderError::invalid(
+                    "spec.image",
+                    "is required unless spec.snapshot_id is set",
+                ))
+            }
+            None => validate_image(&self.image)?,
+            Some(_) if !self.image.is_empty() => {
+                return Err(ProviderError::invalid(
+                    "spec.image",
+                    "spec.image and spec.snapshot_id are exclusive: set one of them",
+                ))
+            }
+            Some(_) => {}
+        }
         positive("spec.ttl_s", self.ttl_s)?;
         positive("spec.ready_timeout_s", self.ready_timeout_s)?;
         if let Some(dir) = &self.workdir {
@@ -380,6 +397,12 @@ mod tests {
             assert!(err.to_string().contains(field), "{err} should name {field}");
         }
         assert!(SandboxSpec::new("docker://busybox:latest").validate().is_ok());
+        let both = SandboxSpec { snapshot_id: Some("s".into()), ..SandboxSpec::new("img") };
+        let err = both.validate().unwrap_err().to_string();
+        assert!(err.contains("spec.image") && err.contains("spec.snapshot_id"), "{err}");
+        let neither = SandboxSpec::default().validate().unwrap_err().to_string();
+        assert!(neither.contains("spec.image") && neither.contains("spec.snapshot_id"), "{neither}");
+        assert!(SandboxSpec { snapshot_id: Some("s".into()), ..SandboxSpec::default() }.validate().is_ok());
         assert_eq!(normalize_image("docker://busybox"), "busybox");
     }
 

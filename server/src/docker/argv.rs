@@ -104,10 +104,15 @@ pub fn publish_arg(host: &str, port: u16) -> String {
     }
 }
 
+/// The image a sandbox runs: its snapshot's, else `spec.image` (`docker://` dropped).
+pub fn run_image(spec: &SandboxSpec) -> &str {
+    spec.snapshot_id.as_deref().unwrap_or_else(|| normalize_image(&spec.image))
+}
+
 /// `docker run -d …`: the detached keep-alive with the image ENTRYPOINT overridden (or the
 /// spec's own entrypoint), every flag from the config and spec.
 pub fn run_args(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec<String> {
-    let image = normalize_image(&spec.image);
+    let image = run_image(spec);
     let mut a = vec![s("run"), s("-d"), s("--name"), s(name), s("--label"), format!("{SANDBOX_LABEL}=1")];
     if !spec.ports.is_empty() {
         let ports: Vec<String> = spec.ports.iter().map(u16::to_string).collect();
@@ -369,6 +374,196 @@ pub fn http_endpoint(host: &str, port: u16) -> String {
         format!("http://[{host}]:{port}")
     } else {
         format!("http://{host}:{port}")
+    }
+}
+
+// ----- snapshots, diff, pause ------------------------------------------------------------
+
+/// Repository of every snapshot image; a snapshot id is `sandboxd-snapshot:<32 hex>`.
+pub const SNAPSHOT_REPOSITORY: &str = "sandboxd-snapshot";
+/// Ownership label of snapshot images (containers carry `SANDBOX_LABEL` instead).
+pub const SNAPSHOT_LABEL: &str = "sandboxd.snapshot";
+/// The sandbox a snapshot was taken from.
+pub const SNAPSHOT_SOURCE_LABEL: &str = "sandboxd.snapshot.source";
+/// The caller's labels of a snapshot: base64url of their JSON object (no quoting to get wrong).
+pub const SNAPSHOT_LABELS_LABEL: &str = "sandboxd.snapshot.labels";
+/// When the snapshot was taken, in milliseconds since the Unix epoch.
+pub const SNAPSHOT_CREATED_LABEL: &str = "sandboxd.snapshot.created_ms";
+
+/// A fresh snapshot id: the repository plus 128 random bits as the tag.
+pub fn new_snapshot_id() -> String {
+    format!("{SNAPSHOT_REPOSITORY}:{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A snapshot id this service could have made; anything else is refused before docker sees it.
+pub fn is_valid_snapshot_id(id: &str) -> bool {
+    id.strip_prefix(SNAPSHOT_REPOSITORY).and_then(|rest| rest.strip_prefix(':')).is_some_and(|hex| {
+        hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    })
+}
+
+/// What `docker commit` records about a snapshot besides the filesystem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotMarks<'a> {
+    pub source: &'a str,
+    /// `SNAPSHOT_LABELS_LABEL`'s value (already encoded).
+    pub labels: &'a str,
+    pub created_ms: i64,
+}
+
+/// `docker commit --pause=true …`: the container is frozen for the commit (docker resumes it
+/// after, and leaves an already paused one paused). The image inherits the container's labels:
+/// the sandbox ownership, port and lease labels are blanked so a snapshot never passes for a
+/// sandbox (a container run from it elsewhere is not ours) and a child never inherits its
+/// source's lease, and the snapshot's own labels are set.
+pub fn commit_args(name: &str, snapshot_id: &str, marks: &SnapshotMarks<'_>) -> Vec<String> {
+    let mut a = vec![s("commit"), s("--pause=true")];
+    use crate::lease::{CREATED_LABEL, CREATE_DEADLINE_LABEL, EXPIRES_LABEL};
+    for label in [
+        format!("{SANDBOX_LABEL}="),
+        format!("{PORTS_LABEL}="),
+        format!("{CREATED_LABEL}="),
+        format!("{EXPIRES_LABEL}="),
+        format!("{CREATE_DEADLINE_LABEL}="),
+        format!("{SNAPSHOT_LABEL}=1"),
+        format!("{SNAPSHOT_SOURCE_LABEL}={}", marks.source),
+        format!("{SNAPSHOT_LABELS_LABEL}={}", marks.labels),
+        format!("{SNAPSHOT_CREATED_LABEL}={}", marks.created_ms),
+    ] {
+        a.extend([s("--change"), format!("LABEL {label}")]);
+    }
+    a.extend([s(name), s(snapshot_id)]);
+    a
+}
+
+/// The snapshot images on the daemon: `repo:tag` per line, only those with the ownership label.
+pub fn snapshot_list_args() -> Vec<String> {
+    vec![
+        s("images"),
+        s("--filter"),
+        format!("label={SNAPSHOT_LABEL}=1"),
+        s("--format"),
+        s("{{.Repository}}:{{.Tag}}"),
+        s(SNAPSHOT_REPOSITORY),
+    ]
+}
+
+/// `docker image inspect` of images by reference (a JSON array).
+pub fn image_inspect_args(refs: &[String]) -> Vec<String> {
+    let mut a = vec![s("image"), s("inspect")];
+    a.extend(refs.iter().cloned());
+    a
+}
+
+/// `docker rmi REF` without `--force`: docker itself refuses an image a container still uses.
+pub fn rmi_args(image: &str) -> Vec<String> {
+    vec![s("rmi"), s(image)]
+}
+
+/// The containers (any state) whose image is `image` or built on it.
+pub fn image_users_args(image: &str) -> Vec<String> {
+    vec![s("ps"), s("-a"), s("--filter"), format!("ancestor={image}"), s("--format"), s("{{.Names}}")]
+}
+
+/// `docker inspect --type container NAME`: the full JSON (a fork reads the source's settings).
+pub fn inspect_full_args(name: &str) -> Vec<String> {
+    vec![s("inspect"), s("--type"), s("container"), s(name)]
+}
+
+/// `docker diff NAME`: one `K /path` line per change against the container's image.
+pub fn diff_args(name: &str) -> Vec<String> {
+    vec![s("diff"), s(name)]
+}
+
+pub fn pause_args(name: &str) -> Vec<String> {
+    vec![s("pause"), s(name)]
+}
+
+pub fn unpause_args(name: &str) -> Vec<String> {
+    vec![s("unpause"), s(name)]
+}
+
+#[cfg(test)]
+mod branching_tests {
+    use super::*;
+
+    fn v(items: &[&str]) -> Vec<String> {
+        items.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn snapshot_ids_are_checked_by_shape() {
+        let id = new_snapshot_id();
+        assert!(is_valid_snapshot_id(&id), "{id}");
+        assert!(id.starts_with("sandboxd-snapshot:"));
+        for bad in [
+            "busybox:latest",
+            "sandboxd-snapshot:latest",
+            "sandboxd-snapshot:0123456789ABCDEF0123456789abcdef",
+            "sandboxd-snapshot0123456789abcdef0123456789abcdef",
+            "--force",
+            "sandboxd-0123456789abcdef0123456789abcdef",
+        ] {
+            assert!(!is_valid_snapshot_id(bad), "{bad}");
+        }
+        assert!(!crate::spec::SandboxId::has_valid_shape(&id), "a snapshot id is never a sandbox id");
+    }
+
+    #[test]
+    fn commit_blanks_sandbox_labels_and_marks_the_snapshot() {
+        let marks = SnapshotMarks { source: "sandboxd-a", labels: "e30", created_ms: 7 };
+        assert_eq!(
+            commit_args("sandboxd-a", "sandboxd-snapshot:b", &marks),
+            v(&[
+                "commit",
+                "--pause=true",
+                "--change",
+                "LABEL sandboxd.sandbox=",
+                "--change",
+                "LABEL sandboxd.ports=",
+                "--change",
+                "LABEL sandboxd.created_ms=",
+                "--change",
+                "LABEL sandboxd.expires_ms=",
+                "--change",
+                "LABEL sandboxd.create_deadline_ms=",
+                "--change",
+                "LABEL sandboxd.snapshot=1",
+                "--change",
+                "LABEL sandboxd.snapshot.source=sandboxd-a",
+                "--change",
+                "LABEL sandboxd.snapshot.labels=e30",
+                "--change",
+                "LABEL sandboxd.snapshot.created_ms=7",
+                "sandboxd-a",
+                "sandboxd-snapshot:b"
+            ])
+        );
+    }
+
+    #[test]
+    fn snapshot_diff_and_pause_commands() {
+        assert_eq!(
+            snapshot_list_args(),
+            v(&[
+                "images",
+                "--filter",
+                "label=sandboxd.snapshot=1",
+                "--format",
+                "{{.Repository}}:{{.Tag}}",
+                "sandboxd-snapshot"
+            ])
+        );
+        assert_eq!(image_inspect_args(&v(&["a", "b"])), v(&["image", "inspect", "a", "b"]));
+        assert_eq!(rmi_args("i"), v(&["rmi", "i"]));
+        assert_eq!(
+            image_users_args("i"),
+            v(&["ps", "-a", "--filter", "ancestor=i", "--format", "{{.Names}}"])
+        );
+        assert_eq!(inspect_full_args("n"), v(&["inspect", "--type", "container", "n"]));
+        assert_eq!(diff_args("n"), v(&["diff", "n"]));
+        assert_eq!(pause_args("n"), v(&["pause", "n"]));
+        assert_eq!(unpause_args("n"), v(&["unpause", "n"]));
     }
 }
 

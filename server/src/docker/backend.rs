@@ -1,11 +1,13 @@
 //! `DockerProvider` behind the `SandboxBackend` seam: each method delegates to the operation's
 //! own file, so this file only says which Docker operation answers which backend call.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::provider::DockerProvider;
 use crate::backend::{CreatePlan, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource};
+use crate::branching::{DiffEntry, Forked, SnapshotInfo};
 use crate::error::Result;
 use crate::inventory::{ListPage, ListQuery};
 use crate::lease::{LeaseStore, SweepReport};
@@ -95,6 +97,49 @@ impl SandboxBackend for DockerProvider {
 
     fn default_exec_timeout(&self) -> Option<Duration> {
         self.config.exec.default_timeout_s.map(Duration::from_secs_f64)
+    }
+
+    async fn snapshot(
+        &self,
+        id: &SandboxId,
+        labels: &BTreeMap<String, String>,
+        max_snapshots: usize,
+    ) -> Result<SnapshotInfo> {
+        self.commit_snapshot(id.as_str(), labels, max_snapshots).await
+    }
+
+    async fn list_snapshots(&self, filter: &BTreeMap<String, String>) -> Result<Vec<SnapshotInfo>> {
+        self.owned_snapshots(filter).await
+    }
+
+    async fn delete_snapshot(&self, snapshot_id: &str) -> Result<()> {
+        self.remove_snapshot(snapshot_id).await
+    }
+
+    async fn remove_expired_snapshots(&self, ttl: Duration) -> Result<Vec<String>> {
+        self.remove_unused_snapshots_older_than(ttl).await
+    }
+
+    async fn fork(
+        &self,
+        id: &SandboxId,
+        count: u32,
+        labels: &BTreeMap<String, String>,
+        max_snapshots: usize,
+    ) -> Result<Forked> {
+        self.fork_sandbox(id.as_str(), count, labels, max_snapshots).await
+    }
+
+    async fn diff(&self, id: &SandboxId, path_prefix: Option<&str>) -> Result<Vec<DiffEntry>> {
+        self.changed_paths(id.as_str(), path_prefix).await
+    }
+
+    async fn pause(&self, id: &SandboxId) -> Result<()> {
+        self.pause_container(id.as_str()).await
+    }
+
+    async fn resume(&self, id: &SandboxId) -> Result<()> {
+        self.unpause_container(id.as_str()).await
     }
 }
 

@@ -57,6 +57,38 @@ pub fn is_name_conflict(stderr: &str) -> bool {
     low.contains("conflict") && low.contains("already in use")
 }
 
+/// The daemon refused an exec because the container is frozen (`docker pause`).
+pub fn is_paused_container(stderr: &str) -> bool {
+    stderr.to_ascii_lowercase().contains("is paused, unpause the container")
+}
+
+/// `docker pause` of a container that is paused already.
+pub fn is_already_paused(stderr: &str) -> bool {
+    stderr.to_ascii_lowercase().contains("is already paused")
+}
+
+/// `docker unpause` of a container that is not paused.
+pub fn is_not_paused(stderr: &str) -> bool {
+    stderr.to_ascii_lowercase().contains("is not paused")
+}
+
+/// `docker pause`/`commit` of a container that is not running.
+pub fn is_not_running(stderr: &str) -> bool {
+    stderr.to_ascii_lowercase().contains("is not running")
+}
+
+/// `docker rmi` refused because a container (running or not) still uses the image.
+pub fn is_image_in_use(stderr: &str) -> bool {
+    let low = stderr.to_ascii_lowercase();
+    low.contains("conflict") && (low.contains("is using its referenced image") || low.contains("being used"))
+}
+
+/// `docker image inspect`/`rmi` of an image the daemon does not have.
+pub fn is_missing_image_ref(stderr: &str) -> bool {
+    let low = stderr.to_ascii_lowercase();
+    low.contains("no such image") || low.contains("no such object")
+}
+
 /// `docker run` failed because the image is not on the daemon and could not be pulled.
 pub fn is_missing_image(stderr: &str) -> bool {
     let low = stderr.to_ascii_lowercase();
@@ -119,5 +151,15 @@ mod tests {
         assert!(!looks_like_docker_failure(1, "Error response from daemon: x\nthe command's last words\n"));
         assert!(looks_like_docker_failure(137, ""), "killed under a stopping container: ask inspect");
         assert_eq!(error_line("docker: Error response from daemon: No such image: x\n\nRun 'docker run --help' for more information\n"), "docker: Error response from daemon: No such image: x");
+        assert!(is_paused_container(
+            "Error response from daemon: Container sandboxd-x is paused, unpause the container before exec"
+        ));
+        assert!(!is_paused_container("the job is paused"));
+        assert!(is_already_paused("Error response from daemon: Container 12ab is already paused"));
+        assert!(is_not_paused("Error response from daemon: Container 12ab is not paused"));
+        assert!(is_image_in_use(
+            "Error response from daemon: conflict: unable to remove repository reference \"sandboxd-snapshot:ab\" (must force) - container bd7dab99c29e is using its referenced image b059912c92d8"
+        ));
+        assert!(is_missing_image_ref("Error: No such image: sandboxd-snapshot:ab"));
     }
 }

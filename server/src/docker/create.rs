@@ -40,10 +40,13 @@ impl DockerProvider {
     /// not clean up: callers that can be cancelled run it in a task of its own (the service does).
     pub async fn create_planned(&self, spec: &SandboxSpec, plan: &CreatePlan) -> Result<SandboxHandle> {
         spec.validate()?;
+        if let Some(snapshot_id) = &spec.snapshot_id {
+            self.snapshot_info(snapshot_id).await?;
+        }
         let sandbox_id = plan.id.as_str();
         let timeout = plan.timeout;
         let creating = argv::creating_name(sandbox_id);
-        let image = normalize_image(&spec.image).to_string();
+        let image = argv::run_image(spec).to_string();
         let now = lease::now_ms();
         let mut labels = vec![
             (lease::CREATED_LABEL, now.to_string()),

@@ -23,8 +23,16 @@ impl DockerProvider {
         params: &ExecParams,
     ) -> Result<ExecResult> {
         let user = check_exec(command, params)?;
+        self.refuse_known_paused(&handle.sandbox_id)?;
         let target = ExecTarget { name: &handle.sandbox_id, shell: &handle.shell };
-        Ok(self.engine.exec(target, command, params, user.as_deref()).await)
+        let result = self.engine.exec(target, command, params, user.as_deref()).await;
+        // A failed exec is read for the daemon's paused refusal: no inspect before every exec.
+        if result.error_type == Some(ExecErrorType::Sandbox)
+            && super::classify::is_paused_container(&result.stderr_str())
+        {
+            return Err(ProviderError::Paused(handle.sandbox_id.clone()));
+        }
+        Ok(result)
     }
 
     /// As `run_command`, with output delivered as it is produced; dropping the stream stops
@@ -36,6 +44,7 @@ impl DockerProvider {
         params: &ExecParams,
     ) -> Result<ExecStream> {
         let user = check_exec(command, params)?;
+        self.refuse_known_paused(&handle.sandbox_id)?;
         let target = ExecTarget { name: &handle.sandbox_id, shell: &handle.shell };
         Ok(self.engine.exec_stream(target, command, params, user.as_deref()).await)
     }

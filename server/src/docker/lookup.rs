@@ -65,7 +65,7 @@ impl DockerProvider {
         Ok(handle)
     }
 
-    async fn owned(&self, sandbox_id: &str) -> Result<Inspected> {
+    pub(super) async fn owned(&self, sandbox_id: &str) -> Result<Inspected> {
         match self.inspect(sandbox_id).await? {
             Some(found) if found.owned => Ok(found),
             _ => Err(ProviderError::SandboxNotFound(sandbox_id.into())),
@@ -80,9 +80,14 @@ impl DockerProvider {
             return Err(ProviderError::SandboxNotFound(id.into()));
         }
         let found = self.owned(id).await?;
-        if !found.state.is_running() {
-            self.forget(id);
-            return Err(ProviderError::Stopped(id.into()));
+        match found.state {
+            ContainerState::Running => {}
+            // Connect finds the exec shell by running a command, which a frozen sandbox refuses.
+            ContainerState::Paused => return Err(ProviderError::Paused(id.into())),
+            _ => {
+                self.forget(id);
+                return Err(ProviderError::Stopped(id.into()));
+            }
         }
         let shell = self.detect_shell(id).await?;
         let handle = SandboxHandle {

@@ -6,7 +6,8 @@
 //! `provider` holds `DockerProvider` and its caches; each operation lives in a file of its own:
 //! `lookup` (inspect, handle, connect), `create` (run, reconciliation, probe), `exec`, `files`
 //! (upload, download), `status` (status, endpoint, close), `sessions` (`create_pty`), `compose`
-//! (NeMo Gym's Compose helpers), and `backend` (the `SandboxBackend` implementation).
+//! (NeMo Gym's Compose helpers), and `backend` (the `SandboxBackend` implementation); and branching:
+//! `snapshot` (commit, list, delete, expiry), `fork`, `diff`, `pause` (pause, resume).
 
 pub mod agent;
 pub mod argv;
@@ -15,16 +16,20 @@ pub mod classify;
 pub mod cli;
 mod compose;
 mod create;
+mod diff;
 pub mod engine;
 pub mod events;
 mod exec;
 mod files;
+mod fork;
 mod inventory;
 pub mod labels;
 mod lookup;
 pub mod mask;
+mod pause;
 pub mod provider;
 pub mod sessions;
+mod snapshot;
 pub mod state;
 mod status;
 pub mod sweep;

@@ -41,6 +41,10 @@ pub struct DockerProvider {
     /// Ids this process closed, so their status reads `stopped` rather than unknown.
     closed: Mutex<HashSet<String>>,
     pty_sessions: Mutex<HashMap<String, Vec<Arc<dyn LiveSession>>>>,
+    /// Held while snapshots are counted (`server.max_snapshots`).
+    pub(super) snapshot_lock: tokio::sync::Mutex<()>,
+    /// Commits counted but not finished yet: they hold a place under the bound.
+    pub(super) snapshots_in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl DockerProvider {
@@ -89,6 +93,8 @@ impl DockerProvider {
             handles: Mutex::new(HashMap::new()),
             closed: Mutex::new(HashSet::new()),
             pty_sessions: Mutex::new(HashMap::new()),
+            snapshot_lock: tokio::sync::Mutex::new(()),
+            snapshots_in_flight: Arc::default(),
         })
     }
 

@@ -89,6 +89,7 @@ impl DockerProvider {
             return Err(ProviderError::invalid("command", "must not contain NUL bytes"));
         }
         let user = spec.user.as_deref().map(|u| normalize_user("user", u)).transpose()?;
+        self.refuse_if_paused(&handle.sandbox_id).await?;
         let session_id = uuid::Uuid::new_v4().simple().to_string();
         let marker = pty::session_marker(&session_id);
         let pid_file = pty::pid_file_for(&session_id);

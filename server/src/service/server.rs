@@ -131,8 +131,13 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     let sweeper = tokio::spawn(sweep_forever(
         lifecycle.clone(),
         Duration::from_secs_f64(options.config.server.sweep_interval_s),
-        shutdown_rx,
+        shutdown_rx.clone(),
     ));
+    if let Some(ttl) = options.config.server.snapshot_ttl_s.map(Duration::from_secs_f64) {
+        let every = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(300));
+        let backend = lifecycle.backend().clone();
+        tokio::spawn(crate::snapshot_expiry::expire_periodically(backend, ttl, every, shutdown_rx));
+    }
 
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await

@@ -9,11 +9,16 @@ impl From<ProviderError> for Status {
         let code = match &err {
             ProviderError::InvalidArgument { .. } => Code::InvalidArgument,
             ProviderError::PermissionDenied(_) => Code::PermissionDenied,
-            ProviderError::SandboxNotFound(_) | ProviderError::FileNotFound(_) => Code::NotFound,
+            ProviderError::SandboxNotFound(_)
+            | ProviderError::FileNotFound(_)
+            | ProviderError::SnapshotNotFound(_) => Code::NotFound,
             ProviderError::Create(_)
             | ProviderError::CreateVerification(_)
             | ProviderError::Stopped(_)
+            | ProviderError::Paused(_)
+            | ProviderError::SnapshotInUse(_)
             | ProviderError::Pty(_) => Code::FailedPrecondition,
+            ProviderError::ResourceExhausted(_) => Code::ResourceExhausted,
             ProviderError::Unavailable(_) => Code::Unavailable,
             ProviderError::Timeout(_) => Code::DeadlineExceeded,
             ProviderError::Docker(_) | ProviderError::Io(_) => Code::Internal,
@@ -44,6 +49,10 @@ mod tests {
             (ProviderError::Timeout("x".into()), Code::DeadlineExceeded),
             (ProviderError::PermissionDenied("x".into()), Code::PermissionDenied),
             (ProviderError::Docker("x".into()), Code::Internal),
+            (ProviderError::Paused("x".into()), Code::FailedPrecondition),
+            (ProviderError::SnapshotNotFound("x".into()), Code::NotFound),
+            (ProviderError::SnapshotInUse("x".into()), Code::FailedPrecondition),
+            (ProviderError::ResourceExhausted("x".into()), Code::ResourceExhausted),
         ];
         for (err, code) in cases {
             assert_eq!(Status::from(err).code(), code);

@@ -1,0 +1,41 @@
+//! Neutral types of branching (snapshot, fork, diff), as they cross the `SandboxBackend` seam.
+
+use std::collections::BTreeMap;
+
+use crate::spec::SandboxHandle;
+
+/// Most children one `Fork` may start.
+pub const MAX_FORK_COUNT: u32 = 64;
+
+/// A snapshot this service owns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    /// What `SandboxSpec::snapshot_id` and `delete_snapshot` take.
+    pub snapshot_id: String,
+    pub source_sandbox_id: String,
+    pub labels: BTreeMap<String, String>,
+    pub created_at_unix_ms: i64,
+    pub size_bytes: u64,
+}
+
+/// The children of a fork and the snapshot they started from.
+#[derive(Debug, Clone)]
+pub struct Forked {
+    pub snapshot: SnapshotInfo,
+    pub sandboxes: Vec<SandboxHandle>,
+}
+
+/// How a path changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiffKind {
+    Added,
+    Changed,
+    Deleted,
+}
+
+/// One changed path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiffEntry {
+    pub path: String,
+    pub kind: DiffKind,
+}

@@ -1,0 +1,77 @@
+//! Pause and resume: `docker pause` / `unpause` freeze and thaw every process of a sandbox.
+//! Both are idempotent (pausing a paused sandbox or resuming a running one succeeds), so a
+//! caller retrying after a lost answer never sees an error for a state it already reached.
+
+use super::argv;
+use super::classify;
+use super::provider::DockerProvider;
+use super::state::ContainerState;
+use crate::error::{ProviderError, Result};
+
+impl DockerProvider {
+    /// Freeze the sandbox. Its lease keeps running; exec and terminals are refused until
+    /// [`DockerProvider::unpause_container`].
+    pub async fn pause_container(&self, sandbox_id: &str) -> Result<()> {
+        self.handle(sandbox_id).await?;
+        self.freeze_control(sandbox_id, argv::pause_args(sandbox_id), classify::is_already_paused).await?;
+        self.states.record(sandbox_id, Some(ContainerState::Paused));
+        Ok(())
+    }
+
+    /// Thaw a paused sandbox.
+    pub async fn unpause_container(&self, sandbox_id: &str) -> Result<()> {
+        self.handle(sandbox_id).await?;
+        self.freeze_control(sandbox_id, argv::unpause_args(sandbox_id), classify::is_not_paused).await?;
+        self.states.record(sandbox_id, Some(ContainerState::Running));
+        Ok(())
+    }
+
+    /// Refuse a sandbox the events table knows to be frozen (memory only, so every exec can
+    /// afford it; the agent engine would otherwise wait on a frozen agent until its timeout).
+    pub(super) fn refuse_known_paused(&self, sandbox_id: &str) -> Result<()> {
+        match self.states.state(sandbox_id) {
+            Some(ContainerState::Paused) => Err(ProviderError::Paused(sandbox_id.into())),
+            _ => Ok(()),
+        }
+    }
+
+    /// Refuse a frozen sandbox with `Paused`, from the events table (an inspect when it does
+    /// not know): a terminal session opens asynchronously, so its exec failure cannot be read
+    /// in time as it is for `exec`.
+    pub async fn refuse_if_paused(&self, sandbox_id: &str) -> Result<()> {
+        let state = match self.states.state(sandbox_id) {
+            Some(state) => Some(state),
+            None => self.inspect(sandbox_id).await?.map(|found| found.state),
+        };
+        match state {
+            Some(ContainerState::Paused) => Err(ProviderError::Paused(sandbox_id.into())),
+            _ => Ok(()),
+        }
+    }
+
+    async fn freeze_control(
+        &self,
+        sandbox_id: &str,
+        args: Vec<String>,
+        already: fn(&str) -> bool,
+    ) -> Result<()> {
+        let out = self.control(args.clone()).await?;
+        if out.success() {
+            return Ok(());
+        }
+        let err = out.stderr_text();
+        if already(&err) {
+            return Ok(());
+        }
+        if classify::is_missing_container(&err) {
+            return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
+        }
+        if classify::is_not_running(&err) {
+            return Err(ProviderError::Stopped(sandbox_id.into()));
+        }
+        if classify::is_daemon_unreachable(&err) {
+            return Err(ProviderError::Unavailable(err.trim().into()));
+        }
+        Err(ProviderError::Docker(format!("docker {}: {}", args.join(" "), err.trim())))
+    }
+}
