@@ -47,6 +47,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "cargo test --workspace --all-targets"
 cargo test --workspace --all-targets
 
+step "scripts/soak.sh --ci (release server under faults, about 2 minutes)"
+bash scripts/soak.sh --ci
+
 if [[ -x scripts/e2e-polyglot.sh ]]; then
   step "scripts/e2e-polyglot.sh"
   scripts/e2e-polyglot.sh
