@@ -49,7 +49,8 @@ impl PrivateDocker {
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
         let dir = PathBuf::from(format!("/tmp/sbxdd-{id}"));
         std::fs::create_dir_all(&dir).expect("private docker dir");
-        let mut docker = PrivateDocker { dir, namespace: format!("sbxdd-{id}"), containerd: None, dockerd: None };
+        let mut docker =
+            PrivateDocker { dir, namespace: format!("sbxdd-{id}"), containerd: None, dockerd: None };
         docker.start_containerd();
         docker.start_dockerd();
         for image in images {
@@ -203,7 +204,8 @@ impl Drop for PrivateDocker {
         // Containers first, while a daemon can still remove them.
         if self.dockerd.is_some() {
             let out = self.docker(&["ps", "-aq"]);
-            let ids: Vec<String> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect();
+            let ids: Vec<String> =
+                String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect();
             if !ids.is_empty() {
                 let mut args = vec!["rm", "-f"];
                 args.extend(ids.iter().map(String::as_str));
@@ -230,7 +232,10 @@ impl Drop for PrivateDocker {
         // Shims (and the containers under them) that outlived containerd: ours by their path.
         for pid in self.own_processes() {
             for child in common_descendants(pid).into_iter().chain([pid]) {
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child), nix::sys::signal::Signal::SIGKILL);
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(child),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
             }
         }
         // Mounts the daemon left (overlays, netns files, the data root's own bind mount).
@@ -399,7 +404,8 @@ async fn daemon_killed_mid_exec_answers_unavailable_and_recovers() {
     // A command that would run for two minutes; the daemon dies under it.
     let mut exec_client = client.clone();
     let exec_id = id.clone();
-    let running = tokio::spawn(async move { exec(&mut exec_client, &exec_id, "echo started; sleep 120").await });
+    let running =
+        tokio::spawn(async move { exec(&mut exec_client, &exec_id, "echo started; sleep 120").await });
     let started = wait_until(Duration::from_secs(30), || {
         let out = docker.docker(&["top", &id, "-eo", "pid,args"]);
         String::from_utf8_lossy(&out.stdout).contains("sleep 120")
