@@ -1,7 +1,9 @@
 //! Each operation through sandboxd (the real gRPC server over loopback TCP) beside the same
 //! operation done with the raw `docker` CLI, against the same daemon and image, as a table.
 //!
-//! `cargo bench --bench compare` (set `SANDBOXD_BENCH_QUICK=1` for smaller sizes and fewer runs).
+//! `cargo bench --bench compare` (set `SANDBOXD_BENCH_QUICK=1` for smaller sizes and fewer runs,
+//! `SANDBOXD_BENCH_ENGINE=docker` to measure the `docker exec` engine instead of the agent,
+//! `SANDBOXD_BENCH_NETWORK=none` to create every container, ours and raw, without a network).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -52,6 +54,12 @@ async fn start_server() -> (Client, SocketAddr) {
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let mut config = FileConfig::default();
     config.docker.create.extra_run_args = vec!["--label".into(), LABEL.into()];
+    if let Ok(network) = std::env::var("SANDBOXD_BENCH_NETWORK") {
+        config.docker.create.network = Some(network);
+    }
+    if std::env::var("SANDBOXD_BENCH_ENGINE").as_deref() == Ok("docker") {
+        config.docker.exec.engine = sandboxd::config::ExecEngineKind::Docker;
+    }
     let options = ServeOptions {
         listen: addr,
         config,
@@ -224,9 +232,12 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
         ours.push(t.elapsed());
         close(&mut client, &id).await;
         let name = format!("sandboxd-bench-{}", uuid::Uuid::new_v4().simple());
+        let network =
+            format!("--network={}", std::env::var("SANDBOXD_BENCH_NETWORK").unwrap_or("default".into()));
         raw.push(timed_docker(&[
             "run",
             "-d",
+            &network,
             "--init",
             "--name",
             &name,
@@ -258,9 +269,46 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
         rows.push(Row { op: "exec `printf x`".into(), ours: median(ours), raw: median(raw) });
     }
 
+    // exec_stream: the same command through the streaming RPC (to its exit message).
+    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    for _ in 0..if selected("exec_stream") { runs * 3 } else { 0 } {
+        let t = Instant::now();
+        let req =
+            pb::ExecRequest { sandbox_id: id.clone(), command: "printf x".into(), ..Default::default() };
+        let mut stream = client.exec_stream(req).await.unwrap().into_inner();
+        let mut out = Vec::new();
+        while let Some(m) = stream.message().await.unwrap() {
+            if let Some(pb::exec_stream_response::Response::Stdout(d)) = m.response {
+                out.extend(d);
+            }
+        }
+        assert_eq!(out, b"x");
+        ours.push(t.elapsed());
+        raw.push(timed_docker(&["exec", &id, "sh", "-c", "printf x"]));
+    }
+    if selected("exec_stream") {
+        rows.push(Row { op: "exec_stream `printf x`".into(), ours: median(ours), raw: median(raw) });
+    }
+
+    // status: one Status vs one `docker inspect`.
+    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    for _ in 0..if selected("status") { runs * 3 } else { 0 } {
+        let t = Instant::now();
+        client.status(pb::StatusRequest { sandbox_id: id.clone() }).await.unwrap();
+        ours.push(t.elapsed());
+        raw.push(timed_docker(&["inspect", "-f", "{{.State.Status}}", &id]));
+    }
+    if selected("status") {
+        rows.push(Row { op: "status (vs docker inspect)".into(), ours: median(ours), raw: median(raw) });
+    }
+
     // upload / download
-    for (label, size) in [("1 MiB", 1usize << 20), (if big == 256 << 20 { "256 MiB" } else { "32 MiB" }, big)]
-    {
+    let mut sizes = vec![("1 MiB", 1usize << 20)];
+    if !quick {
+        sizes.push(("64 MiB", 64 << 20));
+    }
+    sizes.push((if big == 256 << 20 { "256 MiB" } else { "32 MiB" }, big));
+    for (label, size) in sizes {
         let local = dir.path().join(format!("f{size}"));
         write_file(&local, size);
         let back = dir.path().join(format!("b{size}"));

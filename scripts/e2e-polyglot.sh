@@ -211,6 +211,31 @@ check "Exec: a failing command is a result (returnCode 7, no error)" \
     [[ -z "$(json_get 'j.get("errorType")' <<<"$OUT")" ]] &&
     [[ "$(json_get 'j.get("stderr", "")' <<<"$OUT" | unb64)" == oops ]]; echo $?)" "$OUT"
 
+gc -d "{\"sandboxId\": \"$SID\", \"command\": \"printf out1; printf err1 >&2; exit 4\"}" \
+  "$MAIN_ADDR" "$SVC/ExecStream"
+stream="$([[ $RC -ne 0 ]] || "$PY" -c '
+import base64, json, sys
+dec, text, out, err, exits = json.JSONDecoder(), sys.stdin.read(), b"", b"", []
+i = 0
+while True:
+    while i < len(text) and text[i].isspace():
+        i += 1
+    if i >= len(text):
+        break
+    obj, i = dec.raw_decode(text, i)
+    out += base64.b64decode(obj.get("stdout", ""))
+    err += base64.b64decode(obj.get("stderr", ""))
+    if "exit" in obj:
+        exits.append(obj["exit"])
+last = exits[-1] if exits else {}
+print(out.decode(), err.decode(), len(exits), last.get("returnCode", 0), last.get("errorType", ""))' <<<"$OUT")"
+check "ExecStream (server streaming): stdout and stderr chunks, then one exit (returnCode 4)" \
+  "$([[ "$stream" == "out1 err1 1 4 " ]]; echo $?)" "$OUT"
+
+gc -d "{\"sandboxId\": \"$SID\", \"command\": \"\"}" "$MAIN_ADDR" "$SVC/ExecStream"
+check "ExecStream with an empty command: InvalidArgument naming command" \
+  "$([[ $RC -ne 0 ]] && grep -q 'Code: InvalidArgument' <<<"$OUT" && grep -q 'command' <<<"$OUT"; echo $?)" "$OUT"
+
 # Client streaming: one header message, then chunks (base64), all read from stdin.
 CONTENT=$'uploaded by grpcurl\n'
 gc -d @ "$MAIN_ADDR" "$SVC/Upload" <<EOF

@@ -44,8 +44,11 @@ cargo fmt --all -- --check
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "cargo test --workspace --all-targets"
+step "cargo test --workspace --all-targets (exec engine: agent)"
 cargo test --workspace --all-targets
+
+step "provider, service and client suites again on the docker exec engine"
+SANDBOXD_TEST_ENGINE=docker cargo test -p sandboxd-proto --test provider --test e2e_server --test e2e_client
 
 step "scripts/soak.sh --ci (release server under faults, about 2 minutes)"
 bash scripts/soak.sh --ci

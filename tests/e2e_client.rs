@@ -401,3 +401,76 @@ async fn upload_and_download_200_mib_round_trip() {
     sandbox.stop().await.expect("stop");
     assert!(label.containers().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exec_stream_delivers_output_as_produced_and_cancel_stops_the_command() {
+    use sandboxd_client::ExecEvent;
+    let label = TestLabel::new();
+    let server = TestServer::start(&label, None);
+    let client = server.client().await;
+    let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
+
+    // The first chunk arrives while the command still waits for the marker file.
+    let opts = ExecOptions { timeout_s: Some(60.0), ..Default::default() };
+    let mut stream = sandbox
+        .exec_stream(
+            "printf first; while [ ! -e /tmp/go ]; do sleep 0.1; done; printf second >&2; exit 7",
+            opts.clone(),
+        )
+        .await
+        .expect("exec_stream");
+    assert_eq!(stream.next().await.unwrap(), Some(ExecEvent::Stdout(b"first".to_vec())));
+    let go = sandbox.exec("touch /tmp/go").await.unwrap();
+    assert!(go.success(), "{go:?}");
+    let mut stderr = Vec::new();
+    let exit = loop {
+        match stream.next().await.unwrap().expect("an exit ends the stream") {
+            ExecEvent::Stderr(d) => stderr.extend(d),
+            ExecEvent::Stdout(d) => panic!("unexpected stdout {d:?}"),
+            ExecEvent::Exit(exit) => break exit,
+        }
+    };
+    assert_eq!(stderr, b"second");
+    assert_eq!((exit.return_code, exit.error_type.as_deref()), (7, None));
+    assert_eq!(stream.next().await.unwrap(), None);
+
+    // A timeout ends the stream with 125/timeout; an empty command is refused.
+    let mut timed = sandbox
+        .exec_stream("sleep 30", ExecOptions { timeout_s: Some(1.0), ..Default::default() })
+        .await
+        .unwrap();
+    match timed.next().await.unwrap() {
+        Some(ExecEvent::Exit(exit)) => {
+            assert_eq!((exit.return_code, exit.error_type.as_deref()), (125, Some("timeout")))
+        }
+        other => panic!("expected a timeout exit, got {other:?}"),
+    }
+    match sandbox.exec_stream("", opts.clone()).await {
+        Err(e) => {
+            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
+            assert!(e.to_string().contains("command"), "{e}");
+        }
+        Ok(_) => panic!("an empty command must be INVALID_ARGUMENT"),
+    }
+
+    // Dropping the stream cancels the call and stops the command.
+    let mut cancelled = sandbox.exec_stream("printf up; exec sleep 305", opts).await.unwrap();
+    assert_eq!(cancelled.next().await.unwrap(), Some(ExecEvent::Stdout(b"up".to_vec())));
+    drop(cancelled);
+    if common::engine() == sandboxd::config::ExecEngineKind::Agent {
+        let mut stopped = false;
+        for _ in 0..50 {
+            let ps = sandbox.exec("ps -o args | grep 'sleep 30[5]' || true").await.unwrap();
+            if ps.stdout_str().trim().is_empty() {
+                stopped = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(stopped, "the cancelled command still runs");
+        let r = sandbox.exec("printf x").await.unwrap();
+        assert!(r.usage.is_some(), "Exec answers with accounting on the agent engine: {r:?}");
+    }
+    sandbox.stop().await.unwrap();
+    assert!(label.containers().is_empty());
+}

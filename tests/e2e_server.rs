@@ -51,6 +51,25 @@ async fn any_server_serves_a_sandbox_after_a_restart() {
         proto::ExecRequest { sandbox_id: id.clone(), command: "echo again".into(), ..Default::default() };
     let out = raw.exec(req).await.expect("exec after restart").into_inner();
     assert_eq!(out.stdout, b"again\n");
+    if common::engine() == sandboxd::config::ExecEngineKind::Agent {
+        // The agent already mounted in the sandbox answers the new server (it measures usage).
+        assert!(out.usage.is_some(), "the restarted server runs commands through the sandbox's agent");
+        let count_agents = || {
+            let script = "for p in /proc/[0-9]*; do [ \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" = \
+                          '/.sandboxd/agent serve ' ] && echo $p; done | wc -l";
+            let out = std::process::Command::new("docker").args(["exec", &id, "sh", "-c", script]).output();
+            String::from_utf8_lossy(&out.unwrap().stdout).trim().to_string()
+        };
+        let mut agents = count_agents();
+        for _ in 0..50 {
+            if agents == "1" {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            agents = count_agents();
+        }
+        assert_eq!(agents, "1", "one agent: the old server's exited with its channel");
+    }
     let status = raw.status(proto::StatusRequest { sandbox_id: id.clone() }).await.unwrap().into_inner();
     assert_eq!(status.status, proto::SandboxStatus::Running as i32);
     raw.close(proto::CloseRequest { sandbox_id: id.clone() }).await.expect("close");

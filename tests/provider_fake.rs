@@ -59,6 +59,8 @@ esac
     fn provider(&self, edit: impl FnOnce(&mut DockerConfig)) -> DockerProvider {
         let mut config = DockerConfig::default();
         config.create.transport_retry_delay_s = 0.0;
+        // The exact command lines pinned here are the `docker exec` engine's.
+        config.exec.engine = sandboxd::config::ExecEngineKind::Docker;
         edit(&mut config);
         DockerProvider::with_binary(config, self.binary()).unwrap()
     }

@@ -405,6 +405,7 @@ impl RunInContainer for LocalContainer {
                     stderr: out.stderr,
                     return_code: out.status.code().unwrap_or(125),
                     error_type: None,
+                    usage: None,
                 },
                 _ => ExecResult::failed(sandboxd::spec::ExecErrorType::Timeout, "timeout"),
             }

@@ -16,11 +16,13 @@ pub use sandboxd_proto::v1 as proto;
 
 mod client;
 mod error;
+mod exec_stream;
 mod pty;
 mod sandbox;
 
 pub use client::{BearerAuth, Client, RawClient};
 pub use error::{ClientError, Result};
+pub use exec_stream::{ExecEvent, ExecEventStream, ExecExit, ExecUsage};
 pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession};
 pub use sandbox::{
     spec, Endpoint, ExecOptions, ExecResult, Sandbox, SandboxStatus, DEFAULT_EXEC_TIMEOUT_S,

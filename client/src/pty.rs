@@ -219,6 +219,7 @@ impl<'a> Pty<'a> {
                     stderr: Vec::new(),
                     return_code: code,
                     error_type: None,
+                    usage: None,
                 },
                 Err(ClientError::Timeout) => ExecResult::failure(
                     ExecErrorType::Timeout,
@@ -305,9 +306,13 @@ async fn run_marked(session: &PtySession, command: &str, deadline: Option<Instan
                 // The shell ended (for example `exit 3`): its exit code is the command's.
                 let stdout = marker.extract(&buf, buf.len());
                 return match session.exit_code() {
-                    Some(code) => {
-                        ExecResult { stdout, stderr: Vec::new(), return_code: code, error_type: None }
-                    }
+                    Some(code) => ExecResult {
+                        stdout,
+                        stderr: Vec::new(),
+                        return_code: code,
+                        error_type: None,
+                        usage: None,
+                    },
                     None => ExecResult::failure(ExecErrorType::Pty, stdout, b"the session ended".to_vec()),
                 };
             }
@@ -322,6 +327,7 @@ async fn run_marked(session: &PtySession, command: &str, deadline: Option<Instan
                         stderr: Vec::new(),
                         return_code: hit.code,
                         error_type: None,
+                        usage: None,
                     };
                 }
             }

@@ -121,6 +121,8 @@ pub struct ExecResult {
     pub return_code: i32,
     /// `None` when the command ran to its exit; why it did not otherwise.
     pub error_type: Option<ExecErrorType>,
+    /// What the command's process tree used, when the server's exec engine measures it.
+    pub usage: Option<crate::ExecUsage>,
 }
 
 impl ExecResult {
@@ -140,7 +142,7 @@ impl ExecResult {
     }
 
     pub(crate) fn failure(error_type: ExecErrorType, stdout: Vec<u8>, stderr: Vec<u8>) -> ExecResult {
-        ExecResult { stdout, stderr, return_code: 125, error_type: Some(error_type) }
+        ExecResult { stdout, stderr, return_code: 125, error_type: Some(error_type), usage: None }
     }
 }
 
@@ -155,6 +157,7 @@ impl From<proto::ExecResponse> for ExecResult {
                 "" => None,
                 wire => Some(ExecErrorType::from_wire(wire).unwrap_or(ExecErrorType::Sandbox)),
             },
+            usage: r.usage.map(crate::ExecUsage::from),
         }
     }
 }

@@ -69,6 +69,16 @@ pub trait SandboxBackend: Send + Sync + 'static {
     /// Run one command; its failure is a result, only bad arguments are errors.
     async fn exec(&self, handle: &SandboxHandle, command: &str, params: &ExecParams) -> Result<ExecResult>;
 
+    /// As `exec`, with stdout and stderr delivered as they are produced and the exit (code,
+    /// error type, accounting) last. Dropping the stream stops the command and, where the
+    /// backend can, everything it started.
+    async fn exec_stream(
+        &self,
+        handle: &SandboxHandle,
+        command: &str,
+        params: &ExecParams,
+    ) -> Result<ExecStream>;
+
     /// Write `size` bytes from `source` to `path` (parents created, root-owned, `mode`).
     async fn upload(
         &self,
@@ -100,6 +110,52 @@ pub trait SandboxBackend: Send + Sync + 'static {
 
     /// The default exec timeout when a call names none.
     fn default_exec_timeout(&self) -> Option<Duration>;
+}
+
+/// One step of a streamed command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamEvent {
+    Stdout(Vec<u8>),
+    Stderr(Vec<u8>),
+    /// The last event: exit code, error type and accounting (stdout and stderr empty).
+    Exit(ExecResult),
+}
+
+/// A command whose output arrives as it is produced. Dropping it stops the command.
+pub struct ExecStream {
+    events: tokio::sync::mpsc::Receiver<StreamEvent>,
+    stop: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl ExecStream {
+    /// Events from `events`; `stop` runs when the stream is dropped before its exit.
+    pub fn new(events: tokio::sync::mpsc::Receiver<StreamEvent>, stop: Box<dyn FnOnce() + Send>) -> Self {
+        Self { events, stop: Some(stop) }
+    }
+
+    /// A stream that only reports how the command ended (it never started).
+    pub fn finished(result: ExecResult) -> Self {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let _ = tx.try_send(StreamEvent::Exit(result));
+        Self { events: rx, stop: None }
+    }
+
+    /// The next event; `None` after `Exit`.
+    pub async fn next(&mut self) -> Option<StreamEvent> {
+        let event = self.events.recv().await;
+        if matches!(event, Some(StreamEvent::Exit(_))) {
+            self.stop = None;
+        }
+        event
+    }
+}
+
+impl Drop for ExecStream {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            stop();
+        }
+    }
 }
 
 /// A file coming out of a sandbox, chunk by chunk.

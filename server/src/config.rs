@@ -112,6 +112,18 @@ impl DockerCreateConfig {
     }
 }
 
+/// How a command reaches the sandbox (`exec.engine`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecEngineKind {
+    /// The resident agent in the sandbox (one persistent channel per sandbox); `docker exec`
+    /// where it cannot run.
+    #[default]
+    Agent,
+    /// One `docker exec` per command.
+    Docker,
+}
+
 /// How commands run (`docker.exec`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -127,6 +139,11 @@ pub struct DockerExecConfig {
     /// sandboxd's own bound on what one exec returns, per stream (stdout, stderr): a command
     /// that floods its output keeps running, its excess is dropped and said so on stderr.
     pub max_output_bytes: i64,
+    /// `"agent"` (default) or `"docker"`.
+    pub engine: ExecEngineKind,
+    /// Host directory the agent binary is written to and bind-mounted from; `null` picks
+    /// `/var/lib/sandboxd` for root, else `$XDG_STATE_HOME/sandboxd`.
+    pub agent_dir: Option<String>,
 }
 
 impl Default for DockerExecConfig {
@@ -137,6 +154,8 @@ impl Default for DockerExecConfig {
             concurrency: 32,
             exec_shell: None,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            engine: ExecEngineKind::Agent,
+            agent_dir: None,
         }
     }
 }
@@ -155,6 +174,9 @@ impl DockerExecConfig {
                 "exec.max_output_bytes",
                 format!("must be in 1..={MAX_OUTPUT_BYTES_LIMIT} (got {})", self.max_output_bytes),
             ));
+        }
+        if matches!(&self.agent_dir, Some(d) if !d.starts_with('/')) {
+            return Err(ConfigError::new("exec.agent_dir", "must be null or an absolute host path"));
         }
         if matches!(&self.exec_shell, Some(s) if s.is_empty()) {
             return Err(ConfigError::new(
@@ -450,6 +472,7 @@ mod tests {
         assert_eq!(c.create.transport_retry_delay_s, 1.0);
         assert_eq!(c.exec.default_timeout_s, Some(180.0));
         assert_eq!(c.exec.concurrency, 32);
+        assert_eq!(c.exec.engine, ExecEngineKind::Agent);
         assert_eq!(c.probe.command.as_deref(), Some(READY_PROBE_COMMAND));
         assert_eq!(c.probe.timeout_s, 30.0);
         assert_eq!(c.probe.stable_count, 1);
@@ -479,6 +502,7 @@ mod tests {
             (json!({"exec": {"concurrency": 0}}), "exec.concurrency"),
             (json!({"exec": {"exec_shell": ""}}), "exec.exec_shell"),
             (json!({"exec": {"max_output_bytes": 0}}), "exec.max_output_bytes"),
+            (json!({"exec": {"agent_dir": "relative"}}), "exec.agent_dir"),
             (json!({"probe": {"timeout_s": 0}}), "probe.timeout_s"),
             (json!({"probe": {"deadline_s": 0}}), "probe.deadline_s"),
             (json!({"probe": {"stable_count": 0}}), "probe.stable_count"),
@@ -488,6 +512,16 @@ mod tests {
             let err = load(json!({ "docker": docker })).unwrap_err();
             assert_eq!(err.field, field, "{docker}");
         }
+    }
+
+    #[test]
+    fn exec_engine_is_agent_or_docker() {
+        assert_eq!(
+            load(json!({"docker": {"exec": {"engine": "docker"}}})).unwrap().exec.engine,
+            ExecEngineKind::Docker
+        );
+        let err = load(json!({"docker": {"exec": {"engine": "ssh"}}})).unwrap_err();
+        assert!(err.message.contains("agent") && err.message.contains("docker"), "{err}");
     }
 
     #[test]

@@ -133,6 +133,15 @@ impl Default for PtySpec {
 /// Return code of an exec that did not reach the command's exit (Docker's own convention).
 pub const SANDBOX_RUNTIME_RETURN_CODE: i32 = 125;
 
+/// What one command's process tree used (from `wait4`'s rusage on the agent engine).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExecUsage {
+    pub wall_time: std::time::Duration,
+    pub user_cpu: std::time::Duration,
+    pub system_cpu: std::time::Duration,
+    pub peak_rss_bytes: u64,
+}
+
 /// The result of one command. Command failure is a result, never an error.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ExecResult {
@@ -140,6 +149,8 @@ pub struct ExecResult {
     pub stderr: Vec<u8>,
     pub return_code: i32,
     pub error_type: Option<ExecErrorType>,
+    /// Accounting, when the exec engine can measure it.
+    pub usage: Option<ExecUsage>,
 }
 
 impl ExecResult {
@@ -149,6 +160,7 @@ impl ExecResult {
             stderr: stderr.into(),
             return_code: SANDBOX_RUNTIME_RETURN_CODE,
             error_type: Some(error_type),
+            usage: None,
         }
     }
 

@@ -7,7 +7,7 @@ pub mod server;
 use std::process::Command;
 
 use sandboxd::backend::SandboxBackend;
-use sandboxd::config::DockerConfig;
+use sandboxd::config::{DockerConfig, ExecEngineKind};
 use sandboxd::docker::DockerProvider;
 
 /// A label every test container carries (the test script sweeps it) plus one unique per test.
@@ -58,12 +58,31 @@ pub fn require_docker() {
     crate::support::images::ensure_images().expect("building test images");
 }
 
+/// The exec engine the suites run on: `SANDBOXD_TEST_ENGINE=docker` or `agent` (the default).
+/// `scripts/test.sh` runs the provider, service and client suites once on each.
+pub fn engine() -> ExecEngineKind {
+    match std::env::var("SANDBOXD_TEST_ENGINE").as_deref() {
+        Ok("docker") => ExecEngineKind::Docker,
+        Ok("agent") | Ok("") | Err(_) => ExecEngineKind::Agent,
+        Ok(other) => panic!("SANDBOXD_TEST_ENGINE must be agent or docker (got {other:?})"),
+    }
+}
+
+/// `engine()` as the config file spells it.
+pub fn engine_name() -> &'static str {
+    match engine() {
+        ExecEngineKind::Agent => "agent",
+        ExecEngineKind::Docker => "docker",
+    }
+}
+
 /// A provider with test-friendly defaults whose containers carry `label`.
 pub fn provider_with(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) -> DockerProvider {
     require_docker();
     let mut config = DockerConfig::default();
     config.create.extra_run_args = label.run_args();
     config.exec.default_timeout_s = Some(60.0);
+    config.exec.engine = engine();
     edit(&mut config);
     DockerProvider::new(config).expect("provider")
 }

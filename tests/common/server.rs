@@ -96,7 +96,7 @@ impl TestServer {
         let body = serde_json::json!({
             "docker": {
                 "create": {"extra_run_args": label.run_args()},
-                "exec": {"default_timeout_s": 60.0},
+                "exec": {"default_timeout_s": 60.0, "engine": super::engine_name()},
             }
         });
         std::fs::write(&config, body.to_string()).expect("write config");

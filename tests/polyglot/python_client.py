@@ -316,6 +316,39 @@ class Client:
         r = self.exec("tr a-z A-Z", stdin=b"piped input\n")
         ok(r.stdout == b"PIPED INPUT\n", "Exec feeds stdin", r.stdout)
 
+    def exec_stream(self) -> None:
+        ok, pb = self.checks.ok, self.pb
+        # The first chunk arrives while the command still waits: output is streamed, not batched.
+        call = self.stub.ExecStream(
+            pb.ExecRequest(
+                sandbox_id=self.sandbox_id,
+                command="printf first; while [ ! -e /tmp/stream-go ]; do sleep 0.1; done; printf late >&2; exit 3",
+                timeout_s=60,
+            ),
+            timeout=UNARY_TIMEOUT_S,
+        )
+        first = next(call)
+        ok(first.WhichOneof("response") == "stdout" and first.stdout == b"first",
+           "ExecStream sends stdout before the command ends", first)
+        self.exec("touch /tmp/stream-go")
+        rest = list(call)
+        err = b"".join(m.stderr for m in rest if m.WhichOneof("response") == "stderr")
+        exits = [m.exit for m in rest if m.WhichOneof("response") == "exit"]
+        ok(err == b"late" and len(exits) == 1 and exits[0].return_code == 3 and exits[0].error_type == "",
+           "ExecStream ends with one exit (return_code 3) after stderr", rest)
+
+        call = self.stub.ExecStream(
+            pb.ExecRequest(sandbox_id=self.sandbox_id, command="sleep 30", timeout_s=1),
+            timeout=UNARY_TIMEOUT_S,
+        )
+        last = list(call)[-1]
+        ok(last.exit.return_code == 125 and last.exit.error_type == "timeout",
+           "ExecStream: a timeout ends with 125/timeout", last)
+
+        code = rpc_code(lambda: list(self.stub.ExecStream(
+            pb.ExecRequest(sandbox_id=self.sandbox_id, command=""), timeout=UNARY_TIMEOUT_S)))
+        ok(code == grpc.StatusCode.INVALID_ARGUMENT, "ExecStream: an empty command is INVALID_ARGUMENT", code)
+
     def upload_download(self) -> None:
         ok, pb = self.checks.ok, self.pb
         data = os.urandom(UPLOAD_SIZE)
@@ -569,6 +602,7 @@ class Client:
         if self.sandbox_id is None:
             return
         c.section("Exec", self.execs)
+        c.section("ExecStream", self.exec_stream)
         c.section("Upload / Download (3 MiB)", self.upload_download)
         c.section("Status", self.status)
         c.section("Pty (interactive terminal)", self.pty_interactive)

@@ -171,6 +171,18 @@ pub fn run_args(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec
     a
 }
 
+/// `--mount` of the host's agent binary, read-only, at its fixed path in the sandbox.
+pub fn agent_mount_args(host_path: &std::path::Path) -> Vec<String> {
+    vec![
+        s("--mount"),
+        format!(
+            "type=bind,source={},target={},readonly",
+            host_path.display(),
+            super::agent::binary::AGENT_PATH_IN_SANDBOX
+        ),
+    ]
+}
+
 /// Options of one `docker exec`.
 #[derive(Debug, Clone, Default)]
 pub struct ExecOptions<'a> {
@@ -339,6 +351,15 @@ pub fn http_endpoint(host: &str, port: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_agent_is_one_read_only_file_mount() {
+        let a = agent_mount_args(std::path::Path::new("/var/lib/sandboxd/agent-0123"));
+        assert_eq!(
+            a,
+            ["--mount", "type=bind,source=/var/lib/sandboxd/agent-0123,target=/.sandboxd/agent,readonly"]
+        );
+    }
     use crate::spec::ProviderOptions;
 
     fn v(items: &[&str]) -> Vec<String> {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::provider::DockerProvider;
-use crate::backend::{CreatePlan, FileDownload, SandboxBackend, TerminalSession, UploadSource};
+use crate::backend::{CreatePlan, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource};
 use crate::error::Result;
 use crate::lease::{LeaseStore, SweepReport};
 use crate::pty::{PtyError, PtySession, TerminalMode};
@@ -38,6 +38,15 @@ impl SandboxBackend for DockerProvider {
 
     async fn exec(&self, handle: &SandboxHandle, command: &str, params: &ExecParams) -> Result<ExecResult> {
         self.run_command(handle, command, params).await
+    }
+
+    async fn exec_stream(
+        &self,
+        handle: &SandboxHandle,
+        command: &str,
+        params: &ExecParams,
+    ) -> Result<ExecStream> {
+        self.stream_command(handle, command, params).await
     }
 
     async fn upload(

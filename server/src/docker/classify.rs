@@ -19,6 +19,16 @@ pub fn is_runtime_failure(stderr: &str) -> bool {
     contains_any(stderr, &RUNTIME_ERROR_MARKERS)
 }
 
+/// The directory `docker exec -w` named does not exist: the OCI runtime's `chdir to cwd
+/// ("/x") ... no such file or directory` (exit 126). Returns that directory.
+pub fn missing_cwd(code: i32, stderr: &str) -> Option<String> {
+    if code != 126 || !stderr.contains("no such file or directory") {
+        return None;
+    }
+    let rest = &stderr[stderr.find("chdir to cwd (\"")? + "chdir to cwd (\"".len()..];
+    Some(rest[..rest.find("\")")?].to_string())
+}
+
 /// The named container does not exist.
 pub fn is_missing_container(stderr: &str) -> bool {
     contains_any(stderr, &MISSING_CONTAINER_MARKERS)
@@ -51,6 +61,13 @@ fn contains_any(text: &str, markers: &[&str]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_cwd_is_named() {
+        let oci = "OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd (\"/nope\") set in config.json failed: no such file or directory: unknown";
+        assert_eq!(missing_cwd(126, oci).as_deref(), Some("/nope"));
+        assert_eq!(missing_cwd(1, oci), None, "only the runtime's own exit code");
+    }
 
     #[test]
     fn classifies_client_messages() {

@@ -9,7 +9,7 @@ use tracing::Instrument;
 use super::argv;
 use super::classify;
 use super::cli::CliError;
-use super::exec::docker_exec;
+use super::engine::ExecTarget;
 use super::provider::DockerProvider;
 use super::state::ContainerState;
 use crate::backend::CreatePlan;
@@ -52,7 +52,11 @@ impl DockerProvider {
         if let Some(ttl) = plan.ttl {
             labels.push((lease::EXPIRES_LABEL, lease::after_ms(now, ttl).to_string()));
         }
-        let args = argv::with_labels(argv::run_args(&self.config.create, spec, &creating), &labels);
+        let mut args = argv::with_labels(argv::run_args(&self.config.create, spec, &creating), &labels);
+        if let Some(agent) = &self.agent_binary {
+            // The agent: one read-only file, so no process in the sandbox can replace it.
+            args.splice(2..2, argv::agent_mount_args(agent));
+        }
         let span = tracing::info_span!("create", sandbox_id = %sandbox_id, image = %image);
         // How far the work got, for the clean-up: before the run succeeded a container under
         // the creating name may be a stranger's (only removed when ours); after it, it is ours.
@@ -79,6 +83,8 @@ impl DockerProvider {
                     out.stderr_text().trim()
                 )));
             }
+            // The agent channel opened by the probe serves the sandbox under its final name.
+            self.engine.renamed(&creating, sandbox_id);
             handle.sandbox_id = sandbox_id.to_string();
             Ok(handle)
         };
@@ -201,7 +207,8 @@ impl DockerProvider {
         loop {
             let params =
                 ExecParams { timeout: Some(Duration::from_secs_f64(probe.timeout_s)), ..Default::default() };
-            let result = docker_exec(&self.cli, &self.config, name, "sh", &script, &params, None).await;
+            let target = ExecTarget { name, shell: "sh" };
+            let result = self.engine.exec(target, &script, &params, None).await;
             if shell.is_none() && result.error_type.is_none() {
                 let stderr = result.stderr_lossy();
                 shell =
@@ -246,9 +253,8 @@ impl DockerProvider {
         if let Some(shell) = &self.config.exec.exec_shell {
             return Ok(shell.clone());
         }
-        let result =
-            docker_exec(&self.cli, &self.config, name, "sh", "command -v bash", &ExecParams::default(), None)
-                .await;
+        let target = ExecTarget { name, shell: "sh" };
+        let result = self.engine.exec(target, "command -v bash", &ExecParams::default(), None).await;
         Ok(if result.return_code == 0 && result.error_type.is_none() { "bash" } else { "sh" }.into())
     }
 

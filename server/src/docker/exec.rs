@@ -1,17 +1,17 @@
-//! Running one command through `docker exec`: argument checks, the seed's timeout and
-//! runtime-failure rules, and the output cap.
+//! Running one command: argument checks, then the configured exec engine (`engine.rs`); and
+//! `docker_exec`, the `docker exec` path with the seed's timeout rule and the output cap.
 
 use std::time::Duration;
 
 use super::argv::{self, ExecOptions};
-use super::classify;
 use super::cli::{CliError, DockerCli};
+use super::engine::{classify_docker_exit, dropped_note, ExecTarget};
 use super::provider::DockerProvider;
+use crate::backend::ExecStream;
 use crate::config::DockerConfig;
 use crate::error::{ProviderError, Result};
 use crate::spec::{
     normalize_user, validate_abs_path, validate_env, ExecErrorType, ExecParams, ExecResult, SandboxHandle,
-    SANDBOX_RUNTIME_RETURN_CODE,
 };
 
 impl DockerProvider {
@@ -22,28 +22,42 @@ impl DockerProvider {
         command: &str,
         params: &ExecParams,
     ) -> Result<ExecResult> {
-        if command.contains('\0') {
-            return Err(ProviderError::invalid("command", "must not contain NUL bytes"));
-        }
-        if let Some(cwd) = &params.cwd {
-            validate_abs_path("cwd", cwd)?;
-        }
-        validate_env("env", &params.env)?;
-        let user = params.user.as_deref().map(|u| normalize_user("user", u)).transpose()?;
-        if params.timeout.is_some_and(|t| t.is_zero()) {
-            return Err(ProviderError::invalid("timeout_s", "must be > 0"));
-        }
-        Ok(docker_exec(
-            &self.cli,
-            &self.config,
-            &handle.sandbox_id,
-            &handle.shell,
-            command,
-            params,
-            user.as_deref(),
-        )
-        .await)
+        let user = check_exec(command, params)?;
+        let target = ExecTarget { name: &handle.sandbox_id, shell: &handle.shell };
+        Ok(self.engine.exec(target, command, params, user.as_deref()).await)
     }
+
+    /// As `run_command`, with output delivered as it is produced; dropping the stream stops
+    /// the command. Only bad arguments are errors.
+    pub async fn stream_command(
+        &self,
+        handle: &SandboxHandle,
+        command: &str,
+        params: &ExecParams,
+    ) -> Result<ExecStream> {
+        let user = check_exec(command, params)?;
+        let target = ExecTarget { name: &handle.sandbox_id, shell: &handle.shell };
+        Ok(self.engine.exec_stream(target, command, params, user.as_deref()).await)
+    }
+}
+
+/// Refuse what no engine may run; the normalised user.
+fn check_exec(command: &str, params: &ExecParams) -> Result<Option<String>> {
+    if command.trim().is_empty() {
+        return Err(ProviderError::invalid("command", "must not be empty"));
+    }
+    if command.contains('\0') {
+        return Err(ProviderError::invalid("command", "must not contain NUL bytes"));
+    }
+    if let Some(cwd) = &params.cwd {
+        validate_abs_path("cwd", cwd)?;
+    }
+    validate_env("env", &params.env)?;
+    let user = params.user.as_deref().map(|u| normalize_user("user", u)).transpose()?;
+    if params.timeout.is_some_and(|t| t.is_zero()) {
+        return Err(ProviderError::invalid("timeout_s", "must be > 0"));
+    }
+    Ok(user)
 }
 
 /// One `docker exec` of `<shell> -c <command>`: timeout kills the client's process group and
@@ -72,25 +86,14 @@ pub(crate) async fn docker_exec(
         Ok(mut out) => {
             if out.dropped > 0 {
                 tracing::warn!(dropped = out.dropped, limit, "exec output over the limit was dropped");
-                out.stderr.extend_from_slice(
-                    format!(
-                        "\n[sandboxd: output past {limit} bytes per stream was dropped ({} bytes); \
-                         exec.max_output_bytes sets the limit]\n",
-                        out.dropped
-                    )
-                    .as_bytes(),
-                );
+                out.stderr.extend_from_slice(dropped_note(limit, out.dropped).as_bytes());
             }
-            let err = out.stderr_text();
-            if out.code != 0 && classify::is_runtime_failure(&err) {
-                ExecResult {
-                    stdout: out.stdout,
-                    stderr: out.stderr,
-                    return_code: SANDBOX_RUNTIME_RETURN_CODE,
-                    error_type: Some(ExecErrorType::Sandbox),
-                }
+            let ended =
+                classify_docker_exit(cli, name, out.code, &out.stderr_text(), &out.stdout_text()).await;
+            if ended.error_type.is_some() {
+                ended
             } else {
-                ExecResult { stdout: out.stdout, stderr: out.stderr, return_code: out.code, error_type: None }
+                ExecResult { stdout: out.stdout, stderr: out.stderr, ..ended }
             }
         }
         Err(e @ CliError::Timeout { .. }) => ExecResult::failed(ExecErrorType::Timeout, e.to_string()),

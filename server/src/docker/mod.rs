@@ -1,5 +1,6 @@
 //! The Docker backend: sandboxes as detached containers driven through the docker CLI.
 //!
+//! `engine` is the exec seam (one `docker exec` per command, or the resident `agent`).
 //! `cli` starts docker subprocesses, `argv` builds their command lines, `classify` reads the
 //! client's stderr, `state` types container states, `tarstream` frames file transfers.
 //! `provider` holds `DockerProvider` and its caches; each operation lives in a file of its own:
@@ -7,12 +8,14 @@
 //! (upload, download), `status` (status, endpoint, close), `sessions` (`create_pty`), `compose`
 //! (NeMo Gym's Compose helpers), and `backend` (the `SandboxBackend` implementation).
 
+pub mod agent;
 pub mod argv;
 mod backend;
 pub mod classify;
 pub mod cli;
 mod compose;
 mod create;
+pub mod engine;
 pub mod events;
 mod exec;
 mod files;

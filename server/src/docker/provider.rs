@@ -6,9 +6,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::agent::binary::{default_agent_dir, install as install_agent};
+use super::agent::AgentEngine;
 use super::cli::{CliError, CommandOutput, DockerCli};
+use super::engine::{DockerExecEngine, ExecEngine};
 use super::events::StateWatch;
-use crate::config::DockerConfig;
+use crate::config::{DockerConfig, ExecEngineKind};
 use crate::error::{ProviderError, Result};
 use crate::spec::SandboxHandle;
 
@@ -26,6 +29,12 @@ pub trait LiveSession: Send + Sync {
 pub struct DockerProvider {
     pub(super) cli: DockerCli,
     pub(super) config: DockerConfig,
+    /// How commands reach a sandbox (`exec.engine`).
+    pub(super) engine: Arc<dyn ExecEngine>,
+    /// The agent engine when it is the configured one (files go through it too).
+    pub(super) agent: Option<Arc<AgentEngine>>,
+    /// The host file every new sandbox bind-mounts as its agent.
+    pub(super) agent_binary: Option<PathBuf>,
     pub(super) handles: Mutex<HashMap<String, SandboxHandle>>,
     /// Owned containers' states, kept current by `docker events`.
     pub(super) states: StateWatch,
@@ -46,10 +55,32 @@ impl DockerProvider {
         config.validate()?;
         let concurrency = usize::try_from(config.exec.concurrency).unwrap_or(1);
         let cli = DockerCli::new(binary, concurrency);
+        let docker = DockerExecEngine::new(cli.clone(), config.clone());
+        let agent_binary = match config.exec.engine {
+            ExecEngineKind::Docker => None,
+            ExecEngineKind::Agent => {
+                let dir = config.exec.agent_dir.as_ref().map(PathBuf::from).unwrap_or_else(default_agent_dir);
+                match install_agent(&dir) {
+                    Ok(path) => Some(path),
+                    Err(e) => {
+                        tracing::warn!(dir = %dir.display(), error = %e, "cannot write the exec agent; every sandbox uses docker exec");
+                        None
+                    }
+                }
+            }
+        };
+        let agent = agent_binary.as_ref().map(|_| Arc::new(AgentEngine::new(docker.clone())));
+        let engine: Arc<dyn ExecEngine> = match &agent {
+            Some(agent) => agent.clone(),
+            None => Arc::new(docker),
+        };
         Ok(Self {
             states: StateWatch::new(cli.clone()),
             cli,
             config,
+            engine,
+            agent,
+            agent_binary,
             handles: Mutex::new(HashMap::new()),
             closed: Mutex::new(HashSet::new()),
             pty_sessions: Mutex::new(HashMap::new()),

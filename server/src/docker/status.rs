@@ -70,6 +70,7 @@ impl DockerProvider {
     pub async fn remove(&self, handle: &SandboxHandle) -> Result<()> {
         self.release_pty_sessions(&handle.sandbox_id, true).await;
         self.forget(&handle.sandbox_id);
+        self.engine.forget(&handle.sandbox_id);
         self.remember_closed(&handle.sandbox_id);
         self.states.record(&handle.sandbox_id, None);
         let out = self.control(argv::rm_args(&handle.sandbox_id)).await?;

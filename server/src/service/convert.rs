@@ -72,7 +72,12 @@ pub fn exec_response(result: ExecResult) -> pb::ExecResponse {
         stderr: result.stderr,
         return_code: result.return_code,
         error_type: ExecErrorType::to_wire(result.error_type),
-        usage: None,
+        usage: result.usage.map(|u| pb::ExecUsage {
+            wall_time_s: u.wall_time.as_secs_f64(),
+            user_cpu_s: u.user_cpu.as_secs_f64(),
+            system_cpu_s: u.system_cpu.as_secs_f64(),
+            peak_rss_bytes: u.peak_rss_bytes,
+        }),
     }
 }
 

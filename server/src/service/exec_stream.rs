@@ -1,13 +1,77 @@
-//! `ExecStream`: an exec whose output is sent as it is produced.
+//! `ExecStream`: an exec whose output is sent as it is produced, ending with `exit`. Dropping
+//! the stream (the caller cancelled, or its deadline passed) drops the engine's stream, which
+//! stops the command.
 
 use sandboxd_proto::v1 as pb;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
-use super::{BoxStream, SandboxApi};
+use super::{convert, deadline, span, BoxStream, SandboxApi};
+use crate::backend::StreamEvent;
+use crate::spec::{ExecErrorType, ExecParams};
 
 pub(super) async fn exec_stream(
-    _api: &SandboxApi,
-    _request: Request<pb::ExecRequest>,
+    api: &SandboxApi,
+    request: Request<pb::ExecRequest>,
 ) -> Result<Response<BoxStream<pb::ExecStreamResponse>>, Status> {
-    Err(Status::unimplemented("ExecStream is not implemented yet"))
+    let deadline = deadline::grpc_timeout(request.metadata());
+    let req = request.into_inner();
+    let span = span("ExecStream", &req.sandbox_id);
+    let mut stream = async {
+        let requested = req.timeout_s.map(|t| convert::seconds("timeout_s", t)).transpose()?;
+        let (timeout, capped) = deadline::cap(requested.or(api.backend().default_exec_timeout()), deadline);
+        let handle = api.handle(&req.sandbox_id).await?;
+        let params = ExecParams {
+            cwd: req.cwd,
+            env: convert::sorted(req.env),
+            timeout,
+            user: req.user,
+            stdin: req.stdin,
+        };
+        let stream = api.backend().exec_stream(&handle, &req.command, &params).await?;
+        Ok::<_, Status>((stream, capped))
+    }
+    .instrument(span.clone())
+    .await?;
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    tokio::spawn(
+        async move {
+            let capped = stream.1;
+            loop {
+                let event = tokio::select! {
+                    event = stream.0.next() => event,
+                    // The caller went away while the command is silent.
+                    _ = tx.closed() => break,
+                };
+                let Some(event) = event else { break };
+                let item = match event {
+                    StreamEvent::Stdout(data) => Ok(pb::exec_stream_response::Response::Stdout(data)),
+                    StreamEvent::Stderr(data) => Ok(pb::exec_stream_response::Response::Stderr(data)),
+                    StreamEvent::Exit(result)
+                        if capped && result.error_type == Some(ExecErrorType::Timeout) =>
+                    {
+                        Err(Status::deadline_exceeded(
+                            "the call's deadline passed before the command finished",
+                        ))
+                    }
+                    StreamEvent::Exit(result) => {
+                        let response = convert::exec_response(result);
+                        Ok(pb::exec_stream_response::Response::Exit(pb::ExecExit {
+                            return_code: response.return_code,
+                            error_type: response.error_type,
+                            usage: response.usage,
+                        }))
+                    }
+                };
+                let item = item.map(|r| pb::ExecStreamResponse { response: Some(r) });
+                if tx.send(item).await.is_err() {
+                    // The caller went away: dropping `stream` stops the command.
+                    break;
+                }
+            }
+        }
+        .instrument(span),
+    );
+    Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
 }

@@ -1,0 +1,238 @@
+//! Files for the server: uploads written beside their target and renamed into place on success
+//! (an interrupted upload leaves the old file intact), downloads streamed with credit.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::protocol::FailureKind;
+
+/// A failure as the server receives it.
+pub type FileError = (FailureKind, String);
+
+fn os_error(path: &str, e: &std::io::Error) -> FileError {
+    let kind = e.raw_os_error().map(FailureKind::from_errno).unwrap_or(FailureKind::Other);
+    let what = match kind {
+        FailureKind::NotFound => "no such file in the sandbox".to_string(),
+        FailureKind::IsDirectory => "is a directory, not a file".to_string(),
+        FailureKind::NotDirectory => "a parent is not a directory".to_string(),
+        FailureKind::ReadOnly => "the sandbox's filesystem is read-only there".to_string(),
+        _ => e.to_string(),
+    };
+    (kind, format!("{path}: {what}"))
+}
+
+/// An upload in progress.
+pub struct Upload {
+    file: Option<File>,
+    temp: PathBuf,
+    target: PathBuf,
+    display: String,
+    mode: u32,
+    written: u64,
+    failure: Option<FileError>,
+}
+
+/// `mkdir -p` as root with mode 0755 for each missing parent; existing ones are left alone.
+fn create_parents(dir: &Path, display: &str) -> Result<(), FileError> {
+    let mut current = PathBuf::from("/");
+    for part in dir.components().skip(1) {
+        current.push(part);
+        match std::fs::metadata(&current) {
+            Ok(m) if m.is_dir() => continue,
+            Ok(_) => {
+                return Err((FailureKind::NotDirectory, format!("{display}: a parent is not a directory")))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(os_error(display, &e)),
+        }
+        match std::fs::DirBuilder::new().mode(0o755).create(&current) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(os_error(display, &e)),
+        }
+    }
+    Ok(())
+}
+
+impl Upload {
+    /// Open the temporary file beside `path`, creating missing parents.
+    pub fn start(id: u64, path: &str, mode: u32) -> Result<Self, FileError> {
+        let target = PathBuf::from(path);
+        let (Some(dir), Some(name)) = (target.parent(), target.file_name()) else {
+            return Err((FailureKind::Invalid, format!("{path:?} does not name a file")));
+        };
+        if mode > 0o7777 {
+            return Err((FailureKind::Invalid, format!("mode {mode:o} is not permission bits")));
+        }
+        create_parents(dir, path)?;
+        if std::fs::symlink_metadata(&target).is_ok_and(|m| m.is_dir()) {
+            return Err((
+                FailureKind::IsDirectory,
+                format!("{path} is a directory in the sandbox, not a file"),
+            ));
+        }
+        let temp =
+            dir.join(format!(".{}.sandboxd-upload-{id}-{}", name.to_string_lossy(), std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&temp)
+            .map_err(|e| os_error(path, &e))?;
+        Ok(Self { file: Some(file), temp, target, display: path.into(), mode, written: 0, failure: None })
+    }
+
+    /// Append a chunk; a write failure is kept and reported at the end.
+    pub fn write(&mut self, data: &[u8]) {
+        if self.failure.is_some() {
+            return;
+        }
+        if let Some(file) = &mut self.file {
+            match file.write_all(data) {
+                Ok(()) => self.written += data.len() as u64,
+                Err(e) => {
+                    self.failure = Some(os_error(&self.display, &e));
+                    self.abort();
+                }
+            }
+        }
+    }
+
+    /// Check the length, make the file root's with its mode, and rename it over the target.
+    pub fn finish(mut self, size: u64) -> Result<u64, FileError> {
+        if let Some(f) = self.failure.take() {
+            return Err(f);
+        }
+        if self.written != size {
+            let n = self.written;
+            self.abort();
+            return Err((FailureKind::Invalid, format!("declared {size} bytes but the stream had {n}")));
+        }
+        let result = (|| {
+            let file = self.file.take().ok_or((FailureKind::Other, "upload already closed".to_string()))?;
+            std::os::unix::fs::fchown(&file, Some(0), Some(0)).map_err(|e| os_error(&self.display, &e))?;
+            file.set_permissions(std::fs::Permissions::from_mode(self.mode))
+                .map_err(|e| os_error(&self.display, &e))?;
+            drop(file);
+            std::fs::rename(&self.temp, &self.target).map_err(|e| os_error(&self.display, &e))
+        })();
+        if result.is_err() {
+            self.abort();
+        }
+        result.map(|()| size)
+    }
+
+    /// Drop the partial file; the target is untouched.
+    pub fn abort(&mut self) {
+        self.file = None;
+        let _ = std::fs::remove_file(&self.temp);
+    }
+}
+
+impl Drop for Upload {
+    fn drop(&mut self) {
+        if self.file.is_some() {
+            self.abort();
+        }
+    }
+}
+
+/// Open a regular file for reading (a symlink is followed); its size.
+pub fn open_for_download(path: &str) -> Result<(File, u64), FileError> {
+    let c = CString::new(Path::new(path).as_os_str().as_bytes())
+        .map_err(|_| (FailureKind::Invalid, "path must not contain NUL".to_string()))?;
+    // O_NONBLOCK: opening a FIFO must not hang; regular files ignore it.
+    // SAFETY: valid C string; the fd is owned by the File below.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK) };
+    if fd < 0 {
+        return Err(os_error(path, &std::io::Error::last_os_error()));
+    }
+    // SAFETY: fresh fd we own.
+    let file = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let meta = file.metadata().map_err(|e| os_error(path, &e))?;
+    if meta.is_dir() {
+        return Err((FailureKind::IsDirectory, format!("{path} is a directory, not a file")));
+    }
+    if !meta.is_file() {
+        return Err((
+            FailureKind::NotRegular,
+            format!("{path} is not a regular file (mode {:o})", meta.mode()),
+        ));
+    }
+    Ok((file, meta.len()))
+}
+
+/// Read up to `buf.len()` bytes, retrying interrupted reads.
+pub fn read_chunk(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match file.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upload_lands_atomically_and_abort_keeps_the_old_file() {
+        let dir = tempfile_dir();
+        let target = dir.join("a/b/file.txt");
+        let path = target.to_str().unwrap();
+        let mut up = Upload::start(1, path, 0o640).unwrap();
+        up.write(b"hello");
+        assert!(!target.exists(), "nothing at the target before the end");
+        assert_eq!(up.finish(5).unwrap(), 5);
+        assert_eq!(std::fs::read(&target).unwrap(), b"hello");
+        assert_eq!(std::fs::metadata(&target).unwrap().permissions().mode() & 0o7777, 0o640);
+
+        let mut partial = Upload::start(2, path, 0o644).unwrap();
+        partial.write(b"new content");
+        drop(partial);
+        assert_eq!(std::fs::read(&target).unwrap(), b"hello", "an interrupted upload leaves the old file");
+
+        let mut short = Upload::start(3, path, 0o644).unwrap();
+        short.write(b"abc");
+        let (kind, msg) = short.finish(4).unwrap_err();
+        assert_eq!(kind, FailureKind::Invalid, "{msg}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"hello");
+        let leftovers: Vec<_> = std::fs::read_dir(target.parent().unwrap()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temporary file is left behind");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn errors_are_classified() {
+        let dir = tempfile_dir();
+        let file = dir.join("f");
+        std::fs::write(&file, b"x").unwrap();
+        let below_file = file.join("child");
+        let err = Upload::start(1, below_file.to_str().unwrap(), 0o644).err().unwrap();
+        assert_eq!(err.0, FailureKind::NotDirectory, "{}", err.1);
+        let err = Upload::start(1, dir.to_str().unwrap(), 0o644).err().unwrap();
+        assert_eq!(err.0, FailureKind::IsDirectory, "{}", err.1);
+        assert_eq!(open_for_download(dir.to_str().unwrap()).unwrap_err().0, FailureKind::IsDirectory);
+        let missing = dir.join("missing");
+        assert_eq!(open_for_download(missing.to_str().unwrap()).unwrap_err().0, FailureKind::NotFound);
+        assert_eq!(open_for_download(file.to_str().unwrap()).unwrap().1, 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "sandboxd-agent-test-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+}

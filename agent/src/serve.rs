@@ -1,0 +1,496 @@
+//! The agent's loop: frames in on the channel, one thread per running command's stream, one
+//! reaper for every child. The channel is private to the server (it holds the other end of
+//! this `docker exec -i`); at its end the agent stops every command still running and exits.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufReader, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::files::{self, Upload};
+use crate::protocol::{self, Event, ExecExit, ExecStart, FailureKind, Request, Usage};
+use crate::spawn::{self, Prepared};
+use crate::tree;
+use crate::users;
+
+/// How long output may keep arriving after the command exits (a background child holding the
+/// pipes open must not hold the result back; `docker exec` does not wait for it either).
+const OUTPUT_GRACE: Duration = Duration::from_millis(200);
+
+/// The write end of the channel: whole frames, one writer at a time.
+#[derive(Clone)]
+struct Channel(Arc<Mutex<File>>);
+
+impl Channel {
+    fn send(&self, id: u64, event: &Event) {
+        let frame = event.encode(id);
+        let failed = match self.0.lock() {
+            Ok(mut out) => out.write_all(&frame).is_err(),
+            Err(_) => true,
+        };
+        if failed {
+            // The server is gone: nothing can be reported any more.
+            shutdown_now();
+        }
+    }
+}
+
+/// Output bytes a request may still send before the server grants more.
+struct Credit {
+    available: Mutex<i64>,
+    changed: Condvar,
+    closed: AtomicBool,
+}
+
+impl Credit {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            available: Mutex::new(protocol::INITIAL_CREDIT as i64),
+            changed: Condvar::new(),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    fn grant(&self, n: u64) {
+        if let Ok(mut a) = self.available.lock() {
+            *a = a.saturating_add(n as i64);
+        }
+        self.changed.notify_all();
+    }
+
+    /// Wait for credit and spend `n`; false when the request was closed meanwhile.
+    fn spend(&self, n: usize) -> bool {
+        let Ok(mut a) = self.available.lock() else { return false };
+        while *a <= 0 {
+            if self.closed.load(Ordering::Relaxed) {
+                return false;
+            }
+            a = match self.changed.wait_timeout(a, Duration::from_millis(100)) {
+                Ok((a, _)) => a,
+                Err(_) => return false,
+            };
+        }
+        *a -= n as i64;
+        true
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Relaxed);
+        self.changed.notify_all();
+    }
+}
+
+/// Wait statuses of children, delivered to whoever registered the pid.
+#[derive(Default)]
+struct Reaper {
+    waiting: Mutex<HashMap<libc::pid_t, mpsc::Sender<(libc::c_int, libc::rusage)>>>,
+    spawned: Condvar,
+}
+
+impl Reaper {
+    /// Reap every child forever; orphans are reaped and forgotten.
+    fn run(&self) {
+        loop {
+            let mut status = 0;
+            // SAFETY: rusage is plain old data.
+            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: valid pointers to locals.
+            let pid = unsafe { libc::wait4(-1, &mut status, 0, &mut usage) };
+            if pid > 0 {
+                if let Some(tx) = self.waiting.lock().ok().and_then(|mut w| w.remove(&pid)) {
+                    let _ = tx.send((status, usage));
+                }
+                continue;
+            }
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
+                if let Ok(w) = self.waiting.lock() {
+                    let _ = self.spawned.wait_timeout(w, Duration::from_secs(1));
+                }
+            }
+        }
+    }
+}
+
+/// A command the agent is running for the server.
+struct Running {
+    shim: libc::pid_t,
+    stdin: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
+    killed: AtomicBool,
+}
+
+impl Running {
+    fn kill(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+        if let Ok(mut s) = self.stdin.lock() {
+            s.take();
+        }
+        tree::kill_descendants(self.shim);
+    }
+}
+
+struct Agent {
+    channel: Channel,
+    reaper: Arc<Reaper>,
+    running: Mutex<HashMap<u64, Arc<Running>>>,
+    credits: Mutex<HashMap<u64, Arc<Credit>>>,
+    uploads: Mutex<HashMap<u64, Upload>>,
+    /// The environment `docker exec` gave the agent: the sandbox's, the base of every command's.
+    base_env: Vec<(String, String)>,
+}
+
+static AGENT: Mutex<Option<Arc<Agent>>> = Mutex::new(None);
+
+/// Stop every running command and exit: the channel ended or broke.
+fn shutdown_now() -> ! {
+    if let Some(agent) = AGENT.lock().ok().and_then(|a| a.clone()) {
+        let running: Vec<Arc<Running>> =
+            agent.running.lock().map(|r| r.values().cloned().collect()).unwrap_or_default();
+        for r in running {
+            r.kill();
+        }
+        if let Ok(mut uploads) = agent.uploads.lock() {
+            for (_, mut u) in uploads.drain() {
+                u.abort();
+            }
+        }
+    }
+    std::process::exit(0)
+}
+
+/// Serve the channel on stdin/stdout until it ends.
+pub fn serve() -> ! {
+    // Move the channel off 0 and 1 (close-on-exec) and put /dev/null there, so nothing the
+    // agent starts can ever hold an end of it.
+    // SAFETY: plain fd syscalls on the process's own descriptors.
+    let (input, output) = unsafe {
+        let input = libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 10);
+        let output = libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 10);
+        if input < 0 || output < 0 {
+            eprintln!("sandboxd-agent: cannot move the channel: {}", std::io::Error::last_os_error());
+            std::process::exit(2);
+        }
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            libc::dup2(null, 0);
+            libc::dup2(null, 1);
+            if null > 2 {
+                libc::close(null);
+            }
+        }
+        (File::from_raw_fd(input), File::from_raw_fd(output))
+    };
+    let agent = Arc::new(Agent {
+        channel: Channel(Arc::new(Mutex::new(output))),
+        reaper: Arc::new(Reaper::default()),
+        running: Mutex::default(),
+        credits: Mutex::default(),
+        uploads: Mutex::default(),
+        base_env: std::env::vars_os()
+            .map(|(k, v)| (k.to_string_lossy().into_owned(), v.to_string_lossy().into_owned()))
+            .collect(),
+    });
+    if let Ok(mut a) = AGENT.lock() {
+        *a = Some(agent.clone());
+    }
+    let reaper = agent.reaper.clone();
+    std::thread::spawn(move || reaper.run());
+    agent.channel.send(0, &Event::Hello { version: protocol::PROTOCOL_VERSION, pid: std::process::id() });
+    let mut input = BufReader::with_capacity(256 * 1024, input);
+    loop {
+        let body = match protocol::read_body(&mut input, protocol::MAX_REQUEST_FRAME) {
+            Ok(Some(body)) => body,
+            Ok(None) => shutdown_now(),
+            Err(e) => {
+                eprintln!("sandboxd-agent: bad frame on the channel: {e}");
+                shutdown_now()
+            }
+        };
+        match protocol::decode_request(&body) {
+            Ok(frame) => agent.handle(frame.id, frame.message),
+            Err(e) => {
+                eprintln!("sandboxd-agent: bad frame on the channel: {e}");
+                shutdown_now()
+            }
+        }
+    }
+}
+
+impl Agent {
+    fn fail(&self, id: u64, (kind, message): (FailureKind, String)) {
+        self.channel.send(id, &Event::Failed { kind, message });
+    }
+
+    fn handle(self: &Arc<Self>, id: u64, request: Request) {
+        match request {
+            Request::Exec(start) => {
+                if let Err(e) = self.exec(id, start) {
+                    self.fail(id, e);
+                }
+            }
+            Request::Stdin(data) => {
+                let sender = self.running.lock().ok().and_then(|r| r.get(&id).cloned());
+                if let Some(r) = sender {
+                    if let Some(tx) = r.stdin.lock().ok().and_then(|s| s.clone()) {
+                        let _ = tx.send(data);
+                    }
+                }
+            }
+            Request::StdinEnd => {
+                if let Some(r) = self.running.lock().ok().and_then(|r| r.get(&id).cloned()) {
+                    if let Ok(mut s) = r.stdin.lock() {
+                        s.take();
+                    }
+                }
+            }
+            Request::Kill => {
+                if let Some(r) = self.running.lock().ok().and_then(|r| r.get(&id).cloned()) {
+                    std::thread::spawn(move || r.kill());
+                }
+                if let Some(c) = self.credits.lock().ok().and_then(|c| c.get(&id).cloned()) {
+                    c.close();
+                }
+                if let Some(mut upload) = self.uploads.lock().ok().and_then(|mut u| u.remove(&id)) {
+                    upload.abort();
+                }
+            }
+            Request::Credit(n) => {
+                if let Some(c) = self.credits.lock().ok().and_then(|c| c.get(&id).cloned()) {
+                    c.grant(n);
+                }
+            }
+            Request::PutStart { path, mode } => match Upload::start(id, &path, mode) {
+                Ok(upload) => {
+                    if let Ok(mut u) = self.uploads.lock() {
+                        u.insert(id, upload);
+                    }
+                }
+                Err(e) => self.fail(id, e),
+            },
+            Request::PutData(data) => {
+                if let Some(u) = self.uploads.lock().ok().as_mut().and_then(|u| u.get_mut(&id)) {
+                    u.write(&data);
+                }
+            }
+            Request::PutEnd { size } => {
+                if let Some(upload) = self.uploads.lock().ok().and_then(|mut u| u.remove(&id)) {
+                    match upload.finish(size) {
+                        Ok(size) => self.channel.send(id, &Event::PutDone { size }),
+                        Err(e) => self.fail(id, e),
+                    }
+                }
+            }
+            Request::PutAbort => {
+                if let Some(mut upload) = self.uploads.lock().ok().and_then(|mut u| u.remove(&id)) {
+                    upload.abort();
+                }
+            }
+            Request::Get { path } => {
+                let credit = Credit::new();
+                if let Ok(mut c) = self.credits.lock() {
+                    c.insert(id, credit.clone());
+                }
+                let agent = self.clone();
+                std::thread::spawn(move || {
+                    agent.download(id, &path, &credit);
+                    if let Ok(mut c) = agent.credits.lock() {
+                        c.remove(&id);
+                    }
+                });
+            }
+        }
+    }
+
+    fn download(&self, id: u64, path: &str, credit: &Credit) {
+        let (mut file, size) = match files::open_for_download(path) {
+            Ok(f) => f,
+            Err(e) => return self.fail(id, e),
+        };
+        self.channel.send(id, &Event::GetStart { size });
+        let mut buf = vec![0u8; protocol::MAX_CHUNK];
+        loop {
+            match files::read_chunk(&mut file, &mut buf) {
+                Ok(0) => return self.channel.send(id, &Event::GetEnd),
+                Ok(n) => {
+                    if !credit.spend(n) {
+                        return;
+                    }
+                    self.channel.send(id, &Event::GetData(buf[..n].to_vec()));
+                }
+                Err(e) => {
+                    let kind = e.raw_os_error().map(FailureKind::from_errno).unwrap_or(FailureKind::Other);
+                    return self.fail(id, (kind, format!("{path}: {e}")));
+                }
+            }
+        }
+    }
+
+    /// The command's environment: the sandbox's, `HOME` for its user, then the call's.
+    fn environment(
+        &self,
+        extra: &[(String, String)],
+        user: &users::ExecUser,
+        root_home: &str,
+    ) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = self.base_env.clone();
+        // `docker exec -u 0` gave the agent root's HOME unless the sandbox's env sets one; a
+        // command of another user gets its own, as `docker exec -u` would.
+        if let Some(home) = env.iter_mut().find(|(k, _)| k == "HOME") {
+            if home.1 == root_home {
+                home.1 = user.home.clone();
+            }
+        } else {
+            env.push(("HOME".into(), user.home.clone()));
+        }
+        for (k, v) in extra {
+            match env.iter_mut().find(|(ek, _)| ek == k) {
+                Some(slot) => slot.1 = v.clone(),
+                None => env.push((k.clone(), v.clone())),
+            }
+        }
+        env
+    }
+
+    fn exec(self: &Arc<Self>, id: u64, start: ExecStart) -> Result<(), (FailureKind, String)> {
+        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+        let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
+        let user =
+            users::resolve(start.user.as_deref(), &passwd, &group).map_err(|e| (FailureKind::User, e))?;
+        let root_home = users::resolve(None, &passwd, &group).map(|u| u.home).unwrap_or_else(|_| "/".into());
+        let env = self.environment(&start.env, &user, &root_home);
+        let prepared =
+            Prepared::new(&start.shell, &start.command, &env, start.cwd.as_deref(), user, start.stdin)?;
+        let started = Instant::now();
+        let (exit_tx, exit_rx) = mpsc::channel();
+        let spawned = {
+            let mut waiting =
+                self.reaper.waiting.lock().map_err(|_| (FailureKind::Other, "reaper lock".to_string()))?;
+            let spawned = spawn::spawn(&prepared, |pid| {
+                waiting.insert(pid, exit_tx);
+            });
+            drop(waiting);
+            self.reaper.spawned.notify_all();
+            spawned?
+        };
+        let credit = Credit::new();
+        let (stdin_tx, stdin_rx) = mpsc::channel::<Vec<u8>>();
+        let running = Arc::new(Running {
+            shim: spawned.shim,
+            stdin: Mutex::new(spawned.stdin.is_some().then_some(stdin_tx)),
+            killed: AtomicBool::new(false),
+        });
+        if let Ok(mut r) = self.running.lock() {
+            r.insert(id, running.clone());
+        }
+        if let Ok(mut c) = self.credits.lock() {
+            c.insert(id, credit.clone());
+        }
+        if let Some(mut stdin) = spawned.stdin {
+            std::thread::spawn(move || {
+                for chunk in stdin_rx {
+                    if stdin.write_all(&chunk).is_err() {
+                        break; // the command closed its stdin; the rest is dropped as docker does
+                    }
+                }
+            });
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let limit = start.output_limit;
+        let out = self.pump(id, spawned.stdout, true, limit, &credit, &stop);
+        let err = self.pump(id, spawned.stderr, false, limit, &credit, &stop);
+        let agent = self.clone();
+        std::thread::spawn(move || {
+            let (status, usage) = exit_rx.recv().unwrap_or((125 << 8, unsafe { std::mem::zeroed() }));
+            let wall = started.elapsed();
+            let deadline = Instant::now() + OUTPUT_GRACE;
+            let mut dropped = [0u64; 2];
+            for (i, pump) in [out, err].into_iter().enumerate() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                dropped[i] = pump.recv_timeout(left).unwrap_or_else(|_| {
+                    stop.store(true, Ordering::Relaxed);
+                    0
+                });
+            }
+            stop.store(true, Ordering::Relaxed);
+            credit.close();
+            if let Ok(mut r) = agent.running.lock() {
+                r.remove(&id);
+            }
+            if let Ok(mut c) = agent.credits.lock() {
+                c.remove(&id);
+            }
+            let exit = ExecExit {
+                code: spawn::exit_code(status),
+                killed: running.killed.load(Ordering::SeqCst),
+                dropped_stdout: dropped[0],
+                dropped_stderr: dropped[1],
+                usage: Usage {
+                    wall_us: wall.as_micros() as u64,
+                    user_us: micros(usage.ru_utime),
+                    system_us: micros(usage.ru_stime),
+                    peak_rss_bytes: (usage.ru_maxrss.max(0) as u64) * 1024,
+                },
+            };
+            agent.channel.send(id, &Event::Exit(exit));
+        });
+        Ok(())
+    }
+
+    /// Forward one output pipe as frames until EOF or `stop`; the receiver gets the count of
+    /// bytes dropped past `limit`.
+    fn pump(
+        self: &Arc<Self>,
+        id: u64,
+        mut pipe: File,
+        stdout: bool,
+        limit: u64,
+        credit: &Arc<Credit>,
+        stop: &Arc<AtomicBool>,
+    ) -> mpsc::Receiver<u64> {
+        let (done_tx, done_rx) = mpsc::channel();
+        let (agent, credit, stop) = (self.clone(), credit.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            let (mut kept, mut dropped) = (0u64, 0u64);
+            let fd = pipe.as_raw_fd();
+            loop {
+                let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+                // SAFETY: one valid pollfd.
+                let ready = unsafe { libc::poll(&mut pfd, 1, 50) };
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                if ready <= 0 {
+                    continue;
+                }
+                let n = match pipe.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                };
+                let room = limit.saturating_sub(kept).min(n as u64) as usize;
+                dropped += (n - room) as u64;
+                if room == 0 {
+                    continue;
+                }
+                kept += room as u64;
+                if !credit.spend(room) {
+                    break;
+                }
+                let chunk = buf[..room].to_vec();
+                let event = if stdout { Event::Stdout(chunk) } else { Event::Stderr(chunk) };
+                agent.channel.send(id, &event);
+            }
+            let _ = done_tx.send(dropped);
+        });
+        done_rx
+    }
+}
+
+fn micros(t: libc::timeval) -> u64 {
+    (t.tv_sec.max(0) as u64) * 1_000_000 + t.tv_usec.max(0) as u64
+}

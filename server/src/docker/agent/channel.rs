@@ -1,0 +1,237 @@
+//! One sandbox's agent channel: a persistent `docker exec -i -u 0 NAME /.sandboxd/agent serve`
+//! whose stdin/stdout carry the agent protocol. Only this process holds the pipes. Requests are
+//! multiplexed by id; a reader task routes each event to its request, and when the channel ends
+//! (the agent was killed, the container stopped) every request in flight sees its events end.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sandboxd_agent::protocol::{self, Event, Request};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+use super::binary::AGENT_PATH_IN_SANDBOX;
+use crate::docker::cli::{DockerChild, DockerCli};
+
+/// How long a new agent has to say hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Why a channel could not be opened.
+#[derive(Debug)]
+pub enum OpenError {
+    /// The sandbox has no usable agent (made by an older server, an image it cannot run in):
+    /// use `docker exec` for it from now on.
+    NoAgent(String),
+    /// The container or daemon failed; the next call may try again.
+    Transport(String),
+}
+
+type Pending = Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<Event>>>>;
+
+/// An open channel to one sandbox's agent.
+pub struct AgentChannel {
+    frames: mpsc::Sender<Vec<u8>>,
+    pending: Pending,
+    next_id: AtomicU64,
+    alive: Arc<AtomicBool>,
+    /// The image's configured user (`docker exec` runs as it when no user is named).
+    pub default_user: Option<String>,
+    /// The agent's pid in the sandbox (for logs and tests).
+    pub agent_pid: u32,
+    _client: Arc<tokio::sync::Mutex<DockerChild>>,
+}
+
+/// A request in flight: its events, and a way to talk to it.
+pub struct Call {
+    pub id: u64,
+    pub events: mpsc::UnboundedReceiver<Event>,
+    frames: mpsc::Sender<Vec<u8>>,
+    pending: Pending,
+    done: bool,
+}
+
+impl Call {
+    /// Send a frame for this request; false when the channel is gone.
+    pub async fn send(&self, request: Request) -> bool {
+        self.frames.send(request.encode(self.id)).await.is_ok()
+    }
+
+    /// Mark the request finished (its last event arrived): dropping it then sends nothing.
+    pub fn finish(&mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        if let Ok(mut p) = self.pending.lock() {
+            p.remove(&self.id);
+        }
+        if !self.done {
+            // Cancelled or timed out: stop the command (and its tree) or the transfer.
+            let (frames, id) = (self.frames.clone(), self.id);
+            let kill = Request::Kill.encode(id);
+            if let Err(mpsc::error::TrySendError::Full(kill)) = frames.try_send(kill) {
+                tokio::spawn(async move { frames.send(kill).await });
+            }
+        }
+    }
+}
+
+impl AgentChannel {
+    /// Start the agent in `name` and wait for its hello; learn the image's user meanwhile.
+    pub async fn open(cli: &DockerCli, name: &str) -> Result<Self, OpenError> {
+        let args: Vec<String> = ["exec", "-i", "-u", "0", name, AGENT_PATH_IN_SANDBOX, "serve"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let user_args: Vec<String> = ["inspect", "--type", "container", "-f", "{{.Config.User}}", name]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let (client, user) =
+            tokio::join!(cli.spawn(&args, true, false), cli.run(&user_args, Some(HELLO_TIMEOUT), None));
+        let mut client = client.map_err(|e| OpenError::Transport(e.to_string()))?;
+        let default_user = match user {
+            Ok(out) if out.success() => Some(out.stdout_text().trim().to_string()).filter(|u| !u.is_empty()),
+            Ok(out) => return Err(OpenError::Transport(out.stderr_text().trim().to_string())),
+            Err(e) => return Err(OpenError::Transport(e.to_string())),
+        };
+        let stdin = client.child.stdin.take().ok_or_else(|| OpenError::Transport("no stdin pipe".into()))?;
+        let stdout =
+            client.child.stdout.take().ok_or_else(|| OpenError::Transport("no stdout pipe".into()))?;
+        let mut stderr = client.child.stderr.take();
+        let mut reader = BufReader::with_capacity(256 * 1024, stdout);
+        let hello = tokio::time::timeout(HELLO_TIMEOUT, read_event(&mut reader)).await;
+        let agent_pid = match hello {
+            Ok(Ok(Some(frame))) => match frame.message {
+                Event::Hello { version, pid } if version == protocol::PROTOCOL_VERSION => pid,
+                Event::Hello { version, .. } => {
+                    return Err(OpenError::NoAgent(format!(
+                        "the sandbox's agent speaks protocol {version}, this server {}",
+                        protocol::PROTOCOL_VERSION
+                    )))
+                }
+                other => {
+                    return Err(OpenError::NoAgent(format!("the agent did not say hello first: {other:?}")))
+                }
+            },
+            Ok(_) => {
+                // The client ended without a hello: why is on its stderr.
+                let _ = client.child.wait().await;
+                client.disarm();
+                let mut text = Vec::new();
+                if let Some(s) = stderr.as_mut() {
+                    let _ = s.read_to_end(&mut text).await;
+                }
+                let text = String::from_utf8_lossy(&text).trim().to_string();
+                return Err(if text.contains(AGENT_PATH_IN_SANDBOX) || text.contains("exec format error") {
+                    OpenError::NoAgent(text)
+                } else {
+                    OpenError::Transport(text)
+                });
+            }
+            Err(_) => return Err(OpenError::NoAgent("the agent did not start within 20s".into())),
+        };
+        let (frames, mut outgoing) = mpsc::channel::<Vec<u8>>(32);
+        let pending: Pending = Arc::default();
+        let alive = Arc::new(AtomicBool::new(true));
+        let client = Arc::new(tokio::sync::Mutex::new(client));
+        let sandbox = name.to_string();
+        // Writer: frames in order onto the agent's stdin.
+        let writer_alive = alive.clone();
+        tokio::spawn(async move {
+            let mut stdin = stdin;
+            while let Some(frame) = outgoing.recv().await {
+                if stdin.write_all(&frame).await.is_err() {
+                    break;
+                }
+            }
+            writer_alive.store(false, Ordering::SeqCst);
+        });
+        // Reader: route events; at the end, drop every pending sender so each call sees it.
+        let (reader_pending, reader_alive, reader_client) = (pending.clone(), alive.clone(), client.clone());
+        tokio::spawn(async move {
+            loop {
+                match read_event(&mut reader).await {
+                    Ok(Some(frame)) => {
+                        let target = reader_pending.lock().ok().and_then(|p| p.get(&frame.id).cloned());
+                        if let Some(tx) = target {
+                            let _ = tx.send(frame.message);
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!(sandbox_id = %sandbox, error = %e, "bad frame from the sandbox's agent");
+                        break;
+                    }
+                }
+            }
+            reader_alive.store(false, Ordering::SeqCst);
+            if let Ok(mut p) = reader_pending.lock() {
+                p.clear();
+            }
+            let mut client = reader_client.lock().await;
+            client.kill_group();
+            let _ = client.child.wait().await;
+            client.disarm();
+            tracing::info!(sandbox_id = %sandbox, "the sandbox's agent channel ended");
+        });
+        // The agent's own diagnostics.
+        if let Some(mut stderr) = stderr {
+            let sandbox = name.to_string();
+            tokio::spawn(async move {
+                let mut text = String::new();
+                let _ = stderr.read_to_string(&mut text).await;
+                for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                    tracing::warn!(sandbox_id = %sandbox, "agent: {line}");
+                }
+            });
+        }
+        Ok(Self {
+            frames,
+            pending,
+            next_id: AtomicU64::new(1),
+            alive,
+            default_user,
+            agent_pid,
+            _client: client,
+        })
+    }
+
+    /// Whether the channel still works.
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst) && !self.frames.is_closed()
+    }
+
+    /// Start a request; its events arrive on the returned call.
+    pub async fn call(&self, request: Request) -> Option<Call> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, events) = mpsc::unbounded_channel();
+        self.pending.lock().ok()?.insert(id, tx);
+        let call =
+            Call { id, events, frames: self.frames.clone(), pending: self.pending.clone(), done: false };
+        if !self.is_alive() || !call.send(request).await {
+            let mut call = call;
+            call.finish();
+            return None;
+        }
+        Some(call)
+    }
+}
+
+async fn read_event<R: tokio::io::AsyncRead + Unpin>(
+    reader: &mut R,
+) -> std::io::Result<Option<protocol::Frame<Event>>> {
+    let mut header = [0u8; 4];
+    match reader.read_exact(&mut header).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let mut body = vec![0u8; protocol::body_len(header, protocol::MAX_FRAME)?];
+    reader.read_exact(&mut body).await?;
+    protocol::decode_event(&body).map(Some)
+}

@@ -1,0 +1,330 @@
+//! The agent exec engine: commands and files go to the sandbox's resident agent over one
+//! persistent channel per sandbox (see `channel`), and `docker exec` is used for a sandbox
+//! where the agent cannot run (said once in the log).
+
+pub mod binary;
+pub mod channel;
+mod files;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sandboxd_agent::protocol::{self, Event, ExecStart, Request};
+use tokio::sync::{mpsc, oneshot};
+
+use self::channel::{AgentChannel, Call, OpenError};
+use super::cli::DockerCli;
+use super::engine::{
+    container_running, dropped_note, effective_timeout, DockerExecEngine, ExecEngine, ExecStream, ExecTarget,
+    StreamEvent,
+};
+use crate::spec::{ExecErrorType, ExecParams, ExecResult, ExecUsage};
+
+pub use files::{upload as files_upload, AgentDownload};
+
+/// First look at the container when a command has been silent this long (a paused container
+/// freezes the agent too, so silence alone cannot tell).
+const FIRST_CHECK: Duration = Duration::from_secs(1);
+/// Then this often.
+const NEXT_CHECK: Duration = Duration::from_secs(10);
+/// How long a killed command has to report its end before the call returns anyway.
+const KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// What a call gets when the channel ends under it.
+const AGENT_LOST: &str = "the sandbox's exec agent went away during the call (killed inside the sandbox, or \
+     the sandbox stopped); the next call starts a new one";
+
+type Slot = Arc<tokio::sync::Mutex<Option<Arc<AgentChannel>>>>;
+
+/// Commands through the sandbox's agent.
+pub struct AgentEngine {
+    docker: DockerExecEngine,
+    slots: Mutex<HashMap<String, Slot>>,
+    /// Sandboxes without a usable agent: they use `docker exec`.
+    without_agent: Mutex<HashSet<String>>,
+}
+
+/// Where a command's output goes while it runs.
+enum Sink {
+    Buffer { stdout: Vec<u8>, stderr: Vec<u8> },
+    Stream(mpsc::Sender<StreamEvent>),
+}
+
+impl AgentEngine {
+    pub fn new(docker: DockerExecEngine) -> Self {
+        Self { docker, slots: Mutex::default(), without_agent: Mutex::default() }
+    }
+
+    fn cli(&self) -> &DockerCli {
+        &self.docker.cli
+    }
+
+    /// The sandbox's channel, opened on first use and reopened after the agent died; `None`
+    /// means "use docker exec for this call".
+    pub async fn channel(&self, name: &str) -> Option<Arc<AgentChannel>> {
+        if self.without_agent.lock().is_ok_and(|w| w.contains(name)) {
+            return None;
+        }
+        let slot = self.slots.lock().ok()?.entry(name.to_string()).or_default().clone();
+        let mut guard = slot.lock().await;
+        if let Some(channel) = guard.as_ref().filter(|c| c.is_alive()) {
+            return Some(channel.clone());
+        }
+        match AgentChannel::open(self.cli(), name).await {
+            Ok(channel) => {
+                tracing::debug!(sandbox_id = %name, agent_pid = channel.agent_pid, "agent channel open");
+                let channel = Arc::new(channel);
+                *guard = Some(channel.clone());
+                Some(channel)
+            }
+            Err(OpenError::NoAgent(reason)) => {
+                tracing::warn!(sandbox_id = %name, %reason, "the sandbox's agent cannot run; using docker exec for it");
+                if let Ok(mut w) = self.without_agent.lock() {
+                    w.insert(name.to_string());
+                }
+                None
+            }
+            Err(OpenError::Transport(reason)) => {
+                tracing::debug!(sandbox_id = %name, %reason, "agent channel not opened; docker exec answers this call");
+                None
+            }
+        }
+    }
+
+    /// Send the command (and its stdin) to the agent.
+    async fn start(
+        channel: &AgentChannel,
+        target: ExecTarget<'_>,
+        command: &str,
+        params: &ExecParams,
+        user: Option<&str>,
+        output_limit: u64,
+    ) -> Option<Call> {
+        let user = user.map(String::from).or_else(|| channel.default_user.clone());
+        let start = ExecStart {
+            shell: target.shell.to_string(),
+            command: command.as_bytes().to_vec(),
+            env: params.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            cwd: params.cwd.clone(),
+            user,
+            stdin: params.stdin.is_some(),
+            output_limit,
+        };
+        let call = channel.call(Request::Exec(start)).await?;
+        if let Some(stdin) = &params.stdin {
+            for chunk in stdin.chunks(protocol::MAX_CHUNK) {
+                if !call.send(Request::Stdin(chunk.to_vec())).await {
+                    return None;
+                }
+            }
+            call.send(Request::StdinEnd).await;
+        }
+        Some(call)
+    }
+}
+
+/// Follow a call to its end: output into `sink`, the timeout, the container's health, and
+/// `stop` (the stream's consumer went away).
+async fn drive(
+    cli: &DockerCli,
+    name: &str,
+    mut call: Call,
+    timeout: Option<Duration>,
+    sink: &mut Sink,
+    mut stop: Option<oneshot::Receiver<()>>,
+    limit: usize,
+) -> ExecResult {
+    let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+    let mut next_check = tokio::time::Instant::now() + FIRST_CHECK;
+    loop {
+        let wake = deadline.map_or(next_check, |d| d.min(next_check));
+        let stopped = async {
+            match stop.as_mut() {
+                Some(rx) => {
+                    let _ = rx.await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            event = call.events.recv() => match event {
+                Some(Event::Stdout(data)) => {
+                    let n = data.len() as u64;
+                    if !sink.push(StreamEvent::Stdout(data)).await {
+                        return ExecResult::failed(ExecErrorType::Sandbox, "the caller went away");
+                    }
+                    call.send(Request::Credit(n)).await;
+                }
+                Some(Event::Stderr(data)) => {
+                    let n = data.len() as u64;
+                    if !sink.push(StreamEvent::Stderr(data)).await {
+                        return ExecResult::failed(ExecErrorType::Sandbox, "the caller went away");
+                    }
+                    call.send(Request::Credit(n)).await;
+                }
+                Some(Event::Exit(exit)) => {
+                    call.finish();
+                    let dropped = exit.dropped_stdout + exit.dropped_stderr;
+                    let mut result = ExecResult {
+                        return_code: exit.code,
+                        usage: Some(ExecUsage {
+                            wall_time: Duration::from_micros(exit.usage.wall_us),
+                            user_cpu: Duration::from_micros(exit.usage.user_us),
+                            system_cpu: Duration::from_micros(exit.usage.system_us),
+                            peak_rss_bytes: exit.usage.peak_rss_bytes,
+                        }),
+                        ..Default::default()
+                    };
+                    if dropped > 0 {
+                        tracing::warn!(dropped, limit, "exec output over the limit was dropped");
+                        result.stderr = dropped_note(limit, dropped).into_bytes();
+                    }
+                    return result;
+                }
+                Some(Event::Failed { message, .. }) => {
+                    call.finish();
+                    return ExecResult::failed(ExecErrorType::Sandbox, message);
+                }
+                Some(_) => {}
+                None => {
+                    call.finish();
+                    return ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST);
+                }
+            },
+            _ = tokio::time::sleep_until(wake) => {
+                if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                    kill_and_wait(&mut call).await;
+                    return ExecResult::failed(
+                        ExecErrorType::Timeout,
+                        format!("the command timed out after {:?}; it and everything it started were stopped",
+                            timeout.unwrap_or_default()),
+                    );
+                }
+                if !container_running(cli, name).await {
+                    kill_and_wait(&mut call).await;
+                    return ExecResult::failed(
+                        ExecErrorType::Sandbox,
+                        format!("sandbox {name} is not running (stopped or paused)"),
+                    );
+                }
+                next_check = tokio::time::Instant::now() + NEXT_CHECK;
+            }
+            _ = stopped => {
+                kill_and_wait(&mut call).await;
+                return ExecResult::failed(ExecErrorType::Sandbox, "the caller went away");
+            }
+        }
+    }
+}
+
+/// Stop the command's tree and wait (briefly) for the agent to report it ended.
+async fn kill_and_wait(call: &mut Call) {
+    call.send(Request::Kill).await;
+    let _ = tokio::time::timeout(KILL_GRACE, async {
+        while let Some(event) = call.events.recv().await {
+            if matches!(event, Event::Exit(_) | Event::Failed { .. }) {
+                break;
+            }
+        }
+    })
+    .await;
+    call.finish();
+}
+
+impl Sink {
+    /// Keep or forward one chunk; false when a stream's consumer is gone.
+    async fn push(&mut self, event: StreamEvent) -> bool {
+        match (self, event) {
+            (Sink::Buffer { stdout, .. }, StreamEvent::Stdout(d)) => stdout.extend_from_slice(&d),
+            (Sink::Buffer { stderr, .. }, StreamEvent::Stderr(d)) => stderr.extend_from_slice(&d),
+            (Sink::Stream(tx), event) => return tx.send(event).await.is_ok(),
+            (Sink::Buffer { .. }, StreamEvent::Exit(_)) => {}
+        }
+        true
+    }
+}
+
+#[tonic::async_trait]
+impl ExecEngine for AgentEngine {
+    async fn exec(
+        &self,
+        target: ExecTarget<'_>,
+        command: &str,
+        params: &ExecParams,
+        user: Option<&str>,
+    ) -> ExecResult {
+        let Some(channel) = self.channel(target.name).await else {
+            return self.docker.exec(target, command, params, user).await;
+        };
+        let limit = usize::try_from(self.docker.config.exec.max_output_bytes).unwrap_or(usize::MAX);
+        let Some(call) = Self::start(&channel, target, command, params, user, limit as u64).await else {
+            return ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST);
+        };
+        let timeout = effective_timeout(&self.docker.config, params);
+        let mut sink = Sink::Buffer { stdout: Vec::new(), stderr: Vec::new() };
+        let started = Instant::now();
+        let mut result = drive(self.cli(), target.name, call, timeout, &mut sink, None, limit).await;
+        if let Sink::Buffer { stdout, mut stderr } = sink {
+            if result.error_type != Some(ExecErrorType::Timeout) {
+                stderr.extend_from_slice(&result.stderr);
+                result.stdout = stdout;
+                result.stderr = stderr;
+            }
+        }
+        tracing::debug!(elapsed = ?started.elapsed(), code = result.return_code, "agent exec");
+        result
+    }
+
+    async fn exec_stream(
+        &self,
+        target: ExecTarget<'_>,
+        command: &str,
+        params: &ExecParams,
+        user: Option<&str>,
+    ) -> ExecStream {
+        let Some(channel) = self.channel(target.name).await else {
+            return self.docker.exec_stream(target, command, params, user).await;
+        };
+        let Some(call) = Self::start(&channel, target, command, params, user, u64::MAX).await else {
+            return ExecStream::finished(ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST));
+        };
+        let timeout = effective_timeout(&self.docker.config, params);
+        let (tx, rx) = mpsc::channel(16);
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let (cli, name) = (self.cli().clone(), target.name.to_string());
+        tokio::spawn(async move {
+            let mut sink = Sink::Stream(tx.clone());
+            let result = drive(&cli, &name, call, timeout, &mut sink, Some(stop_rx), usize::MAX).await;
+            let _ = tx.send(StreamEvent::Exit(result)).await;
+        });
+        ExecStream::new(
+            rx,
+            Box::new(move || {
+                let _ = stop_tx.send(());
+            }),
+        )
+    }
+
+    fn renamed(&self, from: &str, to: &str) {
+        if let Ok(mut slots) = self.slots.lock() {
+            if let Some(slot) = slots.remove(from) {
+                slots.insert(to.to_string(), slot);
+            }
+        }
+        if let Ok(mut w) = self.without_agent.lock() {
+            if w.remove(from) {
+                w.insert(to.to_string());
+            }
+        }
+    }
+
+    fn forget(&self, name: &str) {
+        if let Ok(mut slots) = self.slots.lock() {
+            slots.remove(name);
+        }
+        if let Ok(mut w) = self.without_agent.lock() {
+            w.remove(name);
+        }
+    }
+}
