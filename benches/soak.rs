@@ -74,6 +74,9 @@ struct Cli {
     /// The server binary; default: `cargo build --release -p sandboxd` output.
     #[arg(long, env = "SOAK_SERVER_BIN")]
     server_bin: Option<PathBuf>,
+    /// `exec.engine` of the server under test (`agent` or `docker`); unset: the server's default.
+    #[arg(long, env = "SOAK_ENGINE")]
+    engine: Option<String>,
     /// Seed of the fault schedule and the clients' choices (default: from the clock).
     #[arg(long, env = "SOAK_SEED")]
     seed: Option<u64>,
@@ -167,6 +170,10 @@ impl Driver {
                 "create_timeout_s": CREATE_TIMEOUT_S,
             },
         });
+        let mut body = body;
+        if let Some(engine) = &cli.engine {
+            body["docker"]["exec"]["engine"] = serde_json::json!(engine);
+        }
         std::fs::write(&config, body.to_string()).map_err(|e| e.to_string())?;
         let binary = match &cli.server_bin {
             Some(b) => b.clone(),
