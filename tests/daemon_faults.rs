@@ -320,7 +320,7 @@ impl Server {
             "docker": {
                 // The private daemon has no bridge.
                 "create": {"extra_run_args": label.run_args(), "network": "none"},
-                "exec": {"default_timeout_s": 60.0},
+                "exec": {"default_timeout_s": 60.0, "engine": common::engine_name()},
             },
             "server": {
                 "state_dir": dir.path().join("state"),
