@@ -63,6 +63,9 @@ fi
 step "scripts/test-python.sh (the Python package: stubs, mypy, pytest)"
 bash scripts/test-python.sh
 
+step "scripts/soak.sh (soak and fault run against the release server, CI mode: about 2 minutes)"
+bash scripts/soak.sh --ci
+
 step "removing leftover test containers (after)"
 trap - EXIT
 cleanup_test_containers

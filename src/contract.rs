@@ -103,6 +103,15 @@ impl ExecErrorType {
         }
     }
 
+    /// From a response's field: "" is none; a value this version does not know still means
+    /// the command did not finish, so it reads as `Sandbox`.
+    pub fn from_response(value: &str) -> Option<Self> {
+        match value {
+            "" => None,
+            wire => Some(Self::from_wire(wire).unwrap_or(ExecErrorType::Sandbox)),
+        }
+    }
+
     /// The wire value of an optional error type ("" for none).
     pub fn to_wire(value: Option<Self>) -> String {
         value.map(|e| e.as_str().to_string()).unwrap_or_default()
@@ -146,6 +155,112 @@ impl TerminalMode {
 impl fmt::Display for TerminalMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// Return code of an exec that did not reach the command's exit (Docker's own convention).
+pub const SANDBOX_RUNTIME_RETURN_CODE: i32 = 125;
+
+/// What one command's process tree used (from `wait4`'s rusage on the agent engine).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExecUsage {
+    /// Wall-clock time from start to exit.
+    pub wall_time: std::time::Duration,
+    /// User CPU time of the command and its waited-for descendants.
+    pub user_cpu: std::time::Duration,
+    /// System CPU time of the command and its waited-for descendants.
+    pub system_cpu: std::time::Duration,
+    /// Peak resident set size of the largest process in the tree.
+    pub peak_rss_bytes: u64,
+}
+
+impl From<crate::v1::ExecUsage> for ExecUsage {
+    fn from(u: crate::v1::ExecUsage) -> Self {
+        let seconds = |s: f64| std::time::Duration::try_from_secs_f64(s).unwrap_or_default();
+        ExecUsage {
+            wall_time: seconds(u.wall_time_s),
+            user_cpu: seconds(u.user_cpu_s),
+            system_cpu: seconds(u.system_cpu_s),
+            peak_rss_bytes: u.peak_rss_bytes,
+        }
+    }
+}
+
+impl From<ExecUsage> for crate::v1::ExecUsage {
+    fn from(u: ExecUsage) -> Self {
+        crate::v1::ExecUsage {
+            wall_time_s: u.wall_time.as_secs_f64(),
+            user_cpu_s: u.user_cpu.as_secs_f64(),
+            system_cpu_s: u.system_cpu.as_secs_f64(),
+            peak_rss_bytes: u.peak_rss_bytes,
+        }
+    }
+}
+
+/// What a command did. A failing command is a result, never an error.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExecResult {
+    /// Standard output, byte for byte (the merged terminal output for a terminal's exec).
+    pub stdout: Vec<u8>,
+    /// Standard error, byte for byte.
+    pub stderr: Vec<u8>,
+    /// The exit code; 125 with an `error_type`.
+    pub return_code: i32,
+    /// `None` when the command ran to its exit; why it did not otherwise.
+    pub error_type: Option<ExecErrorType>,
+    /// What the command's process tree used, when the exec engine measures it.
+    pub usage: Option<ExecUsage>,
+}
+
+impl ExecResult {
+    /// A command that did not reach its own exit: 125 and why.
+    pub fn failed(error_type: ExecErrorType, stderr: impl Into<Vec<u8>>) -> Self {
+        Self {
+            stdout: Vec::new(),
+            stderr: stderr.into(),
+            return_code: SANDBOX_RUNTIME_RETURN_CODE,
+            error_type: Some(error_type),
+            usage: None,
+        }
+    }
+
+    /// `stdout` as text (invalid UTF-8 replaced).
+    pub fn stdout_str(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
+    /// `stderr` as text (invalid UTF-8 replaced).
+    pub fn stderr_str(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+
+    /// True when the command ran and exited 0.
+    pub fn success(&self) -> bool {
+        self.return_code == 0 && self.error_type.is_none()
+    }
+}
+
+impl From<crate::v1::ExecResponse> for ExecResult {
+    fn from(r: crate::v1::ExecResponse) -> Self {
+        ExecResult {
+            stdout: r.stdout,
+            stderr: r.stderr,
+            return_code: r.return_code,
+            error_type: ExecErrorType::from_response(&r.error_type),
+            usage: r.usage.map(ExecUsage::from),
+        }
+    }
+}
+
+impl From<ExecResult> for crate::v1::ExecResponse {
+    fn from(r: ExecResult) -> Self {
+        crate::v1::ExecResponse {
+            stdout: r.stdout,
+            stderr: r.stderr,
+            return_code: r.return_code,
+            error_type: ExecErrorType::to_wire(r.error_type),
+            usage: r.usage.map(Into::into),
+        }
     }
 }
 

@@ -50,7 +50,7 @@ async fn commands_run_through_the_agent_with_accounting() {
     let h = p.create(&SandboxSpec::new(images::BASH)).await.unwrap();
     let burn = "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; printf done";
     let r = p.exec(&h, burn, &params()).await.unwrap();
-    assert_eq!((r.stdout_lossy().as_str(), r.return_code, r.error_type), ("done", 0, None));
+    assert_eq!((r.stdout_str().as_str(), r.return_code, r.error_type), ("done", 0, None));
     let usage = r.usage.expect("the agent engine measures every command");
     assert!(usage.user_cpu + usage.system_cpu > Duration::ZERO, "{usage:?}");
     assert!(usage.wall_time >= usage.user_cpu / 2, "{usage:?}");
@@ -80,7 +80,7 @@ async fn background_processes_of_a_finished_command_keep_running() {
     let p = agent_provider(&label, |_| {});
     let h = p.create(&SandboxSpec::new(images::BUSYBOX)).await.unwrap();
     let r = p.exec(&h, "sleep 303 >/dev/null 2>&1 & printf started", &params()).await.unwrap();
-    assert_eq!(r.stdout_lossy(), "started");
+    assert_eq!(r.stdout_str(), "started");
     let left = outside(&h, "ps -o args | grep 'sleep 30[3]' || true");
     assert!(!left.trim().is_empty(), "a detached server started by a command outlives the command");
     p.close(&h.id()).await.unwrap();
@@ -112,7 +112,7 @@ async fn a_nobody_command_cannot_drive_or_replace_the_agent() {
     assert_ne!(root.return_code, 0, "{root:?}");
     assert_eq!(agent_pid(&h), pid, "the agent is untouched");
     let r = p.exec(&h, "id -u", &nobody).await.unwrap();
-    assert_eq!(r.stdout_lossy().trim(), "65534");
+    assert_eq!(r.stdout_str().trim(), "65534");
     p.close(&h.id()).await.unwrap();
 }
 
@@ -125,7 +125,7 @@ async fn read_only_root_without_tmp_and_no_network() {
     });
     let h = p.create(&SandboxSpec::new(images::READONLY)).await.unwrap();
     let r = p.exec(&h, "printf ok; test -e /tmp || printf ' no-tmp'", &params()).await.unwrap();
-    assert_eq!(r.stdout_lossy(), "ok no-tmp");
+    assert_eq!(r.stdout_str(), "ok no-tmp");
     assert!(r.usage.is_some(), "the agent runs in a read-only, network-less sandbox");
     let mut download = p.download(&h, "/etc/passwd").await.unwrap();
     assert!(download.next_chunk().await.unwrap().is_some_and(|c| c.starts_with(b"root:")));
@@ -145,9 +145,9 @@ async fn agent_killed_mid_call_is_a_sandbox_error_and_the_next_call_works() {
     outside(&h, &format!("kill -9 {pid}"));
     let r = call.await.unwrap();
     assert_eq!((r.return_code, r.error_type), (125, Some(ExecErrorType::Sandbox)), "{r:?}");
-    assert!(r.stderr_lossy().contains("agent"), "the message says what went away: {r:?}");
+    assert!(r.stderr_str().contains("agent"), "the message says what went away: {r:?}");
     let next = p.exec(&h, "printf again", &params()).await.unwrap();
-    assert_eq!((next.stdout_lossy().as_str(), next.return_code), ("again", 0));
+    assert_eq!((next.stdout_str().as_str(), next.return_code), ("again", 0));
     assert!(next.usage.is_some(), "a new agent answers");
     assert_ne!(agent_pid(&h), pid);
     p.close(&h.id()).await.unwrap();
@@ -163,7 +163,7 @@ async fn a_restarted_server_uses_the_agents_of_sandboxes_it_did_not_create() {
     let second = agent_provider(&label, |_| {});
     let h2 = second.handle(&h.sandbox_id).await.unwrap();
     let r = second.exec(&h2, "printf hi", &params()).await.unwrap();
-    assert_eq!(r.stdout_lossy(), "hi");
+    assert_eq!(r.stdout_str(), "hi");
     assert!(r.usage.is_some(), "the agent already in the sandbox answers the new server");
     second.close(&h2.id()).await.unwrap();
 }
@@ -177,7 +177,7 @@ async fn a_sandbox_without_an_agent_uses_docker_exec() {
     let h = p.handle(&h.sandbox_id).await.unwrap();
     for _ in 0..2 {
         let r = p.exec(&h, "printf hi", &params()).await.unwrap();
-        assert_eq!((r.stdout_lossy().as_str(), r.return_code), ("hi", 0));
+        assert_eq!((r.stdout_str().as_str(), r.return_code), ("hi", 0));
         assert!(r.usage.is_none(), "docker exec answered");
     }
     p.close(&h.id()).await.unwrap();
@@ -228,6 +228,6 @@ async fn an_interrupted_upload_leaves_the_old_file() {
         p.upload_reader(&h, tokio::io::BufReader::new(Broken(100_000)), 1_000_000, "/data/file", None).await;
     assert!(err.is_err());
     let r = p.exec(&h, "cat /data/file; ls -A /data | wc -l", &params()).await.unwrap();
-    assert_eq!(r.stdout_lossy(), "old1\n", "old content, and no partial file beside it");
+    assert_eq!(r.stdout_str(), "old1\n", "old content, and no partial file beside it");
     p.close(&h.id()).await.unwrap();
 }

@@ -431,7 +431,7 @@ async fn exec_stream_delivers_output_as_produced_and_cancel_stops_the_command() 
         }
     };
     assert_eq!(stderr, b"second");
-    assert_eq!((exit.return_code, exit.error_type.as_deref()), (7, None));
+    assert_eq!((exit.return_code, exit.error_type), (7, None));
     assert_eq!(stream.next().await.unwrap(), None);
 
     // A timeout ends the stream with 125/timeout; an empty command is refused.
@@ -441,7 +441,7 @@ async fn exec_stream_delivers_output_as_produced_and_cancel_stops_the_command() 
         .unwrap();
     match timed.next().await.unwrap() {
         Some(ExecEvent::Exit(exit)) => {
-            assert_eq!((exit.return_code, exit.error_type.as_deref()), (125, Some("timeout")))
+            assert_eq!((exit.return_code, exit.error_type), (125, Some(ExecErrorType::Timeout)))
         }
         other => panic!("expected a timeout exit, got {other:?}"),
     }

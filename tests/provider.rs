@@ -76,7 +76,19 @@ async fn missing_image_fails_create_and_leaves_nothing() {
     let err = p.create(&spec("sandboxd-test/does-not-exist:1")).await.unwrap_err();
     assert!(matches!(err, ProviderError::Create(_)), "{err:?}");
     assert!(err.to_string().contains("does-not-exist"), "{err}");
+    assert!(err.to_string().contains("pull_policy") && !err.to_string().contains("--help"), "{err}");
     assert!(label.containers().is_empty());
+    // `never`: only images already on the daemon; the error says so and what to do.
+    let never = provider_with(&label, |c| c.create.pull_policy = "never".into());
+    let err = never.create(&spec("sandboxd-test/does-not-exist:1")).await.unwrap_err().to_string();
+    assert!(
+        err.contains("\"sandboxd-test/does-not-exist:1\"")
+            && err.contains("\"never\"")
+            && err.contains("docker load"),
+        "{err}"
+    );
+    never.create(&spec(images::BUSYBOX)).await.expect("a present image starts under never");
+    label.remove_all();
 }
 
 #[tokio::test]
@@ -149,18 +161,37 @@ async fn exec_timeout_and_user() {
         .exec(&h, "sleep 30", &ExecParams { env, timeout: Some(Duration::from_millis(300)), ..params() })
         .await
         .unwrap();
-    let message = r.stderr_lossy();
+    let message = r.stderr_str();
     assert!(!message.contains("hunter2"), "{message}");
     if common::engine() == sandboxd::config::ExecEngineKind::Docker {
         assert!(message.contains("API_TOKEN=***"), "{message}");
     }
 
     let r = p.exec(&h, "id -u", &ExecParams { user: Some("nobody".into()), ..params() }).await.unwrap();
-    assert_eq!(r.stdout_lossy().trim(), "65534");
+    assert_eq!(r.stdout_str().trim(), "65534");
     let r = p.exec(&h, "id -u", &ExecParams { user: Some("root".into()), ..params() }).await.unwrap();
-    assert_eq!(r.stdout_lossy().trim(), "0");
+    assert_eq!(r.stdout_str().trim(), "0");
     let err = p.exec(&h, "true", &ExecParams { user: Some("-x".into()), ..params() }).await.unwrap_err();
     assert!(err.to_string().contains("user"));
+    p.close(&h.id()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_command_that_prints_docker_errors_keeps_its_own_exit() {
+    // Classification is by docker's own failure (its codes, its error line, confirmed by
+    // inspect), never by what the command prints.
+    let label = TestLabel::new();
+    let p = provider(&label);
+    let h = p.create(&spec(images::BUSYBOX)).await.unwrap();
+    for code in [3, 1, 125] {
+        let cmd = format!("echo 'Error response from daemon: Container x is not running' >&2; exit {code}");
+        let r = p.exec(&h, &cmd, &params()).await.unwrap();
+        assert_eq!((r.return_code, r.error_type), (code, None), "{r:?}");
+        assert!(r.stderr_str().contains("Error response from daemon"));
+    }
+    // Killed by a signal in a running container: its own exit too (inspect says running).
+    let r = p.exec(&h, "kill -9 $$", &params()).await.unwrap();
+    assert_eq!((r.return_code, r.error_type), (137, None), "{r:?}");
     p.close(&h.id()).await.unwrap();
 }
 
@@ -378,10 +409,10 @@ async fn upload_download_round_trip_200_mib() {
     let r = p
         .exec(&h, "stat -c '%u %a' /home/sandbox/new/deeper /home/sandbox/new/deeper/big.bin", &params())
         .await;
-    assert_eq!(r.unwrap().stdout_lossy(), "0 755\n0 644\n");
+    assert_eq!(r.unwrap().stdout_str(), "0 755\n0 644\n");
     // The existing parent keeps its owner and mode.
     let r = p.exec(&h, "stat -c '%u %a' /home/sandbox /tmp", &params()).await.unwrap();
-    assert_eq!(r.stdout_lossy(), "1000 755\n0 1777\n");
+    assert_eq!(r.stdout_str(), "1000 755\n0 1777\n");
     let back = dir.path().join("sub/back.bin");
     assert_eq!(common::download_file(&p, &h, target, &back).await.unwrap(), 200 << 20);
     assert_eq!(sha256_file(&back), digest);
@@ -443,10 +474,10 @@ async fn read_only_root_filesystem() {
     let h = p.create(&spec(images::READONLY)).await.unwrap();
     let r = p.exec(&h, "touch /x", &params()).await.unwrap();
     assert_ne!(r.return_code, 0);
-    assert!(r.stderr_lossy().contains("Read-only"), "{r:?}");
+    assert!(r.stderr_str().contains("Read-only"), "{r:?}");
     let r =
         p.exec(&h, "test -d /tmp || echo no-tmp; echo ok > /dev/shm/f && cat /dev/shm/f", &params()).await;
-    assert_eq!(r.unwrap().stdout_lossy(), "no-tmp\nok\n");
+    assert_eq!(r.unwrap().stdout_str(), "no-tmp\nok\n");
     p.close(&h.id()).await.unwrap();
 }
 
@@ -456,9 +487,9 @@ async fn non_root_image() {
     let p = provider(&label);
     let h = p.create(&spec(images::NONROOT)).await.unwrap();
     let r = p.exec(&h, "id -u", &params()).await.unwrap();
-    assert_eq!(r.stdout_lossy().trim(), "1000");
+    assert_eq!(r.stdout_str().trim(), "1000");
     let r = p.exec(&h, "id -u", &ExecParams { user: Some("0".into()), ..params() }).await.unwrap();
-    assert_eq!(r.stdout_lossy().trim(), "0");
+    assert_eq!(r.stdout_str().trim(), "0");
     p.close(&h.id()).await.unwrap();
 }
 
@@ -524,7 +555,7 @@ async fn concurrent_execs_share_the_semaphore() {
         ));
     }
     for (i, t) in tasks.into_iter().enumerate() {
-        assert_eq!(t.await.unwrap().unwrap().stdout_lossy(), format!("{i}\n"));
+        assert_eq!(t.await.unwrap().unwrap().stdout_str(), format!("{i}\n"));
     }
     p.close(&h.id()).await.unwrap();
 }
@@ -537,7 +568,7 @@ async fn flooding_output_is_bounded_and_said_so() {
     let r = p.exec(&h, "head -c 3145728 /dev/zero; echo done >&2", &params()).await.unwrap();
     assert_eq!(r.return_code, 0, "the command ran to its end");
     assert_eq!(r.stdout.len(), 1 << 20);
-    let stderr = r.stderr_lossy();
+    let stderr = r.stderr_str();
     assert!(stderr.starts_with("done\n") && stderr.contains("2097152 bytes"), "{stderr}");
     p.close(&h.id()).await.unwrap();
 }
@@ -555,14 +586,14 @@ async fn long_empty_and_misdirected_commands() {
         sandboxd::config::ExecEngineKind::Agent => ("307200", 0, None),
         sandboxd::config::ExecEngineKind::Docker => ("", 125, Some(ExecErrorType::Sandbox)),
     };
-    assert_eq!((r.stdout_lossy().as_str(), r.return_code, r.error_type), want, "rc {}", r.return_code);
+    assert_eq!((r.stdout_str().as_str(), r.return_code, r.error_type), want, "rc {}", r.return_code);
     for empty in ["", "  \n"] {
         let err = p.exec(&h, empty, &params()).await.unwrap_err();
         assert!(matches!(&err, ProviderError::InvalidArgument { field, .. } if field == "command"), "{err}");
     }
     let r = p.exec(&h, "true", &ExecParams { cwd: Some("/no/such/dir".into()), ..params() }).await.unwrap();
     assert_eq!((r.return_code, r.error_type), (125, Some(ExecErrorType::Sandbox)), "{r:?}");
-    assert!(r.stderr_lossy().contains("/no/such/dir"), "the message names the cwd: {r:?}");
+    assert!(r.stderr_str().contains("/no/such/dir"), "the message names the cwd: {r:?}");
     // What a command prints never makes it a sandbox failure.
     let r = p
         .exec(&h, "echo 'Error response from daemon: no such container' >&2; exit 3", &params())

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use common::{docker, provider, provider_with, TestLabel};
 use sandboxd::backend::SandboxBackend;
 use sandboxd::docker::DockerProvider;
-use sandboxd::pty::{PtyError, PtySession};
+use sandboxd::pty::{PtyError, TerminalProcess};
 use sandboxd::spec::SandboxSpec;
 use sandboxd::spec::{ExecParams, PtySpec, SandboxHandle, TerminalMode};
 use support::images;
@@ -17,7 +17,7 @@ use support::images;
 const T: Option<Duration> = Some(Duration::from_secs(20));
 
 /// Read until `needle` shows up in the accumulated output (which is returned).
-async fn read_until(session: &PtySession, needle: &str) -> String {
+async fn read_until(session: &TerminalProcess, needle: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut seen = Vec::new();
     loop {
@@ -39,7 +39,7 @@ async fn read_until(session: &PtySession, needle: &str) -> String {
 async fn exec_ok(p: &DockerProvider, h: &SandboxHandle, command: &str) -> String {
     let r = p.exec(h, command, &ExecParams::default()).await.unwrap();
     assert_eq!(r.return_code, 0, "{command}: {r:?}");
-    r.stdout_lossy()
+    r.stdout_str()
 }
 
 fn shell_spec(rows: u16, cols: u16) -> PtySpec {
@@ -174,7 +174,7 @@ async fn read_only_root_falls_back_to_dev_shm_or_refuses_to_run() {
 }
 
 /// Wait until the launcher has written its record (the forgery must come before the first read).
-async fn wait_for_record(p: &DockerProvider, h: &SandboxHandle, s: &PtySession) -> String {
+async fn wait_for_record(p: &DockerProvider, h: &SandboxHandle, s: &TerminalProcess) -> String {
     let path = format!("/tmp/.sandboxd-pty-{}", s.id());
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

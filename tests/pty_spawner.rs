@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use sandboxd::pty::{
-    fallback_pid_file_for, launcher_argv, session_marker, spawn, PtyError, PtySession, RunInContainer,
-    SpawnOptions,
+    fallback_pid_file_for, launcher_argv, session_marker, spawn, PtyError, RunInContainer, SpawnOptions,
+    TerminalProcess,
 };
 use sandboxd::spec::ExecResult;
 
@@ -22,12 +22,12 @@ fn sh(script: &str) -> Vec<String> {
     argv(&["/bin/sh", "-c", script])
 }
 
-async fn start(args: Vec<String>, use_pty: bool, rows: u16, cols: u16) -> Arc<PtySession> {
+async fn start(args: Vec<String>, use_pty: bool, rows: u16, cols: u16) -> Arc<TerminalProcess> {
     spawn(SpawnOptions { argv: args, use_pty, rows, cols, ..Default::default() }).await.expect("spawn")
 }
 
 /// Everything until EOF.
-async fn read_all(s: &PtySession) -> Vec<u8> {
+async fn read_all(s: &TerminalProcess) -> Vec<u8> {
     let mut out = Vec::new();
     loop {
         let chunk = s.read(Some(T)).await.expect("read");
@@ -39,7 +39,7 @@ async fn read_all(s: &PtySession) -> Vec<u8> {
 }
 
 /// Output until `needle` appears (returns all of it).
-async fn read_until(s: &PtySession, needle: &str) -> String {
+async fn read_until(s: &TerminalProcess, needle: &str) -> String {
     let mut out = Vec::new();
     let deadline = Instant::now() + T;
     loop {
@@ -177,7 +177,7 @@ async fn pipe_mode_keeps_stderr_separate() {
 }
 
 /// Writes `n` pseudo-random bytes into `head -c n` and returns what came back with them.
-async fn round_trip(use_pty: bool, n: usize, seed: u64) -> (Arc<PtySession>, Vec<u8>, Vec<u8>) {
+async fn round_trip(use_pty: bool, n: usize, seed: u64) -> (Arc<TerminalProcess>, Vec<u8>, Vec<u8>) {
     let s = start(argv(&["head", "-c", &n.to_string()]), use_pty, 24, 80).await;
     let data = pseudo_random(n, seed);
     let writer = {

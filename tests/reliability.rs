@@ -5,7 +5,7 @@ mod common;
 mod support;
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -30,6 +30,16 @@ impl Server {
     /// `config` holds the `docker` and `server` sections to add to the test defaults (the
     /// per-test label on every container, a 60 s exec timeout).
     fn start(label: &TestLabel, config: serde_json::Value, flags: &[&str]) -> Server {
+        Self::start_env(label, config, flags, &[])
+    }
+
+    /// As `start`, with environment variables (`DOCKER_HOST` of a private daemon).
+    fn start_env(
+        label: &TestLabel,
+        config: serde_json::Value,
+        flags: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
         common::require_docker();
         let dir = tempfile::tempdir().unwrap();
         let mut body = serde_json::json!({
@@ -47,6 +57,7 @@ impl Server {
             .arg(&path)
             .args(flags)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap());
@@ -623,4 +634,443 @@ async fn remove_on_shutdown_runs_beside_the_drain_and_catches_creates_that_compl
     let answer = pending.await.unwrap();
     assert!(answer.is_err(), "a create completing during a removing shutdown is not handed out: {answer:?}");
     assert!(names(&label).is_empty(), "left behind: {:?}", names(&label));
+}
+
+// ----- pools and limits ---------------------------------------------------------------------
+
+fn upload_header(sandbox_id: &str, path: &str, size: Option<u64>) -> proto::UploadRequest {
+    proto::UploadRequest {
+        request: Some(proto::upload_request::Request::Header(proto::UploadHeader {
+            sandbox_id: sandbox_id.into(),
+            path: path.into(),
+            mode: None,
+            size,
+        })),
+    }
+}
+
+fn chunk(bytes: Vec<u8>) -> proto::UploadRequest {
+    proto::UploadRequest { request: Some(proto::upload_request::Request::Chunk(bytes)) }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stalled_transfers_never_freeze_control_calls_creates_or_other_transfers() {
+    let label = TestLabel::new();
+    let config = serde_json::json!({
+        "docker": {"exec": {"concurrency": 2, "transfer_concurrency": 2}},
+        "server": {"limits": {"transfer_idle_timeout_s": 3}},
+    });
+    let server = Server::start(&label, config, &[]);
+    let mut raw = server.raw().await;
+    let id = create_id(&mut raw, busybox()).await;
+    let big = raw
+        .exec(proto::ExecRequest {
+            sandbox_id: id.clone(),
+            command: "head -c 67108864 /dev/zero > /tmp/big".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(big.return_code, 0);
+
+    // The abusive client has a connection of its own (unread streams on a shared connection
+    // use up that connection's HTTP/2 window: a client-side matter).
+    let abuser = server.raw().await;
+    // Two uploads announce a size, then send nothing (their streams stay open).
+    let mut stalled = Vec::new();
+    for i in 0..2 {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        tx.send(upload_header(&id, &format!("/tmp/stalled{i}"), Some(10))).await.unwrap();
+        let mut client = abuser.clone();
+        let call =
+            tokio::spawn(async move { client.upload(tokio_stream::wrappers::ReceiverStream::new(rx)).await });
+        stalled.push((tx, call));
+    }
+    // Four downloads nobody reads.
+    let mut unread = Vec::new();
+    for _ in 0..4 {
+        let mut client = abuser.clone();
+        let request = proto::DownloadRequest { sandbox_id: id.clone(), path: "/tmp/big".into() };
+        unread.push(tokio::spawn(async move {
+            let stream = client.download(request).await;
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            drop(stream);
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // Control calls, a create, an exec and a moving upload all still answer.
+    let status = raw.status(proto::StatusRequest { sandbox_id: id.clone() }).await.expect("status answers");
+    assert_eq!(status.into_inner().status, proto::SandboxStatus::Running as i32);
+    let other = create_id(&mut raw, busybox()).await;
+    let moving = raw
+        .upload(tokio_stream::iter(vec![upload_header(&other, "/tmp/ok", Some(2)), chunk(b"ok".to_vec())]))
+        .await
+        .expect("an upload with data flowing gets a transfer permit");
+    assert_eq!(moving.into_inner().bytes_written, 2);
+    raw.close(proto::CloseRequest { sandbox_id: other }).await.expect("close answers");
+
+    // The stalled uploads fail after the idle timeout instead of holding on forever.
+    for (tx, call) in stalled {
+        let answer =
+            tokio::time::timeout(Duration::from_secs(30), call).await.expect("a stalled upload never ended");
+        let err = answer.unwrap().unwrap_err();
+        assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+        drop(tx);
+    }
+    for task in unread {
+        task.abort();
+    }
+    raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn waiting_for_a_permit_counts_against_the_exec_timeout() {
+    let label = TestLabel::new();
+    let server = Server::start(&label, serde_json::json!({"docker": {"exec": {"concurrency": 1}}}), &[]);
+    let mut raw = server.raw().await;
+    let id = create_id(&mut raw, busybox()).await;
+    let mut busy = raw.clone();
+    let sandbox_id = id.clone();
+    let hog = tokio::spawn(async move {
+        busy.exec(proto::ExecRequest { sandbox_id, command: "sleep 8".into(), ..Default::default() }).await
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let waited = raw
+        .exec(proto::ExecRequest {
+            sandbox_id: id.clone(),
+            command: "echo ran".into(),
+            timeout_s: Some(1.0),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        waited.error_type, "timeout",
+        "a 1 s exec that waited for the only permit timed out: {waited:?}"
+    );
+    assert!(!hog.is_finished(), "the timeout came from the permit wait, not after the first exec");
+    assert_eq!(hog.await.unwrap().unwrap().into_inner().return_code, 0);
+    raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn client_limits_answer_resource_exhausted_or_deadline_exceeded() {
+    let label = TestLabel::new();
+    let config = serde_json::json!({"server": {"limits": {
+        "max_pty_sessions_per_sandbox": 1,
+        "max_upload_spool_bytes": 1000,
+        "first_message_timeout_s": 1,
+    }}});
+    let server = Server::start(&label, config, &[]);
+    let mut raw = server.raw().await;
+    let id = create_id(&mut raw, busybox()).await;
+
+    let open = |id: &str| proto::PtyRequest {
+        request: Some(proto::pty_request::Request::Open(proto::PtyOpen {
+            sandbox_id: id.into(),
+            command: Some("cat".into()),
+            pipe: true,
+            ..Default::default()
+        })),
+    };
+    let (first_tx, first_rx) = tokio::sync::mpsc::channel(4);
+    first_tx.send(open(&id)).await.unwrap();
+    let mut first =
+        raw.pty(tokio_stream::wrappers::ReceiverStream::new(first_rx)).await.unwrap().into_inner();
+    assert!(matches!(
+        first.message().await.unwrap().unwrap().response,
+        Some(proto::pty_response::Response::Opened(_))
+    ));
+    let err = raw.pty(tokio_stream::iter(vec![open(&id)])).await.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("max_pty_sessions_per_sandbox"), "{}", err.message());
+    // Ending the first session gives its slot back.
+    first_tx
+        .send(proto::PtyRequest { request: Some(proto::pty_request::Request::Close(proto::PtyClose {})) })
+        .await
+        .unwrap();
+    while let Ok(Some(_)) = first.message().await {}
+    let mut reopened = None;
+    for _ in 0..50 {
+        match raw.pty(tokio_stream::iter(vec![open(&id)])).await {
+            Ok(stream) => {
+                reopened = Some(stream);
+                break;
+            }
+            Err(e) if e.code() == Code::ResourceExhausted => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    assert!(reopened.is_some(), "the slot of a closed session was never given back");
+    drop(reopened);
+
+    // A sizeless upload past the spool limit.
+    let err = raw
+        .upload(tokio_stream::iter(vec![upload_header(&id, "/tmp/big", None), chunk(vec![7; 2000])]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("max_upload_spool_bytes"), "{}", err.message());
+
+    // Streams that never send their first message.
+    let (_silent_upload, rx) = tokio::sync::mpsc::channel::<proto::UploadRequest>(1);
+    let err = raw.upload(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    let (_silent_pty, rx) = tokio::sync::mpsc::channel::<proto::PtyRequest>(1);
+    let err = raw.pty(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelling_a_pty_whose_input_write_is_blocked_ends_its_program() {
+    let label = TestLabel::new();
+    let server = Server::start(&label, serde_json::json!({}), &[]);
+    let mut raw = server.raw().await;
+    let id = create_id(&mut raw, busybox()).await;
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tx.send(proto::PtyRequest {
+        request: Some(proto::pty_request::Request::Open(proto::PtyOpen {
+            sandbox_id: id.clone(),
+            command: Some("exec sleep 1234".into()),
+            pipe: true,
+            ..Default::default()
+        })),
+    })
+    .await
+    .unwrap();
+    let mut stream = raw.pty(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+    assert!(matches!(
+        stream.message().await.unwrap().unwrap().response,
+        Some(proto::pty_response::Response::Opened(_))
+    ));
+    // The program never reads: 8 MiB of input fills every pipe on the way, and the server's
+    // write blocks.
+    for _ in 0..8 {
+        tx.send(proto::PtyRequest { request: Some(proto::pty_request::Request::Input(vec![b'x'; 1 << 20])) })
+            .await
+            .unwrap();
+    }
+    let running = |id: &str| {
+        let out = common::docker(&["exec", id, "ps", "-o", "args"]);
+        String::from_utf8_lossy(&out.stdout).lines().any(|l| l.contains("sleep 1234"))
+    };
+    eventually(Duration::from_secs(20), "the session's program never started", || running(&id)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    drop(stream); // the caller cancels
+    drop(tx);
+    eventually(Duration::from_secs(30), "the cancelled session's program still runs", || !running(&id)).await;
+    raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+}
+
+// ----- faults of the Docker daemon itself (a private dockerd, never the machine's) -----------
+
+/// A `dockerd` of the test's own, in a network namespace of its own (`unshare --net`: with
+/// `--bridge=none` a dockerd deletes the `docker0` interface of its namespace, which must never
+/// be the machine's), with its own socket, data root, exec root, pid file and config file (the
+/// machine's /etc/docker/daemon.json is not read), no iptables, vfs storage, containers under
+/// their own cgroup parent. The machine's daemon is never touched.
+struct PrivateDaemon {
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl PrivateDaemon {
+    fn start() -> PrivateDaemon {
+        assert!(
+            Path::new("/usr/sbin/dockerd").exists() || which("dockerd"),
+            "the fault tests need a dockerd binary"
+        );
+        assert!(
+            which("unshare"),
+            "the fault tests need unshare (util-linux) for the daemon's own network namespace"
+        );
+        let dir = tempfile::Builder::new().prefix("sandboxd-faults-").tempdir().unwrap();
+        std::fs::write(dir.path().join("daemon.json"), "{}").unwrap();
+        let mut daemon = PrivateDaemon { dir, child: None };
+        daemon.restart();
+        // The test image, moved in from the machine's daemon.
+        common::require_docker();
+        let mut save = Command::new("docker").args(["save", BUSYBOX]).stdout(Stdio::piped()).spawn().unwrap();
+        let load = Command::new("docker")
+            .args(["-H", &daemon.host(), "load", "-q"])
+            .stdin(save.stdout.take().unwrap())
+            .output()
+            .unwrap();
+        assert!(save.wait().unwrap().success(), "docker save {BUSYBOX}");
+        assert!(load.status.success(), "{}", String::from_utf8_lossy(&load.stderr));
+        daemon
+    }
+
+    fn host(&self) -> String {
+        format!("unix://{}", self.dir.path().join("docker.sock").display())
+    }
+
+    fn docker(&self, args: &[&str]) -> std::process::Output {
+        Command::new("docker").args(["-H", &self.host()]).args(args).output().unwrap()
+    }
+
+    /// Start (again) on the same data root, and wait until it answers.
+    fn restart(&mut self) {
+        let p = |name: &str| self.dir.path().join(name);
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(p("dockerd.log")).unwrap();
+        let child = Command::new("unshare")
+            .args(["--net", "dockerd"])
+            .arg("--config-file")
+            .arg(p("daemon.json"))
+            .args(["--host", &self.host()])
+            .arg("--data-root")
+            .arg(p("data"))
+            .arg("--exec-root")
+            .arg(p("exec"))
+            .arg("--pidfile")
+            .arg(p("docker.pid"))
+            .args(["--iptables=false", "--ip6tables=false", "--bridge=none", "--ip-masq=false"])
+            .args(["--storage-driver=vfs", "--cgroup-parent=sandboxd-faults"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start dockerd");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.docker(&["info"]).status.success() {
+            assert!(Instant::now() < deadline, "the private dockerd did not come up");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// An orderly stop (SIGTERM; dockerd stops its containers and its containerd).
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(child.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while child.try_wait().unwrap().is_none() {
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    fn names(&self) -> Vec<String> {
+        let out = self.docker(&["ps", "-a", "--format", "{{.Names}}"]);
+        String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect()
+    }
+}
+
+impl Drop for PrivateDaemon {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            let ids = self.docker(&["ps", "-aq"]);
+            let ids: Vec<String> =
+                String::from_utf8_lossy(&ids.stdout).split_whitespace().map(String::from).collect();
+            if !ids.is_empty() {
+                let mut args = vec!["rm", "-f"];
+                args.extend(ids.iter().map(String::as_str));
+                let _ = self.docker(&args);
+            }
+        }
+        self.stop();
+    }
+}
+
+fn which(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_docker_daemon_that_dies_mid_exec_or_mid_create_gets_clear_answers_and_recovery() {
+    let label = TestLabel::new();
+    let mut daemon = PrivateDaemon::start();
+    let config = serde_json::json!({
+        "docker": {"create": {"network": "none"}, "probe": {
+            "command": "sleep 3; printf docker-sandbox-ready", "timeout_s": 60}},
+        "server": {"create_timeout_s": 5, "sweep_interval_s": 1},
+    });
+    let host = daemon.host();
+    let server = Server::start_env(&label, config, &[], &[("DOCKER_HOST", &host)]);
+    let mut raw = server.raw().await;
+    let id = create_id(&mut raw, busybox()).await;
+
+    // The daemon restarts while an exec runs: the exec answers (no hang) as the sandbox's
+    // failure, and once the daemon is back the sandbox reads stopped and closes.
+    let mut exec_raw = raw.clone();
+    let sandbox_id = id.clone();
+    let exec = tokio::spawn(async move {
+        exec_raw
+            .exec(proto::ExecRequest { sandbox_id, command: "sleep 60".into(), ..Default::default() })
+            .await
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    daemon.stop();
+    let answer = tokio::time::timeout(Duration::from_secs(60), exec)
+        .await
+        .expect("the exec hung when the daemon went away");
+    match answer.unwrap() {
+        Ok(r) => {
+            let r = r.into_inner();
+            assert_eq!((r.return_code, r.error_type.as_str()), (125, "sandbox"), "{r:?}");
+        }
+        Err(e) => assert_eq!(e.code(), Code::Unavailable, "{e:?}"),
+    }
+    // With the daemon gone: a create is UNAVAILABLE, promptly.
+    let gone = tokio::time::timeout(
+        Duration::from_secs(60),
+        raw.create(proto::CreateRequest { spec: Some(busybox()) }),
+    )
+    .await
+    .expect("a create hung while the daemon was gone");
+    assert_eq!(gone.unwrap_err().code(), Code::Unavailable);
+    daemon.restart();
+    let status = raw.status(proto::StatusRequest { sandbox_id: id.clone() }).await.unwrap().into_inner();
+    assert_eq!(status.status, proto::SandboxStatus::Stopped as i32, "the daemon's restart stopped it");
+    raw.close(proto::CloseRequest { sandbox_id: id.clone() }).await.expect("close after the daemon is back");
+
+    // The daemon goes away during a create (in its readiness probe): a clear failure, no hang;
+    // once it is back, what the create left is swept and creates work again.
+    let mut create_raw = raw.clone();
+    let create =
+        tokio::spawn(async move { create_raw.create(proto::CreateRequest { spec: Some(busybox()) }).await });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !daemon.names().iter().any(|n| n.starts_with("sandboxd-creating-")) {
+        assert!(Instant::now() < deadline, "the create never started its container");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    daemon.stop();
+    let answer = tokio::time::timeout(Duration::from_secs(60), create)
+        .await
+        .expect("the create hung when the daemon went away");
+    let err = answer.unwrap().expect_err("a create whose daemon died cannot succeed");
+    assert!(matches!(err.code(), Code::Unavailable | Code::FailedPrecondition), "{err:?}");
+    daemon.restart();
+    eventually(
+        Duration::from_secs(60),
+        "the unfinished create was never swept after the daemon came back",
+        || daemon.names().is_empty(),
+    )
+    .await;
+    let again = create_id(&mut raw, busybox()).await;
+    let out = raw
+        .exec(proto::ExecRequest {
+            sandbox_id: again.clone(),
+            command: "echo back".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(out.into_inner().stdout, b"back\n");
+    raw.close(proto::CloseRequest { sandbox_id: again }).await.unwrap();
 }

@@ -22,10 +22,11 @@ mod sandbox;
 
 pub use client::{BearerAuth, Client, RawClient};
 pub use error::{ClientError, Result};
-pub use exec_stream::{ExecEvent, ExecEventStream, ExecExit, ExecUsage};
+pub use exec_stream::{ExecEvent, ExecEventStream, ExecExit};
 pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession};
 pub use sandbox::{
-    spec, Endpoint, ExecOptions, ExecResult, Sandbox, SandboxStatus, DEFAULT_EXEC_TIMEOUT_S,
-    UPLOAD_CHUNK_BYTES,
+    spec, Endpoint, ExecOptions, Sandbox, SandboxStatus, DEFAULT_EXEC_TIMEOUT_S, UPLOAD_CHUNK_BYTES,
 };
-pub use sandboxd_proto::contract::{ExecErrorType, SandboxDescriptor, Signal, TerminalMode};
+pub use sandboxd_proto::contract::{
+    ExecErrorType, ExecResult, ExecUsage, SandboxDescriptor, Signal, TerminalMode,
+};

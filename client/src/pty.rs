@@ -13,8 +13,8 @@ use crate::error::{ClientError, Result, StreamEnd};
 use crate::proto;
 use crate::proto::pty_request::Request as Req;
 use crate::proto::pty_response::Response as Resp;
-use crate::sandbox::{ExecResult, Sandbox, DEFAULT_EXEC_TIMEOUT_S};
-use sandboxd_proto::contract::{ExecErrorType, Signal, TerminalMode};
+use crate::sandbox::{Sandbox, DEFAULT_EXEC_TIMEOUT_S};
+use sandboxd_proto::contract::{ExecErrorType, ExecResult, Signal, TerminalMode};
 use sandboxd_proto::marker::{normalize_terminal_output, Marker};
 
 /// Signal names a session accepts.
@@ -198,7 +198,7 @@ impl<'a> Pty<'a> {
         };
         let session = match with_deadline(deadline, PtySession::open(self.sandbox, open)).await {
             Some(opened) => opened?,
-            None => return Ok(ExecResult::failure(ExecErrorType::Timeout, Vec::new(), Vec::new())),
+            None => return Ok(failed_with_output(ExecErrorType::Timeout, Vec::new(), Vec::new())),
         };
         let mut output = Vec::new();
         let failure = loop {
@@ -211,7 +211,7 @@ impl<'a> Pty<'a> {
         };
         let result = match failure {
             Some((kind, message)) => {
-                ExecResult::failure(kind, normalize_terminal_output(&output), message.into_bytes())
+                failed_with_output(kind, normalize_terminal_output(&output), message.into_bytes())
             }
             None => match session.wait_exit(Some(remaining(deadline).unwrap_or(CLOSE_WAIT))).await {
                 Ok(code) => ExecResult {
@@ -221,12 +221,10 @@ impl<'a> Pty<'a> {
                     error_type: None,
                     usage: None,
                 },
-                Err(ClientError::Timeout) => ExecResult::failure(
-                    ExecErrorType::Timeout,
-                    normalize_terminal_output(&output),
-                    Vec::new(),
-                ),
-                Err(e) => ExecResult::failure(
+                Err(ClientError::Timeout) => {
+                    failed_with_output(ExecErrorType::Timeout, normalize_terminal_output(&output), Vec::new())
+                }
+                Err(e) => failed_with_output(
                     ExecErrorType::Pty,
                     normalize_terminal_output(&output),
                     e.to_string().into_bytes(),
@@ -279,7 +277,7 @@ async fn prepare_default_shell(
                 }
             }
             Err(ClientError::Timeout) if deadline.is_some_and(|d| d <= setup_deadline) => {
-                return Err(Ok(ExecResult::failure(ExecErrorType::Timeout, Vec::new(), Vec::new())))
+                return Err(Ok(failed_with_output(ExecErrorType::Timeout, Vec::new(), Vec::new())))
             }
             Err(ClientError::Timeout) => {
                 return Err(Err(ClientError::Pty("the default shell did not answer its setup".to_string())))
@@ -291,12 +289,17 @@ async fn prepare_default_shell(
 
 /// Runs `command` in the live shell `session` under the marker protocol. Never an error: a
 /// failure of the session is `error_type = "pty"`, a timeout `error_type = "timeout"`.
+/// A terminal exec that did not reach the command's exit, with the output seen so far.
+fn failed_with_output(error_type: ExecErrorType, stdout: Vec<u8>, stderr: Vec<u8>) -> ExecResult {
+    ExecResult { stdout, ..ExecResult::failed(error_type, stderr) }
+}
+
 async fn run_marked(session: &PtySession, command: &str, deadline: Option<Instant>) -> ExecResult {
     session.discard_pending();
     let marker = Marker::new();
     let needle_len = marker.text().len() + 1;
     if let Err(e) = session.write(marker.command_line(command).as_bytes()).await {
-        return ExecResult::failure(ExecErrorType::Pty, Vec::new(), e.to_string().into_bytes());
+        return failed_with_output(ExecErrorType::Pty, Vec::new(), e.to_string().into_bytes());
     }
     let mut buf: Vec<u8> = Vec::new();
     loop {
@@ -313,7 +316,7 @@ async fn run_marked(session: &PtySession, command: &str, deadline: Option<Instan
                         error_type: None,
                         usage: None,
                     },
-                    None => ExecResult::failure(ExecErrorType::Pty, stdout, b"the session ended".to_vec()),
+                    None => failed_with_output(ExecErrorType::Pty, stdout, b"the session ended".to_vec()),
                 };
             }
             Ok(chunk) => {
@@ -332,14 +335,14 @@ async fn run_marked(session: &PtySession, command: &str, deadline: Option<Instan
                 }
             }
             Err(ClientError::Timeout) => {
-                return ExecResult::failure(
+                return failed_with_output(
                     ExecErrorType::Timeout,
                     marker.extract(&buf, buf.len()),
                     Vec::new(),
                 );
             }
             Err(e) => {
-                return ExecResult::failure(
+                return failed_with_output(
                     ExecErrorType::Pty,
                     marker.extract(&buf, buf.len()),
                     e.to_string().into_bytes(),

@@ -11,7 +11,7 @@ use crate::client::{Client, RawClient};
 use crate::error::{ClientError, Result};
 use crate::proto;
 use crate::pty::{Pty, PtyExecState};
-use sandboxd_proto::contract::{ExecErrorType, SandboxDescriptor};
+use sandboxd_proto::contract::{ExecResult, SandboxDescriptor};
 
 /// Size of the chunks an upload sends.
 pub const UPLOAD_CHUNK_BYTES: usize = 256 * 1024;
@@ -106,58 +106,6 @@ impl Default for ExecOptions {
             timeout_s: Some(DEFAULT_EXEC_TIMEOUT_S),
             user: None,
             stdin: None,
-        }
-    }
-}
-
-/// What a command did. A failing command is a result, never an error.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ExecResult {
-    /// Standard output (the merged terminal output for `pty().exec`).
-    pub stdout: Vec<u8>,
-    /// Standard error (empty for `pty().exec` in PTY mode).
-    pub stderr: Vec<u8>,
-    /// The exit code; 125 with an `error_type`.
-    pub return_code: i32,
-    /// `None` when the command ran to its exit; why it did not otherwise.
-    pub error_type: Option<ExecErrorType>,
-    /// What the command's process tree used, when the server's exec engine measures it.
-    pub usage: Option<crate::ExecUsage>,
-}
-
-impl ExecResult {
-    /// `stdout` as text (invalid UTF-8 replaced).
-    pub fn stdout_str(&self) -> String {
-        String::from_utf8_lossy(&self.stdout).into_owned()
-    }
-
-    /// `stderr` as text (invalid UTF-8 replaced).
-    pub fn stderr_str(&self) -> String {
-        String::from_utf8_lossy(&self.stderr).into_owned()
-    }
-
-    /// True when the command ran and exited 0.
-    pub fn success(&self) -> bool {
-        self.return_code == 0 && self.error_type.is_none()
-    }
-
-    pub(crate) fn failure(error_type: ExecErrorType, stdout: Vec<u8>, stderr: Vec<u8>) -> ExecResult {
-        ExecResult { stdout, stderr, return_code: 125, error_type: Some(error_type), usage: None }
-    }
-}
-
-impl From<proto::ExecResponse> for ExecResult {
-    fn from(r: proto::ExecResponse) -> Self {
-        ExecResult {
-            stdout: r.stdout,
-            stderr: r.stderr,
-            return_code: r.return_code,
-            // A value this version does not know still means the command did not finish.
-            error_type: match r.error_type.as_str() {
-                "" => None,
-                wire => Some(ExecErrorType::from_wire(wire).unwrap_or(ExecErrorType::Sandbox)),
-            },
-            usage: r.usage.map(crate::ExecUsage::from),
         }
     }
 }
@@ -306,16 +254,21 @@ impl Sandbox {
     /// Runs `<shell> -c command`.
     pub async fn exec_with(&self, command: impl Into<String>, options: ExecOptions) -> Result<ExecResult> {
         self.ensure_live()?;
-        let req = proto::ExecRequest {
+        let req = self.exec_request(command.into(), options);
+        Ok(self.rpc().exec(req).await?.into_inner().into())
+    }
+
+    /// The wire request of one command, shared by `exec_with` and `exec_stream`.
+    pub(crate) fn exec_request(&self, command: String, options: ExecOptions) -> proto::ExecRequest {
+        proto::ExecRequest {
             sandbox_id: self.id().to_string(),
-            command: command.into(),
+            command,
             cwd: options.cwd,
             env: options.env,
             timeout_s: options.timeout_s,
             user: options.user,
             stdin: options.stdin,
-        };
-        Ok(self.rpc().exec(req).await?.into_inner().into())
+        }
     }
 
     /// Copies the local file `local` to `remote` (absolute) keeping its permission bits;
@@ -593,7 +546,7 @@ mod tests {
             usage: None,
         }
         .into();
-        assert_eq!(r.error_type, Some(ExecErrorType::Timeout));
+        assert_eq!(r.error_type, Some(sandboxd_proto::contract::ExecErrorType::Timeout));
         assert_eq!(r.stdout_str(), "hi\n");
         assert!(!r.success());
         let ok: ExecResult = proto::ExecResponse::default().into();

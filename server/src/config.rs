@@ -57,6 +57,9 @@ pub struct DockerCreateConfig {
     /// How many times an ambiguous `docker run` (timeout, transport error) is retried.
     pub transport_retries: i64,
     pub transport_retry_delay_s: f64,
+    /// When `docker run` pulls the image: `missing` (Docker's and Compose's default), `never`
+    /// (shared deployments: only images already on the daemon), `always`.
+    pub pull_policy: String,
 }
 
 impl Default for DockerCreateConfig {
@@ -76,6 +79,7 @@ impl Default for DockerCreateConfig {
             publish_host: "127.0.0.1".into(),
             transport_retries: 2,
             transport_retry_delay_s: 1.0,
+            pull_policy: "missing".into(),
         }
     }
 }
@@ -102,6 +106,12 @@ impl DockerCreateConfig {
             ));
         }
         non_negative("create.transport_retry_delay_s", self.transport_retry_delay_s)?;
+        if !["missing", "never", "always"].contains(&self.pull_policy.as_str()) {
+            return Err(ConfigError::new(
+                "create.pull_policy",
+                format!("must be one of missing, never, always (got {:?})", self.pull_policy),
+            ));
+        }
         if self.keepalive_shell.is_empty() {
             return Err(ConfigError::new("create.keepalive_shell", "must be a non-empty path"));
         }
@@ -132,8 +142,13 @@ pub struct DockerExecConfig {
     pub default_timeout_s: Option<f64>,
     /// Operator-chosen `docker exec` flags, added to every exec.
     pub extra_exec_args: Vec<String>,
-    /// How many docker subprocesses may run at once.
+    /// How many `docker run`/`docker exec` clients may run at once.
     pub concurrency: i64,
+    /// How many control commands (inspect, rm, port, the PTY pid reads and cleanup) may run at
+    /// once; they have their own pool so they never wait behind execs or transfers.
+    pub control_concurrency: i64,
+    /// How many file transfers (`docker cp`) may run at once.
+    pub transfer_concurrency: i64,
     /// `<shell> -c <cmd>`; `None` detects bash, else sh.
     pub exec_shell: Option<String>,
     /// sandboxd's own bound on what one exec returns, per stream (stdout, stderr): a command
@@ -152,6 +167,8 @@ impl Default for DockerExecConfig {
             default_timeout_s: Some(180.0),
             extra_exec_args: Vec::new(),
             concurrency: 32,
+            control_concurrency: 16,
+            transfer_concurrency: 16,
             exec_shell: None,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             engine: ExecEngineKind::Agent,
@@ -163,11 +180,14 @@ impl Default for DockerExecConfig {
 impl DockerExecConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         positive_opt("exec.default_timeout_s", self.default_timeout_s)?;
-        if self.concurrency < 1 {
-            return Err(ConfigError::new(
-                "exec.concurrency",
-                format!("must be >= 1 (got {})", self.concurrency),
-            ));
+        for (field, n) in [
+            ("exec.concurrency", self.concurrency),
+            ("exec.control_concurrency", self.control_concurrency),
+            ("exec.transfer_concurrency", self.transfer_concurrency),
+        ] {
+            if n < 1 {
+                return Err(ConfigError::new(field, format!("must be >= 1 (got {n})")));
+            }
         }
         if !(1..=MAX_OUTPUT_BYTES_LIMIT).contains(&self.max_output_bytes) {
             return Err(ConfigError::new(
@@ -371,6 +391,9 @@ pub struct Limits {
     pub max_upload_spool_bytes: u64,
     /// Seconds `Upload` and `Pty` wait for their first message.
     pub first_message_timeout_s: f64,
+    /// Seconds a transfer may stall (an upload whose client sends nothing, a download whose
+    /// client reads nothing) before it fails and gives back its transfer permit.
+    pub transfer_idle_timeout_s: f64,
 }
 
 impl Default for Limits {
@@ -381,6 +404,7 @@ impl Default for Limits {
             max_streams_per_connection: 1024,
             max_upload_spool_bytes: 4 << 30,
             first_message_timeout_s: 30.0,
+            transfer_idle_timeout_s: 60.0,
         }
     }
 }
@@ -399,12 +423,16 @@ impl Limits {
         if self.max_upload_spool_bytes == 0 {
             return Err(ConfigError::new("server.limits.max_upload_spool_bytes", "must be >= 1"));
         }
-        let t = self.first_message_timeout_s;
-        if !(t > 0.0 && t <= MAX_CLIENT_SECONDS) {
-            return Err(ConfigError::new(
-                "server.limits.first_message_timeout_s",
-                format!("must be > 0 and <= {MAX_CLIENT_SECONDS} (got {t})"),
-            ));
+        for (field, t) in [
+            ("server.limits.first_message_timeout_s", self.first_message_timeout_s),
+            ("server.limits.transfer_idle_timeout_s", self.transfer_idle_timeout_s),
+        ] {
+            if !(t > 0.0 && t <= MAX_CLIENT_SECONDS) {
+                return Err(ConfigError::new(
+                    field,
+                    format!("must be > 0 and <= {MAX_CLIENT_SECONDS} (got {t})"),
+                ));
+            }
         }
         Ok(())
     }
@@ -498,8 +526,11 @@ mod tests {
             (json!({"create": {"publish_host": "localhost"}}), "create.publish_host"),
             (json!({"create": {"transport_retries": -1}}), "create.transport_retries"),
             (json!({"create": {"transport_retry_delay_s": -0.5}}), "create.transport_retry_delay_s"),
+            (json!({"create": {"pull_policy": "sometimes"}}), "create.pull_policy"),
             (json!({"exec": {"default_timeout_s": -1}}), "exec.default_timeout_s"),
             (json!({"exec": {"concurrency": 0}}), "exec.concurrency"),
+            (json!({"exec": {"control_concurrency": 0}}), "exec.control_concurrency"),
+            (json!({"exec": {"transfer_concurrency": 0}}), "exec.transfer_concurrency"),
             (json!({"exec": {"exec_shell": ""}}), "exec.exec_shell"),
             (json!({"exec": {"max_output_bytes": 0}}), "exec.max_output_bytes"),
             (json!({"exec": {"agent_dir": "relative"}}), "exec.agent_dir"),

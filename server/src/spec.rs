@@ -20,7 +20,10 @@ pub enum SandboxStatus {
     Unknown,
 }
 
-pub use sandboxd_proto::contract::{ExecErrorType, SandboxDescriptor, Signal, TerminalMode};
+pub use sandboxd_proto::contract::{
+    ExecErrorType, ExecResult, ExecUsage, SandboxDescriptor, Signal, TerminalMode,
+    SANDBOX_RUNTIME_RETURN_CODE,
+};
 
 /// A sandbox id as this service issues them (`sandboxd-` + 32 lower-case hex digits), checked
 /// once where a request enters. Any other shape cannot name a sandbox of ours.
@@ -127,49 +130,6 @@ impl Default for PtySpec {
             user: None,
             mode: TerminalMode::Pty,
         }
-    }
-}
-
-/// Return code of an exec that did not reach the command's exit (Docker's own convention).
-pub const SANDBOX_RUNTIME_RETURN_CODE: i32 = 125;
-
-/// What one command's process tree used (from `wait4`'s rusage on the agent engine).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ExecUsage {
-    pub wall_time: std::time::Duration,
-    pub user_cpu: std::time::Duration,
-    pub system_cpu: std::time::Duration,
-    pub peak_rss_bytes: u64,
-}
-
-/// The result of one command. Command failure is a result, never an error.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ExecResult {
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-    pub return_code: i32,
-    pub error_type: Option<ExecErrorType>,
-    /// Accounting, when the exec engine can measure it.
-    pub usage: Option<ExecUsage>,
-}
-
-impl ExecResult {
-    pub fn failed(error_type: ExecErrorType, stderr: impl Into<Vec<u8>>) -> Self {
-        Self {
-            stdout: Vec::new(),
-            stderr: stderr.into(),
-            return_code: SANDBOX_RUNTIME_RETURN_CODE,
-            error_type: Some(error_type),
-            usage: None,
-        }
-    }
-
-    pub fn stdout_lossy(&self) -> String {
-        String::from_utf8_lossy(&self.stdout).into_owned()
-    }
-
-    pub fn stderr_lossy(&self) -> String {
-        String::from_utf8_lossy(&self.stderr).into_owned()
     }
 }
 

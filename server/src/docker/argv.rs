@@ -149,6 +149,7 @@ pub fn run_args(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec
     for volume in &spec.provider_options.volumes {
         a.extend([s("-v"), volume.clone()]);
     }
+    a.push(format!("--pull={}", cfg.pull_policy));
     a.extend(cfg.extra_run_args.iter().cloned());
     a.extend(spec.provider_options.run_args.iter().cloned());
     match &spec.entrypoint {
@@ -380,6 +381,7 @@ mod tests {
                 "--label",
                 "sandboxd.sandbox=1",
                 "--init",
+                "--pull=missing",
                 "--entrypoint",
                 "/bin/sh",
                 "img:1",
@@ -457,6 +459,7 @@ mod tests {
                 "[::1]::8080/tcp",
                 "-v",
                 "/data:/data",
+                "--pull=missing",
                 "--label",
                 "op=1",
                 "--tmpfs=/x",

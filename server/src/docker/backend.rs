@@ -8,7 +8,7 @@ use super::provider::DockerProvider;
 use crate::backend::{CreatePlan, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource};
 use crate::error::Result;
 use crate::lease::{LeaseStore, SweepReport};
-use crate::pty::{PtyError, PtySession, TerminalMode};
+use crate::pty::{PtyError, TerminalMode, TerminalProcess};
 use crate::spec::{
     ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
     SandboxSpec, SandboxStatus, Signal,
@@ -105,44 +105,44 @@ impl FileDownload for super::Download {
 }
 
 #[async_trait::async_trait]
-impl TerminalSession for PtySession {
+impl TerminalSession for TerminalProcess {
     fn id(&self) -> &str {
-        PtySession::id(self)
+        TerminalProcess::id(self)
     }
 
     fn mode(&self) -> TerminalMode {
-        PtySession::mode(self)
+        TerminalProcess::mode(self)
     }
 
     fn closed(&self) -> bool {
-        PtySession::closed(self)
+        TerminalProcess::closed(self)
     }
 
     async fn read(&self, timeout: Option<Duration>) -> Result<Vec<u8>, PtyError> {
-        PtySession::read(self, timeout).await
+        TerminalProcess::read(self, timeout).await
     }
 
     async fn read_stderr(&self, timeout: Option<Duration>) -> Result<Vec<u8>, PtyError> {
-        PtySession::read_stderr(self, timeout).await
+        TerminalProcess::read_stderr(self, timeout).await
     }
 
     async fn write(&self, data: &[u8]) -> Result<(), PtyError> {
-        PtySession::write(self, data).await
+        TerminalProcess::write(self, data).await
     }
 
     async fn resize(&self, rows: u16, cols: u16) -> Result<(), PtyError> {
-        PtySession::resize(self, rows, cols).await
+        TerminalProcess::resize(self, rows, cols).await
     }
 
     async fn send_signal(&self, signal: Signal) -> Result<(), PtyError> {
-        PtySession::deliver(self, signal).await
+        TerminalProcess::deliver(self, signal).await
     }
 
     async fn wait_exit(&self, timeout: Option<Duration>) -> Result<i32, PtyError> {
-        PtySession::wait_exit(self, timeout).await
+        TerminalProcess::wait_exit(self, timeout).await
     }
 
     async fn close(&self) -> Result<(), PtyError> {
-        PtySession::close(self).await
+        TerminalProcess::close(self).await
     }
 }

@@ -19,6 +19,18 @@ pub fn is_runtime_failure(stderr: &str) -> bool {
     contains_any(stderr, &RUNTIME_ERROR_MARKERS)
 }
 
+/// Whether a `docker exec` that ended with `code` and `stderr` may have failed in docker itself:
+/// one of the codes the client uses for its own failures (1, 125, 126, 127) and docker's error
+/// line last on stderr. Only a hint: the caller confirms with `inspect`, since a command can
+/// print anything and exit with any code.
+///
+/// A command killed by a signal (code > 128) is a suspect too: the container may have stopped
+/// (or its daemon gone) under it.
+pub fn looks_like_docker_failure(code: i32, stderr: &str) -> bool {
+    let last = stderr.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or_default();
+    (matches!(code, 1 | 125 | 126 | 127) && is_runtime_failure(last)) || code > 128
+}
+
 /// The directory `docker exec -w` named does not exist: the OCI runtime's `chdir to cwd
 /// ("/x") ... no such file or directory` (exit 126). Returns that directory.
 pub fn missing_cwd(code: i32, stderr: &str) -> Option<String> {
@@ -53,6 +65,22 @@ pub fn is_missing_image(stderr: &str) -> bool {
         || low.contains("pull access denied")
 }
 
+/// Docker's own error line out of a client's stderr: the last `Error…`/`docker: Error…` line,
+/// else the last non-empty line that is not a usage hint (`Run 'docker … --help'`).
+pub fn error_line(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .filter(|l| !(l.contains("--help") && (l.starts_with("Run '") || l.starts_with("See '"))))
+        .collect();
+    let is_error = |l: &&&str| {
+        let low = l.to_ascii_lowercase();
+        low.starts_with("error") || low.starts_with("docker: error")
+    };
+    lines.iter().rev().find(is_error).or(lines.last()).map(|l| l.to_string()).unwrap_or_default()
+}
+
 fn contains_any(text: &str, markers: &[&str]) -> bool {
     let low = text.to_ascii_lowercase();
     markers.iter().any(|m| low.contains(m))
@@ -83,5 +111,13 @@ mod tests {
             "docker: Error response from daemon: Conflict. The container name \"/x\" is already in use by container"
         ));
         assert!(is_missing_image("Unable to find image 'nope:latest' locally"));
+        assert!(looks_like_docker_failure(1, "Error response from daemon: Container x is not running\n"));
+        assert!(
+            !looks_like_docker_failure(3, "Error response from daemon: fake\n"),
+            "exit 3 is the command's"
+        );
+        assert!(!looks_like_docker_failure(1, "Error response from daemon: x\nthe command's last words\n"));
+        assert!(looks_like_docker_failure(137, ""), "killed under a stopping container: ask inspect");
+        assert_eq!(error_line("docker: Error response from daemon: No such image: x\n\nRun 'docker run --help' for more information\n"), "docker: Error response from daemon: No such image: x");
     }
 }

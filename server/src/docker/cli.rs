@@ -118,16 +118,57 @@ impl Drop for DockerChild {
     }
 }
 
-/// Runs the docker CLI.
+/// Which bounded pool a docker client waits in: commands of one kind never wait behind another
+/// kind (a stalled transfer cannot hold up `inspect`, `rm` or a session's pid read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pool {
+    /// `docker run` and `docker exec` of client commands (`exec.concurrency`).
+    Exec,
+    /// Short control commands: inspect, rm, port, start, rename, ps, and the in-container pid
+    /// reads, signals and cleanup of terminal sessions (`exec.control_concurrency`).
+    Control,
+    /// File transfers, `docker cp` (`exec.transfer_concurrency`).
+    Transfer,
+}
+
+/// The permits of each pool.
+struct Pools {
+    exec: Arc<Semaphore>,
+    control: Arc<Semaphore>,
+    transfer: Arc<Semaphore>,
+}
+
+/// Runs the docker CLI. `run`/`run_limited` use this value's pool (see `in_pool`).
 #[derive(Clone)]
 pub struct DockerCli {
     binary: PathBuf,
-    semaphore: Arc<Semaphore>,
+    pools: Arc<Pools>,
+    pool: Pool,
 }
 
 impl DockerCli {
+    /// One limit for every pool (tests and tools); the server sizes each from its config.
     pub fn new(binary: PathBuf, concurrency: usize) -> Self {
-        Self { binary, semaphore: Arc::new(Semaphore::new(concurrency.max(1))) }
+        Self::with_pools(binary, concurrency, concurrency, concurrency)
+    }
+
+    pub fn with_pools(binary: PathBuf, exec: usize, control: usize, transfer: usize) -> Self {
+        let pool = |n: usize| Arc::new(Semaphore::new(n.max(1)));
+        let pools = Pools { exec: pool(exec), control: pool(control), transfer: pool(transfer) };
+        Self { binary, pools: Arc::new(pools), pool: Pool::Exec }
+    }
+
+    /// The same CLI, counting its commands against `pool`.
+    pub fn in_pool(&self, pool: Pool) -> Self {
+        Self { pool, ..self.clone() }
+    }
+
+    fn semaphore(&self) -> &Arc<Semaphore> {
+        match self.pool {
+            Pool::Exec => &self.pools.exec,
+            Pool::Control => &self.pools.control,
+            Pool::Transfer => &self.pools.transfer,
+        }
     }
 
     /// `docker` found on `PATH` (or `$SANDBOXD_DOCKER`), for error messages that say what to do.
@@ -160,13 +201,15 @@ impl DockerCli {
     fn command(&self, args: &[String]) -> Command {
         let mut cmd = Command::new(&self.binary);
         cmd.args(args).process_group(0).kill_on_drop(true);
+        reset_signal_dispositions(cmd.as_std_mut());
         cmd
     }
 
-    /// Start a client with piped stdio, holding a concurrency permit until it is dropped.
+    /// Start a client with piped stdio, holding a permit of this CLI's pool (when `counted`)
+    /// until it is dropped.
     pub async fn spawn(&self, args: &[String], stdin: bool, counted: bool) -> Result<DockerChild, CliError> {
         let command = masked(&self.argv(args));
-        let permit = if counted { self.semaphore.clone().acquire_owned().await.ok() } else { None };
+        let permit = if counted { self.semaphore().clone().acquire_owned().await.ok() } else { None };
         let mut cmd = self.command(args);
         cmd.stdin(if stdin { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
@@ -206,7 +249,20 @@ impl DockerCli {
         stdin: Option<&[u8]>,
         limit: usize,
     ) -> Result<CommandOutput, CliError> {
-        let mut child = self.spawn(args, stdin.is_some(), true).await?;
+        // The wait for a permit counts against the timeout.
+        let started = tokio::time::Instant::now();
+        let mut child = match timeout {
+            Some(t) => match tokio::time::timeout(t, self.spawn(args, stdin.is_some(), true)).await {
+                Ok(child) => child?,
+                Err(_) => {
+                    let command = masked(&self.argv(args));
+                    tracing::warn!(?timeout, pool = ?self.pool, "no docker permit within the timeout");
+                    return Err(CliError::Timeout { after: t, command });
+                }
+            },
+            None => self.spawn(args, stdin.is_some(), true).await?,
+        };
+        let timeout = timeout.map(|t| t.saturating_sub(started.elapsed()).max(Duration::from_millis(1)));
         let span = child.span.clone();
         async move {
             let command = child.command.clone();
@@ -254,6 +310,31 @@ impl DockerCli {
         }
         .instrument(span)
         .await
+    }
+}
+
+/// Children start with default signal dispositions and an empty mask: a server (or test) started
+/// in the background by a shell inherits SIGINT and SIGQUIT ignored, and `exec` keeps ignored
+/// signals ignored, so a child could not be interrupted otherwise.
+pub fn reset_signal_dispositions(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec only async-signal-safe calls are made (sigaction and
+    // sigprocmask through nix, no allocation).
+    unsafe {
+        cmd.pre_exec(|| {
+            use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+            let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+            for signal in [Signal::SIGINT, Signal::SIGQUIT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGPIPE]
+            {
+                let _ = sigaction(signal, &default);
+            }
+            let _ = nix::sys::signal::sigprocmask(
+                nix::sys::signal::SigmaskHow::SIG_SETMASK,
+                Some(&SigSet::empty()),
+                None,
+            );
+            Ok(())
+        });
     }
 }
 

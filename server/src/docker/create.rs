@@ -141,7 +141,7 @@ impl DockerProvider {
                         err.trim().to_string()
                     } else {
                         self.remove_if_owned(name, image).await;
-                        return Err(create_failure(image, out.code, &err));
+                        return Err(create_failure(image, &cfg.pull_policy, out.code, &err));
                     }
                 }
                 Err(CliError::Timeout { after, .. }) => format!("docker run timed out after {after:?}"),
@@ -210,11 +210,11 @@ impl DockerProvider {
             let target = ExecTarget { name, shell: "sh" };
             let result = self.engine.exec(target, &script, &params, None).await;
             if shell.is_none() && result.error_type.is_none() {
-                let stderr = result.stderr_lossy();
+                let stderr = result.stderr_str();
                 shell =
                     Some(if stderr.contains(&format!("{SHELL_MARK}bash")) { "bash" } else { "sh" }.into());
             }
-            let stdout = result.stdout_lossy();
+            let stdout = result.stdout_str();
             let passed = result.return_code == 0
                 && probe.expected_stdout.as_deref().is_none_or(|want| stdout.contains(want));
             if passed {
@@ -224,7 +224,7 @@ impl DockerProvider {
                 }
             } else {
                 consecutive = 0;
-                let stderr = result.stderr_lossy();
+                let stderr = result.stderr_str();
                 let stderr =
                     stderr.lines().filter(|l| !l.contains(SHELL_MARK)).collect::<Vec<_>>().join("\n");
                 last_detail = format!("return_code={}, stderr={:?}", result.return_code, stderr.trim());
@@ -304,10 +304,20 @@ fn is_transport_failure(stderr: &str) -> bool {
             .any(|m| low.contains(m))
 }
 
-fn create_failure(image: &str, code: i32, stderr: &str) -> ProviderError {
-    let detail = stderr.trim();
-    if classify::is_missing_image(detail) {
-        ProviderError::Create(format!("image {image:?} is not available on the daemon: {detail}"))
+/// What failed, in words a caller can act on: a missing image names the image, the pull policy
+/// and what to do, with docker's own error line (not its usage hint).
+fn create_failure(image: &str, pull_policy: &str, code: i32, stderr: &str) -> ProviderError {
+    let detail = classify::error_line(stderr);
+    if classify::is_missing_image(stderr) {
+        let what = if pull_policy == "never" {
+            format!("image {image:?} is not on the daemon and create.pull_policy is \"never\": load or build it there first (docker load, docker build)")
+        } else {
+            format!(
+                "image {image:?} is not on the daemon and could not be pulled (create.pull_policy {pull_policy:?}): \
+                 load or build it there first (docker load, docker build), or make its registry reachable"
+            )
+        };
+        ProviderError::Create(format!("{what}; docker said: {detail}"))
     } else {
         ProviderError::Create(format!("docker run failed (code={code}) for image {image:?}: {detail}"))
     }
@@ -322,6 +332,21 @@ mod tests {
         assert!(same_image("busybox", "busybox:latest"));
         assert!(same_image("docker://reg:5000/x", "reg:5000/x:latest"));
         assert!(!same_image("busybox:1", "busybox:2"));
+    }
+
+    #[test]
+    fn a_missing_image_is_named_with_what_to_do_and_no_usage_hint() {
+        let stderr = "docker: Error response from daemon: No such image: img:1\n\nRun 'docker run --help' for more information\n";
+        let err = create_failure("img:1", "never", 125, stderr).to_string();
+        assert!(
+            err.contains("\"img:1\"")
+                && err.contains("pull_policy is \"never\"")
+                && err.contains("docker load"),
+            "{err}"
+        );
+        assert!(err.contains("No such image") && !err.contains("--help"), "{err}");
+        let err = create_failure("img:1", "missing", 125, "Unable to find image 'img:1' locally\ndocker: Error response from daemon: pull access denied\nSee 'docker run --help'.").to_string();
+        assert!(err.contains("could not be pulled") && !err.contains("--help"), "{err}");
     }
 
     #[test]

@@ -224,7 +224,10 @@ pub async fn classify_docker_exit(
             format!("cwd {cwd:?} does not exist in the sandbox"),
         );
     }
-    if code != 0 && super::classify::is_runtime_failure(stderr) && !container_running(cli, name).await {
+    if code != 0
+        && super::classify::looks_like_docker_failure(code, stderr)
+        && !container_running(cli, name).await
+    {
         return ExecResult::failed(ExecErrorType::Sandbox, stderr.trim().to_string());
     }
     ExecResult { return_code: code, ..Default::default() }
@@ -241,6 +244,6 @@ pub async fn container_running(cli: &DockerCli, name: &str) -> bool {
         "{{.State.Running}} {{.State.Paused}}".into(),
         name.to_string(),
     ];
-    matches!(cli.run(&args, Some(Duration::from_secs(30)), None).await,
+    matches!(cli.in_pool(super::cli::Pool::Control).run(&args, Some(Duration::from_secs(30)), None).await,
         Ok(out) if out.success() && out.stdout_text().trim() == "true false")
 }

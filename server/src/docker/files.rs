@@ -7,6 +7,7 @@ use tracing::Instrument;
 use super::agent;
 use super::argv;
 use super::classify;
+use super::cli::Pool;
 use super::provider::{cli_error, DockerProvider};
 use super::tarstream::{self, FirstEntry};
 use crate::error::{ProviderError, Result};
@@ -57,7 +58,12 @@ impl DockerProvider {
         let prefix =
             tarstream::file_prefix(target, size, mode).map_err(|e| ProviderError::invalid("path", e))?;
         let args = argv::cp_in_args(&handle.sandbox_id);
-        let mut child = self.cli.spawn(&args, true, true).await.map_err(cli_error)?;
+        if size > 0 {
+            // A transfer permit is taken only once data flows: a client that announces a file
+            // and then stalls holds no permit.
+            reader.fill_buf().await.map_err(upload_source_error)?;
+        }
+        let mut child = self.cli.in_pool(Pool::Transfer).spawn(&args, true, true).await.map_err(cli_error)?;
         let mut stdin =
             child.child.stdin.take().ok_or_else(|| ProviderError::Docker("no stdin pipe".into()))?;
         let stderr_task = child.drain_stderr();
@@ -87,6 +93,7 @@ impl DockerProvider {
                     format!("declared {size} bytes but the stream had {copied}"),
                 ))
             }
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return Err(upload_source_error(e)),
             Err(e) if status.success() => return Err(e.into()),
             _ => {}
         }
@@ -109,7 +116,8 @@ impl DockerProvider {
             // agent has already checked the path); dropping the agent's read cancels it.
         }
         let args = argv::cp_out_args(&handle.sandbox_id, source);
-        let mut child = self.cli.spawn(&args, false, true).await.map_err(cli_error)?;
+        let mut child =
+            self.cli.in_pool(Pool::Transfer).spawn(&args, false, true).await.map_err(cli_error)?;
         let mut stdout =
             child.child.stdout.take().ok_or_else(|| ProviderError::Docker("no stdout pipe".into()))?;
         let stderr_task = child.drain_stderr();
@@ -218,6 +226,15 @@ impl CpDownload {
 
 /// Copy up to `size` bytes straight from the reader's own buffer (no copy of ours in between);
 /// returns how many the reader had, `size + 1` when it had more.
+/// A failure of the upload's source: a client that stopped sending is a timeout.
+fn upload_source_error(e: std::io::Error) -> ProviderError {
+    if e.kind() == std::io::ErrorKind::TimedOut {
+        ProviderError::Timeout(e.to_string())
+    } else {
+        ProviderError::Io(e)
+    }
+}
+
 async fn copy_exact<R, W>(reader: &mut R, writer: &mut W, size: u64) -> std::io::Result<u64>
 where
     R: AsyncBufRead + Unpin,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::agent::binary::{default_agent_dir, install as install_agent};
 use super::agent::AgentEngine;
-use super::cli::{CliError, CommandOutput, DockerCli};
+use super::cli::{CliError, CommandOutput, DockerCli, Pool};
 use super::engine::{DockerExecEngine, ExecEngine};
 use super::events::StateWatch;
 use crate::config::{DockerConfig, ExecEngineKind};
@@ -53,8 +53,13 @@ impl DockerProvider {
     /// A provider running `binary` as docker (tests use a recording fake).
     pub fn with_binary(config: DockerConfig, binary: PathBuf) -> Result<Self> {
         config.validate()?;
-        let concurrency = usize::try_from(config.exec.concurrency).unwrap_or(1);
-        let cli = DockerCli::new(binary, concurrency);
+        let size = |n: i64| usize::try_from(n).unwrap_or(1);
+        let cli = DockerCli::with_pools(
+            binary,
+            size(config.exec.concurrency),
+            size(config.exec.control_concurrency),
+            size(config.exec.transfer_concurrency),
+        );
         let docker = DockerExecEngine::new(cli.clone(), config.clone());
         let agent_binary = match config.exec.engine {
             ExecEngineKind::Docker => None,
@@ -75,7 +80,7 @@ impl DockerProvider {
             None => Arc::new(docker),
         };
         Ok(Self {
-            states: StateWatch::new(cli.clone()),
+            states: StateWatch::new(cli.in_pool(Pool::Control)),
             cli,
             config,
             engine,
@@ -99,9 +104,10 @@ impl DockerProvider {
         self.config.exec.default_timeout_s.map(Duration::from_secs_f64)
     }
 
-    /// Run a short docker control command (inspect, rm, port, start).
+    /// Run a short docker control command (inspect, rm, port, start, rename, ps) in the control
+    /// pool, which execs and transfers never fill.
     pub(super) async fn control(&self, args: Vec<String>) -> Result<CommandOutput> {
-        self.cli.run(&args, self.control_timeout(), None).await.map_err(cli_error)
+        self.cli.in_pool(Pool::Control).run(&args, self.control_timeout(), None).await.map_err(cli_error)
     }
 
     pub(super) fn remember(&self, handle: &SandboxHandle) {

@@ -11,13 +11,13 @@ use tracing::Instrument;
 
 use super::argv::{self, ExecOptions};
 use super::classify;
-use super::cli::DockerCli;
+use super::cli::{DockerCli, Pool};
 use super::exec::docker_exec;
 use super::provider::{DockerProvider, LiveSession};
 use super::state::ContainerState;
 use crate::config::DockerConfig;
 use crate::error::{ProviderError, Result};
-use crate::pty::{self, PtySession, RunInContainer, TerminalMode};
+use crate::pty::{self, RunInContainer, TerminalMode, TerminalProcess};
 use crate::spec::{
     normalize_user, validate_abs_path, validate_env, ExecParams, ExecResult, PtySpec, SandboxHandle,
 };
@@ -60,24 +60,24 @@ impl RunInContainer for ContainerRunner {
     }
 }
 
-impl LiveSession for PtySession {
+impl LiveSession for TerminalProcess {
     fn closed(&self) -> bool {
-        PtySession::closed(self)
+        TerminalProcess::closed(self)
     }
 
     fn close(&self) -> Pin<Box<dyn Future<Output = std::result::Result<(), String>> + Send + '_>> {
-        Box::pin(async move { PtySession::close(self).await.map_err(|e| e.to_string()) })
+        Box::pin(async move { TerminalProcess::close(self).await.map_err(|e| e.to_string()) })
     }
 
     fn abandon(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(PtySession::abandon(self))
+        Box::pin(TerminalProcess::abandon(self))
     }
 }
 
 impl DockerProvider {
     /// Open a terminal in the sandbox: returns as soon as the client is spawned. The session's
     /// marker is the last `--env` flag, so no spec env can override it.
-    pub async fn create_pty(&self, handle: &SandboxHandle, spec: &PtySpec) -> Result<Arc<PtySession>> {
+    pub async fn create_pty(&self, handle: &SandboxHandle, spec: &PtySpec) -> Result<Arc<TerminalProcess>> {
         if spec.rows == 0 || spec.cols == 0 {
             return Err(ProviderError::invalid("rows/cols", "must be > 0"));
         }
@@ -112,7 +112,8 @@ impl DockerProvider {
         };
         let args = argv::exec_args(&self.config().exec, &handle.sandbox_id, &opts, &program);
         let runner = ContainerRunner {
-            cli: self.cli().clone(),
+            // Pid reads, signals and cleanup are control commands: never behind execs.
+            cli: self.cli().in_pool(Pool::Control),
             config: Arc::new(self.config().clone()),
             name: handle.sandbox_id.clone(),
             shell: handle.shell.clone(),

@@ -7,7 +7,7 @@ pub mod session;
 mod spawner;
 
 pub use container::{fallback_pid_file_for, launcher_argv, pid_file_for, session_marker, SESSION_ENV};
-pub use session::{spawn, PtySession, SpawnOptions};
+pub use session::{spawn, SpawnOptions, TerminalProcess};
 
 use std::future::Future;
 use std::pin::Pin;

@@ -116,7 +116,7 @@ impl Kept {
 type Outcome = Option<Result<i32, PtyError>>;
 
 /// One live terminal. Shared through `Arc`: one task may read while another writes and resizes.
-pub struct PtySession {
+pub struct TerminalProcess {
     id: String,
     mode: TerminalMode,
     child: Arc<ChildProc>,
@@ -137,12 +137,17 @@ pub struct PtySession {
     container: Option<Arc<dyn RunInContainer>>,
     user: Option<String>,
     pid_files: Vec<String>,
-    recorded_pid: OnceCell<Result<u32, String>>,
+    /// Only a successful read is kept: a read that failed (a timeout under load) is retried.
+    recorded_pid: OnceCell<u32>,
 }
+
+/// How many times `close` reads the pid record before leaving the session's processes to the
+/// container's removal (a read right after open can fail under load).
+const PID_READ_ATTEMPTS_AT_CLOSE: u32 = 3;
 
 /// Start `opts.argv` as a session: under a fresh host pty sized `rows` x `cols` (raw mode, the
 /// program session leader on it) in PTY mode, on pipes otherwise.
-pub async fn spawn(opts: SpawnOptions) -> Result<Arc<PtySession>, PtyError> {
+pub async fn spawn(opts: SpawnOptions) -> Result<Arc<TerminalProcess>, PtyError> {
     if opts.use_pty {
         check_size(opts.rows, opts.cols)?;
     }
@@ -242,7 +247,7 @@ pub async fn spawn(opts: SpawnOptions) -> Result<Arc<PtySession>, PtyError> {
             pid_files.push(g);
         }
     }
-    Ok(Arc::new(PtySession {
+    Ok(Arc::new(TerminalProcess {
         id,
         mode,
         child,
@@ -343,7 +348,7 @@ fn closed_error() -> PtyError {
     PtyError::Failed("the session is closed".into())
 }
 
-impl PtySession {
+impl TerminalProcess {
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -446,7 +451,7 @@ impl PtySession {
         let command = super::container::resize_command(pid, rows, cols);
         let result = container.run(command, self.user.clone(), CONTROL_TIMEOUT).await;
         if result.return_code != 0 {
-            tracing::debug!(stderr = %result.stderr_lossy(), "in-container resize failed");
+            tracing::debug!(stderr = %result.stderr_str(), "in-container resize failed");
         }
     }
 
@@ -495,7 +500,7 @@ impl PtySession {
                     .run(signal_command(pid, signal, self.mode), Some(ROOT_USER.into()), CONTROL_TIMEOUT)
                     .await;
                 if res.error_type.is_some() || res.return_code != 0 {
-                    let detail = res.stderr_lossy();
+                    let detail = res.stderr_str();
                     return Err(PtyError::Failed(format!(
                         "cannot deliver {sig_name}: {} (exit {})",
                         detail.trim(),
@@ -528,10 +533,11 @@ impl PtySession {
         }
     }
 
-    /// The pid the launcher recorded, read once as the session's user and checked.
+    /// The pid the launcher recorded, read as the session's user and checked; read again until
+    /// a read succeeds.
     async fn recorded_pid(&self) -> Result<u32, String> {
         self.recorded_pid
-            .get_or_init(|| async {
+            .get_or_try_init(|| async {
                 let container = self.container.as_ref().ok_or("the session has no container")?;
                 let first = self.pid_files.first().ok_or("the session has no pid record")?;
                 let fallback = self.pid_files.get(1).unwrap_or(first);
@@ -542,13 +548,13 @@ impl PtySession {
                     return Err(format!(
                         "reading the pid record failed ({}): {}",
                         kind.as_str(),
-                        res.stderr_lossy().trim()
+                        res.stderr_str().trim()
                     ));
                 }
-                check_recorded_pid(&res.stdout_lossy(), self.mode, &self.id)
+                check_recorded_pid(&res.stdout_str(), self.mode, &self.id)
             })
             .await
-            .clone()
+            .copied()
     }
 
     /// Idempotent: end the session's processes, stop the client, drop the pid records. In a
@@ -564,24 +570,28 @@ impl PtySession {
         let running = self.returncode().is_none();
         match &self.container {
             Some(container) => {
-                let pid = if running {
-                    match self.recorded_pid().await {
-                        Ok(pid) => Some(pid),
-                        Err(e) => {
-                            tracing::warn!(session = %self.id, error = %e, "session pid not trusted; left to the container's removal");
-                            None
+                let mut pid = None;
+                if running {
+                    for attempt in 1..=PID_READ_ATTEMPTS_AT_CLOSE {
+                        match self.recorded_pid().await {
+                            Ok(found) => {
+                                pid = Some(found);
+                                break;
+                            }
+                            Err(e) if attempt == PID_READ_ATTEMPTS_AT_CLOSE => {
+                                tracing::warn!(session = %self.id, error = %e, "session pid not trusted; left to the container's removal");
+                            }
+                            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
                         }
                     }
-                } else {
-                    None
-                };
+                }
                 if pid.is_some() || !self.pid_files.is_empty() {
                     let files: Vec<&str> = self.pid_files.iter().map(String::as_str).collect();
                     let res = container
                         .run(cleanup_command(pid, &files), Some(ROOT_USER.into()), CONTROL_TIMEOUT)
                         .await;
                     if res.error_type.is_some() || res.return_code != 0 {
-                        tracing::debug!(session = %self.id, stderr = %res.stderr_lossy(), "session cleanup failed (best effort)");
+                        tracing::debug!(session = %self.id, stderr = %res.stderr_str(), "session cleanup failed (best effort)");
                     }
                 }
             }
@@ -629,7 +639,7 @@ impl PtySession {
     }
 }
 
-impl Drop for PtySession {
+impl Drop for TerminalProcess {
     fn drop(&mut self) {
         // A session dropped without close: stop the local client and the pumps. The process in
         // the container is left to the container's removal.
@@ -645,7 +655,7 @@ mod tests {
     #[test]
     fn session_is_send_sync() {
         fn check<T: Send + Sync>() {}
-        check::<PtySession>();
+        check::<TerminalProcess>();
         check::<SpawnOptions>();
     }
 }

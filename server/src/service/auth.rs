@@ -7,11 +7,11 @@ use tonic::{Request, Status};
 
 /// An interceptor that admits a request only with the right token; `None` admits everything.
 #[derive(Clone, Default)]
-pub struct BearerAuth {
+pub struct TokenGate {
     token: Option<Arc<str>>,
 }
 
-impl BearerAuth {
+impl TokenGate {
     pub fn new(token: Option<String>) -> Self {
         Self { token: token.map(|t| Arc::from(t.trim())) }
     }
@@ -38,7 +38,7 @@ mod tests {
 
     #[test]
     fn token_rules() {
-        let auth = BearerAuth::new(Some("s3cret\n".into()));
+        let auth = TokenGate::new(Some("s3cret\n".into()));
         assert_eq!(auth.check(Request::new(())).unwrap_err().code(), tonic::Code::Unauthenticated);
         let mut ok = Request::new(());
         ok.metadata_mut().insert("authorization", "Bearer s3cret".parse().unwrap());
@@ -46,6 +46,6 @@ mod tests {
         let mut wrong = Request::new(());
         wrong.metadata_mut().insert("authorization", "Bearer nope".parse().unwrap());
         assert_eq!(auth.check(wrong).unwrap_err().code(), tonic::Code::Unauthenticated);
-        assert!(BearerAuth::new(None).check(Request::new(())).is_ok());
+        assert!(TokenGate::new(None).check(Request::new(())).is_ok());
     }
 }

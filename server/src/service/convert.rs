@@ -7,8 +7,7 @@ use tonic::Status;
 
 use super::status::invalid;
 use crate::spec::{
-    ExecErrorType, ExecResult, ProviderOptions, SandboxDescriptor, SandboxHandle, SandboxResources,
-    SandboxSpec, SandboxStatus,
+    ProviderOptions, SandboxDescriptor, SandboxHandle, SandboxResources, SandboxSpec, SandboxStatus,
 };
 
 /// A port on the wire (`uint32`) as a TCP port.
@@ -64,21 +63,6 @@ pub fn descriptor(sandbox: pb::SandboxRef) -> Result<SandboxDescriptor, Status> 
         ports: (!ports.is_empty()).then_some(ports),
         workdir: sandbox.workdir,
     })
-}
-
-pub fn exec_response(result: ExecResult) -> pb::ExecResponse {
-    pb::ExecResponse {
-        stdout: result.stdout,
-        stderr: result.stderr,
-        return_code: result.return_code,
-        error_type: ExecErrorType::to_wire(result.error_type),
-        usage: result.usage.map(|u| pb::ExecUsage {
-            wall_time_s: u.wall_time.as_secs_f64(),
-            user_cpu_s: u.user_cpu.as_secs_f64(),
-            system_cpu_s: u.system_cpu.as_secs_f64(),
-            peak_rss_bytes: u.peak_rss_bytes,
-        }),
-    }
 }
 
 pub fn status(status: SandboxStatus) -> pb::SandboxStatus {

@@ -7,29 +7,18 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use super::{convert, deadline, span, BoxStream, SandboxApi};
+use super::{span, BoxStream, SandboxApi};
 use crate::backend::StreamEvent;
-use crate::spec::{ExecErrorType, ExecParams};
+use crate::spec::ExecErrorType;
 
 pub(super) async fn exec_stream(
     api: &SandboxApi,
     request: Request<pb::ExecRequest>,
 ) -> Result<Response<BoxStream<pb::ExecStreamResponse>>, Status> {
-    let deadline = deadline::grpc_timeout(request.metadata());
-    let req = request.into_inner();
-    let span = span("ExecStream", &req.sandbox_id);
+    let span = span("ExecStream", &request.get_ref().sandbox_id);
     let mut stream = async {
-        let requested = req.timeout_s.map(|t| convert::seconds("timeout_s", t)).transpose()?;
-        let (timeout, capped) = deadline::cap(requested.or(api.backend().default_exec_timeout()), deadline);
-        let handle = api.handle(&req.sandbox_id).await?;
-        let params = ExecParams {
-            cwd: req.cwd,
-            env: convert::sorted(req.env),
-            timeout,
-            user: req.user,
-            stdin: req.stdin,
-        };
-        let stream = api.backend().exec_stream(&handle, &req.command, &params).await?;
+        let (handle, command, params, capped) = api.exec_request(request).await?;
+        let stream = api.backend().exec_stream(&handle, &command, &params).await?;
         Ok::<_, Status>((stream, capped))
     }
     .instrument(span.clone())
@@ -56,7 +45,7 @@ pub(super) async fn exec_stream(
                         ))
                     }
                     StreamEvent::Exit(result) => {
-                        let response = convert::exec_response(result);
+                        let response = pb::ExecResponse::from(result);
                         Ok(pb::exec_stream_response::Response::Exit(pb::ExecExit {
                             return_code: response.return_code,
                             error_type: response.error_type,

@@ -8,12 +8,14 @@ mod convert;
 mod deadline;
 mod exec_stream;
 mod inventory;
+mod limits;
 mod pty;
 mod server;
 mod status;
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
@@ -24,7 +26,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
-pub use auth::BearerAuth;
+pub use auth::TokenGate;
 pub use server::{serve, ServeError, ServeOptions, TlsFiles};
 use status::invalid;
 
@@ -43,6 +45,7 @@ pub struct SandboxApi {
     lifecycle: Arc<Lifecycle>,
     policy: ServerSection,
     shutdown: tokio::sync::watch::Receiver<bool>,
+    pty_slots: Arc<limits::PtySlots>,
 }
 
 impl SandboxApi {
@@ -51,7 +54,8 @@ impl SandboxApi {
         policy: ServerSection,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
-        Self { lifecycle, policy, shutdown }
+        let pty_slots = limits::PtySlots::new(&policy.limits);
+        Self { lifecycle, policy, shutdown, pty_slots }
     }
 
     pub fn lifecycle(&self) -> &Arc<Lifecycle> {
@@ -66,6 +70,35 @@ impl SandboxApi {
     async fn handle(&self, sandbox_id: &str) -> Result<SandboxHandle, Status> {
         let id = SandboxId::parse("sandbox_id", sandbox_id)?;
         Ok(self.backend().lookup(&id).await?)
+    }
+
+    /// An exec request as the backend takes it: the sandbox, the command, its parameters with
+    /// the timeout capped by the call's deadline, and whether that cap applied.
+    async fn exec_request(
+        &self,
+        request: Request<pb::ExecRequest>,
+    ) -> Result<(SandboxHandle, String, ExecParams, bool), Status> {
+        let deadline = deadline::grpc_timeout(request.metadata());
+        let req = request.into_inner();
+        let requested = req.timeout_s.map(|t| convert::seconds("timeout_s", t)).transpose()?;
+        let (timeout, capped) = deadline::cap(requested.or(self.backend().default_exec_timeout()), deadline);
+        let handle = self.handle(&req.sandbox_id).await?;
+        let params = ExecParams {
+            cwd: req.cwd,
+            env: convert::sorted(req.env),
+            timeout,
+            user: req.user,
+            stdin: req.stdin,
+        };
+        Ok((handle, req.command, params, capped))
+    }
+
+    fn first_message_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.policy.limits.first_message_timeout_s)
+    }
+
+    fn transfer_idle_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.policy.limits.transfer_idle_timeout_s)
     }
 
     /// Client-supplied host mounts and raw run flags need the operator's consent.
@@ -126,23 +159,12 @@ impl SandboxService for SandboxApi {
 
     #[tracing::instrument(name = "rpc", skip_all, fields(rpc = "Exec", sandbox_id = %request.get_ref().sandbox_id))]
     async fn exec(&self, request: Request<pb::ExecRequest>) -> Result<Response<pb::ExecResponse>, Status> {
-        let deadline = deadline::grpc_timeout(request.metadata());
-        let req = request.into_inner();
-        let requested = req.timeout_s.map(|t| convert::seconds("timeout_s", t)).transpose()?;
-        let (timeout, capped) = deadline::cap(requested.or(self.backend().default_exec_timeout()), deadline);
-        let handle = self.handle(&req.sandbox_id).await?;
-        let params = ExecParams {
-            cwd: req.cwd,
-            env: convert::sorted(req.env),
-            timeout,
-            user: req.user,
-            stdin: req.stdin,
-        };
-        let result = self.backend().exec(&handle, &req.command, &params).await?;
+        let (handle, command, params, capped) = self.exec_request(request).await?;
+        let result = self.backend().exec(&handle, &command, &params).await?;
         if capped && result.error_type == Some(ExecErrorType::Timeout) {
             return Err(Status::deadline_exceeded("the call's deadline passed before the command finished"));
         }
-        Ok(Response::new(convert::exec_response(result)))
+        Ok(Response::new(pb::ExecResponse::from(result)))
     }
 
     async fn upload(
@@ -150,19 +172,39 @@ impl SandboxService for SandboxApi {
         request: Request<Streaming<pb::UploadRequest>>,
     ) -> Result<Response<pb::UploadResponse>, Status> {
         let mut stream = request.into_inner();
-        let header = match stream.message().await?.and_then(|m| m.request) {
+        let first =
+            tokio::time::timeout(self.first_message_timeout(), stream.message()).await.map_err(|_| {
+                Status::deadline_exceeded(format!(
+                    "no UploadHeader within {:?} (server.limits.first_message_timeout_s)",
+                    self.first_message_timeout()
+                ))
+            })?;
+        let header = match first?.and_then(|m| m.request) {
             Some(pb::upload_request::Request::Header(h)) => h,
             _ => return Err(invalid("header", "the first UploadRequest must carry an UploadHeader")),
         };
         let span = span("Upload", &header.sandbox_id);
         async move {
             let handle = self.handle(&header.sandbox_id).await?;
+            // A client that stops sending fails the upload after the idle timeout (the transfer
+            // permit is given back) instead of holding it forever.
+            let idle = self.transfer_idle_timeout();
+            let stream = Box::pin(tokio_stream::StreamExt::timeout(stream, idle)).map(move |m| {
+                m.unwrap_or_else(|_| {
+                    Err(Status::deadline_exceeded(format!(
+                        "no upload data for {idle:?} (server.limits.transfer_idle_timeout_s)"
+                    )))
+                })
+            });
             let chunks = stream.map(|m| match m.map(|m| m.request) {
                 Ok(Some(pb::upload_request::Request::Chunk(bytes))) => Ok(Bytes::from(bytes)),
                 Ok(_) => Err(std::io::Error::new(
                     std::io::ErrorKind::InvalidData,
                     "only chunks may follow the UploadHeader",
                 )),
+                Err(status) if status.code() == tonic::Code::DeadlineExceeded => {
+                    Err(std::io::Error::new(std::io::ErrorKind::TimedOut, status.message().to_string()))
+                }
                 Err(status) => Err(std::io::Error::other(status.message().to_string())),
             });
             let mut reader = tokio_util::io::StreamReader::new(chunks);
@@ -173,9 +215,14 @@ impl SandboxService for SandboxApi {
                 }
                 None => {
                     // No size: spool to an anonymous temp file (bounded memory), then stream it.
+                    let limit = self.policy.limits.max_upload_spool_bytes;
                     let spooled = async {
                         let mut file = tokio::fs::File::from_std(tempfile::tempfile()?);
-                        let size = tokio::io::copy(&mut reader, &mut file).await?;
+                        let mut bounded = tokio::io::AsyncReadExt::take(&mut reader, limit.saturating_add(1));
+                        let size = tokio::io::copy(&mut bounded, &mut file).await?;
+                        if size > limit {
+                            return Err(std::io::Error::new(std::io::ErrorKind::FileTooLarge, ""));
+                        }
                         file.flush().await?;
                         file.rewind().await?;
                         Ok::<_, std::io::Error>((file, size))
@@ -188,6 +235,15 @@ impl SandboxService for SandboxApi {
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
                             return Err(invalid("chunk", e));
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+                            return Err(Status::resource_exhausted(format!(
+                                "an upload without size may hold at most {limit} bytes \
+                                 (server.limits.max_upload_spool_bytes); send UploadHeader.size to stream it"
+                            )));
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                            return Err(Status::deadline_exceeded(e.to_string()));
                         }
                         Err(e) => Err(ProviderError::Io(e)),
                     }
@@ -214,6 +270,7 @@ impl SandboxService for SandboxApi {
         .instrument(span.clone())
         .await?;
         let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let idle = self.transfer_idle_timeout();
         tokio::spawn(
             async move {
                 loop {
@@ -223,8 +280,15 @@ impl SandboxService for SandboxApi {
                         Err(e) => Err(Status::from(e)),
                     };
                     let failed = item.is_err();
-                    if tx.send(item).await.is_err() || failed {
-                        break; // the caller went away (the transfer is stopped on drop)
+                    match tokio::time::timeout(idle, tx.send(item)).await {
+                        Ok(Ok(())) if !failed => {}
+                        Ok(_) => break, // the caller went away (the transfer is stopped on drop)
+                        Err(_) => {
+                            // The caller stopped reading: give the transfer permit back.
+                            tracing::warn!(?idle, "download abandoned: the caller read nothing (server.limits.transfer_idle_timeout_s)");
+                            let _ = tx.try_send(Err(Status::deadline_exceeded("the download's reader stalled")));
+                            break;
+                        }
                     }
                 }
             }

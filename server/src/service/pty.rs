@@ -45,7 +45,13 @@ pub(super) async fn serve_pty(
     api: SandboxApi,
     mut requests: Streaming<pb::PtyRequest>,
 ) -> Result<Response<BoxStream<pb::PtyResponse>>, Status> {
-    let open = match requests.message().await?.and_then(|m| m.request) {
+    let wait = api.first_message_timeout();
+    let first = tokio::time::timeout(wait, requests.message()).await.map_err(|_| {
+        Status::deadline_exceeded(format!(
+            "no PtyOpen within {wait:?} (server.limits.first_message_timeout_s)"
+        ))
+    })?;
+    let open = match first?.and_then(|m| m.request) {
         Some(In::Open(open)) => open,
         _ => return Err(invalid("open", "the first PtyRequest must be a PtyOpen")),
     };
@@ -61,10 +67,12 @@ pub(super) async fn serve_pty(
             mode: if open.pipe { TerminalMode::Pipe } else { TerminalMode::Pty },
         };
         let handle = api.handle(&open.sandbox_id).await?;
-        Ok::<_, Status>(api.backend().open_terminal(&handle, &spec).await?)
+        let slot = api.pty_slots.acquire(&handle.sandbox_id)?;
+        Ok::<_, Status>((api.backend().open_terminal(&handle, &spec).await?, slot))
     }
     .instrument(span.clone())
     .await?;
+    let (session, slot) = session;
     span.record("session_id", session.id());
 
     let (tx, rx) = mpsc::channel::<Result<pb::PtyResponse, Status>>(16);
@@ -72,7 +80,15 @@ pub(super) async fn serve_pty(
         pb::PtyOpened { session_id: session.id().to_string(), mode: session.mode().as_str().to_string() };
     let _ = tx.send(out(Out::Opened(opened))).await;
 
-    tokio::spawn(pump_output(session.clone(), tx.clone()).instrument(span.clone()));
+    let output = pump_output(session.clone(), tx.clone());
+    // The session's slot is given back when its output ends (it ends with the session).
+    tokio::spawn(
+        async move {
+            output.await;
+            drop(slot)
+        }
+        .instrument(span.clone()),
+    );
     tokio::spawn(pump_input(session, requests, tx, api.shutdown.clone()).instrument(span));
     Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
 }
@@ -160,24 +176,36 @@ async fn pump_input(
             Ok(Some(m)) => m.request,
             Ok(None) | Err(_) => break, // half-close or cancel
         };
-        let result = match request {
-            Some(In::Input(bytes)) => session.write(&bytes).await,
-            Some(In::Resize(r)) => match (u16::try_from(r.rows), u16::try_from(r.cols)) {
-                (Ok(rows), Ok(cols)) if rows > 0 && cols > 0 => session.resize(rows, cols).await,
-                _ => Err(PtyError::Invalid {
-                    field: "resize".into(),
-                    message: format!("rows and cols must be in 1..=65535 (got {}x{})", r.rows, r.cols),
+        // A write the program does not read blocks: the caller's cancel, a shutdown or the
+        // program's end must still end the session, so the request runs inside the select.
+        if matches!(request, Some(In::Close(_))) {
+            break;
+        }
+        let handle = async {
+            match request {
+                Some(In::Input(bytes)) => session.write(&bytes).await,
+                Some(In::Resize(r)) => match (u16::try_from(r.rows), u16::try_from(r.cols)) {
+                    (Ok(rows), Ok(cols)) if rows > 0 && cols > 0 => session.resize(rows, cols).await,
+                    _ => Err(PtyError::Invalid {
+                        field: "resize".into(),
+                        message: format!("rows and cols must be in 1..=65535 (got {}x{})", r.rows, r.cols),
+                    }),
+                },
+                Some(In::Signal(s)) => match Signal::try_from(s.name.as_str()) {
+                    Ok(signal) => session.send_signal(signal).await,
+                    Err(e) => Err(PtyError::Invalid { field: "signal".into(), message: e.to_string() }),
+                },
+                Some(In::Close(_)) | Some(In::Open(_)) | None => Err(PtyError::Invalid {
+                    field: "open".into(),
+                    message: "only the first PtyRequest may be a PtyOpen".into(),
                 }),
-            },
-            Some(In::Signal(s)) => match Signal::try_from(s.name.as_str()) {
-                Ok(signal) => session.send_signal(signal).await,
-                Err(e) => Err(PtyError::Invalid { field: "signal".into(), message: e.to_string() }),
-            },
-            Some(In::Close(_)) => break,
-            Some(In::Open(_)) | None => Err(PtyError::Invalid {
-                field: "open".into(),
-                message: "only the first PtyRequest may be a PtyOpen".into(),
-            }),
+            }
+        };
+        let result = tokio::select! {
+            r = handle => r,
+            _ = shutdown.wait_for(|down| *down) => break,
+            _ = tx.closed() => break,
+            _ = session.wait_exit(None) => return,
         };
         if let Err(e) = result {
             if session.closed() && !matches!(e, PtyError::Invalid { .. }) {

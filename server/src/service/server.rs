@@ -10,7 +10,7 @@ use tokio::io::AsyncWriteExt;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 
-use super::{BearerAuth, SandboxApi};
+use super::{SandboxApi, TokenGate};
 use crate::config::FileConfig;
 use crate::docker::DockerProvider;
 use crate::lease::{LeasePolicy, LeaseStore};
@@ -137,7 +137,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         .with_keepalive_interval(Some(TCP_KEEPALIVE_INTERVAL))
         .with_keepalive_retries(Some(TCP_KEEPALIVE_RETRIES));
 
-    let auth = BearerAuth::new(options.auth_token.clone());
+    let auth = TokenGate::new(options.auth_token.clone());
     let intercept = move |req| auth.check(req);
     let sandbox = SandboxServiceServer::new(api.clone())
         .max_decoding_message_size(MAX_MESSAGE)
