@@ -74,6 +74,9 @@ struct Cli {
     /// The server binary; default: `cargo build --release -p sandboxd` output.
     #[arg(long, env = "SOAK_SERVER_BIN")]
     server_bin: Option<PathBuf>,
+    /// `exec.engine` of the server under test (`agent` or `docker`); unset: the server's default.
+    #[arg(long, env = "SOAK_ENGINE")]
+    engine: Option<String>,
     /// Seed of the fault schedule and the clients' choices (default: from the clock).
     #[arg(long, env = "SOAK_SEED")]
     seed: Option<u64>,
@@ -167,6 +170,10 @@ impl Driver {
                 "create_timeout_s": CREATE_TIMEOUT_S,
             },
         });
+        let mut body = body;
+        if let Some(engine) = &cli.engine {
+            body["docker"]["exec"]["engine"] = serde_json::json!(engine);
+        }
         std::fs::write(&config, body.to_string()).map_err(|e| e.to_string())?;
         let binary = match &cli.server_bin {
             Some(b) => b.clone(),
@@ -299,12 +306,10 @@ impl Driver {
         let _ = std::fs::remove_file(self.hold_file());
         eprintln!("soak: baseline rss {} KiB, {} fds, {} sandboxes held", base.0, base.1, held.len());
 
-        self.faults();
+        let base = self.faults().unwrap_or(base);
 
         // End: hold again; orphans must go; then measure and check.
-        for id in self.clients.keys().copied().collect::<Vec<_>>() {
-            self.signal(id, Signal::SIGCONT);
-        }
+        self.thaw_all();
         let held = self.hold()?;
         let leaks = self.wait_orphans(&held);
         std::thread::sleep(Duration::from_secs(3));
@@ -363,8 +368,12 @@ impl Driver {
         Ok(if self.totals.violations.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
     }
 
-    /// The fault phase: traffic keeps flowing while faults are injected once a second.
-    fn faults(&mut self) {
+    /// The fault phase: traffic keeps flowing while faults are injected once a second. A
+    /// server restarted during it is a new process: its own baseline (RSS, fds) is taken at a
+    /// hold one warm-up after its last restart, and returned.
+    fn faults(&mut self) -> Option<(u64, usize)> {
+        let mut base = None;
+        let mut rebaseline_at = None;
         let start = Instant::now();
         let total = Duration::from_secs_f64(self.seconds);
         // Server restarts only in the first two thirds: the last process must live long
@@ -380,9 +389,26 @@ impl Driver {
                 self.totals.fault("server_sigkill");
                 if let Err(e) = self.server.start() {
                     self.totals.violations.push(format!("server did not restart: {e}"));
-                    return;
+                    return base;
                 }
                 self.totals.fault("server_restart");
+                if next_restart - start >= total * 2 / 3 {
+                    rebaseline_at = Some(now + Duration::from_secs_f64(self.cli.warmup_s));
+                }
+            }
+            if rebaseline_at.is_some_and(|t| Instant::now() >= t) {
+                rebaseline_at = None;
+                self.thaw_all();
+                if self.hold().is_ok() {
+                    std::thread::sleep(Duration::from_secs(3));
+                    let after_restart = self.server.footprint();
+                    eprintln!(
+                        "soak: baseline after the last restart: rss {} KiB, {} fds",
+                        after_restart.0, after_restart.1
+                    );
+                    base = Some(after_restart);
+                }
+                let _ = std::fs::remove_file(self.hold_file());
             }
             let ids: Vec<u64> = self.clients.keys().copied().collect();
             // Thaw or kill frozen clients.
@@ -430,6 +456,16 @@ impl Driver {
                     self.totals.violations.push(format!("client {id} exited by itself: {status}"));
                     let _ = self.spawn_client();
                 }
+            }
+        }
+        base
+    }
+
+    /// SIGCONT every frozen client (a frozen client cannot reach a hold).
+    fn thaw_all(&mut self) {
+        for id in self.clients.keys().copied().collect::<Vec<_>>() {
+            if self.clients.get_mut(&id).and_then(|c| c.frozen_at.take()).is_some() {
+                self.signal(id, Signal::SIGCONT);
             }
         }
     }

@@ -50,6 +50,9 @@ cargo test --workspace --all-targets
 step "provider, service and client suites again on the docker exec engine"
 SANDBOXD_TEST_ENGINE=docker cargo test -p sandboxd-proto --test provider --test e2e_server --test e2e_client
 
+step "scripts/soak.sh --ci (release server under faults, about 2 minutes)"
+bash scripts/soak.sh --ci
+
 if [[ -x scripts/e2e-polyglot.sh ]]; then
   step "scripts/e2e-polyglot.sh"
   scripts/e2e-polyglot.sh

@@ -57,6 +57,7 @@ fn expected_process(args: &str) -> bool {
         || args.starts_with("/dev/init")
         || args.contains("tini")
         || args.contains("sleep 2147483647")
+        || args.contains("/.sandboxd/agent")
         || args.contains("sandboxd-agent")
 }
 

@@ -310,6 +310,10 @@ impl Worker {
             let resp = resp.into_inner();
             if resp.error_type == "sandbox" {
                 self.forget().await;
+            } else if (resp.return_code, resp.error_type.as_str()) != (125, "timeout") {
+                let detail =
+                    format!("sleep 31 with timeout_s 1 gave {} {:?}", resp.return_code, resp.error_type);
+                self.ctx.emit(Event::Corrupt { detail });
             }
         }
     }
