@@ -11,8 +11,14 @@ pub const RUNTIME_ERROR_MARKERS: [&str; 5] = [
 ];
 
 const MISSING_CONTAINER_MARKERS: [&str; 2] = ["no such container", "no such object"];
-const DAEMON_UNREACHABLE_MARKERS: [&str; 3] =
-    ["cannot connect to the docker daemon", "is the docker daemon running", "connect: connection refused"];
+const DAEMON_UNREACHABLE_MARKERS: [&str; 5] = [
+    "cannot connect to the docker daemon",
+    "is the docker daemon running",
+    "connect: connection refused",
+    // The daemon went away with the request in flight.
+    "error during connect",
+    "connect: no such file or directory",
+];
 
 /// The client failed before or instead of running the command.
 pub fn is_runtime_failure(stderr: &str) -> bool {
@@ -139,6 +145,9 @@ mod tests {
         assert!(!is_runtime_failure("ls: /nope: No such file or directory"));
         assert!(is_missing_container("Error: No such object: sandboxd-x"));
         assert!(is_daemon_unreachable("Cannot connect to the Docker daemon at unix:///x"));
+        assert!(is_daemon_unreachable(
+            "error during connect: Post \"http://%2Fvar%2Frun%2Fdocker.sock/v1.41/containers/create\": EOF"
+        ));
         assert!(is_name_conflict(
             "docker: Error response from daemon: Conflict. The container name \"/x\" is already in use by container"
         ));

@@ -138,7 +138,7 @@ pub struct TerminalProcess {
     user: Option<String>,
     pid_files: Vec<String>,
     /// Only a successful read is kept: a read that failed (a timeout under load) is retried.
-    recorded_pid: OnceCell<u32>,
+    recorded_pid: OnceCell<Result<u32, String>>,
 }
 
 /// How many times `close` reads the pid record before leaving the session's processes to the
@@ -536,6 +536,8 @@ impl TerminalProcess {
     /// The pid the launcher recorded, read as the session's user and checked; read again until
     /// a read succeeds.
     async fn recorded_pid(&self) -> Result<u32, String> {
+        // A verdict on the record (its pid, or why it is refused) is final and kept; a read that
+        // did not run (timeout, daemon) is not, so a later signal or close asks again.
         self.recorded_pid
             .get_or_try_init(|| async {
                 let container = self.container.as_ref().ok_or("the session has no container")?;
@@ -551,10 +553,10 @@ impl TerminalProcess {
                         res.stderr_str().trim()
                     ));
                 }
-                check_recorded_pid(&res.stdout_str(), self.mode, &self.id)
+                Ok(check_recorded_pid(&res.stdout_str(), self.mode, &self.id))
             })
-            .await
-            .copied()
+            .await?
+            .clone()
     }
 
     /// Idempotent: end the session's processes, stop the client, drop the pid records. In a
