@@ -27,12 +27,20 @@ impl DockerProvider {
         let target = ExecTarget { name: &handle.sandbox_id, shell: &handle.shell };
         let result = self.engine.exec(target, command, params, user.as_deref()).await;
         // A failed exec is read for the daemon's paused refusal: no inspect before every exec.
+        // The agent engine only sees its channel go quiet, so on that path one inspect tells
+        // a paused sandbox from a stopped one.
         if result.error_type == Some(ExecErrorType::Sandbox)
-            && super::classify::is_paused_container(&result.stderr_str())
+            && (super::classify::is_paused_container(&result.stderr_str())
+                || self.is_paused_now(&handle.sandbox_id).await)
         {
             return Err(ProviderError::Paused(handle.sandbox_id.clone()));
         }
         Ok(result)
+    }
+
+    /// Whether docker says the container is paused right now (unknown counts as not).
+    async fn is_paused_now(&self, name: &str) -> bool {
+        matches!(self.inspect(name).await, Ok(Some(found)) if found.state == super::state::ContainerState::Paused)
     }
 
     /// As `run_command`, with output delivered as it is produced; dropping the stream stops
