@@ -119,8 +119,13 @@ fn long_commands_missing_cwd_and_limits() {
 fn kill_stops_a_setsid_grandchild() {
     let mut a = Agent::start();
     let marker = format!("sandboxd-agent-test-{}", std::process::id());
-    // The grandchild leaves the process group and the session, and its parent exits.
-    let cmd = format!("(setsid sh -c 'exec -a {marker} sleep 300' &) ; printf started; sleep 300");
+    // The grandchild leaves the process group and the session, and its parent exits. Its `$0`
+    // is the marker, built at run time so only the grandchild's command line holds it (and
+    // without `exec -a`, which dash lacks).
+    let cmd = format!(
+        "m=sandboxd-agent-test; (setsid sh -c 'sleep 300; :' \"$m-{}\" &) ; printf started; sleep 300",
+        std::process::id()
+    );
     a.send(1, Request::Exec(sh(&cmd)));
     let (_, first) = a.next();
     assert_eq!(first, Event::Stdout(b"started".to_vec()));
@@ -143,13 +148,20 @@ fn kill_stops_a_setsid_grandchild() {
 fn end_of_channel_kills_running_commands() {
     let mut a = Agent::start();
     let marker = format!("sandboxd-agent-eof-{}", std::process::id());
-    a.send(1, Request::Exec(sh(&format!("printf go; exec -a {marker} sleep 300"))));
+    let cmd =
+        format!("m=sandboxd-agent-eof; printf go; exec sh -c 'sleep 300; :' \"$m-{}\"", std::process::id());
+    a.send(1, Request::Exec(sh(&cmd)));
     assert_eq!(a.next().1, Event::Stdout(b"go".to_vec()));
+    let alive = || Command::new("pgrep").args(["-f", &marker]).output().unwrap().status.success();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !alive() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(alive(), "the command runs before the channel ends");
     drop(a.stdin.take());
     a.child.wait().unwrap();
     std::thread::sleep(Duration::from_millis(100));
-    let alive = Command::new("pgrep").args(["-f", &marker]).output().unwrap().status.success();
-    assert!(!alive, "the agent stopped its command when the channel ended");
+    assert!(!alive(), "the agent stopped its command when the channel ended");
 }
 
 #[test]
