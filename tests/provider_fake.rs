@@ -52,8 +52,16 @@ esac
         self.dir.path().join("docker")
     }
 
+    /// The calls the operations made, in order. The status table's own stream (`docker
+    /// events` and the `docker ps` that resynchronises it) starts in the background at the
+    /// first state question and is left out, so its timing cannot shift the indexes.
     fn calls(&self) -> Vec<Vec<String>> {
+        let table_stream = sandboxd::docker::argv::events_args();
+        let table_resync = sandboxd::docker::argv::owned_states_args();
         read_calls(&self.dir.path().join("calls.log"))
+            .into_iter()
+            .filter(|c| *c != table_stream && *c != table_resync)
+            .collect()
     }
 
     fn provider(&self, edit: impl FnOnce(&mut DockerConfig)) -> DockerProvider {
