@@ -656,8 +656,10 @@ fn chunk(bytes: Vec<u8>) -> proto::UploadRequest {
 #[tokio::test(flavor = "multi_thread")]
 async fn stalled_transfers_never_freeze_control_calls_creates_or_other_transfers() {
     let label = TestLabel::new();
+    // The docker subprocess pools are what is under test: the `docker exec` engine uses them
+    // for every exec and transfer (the agent engine bypasses them).
     let config = serde_json::json!({
-        "docker": {"exec": {"concurrency": 2, "transfer_concurrency": 2}},
+        "docker": {"exec": {"engine": "docker", "concurrency": 2, "transfer_concurrency": 2}},
         "server": {"limits": {"transfer_idle_timeout_s": 3}},
     });
     let server = Server::start(&label, config, &[]);
@@ -728,7 +730,9 @@ async fn stalled_transfers_never_freeze_control_calls_creates_or_other_transfers
 #[tokio::test(flavor = "multi_thread")]
 async fn waiting_for_a_permit_counts_against_the_exec_timeout() {
     let label = TestLabel::new();
-    let server = Server::start(&label, serde_json::json!({"docker": {"exec": {"concurrency": 1}}}), &[]);
+    // The permit of the `docker exec` engine's pool (the agent engine takes none for an exec).
+    let config = serde_json::json!({"docker": {"exec": {"engine": "docker", "concurrency": 1}}});
+    let server = Server::start(&label, config, &[]);
     let mut raw = server.raw().await;
     let id = create_id(&mut raw, busybox()).await;
     let mut busy = raw.clone();
