@@ -34,5 +34,5 @@ pub use sandbox::{
     spec, Endpoint, ExecOptions, Sandbox, SandboxStatus, DEFAULT_EXEC_TIMEOUT_S, UPLOAD_CHUNK_BYTES,
 };
 pub use sandboxd_proto::contract::{
-    ExecErrorType, ExecResult, ExecUsage, SandboxDescriptor, Signal, TerminalMode,
+    code_name, ExecErrorType, ExecResult, ExecUsage, SandboxDescriptor, Signal, TerminalMode,
 };

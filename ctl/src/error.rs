@@ -46,36 +46,12 @@ impl From<std::io::Error> for CtlError {
     }
 }
 
-/// The canonical name of a gRPC code, as in the README's table.
-pub fn code_name(code: tonic::Code) -> &'static str {
-    use tonic::Code::*;
-    match code {
-        Ok => "OK",
-        Cancelled => "CANCELLED",
-        Unknown => "UNKNOWN",
-        InvalidArgument => "INVALID_ARGUMENT",
-        DeadlineExceeded => "DEADLINE_EXCEEDED",
-        NotFound => "NOT_FOUND",
-        AlreadyExists => "ALREADY_EXISTS",
-        PermissionDenied => "PERMISSION_DENIED",
-        ResourceExhausted => "RESOURCE_EXHAUSTED",
-        FailedPrecondition => "FAILED_PRECONDITION",
-        Aborted => "ABORTED",
-        OutOfRange => "OUT_OF_RANGE",
-        Unimplemented => "UNIMPLEMENTED",
-        Internal => "INTERNAL",
-        Unavailable => "UNAVAILABLE",
-        DataLoss => "DATA_LOSS",
-        Unauthenticated => "UNAUTHENTICATED",
-    }
-}
-
 /// One line: a multi-line server message (docker's stderr) is joined with ` | `.
 impl fmt::Display for CtlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let message: Vec<&str> = self.message.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
         match self.code {
-            Some(code) => write!(f, "{}: {}", code_name(code), message.join(" | ")),
+            Some(code) => write!(f, "{}: {}", sandboxd_client::code_name(code), message.join(" | ")),
             None => f.write_str(&message.join(" | ")),
         }
     }

@@ -229,7 +229,7 @@ impl Call {
 
     fn finish(self, code: tonic::Code, message: &str) {
         let m = global();
-        let name = code_name(code);
+        let name = sandboxd_proto::contract::code_name(code);
         m.rpc_requests
             .get_or_create(&RpcLabels {
                 service: self.service.clone(),
@@ -348,30 +348,6 @@ impl Drop for ObservedBody {
         if let Some(call) = self.call.take() {
             call.finish(tonic::Code::Cancelled, "the caller went away before the end of the response");
         }
-    }
-}
-
-/// The canonical name of a gRPC code (`NOT_FOUND`), as the README's table spells it.
-pub fn code_name(code: tonic::Code) -> &'static str {
-    use tonic::Code::*;
-    match code {
-        Ok => "OK",
-        Cancelled => "CANCELLED",
-        Unknown => "UNKNOWN",
-        InvalidArgument => "INVALID_ARGUMENT",
-        DeadlineExceeded => "DEADLINE_EXCEEDED",
-        NotFound => "NOT_FOUND",
-        AlreadyExists => "ALREADY_EXISTS",
-        PermissionDenied => "PERMISSION_DENIED",
-        ResourceExhausted => "RESOURCE_EXHAUSTED",
-        FailedPrecondition => "FAILED_PRECONDITION",
-        Aborted => "ABORTED",
-        OutOfRange => "OUT_OF_RANGE",
-        Unimplemented => "UNIMPLEMENTED",
-        Internal => "INTERNAL",
-        Unavailable => "UNAVAILABLE",
-        DataLoss => "DATA_LOSS",
-        Unauthenticated => "UNAUTHENTICATED",
     }
 }
 
