@@ -130,12 +130,12 @@ impl DockerProvider {
     /// only when both the ownership label and the image match; never remove a stranger.
     async fn run_create_with_reconciliation(&self, args: &[String], name: &str, image: &str) -> Result<()> {
         let cfg = &self.config.create;
-        let timeout = cfg.start_timeout_s.map(Duration::from_secs_f64);
+        let timeout = cfg.start_timeout;
         let attempts = cfg.transport_retries.max(0) as u32 + 1;
         let mut last_error = String::new();
         for attempt in 0..attempts {
             if attempt > 0 {
-                tokio::time::sleep(Duration::from_secs_f64(cfg.transport_retry_delay_s)).await;
+                tokio::time::sleep(cfg.transport_retry_delay).await;
             }
             let detail = match self.cli.run(args, timeout, None).await {
                 Ok(out) if out.success() => return Ok(()),
@@ -203,14 +203,14 @@ impl DockerProvider {
         };
         let detect = configured_shell.is_none();
         let script = if detect { probe_with_shell_detection(&command) } else { command };
-        let deadline_s = ready_timeout_s.or(probe.deadline_s);
-        let deadline = deadline_s.map(|s| Instant::now() + Duration::from_secs_f64(s));
+        // The spec's `ready_timeout_s` was bounded where the request entered.
+        let patience = ready_timeout_s.map(Duration::from_secs_f64).or(probe.deadline);
+        let deadline = patience.map(|p| Instant::now() + p);
         let mut shell = configured_shell;
         let mut consecutive = 0;
         let mut last_detail = String::from("no probe attempt completed");
         loop {
-            let params =
-                ExecParams { timeout: Some(Duration::from_secs_f64(probe.timeout_s)), ..Default::default() };
+            let params = ExecParams { timeout: Some(probe.timeout), ..Default::default() };
             let target = ExecTarget { name, shell: "sh" };
             let result = self.engine.exec(target, &script, &params, None).await;
             if shell.is_none() && result.error_type.is_none() {
@@ -241,11 +241,11 @@ impl DockerProvider {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(ProviderError::CreateVerification(format!(
                     "sandbox {name:?} did not pass its readiness probe within {}s: {last_detail}",
-                    deadline_s.unwrap_or_default()
+                    patience.unwrap_or_default().as_secs_f64()
                 )));
             }
-            if probe.stable_delay_s > 0.0 {
-                tokio::time::sleep(Duration::from_secs_f64(probe.stable_delay_s)).await;
+            if !probe.stable_delay.is_zero() {
+                tokio::time::sleep(probe.stable_delay).await;
             } else if !passed {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }

@@ -61,7 +61,7 @@ pub fn dropped_note(limit: usize, dropped: u64) -> String {
 
 /// The effective timeout of a call: its own, else the configured default.
 pub fn effective_timeout(config: &DockerConfig, params: &ExecParams) -> Option<Duration> {
-    params.timeout.or(config.exec.default_timeout_s.map(Duration::from_secs_f64))
+    params.timeout.or(config.exec.default_timeout)
 }
 
 /// One `docker exec` per command.

@@ -1,8 +1,6 @@
 //! Running one command: argument checks, then the configured exec engine (`engine.rs`); and
 //! `docker_exec`, the `docker exec` path with the seed's timeout rule and the output cap.
 
-use std::time::Duration;
-
 use super::argv::{self, ExecOptions};
 use super::cli::{CliError, DockerCli};
 use super::engine::{classify_docker_exit, dropped_note, ExecTarget};
@@ -97,7 +95,7 @@ pub(crate) async fn docker_exec(
         last_env: None,
     };
     let args = argv::exec_args(&config.exec, name, &opts, &argv::shell_command(shell, command));
-    let timeout = params.timeout.or(config.exec.default_timeout_s.map(Duration::from_secs_f64));
+    let timeout = params.timeout.or(config.exec.default_timeout);
     let limit = usize::try_from(config.exec.max_output_bytes).unwrap_or(usize::MAX);
     match cli.run_limited(&args, timeout, params.stdin.as_deref(), limit).await {
         Ok(mut out) => {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::agent::binary::{default_agent_dir, install as install_agent};
+use super::agent::binary::install as install_agent;
 use super::agent::AgentEngine;
 use super::cli::{CliError, CommandOutput, DockerCli, Pool};
 use super::engine::{DockerExecEngine, ExecEngine};
@@ -68,7 +68,7 @@ impl DockerProvider {
         let agent_binary = match config.exec.engine {
             ExecEngineKind::Docker => None,
             ExecEngineKind::Agent => {
-                let dir = config.exec.agent_dir.as_ref().map(PathBuf::from).unwrap_or_else(default_agent_dir);
+                let dir = config.exec.agent_dir();
                 match install_agent(&dir) {
                     Ok(path) => Some(path),
                     Err(e) => {
@@ -107,7 +107,7 @@ impl DockerProvider {
     }
 
     pub(super) fn control_timeout(&self) -> Option<Duration> {
-        self.config.exec.default_timeout_s.map(Duration::from_secs_f64)
+        self.config.exec.default_timeout
     }
 
     /// Run a short docker control command (inspect, rm, port, start, rename, ps) in the control

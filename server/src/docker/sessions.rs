@@ -47,7 +47,7 @@ impl RunInContainer for ContainerRunner {
     fn running(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
         Box::pin(async move {
             let args = argv::inspect_args(&self.name);
-            let timeout = self.config.exec.default_timeout_s.map(Duration::from_secs_f64);
+            let timeout = self.config.exec.default_timeout;
             match self.cli.run(&args, timeout, None).await {
                 Ok(out) if out.success() => {
                     let state = out.stdout_text();

@@ -129,7 +129,7 @@ impl DockerProvider {
         let encoded = encode_labels(labels);
         let marks = SnapshotMarks { source: sandbox_id, labels: &encoded, created_ms: now_ms() };
         let args = argv::commit_args(sandbox_id, &snapshot_id, &marks);
-        let timeout = self.config.create.start_timeout_s.map(Duration::from_secs_f64);
+        let timeout = self.config.create.start_timeout;
         let out = match self.cli.run(&args, timeout, None).await {
             Ok(out) => out,
             Err(e) => {

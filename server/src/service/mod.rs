@@ -94,11 +94,11 @@ impl SandboxApi {
     }
 
     fn first_message_timeout(&self) -> Duration {
-        Duration::from_secs_f64(self.policy.limits.first_message_timeout_s)
+        self.policy.limits.first_message_timeout
     }
 
     fn transfer_idle_timeout(&self) -> Duration {
-        Duration::from_secs_f64(self.policy.limits.transfer_idle_timeout_s)
+        self.policy.limits.transfer_idle_timeout
     }
 
     /// Client-supplied host mounts and raw run flags need the operator's consent.

@@ -123,17 +123,17 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     let lease_options = LeaseOptions {
         policy: LeasePolicy::from_config(&options.config.server),
         store: leases,
-        create_timeout: Duration::from_secs_f64(options.config.server.create_timeout_s),
+        create_timeout: options.config.server.create_timeout,
     };
     let lifecycle = Arc::new(Lifecycle::new(provider, lease_options));
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let api = SandboxApi::new(lifecycle.clone(), options.config.server.clone(), shutdown_rx.clone());
     let sweeper = tokio::spawn(sweep_forever(
         lifecycle.clone(),
-        Duration::from_secs_f64(options.config.server.sweep_interval_s),
+        options.config.server.sweep_interval,
         shutdown_rx.clone(),
     ));
-    if let Some(ttl) = options.config.server.snapshot_ttl_s.map(Duration::from_secs_f64) {
+    if let Some(ttl) = options.config.server.snapshot_ttl {
         let every = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(300));
         let backend = lifecycle.backend().clone();
         tokio::spawn(crate::snapshot_expiry::expire_periodically(backend, ttl, every, shutdown_rx));
