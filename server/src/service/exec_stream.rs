@@ -7,9 +7,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use super::{span, BoxStream, SandboxApi};
+use super::{exec_outcome, span, BoxStream, SandboxApi};
 use crate::backend::StreamEvent;
-use crate::spec::ExecErrorType;
 
 pub(super) async fn exec_stream(
     api: &SandboxApi,
@@ -37,21 +36,14 @@ pub(super) async fn exec_stream(
                 let item = match event {
                     StreamEvent::Stdout(data) => Ok(pb::exec_stream_response::Response::Stdout(data)),
                     StreamEvent::Stderr(data) => Ok(pb::exec_stream_response::Response::Stderr(data)),
-                    StreamEvent::Exit(result)
-                        if capped && result.error_type == Some(ExecErrorType::Timeout) =>
-                    {
-                        Err(Status::deadline_exceeded(
-                            "the call's deadline passed before the command finished",
-                        ))
-                    }
-                    StreamEvent::Exit(result) => {
+                    StreamEvent::Exit(result) => exec_outcome(result, capped).map(|result| {
                         let response = pb::ExecResponse::from(result);
-                        Ok(pb::exec_stream_response::Response::Exit(pb::ExecExit {
+                        pb::exec_stream_response::Response::Exit(pb::ExecExit {
                             return_code: response.return_code,
                             error_type: response.error_type,
                             usage: response.usage,
-                        }))
-                    }
+                        })
+                    }),
                 };
                 let item = item.map(|r| pb::ExecStreamResponse { response: Some(r) });
                 if tx.send(item).await.is_err() {
