@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 use super::argv;
-use super::classify;
+use super::classify::{DockerFailure, DockerFailureKind};
 use super::cli::CliError;
 use super::engine::ExecTarget;
 use super::provider::DockerProvider;
@@ -80,12 +80,15 @@ impl DockerProvider {
                 self.upload_reader(&handle, content.as_slice(), content.len() as u64, path, None).await?;
             }
             stage.store(STAGE_RENAMING, Ordering::SeqCst);
-            let out = self.control(argv::rename_args(&creating, sandbox_id)).await?;
-            if !out.success() {
-                return Err(ProviderError::Create(format!(
-                    "docker rename {creating} {sandbox_id}: {}",
-                    out.stderr_text().trim()
-                )));
+            match self.control(argv::rename_args(&creating, sandbox_id)).await {
+                Ok(_) => {}
+                Err(CliError::Failed(f)) => {
+                    return Err(ProviderError::Create(format!(
+                        "docker rename {creating} {sandbox_id}: {}",
+                        f.stderr
+                    )))
+                }
+                Err(e) => return Err(e.into()),
             }
             // The agent channel opened by the probe serves the sandbox under its final name.
             self.engine.renamed(&creating, sandbox_id);
@@ -133,20 +136,29 @@ impl DockerProvider {
         let timeout = cfg.start_timeout;
         let attempts = cfg.transport_retries.max(0) as u32 + 1;
         let mut last_error = String::new();
+        let mut unreachable = false;
         for attempt in 0..attempts {
             if attempt > 0 {
                 tokio::time::sleep(cfg.transport_retry_delay).await;
             }
+            unreachable = false;
             let detail = match self.cli.run(args, timeout, None).await {
-                Ok(out) if out.success() => return Ok(()),
-                Ok(out) => {
-                    let err = out.stderr_text();
-                    if classify::is_name_conflict(&err) || is_transport_failure(&err) {
-                        err.trim().to_string()
-                    } else {
-                        self.remove_if_owned(name, image).await;
-                        return Err(create_failure(image, &cfg.pull_policy, out.code, &err));
-                    }
+                Ok(_) => return Ok(()),
+                // The run may have made its container: reconcile below.
+                Err(CliError::Failed(f))
+                    if matches!(
+                        f.kind,
+                        DockerFailureKind::NameConflict
+                            | DockerFailureKind::DaemonUnreachable
+                            | DockerFailureKind::Interrupted
+                    ) =>
+                {
+                    unreachable = f.kind == DockerFailureKind::DaemonUnreachable;
+                    f.stderr
+                }
+                Err(CliError::Failed(f)) => {
+                    self.remove_if_owned(name, image).await;
+                    return Err(create_failure(image, &cfg.pull_policy, &f));
                 }
                 Err(CliError::Timeout { after, .. }) => format!("docker run timed out after {after:?}"),
                 Err(e @ CliError::Spawn { .. }) => return Err(ProviderError::Unavailable(e.to_string())),
@@ -168,7 +180,7 @@ impl DockerProvider {
                 Ok(None) | Err(_) => {}
             }
         }
-        if classify::is_daemon_unreachable(&last_error) {
+        if unreachable {
             return Err(ProviderError::Unavailable(last_error));
         }
         self.remove_if_owned(name, image).await;
@@ -181,10 +193,11 @@ impl DockerProvider {
     async fn start_reconciled_container(&self, name: &str, state: &ContainerState) -> Result<bool> {
         match state {
             ContainerState::Running => Ok(true),
-            ContainerState::Created => {
-                let out = self.control(argv::start_args(name)).await?;
-                Ok(out.success())
-            }
+            ContainerState::Created => match self.control(argv::start_args(name)).await {
+                Ok(_) => Ok(true),
+                Err(CliError::Failed(_)) => Ok(false),
+                Err(e) => Err(e.into()),
+            },
             _ => Ok(false),
         }
     }
@@ -265,6 +278,9 @@ impl DockerProvider {
     /// Force-remove a container this call created, whatever state it is in.
     pub(super) async fn force_remove(&self, name: &str) {
         if let Err(e) = self.control(argv::rm_args(name)).await {
+            if e.kind() == Some(DockerFailureKind::MissingContainer) {
+                return;
+            }
             tracing::warn!(sandbox_id = %name, error = %e, "could not remove a half-created container");
         }
     }
@@ -300,19 +316,11 @@ fn same_image(found: &str, requested: &str) -> bool {
     canonical(found) == canonical(requested)
 }
 
-fn is_transport_failure(stderr: &str) -> bool {
-    let low = stderr.to_ascii_lowercase();
-    classify::is_daemon_unreachable(stderr)
-        || ["connection reset", "unexpected eof", "broken pipe", "i/o timeout", "context deadline exceeded"]
-            .iter()
-            .any(|m| low.contains(m))
-}
-
 /// What failed, in words a caller can act on: a missing image names the image, the pull policy
 /// and what to do, with docker's own error line (not its usage hint).
-fn create_failure(image: &str, pull_policy: &str, code: i32, stderr: &str) -> ProviderError {
-    let detail = classify::error_line(stderr);
-    if classify::is_missing_image(stderr) {
+fn create_failure(image: &str, pull_policy: &str, failure: &DockerFailure) -> ProviderError {
+    let (code, detail) = (failure.code, failure.error_line());
+    if failure.kind == DockerFailureKind::MissingImage {
         let what = if pull_policy == "never" {
             format!("image {image:?} is not on the daemon and create.pull_policy is \"never\": load or build it there first (docker load, docker build)")
         } else {
@@ -341,7 +349,8 @@ mod tests {
     #[test]
     fn a_missing_image_is_named_with_what_to_do_and_no_usage_hint() {
         let stderr = "docker: Error response from daemon: No such image: img:1\n\nRun 'docker run --help' for more information\n";
-        let err = create_failure("img:1", "never", 125, stderr).to_string();
+        let run = |stderr: &str| DockerFailure::new(&["run".into()], 125, stderr, Vec::new());
+        let err = create_failure("img:1", "never", &run(stderr)).to_string();
         assert!(
             err.contains("\"img:1\"")
                 && err.contains("pull_policy is \"never\"")
@@ -349,7 +358,7 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("No such image") && !err.contains("--help"), "{err}");
-        let err = create_failure("img:1", "missing", 125, "Unable to find image 'img:1' locally\ndocker: Error response from daemon: pull access denied\nSee 'docker run --help'.").to_string();
+        let err = create_failure("img:1", "missing", &run("Unable to find image 'img:1' locally\ndocker: Error response from daemon: pull access denied\nSee 'docker run --help'.")).to_string();
         assert!(err.contains("could not be pulled") && !err.contains("--help"), "{err}");
     }
 

@@ -167,7 +167,7 @@ impl ExecEngine for DockerExecEngine {
             };
             let work = async {
                 let ((), head, tail) = tokio::join!(feed, pump_out, pump_err);
-                (child.child.wait().await, tail, head)
+                (child.wait().await, tail, head)
             };
             let limited = async {
                 match timeout {
@@ -180,15 +180,13 @@ impl ExecEngine for DockerExecEngine {
                 _ = stop_rx => return, // the stream was dropped: `child` is killed as it drops
             };
             let exit = match result {
-                Some((Ok(status), tail, head)) => {
-                    child.disarm();
-                    let code = super::cli::exit_code(status);
+                Some((Ok(code), tail, head)) => {
                     let (tail, head) = (String::from_utf8_lossy(&tail), String::from_utf8_lossy(&head));
                     classify_docker_exit(&cli, &name, code, &tail, &head).await
                 }
                 Some((Err(e), _, _)) => ExecResult::failed(ExecErrorType::Sandbox, e.to_string()),
                 None => {
-                    child.kill_group();
+                    child.abort().await;
                     ExecResult::failed(
                         ExecErrorType::Timeout,
                         format!("the command timed out after {:?}", timeout.unwrap_or_default()),
@@ -245,5 +243,5 @@ pub async fn container_running(cli: &DockerCli, name: &str) -> bool {
         name.to_string(),
     ];
     matches!(cli.in_pool(super::cli::Pool::Control).run(&args, Some(Duration::from_secs(30)), None).await,
-        Ok(out) if out.success() && out.stdout_text().trim() == "true false")
+        Ok(out) if out.stdout_text().trim() == "true false")
 }

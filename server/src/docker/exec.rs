@@ -24,13 +24,8 @@ impl DockerProvider {
         self.refuse_known_paused(&handle.sandbox_id)?;
         let target = ExecTarget { name: &handle.sandbox_id, shell: &handle.shell };
         let result = self.engine.exec(target, command, params, user.as_deref()).await;
-        // A failed exec is read for the daemon's paused refusal: no inspect before every exec.
-        // The agent engine only sees its channel go quiet, so on that path one inspect tells
-        // a paused sandbox from a stopped one.
-        if result.error_type == Some(ExecErrorType::Sandbox)
-            && (super::classify::is_paused_container(&result.stderr_str())
-                || self.is_paused_now(&handle.sandbox_id).await)
-        {
+        // No inspect before every exec: only a sandbox failure asks whether it was a pause.
+        if result.error_type == Some(ExecErrorType::Sandbox) && self.is_paused_now(&handle.sandbox_id).await {
             return Err(ProviderError::Paused(handle.sandbox_id.clone()));
         }
         Ok(result)

@@ -111,9 +111,9 @@ impl DockerProvider {
     }
 
     /// Run a short docker control command (inspect, rm, port, start, rename, ps) in the control
-    /// pool, which execs and transfers never fill.
-    pub(super) async fn control(&self, args: Vec<String>) -> Result<CommandOutput> {
-        self.cli.in_pool(Pool::Control).run(&args, self.control_timeout(), None).await.map_err(cli_error)
+    /// pool, which execs and transfers never fill. A failure comes classified; `?` maps it.
+    pub(super) async fn control(&self, args: Vec<String>) -> std::result::Result<CommandOutput, CliError> {
+        self.cli.in_pool(Pool::Control).run(&args, self.control_timeout(), None).await
     }
 
     pub(super) fn remember(&self, handle: &SandboxHandle) {
@@ -173,13 +173,5 @@ impl DockerProvider {
                 tracing::warn!(sandbox_id, error = %e, "closing a pty session failed");
             }
         }
-    }
-}
-
-pub(super) fn cli_error(e: CliError) -> ProviderError {
-    match e {
-        CliError::Timeout { .. } => ProviderError::Timeout(e.to_string()),
-        CliError::Spawn { .. } => ProviderError::Unavailable(e.to_string()),
-        CliError::Io { source, .. } => ProviderError::Io(source),
     }
 }

@@ -49,7 +49,7 @@ impl RunInContainer for ContainerRunner {
             let args = argv::inspect_args(&self.name);
             let timeout = self.config.exec.default_timeout;
             match self.cli.run(&args, timeout, None).await {
-                Ok(out) if out.success() => {
+                Ok(out) => {
                     let state = out.stdout_text();
                     state.split('\t').nth(2).is_some_and(|s| ContainerState::parse(s).is_running())
                 }
