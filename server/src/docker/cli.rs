@@ -324,17 +324,8 @@ impl DockerCli {
         let span = child.span.clone();
         async move {
             let command = child.command.clone();
-            let input = stdin.map(<[u8]>::to_vec);
-            let mut stdin_pipe = child.child.stdin.take();
+            let feed = feed_stdin(child.child.stdin.take(), stdin.map(<[u8]>::to_vec));
             let work = async {
-                let feed = async {
-                    if let (Some(pipe), Some(data)) = (stdin_pipe.as_mut(), input) {
-                        // A command that exits without reading its input is not an error.
-                        let _ = pipe.write_all(&data).await;
-                        let _ = pipe.shutdown().await;
-                    }
-                    drop(stdin_pipe);
-                };
                 let mut stdout = child.child.stdout.take();
                 let mut stderr = child.child.stderr.take();
                 let read_out = read_all(stdout.as_mut(), limit);
@@ -363,6 +354,15 @@ impl DockerCli {
         }
         .instrument(span)
         .await
+    }
+}
+
+/// Write `data` to a client's stdin and close it (no data: just close it). A command that
+/// exits without reading its input is not an error.
+pub async fn feed_stdin(pipe: Option<tokio::process::ChildStdin>, data: Option<Vec<u8>>) {
+    if let (Some(mut pipe), Some(data)) = (pipe, data) {
+        let _ = pipe.write_all(&data).await;
+        let _ = pipe.shutdown().await;
     }
 }
 

@@ -4,12 +4,11 @@
 
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::io::AsyncReadExt;
+use tokio::sync::{mpsc, oneshot};
 
-use super::argv::{self, ExecOptions};
-use super::cli::DockerCli;
-use super::exec::docker_exec;
+use super::cli::{feed_stdin, DockerCli};
+use super::exec::{docker_exec, exec_argv};
 pub use crate::backend::{ExecStream, StreamEvent};
 use crate::config::DockerConfig;
 use crate::spec::{ExecErrorType, ExecParams, ExecResult};
@@ -51,17 +50,58 @@ pub trait ExecEngine: Send + Sync {
     fn renamed(&self, _from: &str, _to: &str) {}
 }
 
-/// The note appended to stderr when output past the limit was dropped.
-pub fn dropped_note(limit: usize, dropped: u64) -> String {
-    format!(
-        "\n[sandboxd: output past {limit} bytes per stream was dropped ({dropped} bytes); \
-         exec.max_output_bytes sets the limit]\n"
-    )
-}
+// ----- how an exec ends: the one place both engines shape results -------------------------
 
 /// The effective timeout of a call: its own, else the configured default.
 pub fn effective_timeout(config: &DockerConfig, params: &ExecParams) -> Option<Duration> {
     params.timeout.or(config.exec.default_timeout)
+}
+
+/// Bytes one `exec` keeps per stream (`exec.max_output_bytes`).
+pub fn output_limit(config: &DockerConfig) -> usize {
+    usize::try_from(config.exec.max_output_bytes).unwrap_or(usize::MAX)
+}
+
+/// Output past `limit` was dropped: logged, and said at the end of stderr.
+pub fn note_dropped(stderr: &mut Vec<u8>, limit: usize, dropped: u64) {
+    if dropped == 0 {
+        return;
+    }
+    tracing::warn!(dropped, limit, "exec output over the limit was dropped");
+    stderr.extend_from_slice(
+        format!(
+            "\n[sandboxd: output past {limit} bytes per stream was dropped ({dropped} bytes); \
+             exec.max_output_bytes sets the limit]\n"
+        )
+        .as_bytes(),
+    );
+}
+
+/// The command ran past its timeout. `tree`: everything it started was stopped too (the
+/// agent does that; `docker exec` can only kill its client).
+pub fn timed_out(after: Option<Duration>, tree: bool) -> ExecResult {
+    let after = after.unwrap_or_default();
+    let stopped =
+        if tree { "it and everything it started were stopped" } else { "its docker exec client was killed" };
+    ExecResult::failed(ExecErrorType::Timeout, format!("the command timed out after {after:?}; {stopped}"))
+}
+
+/// An `ExecStream` whose events `task` sends; `task`'s `stop` fires when the stream is dropped
+/// before its exit (the task then stops the command).
+pub fn spawn_stream<F, Fut>(task: F) -> ExecStream
+where
+    F: FnOnce(mpsc::Sender<StreamEvent>, oneshot::Receiver<()>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel(16);
+    let (stop_tx, stop_rx) = oneshot::channel();
+    tokio::spawn(task(tx, stop_rx));
+    ExecStream::new(
+        rx,
+        Box::new(move || {
+            let _ = stop_tx.send(());
+        }),
+    )
 }
 
 /// One `docker exec` per command.
@@ -96,77 +136,23 @@ impl ExecEngine for DockerExecEngine {
         params: &ExecParams,
         user: Option<&str>,
     ) -> ExecStream {
-        let opts = ExecOptions {
-            cwd: params.cwd.as_deref(),
-            env: (!params.env.is_empty()).then_some(&params.env),
-            user,
-            interactive: params.stdin.is_some(),
-            tty: false,
-            last_env: None,
-        };
-        let args = argv::exec_args(
-            &self.config.exec,
-            target.name,
-            &opts,
-            &argv::shell_command(target.shell, command),
-        );
+        let args = exec_argv(&self.config, target, command, params, user);
         let mut child = match self.cli.spawn(&args, params.stdin.is_some(), true).await {
             Ok(child) => child,
             Err(e) => return ExecStream::finished(ExecResult::failed(ExecErrorType::Sandbox, e.to_string())),
         };
         let timeout = effective_timeout(&self.config, params);
-        let (tx, rx) = mpsc::channel(16);
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let (cli, name, input) = (self.cli.clone(), target.name.to_string(), params.stdin.clone());
-        tokio::spawn(async move {
-            let mut stdin = child.child.stdin.take();
-            let mut stdout = child.child.stdout.take();
-            let mut stderr = child.child.stderr.take();
-            let feed = async {
-                if let (Some(pipe), Some(data)) = (stdin.as_mut(), input) {
-                    let _ = pipe.write_all(&data).await;
-                    let _ = pipe.shutdown().await;
-                }
-                drop(stdin);
-            };
-            let out_tx = tx.clone();
-            let pump_out = async {
-                let mut head = Vec::new();
-                let mut buf = vec![0u8; 64 * 1024];
-                while let Some(Ok(n @ 1..)) = match stdout.as_mut() {
-                    Some(s) => Some(s.read(&mut buf).await),
-                    None => None,
-                } {
-                    if head.len() < 4096 {
-                        head.extend_from_slice(&buf[..n.min(4096)]);
-                    }
-                    if out_tx.send(StreamEvent::Stdout(buf[..n].to_vec())).await.is_err() {
-                        break;
-                    }
-                }
-                head
-            };
-            let err_tx = tx.clone();
-            let pump_err = async {
-                // The tail of stderr tells a docker failure from the command's own.
-                let mut tail = Vec::new();
-                let mut buf = vec![0u8; 64 * 1024];
-                while let Some(Ok(n @ 1..)) = match stderr.as_mut() {
-                    Some(s) => Some(s.read(&mut buf).await),
-                    None => None,
-                } {
-                    tail.extend_from_slice(&buf[..n]);
-                    if tail.len() > 8192 {
-                        tail.drain(..tail.len() - 8192);
-                    }
-                    if err_tx.send(StreamEvent::Stderr(buf[..n].to_vec())).await.is_err() {
-                        break;
-                    }
-                }
-                tail
-            };
+        spawn_stream(move |tx, stop| async move {
+            let stdin = child.child.stdin.take();
+            let (stdout, stderr) = (child.child.stdout.take(), child.child.stderr.take());
             let work = async {
-                let ((), head, tail) = tokio::join!(feed, pump_out, pump_err);
+                // The head of stdout and tail of stderr tell a docker failure from the command's.
+                let ((), head, tail) = tokio::join!(
+                    feed_stdin(stdin, input),
+                    pump(stdout, &tx, StreamEvent::Stdout, Keep::Head(4096)),
+                    pump(stderr, &tx, StreamEvent::Stderr, Keep::Tail(8192)),
+                );
                 (child.wait().await, tail, head)
             };
             let limited = async {
@@ -177,7 +163,7 @@ impl ExecEngine for DockerExecEngine {
             };
             let result = tokio::select! {
                 r = limited => r,
-                _ = stop_rx => return, // the stream was dropped: `child` is killed as it drops
+                _ = stop => return, // the stream was dropped: `child` is killed as it drops
             };
             let exit = match result {
                 Some((Ok(code), tail, head)) => {
@@ -187,21 +173,46 @@ impl ExecEngine for DockerExecEngine {
                 Some((Err(e), _, _)) => ExecResult::failed(ExecErrorType::Sandbox, e.to_string()),
                 None => {
                     child.abort().await;
-                    ExecResult::failed(
-                        ExecErrorType::Timeout,
-                        format!("the command timed out after {:?}", timeout.unwrap_or_default()),
-                    )
+                    timed_out(timeout, false)
                 }
             };
             let _ = tx.send(StreamEvent::Exit(exit)).await;
-        });
-        ExecStream::new(
-            rx,
-            Box::new(move || {
-                let _ = stop_tx.send(());
-            }),
-        )
+        })
     }
+}
+
+/// Which bytes of a pumped stream to keep.
+enum Keep {
+    Head(usize),
+    Tail(usize),
+}
+
+/// Forward `reader` as events until it ends or the receiver goes away; returns what `keep` asks.
+async fn pump<R: tokio::io::AsyncRead + Unpin>(
+    reader: Option<R>,
+    tx: &mpsc::Sender<StreamEvent>,
+    event: fn(Vec<u8>) -> StreamEvent,
+    keep: Keep,
+) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let Some(mut reader) = reader else { return kept };
+    let mut buf = vec![0u8; 64 * 1024];
+    while let Ok(n @ 1..) = reader.read(&mut buf).await {
+        match keep {
+            Keep::Head(max) if kept.len() < max => kept.extend_from_slice(&buf[..n.min(max - kept.len())]),
+            Keep::Head(_) => {}
+            Keep::Tail(max) => {
+                kept.extend_from_slice(&buf[..n]);
+                if kept.len() > max {
+                    kept.drain(..kept.len() - max);
+                }
+            }
+        }
+        if tx.send(event(buf[..n].to_vec())).await.is_err() {
+            break;
+        }
+    }
+    kept
 }
 
 /// How a finished `docker exec` ended: the command's own code, or 125 with `sandbox` when the

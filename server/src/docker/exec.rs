@@ -3,7 +3,9 @@
 
 use super::argv::{self, ExecOptions};
 use super::cli::{CliError, DockerCli};
-use super::engine::{classify_docker_exit, dropped_note, ExecTarget};
+use super::engine::{
+    classify_docker_exit, effective_timeout, note_dropped, output_limit, timed_out, ExecTarget,
+};
 use super::provider::DockerProvider;
 use crate::backend::ExecStream;
 use crate::config::DockerConfig;
@@ -20,9 +22,7 @@ impl DockerProvider {
         command: &str,
         params: &ExecParams,
     ) -> Result<ExecResult> {
-        let user = check_exec(command, params)?;
-        self.refuse_known_paused(&handle.sandbox_id)?;
-        let target = ExecTarget { name: &handle.sandbox_id, shell: &handle.shell };
+        let (target, user) = self.admit(handle, command, params)?;
         let result = self.engine.exec(target, command, params, user.as_deref()).await;
         // No inspect before every exec: only a sandbox failure asks whether it was a pause.
         if result.error_type == Some(ExecErrorType::Sandbox) && self.is_paused_now(&handle.sandbox_id).await {
@@ -44,10 +44,21 @@ impl DockerProvider {
         command: &str,
         params: &ExecParams,
     ) -> Result<ExecStream> {
+        let (target, user) = self.admit(handle, command, params)?;
+        Ok(self.engine.exec_stream(target, command, params, user.as_deref()).await)
+    }
+
+    /// Where the command runs and as whom (normalised), once its arguments pass and the
+    /// sandbox is not known to be paused.
+    fn admit<'a>(
+        &self,
+        handle: &'a SandboxHandle,
+        command: &str,
+        params: &ExecParams,
+    ) -> Result<(ExecTarget<'a>, Option<String>)> {
         let user = check_exec(command, params)?;
         self.refuse_known_paused(&handle.sandbox_id)?;
-        let target = ExecTarget { name: &handle.sandbox_id, shell: &handle.shell };
-        Ok(self.engine.exec_stream(target, command, params, user.as_deref()).await)
+        Ok((ExecTarget { name: &handle.sandbox_id, shell: &handle.shell }, user))
     }
 }
 
@@ -70,6 +81,25 @@ fn check_exec(command: &str, params: &ExecParams) -> Result<Option<String>> {
     Ok(user)
 }
 
+/// The `docker exec` command line of `<shell> -c <command>` (both ways the docker engine runs one).
+pub(super) fn exec_argv(
+    config: &DockerConfig,
+    target: ExecTarget<'_>,
+    command: &str,
+    params: &ExecParams,
+    user: Option<&str>,
+) -> Vec<String> {
+    let opts = ExecOptions {
+        cwd: params.cwd.as_deref(),
+        env: (!params.env.is_empty()).then_some(&params.env),
+        user,
+        interactive: params.stdin.is_some(),
+        tty: false,
+        last_env: None,
+    };
+    argv::exec_args(&config.exec, target.name, &opts, &argv::shell_command(target.shell, command))
+}
+
 /// One `docker exec` of `<shell> -c <command>`: timeout kills the client's process group and
 /// returns 125/`timeout`; a refusal by the daemon returns 125/`sandbox`.
 pub(crate) async fn docker_exec(
@@ -81,23 +111,12 @@ pub(crate) async fn docker_exec(
     params: &ExecParams,
     user: Option<&str>,
 ) -> ExecResult {
-    let opts = ExecOptions {
-        cwd: params.cwd.as_deref(),
-        env: (!params.env.is_empty()).then_some(&params.env),
-        user,
-        interactive: params.stdin.is_some(),
-        tty: false,
-        last_env: None,
-    };
-    let args = argv::exec_args(&config.exec, name, &opts, &argv::shell_command(shell, command));
-    let timeout = params.timeout.or(config.exec.default_timeout);
-    let limit = usize::try_from(config.exec.max_output_bytes).unwrap_or(usize::MAX);
+    let args = exec_argv(config, ExecTarget { name, shell }, command, params, user);
+    let timeout = effective_timeout(config, params);
+    let limit = output_limit(config);
     match cli.run_limited(&args, timeout, params.stdin.as_deref(), limit).await {
         Ok(mut out) => {
-            if out.dropped > 0 {
-                tracing::warn!(dropped = out.dropped, limit, "exec output over the limit was dropped");
-                out.stderr.extend_from_slice(dropped_note(limit, out.dropped).as_bytes());
-            }
+            note_dropped(&mut out.stderr, limit, out.dropped);
             let ended =
                 classify_docker_exit(cli, name, out.code, &out.stderr_text(), &out.stdout_text()).await;
             if ended.error_type.is_some() {
@@ -106,7 +125,7 @@ pub(crate) async fn docker_exec(
                 ExecResult { stdout: out.stdout, stderr: out.stderr, ..ended }
             }
         }
-        Err(e @ CliError::Timeout { .. }) => ExecResult::failed(ExecErrorType::Timeout, e.to_string()),
+        Err(CliError::Timeout { .. }) => timed_out(timeout, false),
         Err(e) => ExecResult::failed(ExecErrorType::Sandbox, e.to_string()),
     }
 }

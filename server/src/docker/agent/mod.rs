@@ -16,8 +16,8 @@ use tokio::sync::{mpsc, oneshot};
 use self::channel::{AgentChannel, Call, OpenError};
 use super::cli::DockerCli;
 use super::engine::{
-    container_running, dropped_note, effective_timeout, DockerExecEngine, ExecEngine, ExecStream, ExecTarget,
-    StreamEvent,
+    container_running, effective_timeout, note_dropped, output_limit, spawn_stream, timed_out,
+    DockerExecEngine, ExecEngine, ExecStream, ExecTarget, StreamEvent,
 };
 use crate::spec::{ExecErrorType, ExecParams, ExecResult, ExecUsage};
 
@@ -34,6 +34,9 @@ const KILL_GRACE: Duration = Duration::from_secs(5);
 /// What a call gets when the channel ends under it.
 const AGENT_LOST: &str = "the sandbox's exec agent went away during the call (killed inside the sandbox, or \
      the sandbox stopped); the next call starts a new one";
+
+/// What a call gets when its caller went away first (it is logged, never seen).
+const CALLER_LEFT: &str = "the caller went away";
 
 type Slot = Arc<tokio::sync::Mutex<Option<Arc<AgentChannel>>>>;
 
@@ -148,58 +151,48 @@ async fn drive(
             }
         };
         tokio::select! {
-            event = call.events.recv() => match event {
-                Some(Event::Stdout(data)) => {
-                    let n = data.len() as u64;
-                    if !sink.push(StreamEvent::Stdout(data)).await {
-                        return ExecResult::failed(ExecErrorType::Sandbox, "the caller went away");
+            event = call.events.recv() => {
+                let chunk = match event {
+                    Some(Event::Stdout(data)) => StreamEvent::Stdout(data),
+                    Some(Event::Stderr(data)) => StreamEvent::Stderr(data),
+                    Some(Event::Exit(exit)) => {
+                        call.finish();
+                        let mut result = ExecResult {
+                            return_code: exit.code,
+                            usage: Some(ExecUsage {
+                                wall_time: Duration::from_micros(exit.usage.wall_us),
+                                user_cpu: Duration::from_micros(exit.usage.user_us),
+                                system_cpu: Duration::from_micros(exit.usage.system_us),
+                                peak_rss_bytes: exit.usage.peak_rss_bytes,
+                            }),
+                            ..Default::default()
+                        };
+                        note_dropped(&mut result.stderr, limit, exit.dropped_stdout + exit.dropped_stderr);
+                        return result;
                     }
-                    call.send(Request::Credit(n)).await;
-                }
-                Some(Event::Stderr(data)) => {
-                    let n = data.len() as u64;
-                    if !sink.push(StreamEvent::Stderr(data)).await {
-                        return ExecResult::failed(ExecErrorType::Sandbox, "the caller went away");
+                    Some(Event::Failed { message, .. }) => {
+                        call.finish();
+                        return ExecResult::failed(ExecErrorType::Sandbox, message);
                     }
-                    call.send(Request::Credit(n)).await;
-                }
-                Some(Event::Exit(exit)) => {
-                    call.finish();
-                    let dropped = exit.dropped_stdout + exit.dropped_stderr;
-                    let mut result = ExecResult {
-                        return_code: exit.code,
-                        usage: Some(ExecUsage {
-                            wall_time: Duration::from_micros(exit.usage.wall_us),
-                            user_cpu: Duration::from_micros(exit.usage.user_us),
-                            system_cpu: Duration::from_micros(exit.usage.system_us),
-                            peak_rss_bytes: exit.usage.peak_rss_bytes,
-                        }),
-                        ..Default::default()
-                    };
-                    if dropped > 0 {
-                        tracing::warn!(dropped, limit, "exec output over the limit was dropped");
-                        result.stderr = dropped_note(limit, dropped).into_bytes();
+                    Some(_) => continue,
+                    None => {
+                        call.finish();
+                        return ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST);
                     }
-                    return result;
+                };
+                let n = match &chunk {
+                    StreamEvent::Stdout(d) | StreamEvent::Stderr(d) => d.len() as u64,
+                    StreamEvent::Exit(_) => 0,
+                };
+                if !sink.push(chunk).await {
+                    return ExecResult::failed(ExecErrorType::Sandbox, CALLER_LEFT);
                 }
-                Some(Event::Failed { message, .. }) => {
-                    call.finish();
-                    return ExecResult::failed(ExecErrorType::Sandbox, message);
-                }
-                Some(_) => {}
-                None => {
-                    call.finish();
-                    return ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST);
-                }
-            },
+                call.send(Request::Credit(n)).await;
+            }
             _ = tokio::time::sleep_until(wake) => {
                 if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
                     kill_and_wait(&mut call).await;
-                    return ExecResult::failed(
-                        ExecErrorType::Timeout,
-                        format!("the command timed out after {:?}; it and everything it started were stopped",
-                            timeout.unwrap_or_default()),
-                    );
+                    return timed_out(timeout, true);
                 }
                 if !container_running(cli, name).await {
                     kill_and_wait(&mut call).await;
@@ -212,7 +205,7 @@ async fn drive(
             }
             _ = stopped => {
                 kill_and_wait(&mut call).await;
-                return ExecResult::failed(ExecErrorType::Sandbox, "the caller went away");
+                return ExecResult::failed(ExecErrorType::Sandbox, CALLER_LEFT);
             }
         }
     }
@@ -257,7 +250,7 @@ impl ExecEngine for AgentEngine {
         let Some(channel) = self.channel(target.name).await else {
             return self.docker.exec(target, command, params, user).await;
         };
-        let limit = usize::try_from(self.docker.config.exec.max_output_bytes).unwrap_or(usize::MAX);
+        let limit = output_limit(&self.docker.config);
         let Some(call) = Self::start(&channel, target, command, params, user, limit as u64).await else {
             return ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST);
         };
@@ -290,20 +283,12 @@ impl ExecEngine for AgentEngine {
             return ExecStream::finished(ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST));
         };
         let timeout = effective_timeout(&self.docker.config, params);
-        let (tx, rx) = mpsc::channel(16);
-        let (stop_tx, stop_rx) = oneshot::channel();
         let (cli, name) = (self.cli().clone(), target.name.to_string());
-        tokio::spawn(async move {
+        spawn_stream(move |tx, stop| async move {
             let mut sink = Sink::Stream(tx.clone());
-            let result = drive(&cli, &name, call, timeout, &mut sink, Some(stop_rx), usize::MAX).await;
+            let result = drive(&cli, &name, call, timeout, &mut sink, Some(stop), usize::MAX).await;
             let _ = tx.send(StreamEvent::Exit(result)).await;
-        });
-        ExecStream::new(
-            rx,
-            Box::new(move || {
-                let _ = stop_tx.send(());
-            }),
-        )
+        })
     }
 
     fn renamed(&self, from: &str, to: &str) {
