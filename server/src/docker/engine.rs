@@ -77,12 +77,15 @@ pub fn note_dropped(stderr: &mut Vec<u8>, limit: usize, dropped: u64) {
     );
 }
 
-/// The command ran past its timeout. `tree`: everything it started was stopped too (the
-/// agent does that; `docker exec` can only kill its client).
-pub fn timed_out(after: Option<Duration>, tree: bool) -> ExecResult {
+/// The command ran past its timeout, and what was stopped: the agent stops everything it
+/// started (`client: None`); the docker engine can only kill its client, named by its
+/// (masked) command line.
+pub fn timed_out(after: Option<Duration>, client: Option<&str>) -> ExecResult {
     let after = after.unwrap_or_default();
-    let stopped =
-        if tree { "it and everything it started were stopped" } else { "its docker exec client was killed" };
+    let stopped = match client {
+        None => "it and everything it started were stopped".to_string(),
+        Some(client) => format!("its docker exec client was killed: {client}"),
+    };
     ExecResult::failed(ExecErrorType::Timeout, format!("the command timed out after {after:?}; {stopped}"))
 }
 
@@ -173,7 +176,7 @@ impl ExecEngine for DockerExecEngine {
                 Some((Err(e), _, _)) => ExecResult::failed(ExecErrorType::Sandbox, e.to_string()),
                 None => {
                     child.abort().await;
-                    timed_out(timeout, false)
+                    timed_out(timeout, Some(&child.command))
                 }
             };
             let _ = tx.send(StreamEvent::Exit(exit)).await;

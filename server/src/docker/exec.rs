@@ -125,7 +125,7 @@ pub(crate) async fn docker_exec(
                 ExecResult { stdout: out.stdout, stderr: out.stderr, ..ended }
             }
         }
-        Err(CliError::Timeout { .. }) => timed_out(timeout, false),
+        Err(CliError::Timeout { command, .. }) => timed_out(timeout, Some(&command)),
         Err(e) => ExecResult::failed(ExecErrorType::Sandbox, e.to_string()),
     }
 }

@@ -192,7 +192,7 @@ async fn drive(
             _ = tokio::time::sleep_until(wake) => {
                 if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
                     kill_and_wait(&mut call).await;
-                    return timed_out(timeout, true);
+                    return timed_out(timeout, None);
                 }
                 if !container_running(cli, name).await {
                     kill_and_wait(&mut call).await;
