@@ -9,7 +9,7 @@ use tracing::Instrument;
 use super::argv;
 use super::classify::{DockerFailure, DockerFailureKind};
 use super::cli::CliError;
-use super::engine::ExecTarget;
+use super::engine::ExecSpec;
 use super::provider::DockerProvider;
 use super::state::ContainerState;
 use crate::backend::CreatePlan;
@@ -224,8 +224,8 @@ impl DockerProvider {
         let mut last_detail = String::from("no probe attempt completed");
         loop {
             let params = ExecParams { timeout: Some(probe.timeout), ..Default::default() };
-            let target = ExecTarget { name, shell: "sh" };
-            let result = self.engine.exec(target, &script, &params, None).await;
+            let spec = ExecSpec { name, shell: "sh", command: &script, params: &params, user: None };
+            let result = self.engine.exec(spec).await;
             if shell.is_none() && result.error_type.is_none() {
                 let stderr = result.stderr_str();
                 shell =
@@ -270,8 +270,9 @@ impl DockerProvider {
         if let Some(shell) = &self.config.exec.exec_shell {
             return Ok(shell.clone());
         }
-        let target = ExecTarget { name, shell: "sh" };
-        let result = self.engine.exec(target, "command -v bash", &ExecParams::default(), None).await;
+        let params = ExecParams::default();
+        let spec = ExecSpec { name, shell: "sh", command: "command -v bash", params: &params, user: None };
+        let result = self.engine.exec(spec).await;
         Ok(if result.return_code == 0 && result.error_type.is_none() { "bash" } else { "sh" }.into())
     }
 

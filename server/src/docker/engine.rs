@@ -11,37 +11,40 @@ use super::cli::{feed_stdin, DockerCli};
 use super::exec::{docker_exec, exec_argv};
 pub use crate::backend::{ExecStream, StreamEvent};
 use crate::config::DockerConfig;
-use crate::spec::{ExecErrorType, ExecParams, ExecResult};
+use crate::spec::{ExecErrorType, ExecParams, ExecResult, SandboxHandle};
 
-/// Where a command runs: the container and the shell that runs `<shell> -c <command>`.
+/// One command for an engine: `<shell> -c <command>` in container `name`, with `params`, as
+/// `user` (already normalised; `None`: the image's user).
 #[derive(Debug, Clone, Copy)]
-pub struct ExecTarget<'a> {
+pub struct ExecSpec<'a> {
     pub name: &'a str,
     pub shell: &'a str,
+    pub command: &'a str,
+    pub params: &'a ExecParams,
+    pub user: Option<&'a str>,
+}
+
+impl<'a> ExecSpec<'a> {
+    /// The command in the sandbox of `handle`, with its shell.
+    pub fn on(
+        handle: &'a SandboxHandle,
+        command: &'a str,
+        params: &'a ExecParams,
+        user: Option<&'a str>,
+    ) -> Self {
+        Self { name: &handle.sandbox_id, shell: &handle.shell, command, params, user }
+    }
 }
 
 /// How a command reaches a sandbox.
 #[tonic::async_trait]
 pub trait ExecEngine: Send + Sync {
-    /// Run `<shell> -c <command>` to its end, the timeout, or a transport failure; `user` is
-    /// already normalised. Output beyond `exec.max_output_bytes` per stream is dropped and said
-    /// so on stderr.
-    async fn exec(
-        &self,
-        target: ExecTarget<'_>,
-        command: &str,
-        params: &ExecParams,
-        user: Option<&str>,
-    ) -> ExecResult;
+    /// Run the command to its end, the timeout, or a transport failure. Output beyond
+    /// `exec.max_output_bytes` per stream is dropped and said so on stderr.
+    async fn exec(&self, spec: ExecSpec<'_>) -> ExecResult;
 
     /// As `exec`, with output delivered as it is produced (no output bound: nothing accumulates).
-    async fn exec_stream(
-        &self,
-        target: ExecTarget<'_>,
-        command: &str,
-        params: &ExecParams,
-        user: Option<&str>,
-    ) -> ExecStream;
+    async fn exec_stream(&self, spec: ExecSpec<'_>) -> ExecStream;
 
     /// Forget what the engine holds for a sandbox that was closed.
     fn forget(&self, _name: &str) {}
@@ -122,30 +125,18 @@ impl DockerExecEngine {
 
 #[tonic::async_trait]
 impl ExecEngine for DockerExecEngine {
-    async fn exec(
-        &self,
-        target: ExecTarget<'_>,
-        command: &str,
-        params: &ExecParams,
-        user: Option<&str>,
-    ) -> ExecResult {
-        docker_exec(&self.cli, &self.config, target.name, target.shell, command, params, user).await
+    async fn exec(&self, spec: ExecSpec<'_>) -> ExecResult {
+        docker_exec(&self.cli, &self.config, spec).await
     }
 
-    async fn exec_stream(
-        &self,
-        target: ExecTarget<'_>,
-        command: &str,
-        params: &ExecParams,
-        user: Option<&str>,
-    ) -> ExecStream {
-        let args = exec_argv(&self.config, target, command, params, user);
-        let mut child = match self.cli.spawn(&args, params.stdin.is_some(), true).await {
+    async fn exec_stream(&self, spec: ExecSpec<'_>) -> ExecStream {
+        let args = exec_argv(&self.config, spec);
+        let mut child = match self.cli.spawn(&args, spec.params.stdin.is_some(), true).await {
             Ok(child) => child,
             Err(e) => return ExecStream::finished(ExecResult::failed(ExecErrorType::Sandbox, e.to_string())),
         };
-        let timeout = effective_timeout(&self.config, params);
-        let (cli, name, input) = (self.cli.clone(), target.name.to_string(), params.stdin.clone());
+        let timeout = effective_timeout(&self.config, spec.params);
+        let (cli, name, input) = (self.cli.clone(), spec.name.to_string(), spec.params.stdin.clone());
         spawn_stream(move |tx, stop| async move {
             let stdin = child.child.stdin.take();
             let (stdout, stderr) = (child.child.stdout.take(), child.child.stderr.take());

@@ -4,7 +4,7 @@
 use super::argv::{self, ExecOptions};
 use super::cli::{CliError, DockerCli};
 use super::engine::{
-    classify_docker_exit, effective_timeout, note_dropped, output_limit, timed_out, ExecTarget,
+    classify_docker_exit, effective_timeout, note_dropped, output_limit, timed_out, ExecSpec,
 };
 use super::provider::DockerProvider;
 use crate::backend::ExecStream;
@@ -22,8 +22,8 @@ impl DockerProvider {
         command: &str,
         params: &ExecParams,
     ) -> Result<ExecResult> {
-        let (target, user) = self.admit(handle, command, params)?;
-        let result = self.engine.exec(target, command, params, user.as_deref()).await;
+        let user = self.admit(handle, command, params)?;
+        let result = self.engine.exec(ExecSpec::on(handle, command, params, user.as_deref())).await;
         // No inspect before every exec: only a sandbox failure asks whether it was a pause.
         if result.error_type == Some(ExecErrorType::Sandbox) && self.is_paused_now(&handle.sandbox_id).await {
             return Err(ProviderError::Paused(handle.sandbox_id.clone()));
@@ -44,21 +44,16 @@ impl DockerProvider {
         command: &str,
         params: &ExecParams,
     ) -> Result<ExecStream> {
-        let (target, user) = self.admit(handle, command, params)?;
-        Ok(self.engine.exec_stream(target, command, params, user.as_deref()).await)
+        let user = self.admit(handle, command, params)?;
+        Ok(self.engine.exec_stream(ExecSpec::on(handle, command, params, user.as_deref())).await)
     }
 
-    /// Where the command runs and as whom (normalised), once its arguments pass and the
-    /// sandbox is not known to be paused.
-    fn admit<'a>(
-        &self,
-        handle: &'a SandboxHandle,
-        command: &str,
-        params: &ExecParams,
-    ) -> Result<(ExecTarget<'a>, Option<String>)> {
+    /// As whom the command runs (normalised), once its arguments pass and the sandbox is not
+    /// known to be paused.
+    fn admit(&self, handle: &SandboxHandle, command: &str, params: &ExecParams) -> Result<Option<String>> {
         let user = check_exec(command, params)?;
         self.refuse_known_paused(&handle.sandbox_id)?;
-        Ok((ExecTarget { name: &handle.sandbox_id, shell: &handle.shell }, user))
+        Ok(user)
     }
 }
 
@@ -82,43 +77,30 @@ fn check_exec(command: &str, params: &ExecParams) -> Result<Option<String>> {
 }
 
 /// The `docker exec` command line of `<shell> -c <command>` (both ways the docker engine runs one).
-pub(super) fn exec_argv(
-    config: &DockerConfig,
-    target: ExecTarget<'_>,
-    command: &str,
-    params: &ExecParams,
-    user: Option<&str>,
-) -> Vec<String> {
+pub(super) fn exec_argv(config: &DockerConfig, spec: ExecSpec<'_>) -> Vec<String> {
+    let params = spec.params;
     let opts = ExecOptions {
         cwd: params.cwd.as_deref(),
         env: (!params.env.is_empty()).then_some(&params.env),
-        user,
+        user: spec.user,
         interactive: params.stdin.is_some(),
         tty: false,
         last_env: None,
     };
-    argv::exec_args(&config.exec, target.name, &opts, &argv::shell_command(target.shell, command))
+    argv::exec_args(&config.exec, spec.name, &opts, &argv::shell_command(spec.shell, spec.command))
 }
 
 /// One `docker exec` of `<shell> -c <command>`: timeout kills the client's process group and
 /// returns 125/`timeout`; a refusal by the daemon returns 125/`sandbox`.
-pub(crate) async fn docker_exec(
-    cli: &DockerCli,
-    config: &DockerConfig,
-    name: &str,
-    shell: &str,
-    command: &str,
-    params: &ExecParams,
-    user: Option<&str>,
-) -> ExecResult {
-    let args = exec_argv(config, ExecTarget { name, shell }, command, params, user);
-    let timeout = effective_timeout(config, params);
+pub(crate) async fn docker_exec(cli: &DockerCli, config: &DockerConfig, spec: ExecSpec<'_>) -> ExecResult {
+    let args = exec_argv(config, spec);
+    let timeout = effective_timeout(config, spec.params);
     let limit = output_limit(config);
-    match cli.run_limited(&args, timeout, params.stdin.as_deref(), limit).await {
+    match cli.run_limited(&args, timeout, spec.params.stdin.as_deref(), limit).await {
         Ok(mut out) => {
             note_dropped(&mut out.stderr, limit, out.dropped);
             let ended =
-                classify_docker_exit(cli, name, out.code, &out.stderr_text(), &out.stdout_text()).await;
+                classify_docker_exit(cli, spec.name, out.code, &out.stderr_text(), &out.stdout_text()).await;
             if ended.error_type.is_some() {
                 ended
             } else {

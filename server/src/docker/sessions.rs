@@ -12,6 +12,7 @@ use tracing::Instrument;
 use super::argv::{self, ExecOptions};
 use super::classify;
 use super::cli::{DockerCli, Pool};
+use super::engine::ExecSpec;
 use super::exec::docker_exec;
 use super::provider::{DockerProvider, LiveSession};
 use super::state::ContainerState;
@@ -39,8 +40,14 @@ impl RunInContainer for ContainerRunner {
     ) -> Pin<Box<dyn Future<Output = ExecResult> + Send + 'a>> {
         Box::pin(async move {
             let params = ExecParams { timeout: Some(timeout), ..Default::default() };
-            docker_exec(&self.cli, &self.config, &self.name, &self.shell, &command, &params, user.as_deref())
-                .await
+            let spec = ExecSpec {
+                name: &self.name,
+                shell: &self.shell,
+                command: &command,
+                params: &params,
+                user: user.as_deref(),
+            };
+            docker_exec(&self.cli, &self.config, spec).await
         })
     }
 

@@ -17,9 +17,9 @@ use self::channel::{AgentChannel, Call, OpenError};
 use super::cli::DockerCli;
 use super::engine::{
     container_running, effective_timeout, note_dropped, output_limit, spawn_stream, timed_out,
-    DockerExecEngine, ExecEngine, ExecStream, ExecTarget, StreamEvent,
+    DockerExecEngine, ExecEngine, ExecSpec, ExecStream, StreamEvent,
 };
-use crate::spec::{ExecErrorType, ExecParams, ExecResult, ExecUsage};
+use crate::spec::{ExecErrorType, ExecResult, ExecUsage};
 
 pub use files::{upload as files_upload, AgentDownload};
 
@@ -96,18 +96,12 @@ impl AgentEngine {
     }
 
     /// Send the command (and its stdin) to the agent.
-    async fn start(
-        channel: &AgentChannel,
-        target: ExecTarget<'_>,
-        command: &str,
-        params: &ExecParams,
-        user: Option<&str>,
-        output_limit: u64,
-    ) -> Option<Call> {
-        let user = user.map(String::from).or_else(|| channel.default_user.clone());
+    async fn start(channel: &AgentChannel, spec: ExecSpec<'_>, output_limit: u64) -> Option<Call> {
+        let params = spec.params;
+        let user = spec.user.map(String::from).or_else(|| channel.default_user.clone());
         let start = ExecStart {
-            shell: target.shell.to_string(),
-            command: command.as_bytes().to_vec(),
+            shell: spec.shell.to_string(),
+            command: spec.command.as_bytes().to_vec(),
             env: params.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             cwd: params.cwd.clone(),
             user,
@@ -240,24 +234,18 @@ impl Sink {
 
 #[tonic::async_trait]
 impl ExecEngine for AgentEngine {
-    async fn exec(
-        &self,
-        target: ExecTarget<'_>,
-        command: &str,
-        params: &ExecParams,
-        user: Option<&str>,
-    ) -> ExecResult {
-        let Some(channel) = self.channel(target.name).await else {
-            return self.docker.exec(target, command, params, user).await;
+    async fn exec(&self, spec: ExecSpec<'_>) -> ExecResult {
+        let Some(channel) = self.channel(spec.name).await else {
+            return self.docker.exec(spec).await;
         };
         let limit = output_limit(&self.docker.config);
-        let Some(call) = Self::start(&channel, target, command, params, user, limit as u64).await else {
+        let Some(call) = Self::start(&channel, spec, limit as u64).await else {
             return ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST);
         };
-        let timeout = effective_timeout(&self.docker.config, params);
+        let timeout = effective_timeout(&self.docker.config, spec.params);
         let mut sink = Sink::Buffer { stdout: Vec::new(), stderr: Vec::new() };
         let started = Instant::now();
-        let mut result = drive(self.cli(), target.name, call, timeout, &mut sink, None, limit).await;
+        let mut result = drive(self.cli(), spec.name, call, timeout, &mut sink, None, limit).await;
         if let Sink::Buffer { stdout, mut stderr } = sink {
             if result.error_type != Some(ExecErrorType::Timeout) {
                 stderr.extend_from_slice(&result.stderr);
@@ -269,21 +257,15 @@ impl ExecEngine for AgentEngine {
         result
     }
 
-    async fn exec_stream(
-        &self,
-        target: ExecTarget<'_>,
-        command: &str,
-        params: &ExecParams,
-        user: Option<&str>,
-    ) -> ExecStream {
-        let Some(channel) = self.channel(target.name).await else {
-            return self.docker.exec_stream(target, command, params, user).await;
+    async fn exec_stream(&self, spec: ExecSpec<'_>) -> ExecStream {
+        let Some(channel) = self.channel(spec.name).await else {
+            return self.docker.exec_stream(spec).await;
         };
-        let Some(call) = Self::start(&channel, target, command, params, user, u64::MAX).await else {
+        let Some(call) = Self::start(&channel, spec, u64::MAX).await else {
             return ExecStream::finished(ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST));
         };
-        let timeout = effective_timeout(&self.docker.config, params);
-        let (cli, name) = (self.cli().clone(), target.name.to_string());
+        let timeout = effective_timeout(&self.docker.config, spec.params);
+        let (cli, name) = (self.cli().clone(), spec.name.to_string());
         spawn_stream(move |tx, stop| async move {
             let mut sink = Sink::Stream(tx.clone());
             let result = drive(&cli, &name, call, timeout, &mut sink, Some(stop), usize::MAX).await;
