@@ -21,7 +21,6 @@ use crate::proto::pty_response::Response as Resp;
 use crate::sandbox::Sandbox;
 use sandboxd_proto::contract::{Signal, TerminalMode};
 
-/// Signal names a session accepts.
 /// How long `close()` waits for the server to end the stream before dropping the call.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// Requests queued towards the server before `write` waits.

@@ -224,13 +224,13 @@ async fn prepare_default_shell(
     }
 }
 
-/// Runs `command` in the live shell `session` under the marker protocol. Never an error: a
-/// failure of the session is `error_type = "pty"`, a timeout `error_type = "timeout"`.
 /// A terminal exec that did not reach the command's exit, with the output seen so far.
 fn failed_with_output(error_type: ExecErrorType, stdout: Vec<u8>, stderr: Vec<u8>) -> ExecResult {
     ExecResult { stdout, ..ExecResult::failed(error_type, stderr) }
 }
 
+/// Runs `command` in the live shell `session` under the marker protocol. Never an error: a
+/// failure of the session is `error_type = "pty"`, a timeout `error_type = "timeout"`.
 async fn run_marked(session: &PtySession, command: &str, deadline: Option<Instant>) -> ExecResult {
     session.discard_pending();
     let marker = Marker::new();
