@@ -1,6 +1,8 @@
 //! The words client and server share beside the generated messages: signal names, exec error
-//! types and terminal modes. Each has one spelling on the wire, parsed and printed here only.
+//! types, terminal modes and what a terminal session asks for. Each has one spelling on the
+//! wire, parsed and printed here only.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// A signal a terminal session accepts (`PtySignal.name`).
@@ -155,6 +157,93 @@ impl TerminalMode {
 impl fmt::Display for TerminalMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// What a terminal session runs and how: a `PtyOpen` without its sandbox. The client sends one,
+/// the server opens it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PtySpec {
+    /// Shell command line to run; `None` runs the sandbox's shell interactively.
+    pub command: Option<String>,
+    /// Working directory; `None` uses the sandbox's workdir.
+    pub cwd: Option<String>,
+    /// Extra environment.
+    pub env: BTreeMap<String, String>,
+    /// Terminal rows (default 24).
+    pub rows: u16,
+    /// Terminal columns (default 80).
+    pub cols: u16,
+    /// User name or uid; `None` is the exec's default user.
+    pub user: Option<String>,
+    /// A terminal (default), or pipes with stdout and stderr apart.
+    pub mode: TerminalMode,
+}
+
+/// A `PtyOpen` field out of range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct InvalidField {
+    /// The field's name in the request.
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl Default for PtySpec {
+    fn default() -> Self {
+        PtySpec {
+            command: None,
+            cwd: None,
+            env: BTreeMap::new(),
+            rows: PtySpec::DEFAULT_ROWS,
+            cols: PtySpec::DEFAULT_COLS,
+            user: None,
+            mode: TerminalMode::Pty,
+        }
+    }
+}
+
+impl PtySpec {
+    /// Rows when none are asked for (a `PtyOpen` with `rows = 0`).
+    pub const DEFAULT_ROWS: u16 = 24;
+    /// Columns when none are asked for.
+    pub const DEFAULT_COLS: u16 = 80;
+
+    /// A terminal running `command`.
+    pub fn command(command: impl Into<String>) -> Self {
+        PtySpec { command: Some(command.into()), ..Default::default() }
+    }
+
+    /// The `PtyOpen` asking for this session in `sandbox_id`.
+    pub fn to_open(&self, sandbox_id: &str) -> crate::v1::PtyOpen {
+        crate::v1::PtyOpen {
+            sandbox_id: sandbox_id.to_string(),
+            command: self.command.clone(),
+            cwd: self.cwd.clone(),
+            env: self.env.clone().into_iter().collect(),
+            rows: u32::from(self.rows),
+            cols: u32::from(self.cols),
+            user: self.user.clone(),
+            pipe: self.mode == TerminalMode::Pipe,
+        }
+    }
+
+    /// What `open` asks for: a size of 0 is the default, one over 65535 is refused.
+    pub fn from_open(open: &crate::v1::PtyOpen) -> Result<Self, InvalidField> {
+        let dimension = |field: &'static str, value: u32, default: u16| match value {
+            0 => Ok(default),
+            v => u16::try_from(v)
+                .map_err(|_| InvalidField { field, message: format!("must be <= 65535 (got {v})") }),
+        };
+        Ok(PtySpec {
+            command: open.command.clone(),
+            cwd: open.cwd.clone(),
+            env: open.env.clone().into_iter().collect(),
+            rows: dimension("rows", open.rows, PtySpec::DEFAULT_ROWS)?,
+            cols: dimension("cols", open.cols, PtySpec::DEFAULT_COLS)?,
+            user: open.user.clone(),
+            mode: if open.pipe { TerminalMode::Pipe } else { TerminalMode::Pty },
+        })
     }
 }
 

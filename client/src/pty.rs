@@ -6,7 +6,6 @@ mod exec;
 pub use exec::PtyExecOptions;
 pub(crate) use exec::PtyExecState;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
@@ -26,45 +25,12 @@ const CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// Requests queued towards the server before `write` waits.
 const REQUEST_QUEUE: usize = 64;
 
-/// What `pty().create` opens.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PtyOptions {
-    /// Shell command line to run; `None` runs the sandbox's shell interactively.
-    pub command: Option<String>,
-    /// Working directory; `None` uses the sandbox's workdir.
-    pub cwd: Option<String>,
-    /// Extra environment.
-    pub env: HashMap<String, String>,
-    /// Terminal rows (default 24).
-    pub rows: u16,
-    /// Terminal columns (default 80).
-    pub cols: u16,
-    /// User name or uid.
-    pub user: Option<String>,
-    /// `true` (default): a terminal; `false`: pipe mode with stdout and stderr separate.
-    pub pty: bool,
-}
+/// What `pty().create` opens: the shared contract's [`PtySpec`] (command, cwd, env, size, user,
+/// mode).
+pub use sandboxd_proto::contract::PtySpec;
 
-impl Default for PtyOptions {
-    fn default() -> Self {
-        PtyOptions {
-            command: None,
-            cwd: None,
-            env: HashMap::new(),
-            rows: 24,
-            cols: 80,
-            user: None,
-            pty: true,
-        }
-    }
-}
-
-impl PtyOptions {
-    /// Options running `command` in a terminal.
-    pub fn command(command: impl Into<String>) -> Self {
-        PtyOptions { command: Some(command.into()), ..Default::default() }
-    }
-}
+/// The name this client gave [`PtySpec`] before it moved into the shared contract.
+pub type PtyOptions = PtySpec;
 
 /// The terminal namespace of a sandbox: [`Sandbox::pty`].
 pub struct Pty<'a> {
@@ -77,9 +43,9 @@ impl<'a> Pty<'a> {
     }
 
     /// Opens a session.
-    pub async fn create(&self, options: PtyOptions) -> Result<PtySession> {
+    pub async fn create(&self, spec: PtySpec) -> Result<PtySession> {
         self.sandbox.ensure_live()?;
-        PtySession::open(self.sandbox, options).await
+        PtySession::open(self.sandbox, spec).await
     }
 }
 
@@ -123,17 +89,8 @@ impl std::fmt::Debug for PtySession {
 }
 
 impl PtySession {
-    async fn open(sandbox: &Sandbox, options: PtyOptions) -> Result<PtySession> {
-        let open = proto::PtyOpen {
-            sandbox_id: sandbox.id().to_string(),
-            command: options.command,
-            cwd: options.cwd,
-            env: options.env,
-            rows: u32::from(options.rows),
-            cols: u32::from(options.cols),
-            user: options.user,
-            pipe: !options.pty,
-        };
+    async fn open(sandbox: &Sandbox, spec: PtySpec) -> Result<PtySession> {
+        let open = spec.to_open(sandbox.id());
         let (tx, rx) = mpsc::channel(REQUEST_QUEUE);
         tx.send(proto::PtyRequest { request: Some(Req::Open(open)) })
             .await
@@ -431,7 +388,7 @@ mod tests {
     #[test]
     fn pty_options_defaults() {
         let o = PtyOptions::default();
-        assert_eq!((o.rows, o.cols, o.pty), (24, 80, true));
+        assert_eq!((o.rows, o.cols, o.mode), (24, 80, TerminalMode::Pty));
         assert_eq!(PtyOptions::command("ls").command.as_deref(), Some("ls"));
     }
 

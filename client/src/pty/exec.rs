@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Pty, PtyOptions, PtySession, CLOSE_WAIT};
+use super::{Pty, PtySession, PtySpec, CLOSE_WAIT};
 use crate::error::{ClientError, Result};
 use crate::sandbox::DEFAULT_EXEC_TIMEOUT_S;
 use sandboxd_proto::contract::{ExecErrorType, ExecResult};
@@ -102,7 +102,7 @@ impl Pty<'_> {
         let session = match state.oldest_live() {
             Some(session) => session,
             None => {
-                let session = PtySession::open(self.sandbox, PtyOptions::default()).await?;
+                let session = PtySession::open(self.sandbox, PtySpec::default()).await?;
                 if let Err(result) = prepare_default_shell(&session, deadline).await {
                     session.close().await.ok();
                     return result;
@@ -126,10 +126,10 @@ impl Pty<'_> {
         deadline: Option<Instant>,
     ) -> Result<ExecResult> {
         let command = if command.trim().is_empty() { ":" } else { command };
-        let open = PtyOptions {
+        let open = PtySpec {
             command: Some(format!("{{ {command}\n}} </dev/null")),
             cwd: options.cwd,
-            env: options.env,
+            env: options.env.into_iter().collect(),
             user: options.user,
             ..Default::default()
         };
