@@ -8,20 +8,8 @@ use serde::Deserialize;
 
 use crate::error::ProviderError;
 
-/// Lifecycle state of a sandbox.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SandboxStatus {
-    Starting,
-    Running,
-    /// Frozen: exec and terminals are refused until it resumes.
-    Paused,
-    Stopped,
-    Error,
-    Unknown,
-}
-
 pub use sandboxd_proto::contract::{
-    ExecErrorType, ExecResult, ExecUsage, PtySpec, SandboxDescriptor, Signal, TerminalMode,
+    ExecErrorType, ExecResult, ExecUsage, PtySpec, SandboxDescriptor, SandboxStatus, Signal, TerminalMode,
     SANDBOX_RUNTIME_RETURN_CODE,
 };
 
