@@ -315,7 +315,7 @@ impl SandboxService for SandboxApi {
     ) -> Result<Response<pb::StatusResponse>, Status> {
         let id = SandboxId::parse("sandbox_id", &request.get_ref().sandbox_id)?;
         let status = self.backend().status(&id).await?;
-        Ok(Response::new(pb::StatusResponse { status: convert::status(status) as i32 }))
+        Ok(Response::new(pb::StatusResponse { status: status.to_wire() as i32 }))
     }
 
     #[tracing::instrument(name = "rpc", skip_all, fields(rpc = "Endpoint", sandbox_id = %request.get_ref().sandbox_id))]
