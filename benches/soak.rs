@@ -97,6 +97,10 @@ const SWEEP_S: f64 = 2.0;
 const CREATE_TIMEOUT_S: f64 = 30.0;
 /// RSS and fds may end this much above the baseline.
 const FOOTPRINT_SLACK: f64 = 0.10;
+/// Idle time at a hold before the footprint is read: the server gives freed memory back to
+/// the kernel after a sweep, at most every 5 s (`sandboxd::memory`), so both readings are of
+/// an idle, trimmed server.
+const SETTLE: Duration = Duration::from_secs(8);
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -300,7 +304,7 @@ impl Driver {
 
         // Baseline: everyone holds one idle sandbox.
         let held = self.hold()?;
-        std::thread::sleep(Duration::from_secs(3));
+        std::thread::sleep(SETTLE);
         let base = self.server.footprint();
         self.check_strays(&held);
         let _ = std::fs::remove_file(self.hold_file());
@@ -312,7 +316,7 @@ impl Driver {
         self.thaw_all();
         let held = self.hold()?;
         let leaks = self.wait_orphans(&held);
-        std::thread::sleep(Duration::from_secs(3));
+        std::thread::sleep(SETTLE);
         let end = self.server.footprint();
         let strays = self.check_strays(&held);
         let docker_clients = self.check_docker_children(held.len());
@@ -400,7 +404,7 @@ impl Driver {
                 rebaseline_at = None;
                 self.thaw_all();
                 if self.hold().is_ok() {
-                    std::thread::sleep(Duration::from_secs(3));
+                    std::thread::sleep(SETTLE);
                     let after_restart = self.server.footprint();
                     eprintln!(
                         "soak: baseline after the last restart: rss {} KiB, {} fds",
