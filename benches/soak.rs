@@ -101,6 +101,8 @@ const FOOTPRINT_SLACK: f64 = 0.10;
 /// the kernel after a sweep, at most every 5 s (`sandboxd::memory`), so both readings are of
 /// an idle, trimmed server.
 const SETTLE: Duration = Duration::from_secs(8);
+/// A `docker` process under the server that lives this long at a hold is left behind.
+const LINGER: Duration = Duration::from_secs(10);
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -548,11 +550,16 @@ impl Driver {
 
     fn check_docker_children(&mut self, held: usize) -> usize {
         // `docker events` is the server's one status stream; agent channels serve held sandboxes.
+        // The sweep's `docker ps` and other short commands come and go: only a process seen
+        // again (same pid) `LINGER` later counts.
+        let first = self.server.docker_children();
+        std::thread::sleep(LINGER);
         let children: Vec<String> = self
             .server
             .docker_children()
             .into_iter()
-            .map(|a| a.split_once(' ').map_or(a.clone(), |(_, rest)| format!("docker {rest}")))
+            .filter(|child| first.contains(child))
+            .map(|(_, a)| a.split_once(' ').map_or(a.clone(), |(_, rest)| format!("docker {rest}")))
             .collect();
         let agents = children.iter().filter(|a| a.contains("agent")).count();
         let unexpected: Vec<_> = children
