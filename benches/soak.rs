@@ -140,6 +140,8 @@ struct Driver {
     events: mpsc::Receiver<(u64, Event)>,
     events_tx: mpsc::Sender<(u64, Event)>,
     held: BTreeMap<u64, Vec<Option<String>>>,
+    /// The number of the current (or last) hold; workers report each number once.
+    hold_number: u64,
     totals: Totals,
     rng: fastrand::Rng,
     seed: u64,
@@ -204,6 +206,7 @@ impl Driver {
             events,
             events_tx,
             held: BTreeMap::new(),
+            hold_number: 0,
             totals: Totals::default(),
             rng: fastrand::Rng::with_seed(seed),
             seed,
@@ -262,8 +265,10 @@ impl Driver {
     /// Folds in what the clients reported, and notices clients that exited.
     fn drain(&mut self) {
         while let Ok((id, event)) = self.events.try_recv() {
-            if let Event::Held { sandbox } = &event {
-                self.held.entry(id).or_default().push(sandbox.clone());
+            if let Event::Held { hold, sandbox } = &event {
+                if *hold == self.hold_number {
+                    self.held.entry(id).or_default().push(sandbox.clone());
+                }
             }
             self.totals.record(&event);
         }
@@ -478,8 +483,14 @@ impl Driver {
 
     /// Asks every client to hold; waits until every worker reported; the held sandboxes.
     fn hold(&mut self) -> Result<BTreeSet<String>, String> {
+        self.drain();
         self.held.clear();
-        std::fs::write(self.hold_file(), b"").map_err(|e| e.to_string())?;
+        // A new number each time, written whole (rename): a worker still in the previous hold
+        // (it did not look between its end and this one) reports again.
+        self.hold_number += 1;
+        let next = self.dir.path().join("hold.next");
+        std::fs::write(&next, self.hold_number.to_string()).map_err(|e| e.to_string())?;
+        std::fs::rename(&next, self.hold_file()).map_err(|e| e.to_string())?;
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             self.sleep(Duration::from_millis(200));
