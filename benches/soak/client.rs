@@ -474,10 +474,21 @@ impl Worker {
         self.ctx.emit(Event::Call { op: op.into(), outcome, overrun_ms: 0 });
     }
 
-    /// At the driver's hold: keep (or get) a sandbox, report it, keep its lease, wait.
+    /// At the driver's hold: keep (or get) a sandbox, run one command in it, report it, keep
+    /// its lease, wait. The command makes every held sandbox alike at every hold (its exec
+    /// agent's channel open, as after any exec): the server's fd count then compares.
     async fn hold(&mut self, hold: u64) {
-        if self.sandbox.is_none() && !self.ctx.stopping() {
-            self.create().await;
+        for _ in 0..3 {
+            if self.sandbox.is_none() && !self.ctx.stopping() {
+                self.create().await;
+            }
+            if self.sandbox.is_none() {
+                break;
+            }
+            self.exec_echo().await;
+            if self.sandbox.is_some() {
+                break;
+            }
         }
         self.ctx.emit(Event::Held { hold, sandbox: self.sandbox.as_ref().map(|h| h.id.clone()) });
         // Until this hold ends, or a new one starts (reported anew, even if the driver ended
