@@ -126,8 +126,13 @@ fn options(args: &Args) -> Result<ServeOptions, String> {
     })
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // Before the runtime starts its threads: glibc fixes the arena bound when one first needs it.
+    sandboxd::memory::limit_arenas();
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime").block_on(run())
+}
+
+async fn run() -> ExitCode {
     let args = Args::parse();
     init_tracing(args.log_format);
     let options = match options(&args) {

@@ -289,6 +289,8 @@ async fn sweep_forever(
             }
             Err(e) => tracing::warn!(error = %e, "sweep failed; retrying at the next interval"),
         }
+        // What the calls since the last sweep freed goes back to the kernel (see `memory`).
+        crate::memory::trim_if_due();
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             () = lifecycle.lease_moved() => {}
