@@ -1078,3 +1078,81 @@ async fn a_docker_daemon_that_dies_mid_exec_or_mid_create_gets_clear_answers_and
     assert_eq!(out.into_inner().stdout, b"back\n");
     raw.close(proto::CloseRequest { sandbox_id: again }).await.unwrap();
 }
+
+// ----- env values off host command lines (docker engine) -------------------------------------
+
+/// Every process command line on the host holding `needle` (any host user can read them).
+fn command_lines_holding(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if let Ok(raw) = std::fs::read(entry.path().join("cmdline")) {
+            let line = String::from_utf8_lossy(&raw).replace('\0', " ");
+            if line.contains(needle) {
+                found.push(line);
+            }
+        }
+    }
+    found
+}
+
+/// Issue 9: on the `docker` engine, env values never appear on a docker client's command line
+/// (`/proc/<pid>/cmdline`), while they still reach the container and the command; a key that
+/// would configure the docker client itself (`DOCKER_HOST`, `PATH`) reaches the container but
+/// never redirects the client (a client pointed at `tcp://127.0.0.1:1` could not run at all).
+#[tokio::test(flavor = "multi_thread")]
+async fn env_values_stay_off_docker_command_lines_and_still_reach_the_command() {
+    let label = TestLabel::new();
+    let config = serde_json::json!({"docker": {"exec": {"engine": "docker"}}});
+    let server = Server::start(&label, config, &[]);
+    let mut raw = server.raw().await;
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let secret = format!("sekrit{}x{nanos}", std::process::id());
+    // A watcher reads every command line on the host while the calls run.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (stop, secret) = (stop.clone(), secret.clone());
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                seen.extend(command_lines_holding(&secret));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            seen
+        })
+    };
+    let spec = proto::SandboxSpec {
+        env: [
+            ("TOKEN".to_string(), format!("{secret}-create")),
+            ("DOCKER_HOST".to_string(), "tcp://127.0.0.1:1".to_string()),
+        ]
+        .into(),
+        ..busybox()
+    };
+    let id = create_id(&mut raw, spec).await;
+    let result = raw
+        .exec(proto::ExecRequest {
+            sandbox_id: id.clone(),
+            // Slow enough for the watcher to see the docker client's command line.
+            command: r#"sleep 2; echo "$TOKEN|$EXEC_TOKEN|$DOCKER_HOST|$PATH|${SANDBOXD_ENV_PATH-unset}""#
+                .into(),
+            env: [
+                ("EXEC_TOKEN".to_string(), format!("{secret}-exec")),
+                ("PATH".to_string(), "/bin:/sbin:/usr/bin:/opt/sekrit-path".to_string()),
+            ]
+            .into(),
+            ..Default::default()
+        })
+        .await
+        .expect("exec")
+        .into_inner();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let seen = watcher.join().unwrap();
+    assert_eq!(result.return_code, 0, "{result:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&result.stdout).trim(),
+        format!("{secret}-create|{secret}-exec|tcp://127.0.0.1:1|/bin:/sbin:/usr/bin:/opt/sekrit-path|unset"),
+    );
+    assert!(seen.is_empty(), "env values on host command lines: {seen:?}");
+    assert!(!server.logs().contains(&secret), "an env value in the server's log");
+    raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+}

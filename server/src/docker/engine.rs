@@ -104,13 +104,14 @@ impl ExecEngine for DockerExecEngine {
             tty: false,
             last_env: None,
         };
+        let (env, prefix) = argv::exec_env(&params.env);
         let args = argv::exec_args(
             &self.config.exec,
             target.name,
             &opts,
-            &argv::shell_command(target.shell, command),
+            &argv::shell_command(target.shell, &format!("{prefix}{command}")),
         );
-        let mut child = match self.cli.spawn(&args, params.stdin.is_some(), true).await {
+        let mut child = match self.cli.with_env(env).spawn(&args, params.stdin.is_some(), true).await {
             Ok(child) => child,
             Err(e) => return ExecStream::finished(ExecResult::failed(ExecErrorType::Sandbox, e.to_string())),
         };

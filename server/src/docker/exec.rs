@@ -70,6 +70,7 @@ fn check_exec(command: &str, params: &ExecParams) -> Result<Option<String>> {
         validate_abs_path("cwd", cwd)?;
     }
     validate_env("env", &params.env)?;
+    argv::check_docker_env(&params.env, false).map_err(|m| ProviderError::invalid("env", m))?;
     let user = params.user.as_deref().map(|u| normalize_user("user", u)).transpose()?;
     if params.timeout.is_some_and(|t| t.is_zero()) {
         return Err(ProviderError::invalid("timeout_s", "must be > 0"));
@@ -96,7 +97,10 @@ pub(crate) async fn docker_exec(
         tty: false,
         last_env: None,
     };
-    let args = argv::exec_args(&config.exec, name, &opts, &argv::shell_command(shell, command));
+    let (env, prefix) = argv::exec_env(&params.env);
+    let command = format!("{prefix}{command}");
+    let args = argv::exec_args(&config.exec, name, &opts, &argv::shell_command(shell, &command));
+    let cli = &cli.with_env(env);
     let timeout = params.timeout.or(config.exec.default_timeout_s.map(Duration::from_secs_f64));
     let limit = usize::try_from(config.exec.max_output_bytes).unwrap_or(usize::MAX);
     match cli.run_limited(&args, timeout, params.stdin.as_deref(), limit).await {
