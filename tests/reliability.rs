@@ -655,11 +655,22 @@ fn chunk(bytes: Vec<u8>) -> proto::UploadRequest {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn stalled_transfers_never_freeze_control_calls_creates_or_other_transfers() {
+    // The docker subprocess pools: the `docker exec` engine uses them for every exec and
+    // transfer.
+    stalled_transfers_on("docker").await;
+}
+
+/// The default engine (the agent: uploads go through its channel, large downloads through
+/// `docker cp`): a stalled upload must end as DEADLINE_EXCEEDED there too (it was INTERNAL).
+#[tokio::test(flavor = "multi_thread")]
+async fn stalled_transfers_never_freeze_anything_on_the_default_engine() {
+    stalled_transfers_on("agent").await;
+}
+
+async fn stalled_transfers_on(engine: &str) {
     let label = TestLabel::new();
-    // The docker subprocess pools are what is under test: the `docker exec` engine uses them
-    // for every exec and transfer (the agent engine bypasses them).
     let config = serde_json::json!({
-        "docker": {"exec": {"engine": "docker", "concurrency": 2, "transfer_concurrency": 2}},
+        "docker": {"exec": {"engine": engine, "concurrency": 2, "transfer_concurrency": 2}},
         "server": {"limits": {"transfer_idle_timeout_s": 3}},
     });
     let server = Server::start(&label, config, &[]);
