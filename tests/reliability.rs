@@ -1167,3 +1167,76 @@ async fn env_values_stay_off_docker_command_lines_and_still_reach_the_command() 
     assert!(!server.logs().contains(&secret), "an env value in the server's log");
     raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
 }
+
+// ----- bounded caches -------------------------------------------------------------------------
+
+/// Issue 9: the provider's per-sandbox caches (handles, agent channels, terminal sessions) and
+/// the set of sandboxes this process created come back down when sandboxes end, whether they
+/// were closed through this process or removed from outside (`docker rm -f`), and terminal
+/// sessions that ended leave no entry behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn per_sandbox_caches_shrink_when_sandboxes_end_however_they_end() {
+    use sandboxd::backend::SandboxBackend;
+    use sandboxd::lifecycle::{LeaseOptions, Lifecycle};
+    let label = TestLabel::new();
+    let provider = std::sync::Arc::new(common::provider(&label));
+    let state = tempfile::tempdir().unwrap();
+    let lifecycle = std::sync::Arc::new(Lifecycle::new(
+        provider.clone(),
+        LeaseOptions {
+            policy: sandboxd::lease::LeasePolicy::default(),
+            store: sandboxd::lease::LeaseStore::open(state.path()).unwrap(),
+            create_timeout: Duration::from_secs(300),
+        },
+    ));
+    let mut handles = Vec::new();
+    for _ in 0..6 {
+        let spec = sandboxd::spec::SandboxSpec::new(BUSYBOX);
+        let handle = lifecycle.create(spec, None).await.expect("create");
+        let ran = provider.exec(&handle, "echo hi", &Default::default()).await.unwrap();
+        assert_eq!(ran.return_code, 0);
+        handles.push(handle);
+    }
+    // A terminal session that ends by itself.
+    let pty = sandboxd::spec::PtySpec {
+        command: Some("true".into()),
+        mode: sandboxd::pty::TerminalMode::Pipe,
+        ..Default::default()
+    };
+    let session = provider.open_terminal(&handles[0], &pty).await.unwrap();
+    session.wait_exit(Some(Duration::from_secs(30))).await.unwrap();
+    session.close().await.unwrap();
+    drop(session);
+    let full = provider.cache_sizes();
+    assert_eq!(full.handles, 6, "{full:?}");
+    assert_eq!(lifecycle.created_count(), 6);
+
+    // Half closed through this process, half removed from outside.
+    for handle in &handles[..3] {
+        lifecycle.close(&handle.id()).await.unwrap();
+    }
+    for handle in &handles[3..] {
+        assert!(common::docker(&["rm", "-f", &handle.sandbox_id]).status.success());
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        lifecycle.sweep().await.expect("sweep");
+        let sizes = provider.cache_sizes();
+        let settled = sizes.handles == 0
+            && sizes.agent_channels == 0
+            && sizes.without_agent == 0
+            && sizes.pty_sandboxes == 0
+            && sizes.pty_sessions == 0
+            && lifecycle.created_count() == 0;
+        if settled {
+            assert!(sizes.closed <= 3, "only what this process closed is remembered: {sizes:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "caches never came back down: {sizes:?}, created {}",
+            lifecycle.created_count()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
