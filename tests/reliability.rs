@@ -1240,3 +1240,73 @@ async fn per_sandbox_caches_shrink_when_sandboxes_end_however_they_end() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
+
+// ----- calls in flight per connection ---------------------------------------------------------
+
+/// Issue 9, item 4: past `server.limits.max_streams_per_connection` calls in flight on one
+/// connection, a call is RESOURCE_EXHAUSTED naming the limit (it neither waits nor hangs);
+/// other connections are unaffected, and a call that ends gives its place back.
+#[tokio::test(flavor = "multi_thread")]
+async fn calls_past_the_per_connection_limit_are_resource_exhausted() {
+    let label = TestLabel::new();
+    let config = serde_json::json!({"server": {"limits": {"max_streams_per_connection": 2}}});
+    let server = Server::start(&label, config, &[]);
+    let mut setup = server.raw().await;
+    let id = create_id(&mut setup, busybox()).await;
+
+    let mut raw = server.raw().await; // one connection
+    let open = || proto::PtyRequest {
+        request: Some(proto::pty_request::Request::Open(proto::PtyOpen {
+            sandbox_id: id.clone(),
+            command: Some("cat".into()),
+            pipe: true,
+            ..Default::default()
+        })),
+    };
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.send(open()).await.unwrap();
+        let mut stream = raw.pty(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+        assert!(matches!(
+            stream.message().await.unwrap().unwrap().response,
+            Some(proto::pty_response::Response::Opened(_))
+        ));
+        held.push((tx, stream));
+    }
+    let third = tokio::time::timeout(
+        Duration::from_secs(30),
+        raw.status(proto::StatusRequest { sandbox_id: id.clone() }),
+    )
+    .await
+    .expect("a call past the limit must be answered, not queued");
+    let err = third.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("server.limits.max_streams_per_connection"), "{}", err.message());
+    // Another connection is not limited by this one's calls.
+    setup.status(proto::StatusRequest { sandbox_id: id.clone() }).await.expect("another connection");
+
+    // One session ends: its place is given back.
+    let (tx, mut stream) = held.pop().unwrap();
+    tx.send(proto::PtyRequest { request: Some(proto::pty_request::Request::Close(proto::PtyClose {})) })
+        .await
+        .unwrap();
+    while let Ok(Some(_)) = stream.message().await {}
+    drop((tx, stream));
+    let mut answered = false;
+    for _ in 0..50 {
+        match raw.status(proto::StatusRequest { sandbox_id: id.clone() }).await {
+            Ok(_) => {
+                answered = true;
+                break;
+            }
+            Err(e) if e.code() == Code::ResourceExhausted => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    assert!(answered, "the place of an ended call was never given back");
+    drop(held);
+    setup.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+}

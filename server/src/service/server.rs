@@ -231,8 +231,13 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         .max_frame_size(Some(1 << 20))
         .http2_keepalive_interval(Some(HTTP2_KEEPALIVE_INTERVAL))
         .http2_keepalive_timeout(Some(HTTP2_KEEPALIVE_TIMEOUT))
-        .max_concurrent_streams(Some(options.config.server.limits.max_streams_per_connection))
+        .max_concurrent_streams(Some(super::stream_limit::StreamLimitLayer::http2_cap(
+            options.config.server.limits.max_streams_per_connection,
+        )))
         .layer(crate::metrics::RpcLayer)
+        .layer(super::stream_limit::StreamLimitLayer::new(
+            options.config.server.limits.max_streams_per_connection,
+        ))
         .add_service(health)
         .add_service(InterceptedService::new(sandbox, intercept.clone()))
         .add_service(InterceptedService::new(reflection_v1, intercept.clone()))
