@@ -844,6 +844,17 @@ async fn client_limits_answer_resource_exhausted_or_deadline_exceeded() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn cancelling_a_pty_whose_input_write_is_blocked_ends_its_program() {
+    pty_with_a_blocked_write_ends(false).await;
+}
+
+/// The caller half-closes its request stream (and keeps reading) while the server's input
+/// write is blocked: the session ends, its program too, and the response stream ends.
+#[tokio::test(flavor = "multi_thread")]
+async fn half_closing_a_pty_whose_input_write_is_blocked_ends_its_program() {
+    pty_with_a_blocked_write_ends(true).await;
+}
+
+async fn pty_with_a_blocked_write_ends(half_close: bool) {
     let label = TestLabel::new();
     let server = Server::start(&label, serde_json::json!({}), &[]);
     let mut raw = server.raw().await;
@@ -877,9 +888,18 @@ async fn cancelling_a_pty_whose_input_write_is_blocked_ends_its_program() {
     };
     eventually(Duration::from_secs(20), "the session's program never started", || running(&id)).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    drop(stream); // the caller cancels
-    drop(tx);
-    eventually(Duration::from_secs(30), "the cancelled session's program still runs", || !running(&id)).await;
+    if half_close {
+        drop(tx);
+        let drained = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Ok(Some(_)) = stream.message().await {}
+        })
+        .await;
+        assert!(drained.is_ok(), "the response stream never ended after the half-close");
+    } else {
+        drop(stream); // the caller cancels
+        drop(tx);
+    }
+    eventually(Duration::from_secs(30), "the ended session's program still runs", || !running(&id)).await;
     raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
 }
 
