@@ -1330,3 +1330,87 @@ async fn calls_past_the_per_connection_limit_are_resource_exhausted() {
     drop(held);
     setup.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
 }
+
+// ----- first messages and vanished clients -----------------------------------------------------
+
+/// Issue 9, item 4: an `Upload` or `Pty` whose caller opens the stream and sends nothing is
+/// answered DEADLINE_EXCEEDED, naming the limit, within `server.limits.first_message_timeout_s`
+/// (a generous bound proves "no hang"), and gives back what it held: with one connection allowed
+/// two calls in flight, both silent calls end and two new calls run on that connection.
+#[tokio::test(flavor = "multi_thread")]
+async fn silent_upload_and_pty_streams_end_at_the_first_message_timeout_and_free_their_places() {
+    let label = TestLabel::new();
+    let config = serde_json::json!({"server": {"limits": {
+        "first_message_timeout_s": 2,
+        "max_streams_per_connection": 2,
+    }}});
+    let server = Server::start(&label, config, &[]);
+    let mut setup = server.raw().await;
+    let id = create_id(&mut setup, busybox()).await;
+    let raw = server.raw().await;
+    let (upload_tx, upload_rx) = tokio::sync::mpsc::channel::<proto::UploadRequest>(1);
+    let (pty_tx, pty_rx) = tokio::sync::mpsc::channel::<proto::PtyRequest>(1);
+    let (mut a, mut b) = (raw.clone(), raw.clone());
+    let started = Instant::now();
+    let upload =
+        tokio::spawn(async move { a.upload(tokio_stream::wrappers::ReceiverStream::new(upload_rx)).await });
+    let pty = tokio::spawn(async move { b.pty(tokio_stream::wrappers::ReceiverStream::new(pty_rx)).await });
+    let upload = tokio::time::timeout(Duration::from_secs(60), upload).await.expect("a silent upload hung");
+    let err = upload.unwrap().unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert!(err.message().contains("first_message_timeout_s"), "{}", err.message());
+    let pty = tokio::time::timeout(Duration::from_secs(60), pty).await.expect("a silent pty hung");
+    let err = pty.unwrap().err().expect("a silent pty must fail");
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert!(err.message().contains("first_message_timeout_s"), "{}", err.message());
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "answered before the timeout: {:?}",
+        started.elapsed()
+    );
+    // The senders are still open: only the server's timeout ended the calls. Their places on
+    // the connection are free again.
+    let (mut c, mut d) = (raw.clone(), raw.clone());
+    let req = || proto::StatusRequest { sandbox_id: id.clone() };
+    let (first, second) = tokio::join!(c.status(req()), d.status(req()));
+    first.expect("a place freed by the silent upload");
+    second.expect("a place freed by the silent pty");
+    drop((upload_tx, pty_tx));
+    setup.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+}
+
+/// Issue 9, item 4: a client that stops answering without closing its connection (SIGSTOP
+/// here, like a host that vanished) is dropped by the server's HTTP/2 keepalive, and what its
+/// call held is released: its `ExecStream`'s command is stopped. Short keepalive values come
+/// from the config (`server.limits.keepalive_interval_s` / `keepalive_timeout_s`).
+#[tokio::test(flavor = "multi_thread")]
+async fn http2_keepalive_releases_a_frozen_client() {
+    let label = TestLabel::new();
+    let config = serde_json::json!({"server": {"limits": {
+        "keepalive_interval_s": 1,
+        "keepalive_timeout_s": 1,
+    }}});
+    let server = Server::start(&label, config, &[]);
+    let mut raw = server.raw().await;
+    let id = create_id(&mut raw, busybox()).await;
+    let mut client = Command::new(common::ctl::ctl_binary())
+        // No timeout of its own within the test: only the keepalive can end it.
+        .args(["--addr", &server.addr, "exec", &id, "--timeout", "10m", "--", "sleep 4321"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let running = |id: &str| {
+        let out = common::docker(&["exec", id, "ps", "-o", "args"]);
+        String::from_utf8_lossy(&out.stdout).lines().any(|l| l.contains("sleep 4321"))
+    };
+    eventually(Duration::from_secs(60), "the client's command never started", || running(&id)).await;
+    let pid = nix::unistd::Pid::from_raw(client.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    eventually(Duration::from_secs(45), "a frozen client's call still holds its command", || !running(&id))
+        .await;
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+    let _ = client.wait();
+    raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+}

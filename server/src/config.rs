@@ -410,6 +410,11 @@ pub struct Limits {
     /// Seconds a transfer may stall (an upload whose client sends nothing, a download whose
     /// client reads nothing) before it fails and gives back its transfer permit.
     pub transfer_idle_timeout_s: f64,
+    /// Seconds between the HTTP/2 pings the server sends on a connection.
+    pub keepalive_interval_s: f64,
+    /// Seconds a ping may go unanswered before the connection (a client whose host vanished,
+    /// or a frozen client) is dropped and what its calls held is released.
+    pub keepalive_timeout_s: f64,
 }
 
 impl Default for Limits {
@@ -421,6 +426,8 @@ impl Default for Limits {
             max_upload_spool_bytes: 4 << 30,
             first_message_timeout_s: 30.0,
             transfer_idle_timeout_s: 60.0,
+            keepalive_interval_s: 30.0,
+            keepalive_timeout_s: 20.0,
         }
     }
 }
@@ -442,6 +449,8 @@ impl Limits {
         for (field, t) in [
             ("server.limits.first_message_timeout_s", self.first_message_timeout_s),
             ("server.limits.transfer_idle_timeout_s", self.transfer_idle_timeout_s),
+            ("server.limits.keepalive_interval_s", self.keepalive_interval_s),
+            ("server.limits.keepalive_timeout_s", self.keepalive_timeout_s),
         ] {
             if !(t > 0.0 && t <= MAX_CLIENT_SECONDS) {
                 return Err(ConfigError::new(
