@@ -81,11 +81,10 @@ pub enum ServeError {
     StateDir { dir: PathBuf, source: std::io::Error },
 }
 
-/// HTTP/2 pings every 30 s, answered within 20 s, and TCP keepalive after 30 s idle (then 3
-/// probes 10 s apart): a client whose host vanished without a FIN is dropped within about a
-/// minute, and what its calls held is released.
-const HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
-const HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+/// HTTP/2 pings every `server.limits.keepalive_interval_s` (30 s), answered within
+/// `keepalive_timeout_s` (20 s), and TCP keepalive after 30 s idle (then 3 probes 10 s apart): a
+/// client whose host vanished without a FIN is dropped within about a minute, and what its
+/// calls held is released.
 const TCP_KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
 const TCP_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 const TCP_KEEPALIVE_RETRIES: u32 = 3;
@@ -229,10 +228,15 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         .initial_connection_window_size(Some(16 << 20))
         // 16 KiB frames cost a frame header and a wakeup per 16 KiB of file content.
         .max_frame_size(Some(1 << 20))
-        .http2_keepalive_interval(Some(HTTP2_KEEPALIVE_INTERVAL))
-        .http2_keepalive_timeout(Some(HTTP2_KEEPALIVE_TIMEOUT))
-        .max_concurrent_streams(Some(options.config.server.limits.max_streams_per_connection))
+        .http2_keepalive_interval(Some(options.config.server.limits.keepalive_interval))
+        .http2_keepalive_timeout(Some(options.config.server.limits.keepalive_timeout))
+        .max_concurrent_streams(Some(super::stream_limit::StreamLimitLayer::http2_cap(
+            options.config.server.limits.max_streams_per_connection,
+        )))
         .layer(crate::metrics::RpcLayer)
+        .layer(super::stream_limit::StreamLimitLayer::new(
+            options.config.server.limits.max_streams_per_connection,
+        ))
         .add_service(health)
         .add_service(InterceptedService::new(sandbox, intercept.clone()))
         .add_service(InterceptedService::new(reflection_v1, intercept.clone()))
