@@ -1379,7 +1379,7 @@ async fn silent_upload_and_pty_streams_end_at_the_first_message_timeout_and_free
     assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
     assert!(err.message().contains("first_message_timeout_s"), "{}", err.message());
     let pty = tokio::time::timeout(Duration::from_secs(60), pty).await.expect("a silent pty hung");
-    let err = pty.unwrap().err().expect("a silent pty must fail");
+    let err = pty.unwrap().expect_err("a silent pty must fail");
     assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
     assert!(err.message().contains("first_message_timeout_s"), "{}", err.message());
     assert!(
