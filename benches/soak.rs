@@ -315,7 +315,13 @@ impl Driver {
         let base = self.server.footprint();
         self.check_strays(&held);
         let _ = std::fs::remove_file(self.hold_file());
-        eprintln!("soak: baseline rss {} KiB, {} fds, {} sandboxes held", base.0, base.1, held.len());
+        eprintln!(
+            "soak: baseline rss {} KiB, {} fds, {} sandboxes held; {}",
+            base.0,
+            base.1,
+            held.len(),
+            self.server.footprint_detail()
+        );
 
         let base = self.faults().unwrap_or(base);
 
@@ -325,6 +331,13 @@ impl Driver {
         let leaks = self.wait_orphans(&held);
         std::thread::sleep(SETTLE);
         let end = self.server.footprint();
+        eprintln!(
+            "soak: end rss {} KiB, {} fds, {} sandboxes held; {}",
+            end.0,
+            end.1,
+            held.len(),
+            self.server.footprint_detail()
+        );
         let strays = self.check_strays(&held);
         let docker_clients = self.check_docker_children(held.len());
         self.check_footprint(base, end);
@@ -414,8 +427,10 @@ impl Driver {
                     std::thread::sleep(SETTLE);
                     let after_restart = self.server.footprint();
                     eprintln!(
-                        "soak: baseline after the last restart: rss {} KiB, {} fds",
-                        after_restart.0, after_restart.1
+                        "soak: baseline after the last restart: rss {} KiB, {} fds; {}",
+                        after_restart.0,
+                        after_restart.1,
+                        self.server.footprint_detail()
                     );
                     base = Some(after_restart);
                 }

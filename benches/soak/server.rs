@@ -1,6 +1,7 @@
 //! The release server as a separate process: started on a fixed port, SIGKILLed and started
 //! again on the same port, measured through `/proc` (RSS, fds, its `docker` children).
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -114,6 +115,39 @@ impl ServerProcess {
             .unwrap_or(0);
         let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0);
         (rss, fds)
+    }
+
+    /// What the open fds are (`pipe=…,pidfd=…,socket=…`) and what the `docker` children run
+    /// (`events`, `agent`, or their first argument): printed beside each footprint reading.
+    pub fn footprint_detail(&self) -> String {
+        let mut fds: BTreeMap<String, usize> = BTreeMap::new();
+        if let Ok(dir) = std::fs::read_dir(format!("/proc/{}/fd", self.pid())) {
+            for entry in dir.flatten() {
+                let target = std::fs::read_link(entry.path()).unwrap_or_default();
+                let target = target.to_string_lossy();
+                // `pipe:[123]` → pipe, `anon_inode:[pidfd]` → pidfd, a path stays a path.
+                let kind = match target.strip_prefix("anon_inode:") {
+                    Some(what) => what.trim_matches(['[', ']']),
+                    None => target.split(":[").next().unwrap_or("?"),
+                };
+                *fds.entry(kind.to_string()).or_default() += 1;
+            }
+        }
+        let mut children: BTreeMap<String, usize> = BTreeMap::new();
+        for (_, args) in self.docker_children() {
+            let kind = if args.contains(" events") {
+                "events"
+            } else if args.contains("agent") {
+                "agent"
+            } else {
+                args.split(' ').nth(1).unwrap_or("?")
+            };
+            *children.entry(kind.to_string()).or_default() += 1;
+        }
+        let list = |m: &BTreeMap<String, usize>| {
+            m.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+        };
+        format!("fds[{}] docker[{}]", list(&fds), list(&children))
     }
 
     /// Every `docker` process below the server: its pid and command line.
