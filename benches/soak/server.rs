@@ -103,8 +103,63 @@ impl ServerProcess {
         }
     }
 
+    /// The footprint at a quiet moment: up to 10 s for the server to have no `docker` child
+    /// but its long-lived ones (the events stream, agent channels), so a sweep's `docker ps` or
+    /// a removal in flight is not counted.
+    pub fn footprint(&self) -> Footprint {
+        for _ in 0..40 {
+            if self.docker_children().iter().all(|(_, args)| long_lived(args)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let (rss_kib, fds) = self.rss_and_fds();
+        Footprint { rss_kib, fds, channel_fds: self.channel_fds() }
+    }
+
+    /// The server's fds held for its long-lived docker children: the pipes it shares with
+    /// them and their pidfds. Their number follows the held sandboxes (one agent channel each
+    /// at most, opened on first use), not the server's history.
+    fn channel_fds(&self) -> usize {
+        let server = self.pid();
+        let children: Vec<u32> = self
+            .docker_children()
+            .into_iter()
+            .filter(|(_, args)| long_lived(args))
+            .map(|(pid, _)| pid)
+            .collect();
+        let pipes: std::collections::BTreeSet<String> = children
+            .iter()
+            .flat_map(|pid| {
+                (0..3).filter_map(move |fd| std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok())
+            })
+            .map(|t| t.to_string_lossy().into_owned())
+            .filter(|t| t.starts_with("pipe:"))
+            .collect();
+        let Ok(dir) = std::fs::read_dir(format!("/proc/{server}/fd")) else { return 0 };
+        dir.flatten()
+            .filter(|entry| {
+                let target = std::fs::read_link(entry.path()).unwrap_or_default();
+                let target = target.to_string_lossy();
+                if pipes.contains(target.as_ref()) {
+                    return true;
+                }
+                target == "anon_inode:[pidfd]"
+                    && std::fs::read_to_string(format!(
+                        "/proc/{server}/fdinfo/{}",
+                        entry.file_name().to_string_lossy()
+                    ))
+                    .ok()
+                    .and_then(|info| {
+                        info.lines().find_map(|l| l.strip_prefix("Pid:")).and_then(|p| p.trim().parse().ok())
+                    })
+                    .is_some_and(|pid: u32| children.contains(&pid))
+            })
+            .count()
+    }
+
     /// `VmRSS` in KiB and the number of open fds.
-    pub fn footprint(&self) -> (u64, usize) {
+    fn rss_and_fds(&self) -> (u64, usize) {
         let pid = self.pid();
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
         let rss = status
@@ -161,6 +216,21 @@ impl ServerProcess {
             .map(|(pid, args)| (pid, args.join(" ")))
             .collect()
     }
+}
+
+/// What `footprint` reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Footprint {
+    pub rss_kib: u64,
+    pub fds: usize,
+    /// Of `fds`, those held for the events stream and agent channels.
+    pub channel_fds: usize,
+}
+
+/// A `docker` child that lives as long as the server or a sandbox: the events stream or an
+/// agent channel.
+pub fn long_lived(args: &str) -> bool {
+    args.contains(" events ") || args.contains("/.sandboxd/agent")
 }
 
 impl Drop for ServerProcess {
