@@ -316,10 +316,10 @@ impl Driver {
         self.check_strays(&held);
         let _ = std::fs::remove_file(self.hold_file());
         eprintln!(
-            "soak: baseline rss {} KiB, {} fds ({} of agent channels), {} sandboxes held; {}",
+            "soak: baseline rss {} KiB, {} fds ({} for docker children), {} sandboxes held; {}",
             base.rss_kib,
             base.fds,
-            base.channel_fds,
+            base.child_fds,
             held.len(),
             self.server.footprint_detail()
         );
@@ -333,10 +333,10 @@ impl Driver {
         std::thread::sleep(SETTLE);
         let end = self.server.footprint();
         eprintln!(
-            "soak: end rss {} KiB, {} fds ({} of agent channels), {} sandboxes held; {}",
+            "soak: end rss {} KiB, {} fds ({} for docker children), {} sandboxes held; {}",
             end.rss_kib,
             end.fds,
-            end.channel_fds,
+            end.child_fds,
             held.len(),
             self.server.footprint_detail()
         );
@@ -429,10 +429,10 @@ impl Driver {
                     std::thread::sleep(SETTLE);
                     let after_restart = self.server.footprint();
                     eprintln!(
-                        "soak: baseline after the last restart: rss {} KiB, {} fds ({} of agent channels); {}",
+                        "soak: baseline after the last restart: rss {} KiB, {} fds ({} for docker children); {}",
                         after_restart.rss_kib,
                         after_restart.fds,
-                        after_restart.channel_fds,
+                        after_restart.child_fds,
                         self.server.footprint_detail()
                     );
                     base = Some(after_restart);
@@ -603,10 +603,12 @@ impl Driver {
         count
     }
 
-    /// RSS and fds at most 10% above the baseline. The fds of agent channels follow the held
-    /// sandboxes (a channel opens on a sandbox's first use, and a held sandbox may have none
-    /// yet), so the end's count is compared as if it had the baseline's channels; channels
-    /// themselves are bounded by `check_docker_children` (one per held sandbox at most).
+    /// RSS and fds at most 10% above the baseline. The fds held for docker children follow
+    /// what runs at that moment (an agent channel opens on a sandbox's first use and a held
+    /// sandbox may have none; a sweep's `docker ps` may be in flight), so the end's count is
+    /// compared as if it had the baseline's; the children themselves are
+    /// `check_docker_children`'s to judge (none that stays but the events stream and one agent
+    /// channel per held sandbox).
     fn check_footprint(&mut self, base: Footprint, end: Footprint) {
         let limit = |b: f64| (b * (1.0 + FOOTPRINT_SLACK)).ceil();
         if end.rss_kib as f64 > limit(base.rss_kib as f64) {
@@ -614,11 +616,11 @@ impl Driver {
                 .violations
                 .push(format!("server RSS {} KiB > baseline {} KiB + 10%", end.rss_kib, base.rss_kib));
         }
-        let end_fds = (end.fds + base.channel_fds).saturating_sub(end.channel_fds);
+        let end_fds = (end.fds + base.child_fds).saturating_sub(end.child_fds);
         if end_fds as f64 > limit(base.fds as f64) {
             self.totals.violations.push(format!(
-                "server fds {} ({} with the baseline's {} agent-channel fds instead of {}) > baseline {} + 10%",
-                end.fds, end_fds, base.channel_fds, end.channel_fds, base.fds
+                "server fds {} ({} with the baseline's {} fds for docker children instead of {}) > baseline {} + 10%",
+                end.fds, end_fds, base.child_fds, end.child_fds, base.fds
             ));
         }
     }

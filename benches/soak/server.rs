@@ -114,20 +114,16 @@ impl ServerProcess {
             std::thread::sleep(Duration::from_millis(250));
         }
         let (rss_kib, fds) = self.rss_and_fds();
-        Footprint { rss_kib, fds, channel_fds: self.channel_fds() }
+        Footprint { rss_kib, fds, child_fds: self.child_fds() }
     }
 
-    /// The server's fds held for its long-lived docker children: the pipes it shares with
-    /// them and their pidfds. Their number follows the held sandboxes (one agent channel each
-    /// at most, opened on first use), not the server's history.
-    fn channel_fds(&self) -> usize {
+    /// The server's fds held for its live `docker` children: the pipes it shares with them and
+    /// their pidfds. Their number follows what runs now (agent channels of the held sandboxes,
+    /// opened on first use; a sweep's `docker ps`), not the server's history; a child that
+    /// stays is `check_docker_children`'s to judge.
+    fn child_fds(&self) -> usize {
         let server = self.pid();
-        let children: Vec<u32> = self
-            .docker_children()
-            .into_iter()
-            .filter(|(_, args)| long_lived(args))
-            .map(|(pid, _)| pid)
-            .collect();
+        let children: Vec<u32> = self.docker_children().into_iter().map(|(pid, _)| pid).collect();
         let pipes: std::collections::BTreeSet<String> = children
             .iter()
             .flat_map(|pid| {
@@ -223,8 +219,8 @@ impl ServerProcess {
 pub struct Footprint {
     pub rss_kib: u64,
     pub fds: usize,
-    /// Of `fds`, those held for the events stream and agent channels.
-    pub channel_fds: usize,
+    /// Of `fds`, those held for live `docker` children (pipes, pidfds).
+    pub child_fds: usize,
 }
 
 /// A `docker` child that lives as long as the server or a sandbox: the events stream or an
