@@ -97,10 +97,9 @@ const SWEEP_S: f64 = 2.0;
 const CREATE_TIMEOUT_S: f64 = 30.0;
 /// RSS and fds may end this much above the baseline.
 const FOOTPRINT_SLACK: f64 = 0.10;
-/// Idle time at a hold before the footprint is read: the server gives freed memory back to
-/// the kernel after a sweep, at most every 5 s (`sandboxd::memory`), so both readings are of
-/// an idle, trimmed server.
-const SETTLE: Duration = Duration::from_secs(8);
+/// Idle time at a hold before the footprint is read (which then takes the lowest RSS over 8 s:
+/// the server gives freed memory back after a sweep, at most every 5 s, `sandboxd::memory`).
+const SETTLE: Duration = Duration::from_secs(3);
 /// A `docker` process under the server that lives this long at a hold is left behind.
 const LINGER: Duration = Duration::from_secs(10);
 

@@ -105,7 +105,7 @@ impl ServerProcess {
 
     /// The footprint at a quiet moment: up to 10 s for the server to have no `docker` child
     /// but its long-lived ones (the events stream, agent channels), so a sweep's `docker ps` or
-    /// a removal in flight is not counted.
+    /// a removal in flight is not counted; then RSS is the lowest of 8 s of readings.
     pub fn footprint(&self) -> Footprint {
         for _ in 0..40 {
             if self.docker_children().iter().all(|(_, args)| long_lived(args)) {
@@ -113,7 +113,15 @@ impl ServerProcess {
             }
             std::thread::sleep(Duration::from_millis(250));
         }
-        let (rss_kib, fds) = self.rss_and_fds();
+        // The server hands freed memory back after a sweep, at most every 5 s (so a trim comes
+        // 5-7 s after the last): the lowest RSS over 8 s is that of the idle server just
+        // trimmed, not of what a renewal or a sweep left since the last trim.
+        let mut rss_kib = u64::MAX;
+        for _ in 0..32 {
+            rss_kib = rss_kib.min(self.rss_and_fds().0);
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let fds = self.rss_and_fds().1;
         Footprint { rss_kib, fds, child_fds: self.child_fds() }
     }
 
@@ -198,7 +206,23 @@ impl ServerProcess {
         let list = |m: &BTreeMap<String, usize>| {
             m.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
         };
-        format!("fds[{}] docker[{}]", list(&fds), list(&children))
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        let kib = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.split_whitespace().next())
+                .unwrap_or("?")
+                .to_string()
+        };
+        format!(
+            "rss[anon={},file={},shmem={}] fds[{}] docker[{}]",
+            kib("RssAnon:"),
+            kib("RssFile:"),
+            kib("RssShmem:"),
+            list(&fds),
+            list(&children)
+        )
     }
 
     /// Every `docker` process below the server: its pid and command line.
