@@ -261,6 +261,14 @@ impl Driver {
         Ok(())
     }
 
+    /// A client in place of one that was killed or died; a client that cannot start is a
+    /// violation (the run goes on with fewer).
+    fn respawn(&mut self) {
+        if let Err(e) = self.spawn_client() {
+            self.totals.violations.push(format!("could not start a client: {e}"));
+        }
+    }
+
     /// Folds in what the clients reported, and notices clients that exited.
     fn drain(&mut self) {
         while let Ok((id, event)) = self.events.try_recv() {
@@ -450,19 +458,19 @@ impl Driver {
                     } else {
                         self.kill_client(*id);
                         self.totals.fault("client_sigkill_frozen");
-                        let _ = self.spawn_client();
+                        self.respawn();
                     }
                 }
             }
             let ids: Vec<u64> = self.clients.keys().copied().collect();
-            if self.rng.u32(0..10) == 0 {
+            if !ids.is_empty() && self.rng.u32(0..10) == 0 {
                 let id = ids[self.rng.usize(0..ids.len())];
                 self.kill_client(id);
                 self.totals.fault("client_sigkill");
-                let _ = self.spawn_client();
+                self.respawn();
             }
             let ids: Vec<u64> = self.clients.keys().copied().collect();
-            if self.rng.u32(0..10) == 0 {
+            if !ids.is_empty() && self.rng.u32(0..10) == 0 {
                 let id = ids[self.rng.usize(0..ids.len())];
                 if self.clients[&id].frozen_at.is_none() {
                     self.signal(id, Signal::SIGSTOP);
@@ -482,7 +490,7 @@ impl Driver {
                 if let Ok(Some(status)) = self.clients.get_mut(&id).unwrap().child.try_wait() {
                     self.clients.remove(&id);
                     self.totals.violations.push(format!("client {id} exited by itself: {status}"));
-                    let _ = self.spawn_client();
+                    self.respawn();
                 }
             }
         }
