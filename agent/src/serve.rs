@@ -20,6 +20,13 @@ use crate::users;
 /// How long output may keep arriving after the command exits (a background child holding the
 /// pipes open must not hold the result back; `docker exec` does not wait for it either).
 const OUTPUT_GRACE: Duration = Duration::from_millis(200);
+/// After the grace, how long a pump may take to forward what its pipe already held. Output
+/// written before the exit is never dropped for a late thread: on a loaded machine a pump may
+/// not have run at all within the grace (the soak saw `echo` answer 0 with no output).
+const DRAIN_WAIT: Duration = Duration::from_secs(2);
+/// At most this much is forwarded from a pipe once the grace ended (a background child may
+/// still be writing).
+const DRAIN_MAX: u64 = 1 << 20;
 
 /// The write end of the channel: whole frames, one writer at a time.
 #[derive(Clone)]
@@ -407,14 +414,19 @@ impl Agent {
             let wall = started.elapsed();
             let deadline = Instant::now() + OUTPUT_GRACE;
             let mut dropped = [0u64; 2];
+            let mut late = Vec::new();
             for (i, pump) in [out, err].into_iter().enumerate() {
                 let left = deadline.saturating_duration_since(Instant::now());
-                dropped[i] = pump.recv_timeout(left).unwrap_or_else(|_| {
-                    stop.store(true, Ordering::Relaxed);
-                    0
-                });
+                match pump.recv_timeout(left) {
+                    Ok(n) => dropped[i] = n,
+                    Err(_) => late.push((i, pump)),
+                }
             }
+            // Pumps still running forward what their pipe holds now, then stop.
             stop.store(true, Ordering::Relaxed);
+            for (i, pump) in late {
+                dropped[i] = pump.recv_timeout(DRAIN_WAIT).unwrap_or(0);
+            }
             credit.close();
             if let Ok(mut r) = agent.running.lock() {
                 r.remove(&id);
@@ -456,14 +468,20 @@ impl Agent {
             let mut buf = vec![0u8; 64 * 1024];
             let (mut kept, mut dropped) = (0u64, 0u64);
             let fd = pipe.as_raw_fd();
-            loop {
+            // Once `stop` is set: what is left to forward of what the pipe already holds.
+            let mut draining: Option<u64> = None;
+            while draining != Some(0) {
                 let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
                 // SAFETY: one valid pollfd.
-                let ready = unsafe { libc::poll(&mut pfd, 1, 50) };
-                if stop.load(Ordering::Relaxed) {
-                    break;
+                let ready = unsafe { libc::poll(&mut pfd, 1, if draining.is_some() { 0 } else { 50 }) };
+                if draining.is_none() && stop.load(Ordering::Relaxed) {
+                    draining = Some(DRAIN_MAX);
+                    continue;
                 }
                 if ready <= 0 {
+                    if draining.is_some() {
+                        break;
+                    }
                     continue;
                 }
                 let n = match pipe.read(&mut buf) {
@@ -472,6 +490,9 @@ impl Agent {
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                     Err(_) => break,
                 };
+                if let Some(left) = draining.as_mut() {
+                    *left = left.saturating_sub(n as u64);
+                }
                 let room = limit.saturating_sub(kept).min(n as u64) as usize;
                 dropped += (n - room) as u64;
                 if room == 0 {

@@ -1,6 +1,7 @@
 //! The release server as a separate process: started on a fixed port, SIGKILLed and started
 //! again on the same port, measured through `/proc` (RSS, fds, its `docker` children).
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -102,8 +103,67 @@ impl ServerProcess {
         }
     }
 
+    /// The footprint at a quiet moment: up to 10 s for the server to have no `docker` child
+    /// but its long-lived ones (the events stream, agent channels), so a sweep's `docker ps` or
+    /// a removal in flight is not counted; then RSS is the lowest of 8 s of readings.
+    pub fn footprint(&self) -> Footprint {
+        for _ in 0..40 {
+            if self.docker_children().iter().all(|(_, args)| long_lived(args)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        // The server hands freed memory back after a sweep, at most every 5 s (so a trim comes
+        // 5-7 s after the last): the lowest RSS over 8 s is that of the idle server just
+        // trimmed, not of what a renewal or a sweep left since the last trim.
+        let mut rss_kib = u64::MAX;
+        for _ in 0..32 {
+            rss_kib = rss_kib.min(self.rss_and_fds().0);
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let fds = self.rss_and_fds().1;
+        Footprint { rss_kib, fds, child_fds: self.child_fds() }
+    }
+
+    /// The server's fds held for its live `docker` children: the pipes it shares with them and
+    /// their pidfds. Their number follows what runs now (agent channels of the held sandboxes,
+    /// opened on first use; a sweep's `docker ps`), not the server's history; a child that
+    /// stays is `check_docker_children`'s to judge.
+    fn child_fds(&self) -> usize {
+        let server = self.pid();
+        let children: Vec<u32> = self.docker_children().into_iter().map(|(pid, _)| pid).collect();
+        let pipes: std::collections::BTreeSet<String> = children
+            .iter()
+            .flat_map(|pid| {
+                (0..3).filter_map(move |fd| std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok())
+            })
+            .map(|t| t.to_string_lossy().into_owned())
+            .filter(|t| t.starts_with("pipe:"))
+            .collect();
+        let Ok(dir) = std::fs::read_dir(format!("/proc/{server}/fd")) else { return 0 };
+        dir.flatten()
+            .filter(|entry| {
+                let target = std::fs::read_link(entry.path()).unwrap_or_default();
+                let target = target.to_string_lossy();
+                if pipes.contains(target.as_ref()) {
+                    return true;
+                }
+                target == "anon_inode:[pidfd]"
+                    && std::fs::read_to_string(format!(
+                        "/proc/{server}/fdinfo/{}",
+                        entry.file_name().to_string_lossy()
+                    ))
+                    .ok()
+                    .and_then(|info| {
+                        info.lines().find_map(|l| l.strip_prefix("Pid:")).and_then(|p| p.trim().parse().ok())
+                    })
+                    .is_some_and(|pid: u32| children.contains(&pid))
+            })
+            .count()
+    }
+
     /// `VmRSS` in KiB and the number of open fds.
-    pub fn footprint(&self) -> (u64, usize) {
+    fn rss_and_fds(&self) -> (u64, usize) {
         let pid = self.pid();
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
         let rss = status
@@ -114,6 +174,55 @@ impl ServerProcess {
             .unwrap_or(0);
         let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0);
         (rss, fds)
+    }
+
+    /// What the open fds are (`pipe=…,pidfd=…,socket=…`) and what the `docker` children run
+    /// (`events`, `agent`, or their first argument): printed beside each footprint reading.
+    pub fn footprint_detail(&self) -> String {
+        let mut fds: BTreeMap<String, usize> = BTreeMap::new();
+        if let Ok(dir) = std::fs::read_dir(format!("/proc/{}/fd", self.pid())) {
+            for entry in dir.flatten() {
+                let target = std::fs::read_link(entry.path()).unwrap_or_default();
+                let target = target.to_string_lossy();
+                // `pipe:[123]` → pipe, `anon_inode:[pidfd]` → pidfd, a path stays a path.
+                let kind = match target.strip_prefix("anon_inode:") {
+                    Some(what) => what.trim_matches(['[', ']']),
+                    None => target.split(":[").next().unwrap_or("?"),
+                };
+                *fds.entry(kind.to_string()).or_default() += 1;
+            }
+        }
+        let mut children: BTreeMap<String, usize> = BTreeMap::new();
+        for (_, args) in self.docker_children() {
+            let kind = if args.contains(" events") {
+                "events"
+            } else if args.contains("agent") {
+                "agent"
+            } else {
+                args.split(' ').nth(1).unwrap_or("?")
+            };
+            *children.entry(kind.to_string()).or_default() += 1;
+        }
+        let list = |m: &BTreeMap<String, usize>| {
+            m.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+        };
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        let kib = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.split_whitespace().next())
+                .unwrap_or("?")
+                .to_string()
+        };
+        format!(
+            "rss[anon={},file={},shmem={}] fds[{}] docker[{}]",
+            kib("RssAnon:"),
+            kib("RssFile:"),
+            kib("RssShmem:"),
+            list(&fds),
+            list(&children)
+        )
     }
 
     /// Every `docker` process below the server: its pid and command line.
@@ -127,6 +236,21 @@ impl ServerProcess {
             .map(|(pid, args)| (pid, args.join(" ")))
             .collect()
     }
+}
+
+/// What `footprint` reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Footprint {
+    pub rss_kib: u64,
+    pub fds: usize,
+    /// Of `fds`, those held for live `docker` children (pipes, pidfds).
+    pub child_fds: usize,
+}
+
+/// A `docker` child that lives as long as the server or a sandbox: the events stream or an
+/// agent channel.
+pub fn long_lived(args: &str) -> bool {
+    args.contains(" events ") || args.contains("/.sandboxd/agent")
 }
 
 impl Drop for ServerProcess {

@@ -122,8 +122,12 @@ impl DockerProvider {
                     _ => {
                         self.force_remove(&creating).await;
                         self.force_remove(sandbox_id).await;
+                        self.engine.forget(sandbox_id);
                     }
                 }
+                // The readiness probe may have opened an agent channel under the creating name:
+                // kept, its writer task would hold the channel's stdin pipe and child for good.
+                self.engine.forget(&creating);
                 Err(e)
             }
         }
