@@ -164,11 +164,14 @@ impl Driver {
         });
         let run = uuid::Uuid::new_v4().simple().to_string();
         let run_label = format!("sandboxd.soak.run={run}");
+        // CI's run is one of the test suites (scripts/test.sh sweeps `sandboxd.test=1` after a
+        // crash); a long run carries its own family label so a test run beside it leaves it be.
+        let family_label = if cli.ci { "sandboxd.test=1" } else { "sandboxd.soak=1" };
         let dir = tempfile::Builder::new().prefix("sandboxd-soak-").tempdir().map_err(|e| e.to_string())?;
         let config = dir.path().join("config.json");
         let body = serde_json::json!({
             "docker": {
-                "create": {"extra_run_args": ["--label", "sandboxd.test=1", "--label", run_label]},
+                "create": {"extra_run_args": ["--label", family_label, "--label", run_label]},
                 "exec": {"default_timeout_s": 60.0},
             },
             "server": {

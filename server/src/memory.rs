@@ -10,7 +10,10 @@
 //! - [`trim_if_due`] from the sweep task: `malloc_trim(0)` hands every arena's free pages back
 //!   (at most once per [`TRIM_EVERY`], a few hundred microseconds each).
 //!
-//! An operator's own `MALLOC_ARENA_MAX` wins over [`ARENAS`]. Other allocators: no-ops.
+//! - [`limit_arenas`] also fixes the mmap threshold at [`MMAP_THRESHOLD`], so large transfer
+//!   buffers go back to the kernel when freed instead of fragmenting the arenas.
+//!
+//! An operator's own `MALLOC_ARENA_MAX` / `MALLOC_MMAP_THRESHOLD_` wins. Other allocators: no-ops.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -19,10 +22,17 @@ use std::time::{Duration, Instant};
 /// threads rarely contend for the allocator.
 pub const ARENAS: i32 = 2;
 
+/// Blocks from this size up are mmapped and unmapped when freed. glibc's default threshold
+/// starts here but rises to the largest block freed (up to 32 MiB), after which transfer
+/// buffers (256 KiB readers, 1 MiB chunks, spooled downloads) are carved from the arenas and
+/// fragment them; a fixed threshold keeps them out (setting it turns the rise off).
+pub const MMAP_THRESHOLD: i32 = 128 * 1024;
+
 /// Least time between two trims.
 pub const TRIM_EVERY: Duration = Duration::from_secs(5);
 
-/// Bound glibc's arenas to [`ARENAS`] unless `MALLOC_ARENA_MAX` says otherwise. Call it before
+/// Bound glibc's arenas to [`ARENAS`] and fix its mmap threshold (unless the environment says
+/// otherwise). Call it before
 /// any thread starts (glibc fixes the bound when a thread first needs an arena of its own).
 pub fn limit_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -30,6 +40,13 @@ pub fn limit_arenas() {
         // SAFETY: mallopt only sets a malloc parameter; M_ARENA_MAX takes any positive count.
         unsafe {
             libc::mallopt(libc::M_ARENA_MAX, ARENAS);
+        }
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+        // SAFETY: as above; a fixed threshold is any size up to 32 MiB.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
         }
     }
 }
