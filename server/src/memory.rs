@@ -32,8 +32,8 @@ pub const MMAP_THRESHOLD: i32 = 128 * 1024;
 pub const TRIM_EVERY: Duration = Duration::from_secs(5);
 
 /// Bound glibc's arenas to [`ARENAS`] and fix its mmap threshold (unless the environment says
-/// otherwise). Call it before
-/// any thread starts (glibc fixes the bound when a thread first needs an arena of its own).
+/// otherwise). Call it before any thread starts (glibc fixes the bound when a thread first needs
+/// an arena of its own).
 pub fn limit_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
