@@ -1,24 +1,21 @@
-//! Snapshot, fork, diff, pause and resume against the real daemon: through the server binary
-//! and the Rust client, plus the provider for what needs an operator's config.
+//! Snapshot, fork, diff, pause and resume against the real daemon: through the service
+//! (in-process) and the Rust client, plus the provider for what needs an operator's config.
 //!
 //! Snapshot images inherit their sandbox's labels, so every image a test makes carries its
 //! `sandboxd.test.case` label: [`Cleanup`] removes the test's containers, then its images.
 
-mod common;
-mod support;
-
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use common::server::TestServer;
-use common::{docker, TestLabel};
 use sandboxd::backend::SandboxBackend;
 use sandboxd::docker::DockerProvider;
 use sandboxd::error::ProviderError;
 use sandboxd::spec::{SandboxHandle, SandboxSpec};
 use sandboxd_client::proto::sandbox_service_client::SandboxServiceClient;
 use sandboxd_client::{proto, spec, DiffEntry, DiffKind, PtyOptions, Sandbox, SandboxStatus};
-use support::images::BUSYBOX;
+use testkit::images::BUSYBOX;
+use testkit::service::TestService;
+use testkit::{docker, TestLabel};
 
 /// The test's label; on drop removes its containers first, then the images carrying it.
 struct Cleanup {
@@ -56,7 +53,7 @@ static DAEMON_WIDE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(())
 
 type Raw = SandboxServiceClient<tonic::transport::Channel>;
 
-async fn raw(server: &TestServer) -> Raw {
+async fn raw(server: &TestService) -> Raw {
     let channel =
         tonic::transport::Endpoint::from_shared(server.url.clone()).unwrap().connect().await.unwrap();
     SandboxServiceClient::new(channel)
@@ -111,7 +108,7 @@ const MAKE_DATA: &str = "mkdir -p /work/data && i=0; while [ $i -lt 4 ]; do \
 async fn fork_children_copy_files_env_workdir_ports_limits_and_lease_all_from_one_snapshot() {
     let _daemon = DAEMON_WIDE.read().await;
     let cleanup = Cleanup::new();
-    let server = TestServer::start(&cleanup.label, None);
+    let server = TestService::start(&cleanup.label, None);
     let client = server.client().await;
     let mut raw = raw(&server).await;
     let mut s = spec(BUSYBOX);
@@ -180,7 +177,7 @@ async fn fork_children_copy_files_env_workdir_ports_limits_and_lease_all_from_on
 async fn create_from_snapshot_and_unknown_or_foreign_ids() {
     let _daemon = DAEMON_WIDE.read().await;
     let cleanup = Cleanup::new();
-    let server = TestServer::start(&cleanup.label, None);
+    let server = TestService::start(&cleanup.label, None);
     let client = server.client().await;
     let mut raw = raw(&server).await;
     let source = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
@@ -276,7 +273,7 @@ async fn create_from_snapshot_and_unknown_or_foreign_ids() {
 async fn diff_reports_changes_since_start_and_since_the_snapshot_without_bookkeeping() {
     let _daemon = DAEMON_WIDE.read().await;
     let cleanup = Cleanup::new();
-    let server = TestServer::start(&cleanup.label, None);
+    let server = TestService::start(&cleanup.label, None);
     let client = server.client().await;
     let mut raw = raw(&server).await;
     let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
@@ -336,7 +333,7 @@ async fn diff_reports_changes_since_start_and_since_the_snapshot_without_bookkee
 async fn a_large_diff_streams_in_batches() {
     let _daemon = DAEMON_WIDE.read().await;
     let cleanup = Cleanup::new();
-    let server = TestServer::start(&cleanup.label, None);
+    let server = TestService::start(&cleanup.label, None);
     let client = server.client().await;
     let mut raw = raw(&server).await;
     let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
@@ -362,7 +359,7 @@ async fn a_large_diff_streams_in_batches() {
 async fn pause_refuses_exec_and_pty_and_a_paused_source_snapshots_and_forks_and_stays_paused() {
     let _daemon = DAEMON_WIDE.read().await;
     let cleanup = Cleanup::new();
-    let server = TestServer::start(&cleanup.label, None);
+    let server = TestService::start(&cleanup.label, None);
     let client = server.client().await;
     let mut raw = raw(&server).await;
     let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
@@ -411,7 +408,7 @@ async fn pause_refuses_exec_and_pty_and_a_paused_source_snapshots_and_forks_and_
 async fn fork_refuses_bad_counts_and_a_failed_start_leaves_no_child_and_no_snapshot() {
     let _daemon = DAEMON_WIDE.read().await;
     let cleanup = Cleanup::new();
-    let server = TestServer::start(&cleanup.label, None);
+    let server = TestService::start(&cleanup.label, None);
     let client = server.client().await;
     let mut raw = raw(&server).await;
     let source = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
@@ -447,7 +444,7 @@ async fn one_failing_child_removes_its_started_siblings_and_the_snapshot() {
     let shared = tempfile::tempdir().expect("tempdir");
     std::fs::set_permissions(shared.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let mount = format!("{}:/shared", shared.path().display());
-    let provider = common::provider_with(&cleanup.label, |c| {
+    let provider = testkit::provider_with(&cleanup.label, |c| {
         c.create.extra_run_args.extend(["-v".to_string(), mount.clone()]);
         c.probe.command = Some(
             "if [ -e /fail-one ] && mkdir /shared/claimed 2>/dev/null; then exit 1; fi; printf docker-sandbox-ready"
@@ -467,7 +464,7 @@ async fn one_failing_child_removes_its_started_siblings_and_the_snapshot() {
 }
 
 async fn provider_source(cleanup: &Cleanup) -> (DockerProvider, SandboxHandle) {
-    let provider = common::provider(&cleanup.label);
+    let provider = testkit::provider(&cleanup.label);
     let source = provider.create(&SandboxSpec::new(BUSYBOX)).await.expect("source");
     (provider, source)
 }

@@ -1,20 +1,19 @@
 //! Nothing leaks, nothing freezes: the `sandboxd` binary against the real daemon under
 //! cancelled and crashed creates, leases, restarts, bad durations, TLS and shutdown.
 
-mod common;
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::server::server_binary;
-use common::TestLabel;
 use sandboxd_client::proto;
 use sandboxd_client::proto::sandbox_service_client::SandboxServiceClient;
-use support::images::BUSYBOX;
+use testkit::images::BUSYBOX;
+use testkit::TestLabel;
 use tonic::Code;
+
+/// The server binary Cargo built for these tests.
+const SANDBOXD: &str = env!("CARGO_BIN_EXE_sandboxd");
 
 type RawClient = SandboxServiceClient<tonic::transport::Channel>;
 
@@ -40,7 +39,7 @@ impl Server {
         flags: &[&str],
         env: &[(&str, &str)],
     ) -> Server {
-        common::require_docker();
+        testkit::require_docker();
         let dir = tempfile::tempdir().unwrap();
         let mut body = serde_json::json!({
             "docker": {
@@ -52,7 +51,7 @@ impl Server {
         let path = dir.path().join("config.json");
         std::fs::write(&path, body.to_string()).unwrap();
         let log = dir.path().join("server.log");
-        let mut cmd = Command::new(server_binary());
+        let mut cmd = Command::new(SANDBOXD);
         cmd.args(["--listen", "127.0.0.1:0", "--config"])
             .arg(&path)
             .args(flags)
@@ -149,7 +148,7 @@ async fn create_id(raw: &mut RawClient, spec: proto::SandboxSpec) -> String {
 }
 
 fn exists(name: &str) -> bool {
-    common::docker(&["inspect", "--type", "container", name]).status.success()
+    testkit::docker(&["inspect", "--type", "container", name]).status.success()
 }
 
 /// Poll until `done`, failing past `within` with `what`.
@@ -163,7 +162,7 @@ async fn eventually(within: Duration, what: &str, mut done: impl FnMut() -> bool
 
 /// Container names (running or not) under the test's label.
 fn names(label: &TestLabel) -> Vec<String> {
-    let out = common::docker(&[
+    let out = testkit::docker(&[
         "ps",
         "-a",
         "--filter",
@@ -555,7 +554,7 @@ fn a_public_listener_with_a_token_but_no_tls_warns_that_the_token_travels_in_cle
     let config = dir.path().join("config.json");
     let body = serde_json::json!({"docker": {"create": {"extra_run_args": label.run_args()}}});
     std::fs::write(&config, body.to_string()).unwrap();
-    let mut cmd = Command::new(server_binary());
+    let mut cmd = Command::new(SANDBOXD);
     cmd.args(["--listen", "0.0.0.0:0", "--auth-token-file"])
         .arg(&token)
         .arg("--config")
@@ -610,7 +609,7 @@ async fn shutdown_turns_health_not_serving_first_and_a_second_signal_exits_at_on
     // No docker client of this server is left on the host.
     let clients = Command::new("pgrep").args(["-f", &format!("docker exec.*{id}")]).output().unwrap();
     assert!(clients.stdout.is_empty(), "docker clients left: {}", String::from_utf8_lossy(&clients.stdout));
-    let _ = common::docker(&["rm", "-f", &id]);
+    let _ = testkit::docker(&["rm", "-f", &id]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -861,7 +860,7 @@ async fn cancelling_a_pty_whose_input_write_is_blocked_ends_its_program() {
             .unwrap();
     }
     let running = |id: &str| {
-        let out = common::docker(&["exec", id, "ps", "-o", "args"]);
+        let out = testkit::docker(&["exec", id, "ps", "-o", "args"]);
         String::from_utf8_lossy(&out.stdout).lines().any(|l| l.contains("sleep 1234"))
     };
     eventually(Duration::from_secs(20), "the session's program never started", || running(&id)).await;
@@ -899,7 +898,7 @@ impl PrivateDaemon {
         let mut daemon = PrivateDaemon { dir, child: None };
         daemon.restart();
         // The test image, moved in from the machine's daemon.
-        common::require_docker();
+        testkit::require_docker();
         let mut save = Command::new("docker").args(["save", BUSYBOX]).stdout(Stdio::piped()).spawn().unwrap();
         let load = Command::new("docker")
             .args(["-H", &daemon.host(), "load", "-q"])
