@@ -1,5 +1,6 @@
 //! Nothing leaks, nothing freezes: the `sandboxd` binary against the real daemon under
-//! cancelled and crashed creates, leases, restarts, bad durations, TLS and shutdown.
+//! cancelled and crashed creates, leases, restarts, TLS and shutdown; the service in-process
+//! ([`Service`]) for bad durations, lease policy, pools, limits and blocked PTY input.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 use sandboxd_client::proto;
 use sandboxd_client::proto::sandbox_service_client::SandboxServiceClient;
 use testkit::images::BUSYBOX;
+use testkit::service::TestService;
 use testkit::TestLabel;
 use tonic::Code;
 
@@ -41,15 +43,8 @@ impl Server {
     ) -> Server {
         testkit::require_docker();
         let dir = tempfile::tempdir().unwrap();
-        let mut body = serde_json::json!({
-            "docker": {
-                "create": {"extra_run_args": label.run_args()},
-                "exec": {"default_timeout_s": 60.0},
-            }
-        });
-        merge(&mut body, config);
         let path = dir.path().join("config.json");
-        std::fs::write(&path, body.to_string()).unwrap();
+        std::fs::write(&path, config_body(label, config).to_string()).unwrap();
         let log = dir.path().join("server.log");
         let mut cmd = Command::new(SANDBOXD);
         cmd.args(["--listen", "127.0.0.1:0", "--config"])
@@ -99,6 +94,37 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The service in-process, with the config `Server::start` would give the binary: for the tests
+/// that only talk gRPC (no signal, restart, flag, log or environment of a process).
+struct Service(TestService);
+
+impl Service {
+    fn start(label: &TestLabel, config: serde_json::Value) -> Service {
+        let config =
+            sandboxd::config::FileConfig::from_json_value(&config_body(label, config)).expect("config");
+        Service(TestService::start_config(config, None))
+    }
+
+    async fn raw(&self) -> RawClient {
+        let channel =
+            tonic::transport::Endpoint::from_shared(self.0.url.clone()).unwrap().connect().await.unwrap();
+        SandboxServiceClient::new(channel)
+    }
+}
+
+/// The test defaults (the per-test label on every container, a 60 s exec timeout) with the
+/// `docker` and `server` sections of `config` merged in.
+fn config_body(label: &TestLabel, config: serde_json::Value) -> serde_json::Value {
+    let mut body = serde_json::json!({
+        "docker": {
+            "create": {"extra_run_args": label.run_args()},
+            "exec": {"default_timeout_s": 60.0},
+        }
+    });
+    merge(&mut body, config);
+    body
 }
 
 /// Start `cmd` (stdout piped) and wait for its `sandboxd listening on ADDR` line.
@@ -186,7 +212,7 @@ fn slow_probe(seconds: u32) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn absurd_durations_and_empty_ids_are_invalid_and_start_nothing() {
     let label = TestLabel::new();
-    let server = Server::start(&label, serde_json::json!({}), &[]);
+    let server = Service::start(&label, serde_json::json!({}));
     let mut raw = server.raw().await;
     for spec in [
         proto::SandboxSpec { ready_timeout_s: Some(1e20), ..busybox() },
@@ -416,7 +442,7 @@ async fn set_timeout_moves_the_lease_and_a_restarted_server_keeps_it() {
 async fn operator_lease_policy_caps_and_defaults() {
     let label = TestLabel::new();
     let policy = serde_json::json!({"server": {"max_ttl_s": 30, "default_ttl_s": 2, "sweep_interval_s": 1}});
-    let server = Server::start(&label, policy, &[]);
+    let server = Service::start(&label, policy);
     let mut raw = server.raw().await;
     let defaulted = create_id(&mut raw, busybox()).await;
     let capped = create_id(&mut raw, busybox()).await;
@@ -661,7 +687,7 @@ async fn stalled_transfers_never_freeze_control_calls_creates_or_other_transfers
         "docker": {"exec": {"engine": "docker", "concurrency": 2, "transfer_concurrency": 2}},
         "server": {"limits": {"transfer_idle_timeout_s": 3}},
     });
-    let server = Server::start(&label, config, &[]);
+    let server = Service::start(&label, config);
     let mut raw = server.raw().await;
     let id = create_id(&mut raw, busybox()).await;
     let big = raw
@@ -731,7 +757,7 @@ async fn waiting_for_a_permit_counts_against_the_exec_timeout() {
     let label = TestLabel::new();
     // The permit of the `docker exec` engine's pool (the agent engine takes none for an exec).
     let config = serde_json::json!({"docker": {"exec": {"engine": "docker", "concurrency": 1}}});
-    let server = Server::start(&label, config, &[]);
+    let server = Service::start(&label, config);
     let mut raw = server.raw().await;
     let id = create_id(&mut raw, busybox()).await;
     let mut busy = raw.clone();
@@ -767,7 +793,7 @@ async fn client_limits_answer_resource_exhausted_or_deadline_exceeded() {
         "max_upload_spool_bytes": 1000,
         "first_message_timeout_s": 1,
     }}});
-    let server = Server::start(&label, config, &[]);
+    let server = Service::start(&label, config);
     let mut raw = server.raw().await;
     let id = create_id(&mut raw, busybox()).await;
 
@@ -833,7 +859,7 @@ async fn client_limits_answer_resource_exhausted_or_deadline_exceeded() {
 #[tokio::test(flavor = "multi_thread")]
 async fn cancelling_a_pty_whose_input_write_is_blocked_ends_its_program() {
     let label = TestLabel::new();
-    let server = Server::start(&label, serde_json::json!({}), &[]);
+    let server = Service::start(&label, serde_json::json!({}));
     let mut raw = server.raw().await;
     let id = create_id(&mut raw, busybox()).await;
     let (tx, rx) = tokio::sync::mpsc::channel(64);

@@ -42,12 +42,17 @@ impl TestService {
         token: Option<&str>,
         edit: impl FnOnce(&mut FileConfig),
     ) -> TestService {
-        crate::require_docker();
         let mut config = FileConfig::default();
         config.docker.create.extra_run_args = label.run_args();
         config.docker.exec.default_timeout_s = Some(60.0);
         config.docker.exec.engine = crate::engine();
         edit(&mut config);
+        Self::start_config(config, token)
+    }
+
+    /// Serves exactly `config` (whose `extra_run_args` should carry the test's label).
+    pub fn start_config(config: FileConfig, token: Option<&str>) -> TestService {
+        crate::require_docker();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         listener.set_nonblocking(true).expect("nonblocking listener");
         let addr = listener.local_addr().expect("local addr");
