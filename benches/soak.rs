@@ -94,6 +94,12 @@ const SWEEP_S: f64 = 2.0;
 const CREATE_TIMEOUT_S: f64 = 30.0;
 /// RSS and fds may end this much above the baseline.
 const FOOTPRINT_SLACK: f64 = 0.10;
+/// Idle time at a hold before the footprint is read: the server gives freed memory back to
+/// the kernel after a sweep, at most every 5 s (`sandboxd::memory`), so both readings are of
+/// an idle, trimmed server.
+const SETTLE: Duration = Duration::from_secs(8);
+/// A `docker` process under the server that lives this long at a hold is left behind.
+const LINGER: Duration = Duration::from_secs(10);
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -131,6 +137,8 @@ struct Driver {
     events: mpsc::Receiver<(u64, Event)>,
     events_tx: mpsc::Sender<(u64, Event)>,
     held: BTreeMap<u64, Vec<Option<String>>>,
+    /// The number of the current (or last) hold; workers report each number once.
+    hold_number: u64,
     totals: Totals,
     rng: fastrand::Rng,
     seed: u64,
@@ -195,6 +203,7 @@ impl Driver {
             events,
             events_tx,
             held: BTreeMap::new(),
+            hold_number: 0,
             totals: Totals::default(),
             rng: fastrand::Rng::with_seed(seed),
             seed,
@@ -253,8 +262,10 @@ impl Driver {
     /// Folds in what the clients reported, and notices clients that exited.
     fn drain(&mut self) {
         while let Ok((id, event)) = self.events.try_recv() {
-            if let Event::Held { sandbox } = &event {
-                self.held.entry(id).or_default().push(sandbox.clone());
+            if let Event::Held { hold, sandbox } = &event {
+                if *hold == self.hold_number {
+                    self.held.entry(id).or_default().push(sandbox.clone());
+                }
             }
             self.totals.record(&event);
         }
@@ -297,7 +308,7 @@ impl Driver {
 
         // Baseline: everyone holds one idle sandbox.
         let held = self.hold()?;
-        std::thread::sleep(Duration::from_secs(3));
+        std::thread::sleep(SETTLE);
         let base = self.server.footprint();
         self.check_strays(&held);
         let _ = std::fs::remove_file(self.hold_file());
@@ -309,7 +320,7 @@ impl Driver {
         self.thaw_all();
         let held = self.hold()?;
         let leaks = self.wait_orphans(&held);
-        std::thread::sleep(Duration::from_secs(3));
+        std::thread::sleep(SETTLE);
         let end = self.server.footprint();
         let strays = self.check_strays(&held);
         let docker_clients = self.check_docker_children(held.len());
@@ -397,7 +408,7 @@ impl Driver {
                 rebaseline_at = None;
                 self.thaw_all();
                 if self.hold().is_ok() {
-                    std::thread::sleep(Duration::from_secs(3));
+                    std::thread::sleep(SETTLE);
                     let after_restart = self.server.footprint();
                     eprintln!(
                         "soak: baseline after the last restart: rss {} KiB, {} fds",
@@ -469,8 +480,14 @@ impl Driver {
 
     /// Asks every client to hold; waits until every worker reported; the held sandboxes.
     fn hold(&mut self) -> Result<BTreeSet<String>, String> {
+        self.drain();
         self.held.clear();
-        std::fs::write(self.hold_file(), b"").map_err(|e| e.to_string())?;
+        // A new number each time, written whole (rename): a worker still in the previous hold
+        // (it did not look between its end and this one) reports again.
+        self.hold_number += 1;
+        let next = self.dir.path().join("hold.next");
+        std::fs::write(&next, self.hold_number.to_string()).map_err(|e| e.to_string())?;
+        std::fs::rename(&next, self.hold_file()).map_err(|e| e.to_string())?;
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             self.sleep(Duration::from_millis(200));
@@ -541,11 +558,16 @@ impl Driver {
 
     fn check_docker_children(&mut self, held: usize) -> usize {
         // `docker events` is the server's one status stream; agent channels serve held sandboxes.
+        // The sweep's `docker ps` and other short commands come and go: only a process seen
+        // again (same pid) `LINGER` later counts.
+        let first = self.server.docker_children();
+        std::thread::sleep(LINGER);
         let children: Vec<String> = self
             .server
             .docker_children()
             .into_iter()
-            .map(|a| a.split_once(' ').map_or(a.clone(), |(_, rest)| format!("docker {rest}")))
+            .filter(|child| first.contains(child))
+            .map(|(_, a)| a.split_once(' ').map_or(a.clone(), |(_, rest)| format!("docker {rest}")))
             .collect();
         let agents = children.iter().filter(|a| a.contains("agent")).count();
         let unexpected: Vec<_> = children

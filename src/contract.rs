@@ -1,6 +1,8 @@
 //! The words client and server share beside the generated messages: signal names, exec error
-//! types and terminal modes. Each has one spelling on the wire, parsed and printed here only.
+//! types, terminal modes, sandbox states, diff entries and what a terminal session asks for. Each has one spelling on the
+//! wire, parsed and printed here only.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// A signal a terminal session accepts (`PtySignal.name`).
@@ -158,6 +160,213 @@ impl fmt::Display for TerminalMode {
     }
 }
 
+/// Lifecycle state of a sandbox (`SandboxStatus` on the wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SandboxStatus {
+    /// Created or restarting, not yet running.
+    Starting,
+    /// Running.
+    Running,
+    /// Exited, being removed, dead, gone, or stopped through this handle.
+    Stopped,
+    /// Docker reported an error state.
+    Error,
+    /// The daemon could not be asked.
+    Unknown,
+    /// Frozen by `Pause` until `Resume`: exec and terminals are refused.
+    Paused,
+}
+
+impl SandboxStatus {
+    /// Every state, in the order the docs list them.
+    pub const ALL: [SandboxStatus; 6] = [
+        SandboxStatus::Starting,
+        SandboxStatus::Running,
+        SandboxStatus::Stopped,
+        SandboxStatus::Error,
+        SandboxStatus::Unknown,
+        SandboxStatus::Paused,
+    ];
+
+    /// The lower-case name NeMo Gym uses (`running`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxStatus::Starting => "starting",
+            SandboxStatus::Running => "running",
+            SandboxStatus::Stopped => "stopped",
+            SandboxStatus::Error => "error",
+            SandboxStatus::Unknown => "unknown",
+            SandboxStatus::Paused => "paused",
+        }
+    }
+
+    /// The wire value.
+    pub fn to_wire(self) -> crate::v1::SandboxStatus {
+        match self {
+            SandboxStatus::Starting => crate::v1::SandboxStatus::Starting,
+            SandboxStatus::Running => crate::v1::SandboxStatus::Running,
+            SandboxStatus::Stopped => crate::v1::SandboxStatus::Stopped,
+            SandboxStatus::Error => crate::v1::SandboxStatus::Error,
+            SandboxStatus::Unknown => crate::v1::SandboxStatus::Unknown,
+            SandboxStatus::Paused => crate::v1::SandboxStatus::Paused,
+        }
+    }
+
+    /// The state a wire value names; `None` for `UNSPECIFIED` and numbers the contract lacks.
+    pub fn try_from_wire(value: i32) -> Option<Self> {
+        let wire = crate::v1::SandboxStatus::try_from(value).ok()?;
+        SandboxStatus::ALL.into_iter().find(|s| s.to_wire() == wire)
+    }
+
+    /// From the wire value, leniently: what `try_from_wire` refuses is `Unknown`.
+    pub fn from_wire(value: i32) -> Self {
+        Self::try_from_wire(value).unwrap_or(SandboxStatus::Unknown)
+    }
+}
+
+impl fmt::Display for SandboxStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a path changed since a sandbox started (or since its snapshot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DiffKind {
+    /// Created.
+    Added,
+    /// Modified (content, metadata, or a directory's entries).
+    Changed,
+    /// Removed.
+    Deleted,
+}
+
+/// One changed path (`DiffEntry`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DiffEntry {
+    /// The absolute path in the sandbox.
+    pub path: String,
+    /// How it changed.
+    pub kind: DiffKind,
+}
+
+/// A `DiffEntry` on the wire without a kind this contract knows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("diff entry {0:?} without a kind")]
+pub struct DiffEntryWithoutKind(pub String);
+
+impl TryFrom<crate::v1::DiffEntry> for DiffEntry {
+    type Error = DiffEntryWithoutKind;
+
+    fn try_from(e: crate::v1::DiffEntry) -> Result<Self, Self::Error> {
+        let kind = match crate::v1::DiffKind::try_from(e.kind) {
+            Ok(crate::v1::DiffKind::Added) => DiffKind::Added,
+            Ok(crate::v1::DiffKind::Changed) => DiffKind::Changed,
+            Ok(crate::v1::DiffKind::Deleted) => DiffKind::Deleted,
+            _ => return Err(DiffEntryWithoutKind(e.path)),
+        };
+        Ok(DiffEntry { path: e.path, kind })
+    }
+}
+
+impl From<DiffEntry> for crate::v1::DiffEntry {
+    fn from(e: DiffEntry) -> Self {
+        let kind = match e.kind {
+            DiffKind::Added => crate::v1::DiffKind::Added,
+            DiffKind::Changed => crate::v1::DiffKind::Changed,
+            DiffKind::Deleted => crate::v1::DiffKind::Deleted,
+        };
+        crate::v1::DiffEntry { path: e.path, kind: kind as i32 }
+    }
+}
+
+/// What a terminal session runs and how: a `PtyOpen` without its sandbox. The client sends one,
+/// the server opens it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PtySpec {
+    /// Shell command line to run; `None` runs the sandbox's shell interactively.
+    pub command: Option<String>,
+    /// Working directory; `None` uses the sandbox's workdir.
+    pub cwd: Option<String>,
+    /// Extra environment.
+    pub env: BTreeMap<String, String>,
+    /// Terminal rows (default 24).
+    pub rows: u16,
+    /// Terminal columns (default 80).
+    pub cols: u16,
+    /// User name or uid; `None` is the exec's default user.
+    pub user: Option<String>,
+    /// A terminal (default), or pipes with stdout and stderr apart.
+    pub mode: TerminalMode,
+}
+
+/// A `PtyOpen` field out of range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct InvalidField {
+    /// The field's name in the request.
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl Default for PtySpec {
+    fn default() -> Self {
+        PtySpec {
+            command: None,
+            cwd: None,
+            env: BTreeMap::new(),
+            rows: PtySpec::DEFAULT_ROWS,
+            cols: PtySpec::DEFAULT_COLS,
+            user: None,
+            mode: TerminalMode::Pty,
+        }
+    }
+}
+
+impl PtySpec {
+    /// Rows when none are asked for (a `PtyOpen` with `rows = 0`).
+    pub const DEFAULT_ROWS: u16 = 24;
+    /// Columns when none are asked for.
+    pub const DEFAULT_COLS: u16 = 80;
+
+    /// A terminal running `command`.
+    pub fn command(command: impl Into<String>) -> Self {
+        PtySpec { command: Some(command.into()), ..Default::default() }
+    }
+
+    /// The `PtyOpen` asking for this session in `sandbox_id`.
+    pub fn to_open(&self, sandbox_id: &str) -> crate::v1::PtyOpen {
+        crate::v1::PtyOpen {
+            sandbox_id: sandbox_id.to_string(),
+            command: self.command.clone(),
+            cwd: self.cwd.clone(),
+            env: self.env.clone().into_iter().collect(),
+            rows: u32::from(self.rows),
+            cols: u32::from(self.cols),
+            user: self.user.clone(),
+            pipe: self.mode == TerminalMode::Pipe,
+        }
+    }
+
+    /// What `open` asks for: a size of 0 is the default, one over 65535 is refused.
+    pub fn from_open(open: &crate::v1::PtyOpen) -> Result<Self, InvalidField> {
+        let dimension = |field: &'static str, value: u32, default: u16| match value {
+            0 => Ok(default),
+            v => u16::try_from(v)
+                .map_err(|_| InvalidField { field, message: format!("must be <= 65535 (got {v})") }),
+        };
+        Ok(PtySpec {
+            command: open.command.clone(),
+            cwd: open.cwd.clone(),
+            env: open.env.clone().into_iter().collect(),
+            rows: dimension("rows", open.rows, PtySpec::DEFAULT_ROWS)?,
+            cols: dimension("cols", open.cols, PtySpec::DEFAULT_COLS)?,
+            user: open.user.clone(),
+            mode: if open.pipe { TerminalMode::Pipe } else { TerminalMode::Pty },
+        })
+    }
+}
+
 /// Return code of an exec that did not reach the command's exit (Docker's own convention).
 pub const SANDBOX_RUNTIME_RETURN_CODE: i32 = 125;
 
@@ -261,6 +470,84 @@ impl From<ExecResult> for crate::v1::ExecResponse {
             error_type: ExecErrorType::to_wire(r.error_type),
             usage: r.usage.map(Into::into),
         }
+    }
+}
+
+/// How a streamed command ended (`ExecExit`): an [`ExecResult`] without its output, which went
+/// out as it was produced.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExecExit {
+    /// The exit code; 125 with an `error_type`.
+    pub return_code: i32,
+    /// `None` when the command ran to its exit; why it did not otherwise.
+    pub error_type: Option<ExecErrorType>,
+    /// What the command's process tree used, when the exec engine measures it.
+    pub usage: Option<ExecUsage>,
+}
+
+impl From<ExecResult> for ExecExit {
+    fn from(r: ExecResult) -> Self {
+        ExecExit { return_code: r.return_code, error_type: r.error_type, usage: r.usage }
+    }
+}
+
+impl From<crate::v1::ExecExit> for ExecExit {
+    fn from(x: crate::v1::ExecExit) -> Self {
+        ExecExit {
+            return_code: x.return_code,
+            error_type: ExecErrorType::from_response(&x.error_type),
+            usage: x.usage.map(ExecUsage::from),
+        }
+    }
+}
+
+impl From<ExecExit> for crate::v1::ExecExit {
+    fn from(x: ExecExit) -> Self {
+        crate::v1::ExecExit {
+            return_code: x.return_code,
+            error_type: ExecErrorType::to_wire(x.error_type),
+            usage: x.usage.map(Into::into),
+        }
+    }
+}
+
+/// One message of a streamed exec (`ExecStreamResponse`): output as it is produced, then how
+/// the command ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExecEvent {
+    Stdout(Vec<u8>),
+    Stderr(Vec<u8>),
+    /// The last event.
+    Exit(ExecExit),
+}
+
+/// An `ExecStreamResponse` with nothing in it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("an empty ExecStreamResponse")]
+pub struct EmptyResponse;
+
+impl TryFrom<crate::v1::ExecStreamResponse> for ExecEvent {
+    type Error = EmptyResponse;
+
+    fn try_from(message: crate::v1::ExecStreamResponse) -> Result<Self, Self::Error> {
+        use crate::v1::exec_stream_response::Response;
+        match message.response.ok_or(EmptyResponse)? {
+            Response::Stdout(data) => Ok(ExecEvent::Stdout(data)),
+            Response::Stderr(data) => Ok(ExecEvent::Stderr(data)),
+            Response::Exit(exit) => Ok(ExecEvent::Exit(exit.into())),
+        }
+    }
+}
+
+impl From<ExecEvent> for crate::v1::ExecStreamResponse {
+    fn from(event: ExecEvent) -> Self {
+        use crate::v1::exec_stream_response::Response;
+        let response = match event {
+            ExecEvent::Stdout(data) => Response::Stdout(data),
+            ExecEvent::Stderr(data) => Response::Stderr(data),
+            ExecEvent::Exit(exit) => Response::Exit(exit.into()),
+        };
+        crate::v1::ExecStreamResponse { response: Some(response) }
     }
 }
 

@@ -34,7 +34,8 @@ pub struct ClientArgs {
     /// Lease of every sandbox (`ttl_s`), renewed by `SetTimeout` while in use.
     #[arg(long, default_value_t = 20.0)]
     pub ttl_s: f64,
-    /// While this file exists, workers stop calling and hold their sandbox.
+    /// While this file exists, workers stop calling and hold their sandbox; it holds the
+    /// hold's number, and each new number is reported again.
     #[arg(long)]
     pub hold_file: PathBuf,
     /// Once this file exists, workers close their sandbox and the process exits.
@@ -66,8 +67,9 @@ impl Ctx {
         let _ = out.flush();
     }
 
-    fn holding(&self) -> bool {
-        self.args.hold_file.exists()
+    /// The number of the hold in force, if any.
+    fn hold(&self) -> Option<u64> {
+        std::fs::read_to_string(&self.args.hold_file).ok()?.trim().parse().ok()
     }
 
     fn stopping(&self) -> bool {
@@ -151,8 +153,8 @@ impl Worker {
             if self.ctx.stopping() {
                 break;
             }
-            if self.ctx.holding() {
-                self.hold().await;
+            if let Some(hold) = self.ctx.hold() {
+                self.hold(hold).await;
                 continue;
             }
             if self.sandbox.is_none() {
@@ -472,13 +474,26 @@ impl Worker {
         self.ctx.emit(Event::Call { op: op.into(), outcome, overrun_ms: 0 });
     }
 
-    /// At the driver's hold: keep (or get) a sandbox, report it, keep its lease, wait.
-    async fn hold(&mut self) {
-        if self.sandbox.is_none() && !self.ctx.stopping() {
-            self.create().await;
+    /// At the driver's hold: keep (or get) a sandbox, run one command in it, report it, keep
+    /// its lease, wait. The command makes every held sandbox alike at every hold (its exec
+    /// agent's channel open, as after any exec): the server's fd count then compares.
+    async fn hold(&mut self, hold: u64) {
+        for _ in 0..3 {
+            if self.sandbox.is_none() && !self.ctx.stopping() {
+                self.create().await;
+            }
+            if self.sandbox.is_none() {
+                break;
+            }
+            self.exec_echo().await;
+            if self.sandbox.is_some() {
+                break;
+            }
         }
-        self.ctx.emit(Event::Held { sandbox: self.sandbox.as_ref().map(|h| h.id.clone()) });
-        while self.ctx.holding() && !self.ctx.stopping() {
+        self.ctx.emit(Event::Held { hold, sandbox: self.sandbox.as_ref().map(|h| h.id.clone()) });
+        // Until this hold ends, or a new one starts (reported anew, even if the driver ended
+        // this one and started the next between two looks).
+        while self.ctx.hold() == Some(hold) && !self.ctx.stopping() {
             tokio::time::sleep(Duration::from_millis(200)).await;
             self.renew_if_due().await;
         }

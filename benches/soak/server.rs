@@ -116,15 +116,15 @@ impl ServerProcess {
         (rss, fds)
     }
 
-    /// The command lines of every `docker` process below the server.
-    pub fn docker_children(&self) -> Vec<String> {
+    /// Every `docker` process below the server: its pid and command line.
+    pub fn docker_children(&self) -> Vec<(u32, String)> {
         descendants(self.pid())
             .into_iter()
-            .filter_map(cmdline)
-            .filter(|args| {
+            .filter_map(|pid| Some((pid, cmdline(pid)?)))
+            .filter(|(_, args)| {
                 args.first().is_some_and(|a| Path::new(a).file_name().is_some_and(|n| n == "docker"))
             })
-            .map(|args| args.join(" "))
+            .map(|(pid, args)| (pid, args.join(" ")))
             .collect()
     }
 }

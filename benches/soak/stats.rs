@@ -11,8 +11,9 @@ pub enum Event {
     /// A call ended: its kind, its outcome (`OK`, a gRPC code name, `CANCELLED_BY_CLIENT`,
     /// `HANG`), and by how much it overran its deadline (0 when in time or not judged).
     Call { op: String, outcome: String, overrun_ms: u64 },
-    /// A worker stopped at the driver's hold, keeping this sandbox (none if it had none).
-    Held { sandbox: Option<String> },
+    /// A worker stopped at the driver's hold number `hold`, keeping this sandbox (none if it
+    /// had none).
+    Held { hold: u64, sandbox: Option<String> },
     /// A worker saw wrong bytes (a download or an echo that does not match what was sent).
     Corrupt { detail: String },
 }
@@ -23,7 +24,9 @@ impl Event {
             Event::Call { op, outcome, overrun_ms } => {
                 json!({"k": "call", "op": op, "outcome": outcome, "overrun_ms": overrun_ms}).to_string()
             }
-            Event::Held { sandbox } => json!({"k": "held", "sandbox": sandbox}).to_string(),
+            Event::Held { hold, sandbox } => {
+                json!({"k": "held", "hold": hold, "sandbox": sandbox}).to_string()
+            }
             Event::Corrupt { detail } => json!({"k": "corrupt", "detail": detail}).to_string(),
         }
     }
@@ -37,7 +40,7 @@ impl Event {
                 outcome: s("outcome")?,
                 overrun_ms: v.get("overrun_ms")?.as_u64()?,
             }),
-            "held" => Some(Event::Held { sandbox: s("sandbox") }),
+            "held" => Some(Event::Held { hold: v.get("hold")?.as_u64()?, sandbox: s("sandbox") }),
             "corrupt" => Some(Event::Corrupt { detail: s("detail")? }),
             _ => None,
         }

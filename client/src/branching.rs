@@ -59,38 +59,12 @@ pub struct Fork {
     pub snapshot_id: String,
 }
 
-/// How a path changed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DiffKind {
-    /// Created.
-    Added,
-    /// Modified (content, metadata, or a directory's entries).
-    Changed,
-    /// Removed.
-    Deleted,
-}
+/// How a path changed, and one changed path of [`Sandbox::diff`]: the shared contract's.
+pub use sandboxd_proto::contract::{DiffEntry, DiffKind};
 
-/// One changed path of [`Sandbox::diff`].
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct DiffEntry {
-    /// The absolute path in the sandbox.
-    pub path: String,
-    /// How it changed.
-    pub kind: DiffKind,
-}
-
-impl TryFrom<proto::DiffEntry> for DiffEntry {
-    type Error = ClientError;
-
-    fn try_from(e: proto::DiffEntry) -> Result<Self> {
-        let kind = match proto::DiffKind::try_from(e.kind) {
-            Ok(proto::DiffKind::Added) => DiffKind::Added,
-            Ok(proto::DiffKind::Changed) => DiffKind::Changed,
-            Ok(proto::DiffKind::Deleted) => DiffKind::Deleted,
-            _ => return Err(ClientError::Protocol(format!("diff entry {:?} without a kind", e.path))),
-        };
-        Ok(DiffEntry { path: e.path, kind })
-    }
+/// A wire entry as a [`DiffEntry`]; one without a known kind is a protocol error.
+fn diff_entry(e: proto::DiffEntry) -> Result<DiffEntry> {
+    DiffEntry::try_from(e).map_err(|e| ClientError::Protocol(e.to_string()))
 }
 
 impl Sandbox {
@@ -132,7 +106,7 @@ impl Sandbox {
         let mut entries = Vec::new();
         while let Some(batch) = stream.message().await? {
             for entry in batch.entries {
-                entries.push(DiffEntry::try_from(entry)?);
+                entries.push(diff_entry(entry)?);
             }
         }
         Ok(entries)
@@ -186,8 +160,8 @@ mod tests {
     #[test]
     fn diff_kinds_map_and_unspecified_is_refused() {
         let e = proto::DiffEntry { path: "/a".into(), kind: proto::DiffKind::Deleted as i32 };
-        assert_eq!(DiffEntry::try_from(e).unwrap(), DiffEntry { path: "/a".into(), kind: DiffKind::Deleted });
+        assert_eq!(diff_entry(e).unwrap(), DiffEntry { path: "/a".into(), kind: DiffKind::Deleted });
         let bad = proto::DiffEntry { path: "/a".into(), kind: 0 };
-        assert!(matches!(DiffEntry::try_from(bad), Err(ClientError::Protocol(_))));
+        assert!(matches!(diff_entry(bad), Err(ClientError::Protocol(_))));
     }
 }

@@ -5,26 +5,7 @@
 use crate::error::{ClientError, Result};
 use crate::proto;
 use crate::sandbox::{ExecOptions, Sandbox};
-use sandboxd_proto::contract::{ExecErrorType, ExecUsage};
-
-/// How a streamed command ended.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ExecExit {
-    /// The exit code; 125 with an `error_type`.
-    pub return_code: i32,
-    /// `None` when the command ran to its exit; why it did not otherwise.
-    pub error_type: Option<ExecErrorType>,
-    pub usage: Option<ExecUsage>,
-}
-
-/// One message of a streamed exec.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ExecEvent {
-    Stdout(Vec<u8>),
-    Stderr(Vec<u8>),
-    /// The last event.
-    Exit(ExecExit),
-}
+pub use sandboxd_proto::contract::{ExecEvent, ExecExit};
 
 /// The events of one [`Sandbox::exec_stream`] call.
 pub struct ExecEventStream {
@@ -41,19 +22,9 @@ impl ExecEventStream {
         let Some(message) = self.inner.message().await? else {
             return Err(ClientError::Protocol("the ExecStream ended without an exit".to_string()));
         };
-        Ok(Some(match message.response {
-            Some(proto::exec_stream_response::Response::Stdout(d)) => ExecEvent::Stdout(d),
-            Some(proto::exec_stream_response::Response::Stderr(d)) => ExecEvent::Stderr(d),
-            Some(proto::exec_stream_response::Response::Exit(x)) => {
-                self.ended = true;
-                ExecEvent::Exit(ExecExit {
-                    return_code: x.return_code,
-                    error_type: ExecErrorType::from_response(&x.error_type),
-                    usage: x.usage.map(ExecUsage::from),
-                })
-            }
-            None => return Err(ClientError::Protocol("an empty ExecStreamResponse".to_string())),
-        }))
+        let event = ExecEvent::try_from(message).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        self.ended = matches!(event, ExecEvent::Exit(_));
+        Ok(Some(event))
     }
 }
 

@@ -68,7 +68,7 @@ impl SandboxInfo {
         Ok(SandboxInfo {
             sandbox_id: reference.sandbox_id,
             image: info.image,
-            status: SandboxStatus::from_proto(info.status),
+            status: SandboxStatus::from_wire(info.status),
             metadata: reference.metadata,
             ports: reference.ports,
             workdir: reference.workdir,

@@ -29,7 +29,7 @@ pub use descriptor::IntoSandboxRef;
 pub use error::{ClientError, Result};
 pub use exec_stream::{ExecEvent, ExecEventStream, ExecExit};
 pub use inventory::{ListOptions, ListPage, SandboxInfo};
-pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession};
+pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession, PtySpec};
 pub use sandbox::{
     spec, Endpoint, ExecOptions, Sandbox, SandboxStatus, DEFAULT_EXEC_TIMEOUT_S, UPLOAD_CHUNK_BYTES,
 };

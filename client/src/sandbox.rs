@@ -23,56 +23,8 @@ pub fn spec(image: impl Into<String>) -> proto::SandboxSpec {
     proto::SandboxSpec { image: image.into(), ..Default::default() }
 }
 
-/// Lifecycle state of a sandbox.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SandboxStatus {
-    /// Created or restarting, not yet running.
-    Starting,
-    /// Running.
-    Running,
-    /// Exited, being removed, dead, gone, or stopped through this handle.
-    Stopped,
-    /// Docker reported an error state.
-    Error,
-    /// The daemon could not be asked.
-    Unknown,
-    /// Frozen by `Pause` until `Resume`.
-    Paused,
-}
-
-impl SandboxStatus {
-    /// The lower-case name NeMo Gym uses (`running`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SandboxStatus::Starting => "starting",
-            SandboxStatus::Running => "running",
-            SandboxStatus::Stopped => "stopped",
-            SandboxStatus::Error => "error",
-            SandboxStatus::Unknown => "unknown",
-            SandboxStatus::Paused => "paused",
-        }
-    }
-
-    /// From the wire value (unknown values map to `Unknown`).
-    pub fn from_proto(value: i32) -> SandboxStatus {
-        match proto::SandboxStatus::try_from(value) {
-            Ok(proto::SandboxStatus::Starting) => SandboxStatus::Starting,
-            Ok(proto::SandboxStatus::Running) => SandboxStatus::Running,
-            Ok(proto::SandboxStatus::Stopped) => SandboxStatus::Stopped,
-            Ok(proto::SandboxStatus::Error) => SandboxStatus::Error,
-            Ok(proto::SandboxStatus::Paused) => SandboxStatus::Paused,
-            Ok(proto::SandboxStatus::Unknown) | Ok(proto::SandboxStatus::Unspecified) | Err(_) => {
-                SandboxStatus::Unknown
-            }
-        }
-    }
-}
-
-impl std::fmt::Display for SandboxStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// Lifecycle state of a sandbox: the shared contract's.
+pub use sandboxd_proto::contract::SandboxStatus;
 
 /// The host URL of a published port and the headers to send to it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -360,7 +312,7 @@ impl Sandbox {
             return Ok(SandboxStatus::Stopped);
         }
         match self.rpc().status(proto::StatusRequest { sandbox_id: self.id().to_string() }).await {
-            Ok(resp) => Ok(SandboxStatus::from_proto(resp.into_inner().status)),
+            Ok(resp) => Ok(SandboxStatus::from_wire(resp.into_inner().status)),
             // The handle came from Create or Connect, so a sandbox the server cannot find is
             // gone (removed elsewhere, or its ttl elapsed): NeMo Gym reports that as stopped.
             Err(status) if status.code() == tonic::Code::NotFound => Ok(SandboxStatus::Stopped),
@@ -540,9 +492,9 @@ mod tests {
 
     #[test]
     fn status_mapping() {
-        assert_eq!(SandboxStatus::from_proto(proto::SandboxStatus::Running as i32), SandboxStatus::Running);
-        assert_eq!(SandboxStatus::from_proto(0), SandboxStatus::Unknown);
-        assert_eq!(SandboxStatus::from_proto(99), SandboxStatus::Unknown);
+        assert_eq!(SandboxStatus::from_wire(proto::SandboxStatus::Running as i32), SandboxStatus::Running);
+        assert_eq!(SandboxStatus::from_wire(0), SandboxStatus::Unknown);
+        assert_eq!(SandboxStatus::from_wire(99), SandboxStatus::Unknown);
         assert_eq!(SandboxStatus::Stopped.to_string(), "stopped");
     }
 

@@ -10,19 +10,26 @@ use sandboxd_client::{proto, Client};
 use crate::error::CtlError;
 use crate::parse;
 
+/// The sandbox and how a command runs in it: what `exec` and `shell` both take.
 #[derive(Debug, Args)]
-pub struct ExecArgs {
+pub struct RunInArgs {
     /// The sandbox.
-    sandbox_id: String,
+    pub sandbox_id: String,
     /// User name or uid to run as.
     #[arg(long, short = 'u')]
-    user: Option<String>,
+    pub user: Option<String>,
     /// Working directory (absolute).
     #[arg(long, short = 'w')]
-    cwd: Option<String>,
+    pub cwd: Option<String>,
     /// Extra environment (repeatable).
     #[arg(long = "env", short = 'e', value_name = "K=V", value_parser = parse::key_value)]
-    env: Vec<(String, String)>,
+    pub env: Vec<(String, String)>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    #[command(flatten)]
+    run_in: RunInArgs,
     /// Timeout; the server's default (180 s) when unset.
     #[arg(long, value_name = "DURATION", value_parser = parse::duration_s)]
     timeout: Option<f64>,
@@ -43,12 +50,12 @@ pub async fn run(client: &Client, args: ExecArgs) -> Result<i32, CtlError> {
         Some(buf)
     };
     let request = proto::ExecRequest {
-        sandbox_id: args.sandbox_id,
+        sandbox_id: args.run_in.sandbox_id,
         command,
-        cwd: args.cwd,
-        env: args.env.into_iter().collect::<HashMap<_, _>>(),
+        cwd: args.run_in.cwd,
+        env: args.run_in.env.into_iter().collect::<HashMap<_, _>>(),
         timeout_s: args.timeout,
-        user: args.user,
+        user: args.run_in.user,
         stdin,
     };
     let mut rpc = client.raw();

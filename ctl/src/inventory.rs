@@ -3,34 +3,18 @@
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use clap::{Args, ValueEnum};
+use clap::builder::TypedValueParser;
+use clap::Args;
 use sandboxd_client::{proto, Client, ListOptions, SandboxInfo, SandboxStatus};
 
 use crate::error::CtlError;
 use crate::{parse, Output};
 
-/// The states `ls --status` filters by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Status {
-    Starting,
-    Running,
-    Stopped,
-    Error,
-    Unknown,
-    Paused,
-}
-
-impl From<Status> for SandboxStatus {
-    fn from(s: Status) -> Self {
-        match s {
-            Status::Starting => SandboxStatus::Starting,
-            Status::Running => SandboxStatus::Running,
-            Status::Stopped => SandboxStatus::Stopped,
-            Status::Error => SandboxStatus::Error,
-            Status::Unknown => SandboxStatus::Unknown,
-            Status::Paused => SandboxStatus::Paused,
-        }
-    }
+/// `ls --status NAME`: the states by their names (`running`, ...), listed in `--help`.
+fn status_parser() -> impl TypedValueParser<Value = SandboxStatus> {
+    clap::builder::PossibleValuesParser::new(SandboxStatus::ALL.map(SandboxStatus::as_str)).map(|name| {
+        SandboxStatus::ALL.into_iter().find(|s| s.as_str() == name).unwrap_or(SandboxStatus::Unknown)
+    })
 }
 
 #[derive(Debug, Args)]
@@ -39,8 +23,8 @@ pub struct LsArgs {
     #[arg(long = "label", short = 'l', value_name = "K=V", value_parser = parse::key_value)]
     labels: Vec<(String, String)>,
     /// Only sandboxes in this state (repeatable).
-    #[arg(long = "status", value_enum)]
-    statuses: Vec<Status>,
+    #[arg(long = "status", value_parser = status_parser())]
+    statuses: Vec<SandboxStatus>,
     /// `table` or `json` (one JSON array).
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
     output: Output,
@@ -66,11 +50,7 @@ fn labels(pairs: Vec<(String, String)>) -> HashMap<String, String> {
 }
 
 pub async fn ls(client: &Client, args: LsArgs) -> Result<i32, CtlError> {
-    let options = ListOptions {
-        labels: labels(args.labels),
-        statuses: args.statuses.into_iter().map(SandboxStatus::from).collect(),
-        ..Default::default()
-    };
+    let options = ListOptions { labels: labels(args.labels), statuses: args.statuses, ..Default::default() };
     let sandboxes = client.list_all(options).await?;
     match args.output {
         Output::Json => {
@@ -138,7 +118,7 @@ fn table(sandboxes: &[SandboxInfo], now_ms: i64) -> String {
 pub async fn status(client: &Client, args: StatusArgs) -> Result<i32, CtlError> {
     let response =
         client.raw().status(proto::StatusRequest { sandbox_id: args.sandbox_id }).await?.into_inner();
-    println!("{}", SandboxStatus::from_proto(response.status));
+    println!("{}", SandboxStatus::from_wire(response.status));
     Ok(0)
 }
 

@@ -7,12 +7,13 @@ use std::io::{IsTerminal, Read, Write};
 use std::time::Duration;
 
 use clap::Args;
-use sandboxd_client::{proto, Client};
+use sandboxd_client::{proto, Client, PtySpec};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::error::CtlError;
+use crate::exec::RunInArgs;
 use crate::parse;
 use crate::terminal::{self, RawMode};
 use proto::pty_request::Request as Req;
@@ -20,17 +21,8 @@ use proto::pty_response::Response as Resp;
 
 #[derive(Debug, Args)]
 pub struct ShellArgs {
-    /// The sandbox.
-    sandbox_id: String,
-    /// User name or uid.
-    #[arg(long, short = 'u')]
-    user: Option<String>,
-    /// Working directory (absolute).
-    #[arg(long, short = 'w')]
-    cwd: Option<String>,
-    /// Extra environment (repeatable).
-    #[arg(long = "env", short = 'e', value_name = "K=V", value_parser = parse::key_value)]
-    env: Vec<(String, String)>,
+    #[command(flatten)]
+    run_in: RunInArgs,
     /// The program to run instead of the sandbox's shell (one argument: a shell command line).
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -56,16 +48,17 @@ pub async fn run(client: &Client, args: ShellArgs) -> Result<i32, CtlError> {
     };
     let (rows, cols) = terminal::size();
     let (tx, rx) = mpsc::channel(64);
-    let open = proto::PtyOpen {
-        sandbox_id: args.sandbox_id,
+    let run_in = args.run_in;
+    let open = PtySpec {
         command,
-        cwd: args.cwd,
-        env: args.env.into_iter().collect(),
-        rows: u32::from(rows),
-        cols: u32::from(cols),
-        user: args.user,
-        pipe: false,
-    };
+        cwd: run_in.cwd,
+        env: run_in.env.into_iter().collect(),
+        rows,
+        cols,
+        user: run_in.user,
+        ..Default::default()
+    }
+    .to_open(&run_in.sandbox_id);
     let _ = tx.send(request(Req::Open(open))).await;
     let mut responses = client.raw().pty(ReceiverStream::new(rx)).await?.into_inner();
     match responses.message().await? {

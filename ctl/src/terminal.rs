@@ -24,6 +24,6 @@ impl Drop for RawMode {
 pub fn size() -> (u16, u16) {
     match crossterm::terminal::size() {
         Ok((cols, rows)) if cols > 0 && rows > 0 => (rows, cols),
-        _ => (24, 80),
+        _ => (sandboxd_client::PtySpec::DEFAULT_ROWS, sandboxd_client::PtySpec::DEFAULT_COLS),
     }
 }

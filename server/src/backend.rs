@@ -37,11 +37,11 @@ pub struct CreatePlan {
 impl CreatePlan {
     /// A fresh id, the lease `spec.ttl_s` asks for, the default create bound.
     pub fn for_spec(spec: &SandboxSpec) -> Self {
-        use crate::config::{DEFAULT_CREATE_TIMEOUT_S, MAX_CLIENT_SECONDS};
+        use crate::config::{DEFAULT_CREATE_TIMEOUT, MAX_CLIENT_SECONDS};
         Self {
             id: SandboxId::generate(),
             ttl: spec.ttl_s.filter(|t| *t > 0.0 && *t <= MAX_CLIENT_SECONDS).map(Duration::from_secs_f64),
-            timeout: Duration::from_secs_f64(DEFAULT_CREATE_TIMEOUT_S),
+            timeout: DEFAULT_CREATE_TIMEOUT,
         }
     }
 }

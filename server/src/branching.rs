@@ -25,17 +25,5 @@ pub struct Forked {
     pub sandboxes: Vec<SandboxHandle>,
 }
 
-/// How a path changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DiffKind {
-    Added,
-    Changed,
-    Deleted,
-}
-
-/// One changed path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DiffEntry {
-    pub path: String,
-    pub kind: DiffKind,
-}
+/// How a path changed, and one changed path: the shared contract's.
+pub use sandboxd_proto::contract::{DiffEntry, DiffKind};

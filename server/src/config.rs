@@ -2,7 +2,8 @@
 //! NeMo Gym's `docker.yaml`, with the same fields, defaults and validation, loaded from YAML or JSON.
 
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -41,7 +42,8 @@ pub struct DockerCreateConfig {
     pub keepalive_shell: String,
     pub keepalive_cmd: String,
     /// Bound on one `docker run`; `null` waits forever.
-    pub start_timeout_s: Option<f64>,
+    #[serde(rename = "start_timeout_s", deserialize_with = "seconds::optional")]
+    pub start_timeout: Option<Duration>,
     pub use_init: bool,
     /// `None`: the default bridge; `"none"`: no network; else a named network.
     pub network: Option<String>,
@@ -56,7 +58,8 @@ pub struct DockerCreateConfig {
     pub publish_host: String,
     /// How many times an ambiguous `docker run` (timeout, transport error) is retried.
     pub transport_retries: i64,
-    pub transport_retry_delay_s: f64,
+    #[serde(rename = "transport_retry_delay_s", deserialize_with = "seconds::required")]
+    pub transport_retry_delay: Duration,
     /// When `docker run` pulls the image: `missing` (Docker's and Compose's default), `never`
     /// (shared deployments: only images already on the daemon), `always`.
     pub pull_policy: String,
@@ -67,7 +70,7 @@ impl Default for DockerCreateConfig {
         Self {
             keepalive_shell: DEFAULT_KEEPALIVE_SHELL.into(),
             keepalive_cmd: DEFAULT_KEEPALIVE_CMD.into(),
-            start_timeout_s: Some(600.0),
+            start_timeout: Some(Duration::from_secs(600)),
             use_init: true,
             network: None,
             read_only: false,
@@ -78,7 +81,7 @@ impl Default for DockerCreateConfig {
             apply_resource_limits: true,
             publish_host: "127.0.0.1".into(),
             transport_retries: 2,
-            transport_retry_delay_s: 1.0,
+            transport_retry_delay: Duration::from_secs(1),
             pull_policy: "missing".into(),
         }
     }
@@ -87,7 +90,7 @@ impl Default for DockerCreateConfig {
 impl DockerCreateConfig {
     /// The checks of the seed's `__post_init__`.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        positive_opt("create.start_timeout_s", self.start_timeout_s)?;
+        nonzero("create.start_timeout_s", self.start_timeout)?;
         if let Some(limit) = self.pids_limit {
             if limit <= 0 {
                 return Err(ConfigError::new("create.pids_limit", format!("must be > 0 (got {limit})")));
@@ -105,7 +108,6 @@ impl DockerCreateConfig {
                 format!("must be >= 0 (got {})", self.transport_retries),
             ));
         }
-        non_negative("create.transport_retry_delay_s", self.transport_retry_delay_s)?;
         if !["missing", "never", "always"].contains(&self.pull_policy.as_str()) {
             return Err(ConfigError::new(
                 "create.pull_policy",
@@ -139,7 +141,8 @@ pub enum ExecEngineKind {
 #[serde(default, deny_unknown_fields)]
 pub struct DockerExecConfig {
     /// Timeout of an exec that names none; `null` waits forever.
-    pub default_timeout_s: Option<f64>,
+    #[serde(rename = "default_timeout_s", deserialize_with = "seconds::optional")]
+    pub default_timeout: Option<Duration>,
     /// Operator-chosen `docker exec` flags, added to every exec.
     pub extra_exec_args: Vec<String>,
     /// How many `docker run`/`docker exec` clients may run at once.
@@ -156,15 +159,15 @@ pub struct DockerExecConfig {
     pub max_output_bytes: i64,
     /// `"agent"` (default) or `"docker"`.
     pub engine: ExecEngineKind,
-    /// Host directory the agent binary is written to and bind-mounted from; `null` picks
-    /// `/var/lib/sandboxd` for root, else `$XDG_STATE_HOME/sandboxd`.
+    /// Host directory the agent binary is written to and bind-mounted from; `null`: the
+    /// default state directory ([`default_state_dir`]).
     pub agent_dir: Option<String>,
 }
 
 impl Default for DockerExecConfig {
     fn default() -> Self {
         Self {
-            default_timeout_s: Some(180.0),
+            default_timeout: Some(Duration::from_secs(180)),
             extra_exec_args: Vec::new(),
             concurrency: 32,
             control_concurrency: 16,
@@ -179,7 +182,7 @@ impl Default for DockerExecConfig {
 
 impl DockerExecConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
-        positive_opt("exec.default_timeout_s", self.default_timeout_s)?;
+        nonzero("exec.default_timeout_s", self.default_timeout)?;
         for (field, n) in [
             ("exec.concurrency", self.concurrency),
             ("exec.control_concurrency", self.control_concurrency),
@@ -206,6 +209,11 @@ impl DockerExecConfig {
         }
         Ok(())
     }
+
+    /// `agent_dir`, or the default state directory.
+    pub fn agent_dir(&self) -> PathBuf {
+        self.agent_dir.as_ref().map(PathBuf::from).unwrap_or_else(default_state_dir)
+    }
 }
 
 /// The readiness probe (`docker.probe`).
@@ -217,12 +225,15 @@ pub struct DockerProbeConfig {
     /// `None` accepts any output of a successful probe.
     pub expected_stdout: Option<String>,
     /// Timeout of one probe exec.
-    pub timeout_s: f64,
+    #[serde(rename = "timeout_s", deserialize_with = "seconds::required")]
+    pub timeout: Duration,
     /// Overall deadline; `None` means one round of `stable_count` attempts.
-    pub deadline_s: Option<f64>,
+    #[serde(rename = "deadline_s", deserialize_with = "seconds::optional")]
+    pub deadline: Option<Duration>,
     /// Consecutive passes needed.
     pub stable_count: i64,
-    pub stable_delay_s: f64,
+    #[serde(rename = "stable_delay_s", deserialize_with = "seconds::required")]
+    pub stable_delay: Duration,
 }
 
 impl Default for DockerProbeConfig {
@@ -230,27 +241,26 @@ impl Default for DockerProbeConfig {
         Self {
             command: Some(READY_PROBE_COMMAND.into()),
             expected_stdout: Some(READY_PROBE_EXPECTED.into()),
-            timeout_s: 30.0,
-            deadline_s: None,
+            timeout: Duration::from_secs(30),
+            deadline: None,
             stable_count: 1,
-            stable_delay_s: 0.0,
+            stable_delay: Duration::ZERO,
         }
     }
 }
 
 impl DockerProbeConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.command.is_some() && (self.timeout_s.is_nan() || self.timeout_s <= 0.0) {
-            return Err(ConfigError::new("probe.timeout_s", format!("must be > 0 (got {})", self.timeout_s)));
+        if self.command.is_some() {
+            nonzero("probe.timeout_s", Some(self.timeout))?;
         }
-        positive_opt("probe.deadline_s", self.deadline_s)?;
+        nonzero("probe.deadline_s", self.deadline)?;
         if self.stable_count < 1 {
             return Err(ConfigError::new(
                 "probe.stable_count",
                 format!("must be >= 1 (got {})", self.stable_count),
             ));
         }
-        non_negative("probe.stable_delay_s", self.stable_delay_s)?;
         Ok(())
     }
 }
@@ -285,7 +295,7 @@ impl DockerConfig {
 /// Default bound on the snapshots that exist at once.
 pub const DEFAULT_MAX_SNAPSHOTS: u32 = 100;
 /// Default age past which an unreferenced snapshot is removed: one day.
-pub const DEFAULT_SNAPSHOT_TTL_S: f64 = 86_400.0;
+pub const DEFAULT_SNAPSHOT_TTL: Duration = Duration::from_secs(86_400);
 
 /// The `server` section: what clients may ask for. Everything defaults to the safe choice.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -296,24 +306,29 @@ pub struct ServerSection {
     /// Let clients pass `provider_options.run_args` (arbitrary `docker run` flags).
     pub allow_client_run_args: bool,
     /// Cap on any lease (`spec.ttl_s`, `SetTimeout`); `null`: no cap.
-    pub max_ttl_s: Option<f64>,
+    #[serde(rename = "max_ttl_s", deserialize_with = "seconds::optional")]
+    pub max_ttl: Option<Duration>,
     /// Lease of a sandbox created without `ttl_s`; `null`: it lives until `Close`.
-    pub default_ttl_s: Option<f64>,
+    #[serde(rename = "default_ttl_s", deserialize_with = "seconds::optional")]
+    pub default_ttl: Option<Duration>,
     /// Where leases moved by `SetTimeout` are kept, so a restarted server finds them;
-    /// `null`: `$XDG_STATE_HOME/sandboxd` (else `~/.local/state/sandboxd`, else `/var/lib/sandboxd`).
-    pub state_dir: Option<std::path::PathBuf>,
-    /// Seconds between two sweeps (expired leases, abandoned creates).
-    pub sweep_interval_s: f64,
+    /// `null`: the default state directory ([`default_state_dir`]).
+    pub state_dir: Option<PathBuf>,
+    /// Time between two sweeps (expired leases, abandoned creates).
+    #[serde(rename = "sweep_interval_s", deserialize_with = "seconds::required")]
+    pub sweep_interval: Duration,
     /// Bound on a whole create (run, probe, files); a create still running then fails and
     /// removes its container, and the sweep removes any unfinished create older than this.
-    pub create_timeout_s: f64,
+    #[serde(rename = "create_timeout_s", deserialize_with = "seconds::required")]
+    pub create_timeout: Duration,
     /// Limits on what clients can open (RESOURCE_EXHAUSTED past them).
     pub limits: Limits,
     /// Snapshots that may exist at once; `Snapshot` and `Fork` beyond it are RESOURCE_EXHAUSTED.
     pub max_snapshots: u32,
     /// A snapshot no sandbox uses is removed this long after it was taken; `null` keeps it
     /// until `DeleteSnapshot`.
-    pub snapshot_ttl_s: Option<f64>,
+    #[serde(rename = "snapshot_ttl_s", deserialize_with = "seconds::optional")]
+    pub snapshot_ttl: Option<Duration>,
 }
 
 impl Default for ServerSection {
@@ -321,51 +336,48 @@ impl Default for ServerSection {
         Self {
             allow_client_volumes: false,
             allow_client_run_args: false,
-            max_ttl_s: None,
-            default_ttl_s: None,
+            max_ttl: None,
+            default_ttl: None,
             state_dir: None,
-            sweep_interval_s: DEFAULT_SWEEP_INTERVAL_S,
-            create_timeout_s: DEFAULT_CREATE_TIMEOUT_S,
+            sweep_interval: DEFAULT_SWEEP_INTERVAL,
+            create_timeout: DEFAULT_CREATE_TIMEOUT,
             limits: Limits::default(),
             max_snapshots: DEFAULT_MAX_SNAPSHOTS,
-            snapshot_ttl_s: Some(DEFAULT_SNAPSHOT_TTL_S),
+            snapshot_ttl: Some(DEFAULT_SNAPSHOT_TTL),
         }
     }
 }
 
-/// Default seconds between two sweeps.
-pub const DEFAULT_SWEEP_INTERVAL_S: f64 = 5.0;
+/// Default time between two sweeps.
+pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(5);
 /// Default bound on a whole create.
-pub const DEFAULT_CREATE_TIMEOUT_S: f64 = 900.0;
+pub const DEFAULT_CREATE_TIMEOUT: Duration = Duration::from_secs(900);
 /// The longest duration a client may send (`ttl_s`, `ready_timeout_s`, `timeout_s`): one year.
 pub const MAX_CLIENT_SECONDS: f64 = 31_536_000.0;
 
 impl ServerSection {
     pub fn validate(&self) -> Result<(), ConfigError> {
-        positive_opt("server.max_ttl_s", self.max_ttl_s)?;
-        positive_opt("server.default_ttl_s", self.default_ttl_s)?;
-        if let (Some(default), Some(max)) = (self.default_ttl_s, self.max_ttl_s) {
+        nonzero("server.max_ttl_s", self.max_ttl)?;
+        nonzero("server.default_ttl_s", self.default_ttl)?;
+        if let (Some(default), Some(max)) = (self.default_ttl, self.max_ttl) {
             if default > max {
                 return Err(ConfigError::new(
                     "server.default_ttl_s",
-                    format!("must be <= server.max_ttl_s ({max}) (got {default})"),
+                    format!(
+                        "must be <= server.max_ttl_s ({}) (got {})",
+                        max.as_secs_f64(),
+                        default.as_secs_f64()
+                    ),
                 ));
             }
         }
         for (field, v) in [
-            ("server.max_ttl_s", self.max_ttl_s),
-            ("server.default_ttl_s", self.default_ttl_s),
-            ("server.sweep_interval_s", Some(self.sweep_interval_s)),
-            ("server.create_timeout_s", Some(self.create_timeout_s)),
+            ("server.max_ttl_s", self.max_ttl),
+            ("server.default_ttl_s", self.default_ttl),
+            ("server.sweep_interval_s", Some(self.sweep_interval)),
+            ("server.create_timeout_s", Some(self.create_timeout)),
         ] {
-            if let Some(v) = v {
-                if !(v > 0.0 && v <= MAX_CLIENT_SECONDS) {
-                    return Err(ConfigError::new(
-                        field,
-                        format!("must be > 0 and <= {MAX_CLIENT_SECONDS} (got {v})"),
-                    ));
-                }
-            }
+            within_client_bound(field, v)?;
         }
         if matches!(&self.state_dir, Some(d) if d.as_os_str().is_empty()) {
             return Err(ConfigError::new("server.state_dir", "must be null (default) or a directory"));
@@ -373,24 +385,28 @@ impl ServerSection {
         if self.max_snapshots < 1 {
             return Err(ConfigError::new("server.max_snapshots", "must be >= 1 (got 0)"));
         }
-        positive_opt("server.snapshot_ttl_s", self.snapshot_ttl_s)?;
+        nonzero("server.snapshot_ttl_s", self.snapshot_ttl)?;
         self.limits.validate()
     }
 
-    /// `state_dir`, or the XDG default.
-    pub fn state_dir(&self) -> std::path::PathBuf {
-        if let Some(dir) = &self.state_dir {
-            return dir.clone();
-        }
-        let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(std::path::PathBuf::from);
-        if let Some(state) = env("XDG_STATE_HOME") {
-            return state.join("sandboxd");
-        }
-        if let Some(home) = env("HOME") {
-            return home.join(".local/state/sandboxd");
-        }
-        std::path::PathBuf::from("/var/lib/sandboxd")
+    /// `state_dir`, or the default state directory.
+    pub fn state_dir(&self) -> PathBuf {
+        self.state_dir.clone().unwrap_or_else(default_state_dir)
     }
+}
+
+/// Where this server keeps what it writes to the host (moved leases, the agent binary) when the
+/// config names no directory: `$XDG_STATE_HOME/sandboxd`, else `~/.local/state/sandboxd`, else
+/// `/var/lib/sandboxd`. One rule, so the two never land in different places by accident.
+pub fn default_state_dir() -> PathBuf {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(state) = env("XDG_STATE_HOME") {
+        return state.join("sandboxd");
+    }
+    if let Some(home) = env("HOME") {
+        return home.join(".local/state/sandboxd");
+    }
+    PathBuf::from("/var/lib/sandboxd")
 }
 
 /// What one client or the clients together may hold at once.
@@ -405,11 +421,13 @@ pub struct Limits {
     pub max_streams_per_connection: u32,
     /// Largest upload without `size` (spooled to a temp file first), in bytes.
     pub max_upload_spool_bytes: u64,
-    /// Seconds `Upload` and `Pty` wait for their first message.
-    pub first_message_timeout_s: f64,
-    /// Seconds a transfer may stall (an upload whose client sends nothing, a download whose
+    /// How long `Upload` and `Pty` wait for their first message.
+    #[serde(rename = "first_message_timeout_s", deserialize_with = "seconds::required")]
+    pub first_message_timeout: Duration,
+    /// How long a transfer may stall (an upload whose client sends nothing, a download whose
     /// client reads nothing) before it fails and gives back its transfer permit.
-    pub transfer_idle_timeout_s: f64,
+    #[serde(rename = "transfer_idle_timeout_s", deserialize_with = "seconds::required")]
+    pub transfer_idle_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -419,8 +437,8 @@ impl Default for Limits {
             max_pty_sessions_per_sandbox: 16,
             max_streams_per_connection: 1024,
             max_upload_spool_bytes: 4 << 30,
-            first_message_timeout_s: 30.0,
-            transfer_idle_timeout_s: 60.0,
+            first_message_timeout: Duration::from_secs(30),
+            transfer_idle_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -439,18 +457,8 @@ impl Limits {
         if self.max_upload_spool_bytes == 0 {
             return Err(ConfigError::new("server.limits.max_upload_spool_bytes", "must be >= 1"));
         }
-        for (field, t) in [
-            ("server.limits.first_message_timeout_s", self.first_message_timeout_s),
-            ("server.limits.transfer_idle_timeout_s", self.transfer_idle_timeout_s),
-        ] {
-            if !(t > 0.0 && t <= MAX_CLIENT_SECONDS) {
-                return Err(ConfigError::new(
-                    field,
-                    format!("must be > 0 and <= {MAX_CLIENT_SECONDS} (got {t})"),
-                ));
-            }
-        }
-        Ok(())
+        within_client_bound("server.limits.first_message_timeout_s", Some(self.first_message_timeout))?;
+        within_client_bound("server.limits.transfer_idle_timeout_s", Some(self.transfer_idle_timeout))
     }
 }
 
@@ -468,8 +476,17 @@ impl FileConfig {
     pub fn from_json_value(root: &serde_json::Value) -> Result<Self, ConfigError> {
         let config: FileConfig = serde_path_to_error::deserialize(root.clone()).map_err(|e| {
             let path = e.path().to_string();
-            let field = if path == "." || path.is_empty() { "config".to_string() } else { path };
-            ConfigError::new(field, e.into_inner().to_string())
+            let message = e.into_inner().to_string();
+            let field = if path == "." || path.is_empty() {
+                "config".to_string()
+            } else if message.starts_with("invalid value") {
+                // A value out of range is named as `validate` names it (the docker section's
+                // fields as in the seed's `docker.yaml`, relative to it); a wrong type by its path.
+                path.strip_prefix("docker.").unwrap_or(&path).to_string()
+            } else {
+                path
+            };
+            ConfigError::new(field, message)
         })?;
         config.docker.validate()?;
         config.server.validate()?;
@@ -507,20 +524,51 @@ fn is_yaml(path: &Path, text: &str) -> bool {
     }
 }
 
-fn positive_opt(field: &str, value: Option<f64>) -> Result<(), ConfigError> {
+/// A duration that must not be zero, when set.
+fn nonzero(field: &str, value: Option<Duration>) -> Result<(), ConfigError> {
     match value {
-        Some(v) if !(v > 0.0 && v.is_finite()) => {
-            Err(ConfigError::new(field, format!("must be > 0 (got {v})")))
-        }
+        Some(d) if d.is_zero() => Err(ConfigError::new(field, "must be > 0 (got 0)")),
         _ => Ok(()),
     }
 }
 
-fn non_negative(field: &str, value: f64) -> Result<(), ConfigError> {
-    if value >= 0.0 && value.is_finite() {
-        Ok(())
-    } else {
-        Err(ConfigError::new(field, format!("must be >= 0 (got {value})")))
+/// A duration in `(0, MAX_CLIENT_SECONDS]`, when set.
+fn within_client_bound(field: &str, value: Option<Duration>) -> Result<(), ConfigError> {
+    match value {
+        Some(d) if d.is_zero() || d.as_secs_f64() > MAX_CLIENT_SECONDS => Err(ConfigError::new(
+            field,
+            format!("must be > 0 and <= {MAX_CLIENT_SECONDS} (got {})", d.as_secs_f64()),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Config durations: written as seconds (a JSON/YAML number, the keys ending in `_s`, as in the
+/// seed's `docker.yaml`), held as `Duration` from parsing on so no user converts. Negative,
+/// NaN, infinite and absurd values are refused here; whether zero is allowed is `validate`'s.
+pub mod seconds {
+    use std::time::Duration;
+
+    use serde::de::{Deserialize, Deserializer, Error, Unexpected};
+
+    /// The largest config duration: a century (anything longer is a mistake, and would
+    /// overflow deadline arithmetic).
+    pub const MAX: f64 = 100.0 * 365.0 * 86_400.0;
+
+    fn checked<E: Error>(value: f64) -> Result<Duration, E> {
+        match Duration::try_from_secs_f64(value) {
+            Ok(d) if value <= MAX => Ok(d),
+            _ => Err(E::invalid_value(Unexpected::Float(value), &"seconds >= 0 and <= 3153600000")),
+        }
+    }
+
+    pub fn required<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        checked(f64::deserialize(d)?)
+    }
+
+    /// `null` is `None`.
+    pub fn optional<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Option::<f64>::deserialize(d)?.map(checked).transpose()
     }
 }
 
@@ -536,16 +584,16 @@ mod tests {
     #[test]
     fn defaults_match_the_seed() {
         let c = load(json!({})).unwrap();
-        assert_eq!(c.create.start_timeout_s, Some(600.0));
+        assert_eq!(c.create.start_timeout, Some(Duration::from_secs(600)));
         assert!(c.create.use_init);
         assert_eq!(c.create.publish_host, "127.0.0.1");
         assert_eq!(c.create.transport_retries, 2);
-        assert_eq!(c.create.transport_retry_delay_s, 1.0);
-        assert_eq!(c.exec.default_timeout_s, Some(180.0));
+        assert_eq!(c.create.transport_retry_delay, Duration::from_secs(1));
+        assert_eq!(c.exec.default_timeout, Some(Duration::from_secs(180)));
         assert_eq!(c.exec.concurrency, 32);
         assert_eq!(c.exec.engine, ExecEngineKind::Agent);
         assert_eq!(c.probe.command.as_deref(), Some(READY_PROBE_COMMAND));
-        assert_eq!(c.probe.timeout_s, 30.0);
+        assert_eq!(c.probe.timeout, Duration::from_secs(30));
         assert_eq!(c.probe.stable_count, 1);
     }
 
@@ -589,6 +637,25 @@ mod tests {
     }
 
     #[test]
+    fn durations_are_seconds_and_bad_ones_are_named() {
+        let c = load(json!({"docker": {"exec": {"default_timeout_s": 1.5}, "probe": {"stable_delay_s": 0}}}))
+            .unwrap();
+        assert_eq!(c.exec.default_timeout, Some(Duration::from_millis(1500)));
+        assert_eq!(c.probe.stable_delay, Duration::ZERO);
+        for (docker, field) in [
+            (json!({"exec": {"default_timeout_s": 1e300}}), "exec.default_timeout_s"),
+            (json!({"probe": {"timeout_s": -0.001}}), "probe.timeout_s"),
+        ] {
+            let err = load(json!({ "docker": docker })).unwrap_err();
+            assert_eq!(err.field, field, "{docker}");
+        }
+        let err = FileConfig::from_json_value(&json!({"server": {"sweep_interval_s": -1}})).unwrap_err();
+        assert_eq!(err.field, "server.sweep_interval_s");
+        let err = load(json!({"docker": {"exec": {"default_timeout_s": "60"}}})).unwrap_err();
+        assert_eq!(err.field, "docker.exec.default_timeout_s", "a wrong type is named by its path");
+    }
+
+    #[test]
     fn a_value_of_the_wrong_type_names_its_field() {
         let err = load(json!({"docker": {"create": {"pids_limit": "many"}}})).unwrap_err();
         assert_eq!(err.field, "docker.create.pids_limit", "{err}");
@@ -612,10 +679,10 @@ mod tests {
     #[test]
     fn snapshot_bounds() {
         let c = FileConfig::from_json_value(&json!({})).unwrap();
-        assert_eq!((c.server.max_snapshots, c.server.snapshot_ttl_s), (100, Some(86_400.0)));
+        assert_eq!((c.server.max_snapshots, c.server.snapshot_ttl), (100, Some(Duration::from_secs(86_400))));
         let c = FileConfig::from_json_value(&json!({"server": {"max_snapshots": 3, "snapshot_ttl_s": null}}))
             .unwrap();
-        assert_eq!((c.server.max_snapshots, c.server.snapshot_ttl_s), (3, None));
+        assert_eq!((c.server.max_snapshots, c.server.snapshot_ttl), (3, None));
         for (server, field) in [
             (json!({"max_snapshots": 0}), "server.max_snapshots"),
             (json!({"snapshot_ttl_s": 0}), "server.snapshot_ttl_s"),
@@ -643,7 +710,7 @@ mod tests {
             "probe": {"command": null, "timeout_s": 0}
         }}))
         .unwrap();
-        assert_eq!(c.create.start_timeout_s, None);
+        assert_eq!(c.create.start_timeout, None);
         assert_eq!(c.exec.exec_shell.as_deref(), Some("bash"));
         assert_eq!(c.probe.command, None);
     }

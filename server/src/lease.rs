@@ -39,10 +39,7 @@ pub struct LeasePolicy {
 
 impl LeasePolicy {
     pub fn from_config(server: &ServerSection) -> Self {
-        Self {
-            max_ttl: server.max_ttl_s.map(Duration::from_secs_f64),
-            default_ttl: server.default_ttl_s.map(Duration::from_secs_f64),
-        }
+        Self { max_ttl: server.max_ttl, default_ttl: server.default_ttl }
     }
 
     /// The lease a sandbox gets: the one asked for, else the default, capped by the maximum.

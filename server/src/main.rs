@@ -38,9 +38,9 @@ struct Args {
     /// Remove the sandboxes this process created when it shuts down.
     #[arg(long, env = "SANDBOXD_REMOVE_ON_SHUTDOWN")]
     remove_on_shutdown: bool,
-    /// Seconds in-flight calls get to finish after SIGTERM.
-    #[arg(long, env = "SANDBOXD_DRAIN_TIMEOUT_S", default_value_t = 30.0)]
-    drain_timeout_s: f64,
+    /// Seconds in-flight calls get to finish after SIGTERM (0..=86400).
+    #[arg(long = "drain-timeout-s", env = "SANDBOXD_DRAIN_TIMEOUT_S", default_value = "30", value_parser = parse_drain)]
+    drain_timeout: Duration,
     /// Serve TLS with this PEM certificate chain (needs --tls-key).
     #[arg(long, env = "SANDBOXD_TLS_CERT", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -53,6 +53,14 @@ struct Args {
     /// Log format (logs go to stderr; filter with RUST_LOG).
     #[arg(long, env = "SANDBOXD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+}
+
+/// `--drain-timeout-s`: seconds in 0..=86400, a `Duration` from here on.
+fn parse_drain(value: &str) -> Result<Duration, String> {
+    match value.trim().parse::<f64>() {
+        Ok(s) if (0.0..=86_400.0).contains(&s) => Ok(Duration::from_secs_f64(s)),
+        _ => Err("must be seconds in 0..=86400".into()),
+    }
 }
 
 /// `IP:PORT`, or `HOST:PORT` resolved now (IPv4 first: `localhost` means 127.0.0.1).
@@ -101,16 +109,13 @@ fn options(args: &Args) -> Result<ServeOptions, String> {
         }
         None => None,
     };
-    if !(args.drain_timeout_s >= 0.0 && args.drain_timeout_s <= 86_400.0) {
-        return Err("--drain-timeout-s must be in 0..=86400".into());
-    }
     Ok(ServeOptions {
         listen: args.listen,
         config,
         auth_token,
         insecure: args.insecure,
         remove_on_shutdown: args.remove_on_shutdown,
-        drain_timeout: Duration::from_secs_f64(args.drain_timeout_s),
+        drain_timeout: args.drain_timeout,
         metrics_listen: args.metrics_listen,
         tls: match (&args.tls_cert, &args.tls_key) {
             (Some(cert), Some(key)) => {
@@ -121,8 +126,13 @@ fn options(args: &Args) -> Result<ServeOptions, String> {
     })
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // Before the runtime starts its threads: glibc fixes the arena bound when one first needs it.
+    sandboxd::memory::limit_arenas();
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime").block_on(run())
+}
+
+async fn run() -> ExitCode {
     let args = Args::parse();
     init_tracing(args.log_format);
     let options = match options(&args) {

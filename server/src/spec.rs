@@ -8,20 +8,8 @@ use serde::Deserialize;
 
 use crate::error::ProviderError;
 
-/// Lifecycle state of a sandbox.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SandboxStatus {
-    Starting,
-    Running,
-    /// Frozen: exec and terminals are refused until it resumes.
-    Paused,
-    Stopped,
-    Error,
-    Unknown,
-}
-
 pub use sandboxd_proto::contract::{
-    ExecErrorType, ExecResult, ExecUsage, SandboxDescriptor, Signal, TerminalMode,
+    ExecErrorType, ExecResult, ExecUsage, PtySpec, SandboxDescriptor, SandboxStatus, Signal, TerminalMode,
     SANDBOX_RUNTIME_RETURN_CODE,
 };
 
@@ -106,33 +94,6 @@ pub struct ExecParams {
     pub timeout: Option<std::time::Duration>,
     pub user: Option<String>,
     pub stdin: Option<Vec<u8>>,
-}
-
-/// What a terminal session should run and how (`SandboxPtySpec`).
-#[derive(Debug, Clone)]
-pub struct PtySpec {
-    /// `None`: the sandbox's shell, interactively.
-    pub command: Option<String>,
-    pub cwd: Option<String>,
-    pub env: BTreeMap<String, String>,
-    pub rows: u16,
-    pub cols: u16,
-    pub user: Option<String>,
-    pub mode: TerminalMode,
-}
-
-impl Default for PtySpec {
-    fn default() -> Self {
-        Self {
-            command: None,
-            cwd: None,
-            env: BTreeMap::new(),
-            rows: 24,
-            cols: 80,
-            user: None,
-            mode: TerminalMode::Pty,
-        }
-    }
 }
 
 /// How a published port is reached from the host.

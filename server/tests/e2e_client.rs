@@ -202,7 +202,7 @@ async fn pty_sessions_read_write_resize_signal_and_exit() {
     let pipe = sandbox
         .pty()
         .create(PtyOptions {
-            pty: false,
+            mode: TerminalMode::Pipe,
             ..PtyOptions::command("read line; echo got:$line; echo oops >&2; exit 3")
         })
         .await

@@ -93,7 +93,7 @@ async fn probe_that_never_passes_fails_verification_and_leaves_nothing() {
     let label = TestLabel::new();
     let p = provider_with(&label, |c| {
         c.probe.command = Some("echo not-yet; exit 1".into());
-        c.probe.deadline_s = Some(1.0);
+        c.probe.deadline = Some(Duration::from_secs(1));
     });
     let started = Instant::now();
     let err = p.create(&spec(images::BUSYBOX)).await.unwrap_err();
@@ -113,7 +113,7 @@ async fn probe_stable_count_and_configured_shell() {
     let label = TestLabel::new();
     let p = provider_with(&label, |c| {
         c.probe.stable_count = 3;
-        c.probe.stable_delay_s = 0.05;
+        c.probe.stable_delay = Duration::from_millis(50);
         c.exec.exec_shell = Some("sh".into());
     });
     let h = p.create(&spec(images::BASH)).await.unwrap();

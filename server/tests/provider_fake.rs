@@ -66,7 +66,7 @@ esac
 
     fn provider(&self, edit: impl FnOnce(&mut DockerConfig)) -> DockerProvider {
         let mut config = DockerConfig::default();
-        config.create.transport_retry_delay_s = 0.0;
+        config.create.transport_retry_delay = std::time::Duration::ZERO;
         // The exact command lines pinned here are the `docker exec` engine's.
         config.exec.engine = sandboxd::config::ExecEngineKind::Docker;
         edit(&mut config);
@@ -95,7 +95,7 @@ const MISSING: &str = r#"echo "Error: No such object: x" >&2; exit 1"#;
 async fn lost_run_response_is_reconciled_by_name_and_started() {
     // The first run hangs past start_timeout_s (its response is lost), but the container exists.
     let fake = FakeDocker::new(r#"if [ "$n" = 1 ]; then sleep 5; fi; exit 0"#, OWNED_CREATED);
-    let p = fake.provider(|c| c.create.start_timeout_s = Some(0.5));
+    let p = fake.provider(|c| c.create.start_timeout = Some(std::time::Duration::from_millis(500)));
     let h = p.create(&SandboxSpec::new("sandboxd-test/busybox:1")).await.unwrap();
     assert_eq!(h.shell, "bash");
     let calls = fake.calls();

@@ -94,7 +94,7 @@ pub fn provider_with(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) ->
     require_docker();
     let mut config = DockerConfig::default();
     config.create.extra_run_args = label.run_args();
-    config.exec.default_timeout_s = Some(60.0);
+    config.exec.default_timeout = Some(std::time::Duration::from_secs(60));
     config.exec.engine = engine();
     edit(&mut config);
     DockerProvider::new(config).expect("provider")

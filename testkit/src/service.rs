@@ -44,7 +44,7 @@ impl TestService {
     ) -> TestService {
         let mut config = FileConfig::default();
         config.docker.create.extra_run_args = label.run_args();
-        config.docker.exec.default_timeout_s = Some(60.0);
+        config.docker.exec.default_timeout = Some(Duration::from_secs(60));
         config.docker.exec.engine = crate::engine();
         edit(&mut config);
         Self::start_config(config, token)

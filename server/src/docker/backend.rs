@@ -96,7 +96,7 @@ impl SandboxBackend for DockerProvider {
     }
 
     fn default_exec_timeout(&self) -> Option<Duration> {
-        self.config.exec.default_timeout_s.map(Duration::from_secs_f64)
+        self.config.exec.default_timeout
     }
 
     async fn snapshot(

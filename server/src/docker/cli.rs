@@ -1,6 +1,7 @@
-//! The one place docker subprocesses are started: the `concurrency` semaphore, a process group
-//! per call (so a timeout kills the client and anything it forked), a `tracing` span with env
-//! values masked, and bytes kept lossless.
+//! The one place docker subprocesses are started and end: the `concurrency` semaphore, a
+//! process group per call (so a timeout kills the client and anything it forked), a `tracing`
+//! span with env values masked, bytes kept lossless, and a failed command classified once
+//! ([`CliError::Failed`]).
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -12,6 +13,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
+use super::classify::DockerFailure;
 use super::mask::masked;
 
 /// What a finished docker command produced.
@@ -25,9 +27,6 @@ pub struct CommandOutput {
 }
 
 impl CommandOutput {
-    pub fn success(&self) -> bool {
-        self.code == 0
-    }
     pub fn stdout_text(&self) -> String {
         String::from_utf8_lossy(&self.stdout).into_owned()
     }
@@ -46,6 +45,9 @@ pub enum CliError {
     Timeout { after: Duration, command: String },
     #[error("i/o with {command}: {source}")]
     Io { command: String, source: std::io::Error },
+    /// Docker ran and failed (non-zero exit): what it said, classified.
+    #[error(transparent)]
+    Failed(#[from] DockerFailure),
 }
 
 /// Process groups of the docker clients running now, so an exit can end them all.
@@ -84,6 +86,10 @@ pub struct DockerChild {
     pub span: tracing::Span,
     /// The docker subcommand and its start, for the subprocess-duration metric.
     started: (String, std::time::Instant),
+    /// The arguments (without the binary), to classify a failure.
+    args: Vec<String>,
+    /// The stderr being collected in the background (`drain_stderr`).
+    stderr_task: Option<tokio::task::JoinHandle<Vec<u8>>>,
 }
 
 impl DockerChild {
@@ -97,14 +103,42 @@ impl DockerChild {
     }
 
     /// Collect the client's stderr in the background: it must be drained while the transfer
-    /// runs, and it is what explains a failure afterwards.
-    pub fn drain_stderr(&mut self) -> tokio::task::JoinHandle<Vec<u8>> {
+    /// runs, and it is what `finish` classifies a failure by.
+    pub fn drain_stderr(&mut self) {
         let mut stderr = self.child.stderr.take();
-        tokio::spawn(async move { read_all(stderr.as_mut(), usize::MAX).await.0 })
+        self.stderr_task = Some(tokio::spawn(async move { read_all(stderr.as_mut(), usize::MAX).await.0 }));
     }
 
-    /// Mark the child finished so drop does not signal a reused pgid.
-    pub fn disarm(&mut self) {
+    /// Wait for the client to exit; its exit code. The process group is then no longer ours to
+    /// signal (the pgid may be reused).
+    pub async fn wait(&mut self) -> std::io::Result<i32> {
+        let status = self.child.wait().await;
+        self.disarm();
+        status.map(exit_code)
+    }
+
+    /// End the client now: kill its group, reap it.
+    pub async fn abort(&mut self) {
+        self.kill_group();
+        let _ = self.wait().await;
+    }
+
+    /// Wait for a docker command whose exit is docker's own (not a command's, as in exec): a
+    /// non-zero exit is a classified [`CliError::Failed`] (stderr from `drain_stderr`).
+    pub async fn finish(&mut self) -> Result<(), CliError> {
+        let code =
+            self.wait().await.map_err(|source| CliError::Io { command: self.command.clone(), source })?;
+        if code == 0 {
+            return Ok(());
+        }
+        let stderr = match self.stderr_task.take() {
+            Some(task) => task.await.unwrap_or_default(),
+            None => read_all(self.child.stderr.as_mut(), usize::MAX).await.0,
+        };
+        Err(DockerFailure::new(&self.args, code, &String::from_utf8_lossy(&stderr), Vec::new()).into())
+    }
+
+    fn disarm(&mut self) {
         if let Some(pgid) = self.pgid.take() {
             untrack_group(pgid);
         }
@@ -235,21 +269,37 @@ impl DockerCli {
         if let Some(pgid) = pgid {
             track_group(pgid);
         }
-        Ok(DockerChild { child, pgid, _permit: permit, command, span, started })
+        Ok(DockerChild {
+            child,
+            pgid,
+            _permit: permit,
+            command,
+            span,
+            started,
+            args: args.to_vec(),
+            stderr_task: None,
+        })
     }
 
-    /// Run to completion, feeding `stdin`; kill the process group at `timeout`.
+    /// Run a docker command to completion, feeding `stdin`; kill the process group at
+    /// `timeout`. A non-zero exit is docker's failure, classified: [`CliError::Failed`].
     pub async fn run(
         &self,
         args: &[String],
         timeout: Option<Duration>,
         stdin: Option<&[u8]>,
     ) -> Result<CommandOutput, CliError> {
-        self.run_limited(args, timeout, stdin, usize::MAX).await
+        let out = self.run_limited(args, timeout, stdin, usize::MAX).await?;
+        if out.code == 0 {
+            return Ok(out);
+        }
+        Err(DockerFailure::new(args, out.code, &out.stderr_text(), out.stdout).into())
     }
 
-    /// As `run`, keeping at most `limit` bytes of each of stdout and stderr: the rest is read and
-    /// dropped, so a command that floods its output can neither block nor exhaust the server.
+    /// As `run`, for `docker exec` of a command: the exit code is the command's, so nothing is
+    /// classified here. Keeps at most `limit` bytes of each of stdout and stderr: the rest is
+    /// read and dropped, so a command that floods its output can neither block nor exhaust the
+    /// server.
     pub async fn run_limited(
         &self,
         args: &[String],
@@ -274,43 +324,29 @@ impl DockerCli {
         let span = child.span.clone();
         async move {
             let command = child.command.clone();
-            let input = stdin.map(<[u8]>::to_vec);
-            let mut stdin_pipe = child.child.stdin.take();
+            let feed = feed_stdin(child.child.stdin.take(), stdin.map(<[u8]>::to_vec));
             let work = async {
-                let feed = async {
-                    if let (Some(pipe), Some(data)) = (stdin_pipe.as_mut(), input) {
-                        // A command that exits without reading its input is not an error.
-                        let _ = pipe.write_all(&data).await;
-                        let _ = pipe.shutdown().await;
-                    }
-                    drop(stdin_pipe);
-                };
                 let mut stdout = child.child.stdout.take();
                 let mut stderr = child.child.stderr.take();
                 let read_out = read_all(stdout.as_mut(), limit);
                 let read_err = read_all(stderr.as_mut(), limit);
                 let ((), out, err) = tokio::join!(feed, read_out, read_err);
-                let status = child.child.wait().await;
-                (status, out, err)
+                let code = child.wait().await;
+                (code, out, err)
             };
             let result = match timeout {
                 Some(t) => tokio::time::timeout(t, work).await,
                 None => Ok(work.await),
             };
             match result {
-                Ok((status, out, err)) => {
-                    child.disarm();
-                    let status =
-                        status.map_err(|source| CliError::Io { command: command.clone(), source })?;
-                    let code = exit_code(status);
+                Ok((code, out, err)) => {
+                    let code = code.map_err(|source| CliError::Io { command: command.clone(), source })?;
                     tracing::debug!(code, "docker finished");
                     let ((stdout, out_dropped), (stderr, err_dropped)) = (out, err);
                     Ok(CommandOutput { code, stdout, stderr, dropped: out_dropped + err_dropped })
                 }
                 Err(_) => {
-                    child.kill_group();
-                    let _ = child.child.wait().await;
-                    child.disarm();
+                    child.abort().await;
                     tracing::warn!(?timeout, "docker command timed out");
                     Err(CliError::Timeout { after: timeout.unwrap_or_default(), command })
                 }
@@ -318,6 +354,15 @@ impl DockerCli {
         }
         .instrument(span)
         .await
+    }
+}
+
+/// Write `data` to a client's stdin and close it (no data: just close it). A command that
+/// exits without reading its input is not an error.
+pub async fn feed_stdin(pipe: Option<tokio::process::ChildStdin>, data: Option<Vec<u8>>) {
+    if let (Some(mut pipe), Some(data)) = (pipe, data) {
+        let _ = pipe.write_all(&data).await;
+        let _ = pipe.shutdown().await;
     }
 }
 

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 use super::argv;
-use super::classify;
+use super::classify::{DockerFailure, DockerFailureKind};
 use super::cli::CliError;
-use super::engine::ExecTarget;
+use super::engine::ExecSpec;
 use super::provider::DockerProvider;
 use super::state::ContainerState;
 use crate::backend::CreatePlan;
@@ -80,12 +80,15 @@ impl DockerProvider {
                 self.upload_reader(&handle, content.as_slice(), content.len() as u64, path, None).await?;
             }
             stage.store(STAGE_RENAMING, Ordering::SeqCst);
-            let out = self.control(argv::rename_args(&creating, sandbox_id)).await?;
-            if !out.success() {
-                return Err(ProviderError::Create(format!(
-                    "docker rename {creating} {sandbox_id}: {}",
-                    out.stderr_text().trim()
-                )));
+            match self.control(argv::rename_args(&creating, sandbox_id)).await {
+                Ok(_) => {}
+                Err(CliError::Failed(f)) => {
+                    return Err(ProviderError::Create(format!(
+                        "docker rename {creating} {sandbox_id}: {}",
+                        f.stderr
+                    )))
+                }
+                Err(e) => return Err(e.into()),
             }
             // The agent channel opened by the probe serves the sandbox under its final name.
             self.engine.renamed(&creating, sandbox_id);
@@ -130,23 +133,32 @@ impl DockerProvider {
     /// only when both the ownership label and the image match; never remove a stranger.
     async fn run_create_with_reconciliation(&self, args: &[String], name: &str, image: &str) -> Result<()> {
         let cfg = &self.config.create;
-        let timeout = cfg.start_timeout_s.map(Duration::from_secs_f64);
+        let timeout = cfg.start_timeout;
         let attempts = cfg.transport_retries.max(0) as u32 + 1;
         let mut last_error = String::new();
+        let mut unreachable = false;
         for attempt in 0..attempts {
             if attempt > 0 {
-                tokio::time::sleep(Duration::from_secs_f64(cfg.transport_retry_delay_s)).await;
+                tokio::time::sleep(cfg.transport_retry_delay).await;
             }
+            unreachable = false;
             let detail = match self.cli.run(args, timeout, None).await {
-                Ok(out) if out.success() => return Ok(()),
-                Ok(out) => {
-                    let err = out.stderr_text();
-                    if classify::is_name_conflict(&err) || is_transport_failure(&err) {
-                        err.trim().to_string()
-                    } else {
-                        self.remove_if_owned(name, image).await;
-                        return Err(create_failure(image, &cfg.pull_policy, out.code, &err));
-                    }
+                Ok(_) => return Ok(()),
+                // The run may have made its container: reconcile below.
+                Err(CliError::Failed(f))
+                    if matches!(
+                        f.kind,
+                        DockerFailureKind::NameConflict
+                            | DockerFailureKind::DaemonUnreachable
+                            | DockerFailureKind::Interrupted
+                    ) =>
+                {
+                    unreachable = f.kind == DockerFailureKind::DaemonUnreachable;
+                    f.stderr
+                }
+                Err(CliError::Failed(f)) => {
+                    self.remove_if_owned(name, image).await;
+                    return Err(create_failure(image, &cfg.pull_policy, &f));
                 }
                 Err(CliError::Timeout { after, .. }) => format!("docker run timed out after {after:?}"),
                 Err(e @ CliError::Spawn { .. }) => return Err(ProviderError::Unavailable(e.to_string())),
@@ -168,7 +180,7 @@ impl DockerProvider {
                 Ok(None) | Err(_) => {}
             }
         }
-        if classify::is_daemon_unreachable(&last_error) {
+        if unreachable {
             return Err(ProviderError::Unavailable(last_error));
         }
         self.remove_if_owned(name, image).await;
@@ -181,10 +193,11 @@ impl DockerProvider {
     async fn start_reconciled_container(&self, name: &str, state: &ContainerState) -> Result<bool> {
         match state {
             ContainerState::Running => Ok(true),
-            ContainerState::Created => {
-                let out = self.control(argv::start_args(name)).await?;
-                Ok(out.success())
-            }
+            ContainerState::Created => match self.control(argv::start_args(name)).await {
+                Ok(_) => Ok(true),
+                Err(CliError::Failed(_)) => Ok(false),
+                Err(e) => Err(e.into()),
+            },
             _ => Ok(false),
         }
     }
@@ -203,16 +216,16 @@ impl DockerProvider {
         };
         let detect = configured_shell.is_none();
         let script = if detect { probe_with_shell_detection(&command) } else { command };
-        let deadline_s = ready_timeout_s.or(probe.deadline_s);
-        let deadline = deadline_s.map(|s| Instant::now() + Duration::from_secs_f64(s));
+        // The spec's `ready_timeout_s` was bounded where the request entered.
+        let patience = ready_timeout_s.map(Duration::from_secs_f64).or(probe.deadline);
+        let deadline = patience.map(|p| Instant::now() + p);
         let mut shell = configured_shell;
         let mut consecutive = 0;
         let mut last_detail = String::from("no probe attempt completed");
         loop {
-            let params =
-                ExecParams { timeout: Some(Duration::from_secs_f64(probe.timeout_s)), ..Default::default() };
-            let target = ExecTarget { name, shell: "sh" };
-            let result = self.engine.exec(target, &script, &params, None).await;
+            let params = ExecParams { timeout: Some(probe.timeout), ..Default::default() };
+            let spec = ExecSpec { name, shell: "sh", command: &script, params: &params, user: None };
+            let result = self.engine.exec(spec).await;
             if shell.is_none() && result.error_type.is_none() {
                 let stderr = result.stderr_str();
                 shell =
@@ -241,11 +254,11 @@ impl DockerProvider {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(ProviderError::CreateVerification(format!(
                     "sandbox {name:?} did not pass its readiness probe within {}s: {last_detail}",
-                    deadline_s.unwrap_or_default()
+                    patience.unwrap_or_default().as_secs_f64()
                 )));
             }
-            if probe.stable_delay_s > 0.0 {
-                tokio::time::sleep(Duration::from_secs_f64(probe.stable_delay_s)).await;
+            if !probe.stable_delay.is_zero() {
+                tokio::time::sleep(probe.stable_delay).await;
             } else if !passed {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -257,14 +270,18 @@ impl DockerProvider {
         if let Some(shell) = &self.config.exec.exec_shell {
             return Ok(shell.clone());
         }
-        let target = ExecTarget { name, shell: "sh" };
-        let result = self.engine.exec(target, "command -v bash", &ExecParams::default(), None).await;
+        let params = ExecParams::default();
+        let spec = ExecSpec { name, shell: "sh", command: "command -v bash", params: &params, user: None };
+        let result = self.engine.exec(spec).await;
         Ok(if result.return_code == 0 && result.error_type.is_none() { "bash" } else { "sh" }.into())
     }
 
     /// Force-remove a container this call created, whatever state it is in.
     pub(super) async fn force_remove(&self, name: &str) {
         if let Err(e) = self.control(argv::rm_args(name)).await {
+            if e.kind() == Some(DockerFailureKind::MissingContainer) {
+                return;
+            }
             tracing::warn!(sandbox_id = %name, error = %e, "could not remove a half-created container");
         }
     }
@@ -300,19 +317,11 @@ fn same_image(found: &str, requested: &str) -> bool {
     canonical(found) == canonical(requested)
 }
 
-fn is_transport_failure(stderr: &str) -> bool {
-    let low = stderr.to_ascii_lowercase();
-    classify::is_daemon_unreachable(stderr)
-        || ["connection reset", "unexpected eof", "broken pipe", "i/o timeout", "context deadline exceeded"]
-            .iter()
-            .any(|m| low.contains(m))
-}
-
 /// What failed, in words a caller can act on: a missing image names the image, the pull policy
 /// and what to do, with docker's own error line (not its usage hint).
-fn create_failure(image: &str, pull_policy: &str, code: i32, stderr: &str) -> ProviderError {
-    let detail = classify::error_line(stderr);
-    if classify::is_missing_image(stderr) {
+fn create_failure(image: &str, pull_policy: &str, failure: &DockerFailure) -> ProviderError {
+    let (code, detail) = (failure.code, failure.error_line());
+    if failure.kind == DockerFailureKind::MissingImage {
         let what = if pull_policy == "never" {
             format!("image {image:?} is not on the daemon and create.pull_policy is \"never\": load or build it there first (docker load, docker build)")
         } else {
@@ -341,7 +350,8 @@ mod tests {
     #[test]
     fn a_missing_image_is_named_with_what_to_do_and_no_usage_hint() {
         let stderr = "docker: Error response from daemon: No such image: img:1\n\nRun 'docker run --help' for more information\n";
-        let err = create_failure("img:1", "never", 125, stderr).to_string();
+        let run = |stderr: &str| DockerFailure::new(&["run".into()], 125, stderr, Vec::new());
+        let err = create_failure("img:1", "never", &run(stderr)).to_string();
         assert!(
             err.contains("\"img:1\"")
                 && err.contains("pull_policy is \"never\"")
@@ -349,7 +359,7 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("No such image") && !err.contains("--help"), "{err}");
-        let err = create_failure("img:1", "missing", 125, "Unable to find image 'img:1' locally\ndocker: Error response from daemon: pull access denied\nSee 'docker run --help'.").to_string();
+        let err = create_failure("img:1", "missing", &run("Unable to find image 'img:1' locally\ndocker: Error response from daemon: pull access denied\nSee 'docker run --help'.")).to_string();
         assert!(err.contains("could not be pulled") && !err.contains("--help"), "{err}");
     }
 

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use super::argv;
-use super::classify;
+use super::classify::DockerFailureKind;
 use super::provider::DockerProvider;
 use crate::branching::{DiffEntry, DiffKind};
 use crate::error::{ProviderError, Result};
@@ -89,17 +89,12 @@ impl DockerProvider {
             validate_abs_path("path_prefix", prefix)?;
         }
         self.handle(sandbox_id).await?;
-        let out = self.control(argv::diff_args(sandbox_id)).await?;
-        if !out.success() {
-            let err = out.stderr_text();
-            if classify::is_missing_container(&err) {
-                return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
+        let out = match self.control(argv::diff_args(sandbox_id)).await {
+            Err(e) if e.kind() == Some(DockerFailureKind::MissingContainer) => {
+                return Err(ProviderError::SandboxNotFound(sandbox_id.into()))
             }
-            if classify::is_daemon_unreachable(&err) {
-                return Err(ProviderError::Unavailable(err.trim().into()));
-            }
-            return Err(ProviderError::Docker(format!("docker diff {sandbox_id}: {}", err.trim())));
-        }
+            result => result?,
+        };
         let entries = without_bookkeeping(parse_diff(&out.stdout_text()));
         Ok(match path_prefix {
             Some(prefix) => entries.into_iter().filter(|e| under(&e.path, prefix)).collect(),

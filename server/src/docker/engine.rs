@@ -4,45 +4,47 @@
 
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::io::AsyncReadExt;
+use tokio::sync::{mpsc, oneshot};
 
-use super::argv::{self, ExecOptions};
-use super::cli::DockerCli;
-use super::exec::docker_exec;
+use super::cli::{feed_stdin, DockerCli};
+use super::exec::{docker_exec, exec_argv};
 pub use crate::backend::{ExecStream, StreamEvent};
 use crate::config::DockerConfig;
-use crate::spec::{ExecErrorType, ExecParams, ExecResult};
+use crate::spec::{ExecErrorType, ExecParams, ExecResult, SandboxHandle};
 
-/// Where a command runs: the container and the shell that runs `<shell> -c <command>`.
+/// One command for an engine: `<shell> -c <command>` in container `name`, with `params`, as
+/// `user` (already normalised; `None`: the image's user).
 #[derive(Debug, Clone, Copy)]
-pub struct ExecTarget<'a> {
+pub struct ExecSpec<'a> {
     pub name: &'a str,
     pub shell: &'a str,
+    pub command: &'a str,
+    pub params: &'a ExecParams,
+    pub user: Option<&'a str>,
+}
+
+impl<'a> ExecSpec<'a> {
+    /// The command in the sandbox of `handle`, with its shell.
+    pub fn on(
+        handle: &'a SandboxHandle,
+        command: &'a str,
+        params: &'a ExecParams,
+        user: Option<&'a str>,
+    ) -> Self {
+        Self { name: &handle.sandbox_id, shell: &handle.shell, command, params, user }
+    }
 }
 
 /// How a command reaches a sandbox.
 #[tonic::async_trait]
 pub trait ExecEngine: Send + Sync {
-    /// Run `<shell> -c <command>` to its end, the timeout, or a transport failure; `user` is
-    /// already normalised. Output beyond `exec.max_output_bytes` per stream is dropped and said
-    /// so on stderr.
-    async fn exec(
-        &self,
-        target: ExecTarget<'_>,
-        command: &str,
-        params: &ExecParams,
-        user: Option<&str>,
-    ) -> ExecResult;
+    /// Run the command to its end, the timeout, or a transport failure. Output beyond
+    /// `exec.max_output_bytes` per stream is dropped and said so on stderr.
+    async fn exec(&self, spec: ExecSpec<'_>) -> ExecResult;
 
     /// As `exec`, with output delivered as it is produced (no output bound: nothing accumulates).
-    async fn exec_stream(
-        &self,
-        target: ExecTarget<'_>,
-        command: &str,
-        params: &ExecParams,
-        user: Option<&str>,
-    ) -> ExecStream;
+    async fn exec_stream(&self, spec: ExecSpec<'_>) -> ExecStream;
 
     /// Forget what the engine holds for a sandbox that was closed.
     fn forget(&self, _name: &str) {}
@@ -51,17 +53,61 @@ pub trait ExecEngine: Send + Sync {
     fn renamed(&self, _from: &str, _to: &str) {}
 }
 
-/// The note appended to stderr when output past the limit was dropped.
-pub fn dropped_note(limit: usize, dropped: u64) -> String {
-    format!(
-        "\n[sandboxd: output past {limit} bytes per stream was dropped ({dropped} bytes); \
-         exec.max_output_bytes sets the limit]\n"
-    )
-}
+// ----- how an exec ends: the one place both engines shape results -------------------------
 
 /// The effective timeout of a call: its own, else the configured default.
 pub fn effective_timeout(config: &DockerConfig, params: &ExecParams) -> Option<Duration> {
-    params.timeout.or(config.exec.default_timeout_s.map(Duration::from_secs_f64))
+    params.timeout.or(config.exec.default_timeout)
+}
+
+/// Bytes one `exec` keeps per stream (`exec.max_output_bytes`).
+pub fn output_limit(config: &DockerConfig) -> usize {
+    usize::try_from(config.exec.max_output_bytes).unwrap_or(usize::MAX)
+}
+
+/// Output past `limit` was dropped: logged, and said at the end of stderr.
+pub fn note_dropped(stderr: &mut Vec<u8>, limit: usize, dropped: u64) {
+    if dropped == 0 {
+        return;
+    }
+    tracing::warn!(dropped, limit, "exec output over the limit was dropped");
+    stderr.extend_from_slice(
+        format!(
+            "\n[sandboxd: output past {limit} bytes per stream was dropped ({dropped} bytes); \
+             exec.max_output_bytes sets the limit]\n"
+        )
+        .as_bytes(),
+    );
+}
+
+/// The command ran past its timeout, and what was stopped: the agent stops everything it
+/// started (`client: None`); the docker engine can only kill its client, named by its
+/// (masked) command line.
+pub fn timed_out(after: Option<Duration>, client: Option<&str>) -> ExecResult {
+    let after = after.unwrap_or_default();
+    let stopped = match client {
+        None => "it and everything it started were stopped".to_string(),
+        Some(client) => format!("its docker exec client was killed: {client}"),
+    };
+    ExecResult::failed(ExecErrorType::Timeout, format!("the command timed out after {after:?}; {stopped}"))
+}
+
+/// An `ExecStream` whose events `task` sends; `task`'s `stop` fires when the stream is dropped
+/// before its exit (the task then stops the command).
+pub fn spawn_stream<F, Fut>(task: F) -> ExecStream
+where
+    F: FnOnce(mpsc::Sender<StreamEvent>, oneshot::Receiver<()>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel(16);
+    let (stop_tx, stop_rx) = oneshot::channel();
+    tokio::spawn(task(tx, stop_rx));
+    ExecStream::new(
+        rx,
+        Box::new(move || {
+            let _ = stop_tx.send(());
+        }),
+    )
 }
 
 /// One `docker exec` per command.
@@ -79,95 +125,29 @@ impl DockerExecEngine {
 
 #[tonic::async_trait]
 impl ExecEngine for DockerExecEngine {
-    async fn exec(
-        &self,
-        target: ExecTarget<'_>,
-        command: &str,
-        params: &ExecParams,
-        user: Option<&str>,
-    ) -> ExecResult {
-        docker_exec(&self.cli, &self.config, target.name, target.shell, command, params, user).await
+    async fn exec(&self, spec: ExecSpec<'_>) -> ExecResult {
+        docker_exec(&self.cli, &self.config, spec).await
     }
 
-    async fn exec_stream(
-        &self,
-        target: ExecTarget<'_>,
-        command: &str,
-        params: &ExecParams,
-        user: Option<&str>,
-    ) -> ExecStream {
-        let opts = ExecOptions {
-            cwd: params.cwd.as_deref(),
-            env: (!params.env.is_empty()).then_some(&params.env),
-            user,
-            interactive: params.stdin.is_some(),
-            tty: false,
-            last_env: None,
-        };
-        let args = argv::exec_args(
-            &self.config.exec,
-            target.name,
-            &opts,
-            &argv::shell_command(target.shell, command),
-        );
-        let mut child = match self.cli.spawn(&args, params.stdin.is_some(), true).await {
+    async fn exec_stream(&self, spec: ExecSpec<'_>) -> ExecStream {
+        let args = exec_argv(&self.config, spec);
+        let mut child = match self.cli.spawn(&args, spec.params.stdin.is_some(), true).await {
             Ok(child) => child,
             Err(e) => return ExecStream::finished(ExecResult::failed(ExecErrorType::Sandbox, e.to_string())),
         };
-        let timeout = effective_timeout(&self.config, params);
-        let (tx, rx) = mpsc::channel(16);
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let (cli, name, input) = (self.cli.clone(), target.name.to_string(), params.stdin.clone());
-        tokio::spawn(async move {
-            let mut stdin = child.child.stdin.take();
-            let mut stdout = child.child.stdout.take();
-            let mut stderr = child.child.stderr.take();
-            let feed = async {
-                if let (Some(pipe), Some(data)) = (stdin.as_mut(), input) {
-                    let _ = pipe.write_all(&data).await;
-                    let _ = pipe.shutdown().await;
-                }
-                drop(stdin);
-            };
-            let out_tx = tx.clone();
-            let pump_out = async {
-                let mut head = Vec::new();
-                let mut buf = vec![0u8; 64 * 1024];
-                while let Some(Ok(n @ 1..)) = match stdout.as_mut() {
-                    Some(s) => Some(s.read(&mut buf).await),
-                    None => None,
-                } {
-                    if head.len() < 4096 {
-                        head.extend_from_slice(&buf[..n.min(4096)]);
-                    }
-                    if out_tx.send(StreamEvent::Stdout(buf[..n].to_vec())).await.is_err() {
-                        break;
-                    }
-                }
-                head
-            };
-            let err_tx = tx.clone();
-            let pump_err = async {
-                // The tail of stderr tells a docker failure from the command's own.
-                let mut tail = Vec::new();
-                let mut buf = vec![0u8; 64 * 1024];
-                while let Some(Ok(n @ 1..)) = match stderr.as_mut() {
-                    Some(s) => Some(s.read(&mut buf).await),
-                    None => None,
-                } {
-                    tail.extend_from_slice(&buf[..n]);
-                    if tail.len() > 8192 {
-                        tail.drain(..tail.len() - 8192);
-                    }
-                    if err_tx.send(StreamEvent::Stderr(buf[..n].to_vec())).await.is_err() {
-                        break;
-                    }
-                }
-                tail
-            };
+        let timeout = effective_timeout(&self.config, spec.params);
+        let (cli, name, input) = (self.cli.clone(), spec.name.to_string(), spec.params.stdin.clone());
+        spawn_stream(move |tx, stop| async move {
+            let stdin = child.child.stdin.take();
+            let (stdout, stderr) = (child.child.stdout.take(), child.child.stderr.take());
             let work = async {
-                let ((), head, tail) = tokio::join!(feed, pump_out, pump_err);
-                (child.child.wait().await, tail, head)
+                // The head of stdout and tail of stderr tell a docker failure from the command's.
+                let ((), head, tail) = tokio::join!(
+                    feed_stdin(stdin, input),
+                    pump(stdout, &tx, StreamEvent::Stdout, Keep::Head(4096)),
+                    pump(stderr, &tx, StreamEvent::Stderr, Keep::Tail(8192)),
+                );
+                (child.wait().await, tail, head)
             };
             let limited = async {
                 match timeout {
@@ -177,33 +157,56 @@ impl ExecEngine for DockerExecEngine {
             };
             let result = tokio::select! {
                 r = limited => r,
-                _ = stop_rx => return, // the stream was dropped: `child` is killed as it drops
+                _ = stop => return, // the stream was dropped: `child` is killed as it drops
             };
             let exit = match result {
-                Some((Ok(status), tail, head)) => {
-                    child.disarm();
-                    let code = super::cli::exit_code(status);
+                Some((Ok(code), tail, head)) => {
                     let (tail, head) = (String::from_utf8_lossy(&tail), String::from_utf8_lossy(&head));
                     classify_docker_exit(&cli, &name, code, &tail, &head).await
                 }
                 Some((Err(e), _, _)) => ExecResult::failed(ExecErrorType::Sandbox, e.to_string()),
                 None => {
-                    child.kill_group();
-                    ExecResult::failed(
-                        ExecErrorType::Timeout,
-                        format!("the command timed out after {:?}", timeout.unwrap_or_default()),
-                    )
+                    child.abort().await;
+                    timed_out(timeout, Some(&child.command))
                 }
             };
             let _ = tx.send(StreamEvent::Exit(exit)).await;
-        });
-        ExecStream::new(
-            rx,
-            Box::new(move || {
-                let _ = stop_tx.send(());
-            }),
-        )
+        })
     }
+}
+
+/// Which bytes of a pumped stream to keep.
+enum Keep {
+    Head(usize),
+    Tail(usize),
+}
+
+/// Forward `reader` as events until it ends or the receiver goes away; returns what `keep` asks.
+async fn pump<R: tokio::io::AsyncRead + Unpin>(
+    reader: Option<R>,
+    tx: &mpsc::Sender<StreamEvent>,
+    event: fn(Vec<u8>) -> StreamEvent,
+    keep: Keep,
+) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let Some(mut reader) = reader else { return kept };
+    let mut buf = vec![0u8; 64 * 1024];
+    while let Ok(n @ 1..) = reader.read(&mut buf).await {
+        match keep {
+            Keep::Head(max) if kept.len() < max => kept.extend_from_slice(&buf[..n.min(max - kept.len())]),
+            Keep::Head(_) => {}
+            Keep::Tail(max) => {
+                kept.extend_from_slice(&buf[..n]);
+                if kept.len() > max {
+                    kept.drain(..kept.len() - max);
+                }
+            }
+        }
+        if tx.send(event(buf[..n].to_vec())).await.is_err() {
+            break;
+        }
+    }
+    kept
 }
 
 /// How a finished `docker exec` ended: the command's own code, or 125 with `sandbox` when the
@@ -245,5 +248,5 @@ pub async fn container_running(cli: &DockerCli, name: &str) -> bool {
         name.to_string(),
     ];
     matches!(cli.in_pool(super::cli::Pool::Control).run(&args, Some(Duration::from_secs(30)), None).await,
-        Ok(out) if out.success() && out.stdout_text().trim() == "true false")
+        Ok(out) if out.stdout_text().trim() == "true false")
 }

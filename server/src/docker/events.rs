@@ -90,9 +90,6 @@ async fn follow(cli: &DockerCli, table: &Mutex<Table>) -> Result<(), String> {
         .run(&argv::owned_states_args(), Some(Duration::from_secs(30)), None)
         .await
         .map_err(|e| e.to_string())?;
-    if !out.success() {
-        return Err(format!("docker ps: {}", out.stderr_text().trim()));
-    }
     let states: HashMap<String, ContainerState> = out
         .stdout_text()
         .lines()
@@ -108,8 +105,7 @@ async fn follow(cli: &DockerCli, table: &Mutex<Table>) -> Result<(), String> {
             }
         }
     }
-    let _ = child.child.wait().await;
-    child.disarm();
+    let _ = child.wait().await;
     Err("the stream closed".into())
 }
 

@@ -1,11 +1,11 @@
 //! Running one command: argument checks, then the configured exec engine (`engine.rs`); and
 //! `docker_exec`, the `docker exec` path with the seed's timeout rule and the output cap.
 
-use std::time::Duration;
-
 use super::argv::{self, ExecOptions};
 use super::cli::{CliError, DockerCli};
-use super::engine::{classify_docker_exit, dropped_note, ExecTarget};
+use super::engine::{
+    classify_docker_exit, effective_timeout, note_dropped, output_limit, timed_out, ExecSpec,
+};
 use super::provider::DockerProvider;
 use crate::backend::ExecStream;
 use crate::config::DockerConfig;
@@ -22,17 +22,10 @@ impl DockerProvider {
         command: &str,
         params: &ExecParams,
     ) -> Result<ExecResult> {
-        let user = check_exec(command, params)?;
-        self.refuse_known_paused(&handle.sandbox_id)?;
-        let target = ExecTarget { name: &handle.sandbox_id, shell: &handle.shell };
-        let result = self.engine.exec(target, command, params, user.as_deref()).await;
-        // A failed exec is read for the daemon's paused refusal: no inspect before every exec.
-        // The agent engine only sees its channel go quiet, so on that path one inspect tells
-        // a paused sandbox from a stopped one.
-        if result.error_type == Some(ExecErrorType::Sandbox)
-            && (super::classify::is_paused_container(&result.stderr_str())
-                || self.is_paused_now(&handle.sandbox_id).await)
-        {
+        let user = self.admit(handle, command, params)?;
+        let result = self.engine.exec(ExecSpec::on(handle, command, params, user.as_deref())).await;
+        // No inspect before every exec: only a sandbox failure asks whether it was a pause.
+        if result.error_type == Some(ExecErrorType::Sandbox) && self.is_paused_now(&handle.sandbox_id).await {
             return Err(ProviderError::Paused(handle.sandbox_id.clone()));
         }
         Ok(result)
@@ -51,10 +44,16 @@ impl DockerProvider {
         command: &str,
         params: &ExecParams,
     ) -> Result<ExecStream> {
+        let user = self.admit(handle, command, params)?;
+        Ok(self.engine.exec_stream(ExecSpec::on(handle, command, params, user.as_deref())).await)
+    }
+
+    /// As whom the command runs (normalised), once its arguments pass and the sandbox is not
+    /// known to be paused.
+    fn admit(&self, handle: &SandboxHandle, command: &str, params: &ExecParams) -> Result<Option<String>> {
         let user = check_exec(command, params)?;
         self.refuse_known_paused(&handle.sandbox_id)?;
-        let target = ExecTarget { name: &handle.sandbox_id, shell: &handle.shell };
-        Ok(self.engine.exec_stream(target, command, params, user.as_deref()).await)
+        Ok(user)
     }
 }
 
@@ -77,43 +76,38 @@ fn check_exec(command: &str, params: &ExecParams) -> Result<Option<String>> {
     Ok(user)
 }
 
-/// One `docker exec` of `<shell> -c <command>`: timeout kills the client's process group and
-/// returns 125/`timeout`; a refusal by the daemon returns 125/`sandbox`.
-pub(crate) async fn docker_exec(
-    cli: &DockerCli,
-    config: &DockerConfig,
-    name: &str,
-    shell: &str,
-    command: &str,
-    params: &ExecParams,
-    user: Option<&str>,
-) -> ExecResult {
+/// The `docker exec` command line of `<shell> -c <command>` (both ways the docker engine runs one).
+pub(super) fn exec_argv(config: &DockerConfig, spec: ExecSpec<'_>) -> Vec<String> {
+    let params = spec.params;
     let opts = ExecOptions {
         cwd: params.cwd.as_deref(),
         env: (!params.env.is_empty()).then_some(&params.env),
-        user,
+        user: spec.user,
         interactive: params.stdin.is_some(),
         tty: false,
         last_env: None,
     };
-    let args = argv::exec_args(&config.exec, name, &opts, &argv::shell_command(shell, command));
-    let timeout = params.timeout.or(config.exec.default_timeout_s.map(Duration::from_secs_f64));
-    let limit = usize::try_from(config.exec.max_output_bytes).unwrap_or(usize::MAX);
-    match cli.run_limited(&args, timeout, params.stdin.as_deref(), limit).await {
+    argv::exec_args(&config.exec, spec.name, &opts, &argv::shell_command(spec.shell, spec.command))
+}
+
+/// One `docker exec` of `<shell> -c <command>`: timeout kills the client's process group and
+/// returns 125/`timeout`; a refusal by the daemon returns 125/`sandbox`.
+pub(crate) async fn docker_exec(cli: &DockerCli, config: &DockerConfig, spec: ExecSpec<'_>) -> ExecResult {
+    let args = exec_argv(config, spec);
+    let timeout = effective_timeout(config, spec.params);
+    let limit = output_limit(config);
+    match cli.run_limited(&args, timeout, spec.params.stdin.as_deref(), limit).await {
         Ok(mut out) => {
-            if out.dropped > 0 {
-                tracing::warn!(dropped = out.dropped, limit, "exec output over the limit was dropped");
-                out.stderr.extend_from_slice(dropped_note(limit, out.dropped).as_bytes());
-            }
+            note_dropped(&mut out.stderr, limit, out.dropped);
             let ended =
-                classify_docker_exit(cli, name, out.code, &out.stderr_text(), &out.stdout_text()).await;
+                classify_docker_exit(cli, spec.name, out.code, &out.stderr_text(), &out.stdout_text()).await;
             if ended.error_type.is_some() {
                 ended
             } else {
                 ExecResult { stdout: out.stdout, stderr: out.stderr, ..ended }
             }
         }
-        Err(e @ CliError::Timeout { .. }) => ExecResult::failed(ExecErrorType::Timeout, e.to_string()),
+        Err(CliError::Timeout { command, .. }) => timed_out(timeout, Some(&command)),
         Err(e) => ExecResult::failed(ExecErrorType::Sandbox, e.to_string()),
     }
 }

@@ -6,9 +6,9 @@ use tracing::Instrument;
 
 use super::agent;
 use super::argv;
-use super::classify;
-use super::cli::Pool;
-use super::provider::{cli_error, DockerProvider};
+use super::classify::DockerFailureKind;
+use super::cli::{CliError, Pool};
+use super::provider::DockerProvider;
 use super::tarstream::{self, FirstEntry};
 use crate::error::{ProviderError, Result};
 use crate::spec::validate_abs_path;
@@ -63,10 +63,10 @@ impl DockerProvider {
             // and then stalls holds no permit.
             reader.fill_buf().await.map_err(upload_source_error)?;
         }
-        let mut child = self.cli.in_pool(Pool::Transfer).spawn(&args, true, true).await.map_err(cli_error)?;
+        let mut child = self.cli.in_pool(Pool::Transfer).spawn(&args, true, true).await?;
         let mut stdin =
             child.child.stdin.take().ok_or_else(|| ProviderError::Docker("no stdin pipe".into()))?;
-        let stderr_task = child.drain_stderr();
+        child.drain_stderr();
         let feed = async {
             stdin.write_all(&prefix).await?;
             let copied = copy_exact(&mut reader, &mut stdin, size).await?;
@@ -83,9 +83,7 @@ impl DockerProvider {
             // Never let docker finish a truncated archive.
             child.kill_group();
         }
-        let status = child.child.wait().await?;
-        child.disarm();
-        let err = String::from_utf8_lossy(&stderr_task.await.unwrap_or_default()).into_owned();
+        let finished = child.finish().await;
         match fed {
             Ok(Some(copied)) => {
                 return Err(ProviderError::invalid(
@@ -94,11 +92,11 @@ impl DockerProvider {
                 ))
             }
             Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return Err(upload_source_error(e)),
-            Err(e) if status.success() => return Err(e.into()),
+            Err(e) if finished.is_ok() => return Err(e.into()),
             _ => {}
         }
-        if !status.success() {
-            return Err(self.transfer_error(&handle.sandbox_id, target, &err).await);
+        if let Err(e) = finished {
+            return Err(self.transfer_error(&handle.sandbox_id, target, e).await);
         }
         Ok(size)
     }
@@ -116,11 +114,10 @@ impl DockerProvider {
             // agent has already checked the path); dropping the agent's read cancels it.
         }
         let args = argv::cp_out_args(&handle.sandbox_id, source);
-        let mut child =
-            self.cli.in_pool(Pool::Transfer).spawn(&args, false, true).await.map_err(cli_error)?;
+        let mut child = self.cli.in_pool(Pool::Transfer).spawn(&args, false, true).await?;
         let mut stdout =
             child.child.stdout.take().ok_or_else(|| ProviderError::Docker("no stdout pipe".into()))?;
-        let stderr_task = child.drain_stderr();
+        child.drain_stderr();
         let first = tarstream::read_first_entry(&mut stdout).instrument(child.span.clone()).await;
         let size = match first {
             Ok(FirstEntry::File { size, .. }) => size,
@@ -134,10 +131,10 @@ impl DockerProvider {
                 ))
             }
             Ok(FirstEntry::Empty) | Err(_) => {
-                let _ = child.child.wait().await;
-                child.disarm();
-                let err = String::from_utf8_lossy(&stderr_task.await.unwrap_or_default()).into_owned();
-                return Err(self.transfer_error(&handle.sandbox_id, source, &err).await);
+                return Err(match child.finish().await {
+                    Err(e) => self.transfer_error(&handle.sandbox_id, source, e).await,
+                    Ok(()) => ProviderError::Docker(format!("docker cp {source}: no file in its output")),
+                });
             }
         };
         Ok(Download { source: Source::Docker(Box::new(CpDownload { child, stdout, remaining: size, size })) })
@@ -145,24 +142,27 @@ impl DockerProvider {
 
     /// Why a `docker cp` failed. The client words a missing container in several ways (one
     /// is "destination must be a directory"), so a failure it does not name is checked by name.
-    async fn transfer_error(&self, name: &str, path: &str, stderr: &str) -> ProviderError {
-        let low = stderr.to_ascii_lowercase();
-        if classify::is_missing_container(stderr) || matches!(self.inspect(name).await, Ok(None)) {
-            ProviderError::SandboxNotFound(name.into())
-        } else if classify::is_daemon_unreachable(stderr) {
-            ProviderError::Unavailable(stderr.trim().into())
-        } else if low.contains("could not find the file") || low.contains("no such file or directory") {
-            ProviderError::FileNotFound(format!("{path}: no such file in sandbox {name}"))
-        } else if low.contains("cannot overwrite directory") {
-            ProviderError::invalid("path", format!("{path} is a directory in the sandbox, not a file"))
-        } else if low.contains("not a directory") {
-            ProviderError::invalid("path", format!("{path}: a parent is not a directory"))
-        } else if low.contains("read-only file system") || low.contains("marked read-only") {
-            ProviderError::invalid("path", format!("{path}: the sandbox's filesystem is read-only there"))
-        } else if low.contains("is not running") {
-            ProviderError::Stopped(name.into())
-        } else {
-            ProviderError::Docker(format!("docker cp {path}: {}", stderr.trim()))
+    async fn transfer_error(&self, name: &str, path: &str, e: CliError) -> ProviderError {
+        let CliError::Failed(f) = e else { return e.into() };
+        if f.kind == DockerFailureKind::MissingContainer || matches!(self.inspect(name).await, Ok(None)) {
+            return ProviderError::SandboxNotFound(name.into());
+        }
+        match f.kind {
+            DockerFailureKind::DaemonUnreachable => ProviderError::Unavailable(f.stderr),
+            DockerFailureKind::MissingPath => {
+                ProviderError::FileNotFound(format!("{path}: no such file in sandbox {name}"))
+            }
+            DockerFailureKind::PathIsDirectory => {
+                ProviderError::invalid("path", format!("{path} is a directory in the sandbox, not a file"))
+            }
+            DockerFailureKind::ParentNotDirectory => {
+                ProviderError::invalid("path", format!("{path}: a parent is not a directory"))
+            }
+            DockerFailureKind::ReadOnlyPath => {
+                ProviderError::invalid("path", format!("{path}: the sandbox's filesystem is read-only there"))
+            }
+            DockerFailureKind::NotRunning => ProviderError::Stopped(name.into()),
+            _ => ProviderError::Docker(format!("docker cp {path}: {}", f.stderr)),
         }
     }
 }
@@ -207,9 +207,7 @@ impl Download {
 impl CpDownload {
     async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>> {
         if self.remaining == 0 {
-            self.child.kill_group();
-            let _ = self.child.child.wait().await;
-            self.child.disarm();
+            self.child.abort().await;
             return Ok(None);
         }
         let want = self.remaining.min(CHUNK as u64) as usize;

@@ -14,6 +14,7 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 
 use super::argv;
+use super::cli::CliError;
 use super::provider::DockerProvider;
 use super::snapshot::validate_labels;
 use crate::backend::CreatePlan;
@@ -134,10 +135,10 @@ impl DockerProvider {
         if !SandboxId::has_valid_shape(sandbox_id) {
             return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
         }
-        let out = self.control(argv::inspect_full_args(sandbox_id)).await?;
-        if !out.success() {
-            return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
-        }
+        let out = match self.control(argv::inspect_full_args(sandbox_id)).await {
+            Err(CliError::Failed(_)) => return Err(ProviderError::SandboxNotFound(sandbox_id.into())),
+            result => result?,
+        };
         let mut found: Vec<ContainerJson> = serde_json::from_slice(&out.stdout)
             .map_err(|e| ProviderError::Docker(format!("unexpected docker inspect output: {e}")))?;
         let source = found.pop().ok_or_else(|| ProviderError::SandboxNotFound(sandbox_id.into()))?;

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::time::UNIX_EPOCH;
 
 use super::argv;
-use super::classify;
+use super::classify::DockerFailureKind;
+use super::cli::CliError;
 use super::labels;
 use super::provider::DockerProvider;
 use super::state::ContainerState;
@@ -20,9 +21,6 @@ impl DockerProvider {
     pub(super) async fn list_owned(&self, query: &ListQuery) -> Result<ListPage> {
         labels::validate_metadata("labels", &query.labels)?;
         let out = self.control(argv::ps_owned_args(&labels::filter_args(&query.labels))).await?;
-        if !out.success() {
-            return Err(docker_failure("docker ps", &out.stderr_text()));
-        }
         let names: Vec<String> = out
             .stdout_text()
             .lines()
@@ -32,27 +30,17 @@ impl DockerProvider {
             .collect();
         let mut found = Vec::new();
         if !names.is_empty() {
-            let out = self.control(argv::inspect_many_args(&names)).await?;
             // A sandbox removed between the two calls makes inspect fail for that name only.
-            let err = out.stderr_text();
-            if !out.success()
-                && !err.lines().all(|l| l.trim().is_empty() || classify::is_missing_container(l))
-            {
-                return Err(docker_failure("docker inspect", &err));
-            }
-            for line in out.stdout_text().lines().filter(|l| !l.trim().is_empty()) {
+            let stdout = match self.control(argv::inspect_many_args(&names)).await {
+                Ok(out) => out.stdout,
+                Err(CliError::Failed(f)) if f.only(DockerFailureKind::MissingContainer) => f.stdout,
+                Err(e) => return Err(e.into()),
+            };
+            for line in String::from_utf8_lossy(&stdout).lines().filter(|l| !l.trim().is_empty()) {
                 found.push(parse_summary(line)?);
             }
         }
         Ok(page(found, query))
-    }
-}
-
-fn docker_failure(what: &str, stderr: &str) -> ProviderError {
-    if classify::is_daemon_unreachable(stderr) {
-        ProviderError::Unavailable(stderr.trim().into())
-    } else {
-        ProviderError::Docker(format!("{what}: {}", stderr.trim()))
     }
 }
 

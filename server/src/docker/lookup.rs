@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::argv;
-use super::classify;
+use super::classify::DockerFailureKind;
 use super::provider::DockerProvider;
 use super::state::ContainerState;
 use crate::error::{ProviderError, Result};
@@ -24,18 +24,11 @@ pub(super) struct Inspected {
 impl DockerProvider {
     /// `Ok(None)` when no container has that name.
     pub(super) async fn inspect(&self, name: &str) -> Result<Option<Inspected>> {
-        let out = self.control(argv::inspect_args(name)).await?;
-        if !out.success() {
-            let err = out.stderr_text();
-            if classify::is_missing_container(&err) {
-                return Ok(None);
-            }
-            if classify::is_daemon_unreachable(&err) {
-                return Err(ProviderError::Unavailable(err.trim().into()));
-            }
-            return Err(ProviderError::Docker(format!("docker inspect {name}: {}", err.trim())));
+        match self.control(argv::inspect_args(name)).await {
+            Ok(out) => parse_inspect(&out.stdout_text()).map(Some),
+            Err(e) if e.kind() == Some(DockerFailureKind::MissingContainer) => Ok(None),
+            Err(e) => Err(e.into()),
         }
-        parse_inspect(&out.stdout_text()).map(Some)
     }
 
     /// The handle of a sandbox this service owns: from this process's cache, else rebuilt from

@@ -3,7 +3,7 @@
 //! caller retrying after a lost answer never sees an error for a state it already reached.
 
 use super::argv;
-use super::classify;
+use super::classify::DockerFailureKind;
 use super::provider::DockerProvider;
 use super::state::ContainerState;
 use crate::error::{ProviderError, Result};
@@ -13,7 +13,8 @@ impl DockerProvider {
     /// [`DockerProvider::unpause_container`].
     pub async fn pause_container(&self, sandbox_id: &str) -> Result<()> {
         self.handle(sandbox_id).await?;
-        self.freeze_control(sandbox_id, argv::pause_args(sandbox_id), classify::is_already_paused).await?;
+        self.freeze_control(sandbox_id, argv::pause_args(sandbox_id), DockerFailureKind::AlreadyPaused)
+            .await?;
         self.states.record(sandbox_id, Some(ContainerState::Paused));
         Ok(())
     }
@@ -21,7 +22,7 @@ impl DockerProvider {
     /// Thaw a paused sandbox.
     pub async fn unpause_container(&self, sandbox_id: &str) -> Result<()> {
         self.handle(sandbox_id).await?;
-        self.freeze_control(sandbox_id, argv::unpause_args(sandbox_id), classify::is_not_paused).await?;
+        self.freeze_control(sandbox_id, argv::unpause_args(sandbox_id), DockerFailureKind::NotPaused).await?;
         self.states.record(sandbox_id, Some(ContainerState::Running));
         Ok(())
     }
@@ -53,25 +54,18 @@ impl DockerProvider {
         &self,
         sandbox_id: &str,
         args: Vec<String>,
-        already: fn(&str) -> bool,
+        already: DockerFailureKind,
     ) -> Result<()> {
-        let out = self.control(args.clone()).await?;
-        if out.success() {
-            return Ok(());
+        match self.control(args).await {
+            Ok(_) => Ok(()),
+            Err(e) => match e.kind() {
+                Some(kind) if kind == already => Ok(()),
+                Some(DockerFailureKind::MissingContainer) => {
+                    Err(ProviderError::SandboxNotFound(sandbox_id.into()))
+                }
+                Some(DockerFailureKind::NotRunning) => Err(ProviderError::Stopped(sandbox_id.into())),
+                _ => Err(e.into()),
+            },
         }
-        let err = out.stderr_text();
-        if already(&err) {
-            return Ok(());
-        }
-        if classify::is_missing_container(&err) {
-            return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
-        }
-        if classify::is_not_running(&err) {
-            return Err(ProviderError::Stopped(sandbox_id.into()));
-        }
-        if classify::is_daemon_unreachable(&err) {
-            return Err(ProviderError::Unavailable(err.trim().into()));
-        }
-        Err(ProviderError::Docker(format!("docker {}: {}", args.join(" "), err.trim())))
     }
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::agent::binary::{default_agent_dir, install as install_agent};
+use super::agent::binary::install as install_agent;
 use super::agent::AgentEngine;
 use super::cli::{CliError, CommandOutput, DockerCli, Pool};
 use super::engine::{DockerExecEngine, ExecEngine};
@@ -68,7 +68,7 @@ impl DockerProvider {
         let agent_binary = match config.exec.engine {
             ExecEngineKind::Docker => None,
             ExecEngineKind::Agent => {
-                let dir = config.exec.agent_dir.as_ref().map(PathBuf::from).unwrap_or_else(default_agent_dir);
+                let dir = config.exec.agent_dir();
                 match install_agent(&dir) {
                     Ok(path) => Some(path),
                     Err(e) => {
@@ -107,13 +107,13 @@ impl DockerProvider {
     }
 
     pub(super) fn control_timeout(&self) -> Option<Duration> {
-        self.config.exec.default_timeout_s.map(Duration::from_secs_f64)
+        self.config.exec.default_timeout
     }
 
     /// Run a short docker control command (inspect, rm, port, start, rename, ps) in the control
-    /// pool, which execs and transfers never fill.
-    pub(super) async fn control(&self, args: Vec<String>) -> Result<CommandOutput> {
-        self.cli.in_pool(Pool::Control).run(&args, self.control_timeout(), None).await.map_err(cli_error)
+    /// pool, which execs and transfers never fill. A failure comes classified; `?` maps it.
+    pub(super) async fn control(&self, args: Vec<String>) -> std::result::Result<CommandOutput, CliError> {
+        self.cli.in_pool(Pool::Control).run(&args, self.control_timeout(), None).await
     }
 
     pub(super) fn remember(&self, handle: &SandboxHandle) {
@@ -173,13 +173,5 @@ impl DockerProvider {
                 tracing::warn!(sandbox_id, error = %e, "closing a pty session failed");
             }
         }
-    }
-}
-
-pub(super) fn cli_error(e: CliError) -> ProviderError {
-    match e {
-        CliError::Timeout { .. } => ProviderError::Timeout(e.to_string()),
-        CliError::Spawn { .. } => ProviderError::Unavailable(e.to_string()),
-        CliError::Io { source, .. } => ProviderError::Io(source),
     }
 }

@@ -12,6 +12,7 @@ use tracing::Instrument;
 use super::argv::{self, ExecOptions};
 use super::classify;
 use super::cli::{DockerCli, Pool};
+use super::engine::ExecSpec;
 use super::exec::docker_exec;
 use super::provider::{DockerProvider, LiveSession};
 use super::state::ContainerState;
@@ -39,17 +40,23 @@ impl RunInContainer for ContainerRunner {
     ) -> Pin<Box<dyn Future<Output = ExecResult> + Send + 'a>> {
         Box::pin(async move {
             let params = ExecParams { timeout: Some(timeout), ..Default::default() };
-            docker_exec(&self.cli, &self.config, &self.name, &self.shell, &command, &params, user.as_deref())
-                .await
+            let spec = ExecSpec {
+                name: &self.name,
+                shell: &self.shell,
+                command: &command,
+                params: &params,
+                user: user.as_deref(),
+            };
+            docker_exec(&self.cli, &self.config, spec).await
         })
     }
 
     fn running(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
         Box::pin(async move {
             let args = argv::inspect_args(&self.name);
-            let timeout = self.config.exec.default_timeout_s.map(Duration::from_secs_f64);
+            let timeout = self.config.exec.default_timeout;
             match self.cli.run(&args, timeout, None).await {
-                Ok(out) if out.success() => {
+                Ok(out) => {
                     let state = out.stdout_text();
                     state.split('\t').nth(2).is_some_and(|s| ContainerState::parse(s).is_running())
                 }

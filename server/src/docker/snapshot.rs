@@ -12,7 +12,8 @@ use base64::Engine;
 use serde::Deserialize;
 
 use super::argv::{self, SnapshotMarks};
-use super::classify;
+use super::classify::DockerFailureKind;
+use super::cli::CliError;
 use super::provider::DockerProvider;
 use crate::branching::SnapshotInfo;
 use crate::error::{ProviderError, Result};
@@ -129,24 +130,18 @@ impl DockerProvider {
         let encoded = encode_labels(labels);
         let marks = SnapshotMarks { source: sandbox_id, labels: &encoded, created_ms: now_ms() };
         let args = argv::commit_args(sandbox_id, &snapshot_id, &marks);
-        let timeout = self.config.create.start_timeout_s.map(Duration::from_secs_f64);
-        let out = match self.cli.run(&args, timeout, None).await {
-            Ok(out) => out,
+        let timeout = self.config.create.start_timeout;
+        match self.cli.run(&args, timeout, None).await {
+            Ok(_) => {}
+            Err(CliError::Failed(f)) if f.kind == DockerFailureKind::MissingContainer => {
+                return Err(ProviderError::SandboxNotFound(sandbox_id.into()))
+            }
+            Err(CliError::Failed(f)) => return Err(f.into()),
             Err(e) => {
                 // A commit cut off at its timeout may still have made the image.
                 self.remove_snapshot_image(&snapshot_id).await;
-                return Err(super::provider::cli_error(e));
+                return Err(e.into());
             }
-        };
-        if !out.success() {
-            let err = out.stderr_text();
-            if classify::is_missing_container(&err) {
-                return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
-            }
-            if classify::is_daemon_unreachable(&err) {
-                return Err(ProviderError::Unavailable(err.trim().into()));
-            }
-            return Err(ProviderError::Docker(format!("docker commit {sandbox_id}: {}", err.trim())));
         }
         tracing::info!(sandbox_id, snapshot_id = %snapshot_id, "snapshot taken");
         self.snapshot_info(&snapshot_id).await
@@ -204,26 +199,24 @@ impl DockerProvider {
     /// kept (`SnapshotInUse`, naming the sandboxes) until they are closed.
     pub async fn remove_snapshot(&self, snapshot_id: &str) -> Result<()> {
         self.snapshot_info(snapshot_id).await?;
-        let out = self.control(argv::rmi_args(snapshot_id)).await?;
-        if out.success() {
-            tracing::info!(snapshot_id, "snapshot deleted");
-            return Ok(());
+        let failure = match self.control(argv::rmi_args(snapshot_id)).await {
+            Ok(_) => {
+                tracing::info!(snapshot_id, "snapshot deleted");
+                return Ok(());
+            }
+            Err(e) => e,
+        };
+        match failure.kind() {
+            Some(DockerFailureKind::ImageInUse) => {
+                let users = self.snapshot_users(snapshot_id).await.unwrap_or_default();
+                Err(ProviderError::SnapshotInUse(format!(
+                    "snapshot {snapshot_id:?} is the image of sandbox(es) [{}]; close them first",
+                    users.join(", ")
+                )))
+            }
+            Some(DockerFailureKind::MissingImage) => Err(ProviderError::SnapshotNotFound(snapshot_id.into())),
+            _ => Err(failure.into()),
         }
-        let err = out.stderr_text();
-        if classify::is_image_in_use(&err) {
-            let users = self.snapshot_users(snapshot_id).await.unwrap_or_default();
-            return Err(ProviderError::SnapshotInUse(format!(
-                "snapshot {snapshot_id:?} is the image of sandbox(es) [{}]; close them first",
-                users.join(", ")
-            )));
-        }
-        if classify::is_missing_image_ref(&err) {
-            return Err(ProviderError::SnapshotNotFound(snapshot_id.into()));
-        }
-        if classify::is_daemon_unreachable(&err) {
-            return Err(ProviderError::Unavailable(err.trim().into()));
-        }
-        Err(ProviderError::Docker(format!("docker rmi {snapshot_id}: {}", err.trim())))
     }
 
     /// Remove the snapshots taken more than `ttl` ago that no container uses (docker's own
@@ -236,10 +229,14 @@ impl DockerProvider {
             if snapshot.created_at_unix_ms > cutoff {
                 continue;
             }
-            let out = self.control(argv::rmi_args(&snapshot.snapshot_id)).await?;
-            if out.success() {
-                tracing::info!(snapshot_id = %snapshot.snapshot_id, "expired snapshot removed");
-                removed.push(snapshot.snapshot_id);
+            // Docker refuses one a container uses: it stays.
+            match self.control(argv::rmi_args(&snapshot.snapshot_id)).await {
+                Ok(_) => {
+                    tracing::info!(snapshot_id = %snapshot.snapshot_id, "expired snapshot removed");
+                    removed.push(snapshot.snapshot_id);
+                }
+                Err(CliError::Failed(_)) => {}
+                Err(e) => return Err(e.into()),
             }
         }
         Ok(removed)
@@ -254,6 +251,9 @@ impl DockerProvider {
     /// Best effort: remove a snapshot image this call made (a failed commit or fork).
     pub(super) async fn remove_snapshot_image(&self, snapshot_id: &str) {
         if let Err(e) = self.control(argv::rmi_args(snapshot_id)).await {
+            if e.kind() == Some(DockerFailureKind::MissingImage) {
+                return; // the failed commit made none
+            }
             tracing::warn!(snapshot_id, error = %e, "could not remove a snapshot this call made");
         }
     }
@@ -261,13 +261,6 @@ impl DockerProvider {
     /// Every `sandboxd-snapshot:<hex>` image with the ownership label.
     async fn snapshot_refs(&self) -> Result<Vec<String>> {
         let out = self.control(argv::snapshot_list_args()).await?;
-        if !out.success() {
-            let err = out.stderr_text();
-            if classify::is_daemon_unreachable(&err) {
-                return Err(ProviderError::Unavailable(err.trim().into()));
-            }
-            return Err(ProviderError::Docker(format!("docker images: {}", err.trim())));
-        }
         Ok(out
             .stdout_text()
             .lines()
@@ -279,16 +272,13 @@ impl DockerProvider {
 
     /// `docker image inspect` of `refs`; images that vanished meanwhile are left out.
     async fn inspect_images(&self, refs: &[String]) -> Result<Vec<ImageJson>> {
-        let out = self.control(argv::image_inspect_args(refs)).await?;
-        let err = out.stderr_text();
-        if !out.success() && classify::is_daemon_unreachable(&err) {
-            return Err(ProviderError::Unavailable(err.trim().into()));
-        }
         // With several refs, docker prints the ones it found and fails for the missing ones.
-        if !out.success() && !classify::is_missing_image_ref(&err) {
-            return Err(ProviderError::Docker(format!("docker image inspect: {}", err.trim())));
-        }
-        let text = out.stdout_text();
+        let stdout = match self.control(argv::image_inspect_args(refs)).await {
+            Ok(out) => out.stdout,
+            Err(CliError::Failed(f)) if f.kind == DockerFailureKind::MissingImage => f.stdout,
+            Err(e) => return Err(e.into()),
+        };
+        let text = String::from_utf8_lossy(&stdout);
         if text.trim().is_empty() {
             return Ok(Vec::new());
         }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::argv;
-use super::classify;
+use super::classify::DockerFailureKind;
 use super::provider::DockerProvider;
 use crate::error::{ProviderError, Result};
 use crate::spec::{SandboxEndpoint, SandboxHandle, SandboxId, SandboxStatus};
@@ -45,14 +45,12 @@ impl DockerProvider {
                 format!("port {port} was not declared in spec.ports; declared ports: {:?}", handle.ports),
             ));
         }
-        let out = self.control(argv::port_args(&handle.sandbox_id, port)).await?;
-        if !out.success() {
-            let err = out.stderr_text();
-            if classify::is_missing_container(&err) {
-                return Err(ProviderError::Stopped(handle.sandbox_id.clone()));
+        let out = match self.control(argv::port_args(&handle.sandbox_id, port)).await {
+            Err(e) if e.kind() == Some(DockerFailureKind::MissingContainer) => {
+                return Err(ProviderError::Stopped(handle.sandbox_id.clone()))
             }
-            return Err(ProviderError::Docker(format!("docker port {port}: {}", err.trim())));
-        }
+            result => result?,
+        };
         let text = out.stdout_text();
         let bindings: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
         let preferred =
@@ -73,19 +71,9 @@ impl DockerProvider {
         self.engine.forget(&handle.sandbox_id);
         self.remember_closed(&handle.sandbox_id);
         self.states.record(&handle.sandbox_id, None);
-        let out = self.control(argv::rm_args(&handle.sandbox_id)).await?;
-        if !out.success() {
-            let err = out.stderr_text();
-            if !classify::is_missing_container(&err) {
-                if classify::is_daemon_unreachable(&err) {
-                    return Err(ProviderError::Unavailable(err.trim().into()));
-                }
-                return Err(ProviderError::Docker(format!(
-                    "docker rm -f {}: {}",
-                    handle.sandbox_id,
-                    err.trim()
-                )));
-            }
+        match self.control(argv::rm_args(&handle.sandbox_id)).await {
+            Err(e) if e.kind() != Some(DockerFailureKind::MissingContainer) => return Err(e.into()),
+            _ => {}
         }
         tracing::info!(sandbox_id = %handle.sandbox_id, "sandbox closed");
         Ok(())

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::argv;
 use super::provider::DockerProvider;
-use crate::error::{ProviderError, Result};
+use crate::error::Result;
 use crate::lease::{self, LeaseStore, SweepReason, SweepReport};
 
 /// Margin past a create's deadline before the sweep calls it abandoned (clock skew between
@@ -35,13 +35,6 @@ impl DockerProvider {
     /// One sweep: list, decide, remove (each removal logged with its reason).
     pub async fn sweep(&self, leases: &LeaseStore) -> Result<SweepReport> {
         let out = self.control(argv::sweep_list_args(&self.config.create)).await?;
-        if !out.success() {
-            let err = out.stderr_text();
-            if super::classify::is_daemon_unreachable(&err) {
-                return Err(ProviderError::Unavailable(err.trim().into()));
-            }
-            return Err(ProviderError::Docker(format!("docker ps: {}", err.trim())));
-        }
         let listed = parse_listing(&out.stdout_text());
         let now = lease::now_ms();
         let mut report = SweepReport::default();
@@ -81,11 +74,9 @@ impl DockerProvider {
     }
 
     async fn remove_abandoned(&self, name: &str) -> Result<()> {
-        let out = self.control(argv::rm_args(name)).await?;
-        if out.success() || super::classify::is_missing_container(&out.stderr_text()) {
-            Ok(())
-        } else {
-            Err(ProviderError::Docker(format!("docker rm -f {name}: {}", out.stderr_text().trim())))
+        match self.control(argv::rm_args(name)).await {
+            Err(e) if e.kind() != Some(super::classify::DockerFailureKind::MissingContainer) => Err(e.into()),
+            _ => Ok(()),
         }
     }
 }

@@ -8,7 +8,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use super::{convert, span, BoxStream, SandboxApi};
-use crate::branching::{DiffEntry, DiffKind, SnapshotInfo};
+use crate::branching::SnapshotInfo;
 use crate::spec::SandboxId;
 
 /// Paths per `DiffResponse` message.
@@ -22,15 +22,6 @@ fn snapshot_info(info: SnapshotInfo) -> pb::SnapshotInfo {
         created_at_unix_ms: info.created_at_unix_ms,
         size_bytes: info.size_bytes,
     }
-}
-
-fn diff_entry(entry: DiffEntry) -> pb::DiffEntry {
-    let kind = match entry.kind {
-        DiffKind::Added => pb::DiffKind::Added,
-        DiffKind::Changed => pb::DiffKind::Changed,
-        DiffKind::Deleted => pb::DiffKind::Deleted,
-    };
-    pb::DiffEntry { path: entry.path, kind: kind as i32 }
 }
 
 fn labels(map: HashMap<String, String>) -> BTreeMap<String, String> {
@@ -120,7 +111,7 @@ pub(super) async fn diff(
     .await?;
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tokio::spawn(async move {
-        let mut entries = entries.into_iter().map(diff_entry).peekable();
+        let mut entries = entries.into_iter().map(pb::DiffEntry::from).peekable();
         while entries.peek().is_some() {
             let batch: Vec<pb::DiffEntry> = entries.by_ref().take(DIFF_BATCH).collect();
             if tx.send(Ok(pb::DiffResponse { entries: batch })).await.is_err() {

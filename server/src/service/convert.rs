@@ -6,9 +6,7 @@ use sandboxd_proto::v1 as pb;
 use tonic::Status;
 
 use super::status::invalid;
-use crate::spec::{
-    ProviderOptions, SandboxDescriptor, SandboxHandle, SandboxResources, SandboxSpec, SandboxStatus,
-};
+use crate::spec::{ProviderOptions, SandboxDescriptor, SandboxHandle, SandboxResources, SandboxSpec};
 
 /// A port on the wire (`uint32`) as a TCP port.
 pub fn port(field: &str, value: u32) -> Result<u16, Status> {
@@ -64,17 +62,6 @@ pub fn descriptor(sandbox: pb::SandboxRef) -> Result<SandboxDescriptor, Status> 
         ports: (!ports.is_empty()).then_some(ports),
         workdir: sandbox.workdir,
     })
-}
-
-pub fn status(status: SandboxStatus) -> pb::SandboxStatus {
-    match status {
-        SandboxStatus::Starting => pb::SandboxStatus::Starting,
-        SandboxStatus::Running => pb::SandboxStatus::Running,
-        SandboxStatus::Paused => pb::SandboxStatus::Paused,
-        SandboxStatus::Stopped => pb::SandboxStatus::Stopped,
-        SandboxStatus::Error => pb::SandboxStatus::Error,
-        SandboxStatus::Unknown => pb::SandboxStatus::Unknown,
-    }
 }
 
 /// A positive number of seconds, at most `MAX_CLIENT_SECONDS` (one year).

@@ -2,14 +2,14 @@
 //! the stream (the caller cancelled, or its deadline passed) drops the engine's stream, which
 //! stops the command.
 
+use sandboxd_proto::contract::ExecEvent;
 use sandboxd_proto::v1 as pb;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use super::{span, BoxStream, SandboxApi};
+use super::{exec_outcome, span, BoxStream, SandboxApi};
 use crate::backend::StreamEvent;
-use crate::spec::ExecErrorType;
 
 pub(super) async fn exec_stream(
     api: &SandboxApi,
@@ -35,25 +35,13 @@ pub(super) async fn exec_stream(
                 };
                 let Some(event) = event else { break };
                 let item = match event {
-                    StreamEvent::Stdout(data) => Ok(pb::exec_stream_response::Response::Stdout(data)),
-                    StreamEvent::Stderr(data) => Ok(pb::exec_stream_response::Response::Stderr(data)),
-                    StreamEvent::Exit(result)
-                        if capped && result.error_type == Some(ExecErrorType::Timeout) =>
-                    {
-                        Err(Status::deadline_exceeded(
-                            "the call's deadline passed before the command finished",
-                        ))
-                    }
+                    StreamEvent::Stdout(data) => Ok(ExecEvent::Stdout(data)),
+                    StreamEvent::Stderr(data) => Ok(ExecEvent::Stderr(data)),
                     StreamEvent::Exit(result) => {
-                        let response = pb::ExecResponse::from(result);
-                        Ok(pb::exec_stream_response::Response::Exit(pb::ExecExit {
-                            return_code: response.return_code,
-                            error_type: response.error_type,
-                            usage: response.usage,
-                        }))
+                        exec_outcome(result, capped).map(|result| ExecEvent::Exit(result.into()))
                     }
                 };
-                let item = item.map(|r| pb::ExecStreamResponse { response: Some(r) });
+                let item = item.map(pb::ExecStreamResponse::from);
                 if tx.send(item).await.is_err() {
                     // The caller went away: dropping `stream` stops the command.
                     break;

@@ -53,26 +53,20 @@ fn query(req: pb::ListRequest) -> Result<ListQuery, Status> {
 }
 
 fn status_from_proto(value: i32) -> Result<SandboxStatus, Status> {
-    match pb::SandboxStatus::try_from(value) {
-        Ok(pb::SandboxStatus::Starting) => Ok(SandboxStatus::Starting),
-        Ok(pb::SandboxStatus::Running) => Ok(SandboxStatus::Running),
-        Ok(pb::SandboxStatus::Paused) => Ok(SandboxStatus::Paused),
-        Ok(pb::SandboxStatus::Stopped) => Ok(SandboxStatus::Stopped),
-        Ok(pb::SandboxStatus::Error) => Ok(SandboxStatus::Error),
-        Ok(pb::SandboxStatus::Unknown) => Ok(SandboxStatus::Unknown),
-        _ => Err(invalid(
+    SandboxStatus::try_from_wire(value).ok_or_else(|| {
+        invalid(
             "statuses",
             format!(
                 "{value} is not a state to filter by (STARTING, RUNNING, PAUSED, STOPPED, ERROR, UNKNOWN)"
             ),
-        )),
-    }
+        )
+    })
 }
 
 fn info(s: SandboxSummary) -> pb::SandboxInfo {
     pb::SandboxInfo {
         created_at_unix_ms: s.created_at_unix_ms(),
-        status: convert::status(s.status) as i32,
+        status: s.status.to_wire() as i32,
         image: s.image,
         expires_at_unix_ms: s.expires_at_unix_ms,
         sandbox: Some(pb::SandboxRef {

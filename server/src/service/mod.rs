@@ -34,7 +34,7 @@ use crate::backend::SandboxBackend;
 use crate::config::ServerSection;
 use crate::error::ProviderError;
 use crate::lifecycle::Lifecycle;
-use crate::spec::{ExecErrorType, ExecParams, SandboxHandle, SandboxId};
+use crate::spec::{ExecErrorType, ExecParams, ExecResult, SandboxHandle, SandboxId};
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
@@ -94,11 +94,11 @@ impl SandboxApi {
     }
 
     fn first_message_timeout(&self) -> Duration {
-        Duration::from_secs_f64(self.policy.limits.first_message_timeout_s)
+        self.policy.limits.first_message_timeout
     }
 
     fn transfer_idle_timeout(&self) -> Duration {
-        Duration::from_secs_f64(self.policy.limits.transfer_idle_timeout_s)
+        self.policy.limits.transfer_idle_timeout
     }
 
     /// Client-supplied host mounts and raw run flags need the operator's consent.
@@ -117,6 +117,16 @@ impl SandboxApi {
         }
         Ok(())
     }
+}
+
+/// How an exec ended, for `Exec` and `ExecStream` alike: counted once in the exec-results
+/// metric; a timeout that was the call's deadline (not the command's own) is DEADLINE_EXCEEDED.
+fn exec_outcome(result: ExecResult, capped: bool) -> Result<ExecResult, Status> {
+    crate::metrics::global().exec_result(result.error_type.map(|e| e.as_str()).unwrap_or(""));
+    if capped && result.error_type == Some(ExecErrorType::Timeout) {
+        return Err(Status::deadline_exceeded("the call's deadline passed before the command finished"));
+    }
+    Ok(result)
 }
 
 /// The span of a streaming RPC (unary handlers use `#[instrument]`).
@@ -161,11 +171,7 @@ impl SandboxService for SandboxApi {
     async fn exec(&self, request: Request<pb::ExecRequest>) -> Result<Response<pb::ExecResponse>, Status> {
         let (handle, command, params, capped) = self.exec_request(request).await?;
         let result = self.backend().exec(&handle, &command, &params).await?;
-        crate::metrics::global().exec_result(result.error_type.map(|e| e.as_str()).unwrap_or(""));
-        if capped && result.error_type == Some(ExecErrorType::Timeout) {
-            return Err(Status::deadline_exceeded("the call's deadline passed before the command finished"));
-        }
-        Ok(Response::new(pb::ExecResponse::from(result)))
+        Ok(Response::new(pb::ExecResponse::from(exec_outcome(result, capped)?)))
     }
 
     async fn upload(
@@ -309,7 +315,7 @@ impl SandboxService for SandboxApi {
     ) -> Result<Response<pb::StatusResponse>, Status> {
         let id = SandboxId::parse("sandbox_id", &request.get_ref().sandbox_id)?;
         let status = self.backend().status(&id).await?;
-        Ok(Response::new(pb::StatusResponse { status: convert::status(status) as i32 }))
+        Ok(Response::new(pb::StatusResponse { status: status.to_wire() as i32 }))
     }
 
     #[tracing::instrument(name = "rpc", skip_all, fields(rpc = "Endpoint", sandbox_id = %request.get_ref().sandbox_id))]

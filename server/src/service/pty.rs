@@ -14,20 +14,13 @@ use tonic::{Response, Status, Streaming};
 use tracing::Instrument;
 
 use super::status::invalid;
-use super::{convert, BoxStream, SandboxApi};
+use super::{BoxStream, SandboxApi};
 use crate::backend::TerminalSession;
 use crate::pty::{PtyError, TerminalMode};
 use crate::spec::{PtySpec, Signal};
 
 /// Largest output message: bursts are batched up to this.
 const MAX_OUTPUT_MESSAGE: usize = 1 << 20;
-
-fn dimension(field: &str, value: u32, default: u16) -> Result<u16, Status> {
-    match value {
-        0 => Ok(default),
-        v => u16::try_from(v).map_err(|_| invalid(field, format!("must be <= 65535 (got {v})"))),
-    }
-}
 
 fn pty_status(e: PtyError) -> Status {
     match e {
@@ -57,15 +50,7 @@ pub(super) async fn serve_pty(
     };
     let span = tracing::info_span!("rpc", rpc = "Pty", sandbox_id = %open.sandbox_id, session_id = tracing::field::Empty);
     let session = async {
-        let spec = PtySpec {
-            command: open.command.clone(),
-            cwd: open.cwd.clone(),
-            env: convert::sorted(open.env.clone()),
-            rows: dimension("rows", open.rows, 24)?,
-            cols: dimension("cols", open.cols, 80)?,
-            user: open.user.clone(),
-            mode: if open.pipe { TerminalMode::Pipe } else { TerminalMode::Pty },
-        };
+        let spec = PtySpec::from_open(&open).map_err(|e| invalid(e.field, e.message))?;
         let handle = api.handle(&open.sandbox_id).await?;
         let slot = api.pty_slots.acquire(&handle.sandbox_id)?;
         Ok::<_, Status>((api.backend().open_terminal(&handle, &spec).await?, slot))

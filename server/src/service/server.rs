@@ -131,7 +131,7 @@ impl Services {
         let lease_options = LeaseOptions {
             policy: LeasePolicy::from_config(&config.server),
             store: leases,
-            create_timeout: Duration::from_secs_f64(config.server.create_timeout_s),
+            create_timeout: config.server.create_timeout,
         };
         let lifecycle = Arc::new(Lifecycle::new(provider, lease_options));
         let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
@@ -186,12 +186,9 @@ impl Services {
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) -> Result<(), ServeError> {
         let Services { lifecycle, policy, routes, health: health_reporter, shutdown_tx } = self;
-        let sweeper = tokio::spawn(sweep_forever(
-            lifecycle.clone(),
-            Duration::from_secs_f64(policy.sweep_interval_s),
-            shutdown_tx.subscribe(),
-        ));
-        if let Some(ttl) = policy.snapshot_ttl_s.map(Duration::from_secs_f64) {
+        let sweeper =
+            tokio::spawn(sweep_forever(lifecycle.clone(), policy.sweep_interval, shutdown_tx.subscribe()));
+        if let Some(ttl) = policy.snapshot_ttl {
             let every = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(300));
             let backend = lifecycle.backend().clone();
             tokio::spawn(crate::snapshot_expiry::expire_periodically(
@@ -365,6 +362,8 @@ async fn sweep_forever(
             }
             Err(e) => tracing::warn!(error = %e, "sweep failed; retrying at the next interval"),
         }
+        // What the calls since the last sweep freed goes back to the kernel (see `memory`).
+        crate::memory::trim_if_due();
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             () = lifecycle.lease_moved() => {}

@@ -1,7 +1,7 @@
 """sandboxd: a typed asyncio client for the sandboxd gRPC service, and a NeMo Gym provider
 (`sandboxd.gym.SandboxdProvider`, entry point `nemo_gym.sandbox_providers:sandboxd`)."""
 
-from .client import Client, UploadSource
+from .client import Client, ClientOptions, ExecOptions, PtyOptions, UploadSource
 from .connection import DEFAULT_ADDRESS, RetryPolicy, TlsConfig
 from .errors import (
     Cancelled,
@@ -49,6 +49,7 @@ __all__ = [
     "AsyncSandbox",
     "Cancelled",
     "Client",
+    "ClientOptions",
     "CreateFailed",
     "CreateVerificationFailed",
     "DEFAULT_ADDRESS",
@@ -58,6 +59,7 @@ __all__ = [
     "Endpoint",
     "ExecEvent",
     "ExecExit",
+    "ExecOptions",
     "ExecResult",
     "ExecUsage",
     "FailedPrecondition",
@@ -67,6 +69,7 @@ __all__ = [
     "NotFound",
     "PermissionDenied",
     "PtyOpener",
+    "PtyOptions",
     "PtySession",
     "PtySessionError",
     "Resources",

@@ -9,13 +9,13 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import IO, TYPE_CHECKING, Any, TypeVar, overload
+from typing import IO, TYPE_CHECKING, Any, TypedDict, TypeVar, overload
 
 import grpc
 from google.protobuf.message import Message
 
 from ._pb import sandbox_pb2 as pb
+from .closing import AsyncClosing
 from .connection import DEFAULT_ADDRESS, RetryPolicy, TlsConfig, normalize_address, open_channel
 from .errors import DeadlineExceeded, SandboxdError, Unimplemented, from_rpc_error
 from .pty import PtySession
@@ -37,9 +37,11 @@ from .types import (
 )
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     from .sandbox import AsyncSandbox
 
-__all__ = ["Client", "UploadSource"]
+__all__ = ["Client", "ClientOptions", "ExecOptions", "PtyOptions", "UploadSource"]
 
 SERVICE = "/sandbox.v1.SandboxService/"
 CHUNK_SIZE = 256 * 1024
@@ -59,7 +61,52 @@ def _user(user: str | int | None) -> str | None:
     return None if user is None else str(user)
 
 
-class Client:
+class ClientOptions(TypedDict, total=False):
+    """How `AsyncSandbox.create`/`connect` make the `Client` they own: `Client`'s parameters."""
+
+    address: str
+    token: str | None
+    tls: TlsConfig | bool
+    deadline_s: float | None
+    retry: RetryPolicy | None
+
+
+class ExecOptions(TypedDict, total=False):
+    """The keyword arguments of `exec` and `exec_stream` (on `Client` and `AsyncSandbox`).
+
+    `cwd`, `env` (on top of the sandbox's), `user` (name or uid) and `stdin` shape the command;
+    `timeout_s` stops it (server default when None); `deadline_s` caps the whole call (then
+    `DeadlineExceeded`)."""
+
+    cwd: str | None
+    env: Mapping[str, str] | None
+    timeout_s: float | None
+    user: str | int | None
+    stdin: bytes | None
+    deadline_s: float | None
+
+
+class PtyOptions(TypedDict, total=False):
+    """The keyword arguments of `Client.open_pty` and `AsyncSandbox.pty`: working directory,
+    extra environment, the terminal's size (24x80 unless given), user, and `pipe=True` for
+    separate stdout/stderr without a terminal."""
+
+    cwd: str | None
+    env: Mapping[str, str] | None
+    rows: int
+    cols: int
+    user: str | int | None
+    pipe: bool
+
+
+def _check_keywords(call: str, given: Mapping[str, Any], allowed: type) -> None:
+    """A keyword the options do not name is a `TypeError`, as with an explicit signature."""
+    unknown = sorted(set(given) - set(allowed.__annotations__))
+    if unknown:
+        raise TypeError(f"{call}() got an unexpected keyword argument {unknown[0]!r}")
+
+
+class Client(AsyncClosing):
     """An asyncio client of one sandboxd server.
 
     `address` is `host:port` (or `http://host:port`; `https://` turns TLS on). `token` is sent
@@ -112,14 +159,6 @@ class Client:
             self._open_channel = open_channel(self.address, self._tls, self._channel_options)
             self._channel_loop = loop
         return self._open_channel
-
-    async def __aenter__(self) -> Client:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
 
     # --- plumbing -----------------------------------------------------------------------------
 
@@ -187,10 +226,7 @@ class Client:
         left), or `InvalidArgument` naming the bad field."""
         from .sandbox import AsyncSandbox
 
-        if isinstance(spec, str):
-            spec = SandboxSpec(image=spec)
-        elif not isinstance(spec, SandboxSpec):
-            spec = SandboxSpec.from_mapping(spec)
+        spec = SandboxSpec.of(spec)
         response = await self._unary(
             "Create",
             pb.CreateRequest(spec=spec.to_proto()),
@@ -209,10 +245,7 @@ class Client:
         not own."""
         from .sandbox import AsyncSandbox
 
-        if isinstance(ref, str):
-            ref = SandboxRef(sandbox_id=ref)
-        elif not isinstance(ref, SandboxRef):
-            ref = SandboxRef.from_dict(ref)
+        ref = SandboxRef.of(ref)
         response = await self._unary(
             "Connect",
             pb.ConnectRequest(sandbox=ref.to_proto()),
@@ -284,61 +317,36 @@ class Client:
     # --- per-sandbox calls (by id) -------------------------------------------------------------
 
     @staticmethod
-    def _exec_request(
-        sandbox_id: str,
-        command: str,
-        cwd: str | None,
-        env: Mapping[str, str] | None,
-        timeout_s: float | None,
-        user: str | int | None,
-        stdin: bytes | None,
-    ) -> pb.ExecRequest:
-        request = pb.ExecRequest(sandbox_id=sandbox_id, command=command, env=dict(env or {}))
+    def _exec_request(call: str, sandbox_id: str, command: str, options: ExecOptions) -> pb.ExecRequest:
+        _check_keywords(call, options, ExecOptions)
+        request = pb.ExecRequest(sandbox_id=sandbox_id, command=command, env=dict(options.get("env") or {}))
+        timeout_s = options.get("timeout_s")
         _unset_if_none(
             request,
-            cwd=cwd,
-            user=_user(user),
-            stdin=stdin,
+            cwd=options.get("cwd"),
+            user=_user(options.get("user")),
+            stdin=options.get("stdin"),
             timeout_s=float(timeout_s) if timeout_s is not None else None,
         )
         return request
 
-    async def exec(
-        self,
-        sandbox_id: str,
-        command: str,
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout_s: float | None = None,
-        user: str | int | None = None,
-        stdin: bytes | None = None,
-        deadline_s: float | None = None,
-    ) -> ExecResult:
-        """Run `<shell> -c command`; see `AsyncSandbox.exec`."""
-        request = self._exec_request(sandbox_id, command, cwd, env, timeout_s, user, stdin)
-        response = await self._unary("Exec", request, pb.ExecResponse, deadline_s=deadline_s, idempotent=False)
+    async def exec(self, sandbox_id: str, command: str, **options: Unpack[ExecOptions]) -> ExecResult:
+        """Run `<shell> -c command`; see `AsyncSandbox.exec` and `ExecOptions`."""
+        request = self._exec_request("exec", sandbox_id, command, options)
+        response = await self._unary(
+            "Exec", request, pb.ExecResponse, deadline_s=options.get("deadline_s"), idempotent=False
+        )
         return ExecResult.from_proto(response)
 
     async def exec_stream(
-        self,
-        sandbox_id: str,
-        command: str,
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout_s: float | None = None,
-        user: str | int | None = None,
-        stdin: bytes | None = None,
-        deadline_s: float | None = None,
-        fallback: bool = False,
+        self, sandbox_id: str, command: str, *, fallback: bool = False, **options: Unpack[ExecOptions]
     ) -> AsyncIterator[ExecEvent]:
         """Stdout/stderr chunks as the command produces them, then one `ExecExit`. Leaving the
         loop early cancels the call, which stops the command. A server without ExecStream
         raises `Unimplemented`, or with `fallback=True` runs the command through Exec and yields
         its whole stdout, stderr and exit."""
-        request = self._exec_request(sandbox_id, command, cwd, env, timeout_s, user, stdin)
-        call = self._server_stream("ExecStream", request, pb.ExecStreamResponse, deadline_s)
+        request = self._exec_request("exec_stream", sandbox_id, command, options)
+        call = self._server_stream("ExecStream", request, pb.ExecStreamResponse, options.get("deadline_s"))
         started = False
         try:
             try:
@@ -359,16 +367,7 @@ class Client:
                 error = from_rpc_error(exc)
                 if not (isinstance(error, Unimplemented) and fallback and not started):
                     raise error from None
-                result = await self.exec(
-                    sandbox_id,
-                    command,
-                    cwd=cwd,
-                    env=env,
-                    timeout_s=timeout_s,
-                    user=user,
-                    stdin=stdin,
-                    deadline_s=deadline_s,
-                )
+                result = await self.exec(sandbox_id, command, **options)
                 if result.stdout:
                     yield Stdout(result.stdout)
                 if result.stderr:
@@ -534,19 +533,21 @@ class Client:
         sandbox_id: str,
         command: str | None = None,
         *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        rows: int = 24,
-        cols: int = 80,
-        user: str | int | None = None,
-        pipe: bool = False,
         open_timeout_s: float | None = 60.0,
+        **options: Unpack[PtyOptions],
     ) -> PtySession:
         """Open a terminal (or, with `pipe=True`, a pipe-mode process) and wait until the server
-        says it is open; see `PtySession`."""
+        says it is open; see `PtySession` and `PtyOptions`."""
         self._check_open()
-        opening = pb.PtyOpen(sandbox_id=sandbox_id, env=dict(env or {}), rows=rows, cols=cols, pipe=pipe)
-        _unset_if_none(opening, command=command, cwd=cwd, user=_user(user))
+        _check_keywords("open_pty", options, PtyOptions)
+        opening = pb.PtyOpen(
+            sandbox_id=sandbox_id,
+            env=dict(options.get("env") or {}),
+            rows=options.get("rows", 24),
+            cols=options.get("cols", 80),
+            pipe=options.get("pipe", False),
+        )
+        _unset_if_none(opening, command=command, cwd=options.get("cwd"), user=_user(options.get("user")))
         callable_ = self._channel.stream_stream(
             SERVICE + "Pty",
             request_serializer=pb.PtyRequest.SerializeToString,

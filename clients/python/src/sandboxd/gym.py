@@ -14,12 +14,12 @@ against both). Importing this module needs `nemo_gym.sandbox.providers` (NeMo Gy
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from nemo_gym.sandbox.providers.base import (
@@ -36,6 +36,7 @@ from nemo_gym.sandbox.providers.base import (
 
 from . import types as sd
 from .client import Client
+from .closing import AsyncClosing
 from .connection import DEFAULT_ADDRESS, RetryPolicy, TlsConfig
 from .errors import (
     CreateVerificationFailed,
@@ -326,7 +327,16 @@ class SandboxdProvider:
         return SandboxdPtySession(session)
 
 
-class SandboxdPtySession:
+@contextlib.contextmanager
+def _pty_errors() -> Iterator[None]:
+    """A session call's `SandboxdError` as Gym's `SandboxPtyError`."""
+    try:
+        yield
+    except SandboxdError as exc:
+        raise SandboxPtyError(str(exc)) from exc
+
+
+class SandboxdPtySession(AsyncClosing):
     """Gym's `SandboxPtySession` over a `sandboxd.PtySession`: same calls, Gym's errors."""
 
     def __init__(self, session: PtySession) -> None:
@@ -339,16 +349,12 @@ class SandboxdPtySession:
         return self._session.closed
 
     async def read(self, *, timeout_s: float | None = None) -> bytes:
-        try:
+        with _pty_errors():
             return await self._session.read(timeout_s=timeout_s)
-        except SandboxdError as exc:
-            raise SandboxPtyError(str(exc)) from exc
 
     async def read_stderr(self, *, timeout_s: float | None = None) -> bytes:
-        try:
+        with _pty_errors():
             return await self._session.read_stderr(timeout_s=timeout_s)
-        except SandboxdError as exc:
-            raise SandboxPtyError(str(exc)) from exc
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._iterate()
@@ -358,28 +364,20 @@ class SandboxdPtySession:
             yield chunk
 
     async def write(self, data: bytes) -> None:
-        try:
+        with _pty_errors():
             await self._session.write(data)
-        except SandboxdError as exc:
-            raise SandboxPtyError(str(exc)) from exc
 
     async def resize(self, rows: int, cols: int) -> None:
-        try:
+        with _pty_errors():
             await self._session.resize(rows, cols)
-        except SandboxdError as exc:
-            raise SandboxPtyError(str(exc)) from exc
 
     async def send_signal(self, signal: str) -> None:
-        try:
+        with _pty_errors():
             await self._session.send_signal(signal)
-        except SandboxdError as exc:
-            raise SandboxPtyError(str(exc)) from exc
 
     async def wait_exit(self, *, timeout_s: float | None = None) -> int:
-        try:
+        with _pty_errors():
             return await self._session.wait_exit(timeout_s=timeout_s)
-        except SandboxdError as exc:
-            raise SandboxPtyError(str(exc)) from exc
 
     async def run_detached(self, command: str, *, poll_interval_s: float = 15.0) -> tuple[bytes, int | None]:
         """Runs `command` in this session's shell, attached (sessions live in the server, and
@@ -411,11 +409,3 @@ class SandboxdPtySession:
 
     async def close(self) -> None:
         await self._session.close()
-
-    async def __aenter__(self) -> SandboxdPtySession:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()

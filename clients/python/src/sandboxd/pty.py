@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from types import TracebackType
 from typing import Any
 
 import grpc
 
 from ._pb import sandbox_pb2 as pb
+from .closing import AsyncClosing
 from .errors import PtySessionError, SandboxdError, from_rpc_error
 
 __all__ = ["PtySession", "SIGNALS"]
@@ -26,7 +26,7 @@ SIGNALS = ("SIGINT", "SIGTERM", "SIGKILL", "SIGQUIT", "SIGHUP")
 _EOF = b""
 
 
-class PtySession:
+class PtySession(AsyncClosing):
     """A live terminal (or pipe-mode process) in a sandbox.
 
     `read()` returns the next output chunk (all terminal output in PTY mode, stdout in pipe
@@ -190,14 +190,6 @@ class PtySession:
         if self._reader is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(self._reader, 5)
-
-    async def __aenter__(self) -> PtySession:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
 
 
 class _StatusError(grpc.RpcError):

@@ -5,19 +5,39 @@ round's lease, snapshot, fork, diff and pause/resume calls."""
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Generator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
 from types import TracebackType
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
-from .client import Client, UploadSource
-from .connection import DEFAULT_ADDRESS, RetryPolicy, TlsConfig
+from .client import Client, ClientOptions, ExecOptions, PtyOptions, UploadSource
+from .closing import AsyncClosing
 from .pty import PtySession
 from .types import DiffEntry, Endpoint, ExecEvent, ExecResult, SandboxRef, SandboxSpec, SandboxStatus, SnapshotInfo
+
+if TYPE_CHECKING:
+    from typing import Unpack
 
 __all__ = ["AsyncSandbox", "PtyOpener"]
 
 
-class AsyncSandbox:
+async def _on_client(
+    client: Client | None, options: ClientOptions, call: Callable[[Client], Awaitable[AsyncSandbox]]
+) -> AsyncSandbox:
+    """`call` on `client`, or on a new `Client(**options)` the returned sandbox owns (closed
+    again when `call` fails)."""
+    own = client is None
+    client = client or Client(**options)
+    try:
+        sandbox = await call(client)
+    except BaseException:
+        if own:
+            await client.close()
+        raise
+    sandbox._owns_client = own
+    return sandbox
+
+
+class AsyncSandbox(AsyncClosing):
     """A handle to one sandbox. Get one from `AsyncSandbox.create(...)`,
     `AsyncSandbox.connect(descriptor)`, or a `Client`'s `create`/`connect`.
 
@@ -49,24 +69,12 @@ class AsyncSandbox:
         spec: SandboxSpec | str | Mapping[str, Any],
         *,
         client: Client | None = None,
-        address: str = DEFAULT_ADDRESS,
-        token: str | None = None,
-        tls: TlsConfig | bool = False,
-        deadline_s: float | None = None,
-        retry: RetryPolicy | None = None,
+        **options: Unpack[ClientOptions],
     ) -> AsyncSandbox:
-        """Start a sandbox from a spec (a dict of its fields, or an image name). Without `client`, a client for
-        `address` is made and owned by the sandbox."""
-        own = client is None
-        client = client or Client(address, token=token, tls=tls, deadline_s=deadline_s, retry=retry)
-        try:
-            sandbox = await client.create(spec)
-        except BaseException:
-            if own:
-                await client.close()
-            raise
-        sandbox._owns_client = own
-        return sandbox
+        """Start a sandbox from a spec (a dict of its fields, or an image name). Without `client`, a client
+        (`address`, `token`, `tls`, `deadline_s`, `retry`: see `ClientOptions`) is made and owned by the
+        sandbox."""
+        return await _on_client(client, options, lambda c: c.create(spec))
 
     @classmethod
     async def connect(
@@ -74,23 +82,10 @@ class AsyncSandbox:
         descriptor: SandboxRef | Mapping[str, Any] | str,
         *,
         client: Client | None = None,
-        address: str = DEFAULT_ADDRESS,
-        token: str | None = None,
-        tls: TlsConfig | bool = False,
-        deadline_s: float | None = None,
-        retry: RetryPolicy | None = None,
+        **options: Unpack[ClientOptions],
     ) -> AsyncSandbox:
         """Re-attach to a sandbox from `serialize()`'s descriptor (or a `SandboxRef`, or an id)."""
-        own = client is None
-        client = client or Client(address, token=token, tls=tls, deadline_s=deadline_s, retry=retry)
-        try:
-            sandbox = await client.connect(descriptor)
-        except BaseException:
-            if own:
-                await client.close()
-            raise
-        sandbox._owns_client = own
-        return sandbox
+        return await _on_client(client, options, lambda c: c.connect(descriptor))
 
     # --- identity ----------------------------------------------------------------------------
 
@@ -119,55 +114,17 @@ class AsyncSandbox:
 
     # --- calls -------------------------------------------------------------------------------
 
-    async def exec(
-        self,
-        command: str,
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout_s: float | None = None,
-        user: str | int | None = None,
-        stdin: bytes | None = None,
-        deadline_s: float | None = None,
-    ) -> ExecResult:
+    async def exec(self, command: str, **options: Unpack[ExecOptions]) -> ExecResult:
         """Run `<shell> -c command`. A failing command is a result (see `ExecResult`), never an
         exception. `timeout_s` stops the command (server default when None); `deadline_s` caps
-        the whole call (then `DeadlineExceeded`)."""
-        return await self.client.exec(
-            self.sandbox_id,
-            command,
-            cwd=cwd,
-            env=env,
-            timeout_s=timeout_s,
-            user=user,
-            stdin=stdin,
-            deadline_s=deadline_s,
-        )
+        the whole call (then `DeadlineExceeded`); the rest: `ExecOptions`."""
+        return await self.client.exec(self.sandbox_id, command, **options)
 
     def exec_stream(
-        self,
-        command: str,
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout_s: float | None = None,
-        user: str | int | None = None,
-        stdin: bytes | None = None,
-        deadline_s: float | None = None,
-        fallback: bool = False,
+        self, command: str, *, fallback: bool = False, **options: Unpack[ExecOptions]
     ) -> AsyncIterator[ExecEvent]:
         """`Stdout`/`Stderr` events as produced, then one `ExecExit`; see `Client.exec_stream`."""
-        return self.client.exec_stream(
-            self.sandbox_id,
-            command,
-            cwd=cwd,
-            env=env,
-            timeout_s=timeout_s,
-            user=user,
-            stdin=stdin,
-            deadline_s=deadline_s,
-            fallback=fallback,
-        )
+        return self.client.exec_stream(self.sandbox_id, command, fallback=fallback, **options)
 
     async def upload_file(
         self, remote_path: str, source: UploadSource, *, mode: int | None = None, deadline_s: float | None = None
@@ -205,26 +162,12 @@ class AsyncSandbox:
         """The host URL of a port the sandbox was created with."""
         return await self.client.endpoint(self.sandbox_id, port, deadline_s=deadline_s)
 
-    def pty(
-        self,
-        command: str | None = None,
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        rows: int = 24,
-        cols: int = 80,
-        user: str | int | None = None,
-        pipe: bool = False,
-    ) -> PtyOpener:
+    def pty(self, command: str | None = None, **options: Unpack[PtyOptions]) -> PtyOpener:
         """A terminal session: `session = await sandbox.pty(...)` or
         `async with sandbox.pty(...) as session:` (closed on exit). No `command` runs the
-        sandbox's shell interactively; `pipe=True` gives separate stdout/stderr, no terminal."""
-        return PtyOpener(
-            self.client,
-            self.sandbox_id,
-            command,
-            dict(cwd=cwd, env=env, rows=rows, cols=cols, user=user, pipe=pipe),
-        )
+        sandbox's shell interactively; `pipe=True` gives separate stdout/stderr, no terminal
+        (see `PtyOptions`)."""
+        return PtyOpener(self.client, self.sandbox_id, command, options)
 
     async def set_timeout(self, ttl_s: float, *, deadline_s: float | None = None) -> int:
         """Remove the sandbox `ttl_s` seconds from now; returns the lease's end (Unix ms)."""
@@ -257,19 +200,11 @@ class AsyncSandbox:
         if self._owns_client:
             await self.client.close()
 
-    async def __aenter__(self) -> AsyncSandbox:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
-
 
 class PtyOpener:
     """What `AsyncSandbox.pty()` returns: await it for a session, or use it with `async with`."""
 
-    def __init__(self, client: Client, sandbox_id: str, command: str | None, options: dict[str, Any]) -> None:
+    def __init__(self, client: Client, sandbox_id: str, command: str | None, options: PtyOptions) -> None:
         self._client = client
         self._sandbox_id = sandbox_id
         self._command = command

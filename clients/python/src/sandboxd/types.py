@@ -111,6 +111,13 @@ class SandboxSpec:
     snapshot_id: str | None = None
 
     @classmethod
+    def of(cls, spec: SandboxSpec | str | Mapping[str, Any]) -> SandboxSpec:
+        """`spec` itself, a spec of just an image name, or `from_mapping` of a dict."""
+        if isinstance(spec, SandboxSpec):
+            return spec
+        return cls(image=spec) if isinstance(spec, str) else cls.from_mapping(spec)
+
+    @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> SandboxSpec:
         """A spec from a dict shaped like this class or like NeMo Gym's spec (`resources` as a
         mapping, `provider_options: {volumes, run_args}`); an unknown key is a ValueError."""
@@ -188,6 +195,13 @@ class SandboxRef:
             "workdir": self.workdir,
             "metadata": dict(self.metadata),
         }
+
+    @classmethod
+    def of(cls, ref: SandboxRef | Mapping[str, Any] | str) -> SandboxRef:
+        """`ref` itself, the descriptor of a bare sandbox id, or `from_dict` of a dict."""
+        if isinstance(ref, SandboxRef):
+            return ref
+        return cls(sandbox_id=ref) if isinstance(ref, str) else cls.from_dict(ref)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SandboxRef:

@@ -13,20 +13,6 @@ pub const AGENT_BINARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sandbo
 /// Where the agent sits in every sandbox.
 pub const AGENT_PATH_IN_SANDBOX: &str = "/.sandboxd/agent";
 
-/// The host directory for the agent when the config names none: `/var/lib/sandboxd` for root,
-/// else `$XDG_STATE_HOME/sandboxd` (or `~/.local/state/sandboxd`).
-pub fn default_agent_dir() -> PathBuf {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return PathBuf::from("/var/lib/sandboxd");
-    }
-    if let Some(state) = std::env::var_os("XDG_STATE_HOME").filter(|s| !s.is_empty()) {
-        return PathBuf::from(state).join("sandboxd");
-    }
-    let home = std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into());
-    PathBuf::from(home).join(".local/state/sandboxd")
-}
-
 /// Write the agent to `dir/agent-<sha256 prefix>` (0755, owned by this process's user) unless
 /// an identical file is already there; the path to bind-mount.
 pub fn install(dir: &Path) -> std::io::Result<PathBuf> {

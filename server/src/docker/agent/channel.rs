@@ -95,8 +95,7 @@ impl AgentChannel {
             tokio::join!(cli.spawn(&args, true, false), cli.run(&user_args, Some(HELLO_TIMEOUT), None));
         let mut client = client.map_err(|e| OpenError::Transport(e.to_string()))?;
         let default_user = match user {
-            Ok(out) if out.success() => Some(out.stdout_text().trim().to_string()).filter(|u| !u.is_empty()),
-            Ok(out) => return Err(OpenError::Transport(out.stderr_text().trim().to_string())),
+            Ok(out) => Some(out.stdout_text().trim().to_string()).filter(|u| !u.is_empty()),
             Err(e) => return Err(OpenError::Transport(e.to_string())),
         };
         let stdin = client.child.stdin.take().ok_or_else(|| OpenError::Transport("no stdin pipe".into()))?;
@@ -120,8 +119,7 @@ impl AgentChannel {
             },
             Ok(_) => {
                 // The client ended without a hello: why is on its stderr.
-                let _ = client.child.wait().await;
-                client.disarm();
+                let _ = client.wait().await;
                 let mut text = Vec::new();
                 if let Some(s) = stderr.as_mut() {
                     let _ = s.read_to_end(&mut text).await;
@@ -174,9 +172,7 @@ impl AgentChannel {
                 p.clear();
             }
             let mut client = reader_client.lock().await;
-            client.kill_group();
-            let _ = client.child.wait().await;
-            client.disarm();
+            client.abort().await;
             tracing::info!(sandbox_id = %sandbox, "the sandbox's agent channel ended");
         });
         // The agent's own diagnostics.

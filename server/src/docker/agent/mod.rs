@@ -16,10 +16,10 @@ use tokio::sync::{mpsc, oneshot};
 use self::channel::{AgentChannel, Call, OpenError};
 use super::cli::DockerCli;
 use super::engine::{
-    container_running, dropped_note, effective_timeout, DockerExecEngine, ExecEngine, ExecStream, ExecTarget,
-    StreamEvent,
+    container_running, effective_timeout, note_dropped, output_limit, spawn_stream, timed_out,
+    DockerExecEngine, ExecEngine, ExecSpec, ExecStream, StreamEvent,
 };
-use crate::spec::{ExecErrorType, ExecParams, ExecResult, ExecUsage};
+use crate::spec::{ExecErrorType, ExecResult, ExecUsage};
 
 pub use files::{upload as files_upload, AgentDownload};
 
@@ -34,6 +34,9 @@ const KILL_GRACE: Duration = Duration::from_secs(5);
 /// What a call gets when the channel ends under it.
 const AGENT_LOST: &str = "the sandbox's exec agent went away during the call (killed inside the sandbox, or \
      the sandbox stopped); the next call starts a new one";
+
+/// What a call gets when its caller went away first (it is logged, never seen).
+const CALLER_LEFT: &str = "the caller went away";
 
 type Slot = Arc<tokio::sync::Mutex<Option<Arc<AgentChannel>>>>;
 
@@ -93,18 +96,12 @@ impl AgentEngine {
     }
 
     /// Send the command (and its stdin) to the agent.
-    async fn start(
-        channel: &AgentChannel,
-        target: ExecTarget<'_>,
-        command: &str,
-        params: &ExecParams,
-        user: Option<&str>,
-        output_limit: u64,
-    ) -> Option<Call> {
-        let user = user.map(String::from).or_else(|| channel.default_user.clone());
+    async fn start(channel: &AgentChannel, spec: ExecSpec<'_>, output_limit: u64) -> Option<Call> {
+        let params = spec.params;
+        let user = spec.user.map(String::from).or_else(|| channel.default_user.clone());
         let start = ExecStart {
-            shell: target.shell.to_string(),
-            command: command.as_bytes().to_vec(),
+            shell: spec.shell.to_string(),
+            command: spec.command.as_bytes().to_vec(),
             env: params.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             cwd: params.cwd.clone(),
             user,
@@ -148,58 +145,48 @@ async fn drive(
             }
         };
         tokio::select! {
-            event = call.events.recv() => match event {
-                Some(Event::Stdout(data)) => {
-                    let n = data.len() as u64;
-                    if !sink.push(StreamEvent::Stdout(data)).await {
-                        return ExecResult::failed(ExecErrorType::Sandbox, "the caller went away");
+            event = call.events.recv() => {
+                let chunk = match event {
+                    Some(Event::Stdout(data)) => StreamEvent::Stdout(data),
+                    Some(Event::Stderr(data)) => StreamEvent::Stderr(data),
+                    Some(Event::Exit(exit)) => {
+                        call.finish();
+                        let mut result = ExecResult {
+                            return_code: exit.code,
+                            usage: Some(ExecUsage {
+                                wall_time: Duration::from_micros(exit.usage.wall_us),
+                                user_cpu: Duration::from_micros(exit.usage.user_us),
+                                system_cpu: Duration::from_micros(exit.usage.system_us),
+                                peak_rss_bytes: exit.usage.peak_rss_bytes,
+                            }),
+                            ..Default::default()
+                        };
+                        note_dropped(&mut result.stderr, limit, exit.dropped_stdout + exit.dropped_stderr);
+                        return result;
                     }
-                    call.send(Request::Credit(n)).await;
-                }
-                Some(Event::Stderr(data)) => {
-                    let n = data.len() as u64;
-                    if !sink.push(StreamEvent::Stderr(data)).await {
-                        return ExecResult::failed(ExecErrorType::Sandbox, "the caller went away");
+                    Some(Event::Failed { message, .. }) => {
+                        call.finish();
+                        return ExecResult::failed(ExecErrorType::Sandbox, message);
                     }
-                    call.send(Request::Credit(n)).await;
-                }
-                Some(Event::Exit(exit)) => {
-                    call.finish();
-                    let dropped = exit.dropped_stdout + exit.dropped_stderr;
-                    let mut result = ExecResult {
-                        return_code: exit.code,
-                        usage: Some(ExecUsage {
-                            wall_time: Duration::from_micros(exit.usage.wall_us),
-                            user_cpu: Duration::from_micros(exit.usage.user_us),
-                            system_cpu: Duration::from_micros(exit.usage.system_us),
-                            peak_rss_bytes: exit.usage.peak_rss_bytes,
-                        }),
-                        ..Default::default()
-                    };
-                    if dropped > 0 {
-                        tracing::warn!(dropped, limit, "exec output over the limit was dropped");
-                        result.stderr = dropped_note(limit, dropped).into_bytes();
+                    Some(_) => continue,
+                    None => {
+                        call.finish();
+                        return ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST);
                     }
-                    return result;
+                };
+                let n = match &chunk {
+                    StreamEvent::Stdout(d) | StreamEvent::Stderr(d) => d.len() as u64,
+                    StreamEvent::Exit(_) => 0,
+                };
+                if !sink.push(chunk).await {
+                    return ExecResult::failed(ExecErrorType::Sandbox, CALLER_LEFT);
                 }
-                Some(Event::Failed { message, .. }) => {
-                    call.finish();
-                    return ExecResult::failed(ExecErrorType::Sandbox, message);
-                }
-                Some(_) => {}
-                None => {
-                    call.finish();
-                    return ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST);
-                }
-            },
+                call.send(Request::Credit(n)).await;
+            }
             _ = tokio::time::sleep_until(wake) => {
                 if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
                     kill_and_wait(&mut call).await;
-                    return ExecResult::failed(
-                        ExecErrorType::Timeout,
-                        format!("the command timed out after {:?}; it and everything it started were stopped",
-                            timeout.unwrap_or_default()),
-                    );
+                    return timed_out(timeout, None);
                 }
                 if !container_running(cli, name).await {
                     kill_and_wait(&mut call).await;
@@ -212,7 +199,7 @@ async fn drive(
             }
             _ = stopped => {
                 kill_and_wait(&mut call).await;
-                return ExecResult::failed(ExecErrorType::Sandbox, "the caller went away");
+                return ExecResult::failed(ExecErrorType::Sandbox, CALLER_LEFT);
             }
         }
     }
@@ -247,24 +234,18 @@ impl Sink {
 
 #[tonic::async_trait]
 impl ExecEngine for AgentEngine {
-    async fn exec(
-        &self,
-        target: ExecTarget<'_>,
-        command: &str,
-        params: &ExecParams,
-        user: Option<&str>,
-    ) -> ExecResult {
-        let Some(channel) = self.channel(target.name).await else {
-            return self.docker.exec(target, command, params, user).await;
+    async fn exec(&self, spec: ExecSpec<'_>) -> ExecResult {
+        let Some(channel) = self.channel(spec.name).await else {
+            return self.docker.exec(spec).await;
         };
-        let limit = usize::try_from(self.docker.config.exec.max_output_bytes).unwrap_or(usize::MAX);
-        let Some(call) = Self::start(&channel, target, command, params, user, limit as u64).await else {
+        let limit = output_limit(&self.docker.config);
+        let Some(call) = Self::start(&channel, spec, limit as u64).await else {
             return ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST);
         };
-        let timeout = effective_timeout(&self.docker.config, params);
+        let timeout = effective_timeout(&self.docker.config, spec.params);
         let mut sink = Sink::Buffer { stdout: Vec::new(), stderr: Vec::new() };
         let started = Instant::now();
-        let mut result = drive(self.cli(), target.name, call, timeout, &mut sink, None, limit).await;
+        let mut result = drive(self.cli(), spec.name, call, timeout, &mut sink, None, limit).await;
         if let Sink::Buffer { stdout, mut stderr } = sink {
             if result.error_type != Some(ExecErrorType::Timeout) {
                 stderr.extend_from_slice(&result.stderr);
@@ -276,34 +257,20 @@ impl ExecEngine for AgentEngine {
         result
     }
 
-    async fn exec_stream(
-        &self,
-        target: ExecTarget<'_>,
-        command: &str,
-        params: &ExecParams,
-        user: Option<&str>,
-    ) -> ExecStream {
-        let Some(channel) = self.channel(target.name).await else {
-            return self.docker.exec_stream(target, command, params, user).await;
+    async fn exec_stream(&self, spec: ExecSpec<'_>) -> ExecStream {
+        let Some(channel) = self.channel(spec.name).await else {
+            return self.docker.exec_stream(spec).await;
         };
-        let Some(call) = Self::start(&channel, target, command, params, user, u64::MAX).await else {
+        let Some(call) = Self::start(&channel, spec, u64::MAX).await else {
             return ExecStream::finished(ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST));
         };
-        let timeout = effective_timeout(&self.docker.config, params);
-        let (tx, rx) = mpsc::channel(16);
-        let (stop_tx, stop_rx) = oneshot::channel();
-        let (cli, name) = (self.cli().clone(), target.name.to_string());
-        tokio::spawn(async move {
+        let timeout = effective_timeout(&self.docker.config, spec.params);
+        let (cli, name) = (self.cli().clone(), spec.name.to_string());
+        spawn_stream(move |tx, stop| async move {
             let mut sink = Sink::Stream(tx.clone());
-            let result = drive(&cli, &name, call, timeout, &mut sink, Some(stop_rx), usize::MAX).await;
+            let result = drive(&cli, &name, call, timeout, &mut sink, Some(stop), usize::MAX).await;
             let _ = tx.send(StreamEvent::Exit(result)).await;
-        });
-        ExecStream::new(
-            rx,
-            Box::new(move || {
-                let _ = stop_tx.send(());
-            }),
-        )
+        })
     }
 
     fn renamed(&self, from: &str, to: &str) {
