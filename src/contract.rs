@@ -1,9 +1,22 @@
 //! The words client and server share beside the generated messages: signal names, exec error
-//! types, terminal modes, sandbox states, diff entries and what a terminal session asks for. Each has one spelling on the
-//! wire, parsed and printed here only.
+//! types, terminal modes, sandbox states, diff entries and what a terminal session asks for.
+//! Each has one spelling on the wire, parsed and printed here only.
 
 use std::collections::BTreeMap;
 use std::fmt;
+
+/// `Display` as the wire spelling (`as_str`), for each word of the contract.
+macro_rules! display_as_str {
+    ($($word:ty),*) => {$(
+        impl fmt::Display for $word {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    )*};
+}
+
+display_as_str!(Signal, ExecErrorType, TerminalMode, SandboxStatus);
 
 /// A signal a terminal session accepts (`PtySignal.name`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -68,12 +81,6 @@ impl TryFrom<&str> for Signal {
     }
 }
 
-impl fmt::Display for Signal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// Why an exec did not run to the command's own exit (`ExecResponse.error_type`; "" is none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ExecErrorType {
@@ -120,12 +127,6 @@ impl ExecErrorType {
     }
 }
 
-impl fmt::Display for ExecErrorType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// Whether a terminal session has a terminal (`PtyOpened.mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TerminalMode {
@@ -151,12 +152,6 @@ impl TerminalMode {
             "pipe" => Some(TerminalMode::Pipe),
             _ => None,
         }
-    }
-}
-
-impl fmt::Display for TerminalMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -221,12 +216,6 @@ impl SandboxStatus {
     /// From the wire value, leniently: what `try_from_wire` refuses is `Unknown`.
     pub fn from_wire(value: i32) -> Self {
         Self::try_from_wire(value).unwrap_or(SandboxStatus::Unknown)
-    }
-}
-
-impl fmt::Display for SandboxStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -428,6 +428,13 @@ pub struct Limits {
     /// client reads nothing) before it fails and gives back its transfer permit.
     #[serde(rename = "transfer_idle_timeout_s", deserialize_with = "seconds::required")]
     pub transfer_idle_timeout: Duration,
+    /// How often the server sends an HTTP/2 ping on a connection.
+    #[serde(rename = "keepalive_interval_s", deserialize_with = "seconds::required")]
+    pub keepalive_interval: Duration,
+    /// How long a ping may go unanswered before the connection (a client whose host vanished,
+    /// or a frozen client) is dropped and what its calls held is released.
+    #[serde(rename = "keepalive_timeout_s", deserialize_with = "seconds::required")]
+    pub keepalive_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -439,6 +446,8 @@ impl Default for Limits {
             max_upload_spool_bytes: 4 << 30,
             first_message_timeout: Duration::from_secs(30),
             transfer_idle_timeout: Duration::from_secs(60),
+            keepalive_interval: Duration::from_secs(30),
+            keepalive_timeout: Duration::from_secs(20),
         }
     }
 }
@@ -458,7 +467,9 @@ impl Limits {
             return Err(ConfigError::new("server.limits.max_upload_spool_bytes", "must be >= 1"));
         }
         within_client_bound("server.limits.first_message_timeout_s", Some(self.first_message_timeout))?;
-        within_client_bound("server.limits.transfer_idle_timeout_s", Some(self.transfer_idle_timeout))
+        within_client_bound("server.limits.transfer_idle_timeout_s", Some(self.transfer_idle_timeout))?;
+        within_client_bound("server.limits.keepalive_interval_s", Some(self.keepalive_interval))?;
+        within_client_bound("server.limits.keepalive_timeout_s", Some(self.keepalive_timeout))
     }
 }
 

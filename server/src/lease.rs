@@ -136,6 +136,8 @@ pub struct SweepReport {
     pub removed: Vec<(String, SweepReason)>,
     /// The earliest lease end still ahead, so the caller can wake for it.
     pub next_expiry_ms: Option<i64>,
+    /// Containers destroyed since the last sweep (by anyone), so the caller can forget them.
+    pub gone: Vec<String>,
 }
 
 #[cfg(test)]

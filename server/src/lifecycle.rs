@@ -167,8 +167,24 @@ impl Lifecycle {
     }
 
     /// One sweep of the backend (expired leases, creates that never completed).
+    /// Sandboxes this process created that the sweep removed or that were removed elsewhere
+    /// are forgotten, so the set holds only live sandboxes.
     pub async fn sweep(&self) -> Result<SweepReport> {
-        self.backend.sweep(&self.leases.store).await
+        let report = self.backend.sweep(&self.leases.store).await?;
+        let ended = report.gone.iter().chain(report.removed.iter().map(|(name, _)| name));
+        let mut created = self.lock_created();
+        for name in ended {
+            if let Ok(id) = SandboxId::parse("sandbox_id", name) {
+                created.ids.remove(&id);
+            }
+        }
+        metrics::global().sandboxes_live.set(created.ids.len() as i64);
+        Ok(report)
+    }
+
+    /// Sandboxes this process created and has not seen end.
+    pub fn created_count(&self) -> usize {
+        self.lock_created().ids.len()
     }
 
     /// Resolves when a lease moved since the last call.

@@ -59,6 +59,24 @@ async fn raw(server: &TestService) -> Raw {
     SandboxServiceClient::new(channel)
 }
 
+/// A served test: the daemon-wide lock held for reading, the test's label, a server on it.
+/// Fields drop in order: the server stops before its containers and images are removed.
+struct Served {
+    _server: TestService,
+    cleanup: Cleanup,
+    _daemon: tokio::sync::RwLockReadGuard<'static, ()>,
+}
+
+/// What the tests through the server start from: a served test, its Rust client and raw stubs.
+async fn served() -> (Served, sandboxd_client::Client, Raw) {
+    let daemon = DAEMON_WIDE.read().await;
+    let cleanup = Cleanup::new();
+    let server = TestService::start(&cleanup.label, None);
+    let client = server.client().await;
+    let raw = raw(&server).await;
+    (Served { _server: server, cleanup, _daemon: daemon }, client, raw)
+}
+
 fn labels(pairs: &[(&str, &str)]) -> HashMap<String, String> {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
@@ -106,11 +124,7 @@ const MAKE_DATA: &str = "mkdir -p /work/data && i=0; while [ $i -lt 4 ]; do \
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fork_children_copy_files_env_workdir_ports_limits_and_lease_all_from_one_snapshot() {
-    let _daemon = DAEMON_WIDE.read().await;
-    let cleanup = Cleanup::new();
-    let server = TestService::start(&cleanup.label, None);
-    let client = server.client().await;
-    let mut raw = raw(&server).await;
+    let (_test, client, mut raw) = served().await;
     let mut s = spec(BUSYBOX);
     s.workdir = Some("/work".into());
     s.env = labels(&[("GREETING", "hi there")]);
@@ -175,11 +189,7 @@ async fn fork_children_copy_files_env_workdir_ports_limits_and_lease_all_from_on
 
 #[tokio::test(flavor = "multi_thread")]
 async fn create_from_snapshot_and_unknown_or_foreign_ids() {
-    let _daemon = DAEMON_WIDE.read().await;
-    let cleanup = Cleanup::new();
-    let server = TestService::start(&cleanup.label, None);
-    let client = server.client().await;
-    let mut raw = raw(&server).await;
+    let (test, client, mut raw) = served().await;
     let source = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
     stdout(&source, "echo kept > /root-file").await;
     let snapshot = source.snapshot(labels(&[("step", "1")])).await.expect("snapshot");
@@ -239,7 +249,7 @@ async fn create_from_snapshot_and_unknown_or_foreign_ids() {
     // Unknown and foreign sandboxes cannot be snapshotted, forked, diffed or paused.
     let stranger = format!("sandboxd-{}", uuid::Uuid::new_v4().simple());
     let mut args = vec!["run", "-d", "--name", &stranger];
-    let test_labels = cleanup.label.run_args();
+    let test_labels = test.cleanup.label.run_args();
     args.extend(test_labels.iter().map(String::as_str));
     args.extend([BUSYBOX, "sleep", "600"]);
     assert!(docker(&args).status.success());
@@ -271,11 +281,7 @@ async fn create_from_snapshot_and_unknown_or_foreign_ids() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn diff_reports_changes_since_start_and_since_the_snapshot_without_bookkeeping() {
-    let _daemon = DAEMON_WIDE.read().await;
-    let cleanup = Cleanup::new();
-    let server = TestService::start(&cleanup.label, None);
-    let client = server.client().await;
-    let mut raw = raw(&server).await;
+    let (_test, client, mut raw) = served().await;
     let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
     // A live terminal session keeps its pid record under /tmp.
     let session = sandbox.pty().create(PtyOptions::default()).await.expect("pty");
@@ -331,11 +337,7 @@ async fn diff_reports_changes_since_start_and_since_the_snapshot_without_bookkee
 /// Many changed paths arrive in several messages and all of them arrive.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_large_diff_streams_in_batches() {
-    let _daemon = DAEMON_WIDE.read().await;
-    let cleanup = Cleanup::new();
-    let server = TestService::start(&cleanup.label, None);
-    let client = server.client().await;
-    let mut raw = raw(&server).await;
+    let (_test, client, mut raw) = served().await;
     let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
     stdout(&sandbox, "mkdir /many && cd /many && i=0; while [ $i -lt 2500 ]; do : > f$i; i=$((i+1)); done")
         .await;
@@ -357,11 +359,7 @@ async fn a_large_diff_streams_in_batches() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pause_refuses_exec_and_pty_and_a_paused_source_snapshots_and_forks_and_stays_paused() {
-    let _daemon = DAEMON_WIDE.read().await;
-    let cleanup = Cleanup::new();
-    let server = TestService::start(&cleanup.label, None);
-    let client = server.client().await;
-    let mut raw = raw(&server).await;
+    let (_test, client, mut raw) = served().await;
     let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
     stdout(&sandbox, "echo before > /state").await;
 
@@ -406,11 +404,7 @@ async fn pause_refuses_exec_and_pty_and_a_paused_source_snapshots_and_forks_and_
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fork_refuses_bad_counts_and_a_failed_start_leaves_no_child_and_no_snapshot() {
-    let _daemon = DAEMON_WIDE.read().await;
-    let cleanup = Cleanup::new();
-    let server = TestService::start(&cleanup.label, None);
-    let client = server.client().await;
-    let mut raw = raw(&server).await;
+    let (test, client, mut raw) = served().await;
     let source = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
     for count in [0, 65] {
         let e = raw
@@ -425,7 +419,7 @@ async fn fork_refuses_bad_counts_and_a_failed_start_leaves_no_child_and_no_snaps
     let fork_label = labels(&[("doomed", "1")]);
     let err = source.fork(3, fork_label.clone()).await.expect_err("children cannot start");
     assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err}");
-    let left = cleanup.label.containers();
+    let left = test.cleanup.label.containers();
     assert!(
         left.len() == 1 && inspect(source.id(), "{{.Id}}").starts_with(&left[0]),
         "only the source is left: {left:?}"

@@ -28,6 +28,7 @@ log='{log}'
 line=""
 for a in "$@"; do line="$line|$(printf '%s' "$a" | tr '\n' ' ')"; done
 printf "%s\\n" "${{line#|}}" >> "$log"
+printf '%s\t%s\t%s\t%s\t%s\n' "$1" "${{TOKEN-}}" "${{DOCKER_HOST-}}" "${{SANDBOXD_ENV_PATH-}}" "$PATH" >> "$log.env"
 n=$(grep -c "^$1|" "$log")
 case "$1" in
   run) {run} ;;
@@ -182,7 +183,7 @@ async fn exact_exec_port_and_rm_command_lines() {
         "-w",
         "/w",
         "--env",
-        "SECRET=v",
+        "SECRET",
         "--user",
         "0",
         "--privileged",
@@ -222,10 +223,7 @@ async fn pty_session_marker_is_the_last_env_flag() {
         flags.iter().enumerate().filter(|(i, _)| *i > 0 && flags[i - 1] == "--env").map(|(_, v)| v).collect();
     let marker = format!("SANDBOXD_PTY_SESSION={}", session.id());
     assert_eq!(envs.last().map(|s| s.as_str()), Some(marker.as_str()), "{pty_call:?}");
-    assert!(
-        envs.contains(&&"SANDBOXD_PTY_SESSION=forged".to_string()),
-        "spec env is passed, then overridden"
-    );
+    assert!(envs.contains(&&"SANDBOXD_PTY_SESSION".to_string()), "spec env is passed, then overridden");
     assert_eq!(flags[flags.len() - 2..], ["--env".to_string(), marker.clone()]);
     assert!(flags.windows(2).any(|w| w == ["--user".to_string(), "0".to_string()]));
     // The program is the launcher under the sandbox's shell, with both pid record paths.
@@ -234,4 +232,81 @@ async fn pty_session_marker_is_the_last_env_flag() {
     assert_eq!(program[1], "-c");
     assert_eq!(program[3], format!("/tmp/.sandboxd-pty-{}", session.id()));
     assert_eq!(program[4], format!("/dev/shm/.sandboxd-pty-{}", session.id()));
+}
+
+/// Env values (issue 9): a client's values never reach a docker command line (any host user can
+/// read `/proc/<pid>/cmdline`); they travel in the docker client's environment behind
+/// `--env KEY`, and a key that would configure the client itself (`DOCKER_HOST`, `PATH`) never
+/// lands in the client's environment under its own name: an env file on the detached run's stdin
+/// for `docker run`, a renamed variable the container's shell renames back for `docker exec`.
+#[tokio::test]
+async fn env_values_travel_in_the_docker_clients_environment_never_on_its_argv() {
+    let fake = FakeDocker::new(r#"cat > "$log.stdin"; exit 0"#, OWNED_CREATED);
+    let p = fake.provider(|_| {});
+    let env = [
+        ("TOKEN".to_string(), "tok-SECRET-create".to_string()),
+        ("DOCKER_HOST".to_string(), "tcp://evil-SECRET:2375".to_string()),
+    ]
+    .into();
+    let h = p.create(&SandboxSpec { env, ..SandboxSpec::new("img") }).await.unwrap();
+    let env = [
+        ("TOKEN".to_string(), "tok-SECRET-exec".to_string()),
+        ("PATH".to_string(), "/evil-SECRET/bin".to_string()),
+    ]
+    .into();
+    p.exec(&h, "echo hi", &ExecParams { env, ..Default::default() }).await.unwrap();
+    let pty_env = [("TOKEN".to_string(), "tok-SECRET-pty".to_string())].into();
+    let spec = sandboxd::spec::PtySpec { env: pty_env, rows: 30, cols: 90, ..Default::default() };
+    let session = p.create_pty(&h, &spec).await.unwrap();
+    let _ = session.wait_exit(Some(std::time::Duration::from_secs(10))).await;
+    session.close().await.unwrap();
+
+    let calls = fake.calls();
+    for call in &calls {
+        assert!(!call.iter().any(|a| a.contains("SECRET")), "a value on a docker argv: {call:?}");
+    }
+    let run = calls.iter().find(|c| c[0] == "run").unwrap();
+    assert!(run.windows(2).any(|w| w == ["--env", "TOKEN"]), "{run:?}");
+    assert!(run.windows(2).any(|w| w == ["--env-file", "/dev/stdin"]), "{run:?}");
+    let stdin = std::fs::read_to_string(fake.dir.path().join("calls.log.stdin")).unwrap();
+    assert_eq!(stdin, "DOCKER_HOST=tcp://evil-SECRET:2375\n", "docker-client keys go in the env file");
+    let exec = calls
+        .iter()
+        .find(|c| c[0] == "exec" && c.contains(&"--env".to_string()) && !c.contains(&"-t".to_string()))
+        .unwrap();
+    assert!(exec.windows(2).any(|w| w == ["--env", "SANDBOXD_ENV_PATH"]), "{exec:?}");
+    let script = exec.last().unwrap();
+    assert!(
+        script.starts_with("PATH=\"$SANDBOXD_ENV_PATH\"; export PATH; unset SANDBOXD_ENV_PATH; "),
+        "{script}"
+    );
+    assert!(script.ends_with("echo hi"), "{script}");
+
+    // What each docker client saw in its environment: `subcommand TOKEN DOCKER_HOST alias PATH`.
+    let seen = std::fs::read_to_string(fake.dir.path().join("calls.log.env")).unwrap();
+    let rows: Vec<Vec<&str>> = seen.lines().map(|l| l.split('\t').collect()).collect();
+    for want in ["tok-SECRET-create", "tok-SECRET-exec", "tok-SECRET-pty"] {
+        assert!(rows.iter().any(|r| r[1] == want), "{want} reached no docker client: {seen}");
+    }
+    assert!(rows.iter().any(|r| r[0] == "exec" && r[3] == "/evil-SECRET/bin"), "{seen}");
+    for row in &rows {
+        assert!(
+            !row[2].contains("evil") && !row[4].contains("evil"),
+            "the client itself was redirected: {row:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn docker_client_keys_that_cannot_travel_safely_are_invalid_arguments() {
+    let fake = FakeDocker::new("exit 0", OWNED_CREATED);
+    let p = fake.provider(|_| {});
+    let env = [("LD_PRELOAD".to_string(), "/a.so\n/b.so".to_string())].into();
+    let err = p.create(&SandboxSpec { env, ..SandboxSpec::new("img") }).await.unwrap_err();
+    assert!(matches!(&err, ProviderError::InvalidArgument { field, .. } if field == "spec.env"), "{err:?}");
+    assert!(err.to_string().contains("LD_PRELOAD"), "{err}");
+    let env = [("SANDBOXD_ENV_PATH".to_string(), "x".to_string())].into();
+    let err = p.create(&SandboxSpec { env, ..SandboxSpec::new("img") }).await.unwrap_err();
+    assert!(err.to_string().contains("reserved"), "{err}");
+    assert!(fake.calls().is_empty(), "nothing ran: {:?}", fake.calls());
 }

@@ -680,11 +680,22 @@ fn chunk(bytes: Vec<u8>) -> proto::UploadRequest {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn stalled_transfers_never_freeze_control_calls_creates_or_other_transfers() {
+    // The docker subprocess pools: the `docker exec` engine uses them for every exec and
+    // transfer.
+    stalled_transfers_on("docker").await;
+}
+
+/// The default engine (the agent: uploads go through its channel, large downloads through
+/// `docker cp`): a stalled upload must end as DEADLINE_EXCEEDED there too (it was INTERNAL).
+#[tokio::test(flavor = "multi_thread")]
+async fn stalled_transfers_never_freeze_anything_on_the_default_engine() {
+    stalled_transfers_on("agent").await;
+}
+
+async fn stalled_transfers_on(engine: &str) {
     let label = TestLabel::new();
-    // The docker subprocess pools are what is under test: the `docker exec` engine uses them
-    // for every exec and transfer (the agent engine bypasses them).
     let config = serde_json::json!({
-        "docker": {"exec": {"engine": "docker", "concurrency": 2, "transfer_concurrency": 2}},
+        "docker": {"exec": {"engine": engine, "concurrency": 2, "transfer_concurrency": 2}},
         "server": {"limits": {"transfer_idle_timeout_s": 3}},
     });
     let server = Service::start(&label, config);
@@ -858,6 +869,17 @@ async fn client_limits_answer_resource_exhausted_or_deadline_exceeded() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn cancelling_a_pty_whose_input_write_is_blocked_ends_its_program() {
+    pty_with_a_blocked_write_ends(false).await;
+}
+
+/// The caller half-closes its request stream (and keeps reading) while the server's input
+/// write is blocked: the session ends, its program too, and the response stream ends.
+#[tokio::test(flavor = "multi_thread")]
+async fn half_closing_a_pty_whose_input_write_is_blocked_ends_its_program() {
+    pty_with_a_blocked_write_ends(true).await;
+}
+
+async fn pty_with_a_blocked_write_ends(half_close: bool) {
     let label = TestLabel::new();
     let server = Service::start(&label, serde_json::json!({}));
     let mut raw = server.raw().await;
@@ -891,9 +913,18 @@ async fn cancelling_a_pty_whose_input_write_is_blocked_ends_its_program() {
     };
     eventually(Duration::from_secs(20), "the session's program never started", || running(&id)).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    drop(stream); // the caller cancels
-    drop(tx);
-    eventually(Duration::from_secs(30), "the cancelled session's program still runs", || !running(&id)).await;
+    if half_close {
+        drop(tx);
+        let drained = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Ok(Some(_)) = stream.message().await {}
+        })
+        .await;
+        assert!(drained.is_ok(), "the response stream never ended after the half-close");
+    } else {
+        drop(stream); // the caller cancels
+        drop(tx);
+    }
+    eventually(Duration::from_secs(30), "the ended session's program still runs", || !running(&id)).await;
     raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
 }
 
@@ -1102,4 +1133,273 @@ async fn a_docker_daemon_that_dies_mid_exec_or_mid_create_gets_clear_answers_and
         .unwrap();
     assert_eq!(out.into_inner().stdout, b"back\n");
     raw.close(proto::CloseRequest { sandbox_id: again }).await.unwrap();
+}
+
+// ----- env values off host command lines (docker engine) -------------------------------------
+
+/// Every process command line on the host holding `needle` (any host user can read them).
+fn command_lines_holding(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if let Ok(raw) = std::fs::read(entry.path().join("cmdline")) {
+            let line = String::from_utf8_lossy(&raw).replace('\0', " ");
+            if line.contains(needle) {
+                found.push(line);
+            }
+        }
+    }
+    found
+}
+
+/// Issue 9: on the `docker` engine, env values never appear on a docker client's command line
+/// (`/proc/<pid>/cmdline`), while they still reach the container and the command; a key that
+/// would configure the docker client itself (`DOCKER_HOST`, `PATH`) reaches the container but
+/// never redirects the client (a client pointed at `tcp://127.0.0.1:1` could not run at all).
+#[tokio::test(flavor = "multi_thread")]
+async fn env_values_stay_off_docker_command_lines_and_still_reach_the_command() {
+    let label = TestLabel::new();
+    let config = serde_json::json!({"docker": {"exec": {"engine": "docker"}}});
+    let server = Server::start(&label, config, &[]);
+    let mut raw = server.raw().await;
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let secret = format!("sekrit{}x{nanos}", std::process::id());
+    // A watcher reads every command line on the host while the calls run.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (stop, secret) = (stop.clone(), secret.clone());
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                seen.extend(command_lines_holding(&secret));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            seen
+        })
+    };
+    let spec = proto::SandboxSpec {
+        env: [
+            ("TOKEN".to_string(), format!("{secret}-create")),
+            ("DOCKER_HOST".to_string(), "tcp://127.0.0.1:1".to_string()),
+        ]
+        .into(),
+        ..busybox()
+    };
+    let id = create_id(&mut raw, spec).await;
+    let result = raw
+        .exec(proto::ExecRequest {
+            sandbox_id: id.clone(),
+            // Slow enough for the watcher to see the docker client's command line.
+            command: r#"sleep 2; echo "$TOKEN|$EXEC_TOKEN|$DOCKER_HOST|$PATH|${SANDBOXD_ENV_PATH-unset}""#
+                .into(),
+            env: [
+                ("EXEC_TOKEN".to_string(), format!("{secret}-exec")),
+                ("PATH".to_string(), "/bin:/sbin:/usr/bin:/opt/sekrit-path".to_string()),
+            ]
+            .into(),
+            ..Default::default()
+        })
+        .await
+        .expect("exec")
+        .into_inner();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let seen = watcher.join().unwrap();
+    assert_eq!(result.return_code, 0, "{result:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&result.stdout).trim(),
+        format!("{secret}-create|{secret}-exec|tcp://127.0.0.1:1|/bin:/sbin:/usr/bin:/opt/sekrit-path|unset"),
+    );
+    assert!(seen.is_empty(), "env values on host command lines: {seen:?}");
+    assert!(!server.logs().contains(&secret), "an env value in the server's log");
+    raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+}
+
+// ----- bounded caches -------------------------------------------------------------------------
+
+/// Issue 9: the provider's per-sandbox caches (handles, agent channels, terminal sessions) and
+/// the set of sandboxes this process created come back down when sandboxes end, whether they
+/// were closed through this process or removed from outside (`docker rm -f`), and terminal
+/// sessions that ended leave no entry behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn per_sandbox_caches_shrink_when_sandboxes_end_however_they_end() {
+    use sandboxd::backend::SandboxBackend;
+    use sandboxd::lifecycle::{LeaseOptions, Lifecycle};
+    let label = TestLabel::new();
+    let provider = std::sync::Arc::new(testkit::provider(&label));
+    let state = tempfile::tempdir().unwrap();
+    let lifecycle = std::sync::Arc::new(Lifecycle::new(
+        provider.clone(),
+        LeaseOptions {
+            policy: sandboxd::lease::LeasePolicy::default(),
+            store: sandboxd::lease::LeaseStore::open(state.path()).unwrap(),
+            create_timeout: Duration::from_secs(300),
+        },
+    ));
+    let mut handles = Vec::new();
+    for _ in 0..6 {
+        let spec = sandboxd::spec::SandboxSpec::new(BUSYBOX);
+        let handle = lifecycle.create(spec, None).await.expect("create");
+        let ran = provider.exec(&handle, "echo hi", &Default::default()).await.unwrap();
+        assert_eq!(ran.return_code, 0);
+        handles.push(handle);
+    }
+    // A terminal session that ends by itself.
+    let pty = sandboxd::spec::PtySpec {
+        command: Some("true".into()),
+        mode: sandboxd::pty::TerminalMode::Pipe,
+        ..Default::default()
+    };
+    let session = provider.open_terminal(&handles[0], &pty).await.unwrap();
+    session.wait_exit(Some(Duration::from_secs(30))).await.unwrap();
+    session.close().await.unwrap();
+    drop(session);
+    let full = provider.cache_sizes();
+    assert_eq!(full.handles, 6, "{full:?}");
+    assert_eq!(lifecycle.created_count(), 6);
+
+    // Half closed through this process, half removed from outside.
+    for handle in &handles[..3] {
+        lifecycle.close(&handle.id()).await.unwrap();
+    }
+    for handle in &handles[3..] {
+        assert!(testkit::docker(&["rm", "-f", &handle.sandbox_id]).status.success());
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        lifecycle.sweep().await.expect("sweep");
+        let sizes = provider.cache_sizes();
+        let settled = sizes.handles == 0
+            && sizes.agent_channels == 0
+            && sizes.without_agent == 0
+            && sizes.pty_sandboxes == 0
+            && sizes.pty_sessions == 0
+            && lifecycle.created_count() == 0;
+        if settled {
+            assert!(sizes.closed <= 3, "only what this process closed is remembered: {sizes:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "caches never came back down: {sizes:?}, created {}",
+            lifecycle.created_count()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+// ----- calls in flight per connection ---------------------------------------------------------
+
+/// Issue 9, item 4: past `server.limits.max_streams_per_connection` calls in flight on one
+/// connection, a call is RESOURCE_EXHAUSTED naming the limit (it neither waits nor hangs);
+/// other connections are unaffected, and a call that ends gives its place back.
+#[tokio::test(flavor = "multi_thread")]
+async fn calls_past_the_per_connection_limit_are_resource_exhausted() {
+    let label = TestLabel::new();
+    let config = serde_json::json!({"server": {"limits": {"max_streams_per_connection": 2}}});
+    let server = Server::start(&label, config, &[]);
+    let mut setup = server.raw().await;
+    let id = create_id(&mut setup, busybox()).await;
+
+    let mut raw = server.raw().await; // one connection
+    let open = || proto::PtyRequest {
+        request: Some(proto::pty_request::Request::Open(proto::PtyOpen {
+            sandbox_id: id.clone(),
+            command: Some("cat".into()),
+            pipe: true,
+            ..Default::default()
+        })),
+    };
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.send(open()).await.unwrap();
+        let mut stream = raw.pty(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+        assert!(matches!(
+            stream.message().await.unwrap().unwrap().response,
+            Some(proto::pty_response::Response::Opened(_))
+        ));
+        held.push((tx, stream));
+    }
+    let third = tokio::time::timeout(
+        Duration::from_secs(30),
+        raw.status(proto::StatusRequest { sandbox_id: id.clone() }),
+    )
+    .await
+    .expect("a call past the limit must be answered, not queued");
+    let err = third.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("server.limits.max_streams_per_connection"), "{}", err.message());
+    // Another connection is not limited by this one's calls.
+    setup.status(proto::StatusRequest { sandbox_id: id.clone() }).await.expect("another connection");
+
+    // One session ends: its place is given back.
+    let (tx, mut stream) = held.pop().unwrap();
+    tx.send(proto::PtyRequest { request: Some(proto::pty_request::Request::Close(proto::PtyClose {})) })
+        .await
+        .unwrap();
+    while let Ok(Some(_)) = stream.message().await {}
+    drop((tx, stream));
+    let mut answered = false;
+    for _ in 0..50 {
+        match raw.status(proto::StatusRequest { sandbox_id: id.clone() }).await {
+            Ok(_) => {
+                answered = true;
+                break;
+            }
+            Err(e) if e.code() == Code::ResourceExhausted => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    assert!(answered, "the place of an ended call was never given back");
+    drop(held);
+    setup.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+}
+
+// ----- first messages and vanished clients -----------------------------------------------------
+
+/// Issue 9, item 4: an `Upload` or `Pty` whose caller opens the stream and sends nothing is
+/// answered DEADLINE_EXCEEDED, naming the limit, within `server.limits.first_message_timeout_s`
+/// (a generous bound proves "no hang"), and gives back what it held: with one connection allowed
+/// two calls in flight, both silent calls end and two new calls run on that connection.
+#[tokio::test(flavor = "multi_thread")]
+async fn silent_upload_and_pty_streams_end_at_the_first_message_timeout_and_free_their_places() {
+    let label = TestLabel::new();
+    let config = serde_json::json!({"server": {"limits": {
+        "first_message_timeout_s": 2,
+        "max_streams_per_connection": 2,
+    }}});
+    let server = Server::start(&label, config, &[]);
+    let mut setup = server.raw().await;
+    let id = create_id(&mut setup, busybox()).await;
+    let raw = server.raw().await;
+    let (upload_tx, upload_rx) = tokio::sync::mpsc::channel::<proto::UploadRequest>(1);
+    let (pty_tx, pty_rx) = tokio::sync::mpsc::channel::<proto::PtyRequest>(1);
+    let (mut a, mut b) = (raw.clone(), raw.clone());
+    let started = Instant::now();
+    let upload =
+        tokio::spawn(async move { a.upload(tokio_stream::wrappers::ReceiverStream::new(upload_rx)).await });
+    let pty = tokio::spawn(async move { b.pty(tokio_stream::wrappers::ReceiverStream::new(pty_rx)).await });
+    let upload = tokio::time::timeout(Duration::from_secs(60), upload).await.expect("a silent upload hung");
+    let err = upload.unwrap().unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert!(err.message().contains("first_message_timeout_s"), "{}", err.message());
+    let pty = tokio::time::timeout(Duration::from_secs(60), pty).await.expect("a silent pty hung");
+    let err = pty.unwrap().expect_err("a silent pty must fail");
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert!(err.message().contains("first_message_timeout_s"), "{}", err.message());
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "answered before the timeout: {:?}",
+        started.elapsed()
+    );
+    // The senders are still open: only the server's timeout ended the calls. Their places on
+    // the connection are free again.
+    let (mut c, mut d) = (raw.clone(), raw.clone());
+    let req = || proto::StatusRequest { sandbox_id: id.clone() };
+    let (first, second) = tokio::join!(c.status(req()), d.status(req()));
+    first.expect("a place freed by the silent upload");
+    second.expect("a place freed by the silent pty");
+    drop((upload_tx, pty_tx));
+    setup.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
 }

@@ -125,8 +125,13 @@ pub fn run_args(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec
     if let Some(dir) = &spec.workdir {
         a.extend([s("-w"), dir.clone()]);
     }
-    for (k, v) in &spec.env {
-        a.extend([s("--env"), format!("{k}={v}")]);
+    // Values travel in the docker client's environment (`run_env`), never on its argv: a
+    // host's `/proc/<pid>/cmdline` is readable by every user.
+    for k in spec.env.keys().filter(|k| !configures_docker_client(k)) {
+        a.extend([s("--env"), k.clone()]);
+    }
+    if spec.env.keys().any(|k| configures_docker_client(k)) {
+        a.extend([s("--env-file"), s(ENV_FILE_STDIN)]);
     }
     if cfg.apply_resource_limits {
         a.extend(resource_limit_flags(&spec.resources));
@@ -221,8 +226,9 @@ pub fn exec_args(
         a.extend([s("-w"), s(cwd)]);
     }
     if let Some(env) = opts.env {
-        for (k, v) in env {
-            a.extend([s("--env"), format!("{k}={v}")]);
+        // Names only: the values are in the client's environment (`exec_env`).
+        for k in env.keys() {
+            a.extend([s("--env"), exec_env_name(k)]);
         }
     }
     if let Some(user) = opts.user {
@@ -235,6 +241,102 @@ pub fn exec_args(
     a.push(s(name));
     a.extend(program.iter().cloned());
     a
+}
+
+/// Where `docker run` reads the env file of the variables that would configure the docker client
+/// itself: its stdin, which a detached run does not otherwise use.
+pub const ENV_FILE_STDIN: &str = "/dev/stdin";
+
+/// Prefix of the name under which a docker-client variable travels through `docker exec`; the
+/// shell in the container gives it back its own name.
+pub const ENV_ALIAS_PREFIX: &str = "SANDBOXD_ENV_";
+
+/// Whether the docker client (or the dynamic loader, the Go runtime and the config lookups under
+/// it) reads `key` from its own environment. A sandbox's env travels in that environment
+/// (`--env KEY`), so such a key would redirect or alter the client instead of reaching the
+/// container: the daemon it talks to (`DOCKER_HOST`, `DOCKER_CONTEXT`, `DOCKER_TLS*`, proxies),
+/// its config and credential helpers (`DOCKER_CONFIG`, `HOME`, `PATH`), code it loads
+/// (`LD_*`), its runtime (`GO*` knobs, `TMPDIR`, TLS roots) or its telemetry (`OTEL_*`).
+/// These go another way: an env file on stdin for `docker run`, a renamed variable the
+/// container's shell renames back for `docker exec`.
+pub fn configures_docker_client(key: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "GODEBUG",
+        "GOGC",
+        "GOMAXPROCS",
+        "GOMEMLIMIT",
+        "GOTRACEBACK",
+        "GOFIPS",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "ALL_PROXY",
+    ];
+    const PREFIXES: &[&str] = &["DOCKER_", "LD_", "OTEL_", "BUILDKIT_", ENV_ALIAS_PREFIX];
+    let upper = key.to_ascii_uppercase();
+    let proxy = upper.ends_with("_PROXY") && EXACT.contains(&upper.as_str());
+    EXACT.contains(&key) || proxy || PREFIXES.iter().any(|p| key.starts_with(p))
+}
+
+/// The name `--env` carries for `key` on a `docker exec`.
+pub fn exec_env_name(key: &str) -> String {
+    if configures_docker_client(key) {
+        format!("{ENV_ALIAS_PREFIX}{key}")
+    } else {
+        key.to_string()
+    }
+}
+
+/// Why `env` cannot travel to `docker run`/`docker exec` this way, if it cannot: a variable that
+/// configures the docker client must be a shell name (the container's shell renames it back),
+/// and for `docker run` a value the env file can hold (one line, not ending in CR).
+pub fn check_docker_env(env: &BTreeMap<String, String>, for_run: bool) -> Result<(), String> {
+    for (k, v) in env.iter().filter(|(k, _)| configures_docker_client(k)) {
+        let shell_name = k.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !shell_name {
+            return Err(format!(
+                "{k:?} would configure the host's docker client, so it is passed another way, which needs a name of letters, digits and '_'"
+            ));
+        }
+        if k.starts_with(ENV_ALIAS_PREFIX) {
+            return Err(format!("names starting with {ENV_ALIAS_PREFIX} are reserved (got {k:?})"));
+        }
+        if for_run && (v.contains('\n') || v.ends_with('\r')) {
+            return Err(format!(
+                "the value of {k} (a variable the docker client reads, passed through an env file) must be one line not ending in CR"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The values of a `docker run`'s env: the docker client's environment additions, and the env
+/// file (`--env-file /dev/stdin`) of the keys that would configure the client itself.
+pub fn run_env(env: &BTreeMap<String, String>) -> (Vec<(String, String)>, Option<Vec<u8>>) {
+    let (client, plain): (Vec<_>, Vec<_>) = env.iter().partition(|(k, _)| configures_docker_client(k));
+    let plain = plain.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let file =
+        (!client.is_empty()).then(|| client.iter().map(|(k, v)| format!("{k}={v}\n")).collect::<String>());
+    (plain, file.map(String::into_bytes))
+}
+
+/// The values of a `docker exec`'s env, for the client's environment (under the names
+/// `exec_env_name` gives), and the shell prefix that renames the aliased ones back inside the
+/// container (empty when there are none).
+pub fn exec_env(env: &BTreeMap<String, String>) -> (Vec<(String, String)>, String) {
+    let values = env.iter().map(|(k, v)| (exec_env_name(k), v.clone())).collect();
+    let prefix = env
+        .keys()
+        .filter(|k| configures_docker_client(k))
+        .map(|k| format!("{k}=\"${ENV_ALIAS_PREFIX}{k}\"; export {k}; unset {ENV_ALIAS_PREFIX}{k}; "))
+        .collect();
+    (values, prefix)
 }
 
 /// `<shell> -c <command>`.
@@ -655,7 +757,7 @@ mod tests {
                 "-w",
                 "/work",
                 "--env",
-                "A=1",
+                "A",
                 "--cpus",
                 "1.5",
                 "--memory",
@@ -728,7 +830,7 @@ mod tests {
                 "-w",
                 "/w",
                 "--env",
-                "K=v",
+                "K",
                 "--user",
                 "0",
                 "--privileged",
@@ -744,6 +846,70 @@ mod tests {
             exec_args(&DockerExecConfig::default(), "c", &ExecOptions::default(), &shell_command("sh", "x")),
             v(&["exec", "c", "sh", "-c", "x"])
         );
+    }
+
+    #[test]
+    fn env_values_never_reach_the_argv() {
+        let env: BTreeMap<String, String> = [
+            ("TOKEN".to_string(), "s3cret".to_string()),
+            ("DOCKER_HOST".to_string(), "tcp://inner:2375".to_string()),
+            ("PATH".to_string(), "/opt/bin:/bin".to_string()),
+        ]
+        .into();
+        let spec = SandboxSpec { image: "img".into(), env: env.clone(), ..Default::default() };
+        let run = run_args(&DockerCreateConfig::default(), &spec, "n");
+        assert!(run.windows(2).any(|w| w == ["--env", "TOKEN"]), "{run:?}");
+        assert!(run.windows(2).any(|w| w == ["--env-file", ENV_FILE_STDIN]), "{run:?}");
+        assert!(!run.iter().any(|a| a.contains("s3cret") || a.contains("inner") || a.contains("/opt/bin")));
+        let (values, file) = run_env(&env);
+        assert_eq!(values, [("TOKEN".to_string(), "s3cret".to_string())]);
+        assert_eq!(
+            String::from_utf8(file.unwrap()).unwrap(),
+            "DOCKER_HOST=tcp://inner:2375\nPATH=/opt/bin:/bin\n"
+        );
+
+        let opts = ExecOptions { env: Some(&env), ..Default::default() };
+        let exec = exec_args(&DockerExecConfig::default(), "c", &opts, &shell_command("sh", "x"));
+        assert_eq!(
+            exec,
+            v(&[
+                "exec",
+                "--env",
+                "SANDBOXD_ENV_DOCKER_HOST",
+                "--env",
+                "SANDBOXD_ENV_PATH",
+                "--env",
+                "TOKEN",
+                "c",
+                "sh",
+                "-c",
+                "x"
+            ])
+        );
+        let (values, prefix) = exec_env(&env);
+        assert!(values.contains(&("SANDBOXD_ENV_PATH".to_string(), "/opt/bin:/bin".to_string())));
+        assert!(values.contains(&("TOKEN".to_string(), "s3cret".to_string())));
+        assert!(
+            !values.iter().any(|(k, _)| k == "PATH" || k == "DOCKER_HOST"),
+            "never set for the client: {values:?}"
+        );
+        assert_eq!(
+            prefix,
+            "DOCKER_HOST=\"$SANDBOXD_ENV_DOCKER_HOST\"; export DOCKER_HOST; unset SANDBOXD_ENV_DOCKER_HOST; \
+             PATH=\"$SANDBOXD_ENV_PATH\"; export PATH; unset SANDBOXD_ENV_PATH; "
+        );
+        for key in ["DOCKER_CONFIG", "LD_PRELOAD", "https_proxy", "HOME", "OTEL_EXPORTER_OTLP_ENDPOINT"] {
+            assert!(configures_docker_client(key), "{key}");
+        }
+        for key in ["TOKEN", "TERM", "LANG", "GOPATH", "PYTHONPATH"] {
+            assert!(!configures_docker_client(key), "{key}");
+        }
+        let bad = |k: &str, v: &str| [(k.to_string(), v.to_string())].into();
+        assert!(check_docker_env(&bad("DOCKER_X-Y", "1"), false).is_err());
+        assert!(check_docker_env(&bad("SANDBOXD_ENV_X", "1"), false).unwrap_err().contains("reserved"));
+        assert!(check_docker_env(&bad("PATH", "a\nb"), true).is_err());
+        assert!(check_docker_env(&bad("PATH", "a\nb"), false).is_ok(), "exec renames, any value goes");
+        assert!(check_docker_env(&bad("TOKEN", "a\nb"), true).is_ok());
     }
 
     #[test]

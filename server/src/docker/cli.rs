@@ -181,6 +181,9 @@ pub struct DockerCli {
     binary: PathBuf,
     pools: Arc<Pools>,
     pool: Pool,
+    /// Added to the client's environment: env values travel here (`--env KEY` on the argv),
+    /// never on a command line every host user can read.
+    env: Arc<Vec<(String, String)>>,
 }
 
 impl DockerCli {
@@ -192,12 +195,17 @@ impl DockerCli {
     pub fn with_pools(binary: PathBuf, exec: usize, control: usize, transfer: usize) -> Self {
         let pool = |n: usize| Arc::new(Semaphore::new(n.max(1)));
         let pools = Pools { exec: pool(exec), control: pool(control), transfer: pool(transfer) };
-        Self { binary, pools: Arc::new(pools), pool: Pool::Exec }
+        Self { binary, pools: Arc::new(pools), pool: Pool::Exec, env: Arc::default() }
     }
 
     /// The same CLI, counting its commands against `pool`.
     pub fn in_pool(&self, pool: Pool) -> Self {
         Self { pool, ..self.clone() }
+    }
+
+    /// The same CLI, its clients started with `env` added to their environment.
+    pub fn with_env(&self, env: Vec<(String, String)>) -> Self {
+        Self { env: Arc::new(env), ..self.clone() }
     }
 
     fn semaphore(&self) -> &Arc<Semaphore> {
@@ -237,7 +245,7 @@ impl DockerCli {
 
     fn command(&self, args: &[String]) -> Command {
         let mut cmd = Command::new(&self.binary);
-        cmd.args(args).process_group(0).kill_on_drop(true);
+        cmd.args(args).envs(self.env.iter().map(|(k, v)| (k, v))).process_group(0).kill_on_drop(true);
         reset_signal_dispositions(cmd.as_std_mut());
         cmd
     }

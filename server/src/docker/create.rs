@@ -40,6 +40,7 @@ impl DockerProvider {
     /// not clean up: callers that can be cancelled run it in a task of its own (the service does).
     pub async fn create_planned(&self, spec: &SandboxSpec, plan: &CreatePlan) -> Result<SandboxHandle> {
         spec.validate()?;
+        argv::check_docker_env(&spec.env, true).map_err(|m| ProviderError::invalid("spec.env", m))?;
         if let Some(snapshot_id) = &spec.snapshot_id {
             self.snapshot_info(snapshot_id).await?;
         }
@@ -65,7 +66,7 @@ impl DockerProvider {
         // the creating name may be a stranger's (only removed when ours); after it, it is ours.
         let stage = AtomicU8::new(STAGE_RUNNING);
         let work = async {
-            self.run_create_with_reconciliation(&args, &creating, &image).await?;
+            self.run_create_with_reconciliation(&args, &argv::run_env(&spec.env), &creating, &image).await?;
             stage.store(STAGE_STARTED, Ordering::SeqCst);
             let mut handle = SandboxHandle {
                 sandbox_id: creating.clone(),
@@ -131,8 +132,15 @@ impl DockerProvider {
     /// Run `docker run` without leaking a container when its response is lost: after a timeout,
     /// transport error or same-name conflict, inspect that exact name before retrying; reuse it
     /// only when both the ownership label and the image match; never remove a stranger.
-    async fn run_create_with_reconciliation(&self, args: &[String], name: &str, image: &str) -> Result<()> {
+    async fn run_create_with_reconciliation(
+        &self,
+        args: &[String],
+        (env, env_file): &(Vec<(String, String)>, Option<Vec<u8>>),
+        name: &str,
+        image: &str,
+    ) -> Result<()> {
         let cfg = &self.config.create;
+        let cli = self.cli.with_env(env.clone());
         let timeout = cfg.start_timeout;
         let attempts = cfg.transport_retries.max(0) as u32 + 1;
         let mut last_error = String::new();
@@ -142,7 +150,7 @@ impl DockerProvider {
                 tokio::time::sleep(cfg.transport_retry_delay).await;
             }
             unreachable = false;
-            let detail = match self.cli.run(args, timeout, None).await {
+            let detail = match cli.run(args, timeout, env_file.as_deref()).await {
                 Ok(_) => return Ok(()),
                 // The run may have made its container: reconcile below.
                 Err(CliError::Failed(f))

@@ -130,8 +130,8 @@ impl ExecEngine for DockerExecEngine {
     }
 
     async fn exec_stream(&self, spec: ExecSpec<'_>) -> ExecStream {
-        let args = exec_argv(&self.config, spec);
-        let mut child = match self.cli.spawn(&args, spec.params.stdin.is_some(), true).await {
+        let (args, env) = exec_argv(&self.config, spec);
+        let mut child = match self.cli.with_env(env).spawn(&args, spec.params.stdin.is_some(), true).await {
             Ok(child) => child,
             Err(e) => return ExecStream::finished(ExecResult::failed(ExecErrorType::Sandbox, e.to_string())),
         };

@@ -19,10 +19,29 @@ use super::state::ContainerState;
 /// How long to wait before restarting a stream that ended.
 const RESTART_DELAY: Duration = Duration::from_secs(1);
 
+/// Most destroyed names kept for `take_gone` between two drains (the sweep drains every few
+/// seconds; past this the oldest half is dropped).
+const GONE_MEMORY: usize = 65_536;
+
 /// What the stream knows: `None` while it is (re)starting.
 #[derive(Default)]
 struct Table {
     states: Option<HashMap<String, ContainerState>>,
+    /// The names known when the stream last ended: those missing from the next resync were
+    /// removed while it was down.
+    last_known: Option<Vec<String>>,
+    /// Containers destroyed since the last `take_gone` (removed by anyone: this process, the
+    /// sweep, another replica, `docker rm` from outside), so caches keyed by them are pruned.
+    gone: Vec<String>,
+}
+
+impl Table {
+    fn gone(&mut self, name: String) {
+        if self.gone.len() >= GONE_MEMORY {
+            self.gone.drain(..GONE_MEMORY / 2);
+        }
+        self.gone.push(name);
+    }
 }
 
 /// The live table of owned containers' states.
@@ -54,7 +73,18 @@ impl StateWatch {
         }
     }
 
-    fn ensure_started(&self) {
+    /// The containers destroyed since the last call (the stream runs once anything asked or
+    /// `ensure_started` was called).
+    pub fn take_gone(&self) -> Vec<String> {
+        std::mem::take(&mut self.lock().gone)
+    }
+
+    /// Entries in the table now (for `cache_sizes`).
+    pub fn size(&self) -> usize {
+        self.lock().states.as_ref().map_or(0, HashMap::len)
+    }
+
+    pub fn ensure_started(&self) {
         self.task.get_or_init(|| {
             let (cli, table) = (self.cli.clone(), self.table.clone());
             tokio::spawn(async move {
@@ -62,7 +92,10 @@ impl StateWatch {
                     if let Err(e) = follow(&cli, &table).await {
                         tracing::warn!(error = %e, "docker events stream ended; status falls back to inspect");
                     }
-                    table.lock().unwrap_or_else(|p| p.into_inner()).states = None;
+                    {
+                        let mut t = table.lock().unwrap_or_else(|p| p.into_inner());
+                        t.last_known = t.states.take().map(|s| s.into_keys().collect());
+                    }
                     tokio::time::sleep(RESTART_DELAY).await;
                 }
             })
@@ -96,13 +129,26 @@ async fn follow(cli: &DockerCli, table: &Mutex<Table>) -> Result<(), String> {
         .filter_map(|line| line.split_once('\t'))
         .map(|(name, state)| (name.trim_start_matches('/').to_string(), ContainerState::parse(state)))
         .collect();
-    table.lock().unwrap_or_else(|p| p.into_inner()).states = Some(states);
+    {
+        let mut t = table.lock().unwrap_or_else(|p| p.into_inner());
+        for name in t.last_known.take().unwrap_or_default() {
+            if !states.contains_key(&name) {
+                t.gone(name);
+            }
+        }
+        t.states = Some(states);
+    }
     let mut lines = BufReader::new(stdout).lines();
     while let Some(line) = lines.next_line().await.map_err(|e| e.to_string())? {
         if let Some(change) = parse_event(&line) {
-            if let Some(states) = table.lock().unwrap_or_else(|p| p.into_inner()).states.as_mut() {
+            let mut t = table.lock().unwrap_or_else(|p| p.into_inner());
+            if let Change::Gone(name) = &change {
+                t.gone(name.clone());
+            }
+            if let Some(states) = t.states.as_mut() {
                 apply(states, change);
             }
+            drop(t);
         }
     }
     let _ = child.wait().await;

@@ -69,6 +69,7 @@ fn check_exec(command: &str, params: &ExecParams) -> Result<Option<String>> {
         validate_abs_path("cwd", cwd)?;
     }
     validate_env("env", &params.env)?;
+    argv::check_docker_env(&params.env, false).map_err(|m| ProviderError::invalid("env", m))?;
     let user = params.user.as_deref().map(|u| normalize_user("user", u)).transpose()?;
     if params.timeout.is_some_and(|t| t.is_zero()) {
         return Err(ProviderError::invalid("timeout_s", "must be > 0"));
@@ -76,8 +77,9 @@ fn check_exec(command: &str, params: &ExecParams) -> Result<Option<String>> {
     Ok(user)
 }
 
-/// The `docker exec` command line of `<shell> -c <command>` (both ways the docker engine runs one).
-pub(super) fn exec_argv(config: &DockerConfig, spec: ExecSpec<'_>) -> Vec<String> {
+/// The `docker exec` command line of `<shell> -c <command>` (both ways the docker engine runs one),
+/// and the env values that travel in the docker client's environment, never on its argv.
+pub(super) fn exec_argv(config: &DockerConfig, spec: ExecSpec<'_>) -> (Vec<String>, Vec<(String, String)>) {
     let params = spec.params;
     let opts = ExecOptions {
         cwd: params.cwd.as_deref(),
@@ -87,13 +89,16 @@ pub(super) fn exec_argv(config: &DockerConfig, spec: ExecSpec<'_>) -> Vec<String
         tty: false,
         last_env: None,
     };
-    argv::exec_args(&config.exec, spec.name, &opts, &argv::shell_command(spec.shell, spec.command))
+    let (env, prefix) = argv::exec_env(&params.env);
+    let command = format!("{prefix}{}", spec.command);
+    (argv::exec_args(&config.exec, spec.name, &opts, &argv::shell_command(spec.shell, &command)), env)
 }
 
 /// One `docker exec` of `<shell> -c <command>`: timeout kills the client's process group and
 /// returns 125/`timeout`; a refusal by the daemon returns 125/`sandbox`.
 pub(crate) async fn docker_exec(cli: &DockerCli, config: &DockerConfig, spec: ExecSpec<'_>) -> ExecResult {
-    let args = exec_argv(config, spec);
+    let (args, env) = exec_argv(config, spec);
+    let cli = &cli.with_env(env);
     let timeout = effective_timeout(config, spec.params);
     let limit = output_limit(config);
     match cli.run_limited(&args, timeout, spec.params.stdin.as_deref(), limit).await {

@@ -225,7 +225,7 @@ impl CpDownload {
 /// Copy up to `size` bytes straight from the reader's own buffer (no copy of ours in between);
 /// returns how many the reader had, `size + 1` when it had more.
 /// A failure of the upload's source: a client that stopped sending is a timeout.
-fn upload_source_error(e: std::io::Error) -> ProviderError {
+pub(in crate::docker) fn upload_source_error(e: std::io::Error) -> ProviderError {
     if e.kind() == std::io::ErrorKind::TimedOut {
         ProviderError::Timeout(e.to_string())
     } else {

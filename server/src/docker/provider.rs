@@ -25,6 +25,23 @@ pub trait LiveSession: Send + Sync {
     fn abandon(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>>;
 }
 
+/// Entries in the provider's per-sandbox caches (`DockerProvider::cache_sizes`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheSizes {
+    /// Handles of live sandboxes.
+    pub handles: usize,
+    /// Ids this process closed (bounded by a fixed size).
+    pub closed: usize,
+    /// Sandboxes with a terminal session open, and those sessions.
+    pub pty_sandboxes: usize,
+    pub pty_sessions: usize,
+    /// Agent channel slots, and sandboxes known to have no usable agent.
+    pub agent_channels: usize,
+    pub without_agent: usize,
+    /// Owned containers in the events table (all of them, whoever made them).
+    pub states: usize,
+}
+
 /// The sandbox provider backed by the local docker CLI.
 pub struct DockerProvider {
     pub(super) cli: DockerCli,
@@ -117,8 +134,56 @@ impl DockerProvider {
     }
 
     pub(super) fn remember(&self, handle: &SandboxHandle) {
+        // The events stream reports containers removed by anyone, so what is cached about
+        // them can go (`prune_gone`).
+        self.states.ensure_started();
+        self.prune_gone();
         if let Ok(mut map) = self.handles.lock() {
             map.insert(handle.sandbox_id.clone(), handle.clone());
+        }
+    }
+
+    /// Forget what is cached about containers that no longer exist, whoever removed them (a
+    /// Close through another replica, the sweep, `docker rm` from outside), and drop the
+    /// entries of sandboxes whose terminal sessions all ended. Returns the names that went.
+    /// Runs at every sweep and whenever a handle is cached.
+    pub fn prune_gone(&self) -> Vec<String> {
+        let gone = self.states.take_gone();
+        for name in &gone {
+            self.forget(name);
+            self.engine.forget(name);
+            let sessions = self.pty_sessions.lock().ok().and_then(|mut m| m.remove(name)).unwrap_or_default();
+            if !sessions.is_empty() {
+                // Their container is gone: nothing in it to clean up, only the local clients.
+                tokio::spawn(async move {
+                    for session in sessions {
+                        session.abandon().await;
+                    }
+                });
+            }
+        }
+        if let Ok(mut map) = self.pty_sessions.lock() {
+            map.retain(|_, list| {
+                list.retain(|s| !s.closed());
+                !list.is_empty()
+            });
+        }
+        gone
+    }
+
+    /// Entries of every per-sandbox cache, after pruning what is gone (for tests and
+    /// operators: each is bounded by the live sandboxes and sessions, or by a fixed size).
+    pub fn cache_sizes(&self) -> CacheSizes {
+        self.prune_gone();
+        let (agent_channels, without_agent) = self.agent.as_ref().map_or((0, 0), |a| a.cache_sizes());
+        CacheSizes {
+            handles: self.handles.lock().map_or(0, |m| m.len()),
+            closed: self.closed.lock().map_or(0, |s| s.len()),
+            pty_sandboxes: self.pty_sessions.lock().map_or(0, |m| m.len()),
+            pty_sessions: self.pty_sessions.lock().map_or(0, |m| m.values().map(Vec::len).sum()),
+            agent_channels,
+            without_agent,
+            states: self.states.size(),
         }
     }
 

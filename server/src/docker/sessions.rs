@@ -92,6 +92,7 @@ impl DockerProvider {
             validate_abs_path("cwd", cwd)?;
         }
         validate_env("env", &spec.env)?;
+        argv::check_docker_env(&spec.env, false).map_err(|m| ProviderError::invalid("env", m))?;
         if spec.command.as_deref().is_some_and(|c| c.contains('\0')) {
             return Err(ProviderError::invalid("command", "must not contain NUL bytes"));
         }
@@ -101,7 +102,8 @@ impl DockerProvider {
         let marker = pty::session_marker(&session_id);
         let pid_file = pty::pid_file_for(&session_id);
         let fallback = pty::fallback_pid_file_for(&session_id);
-        let program = pty::launcher_argv(
+        let (env, prefix) = argv::exec_env(&spec.env);
+        let mut program = pty::launcher_argv(
             &handle.shell,
             &pid_file,
             &fallback,
@@ -110,6 +112,8 @@ impl DockerProvider {
             spec.cols,
             spec.mode == TerminalMode::Pty,
         );
+        // The launcher script (`<shell> -c SCRIPT …`) first renames the aliased variables back.
+        program[2].insert_str(0, &prefix);
         let opts = ExecOptions {
             cwd: spec.cwd.as_deref(),
             env: (!spec.env.is_empty()).then_some(&spec.env),
@@ -132,6 +136,7 @@ impl DockerProvider {
         );
         let session = pty::spawn(pty::SpawnOptions {
             argv: self.cli().argv(&args),
+            env,
             use_pty: spec.mode == TerminalMode::Pty,
             rows: spec.rows,
             cols: spec.cols,

@@ -37,7 +37,9 @@ impl DockerProvider {
         let out = self.control(argv::sweep_list_args(&self.config.create)).await?;
         let listed = parse_listing(&out.stdout_text());
         let now = lease::now_ms();
-        let mut report = SweepReport::default();
+        // Containers destroyed since the last sweep, by anyone: their caches go now, and the
+        // caller forgets them too.
+        let mut report = SweepReport { gone: self.prune_gone(), ..SweepReport::default() };
         for item in &listed {
             let decision = decide(item, now, |id| leases.get(id));
             match decision {

@@ -87,6 +87,13 @@ mod tests {
         tempfile::tempdir().expect("tempdir")
     }
 
+    /// A fresh directory with the paths of a pid record and its fallback in it (neither made).
+    pub(super) fn record_paths() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+        let dir = tmpdir();
+        let (f, g) = (dir.path().join("pid"), dir.path().join("fallback"));
+        (dir, f, g)
+    }
+
     /// A `sleep` that leads its own session, with `env` set: a stand-in for the exec'd process.
     pub(super) fn session_leader(env: Option<(&str, &str)>) -> std::process::Child {
         let mut cmd = Command::new("sleep");

@@ -41,6 +41,8 @@ pub struct SpawnOptions {
     /// Program and arguments: the provider passes `docker exec -i [-t] … NAME <launcher argv>`;
     /// tests pass local programs.
     pub argv: Vec<String>,
+    /// Added to the program's environment (env values stay off its argv).
+    pub env: Vec<(String, String)>,
     pub use_pty: bool,
     pub rows: u16,
     pub cols: u16,
@@ -63,6 +65,7 @@ impl Default for SpawnOptions {
     fn default() -> Self {
         Self {
             argv: Vec::new(),
+            env: Vec::new(),
             use_pty: true,
             rows: 24,
             cols: 80,
@@ -148,7 +151,7 @@ pub async fn spawn(opts: SpawnOptions) -> Result<Arc<TerminalProcess>, PtyError>
     if opts.use_pty {
         check_size(opts.rows, opts.cols)?;
     }
-    let spawned = spawn_process(&opts.argv, opts.use_pty, opts.rows, opts.cols)?;
+    let spawned = spawn_process(&opts.argv, &opts.env, opts.use_pty, opts.rows, opts.cols)?;
     let mode = if opts.use_pty { TerminalMode::Pty } else { TerminalMode::Pipe };
     let child = Arc::new(spawned.child);
     let (released, _) = watch::channel(false);

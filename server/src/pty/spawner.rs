@@ -48,6 +48,7 @@ pub(crate) struct Spawned {
 /// Start `argv` under a fresh pty sized `rows` x `cols` (in raw mode), or on pipes.
 pub(crate) fn spawn_process(
     argv: &[String],
+    env: &[(String, String)],
     use_pty: bool,
     rows: u16,
     cols: u16,
@@ -56,7 +57,9 @@ pub(crate) fn spawn_process(
         .split_first()
         .ok_or_else(|| PtyError::Invalid { field: "argv".into(), message: "is empty".into() })?;
     let mut cmd = Command::new(program);
-    cmd.args(args);
+    cmd.args(args).envs(env.iter().map(|(k, v)| (k, v)));
+    // A server started in the background inherits SIGINT ignored: the client must not.
+    crate::docker::cli::reset_signal_dispositions(&mut cmd);
     let mut master = None;
     if use_pty {
         let (m, slave) = open_pty(rows, cols)?;

@@ -12,6 +12,7 @@ mod limits;
 mod pty;
 mod server;
 mod status;
+mod stream_limit;
 
 use std::pin::Pin;
 use std::sync::Arc;

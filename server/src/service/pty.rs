@@ -19,6 +19,10 @@ use crate::backend::TerminalSession;
 use crate::pty::{PtyError, TerminalMode};
 use crate::spec::{PtySpec, Signal};
 
+/// Requests read ahead while an input write is blocked (the stream is still watched for a
+/// half-close or cancel; these wait for the write).
+const QUEUED_WHILE_BLOCKED: usize = 64;
+
 /// Largest output message: bursts are batched up to this.
 const MAX_OUTPUT_MESSAGE: usize = 1 << 20;
 
@@ -147,8 +151,13 @@ async fn pump_input(
     tx: mpsc::Sender<Result<pb::PtyResponse, Status>>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
+    // Requests that arrived while an input write was blocked, in order.
+    let mut queued = std::collections::VecDeque::new();
     loop {
-        let message = tokio::select! {
+        let message = if let Some(request) = queued.pop_front() {
+            Ok(Some(pb::PtyRequest { request }))
+        } else {
+            tokio::select! {
             m = requests.message() => m,
             _ = shutdown.wait_for(|down| *down) => {
                 tracing::info!("server shutting down: closing pty session");
@@ -158,6 +167,7 @@ async fn pump_input(
             // The program ended: let go of the stream so it ends after the exit message (the
             // output pump drains what is left and closes the session).
             _ = session.wait_exit(None) => return,
+            }
         };
         let request = match message {
             Ok(Some(m)) => m.request,
@@ -188,12 +198,29 @@ async fn pump_input(
                 }),
             }
         };
-        let result = tokio::select! {
-            r = handle => r,
-            _ = shutdown.wait_for(|down| *down) => break,
-            _ = tx.closed() => break,
-            _ = session.wait_exit(None) => return,
+        // The caller's stream is read meanwhile, so a half-close, a cancel or a Close ends the
+        // session even while a write is blocked; other requests wait their turn, in order.
+        tokio::pin!(handle);
+        let mut reading = true;
+        let result = loop {
+            tokio::select! {
+                r = &mut handle => break Some(r),
+                _ = shutdown.wait_for(|down| *down) => break None,
+                _ = tx.closed() => break None,
+                _ = session.wait_exit(None) => return,
+                m = requests.message(), if reading => match m {
+                    Ok(Some(m)) if matches!(m.request, Some(In::Close(_))) => break None,
+                    Ok(Some(m)) => {
+                        queued.push_back(m.request);
+                        // Bounded: past a few requests, wait for the write before reading more.
+                        reading = queued.len() < QUEUED_WHILE_BLOCKED;
+                    }
+                    Ok(None) | Err(_) => break None,
+                },
+            }
         };
+        // `None`: the caller or the server ends the session.
+        let Some(result) = result else { break };
         if let Err(e) = result {
             if session.closed() && !matches!(e, PtyError::Invalid { .. }) {
                 continue; // the output pump reports how the session ended

@@ -85,11 +85,10 @@ pub enum ServeError {
     StateDir { dir: PathBuf, source: std::io::Error },
 }
 
-/// HTTP/2 pings every 30 s, answered within 20 s, and TCP keepalive after 30 s idle (then 3
-/// probes 10 s apart): a client whose host vanished without a FIN is dropped within about a
-/// minute, and what its calls held is released.
-const HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
-const HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+/// HTTP/2 pings every `server.limits.keepalive_interval_s` (30 s), answered within
+/// `keepalive_timeout_s` (20 s), and TCP keepalive after 30 s idle (then 3 probes 10 s apart): a
+/// client whose host vanished without a FIN is dropped within about a minute, and what its
+/// calls held is released.
 const TCP_KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
 const TCP_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 const TCP_KEEPALIVE_RETRIES: u32 = 3;
@@ -232,10 +231,13 @@ impl Services {
             .initial_connection_window_size(Some(16 << 20))
             // 16 KiB frames cost a frame header and a wakeup per 16 KiB of file content.
             .max_frame_size(Some(1 << 20))
-            .http2_keepalive_interval(Some(HTTP2_KEEPALIVE_INTERVAL))
-            .http2_keepalive_timeout(Some(HTTP2_KEEPALIVE_TIMEOUT))
-            .max_concurrent_streams(Some(policy.limits.max_streams_per_connection))
+            .http2_keepalive_interval(Some(policy.limits.keepalive_interval))
+            .http2_keepalive_timeout(Some(policy.limits.keepalive_timeout))
+            .max_concurrent_streams(Some(super::stream_limit::StreamLimitLayer::http2_cap(
+                policy.limits.max_streams_per_connection,
+            )))
             .layer(crate::metrics::RpcLayer)
+            .layer(super::stream_limit::StreamLimitLayer::new(policy.limits.max_streams_per_connection))
             .add_routes(routes)
             .serve_with_incoming_shutdown(incoming, shutdown_signal);
         let deadline = std::sync::Mutex::new(None::<tokio::time::Instant>);

@@ -49,7 +49,9 @@ pub async fn upload<R: AsyncBufRead + Unpin>(
             call.finish();
             return Err(file_error(name, path, kind, message));
         }
-        let buf = reader.fill_buf().await?;
+        // A client that stopped sending is DEADLINE_EXCEEDED, as on the docker engine; dropping
+        // the call aborts the transfer in the sandbox (the old file stays).
+        let buf = reader.fill_buf().await.map_err(crate::docker::files::upload_source_error)?;
         if buf.is_empty() {
             break;
         }

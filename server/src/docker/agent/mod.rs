@@ -59,6 +59,11 @@ impl AgentEngine {
         Self { docker, slots: Mutex::default(), without_agent: Mutex::default() }
     }
 
+    /// Entries of the per-sandbox maps: channel slots, sandboxes without an agent.
+    pub fn cache_sizes(&self) -> (usize, usize) {
+        (self.slots.lock().map_or(0, |m| m.len()), self.without_agent.lock().map_or(0, |w| w.len()))
+    }
+
     fn cli(&self) -> &DockerCli {
         &self.docker.cli
     }

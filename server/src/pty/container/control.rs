@@ -184,7 +184,7 @@ pub(crate) fn cleanup_command_with_parent(pid: Option<u32>, pid_files: &[&str], 
 #[cfg(test)]
 mod tests {
     use super::super::launcher::launcher_script;
-    use super::super::tests::{run_sh, session_leader, shells, tmpdir, wait_gone};
+    use super::super::tests::{record_paths, run_sh, session_leader, shells, tmpdir, wait_gone};
     use super::super::SESSION_ENV;
     use super::*;
     use std::os::unix::process::CommandExt;
@@ -201,9 +201,7 @@ mod tests {
     fn pid_read_reports_the_recorded_process() {
         let me = std::process::id();
         for shell in shells() {
-            let dir = tmpdir();
-            let f = dir.path().join("pid");
-            let g = dir.path().join("fallback");
+            let (_dir, f, g) = record_paths();
             let mut child = session_leader(Some((SESSION_ENV, "sess-1")));
             std::fs::write(&g, format!("{}\n", child.id())).unwrap();
             let (line, _) = read_record(&shell, f.to_str().unwrap(), g.to_str().unwrap(), "sess-1");
@@ -231,9 +229,7 @@ mod tests {
     #[test]
     fn pid_read_refuses_forged_records() {
         for shell in shells() {
-            let dir = tmpdir();
-            let f = dir.path().join("pid");
-            let g = dir.path().join("fallback");
+            let (dir, f, g) = record_paths();
             let (fs, gs) = (f.to_str().unwrap(), g.to_str().unwrap());
 
             // A FIFO is refused at once (opening it for reading would block).
@@ -280,9 +276,7 @@ mod tests {
     #[test]
     fn pid_read_waits_for_a_late_record() {
         let shell = shells().remove(0);
-        let dir = tmpdir();
-        let f = dir.path().join("pid");
-        let g = dir.path().join("fallback");
+        let (_dir, f, g) = record_paths();
         let f2 = f.clone();
         let writer = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(500));
@@ -318,9 +312,7 @@ mod tests {
                 .output()
                 .expect("busybox sh")
         };
-        let dir = tmpdir();
-        let f = dir.path().join("pid");
-        let g = dir.path().join("fallback");
+        let (_dir, f, g) = record_paths();
         let (fs, gs) = (f.to_str().unwrap(), g.to_str().unwrap());
         let out = run(&launcher_script(24, 80, true), &[fs, gs, "sh", "-c", "echo $$"]);
         assert!(out.status.success(), "{out:?}");
@@ -414,9 +406,7 @@ mod tests {
     fn cleanup_kills_the_whole_session_and_removes_records() {
         let me = std::process::id();
         for shell in shells() {
-            let dir = tmpdir();
-            let f = dir.path().join("pid");
-            let g = dir.path().join("fallback");
+            let (_dir, f, g) = record_paths();
             std::fs::write(&f, "1\n").unwrap();
             std::fs::write(&g, "1\n").unwrap();
             // A session leader whose job ignores SIGHUP and moved to a group of its own.

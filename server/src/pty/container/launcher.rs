@@ -53,7 +53,7 @@ pub fn launcher_argv(
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{run_sh, shells, tmpdir};
+    use super::super::tests::{record_paths, run_sh, shells, tmpdir};
     use super::*;
 
     #[test]
@@ -71,9 +71,7 @@ mod tests {
     #[test]
     fn launcher_records_pid_and_runs_program() {
         for shell in shells() {
-            let dir = tmpdir();
-            let f = dir.path().join("pid");
-            let g = dir.path().join("fallback");
+            let (_dir, f, g) = record_paths();
             let script = launcher_script(24, 80, false);
             let out = run_sh(
                 &shell,
