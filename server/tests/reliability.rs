@@ -41,12 +41,31 @@ impl Server {
         flags: &[&str],
         env: &[(&str, &str)],
     ) -> Server {
+        Self::start_wrapped(label, config, flags, env, None)
+    }
+
+    /// As `start_env`, the server exec'd by `sh -c "<prelude>; exec sandboxd …"` when a
+    /// prelude is given (`trap '' INT QUIT`: started as by a shell's `&`).
+    fn start_wrapped(
+        label: &TestLabel,
+        config: serde_json::Value,
+        flags: &[&str],
+        env: &[(&str, &str)],
+        prelude: Option<&str>,
+    ) -> Server {
         testkit::require_docker();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("config.json");
         std::fs::write(&path, config_body(label, config).to_string()).unwrap();
         let log = dir.path().join("server.log");
-        let mut cmd = Command::new(SANDBOXD);
+        let mut cmd = match prelude {
+            Some(prelude) => {
+                let mut cmd = Command::new("sh");
+                cmd.arg("-c").arg(format!("{prelude}; exec \"$0\" \"$@\"")).arg(SANDBOXD);
+                cmd
+            }
+            None => Command::new(SANDBOXD),
+        };
         cmd.args(["--listen", "127.0.0.1:0", "--config"])
             .arg(&path)
             .args(flags)
@@ -1402,4 +1421,87 @@ async fn silent_upload_and_pty_streams_end_at_the_first_message_timeout_and_free
     second.expect("a place freed by the silent pty");
     drop((upload_tx, pty_tx));
     setup.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+}
+
+// ----- inherited signal dispositions ----------------------------------------------------------
+
+/// The signals a process ignores (`SigIgn` of `/proc/PID/status`), as a mask (bit n-1: signal n).
+fn ignored_signals(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0)
+}
+
+/// Direct children of `pid` named `comm`.
+fn children_named(pid: i32, comm: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+        let Some((name, rest)) = stat.split_once(" (").and_then(|(_, r)| r.rsplit_once(") ")) else {
+            continue;
+        };
+        let ppid = rest.split_whitespace().nth(1).and_then(|p| p.parse::<i32>().ok());
+        if name == comm && ppid == Some(pid) {
+            found.push(child);
+        }
+    }
+    found
+}
+
+/// Issue 9: a server started in the background by a shell (`sandboxd &`) inherits SIGINT and
+/// SIGQUIT ignored; the processes it spawns (docker clients, the PTY session's client) start
+/// with default dispositions, so a signal meant for them still works.
+#[tokio::test(flavor = "multi_thread")]
+async fn processes_the_server_spawns_do_not_inherit_ignored_signals() {
+    const INT_AND_QUIT: u64 = (1 << 1) | (1 << 2);
+    let label = TestLabel::new();
+    let server = Server::start_wrapped(&label, serde_json::json!({}), &[], &[], Some("trap '' INT QUIT"));
+    let server_pid = server.child.id() as i32;
+    assert_ne!(
+        ignored_signals(server_pid) & (1 << 2),
+        0,
+        "the server itself was started with SIGQUIT ignored"
+    );
+    let mut raw = server.raw().await;
+    let id = create_id(&mut raw, busybox()).await;
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tx.send(proto::PtyRequest {
+        request: Some(proto::pty_request::Request::Open(proto::PtyOpen {
+            sandbox_id: id.clone(),
+            command: Some("sleep 1234".into()),
+            ..Default::default()
+        })),
+    })
+    .await
+    .unwrap();
+    let mut stream = raw.pty(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+    assert!(matches!(
+        stream.message().await.unwrap().unwrap().response,
+        Some(proto::pty_response::Response::Opened(_))
+    ));
+    // The PTY session's client and the agent's channel are docker clients of the server.
+    let clients = children_named(server_pid, "docker");
+    assert!(!clients.is_empty(), "no docker client of the server to look at");
+    let tty_client = clients.iter().any(|pid| {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        cmdline.split(|b| *b == 0).any(|a| a == b"-t")
+    });
+    assert!(tty_client, "the PTY session's client is among them");
+    for pid in clients {
+        let ignored = ignored_signals(pid);
+        assert_eq!(
+            ignored & INT_AND_QUIT,
+            0,
+            "docker client {pid} ignores SIGINT/SIGQUIT (SigIgn {ignored:x})"
+        );
+    }
+    tx.send(proto::PtyRequest { request: Some(proto::pty_request::Request::Close(proto::PtyClose {})) })
+        .await
+        .unwrap();
+    while let Ok(Some(_)) = stream.message().await {}
+    raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
 }

@@ -153,9 +153,9 @@ impl DockerProvider {
             self.forget(name);
             self.engine.forget(name);
             let sessions = self.pty_sessions.lock().ok().and_then(|mut m| m.remove(name)).unwrap_or_default();
-            if !sessions.is_empty() {
+            if let (false, Ok(runtime)) = (sessions.is_empty(), tokio::runtime::Handle::try_current()) {
                 // Their container is gone: nothing in it to clean up, only the local clients.
-                tokio::spawn(async move {
+                runtime.spawn(async move {
                     for session in sessions {
                         session.abandon().await;
                     }

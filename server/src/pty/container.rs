@@ -80,6 +80,7 @@ mod tests {
     pub(super) fn run_sh(shell: &[&str], script: &str, args: &[&str]) -> std::process::Output {
         let mut cmd = Command::new(shell[0]);
         cmd.args(&shell[1..]).arg("-c").arg(script).args(args).stdin(Stdio::null());
+        crate::docker::cli::reset_signal_dispositions(&mut cmd);
         cmd.output().expect("run shell")
     }
 
@@ -101,6 +102,8 @@ mod tests {
         if let Some((k, v)) = env {
             cmd.env(k, v);
         }
+        // A test run started with `&` inherits SIGINT ignored: the stand-in must not.
+        crate::docker::cli::reset_signal_dispositions(&mut cmd);
         // SAFETY: setsid is async-signal-safe.
         unsafe {
             cmd.pre_exec(|| {

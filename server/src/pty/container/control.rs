@@ -402,6 +402,31 @@ mod tests {
         }
     }
 
+    /// Issue 9: a test run started in the background (`bash scripts/test.sh &`) inherits SIGINT
+    /// and SIGQUIT ignored; the processes the tests spawn reset them, so the signal tests still
+    /// pass. Runs this binary's signal test again under a shell that ignores both first.
+    #[test]
+    fn signal_tests_pass_when_the_run_inherits_sigint_ignored() {
+        if std::env::var_os("SANDBOXD_INNER_SIGNAL_RUN").is_some() {
+            return;
+        }
+        let exe = std::env::current_exe().unwrap();
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg("trap '' INT QUIT; exec \"$0\" --exact pty::container::control::tests::signal_command_signals_the_group_of_a_checked_pid")
+            .arg(&exe)
+            .env("SANDBOXD_INNER_SIGNAL_RUN", "1")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the signal test under ignored SIGINT");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     #[test]
     fn cleanup_kills_the_whole_session_and_removes_records() {
         let me = std::process::id();
@@ -414,6 +439,7 @@ mod tests {
             cmd.arg("-c")
                 .arg("trap '' HUP; (trap '' HUP; exec sleep 30) & echo $!; wait")
                 .stdout(Stdio::piped());
+            crate::docker::cli::reset_signal_dispositions(&mut cmd);
             // SAFETY: setsid is async-signal-safe.
             unsafe {
                 cmd.pre_exec(|| {
