@@ -5,9 +5,6 @@
 //! `SANDBOXD_BENCH_ENGINE=docker` to measure the `docker exec` engine instead of the agent,
 //! `SANDBOXD_BENCH_NETWORK=none` to create every container, ours and raw, without a network).
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 #[path = "compare/branching.rs"]
 mod branching;
 
@@ -18,13 +15,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sandboxd::config::FileConfig;
-use sandboxd::service::{serve, ServeOptions};
+use sandboxd::service::{ServeSettings, Services};
 use sandboxd_proto::v1 as pb;
 use sandboxd_proto::v1::sandbox_service_client::SandboxServiceClient;
 use tokio::io::AsyncReadExt;
 use tonic::transport::Channel;
 
-const IMAGE: &str = support::images::BUSYBOX;
+const IMAGE: &str = testkit::images::BUSYBOX;
 const LABEL: &str = "sandboxd.test=1";
 
 type Client = SandboxServiceClient<Channel>;
@@ -53,8 +50,8 @@ fn timed_docker(args: &[&str]) -> Duration {
 }
 
 async fn start_server() -> (Client, SocketAddr) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
     let mut config = FileConfig::default();
     config.docker.create.extra_run_args = vec!["--label".into(), LABEL.into()];
     if let Ok(network) = std::env::var("SANDBOXD_BENCH_NETWORK") {
@@ -63,17 +60,13 @@ async fn start_server() -> (Client, SocketAddr) {
     if std::env::var("SANDBOXD_BENCH_ENGINE").as_deref() == Ok("docker") {
         config.docker.exec.engine = sandboxd::config::ExecEngineKind::Docker;
     }
-    let options = ServeOptions {
-        listen: addr,
-        config,
-        auth_token: None,
-        insecure: false,
-        remove_on_shutdown: false,
-        drain_timeout: Duration::from_secs(1),
-        metrics_listen: None,
-        tls: None,
-    };
-    tokio::spawn(async move { serve(options).await.expect("serve") });
+    // The service in-process, as the binary serves it, until the bench exits.
+    let services = Services::build(&config, None).await.expect("services");
+    let settings =
+        ServeSettings { tls: None, remove_on_shutdown: false, drain_timeout: Duration::from_secs(1) };
+    tokio::spawn(async move {
+        services.serve_until(listener, settings, std::future::pending()).await.expect("serve")
+    });
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .unwrap()
         .initial_stream_window_size(Some(8 << 20))
@@ -193,8 +186,8 @@ fn peak_rss_kib() -> u64 {
 }
 
 fn main() {
-    support::images::host_has_docker().expect("docker");
-    support::images::ensure_images().expect("images");
+    testkit::images::host_has_docker().expect("docker");
+    testkit::images::ensure_images().expect("images");
     // `cargo bench` passes `--bench`; under `cargo test --all-targets` this runs as a quick smoke.
     let quick =
         std::env::var_os("SANDBOXD_BENCH_QUICK").is_some() || !std::env::args().any(|a| a == "--bench");

@@ -19,9 +19,6 @@
 //! every call answered within its deadline plus grace. Finally the clients close their
 //! sandboxes and exit, and no container of this run may remain.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 #[path = "soak/checks.rs"]
 mod checks;
 #[path = "soak/client.rs"]
@@ -148,8 +145,8 @@ struct Driver {
 
 impl Driver {
     fn new(cli: Cli) -> Result<Self, String> {
-        support::images::host_has_docker()?;
-        support::images::ensure_images()?;
+        testkit::images::host_has_docker()?;
+        testkit::images::ensure_images()?;
         let seconds = match (cli.seconds, cli.minutes) {
             (Some(s), _) => s,
             (None, Some(m)) => m * 60.0,
@@ -241,7 +238,7 @@ impl Driver {
             .arg(self.hold_file())
             .arg("--stop-file")
             .arg(self.stop_file())
-            .args(["--image", support::images::BUSYBOX])
+            .args(["--image", testkit::images::BUSYBOX])
             .args(["--seed", &(self.seed.wrapping_add(id)).to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

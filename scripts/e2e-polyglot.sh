@@ -147,9 +147,9 @@ start_server() {
 }
 
 section "build"
-cargo test --test images -q >"$WORK/images.log" 2>&1 || {
+cargo test -p sandboxd --test images -q >"$WORK/images.log" 2>&1 || {
   cat "$WORK/images.log" >&2
-  die "building the test images (cargo test --test images) failed"
+  die "building the test images (cargo test -p sandboxd --test images) failed"
 }
 echo "test images present"
 cargo build -q -p sandboxd --bin sandboxd

@@ -48,7 +48,7 @@ step "cargo test --workspace --all-targets (exec engine: agent)"
 cargo test --workspace --all-targets
 
 step "provider, service and client suites again on the docker exec engine"
-SANDBOXD_TEST_ENGINE=docker cargo test -p sandboxd-proto --test provider --test e2e_server --test e2e_client
+SANDBOXD_TEST_ENGINE=docker cargo test -p sandboxd --test provider --test e2e_server --test e2e_client
 
 
 if [[ -x scripts/e2e-polyglot.sh ]]; then

@@ -28,7 +28,7 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
 pub use auth::TokenGate;
-pub use server::{serve, ServeError, ServeOptions, TlsFiles};
+pub use server::{serve, ServeError, ServeOptions, ServeSettings, Services, TlsFiles};
 use status::invalid;
 
 use crate::backend::SandboxBackend;

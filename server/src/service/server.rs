@@ -1,4 +1,5 @@
-//! Wiring: listener, auth, health, reflection, and a shutdown that drains.
+//! Wiring: the services (auth, health, reflection) built once, served on a listener until a
+//! future resolves, with a shutdown that drains; `serve` adds the binary's flags and signals.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -8,10 +9,12 @@ use std::time::Duration;
 use sandboxd_proto::v1::sandbox_service_server::SandboxServiceServer;
 use tokio::io::AsyncWriteExt;
 use tonic::service::interceptor::InterceptedService;
+use tonic::service::Routes;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+use tonic_health::server::HealthReporter;
 
 use super::{SandboxApi, TokenGate};
-use crate::config::FileConfig;
+use crate::config::{FileConfig, ServerSection};
 use crate::docker::DockerProvider;
 use crate::lease::{LeasePolicy, LeaseStore};
 use crate::lifecycle::{LeaseOptions, Lifecycle};
@@ -47,7 +50,8 @@ pub struct TlsFiles {
 }
 
 impl TlsFiles {
-    fn server_config(&self) -> Result<ServerTlsConfig, ServeError> {
+    /// Reads the PEM files into tonic's server TLS configuration.
+    pub fn server_config(&self) -> Result<ServerTlsConfig, ServeError> {
         let read = |flag: &'static str, path: &PathBuf| {
             std::fs::read(path)
                 .map_err(|source| ServeError::Tls(format!("{flag} {}: {source}", path.display())))
@@ -92,13 +96,187 @@ const TCP_KEEPALIVE_RETRIES: u32 = 3;
 /// Time the shutdown removal always gets after the drain, even when the drain used it all.
 const SHUTDOWN_REMOVAL_FLOOR: Duration = Duration::from_secs(2);
 
-/// Serve until SIGTERM or SIGINT, then shut down within the drain timeout (a second signal
-/// exits at once):
-/// 1. health turns NOT_SERVING, no new connections are accepted, PTY sessions are closed, and
-///    (with `remove_on_shutdown`) this process's sandboxes are removed in parallel, while
-/// 2. in-flight calls drain, until the drain timeout;
-/// 3. then every call still running is dropped, docker clients still running are killed, and
-///    the function returns (the caller exits, which ends the connection tasks).
+/// The services one sandboxd answers, built and not yet serving: `SandboxService` behind the
+/// bearer-token gate, health, reflection (v1 and v1alpha), over this process's `Lifecycle`.
+/// [`Services::serve_until`] serves them on a listener until a future resolves; [`serve`] is
+/// that for the binary (flags, signals, the listening line). Tests build them in-process.
+pub struct Services {
+    lifecycle: Arc<Lifecycle>,
+    policy: ServerSection,
+    routes: Routes,
+    health: HealthReporter,
+    shutdown_tx: tokio::sync::watch::Sender<bool>,
+}
+
+/// How [`Services::serve_until`] serves its listener and what its shutdown does.
+#[derive(Debug, Clone)]
+pub struct ServeSettings {
+    /// Serve TLS with this identity (and client CA).
+    pub tls: Option<ServerTlsConfig>,
+    /// Remove the sandboxes this process created when the shutdown future resolves.
+    pub remove_on_shutdown: bool,
+    /// How long in-flight calls may take to finish once the shutdown future resolved.
+    pub drain_timeout: Duration,
+}
+
+impl Services {
+    /// The backend (Docker, from `config.docker`), the lease store, the lifecycle and the gRPC
+    /// services over them; health reports SERVING. Nothing runs until `serve_until`.
+    pub async fn build(config: &FileConfig, auth_token: Option<String>) -> Result<Self, ServeError> {
+        let provider = Arc::new(DockerProvider::new(config.docker.clone())?);
+        let state_dir = config.server.state_dir();
+        let leases =
+            LeaseStore::open(&state_dir).map_err(|source| ServeError::StateDir { dir: state_dir, source })?;
+        let lease_options = LeaseOptions {
+            policy: LeasePolicy::from_config(&config.server),
+            store: leases,
+            create_timeout: config.server.create_timeout,
+        };
+        let lifecycle = Arc::new(Lifecycle::new(provider, lease_options));
+        let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+        let api = SandboxApi::new(lifecycle.clone(), config.server.clone(), shutdown_rx);
+
+        let auth = TokenGate::new(auth_token);
+        let intercept = move |req| auth.check(req);
+        let sandbox = SandboxServiceServer::new(api)
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE);
+        let (health_reporter, health) = tonic_health::server::health_reporter();
+        health_reporter.set_serving::<SandboxServiceServer<SandboxApi>>().await;
+        let reflection_v1 = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(sandboxd_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1()?;
+        let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(sandboxd_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1alpha()?;
+        let routes = Routes::new(health)
+            .add_service(InterceptedService::new(sandbox, intercept.clone()))
+            .add_service(InterceptedService::new(reflection_v1, intercept.clone()))
+            .add_service(InterceptedService::new(reflection_v1alpha, intercept));
+        Ok(Self { lifecycle, policy: config.server.clone(), routes, health: health_reporter, shutdown_tx })
+    }
+
+    /// What this process owns (the sandboxes it created) above the backend.
+    pub fn lifecycle(&self) -> &Arc<Lifecycle> {
+        &self.lifecycle
+    }
+
+    /// Resolves once a shutdown began (the future given to `serve_until` resolved).
+    fn stopping(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut stop = self.shutdown_tx.subscribe();
+        async move {
+            let _ = stop.wait_for(|s| *s).await;
+        }
+    }
+
+    /// Serves `listener` (with the sweep, and the snapshot expiry when configured, beside it)
+    /// until `shutdown` resolves, then shuts down within `settings.drain_timeout`:
+    /// 1. health turns NOT_SERVING, no new connections are accepted, PTY sessions are closed,
+    ///    and (with `remove_on_shutdown`) this process's sandboxes are removed in parallel, while
+    /// 2. in-flight calls drain, until the drain timeout;
+    /// 3. then every call still running is dropped and the function returns once the removal
+    ///    finished (or had what was left of the drain timeout, at least 2 s).
+    pub async fn serve_until(
+        self,
+        listener: tokio::net::TcpListener,
+        settings: ServeSettings,
+        shutdown: impl std::future::Future<Output = ()> + Send,
+    ) -> Result<(), ServeError> {
+        let Services { lifecycle, policy, routes, health: health_reporter, shutdown_tx } = self;
+        let sweeper =
+            tokio::spawn(sweep_forever(lifecycle.clone(), policy.sweep_interval, shutdown_tx.subscribe()));
+        if let Some(ttl) = policy.snapshot_ttl {
+            let every = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(300));
+            let backend = lifecycle.backend().clone();
+            tokio::spawn(crate::snapshot_expiry::expire_periodically(
+                backend,
+                ttl,
+                every,
+                shutdown_tx.subscribe(),
+            ));
+        }
+        let incoming = tonic::transport::server::TcpIncoming::from(listener)
+            .with_nodelay(Some(true))
+            .with_keepalive(Some(TCP_KEEPALIVE_IDLE))
+            .with_keepalive_interval(Some(TCP_KEEPALIVE_INTERVAL))
+            .with_keepalive_retries(Some(TCP_KEEPALIVE_RETRIES));
+
+        let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<tokio::time::Instant>();
+        let cleanup_lifecycle = lifecycle.clone();
+        let remove_on_shutdown = settings.remove_on_shutdown;
+        let cleanup = std::sync::Mutex::new(None::<tokio::task::JoinHandle<()>>);
+        let cleanup = &cleanup;
+        let shutdown_signal = async move {
+            shutdown.await;
+            tracing::info!("shutting down: NOT_SERVING, no new calls, closing terminal sessions");
+            health_reporter.set_not_serving::<SandboxServiceServer<SandboxApi>>().await;
+            health_reporter.set_service_status("", tonic_health::ServingStatus::NotServing).await;
+            let signalled_at = tokio::time::Instant::now();
+            let _ = shutdown_tx.send(true);
+            let task = tokio::spawn(async move { cleanup_lifecycle.shutdown(remove_on_shutdown).await });
+            if let Ok(mut slot) = cleanup.lock() {
+                *slot = Some(task);
+            }
+            let _ = signalled_tx.send(signalled_at);
+        };
+        let mut builder = Server::builder();
+        if let Some(tls) = settings.tls {
+            builder = builder.tls_config(tls)?;
+        }
+        let server = builder
+            // HTTP/2's default 64 KiB windows stall file streams on every round trip.
+            .initial_stream_window_size(Some(8 << 20))
+            .initial_connection_window_size(Some(16 << 20))
+            // 16 KiB frames cost a frame header and a wakeup per 16 KiB of file content.
+            .max_frame_size(Some(1 << 20))
+            .http2_keepalive_interval(Some(policy.limits.keepalive_interval))
+            .http2_keepalive_timeout(Some(policy.limits.keepalive_timeout))
+            .max_concurrent_streams(Some(super::stream_limit::StreamLimitLayer::http2_cap(
+                policy.limits.max_streams_per_connection,
+            )))
+            .layer(crate::metrics::RpcLayer)
+            .layer(super::stream_limit::StreamLimitLayer::new(policy.limits.max_streams_per_connection))
+            .add_routes(routes)
+            .serve_with_incoming_shutdown(incoming, shutdown_signal);
+        let deadline = std::sync::Mutex::new(None::<tokio::time::Instant>);
+        let drain_timer = async {
+            match signalled_rx.await {
+                Ok(at) => {
+                    let end = at + settings.drain_timeout;
+                    if let Ok(mut d) = deadline.lock() {
+                        *d = Some(end);
+                    }
+                    tokio::time::sleep_until(end).await;
+                }
+                Err(_) => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            result = server => result?,
+            () = drain_timer => tracing::warn!("drain timeout passed; cancelling the calls still running"),
+        }
+        sweeper.abort();
+        let task = cleanup.lock().ok().and_then(|mut slot| slot.take());
+        if let Some(task) = task {
+            // Removal started with the signal, beside the drain; it gets what is left of the
+            // drain timeout, and at least SHUTDOWN_REMOVAL_FLOOR.
+            let end = deadline.lock().ok().and_then(|d| *d).unwrap_or_else(tokio::time::Instant::now);
+            let budget =
+                end.saturating_duration_since(tokio::time::Instant::now()).max(SHUTDOWN_REMOVAL_FLOOR);
+            if tokio::time::timeout(budget, task).await.is_err() {
+                tracing::warn!("shutdown removal did not finish in time; the sweep collects what is left");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The binary: serve `options.listen` until SIGTERM or SIGINT, then shut down as
+/// [`Services::serve_until`] does within the drain timeout; a second signal exits at once.
+/// Once the drain ended, docker clients still running are killed and the function returns
+/// (the caller exits, which ends the connection tasks).
 pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     let loopback = options.listen.ip().is_loopback();
     if !loopback && options.auth_token.is_none() && !options.insecure {
@@ -115,28 +293,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     }
     let tls = options.tls.as_ref().map(TlsFiles::server_config).transpose()?;
     raise_fd_limit();
-    let provider = Arc::new(DockerProvider::new(options.config.docker.clone())?);
-    let state_dir = options.config.server.state_dir();
-    let leases =
-        LeaseStore::open(&state_dir).map_err(|source| ServeError::StateDir { dir: state_dir, source })?;
-    let lease_options = LeaseOptions {
-        policy: LeasePolicy::from_config(&options.config.server),
-        store: leases,
-        create_timeout: options.config.server.create_timeout,
-    };
-    let lifecycle = Arc::new(Lifecycle::new(provider, lease_options));
-    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let api = SandboxApi::new(lifecycle.clone(), options.config.server.clone(), shutdown_rx.clone());
-    let sweeper = tokio::spawn(sweep_forever(
-        lifecycle.clone(),
-        options.config.server.sweep_interval,
-        shutdown_rx.clone(),
-    ));
-    if let Some(ttl) = options.config.server.snapshot_ttl {
-        let every = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(300));
-        let backend = lifecycle.backend().clone();
-        tokio::spawn(crate::snapshot_expiry::expire_periodically(backend, ttl, every, shutdown_rx));
-    }
+    let services = Services::build(&options.config, options.auth_token.clone()).await?;
 
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
@@ -148,39 +305,15 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         ),
         None => None,
     };
-    let incoming = tonic::transport::server::TcpIncoming::from(listener)
-        .with_nodelay(Some(true))
-        .with_keepalive(Some(TCP_KEEPALIVE_IDLE))
-        .with_keepalive_interval(Some(TCP_KEEPALIVE_INTERVAL))
-        .with_keepalive_retries(Some(TCP_KEEPALIVE_RETRIES));
-
-    let auth = TokenGate::new(options.auth_token.clone());
-    let intercept = move |req| auth.check(req);
-    let sandbox = SandboxServiceServer::new(api.clone())
-        .max_decoding_message_size(MAX_MESSAGE)
-        .max_encoding_message_size(MAX_MESSAGE);
-    let (health_reporter, health) = tonic_health::server::health_reporter();
-    health_reporter.set_serving::<SandboxServiceServer<SandboxApi>>().await;
-    let reflection_v1 = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(sandboxd_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
-    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(sandboxd_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1alpha()?;
 
     // Handlers go in before the listening line: a SIGTERM right after it must drain, not kill.
-    let signals = Signals::install();
+    let mut signals = Signals::install();
     let mut stdout = tokio::io::stdout();
     if let Some(listener) = metrics_listener {
         let metrics_addr =
             listener.local_addr().map_err(|source| ServeError::Bind { addr: local, source })?;
-        let mut stop = shutdown_tx.subscribe();
+        let stopped = services.stopping();
         tokio::spawn(async move {
-            let stopped = async move {
-                let _ = stop.wait_for(|s| *s).await;
-            };
             if let Err(e) = crate::metrics::serve(listener, stopped).await {
                 tracing::error!(error = %e, "the metrics endpoint failed");
             }
@@ -193,24 +326,8 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     let _ = stdout.flush().await;
     tracing::info!(%local, auth = options.auth_token.is_some(), tls = tls.is_some(), "sandboxd listening");
 
-    let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<tokio::time::Instant>();
-    let cleanup_lifecycle = lifecycle.clone();
-    let remove_on_shutdown = options.remove_on_shutdown;
-    let cleanup = std::sync::Mutex::new(None::<tokio::task::JoinHandle<()>>);
-    let cleanup = &cleanup;
-    let shutdown_signal = async move {
-        let mut signals = signals;
+    let signalled = async move {
         signals.wait().await;
-        tracing::info!("shutting down: NOT_SERVING, no new calls, closing terminal sessions");
-        health_reporter.set_not_serving::<SandboxServiceServer<SandboxApi>>().await;
-        health_reporter.set_service_status("", tonic_health::ServingStatus::NotServing).await;
-        let signalled_at = tokio::time::Instant::now();
-        let _ = shutdown_tx.send(true);
-        let task = tokio::spawn(async move { cleanup_lifecycle.shutdown(remove_on_shutdown).await });
-        if let Ok(mut slot) = cleanup.lock() {
-            *slot = Some(task);
-        }
-        let _ = signalled_tx.send(signalled_at);
         tokio::spawn(async move {
             signals.wait().await;
             tracing::warn!("second signal: exiting at once");
@@ -218,58 +335,12 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
             std::process::exit(130);
         });
     };
-    let mut builder = Server::builder();
-    if let Some(tls) = tls {
-        builder = builder.tls_config(tls)?;
-    }
-    let server = builder
-        // HTTP/2's default 64 KiB windows stall file streams on every round trip.
-        .initial_stream_window_size(Some(8 << 20))
-        .initial_connection_window_size(Some(16 << 20))
-        // 16 KiB frames cost a frame header and a wakeup per 16 KiB of file content.
-        .max_frame_size(Some(1 << 20))
-        .http2_keepalive_interval(Some(options.config.server.limits.keepalive_interval))
-        .http2_keepalive_timeout(Some(options.config.server.limits.keepalive_timeout))
-        .max_concurrent_streams(Some(super::stream_limit::StreamLimitLayer::http2_cap(
-            options.config.server.limits.max_streams_per_connection,
-        )))
-        .layer(crate::metrics::RpcLayer)
-        .layer(super::stream_limit::StreamLimitLayer::new(
-            options.config.server.limits.max_streams_per_connection,
-        ))
-        .add_service(health)
-        .add_service(InterceptedService::new(sandbox, intercept.clone()))
-        .add_service(InterceptedService::new(reflection_v1, intercept.clone()))
-        .add_service(InterceptedService::new(reflection_v1alpha, intercept))
-        .serve_with_incoming_shutdown(incoming, shutdown_signal);
-    let deadline = std::sync::Mutex::new(None::<tokio::time::Instant>);
-    let drain_timer = async {
-        match signalled_rx.await {
-            Ok(at) => {
-                let end = at + options.drain_timeout;
-                if let Ok(mut d) = deadline.lock() {
-                    *d = Some(end);
-                }
-                tokio::time::sleep_until(end).await;
-            }
-            Err(_) => std::future::pending().await,
-        }
+    let settings = ServeSettings {
+        tls,
+        remove_on_shutdown: options.remove_on_shutdown,
+        drain_timeout: options.drain_timeout,
     };
-    tokio::select! {
-        result = server => result?,
-        () = drain_timer => tracing::warn!("drain timeout passed; cancelling the calls still running"),
-    }
-    sweeper.abort();
-    let task = cleanup.lock().ok().and_then(|mut slot| slot.take());
-    if let Some(task) = task {
-        // Removal started with the signal, beside the drain; it gets what is left of the drain
-        // timeout, and at least SHUTDOWN_REMOVAL_FLOOR.
-        let end = deadline.lock().ok().and_then(|d| *d).unwrap_or_else(tokio::time::Instant::now);
-        let budget = end.saturating_duration_since(tokio::time::Instant::now()).max(SHUTDOWN_REMOVAL_FLOOR);
-        if tokio::time::timeout(budget, task).await.is_err() {
-            tracing::warn!("shutdown removal did not finish in time; the sweep collects what is left");
-        }
-    }
+    services.serve_until(listener, settings, signalled).await?;
     crate::docker::cli::kill_all_clients();
     tracing::info!("sandboxd stopped");
     Ok(())

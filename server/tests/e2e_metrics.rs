@@ -1,23 +1,22 @@
 //! End to end: `--metrics-listen` after a known sequence of calls, scraped as Prometheus would,
 //! with exact counts; and one log line per failed call, with its code and message.
 
-mod common;
-mod support;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::server::server_binary;
-use common::TestLabel;
 use futures_util::StreamExt;
 use sandboxd_client::{proto, spec, Client, ExecOptions, PtyOptions, Sandbox};
-use support::images::BUSYBOX;
+use testkit::images::BUSYBOX;
+use testkit::TestLabel;
+
+/// The server binary Cargo built for these tests.
+const SANDBOXD: &str = env!("CARGO_BIN_EXE_sandboxd");
 
 /// The server with `--listen localhost:0 --metrics-listen localhost:0`: (child, grpc addr,
 /// metrics addr). Its stderr (the log) is piped for the caller to read.
 fn start(label: &TestLabel, dir: &std::path::Path) -> (Child, String, String) {
-    common::require_docker();
+    testkit::require_docker();
     let config = dir.join("config.yaml");
     let extra: Vec<String> = label.run_args().iter().map(|a| format!("\"{a}\"")).collect();
     std::fs::write(
@@ -28,7 +27,7 @@ fn start(label: &TestLabel, dir: &std::path::Path) -> (Child, String, String) {
         ),
     )
     .unwrap();
-    let mut child = Command::new(server_binary())
+    let mut child = Command::new(SANDBOXD)
         .args(["--listen", "localhost:0", "--metrics-listen", "localhost:0", "--config"])
         .arg(&config)
         .env("RUST_LOG", "warn")
@@ -170,7 +169,7 @@ async fn scrape_counts_a_known_sequence_of_calls() {
 
 #[test]
 fn a_public_metrics_address_needs_insecure() {
-    let out = Command::new(server_binary())
+    let out = Command::new(SANDBOXD)
         .args(["--listen", "127.0.0.1:0", "--metrics-listen", "0.0.0.0:0"])
         .stdin(Stdio::null())
         .output()

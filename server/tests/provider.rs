@@ -1,20 +1,17 @@
 //! The Docker provider against the real daemon and the real docker CLI.
 
-mod common;
-mod support;
-
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use common::{docker, provider, provider_with, require_docker, TestLabel};
 use sandboxd::backend::SandboxBackend;
 use sandboxd::lease::{LeaseStore, SweepReason};
 use sandboxd::spec::{ExecErrorType, SandboxSpec, SandboxStatus};
 use sandboxd::spec::{ExecParams, SandboxDescriptor};
 use sandboxd::ProviderError;
 use sha2::{Digest, Sha256};
-use support::images;
+use testkit::images;
+use testkit::{docker, provider, provider_with, require_docker, TestLabel};
 
 fn spec(image: &str) -> SandboxSpec {
     SandboxSpec::new(image)
@@ -163,7 +160,7 @@ async fn exec_timeout_and_user() {
         .unwrap();
     let message = r.stderr_str();
     assert!(!message.contains("hunter2"), "{message}");
-    if common::engine() == sandboxd::config::ExecEngineKind::Docker {
+    if testkit::engine() == sandboxd::config::ExecEngineKind::Docker {
         assert!(message.contains("--env API_TOKEN "), "{message}");
     }
 
@@ -406,7 +403,7 @@ async fn upload_download_round_trip_200_mib() {
     let src = dir.path().join("big.bin");
     let digest = write_random_file(&src, 200 << 20);
     let target = "/home/sandbox/new/deeper/big.bin";
-    assert_eq!(common::upload_file(&p, &h, &src, target).await.unwrap(), 200 << 20);
+    assert_eq!(testkit::upload_file(&p, &h, &src, target).await.unwrap(), 200 << 20);
     // Parents are created as root; the file lands owned by root.
     let r = p
         .exec(&h, "stat -c '%u %a' /home/sandbox/new/deeper /home/sandbox/new/deeper/big.bin", &params())
@@ -416,7 +413,7 @@ async fn upload_download_round_trip_200_mib() {
     let r = p.exec(&h, "stat -c '%u %a' /home/sandbox /tmp", &params()).await.unwrap();
     assert_eq!(r.stdout_str(), "1000 755\n0 1777\n");
     let back = dir.path().join("sub/back.bin");
-    assert_eq!(common::download_file(&p, &h, target, &back).await.unwrap(), 200 << 20);
+    assert_eq!(testkit::download_file(&p, &h, target, &back).await.unwrap(), 200 << 20);
     assert_eq!(sha256_file(&back), digest);
     p.close(&h.id()).await.unwrap();
 }
@@ -434,16 +431,16 @@ async fn file_transfer_errors_are_clear() {
     let h = p.create(&spec(images::BUSYBOX)).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
 
-    let err = common::upload_file(&p, &h, &dir.path().join("missing"), "/tmp/x").await.unwrap_err();
+    let err = testkit::upload_file(&p, &h, &dir.path().join("missing"), "/tmp/x").await.unwrap_err();
     assert!(matches!(err, ProviderError::FileNotFound(_)), "{err:?}");
-    let err = common::upload_file(&p, &h, dir.path(), "/tmp/x").await.unwrap_err();
+    let err = testkit::upload_file(&p, &h, dir.path(), "/tmp/x").await.unwrap_err();
     assert!(matches!(err, ProviderError::FileNotFound(_)), "{err:?}");
-    let err = common::download_file(&p, &h, "/nope/file", &dir.path().join("o")).await.unwrap_err();
+    let err = testkit::download_file(&p, &h, "/nope/file", &dir.path().join("o")).await.unwrap_err();
     assert!(matches!(err, ProviderError::FileNotFound(_)), "{err:?}");
-    let err = common::download_file(&p, &h, "/etc", &dir.path().join("o")).await.unwrap_err();
+    let err = testkit::download_file(&p, &h, "/etc", &dir.path().join("o")).await.unwrap_err();
     assert!(err.to_string().contains("directory"), "{err}");
 
-    let err = common::upload_file(&p, &h, &small_src(&dir), "/tmp").await.unwrap_err();
+    let err = testkit::upload_file(&p, &h, &small_src(&dir), "/tmp").await.unwrap_err();
     assert!(matches!(err, ProviderError::InvalidArgument { .. }), "{err:?}");
     assert!(err.to_string().contains("directory"), "{err}");
 
@@ -452,20 +449,20 @@ async fn file_transfer_errors_are_clear() {
         p.exec(&h, "printf linked > /tmp/target && ln -s /tmp/target /tmp/link", &params()).await.unwrap();
     assert_eq!(r.return_code, 0);
     let got = dir.path().join("via-link");
-    assert_eq!(common::download_file(&p, &h, "/tmp/link", &got).await.unwrap(), 6);
+    assert_eq!(testkit::download_file(&p, &h, "/tmp/link", &got).await.unwrap(), 6);
     assert_eq!(std::fs::read(&got).unwrap(), b"linked");
 
     // Small files, an empty file and a long path make the round trip too.
     let small = dir.path().join("small.txt");
     std::fs::write(&small, b"").unwrap();
     let long_target = format!("/tmp/{}/f.txt", "d".repeat(120));
-    common::upload_file(&p, &h, &small, &long_target).await.unwrap();
-    assert_eq!(common::download_file(&p, &h, &long_target, &dir.path().join("e")).await.unwrap(), 0);
+    testkit::upload_file(&p, &h, &small, &long_target).await.unwrap();
+    assert_eq!(testkit::download_file(&p, &h, &long_target, &dir.path().join("e")).await.unwrap(), 0);
 
     p.close(&h.id()).await.unwrap();
-    let err = common::upload_file(&p, &h, &small, "/tmp/x").await.unwrap_err();
+    let err = testkit::upload_file(&p, &h, &small, "/tmp/x").await.unwrap_err();
     assert!(matches!(err, ProviderError::SandboxNotFound(_)), "{err:?}");
-    let err = common::download_file(&p, &h, "/etc/passwd", &dir.path().join("o")).await.unwrap_err();
+    let err = testkit::download_file(&p, &h, "/etc/passwd", &dir.path().join("o")).await.unwrap_err();
     assert!(matches!(err, ProviderError::SandboxNotFound(_)), "{err:?}");
 }
 
@@ -584,7 +581,7 @@ async fn long_empty_and_misdirected_commands() {
     // `docker exec` (a host command line) it is a clean sandbox failure.
     let long = format!("X={}; printf ${{#X}}", "y".repeat(300 * 1024));
     let r = p.exec(&h, &long, &params()).await.unwrap();
-    let want = match common::engine() {
+    let want = match testkit::engine() {
         sandboxd::config::ExecEngineKind::Agent => ("307200", 0, None),
         sandboxd::config::ExecEngineKind::Docker => ("", 125, Some(ExecErrorType::Sandbox)),
     };

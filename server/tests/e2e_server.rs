@@ -1,17 +1,18 @@
-//! The `sandboxd` binary as an operator runs it: restarts, shutdown, listener safety, deadlines,
-//! policy and bad configuration.
-
-mod common;
-mod support;
+//! The `sandboxd` binary as an operator runs it: restarts, shutdown, listener safety, bad
+//! configuration, an unreachable daemon, JSON logs; and, in-process, deadlines and policy.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::server::{server_binary, TestServer};
-use common::TestLabel;
 use sandboxd_client::proto::sandbox_service_client::SandboxServiceClient;
 use sandboxd_client::{proto, spec, PtyOptions, Sandbox};
-use support::images::BUSYBOX;
+use testkit::images::BUSYBOX;
+use testkit::server::TestServer;
+use testkit::service::TestService;
+use testkit::TestLabel;
+
+/// The server binary Cargo built for these tests.
+const SANDBOXD: &str = env!("CARGO_BIN_EXE_sandboxd");
 
 type RawClient = SandboxServiceClient<tonic::transport::Channel>;
 
@@ -32,26 +33,26 @@ fn busybox() -> proto::SandboxSpec {
 }
 
 fn exists(id: &str) -> bool {
-    common::docker(&["inspect", "--type", "container", id]).status.success()
+    testkit::docker(&["inspect", "--type", "container", id]).status.success()
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn any_server_serves_a_sandbox_after_a_restart() {
     let label = TestLabel::new();
-    let mut first = TestServer::start(&label, None);
+    let mut first = TestServer::start(SANDBOXD, &label, None);
     let sandbox = Sandbox::start(&first.client().await, spec(BUSYBOX)).await.expect("start");
     let id = sandbox.id().to_string();
     assert!(first.terminate(Duration::from_secs(20)).is_some_and(|s| s.success()));
     assert!(exists(&id), "without --remove-on-shutdown the sandbox outlives the server");
 
     // A new server knows nothing in memory, yet serves the sandbox by id alone.
-    let second = TestServer::start(&label, None);
+    let second = TestServer::start(SANDBOXD, &label, None);
     let mut raw = raw_client(&second.url).await;
     let req =
         proto::ExecRequest { sandbox_id: id.clone(), command: "echo again".into(), ..Default::default() };
     let out = raw.exec(req).await.expect("exec after restart").into_inner();
     assert_eq!(out.stdout, b"again\n");
-    if common::engine() == sandboxd::config::ExecEngineKind::Agent {
+    if testkit::engine() == sandboxd::config::ExecEngineKind::Agent {
         // The agent already mounted in the sandbox answers the new server (it measures usage).
         assert!(out.usage.is_some(), "the restarted server runs commands through the sandbox's agent");
         let count_agents = || {
@@ -86,7 +87,7 @@ async fn any_server_serves_a_sandbox_after_a_restart() {
 async fn sigterm_closes_pty_sessions_and_removes_created_sandboxes_when_asked() {
     let label = TestLabel::new();
     let mut server =
-        TestServer::start_with(&label, None, &["--remove-on-shutdown", "--drain-timeout-s", "10"]);
+        TestServer::start_with(SANDBOXD, &label, None, &["--remove-on-shutdown", "--drain-timeout-s", "10"]);
     let client = server.client().await;
     let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
     let session = sandbox.pty().create(PtyOptions::default()).await.expect("pty");
@@ -115,7 +116,7 @@ async fn sigterm_closes_pty_sessions_and_removes_created_sandboxes_when_asked() 
 fn run_with_config(dir: &tempfile::TempDir, json: &str) -> std::process::Output {
     let path = dir.path().join("config.json");
     std::fs::write(&path, json).unwrap();
-    std::process::Command::new(server_binary())
+    std::process::Command::new(SANDBOXD)
         .args(["--listen", "127.0.0.1:0", "--config"])
         .arg(&path)
         .stdin(Stdio::null())
@@ -127,7 +128,7 @@ fn run_with_config(dir: &tempfile::TempDir, json: &str) -> std::process::Output 
 fn refuses_a_public_listener_without_a_token_and_bad_config() {
     let label = TestLabel::new();
     let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(server_binary())
+    let out = std::process::Command::new(SANDBOXD)
         .args(["--listen", "0.0.0.0:0"])
         .stdin(Stdio::null())
         .output()
@@ -144,14 +145,14 @@ fn refuses_a_public_listener_without_a_token_and_bad_config() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("publsh_host"));
 
     // With --insecure the operator takes the choice: it starts.
-    let mut server = TestServer::start_with(&label, None, &["--insecure"]);
+    let mut server = TestServer::start_with(SANDBOXD, &label, None, &["--insecure"]);
     assert!(server.terminate(Duration::from_secs(20)).is_some_and(|s| s.success()));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_call_deadline_caps_an_exec_and_policy_refuses_host_mounts() {
     let label = TestLabel::new();
-    let server = TestServer::start(&label, None);
+    let server = TestService::start(&label, None);
     let mut raw = raw_client(&server.url).await;
     let id = create_id(&mut raw, busybox()).await;
 
@@ -216,6 +217,7 @@ async fn the_call_deadline_caps_an_exec_and_policy_refuses_host_mounts() {
 async fn an_unreachable_daemon_is_unavailable() {
     let label = TestLabel::new();
     let server = TestServer::start_env(
+        SANDBOXD,
         &label,
         None,
         &[],
@@ -235,7 +237,7 @@ async fn an_unreachable_daemon_is_unavailable() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_upload_of_another_length_than_declared_is_refused() {
     let label = TestLabel::new();
-    let server = TestServer::start(&label, None);
+    let server = TestService::start(&label, None);
     let mut raw = raw_client(&server.url).await;
     let id = create_id(&mut raw, busybox()).await;
     for (declared, sent) in [(10u64, 5usize), (5, 10)] {
@@ -269,7 +271,7 @@ async fn json_logs_carry_one_span_per_rpc_with_the_sandbox_id() {
     let label = TestLabel::new();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("server.log");
-    let mut cmd = TestServer::command(&label, dir.path(), None);
+    let mut cmd = TestServer::command(SANDBOXD, &label, dir.path(), None);
     // Debug for sandboxd: every docker command line is logged, so the masking is exercised.
     cmd.args(["--log-format", "json"])
         .env("RUST_LOG", "info,sandboxd=debug")

@@ -1,18 +1,15 @@
 //! Terminal sessions in real containers: busybox, bash and dash images, root and non-root.
 
-mod common;
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{docker, provider, provider_with, TestLabel};
 use sandboxd::backend::SandboxBackend;
 use sandboxd::docker::DockerProvider;
 use sandboxd::pty::{PtyError, TerminalProcess};
 use sandboxd::spec::SandboxSpec;
 use sandboxd::spec::{ExecParams, PtySpec, SandboxHandle, TerminalMode};
-use support::images;
+use testkit::images;
+use testkit::{docker, provider, provider_with, TestLabel};
 
 const T: Option<Duration> = Some(Duration::from_secs(20));
 

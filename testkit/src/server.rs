@@ -1,7 +1,10 @@
-//! The real `sandboxd` binary as a test fixture.
+//! The real `sandboxd` binary as a test fixture, for what only a process shows: flags and
+//! config errors, signals and shutdown, listeners and TLS, restarts, the daemon dying. The caller
+//! names the binary (`env!("CARGO_BIN_EXE_sandboxd")` in the `sandboxd` crate's suites), so no
+//! test runs `cargo build`. Everything else runs the service in-process ([`crate::service`]).
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -23,43 +26,26 @@ impl Drop for TestServer {
     }
 }
 
-/// `target/debug/sandboxd`, (re)built once per test process so a stale binary is never tested
-/// (the bin lives in the `sandboxd` crate, so `CARGO_BIN_EXE_sandboxd` is not available here).
-pub fn server_binary() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let status = Command::new(cargo)
-                .args(["build", "-q", "-p", "sandboxd", "--bin", "sandboxd"])
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .status()
-                .expect("running cargo build for the sandboxd binary");
-            assert!(status.success(), "cargo build -p sandboxd --bin sandboxd failed");
-            let bin = target.join("debug").join("sandboxd");
-            assert!(bin.is_file(), "no server binary at {}", bin.display());
-            bin
-        })
-        .clone()
-}
-
 impl TestServer {
-    /// Starts `sandboxd --listen 127.0.0.1:0 --config FILE [--auth-token-file FILE]` and waits
+    /// Starts `BINARY --listen 127.0.0.1:0 --config FILE [--auth-token-file FILE]` and waits
     /// for its `sandboxd listening on ADDR` line. The one place that knows the server's CLI.
-    pub fn start(label: &TestLabel, token: Option<&str>) -> TestServer {
-        Self::start_with(label, token, &[])
+    pub fn start(binary: impl AsRef<Path>, label: &TestLabel, token: Option<&str>) -> TestServer {
+        Self::start_with(binary, label, token, &[])
     }
 
     /// As `start`, with more flags.
-    pub fn start_with(label: &TestLabel, token: Option<&str>, extra: &[&str]) -> TestServer {
-        Self::start_env(label, token, extra, &[])
+    pub fn start_with(
+        binary: impl AsRef<Path>,
+        label: &TestLabel,
+        token: Option<&str>,
+        extra: &[&str],
+    ) -> TestServer {
+        Self::start_env(binary, label, token, extra, &[])
     }
 
     /// As `start_with`, with environment variables for the server process.
     pub fn start_env(
+        binary: impl AsRef<Path>,
         label: &TestLabel,
         token: Option<&str>,
         extra: &[&str],
@@ -67,7 +53,7 @@ impl TestServer {
     ) -> TestServer {
         super::require_docker();
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut cmd = Self::command(label, dir.path(), token);
+        let mut cmd = Self::command(binary, label, dir.path(), token);
         cmd.args(extra).envs(env.iter().copied());
         let mut child = cmd.stdout(Stdio::piped()).spawn().expect("spawn sandboxd");
         let stdout = child.stdout.take().expect("stdout");
@@ -91,7 +77,7 @@ impl TestServer {
     }
 
     /// The server command with the test's config (its containers carry `label`).
-    pub fn command(label: &TestLabel, dir: &std::path::Path, token: Option<&str>) -> Command {
+    pub fn command(binary: impl AsRef<Path>, label: &TestLabel, dir: &Path, token: Option<&str>) -> Command {
         let config = dir.join("config.json");
         let body = serde_json::json!({
             "docker": {
@@ -100,7 +86,7 @@ impl TestServer {
             }
         });
         std::fs::write(&config, body.to_string()).expect("write config");
-        let mut cmd = Command::new(server_binary());
+        let mut cmd = Command::new(binary.as_ref());
         cmd.arg("--listen").arg("127.0.0.1:0").arg("--config").arg(&config);
         if let Some(token) = token {
             let path = dir.join("token");

@@ -1,35 +1,16 @@
-//! The `sandboxctl` binary as a test fixture, and a real terminal (tmux) to drive it in.
+//! The `sandboxctl` binary as a test fixture (the caller names it:
+//! `env!("CARGO_BIN_EXE_sandboxctl")` in the `sandboxctl` crate's suites), and a real terminal
+//! (tmux) to drive it in.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-/// `target/debug/sandboxctl`, (re)built once per test process.
-pub fn ctl_binary() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let status = Command::new(cargo)
-                .args(["build", "-q", "-p", "sandboxctl", "--bin", "sandboxctl"])
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .status()
-                .expect("running cargo build for sandboxctl");
-            assert!(status.success(), "cargo build -p sandboxctl failed");
-            let bin = target.join("debug").join("sandboxctl");
-            assert!(bin.is_file(), "no sandboxctl at {}", bin.display());
-            bin
-        })
-        .clone()
-}
-
-/// Runs `sandboxctl --addr ADDR ARGS…` with `stdin` as its input (none: an empty pipe).
-pub fn ctl(addr: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
+/// Runs `BINARY --addr ADDR ARGS…` (`BINARY` is sandboxctl) with `stdin` as its input (none:
+/// an empty pipe).
+pub fn ctl(binary: impl AsRef<Path>, addr: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
     use std::io::Write;
-    let mut child = Command::new(ctl_binary())
+    let mut child = Command::new(binary.as_ref())
         .arg("--addr")
         .arg(addr)
         .args(args)

@@ -1,12 +1,10 @@
 //! The test images (tests/support/images.rs) checked with real `docker run`s.
 //! Needs a reachable Docker daemon: these tests fail, never skip, without one.
 
-mod support;
-
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use support::images::{self, BASH, BUSYBOX, DASH, NONROOT, READONLY};
+use testkit::images::{self, BASH, BUSYBOX, DASH, NONROOT, READONLY};
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 

@@ -1,24 +1,21 @@
-//! Snapshot, fork, diff, pause and resume against the real daemon: through the server binary
-//! and the Rust client, plus the provider for what needs an operator's config.
+//! Snapshot, fork, diff, pause and resume against the real daemon: through the service
+//! (in-process) and the Rust client, plus the provider for what needs an operator's config.
 //!
 //! Snapshot images inherit their sandbox's labels, so every image a test makes carries its
 //! `sandboxd.test.case` label: [`Cleanup`] removes the test's containers, then its images.
 
-mod common;
-mod support;
-
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use common::server::TestServer;
-use common::{docker, TestLabel};
 use sandboxd::backend::SandboxBackend;
 use sandboxd::docker::DockerProvider;
 use sandboxd::error::ProviderError;
 use sandboxd::spec::{SandboxHandle, SandboxSpec};
 use sandboxd_client::proto::sandbox_service_client::SandboxServiceClient;
 use sandboxd_client::{proto, spec, DiffEntry, DiffKind, PtyOptions, Sandbox, SandboxStatus};
-use support::images::BUSYBOX;
+use testkit::images::BUSYBOX;
+use testkit::service::TestService;
+use testkit::{docker, TestLabel};
 
 /// The test's label; on drop removes its containers first, then the images carrying it.
 struct Cleanup {
@@ -56,7 +53,7 @@ static DAEMON_WIDE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(())
 
 type Raw = SandboxServiceClient<tonic::transport::Channel>;
 
-async fn raw(server: &TestServer) -> Raw {
+async fn raw(server: &TestService) -> Raw {
     let channel =
         tonic::transport::Endpoint::from_shared(server.url.clone()).unwrap().connect().await.unwrap();
     SandboxServiceClient::new(channel)
@@ -65,7 +62,7 @@ async fn raw(server: &TestServer) -> Raw {
 /// A served test: the daemon-wide lock held for reading, the test's label, a server on it.
 /// Fields drop in order: the server stops before its containers and images are removed.
 struct Served {
-    _server: TestServer,
+    _server: TestService,
     cleanup: Cleanup,
     _daemon: tokio::sync::RwLockReadGuard<'static, ()>,
 }
@@ -74,7 +71,7 @@ struct Served {
 async fn served() -> (Served, sandboxd_client::Client, Raw) {
     let daemon = DAEMON_WIDE.read().await;
     let cleanup = Cleanup::new();
-    let server = TestServer::start(&cleanup.label, None);
+    let server = TestService::start(&cleanup.label, None);
     let client = server.client().await;
     let raw = raw(&server).await;
     (Served { _server: server, cleanup, _daemon: daemon }, client, raw)
@@ -441,7 +438,7 @@ async fn one_failing_child_removes_its_started_siblings_and_the_snapshot() {
     let shared = tempfile::tempdir().expect("tempdir");
     std::fs::set_permissions(shared.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let mount = format!("{}:/shared", shared.path().display());
-    let provider = common::provider_with(&cleanup.label, |c| {
+    let provider = testkit::provider_with(&cleanup.label, |c| {
         c.create.extra_run_args.extend(["-v".to_string(), mount.clone()]);
         c.probe.command = Some(
             "if [ -e /fail-one ] && mkdir /shared/claimed 2>/dev/null; then exit 1; fi; printf docker-sandbox-ready"
@@ -461,7 +458,7 @@ async fn one_failing_child_removes_its_started_siblings_and_the_snapshot() {
 }
 
 async fn provider_source(cleanup: &Cleanup) -> (DockerProvider, SandboxHandle) {
-    let provider = common::provider(&cleanup.label);
+    let provider = testkit::provider(&cleanup.label);
     let source = provider.create(&SandboxSpec::new(BUSYBOX)).await.expect("source");
     (provider, source)
 }

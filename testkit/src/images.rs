@@ -10,7 +10,6 @@
 //! [`ensure`] build only the images that are missing or carry another version, under a host
 //! file lock (`flock` on `/tmp/sandboxd-test-images.lock`), so several test binaries may call
 //! them at once. Bump [`BUILD_VERSION`] whenever a recipe changes.
-#![allow(dead_code)]
 
 use std::collections::BTreeSet;
 use std::io::Write;

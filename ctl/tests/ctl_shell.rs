@@ -1,16 +1,16 @@
-//! `sandboxctl shell` as a person uses it: in a real terminal (tmux), against the real server
-//! and Docker. A prompt appears, `stty size` follows a window resize, Ctrl-C interrupts the
+//! `sandboxctl shell` as a person uses it: in a real terminal (tmux), against the service
+//! (in-process) and Docker. A prompt appears, `stty size` follows a window resize, Ctrl-C interrupts the
 //! remote program (not sandboxctl), the remote exit status becomes sandboxctl's, and the local
 //! terminal is sane afterwards — after a normal exit and after sandboxctl is killed by SIGTERM.
 
-mod common;
-mod support;
-
-use common::ctl::{children_named, ctl_binary, Tmux};
-use common::server::TestServer;
-use common::TestLabel;
 use sandboxd_client::{spec, Sandbox};
-use support::images::BASH;
+use testkit::ctl::{children_named, Tmux};
+use testkit::images::BASH;
+use testkit::service::TestService;
+use testkit::TestLabel;
+
+/// The sandboxctl binary Cargo built for these tests.
+const SANDBOXCTL: &str = env!("CARGO_BIN_EXE_sandboxctl");
 
 /// The local terminal is back in cooked mode: canonical input and echo on.
 fn assert_terminal_sane(tmux: &Tmux) {
@@ -25,16 +25,16 @@ fn assert_terminal_sane(tmux: &Tmux) {
 }
 
 /// `local$ sandboxctl … shell ID` in the tmux window, waiting for the remote prompt.
-fn open_shell(tmux: &Tmux, server: &TestServer, id: &str) {
-    let addr = server.url.trim_start_matches("http://");
-    tmux.line(&format!("{} --addr {addr} shell -e 'PS1=sbx$ ' {id}", ctl_binary().display()));
+fn open_shell(tmux: &Tmux, server: &TestService, id: &str) {
+    let addr = server.addr();
+    tmux.line(&format!("{SANDBOXCTL} --addr {addr} shell -e 'PS1=sbx$ ' {id}"));
     tmux.wait_for("the remote prompt", |s| s.contains("sbx$"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shell_in_a_real_terminal() {
     let label = TestLabel::new();
-    let server = TestServer::start(&label, None);
+    let server = TestService::start(&label, None);
     let client = server.client().await;
     let sandbox = Sandbox::start(&client, spec(BASH)).await.expect("create");
     let tmux = Tmux::start(30, 100);

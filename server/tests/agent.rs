@@ -2,18 +2,15 @@
 //! command trees stopped, accounting, private channel, read-only and network-less sandboxes,
 //! agent death, restarts, sandboxes without an agent). Always runs on the agent engine.
 
-mod common;
-mod support;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{docker, provider_with, TestLabel};
 use sandboxd::backend::SandboxBackend;
 use sandboxd::config::{DockerConfig, ExecEngineKind};
 use sandboxd::docker::DockerProvider;
 use sandboxd::spec::{ExecErrorType, ExecParams, SandboxHandle, SandboxSpec};
-use support::images;
+use testkit::images;
+use testkit::{docker, provider_with, TestLabel};
 
 fn agent_provider(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) -> DockerProvider {
     provider_with(label, |c| {

@@ -1,43 +1,15 @@
-//! What a newcomer meets first, checked as they would meet it: the starter image script of the
-//! README's quick start, and the systemd unit in `deploy/`.
-
-mod common;
-mod support;
+//! What a newcomer meets first, checked as they would meet it: the systemd unit in `deploy/`
+//! and the config file's errors. (The starter image script of the README's quick start is
+//! `ctl/tests/newcomer.rs`: it drives `sandboxctl`.)
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use common::ctl::ctl;
-use common::server::{server_binary, TestServer};
-use common::{docker, TestLabel};
+/// The server binary Cargo built for these tests.
+const SANDBOXD: &str = env!("CARGO_BIN_EXE_sandboxd");
 
-const REPO: &str = env!("CARGO_MANIFEST_DIR");
-
-/// `scripts/starter-image.sh TAG` builds an image a sandbox starts from (no registry), twice
-/// without complaint; `sandboxctl` runs a command in it.
-#[test]
-fn the_starter_image_script_builds_an_image_sandboxes_start_from() {
-    common::require_docker();
-    let tag = format!("sandboxd-test/starter:{}", uuid::Uuid::new_v4().simple());
-    for _ in 0..2 {
-        let out =
-            Command::new("bash").arg(format!("{REPO}/scripts/starter-image.sh")).arg(&tag).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), tag);
-    }
-    let label = TestLabel::new();
-    let server = TestServer::start(&label, None);
-    let addr = server.url.trim_start_matches("http://").to_string();
-    let out = ctl(&addr, &["create", &tag], None);
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = ctl(&addr, &["exec", &id, "--", "echo hello > /tmp/x && cat /tmp/x && id -un"], None);
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\nroot\n");
-    assert!(ctl(&addr, &["rm", &id], None).status.success());
-    drop(server);
-    assert!(docker(&["rmi", &tag]).status.success());
-    assert!(label.containers().is_empty());
-}
+/// The repository's root (this crate is `server/`).
+const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
 /// `deploy/sandboxd.service` passes `systemd-analyze verify` without a single warning (with
 /// ExecStart pointed at the built binary), and its command line starts the server.
@@ -47,9 +19,9 @@ fn the_systemd_unit_verifies_and_its_command_line_starts_the_server() {
         std::fs::read_to_string(format!("{REPO}/deploy/sandboxd.service")).expect("deploy/sandboxd.service");
     let exec_start =
         unit.lines().find_map(|l| l.strip_prefix("ExecStart=")).expect("an ExecStart line").to_string();
-    let binary = server_binary();
+    let binary = SANDBOXD;
     let dir = tempfile::tempdir().unwrap();
-    let local = unit.replace("/usr/local/bin/sandboxd", binary.to_str().unwrap());
+    let local = unit.replace("/usr/local/bin/sandboxd", binary);
     let path = dir.path().join("sandboxd.service");
     std::fs::write(&path, local).unwrap();
     let out = Command::new("systemd-analyze")
@@ -61,7 +33,7 @@ fn the_systemd_unit_verifies_and_its_command_line_starts_the_server() {
     assert!(out.status.success() && said.trim().is_empty(), "systemd-analyze verify: {said}");
 
     // The unit's own flags, with a port of our own and an empty YAML config.
-    common::require_docker();
+    testkit::require_docker();
     let config = dir.path().join("config.yaml");
     std::fs::write(&config, "").unwrap();
     let args: Vec<String> = exec_start
@@ -73,7 +45,7 @@ fn the_systemd_unit_verifies_and_its_command_line_starts_the_server() {
             other => other.to_string(),
         })
         .collect();
-    let mut child = Command::new(&binary)
+    let mut child = Command::new(binary)
         .args(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -98,7 +70,7 @@ fn yaml_config_and_mistyped_values_name_their_field() {
     let run = |name: &str, body: &str| {
         let path = dir.path().join(name);
         std::fs::write(&path, body).unwrap();
-        Command::new(server_binary())
+        Command::new(SANDBOXD)
             .args(["--listen", "127.0.0.1:0", "--config"])
             .arg(&path)
             .stdin(Stdio::null())

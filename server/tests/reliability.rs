@@ -1,20 +1,21 @@
 //! Nothing leaks, nothing freezes: the `sandboxd` binary against the real daemon under
-//! cancelled and crashed creates, leases, restarts, bad durations, TLS and shutdown.
-
-mod common;
-mod support;
+//! cancelled and crashed creates, leases, restarts, TLS and shutdown; the service in-process
+//! ([`Service`]) for bad durations, lease policy, pools, limits and blocked PTY input.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::server::server_binary;
-use common::TestLabel;
 use sandboxd_client::proto;
 use sandboxd_client::proto::sandbox_service_client::SandboxServiceClient;
-use support::images::BUSYBOX;
+use testkit::images::BUSYBOX;
+use testkit::service::TestService;
+use testkit::TestLabel;
 use tonic::Code;
+
+/// The server binary Cargo built for these tests.
+const SANDBOXD: &str = env!("CARGO_BIN_EXE_sandboxd");
 
 type RawClient = SandboxServiceClient<tonic::transport::Channel>;
 
@@ -52,25 +53,18 @@ impl Server {
         env: &[(&str, &str)],
         prelude: Option<&str>,
     ) -> Server {
-        common::require_docker();
+        testkit::require_docker();
         let dir = tempfile::tempdir().unwrap();
-        let mut body = serde_json::json!({
-            "docker": {
-                "create": {"extra_run_args": label.run_args()},
-                "exec": {"default_timeout_s": 60.0},
-            }
-        });
-        merge(&mut body, config);
         let path = dir.path().join("config.json");
-        std::fs::write(&path, body.to_string()).unwrap();
+        std::fs::write(&path, config_body(label, config).to_string()).unwrap();
         let log = dir.path().join("server.log");
         let mut cmd = match prelude {
             Some(prelude) => {
                 let mut cmd = Command::new("sh");
-                cmd.arg("-c").arg(format!("{prelude}; exec \"$0\" \"$@\"")).arg(server_binary());
+                cmd.arg("-c").arg(format!("{prelude}; exec \"$0\" \"$@\"")).arg(SANDBOXD);
                 cmd
             }
-            None => Command::new(server_binary()),
+            None => Command::new(SANDBOXD),
         };
         cmd.args(["--listen", "127.0.0.1:0", "--config"])
             .arg(&path)
@@ -121,6 +115,37 @@ impl Drop for Server {
     }
 }
 
+/// The service in-process, with the config `Server::start` would give the binary: for the tests
+/// that only talk gRPC (no signal, restart, flag, log or environment of a process).
+struct Service(TestService);
+
+impl Service {
+    fn start(label: &TestLabel, config: serde_json::Value) -> Service {
+        let config =
+            sandboxd::config::FileConfig::from_json_value(&config_body(label, config)).expect("config");
+        Service(TestService::start_config(config, None))
+    }
+
+    async fn raw(&self) -> RawClient {
+        let channel =
+            tonic::transport::Endpoint::from_shared(self.0.url.clone()).unwrap().connect().await.unwrap();
+        SandboxServiceClient::new(channel)
+    }
+}
+
+/// The test defaults (the per-test label on every container, a 60 s exec timeout) with the
+/// `docker` and `server` sections of `config` merged in.
+fn config_body(label: &TestLabel, config: serde_json::Value) -> serde_json::Value {
+    let mut body = serde_json::json!({
+        "docker": {
+            "create": {"extra_run_args": label.run_args()},
+            "exec": {"default_timeout_s": 60.0},
+        }
+    });
+    merge(&mut body, config);
+    body
+}
+
 /// Start `cmd` (stdout piped) and wait for its `sandboxd listening on ADDR` line.
 fn spawn_listening(mut cmd: Command) -> (Child, String) {
     let mut child = cmd.spawn().expect("spawn sandboxd");
@@ -168,7 +193,7 @@ async fn create_id(raw: &mut RawClient, spec: proto::SandboxSpec) -> String {
 }
 
 fn exists(name: &str) -> bool {
-    common::docker(&["inspect", "--type", "container", name]).status.success()
+    testkit::docker(&["inspect", "--type", "container", name]).status.success()
 }
 
 /// Poll until `done`, failing past `within` with `what`.
@@ -182,7 +207,7 @@ async fn eventually(within: Duration, what: &str, mut done: impl FnMut() -> bool
 
 /// Container names (running or not) under the test's label.
 fn names(label: &TestLabel) -> Vec<String> {
-    let out = common::docker(&[
+    let out = testkit::docker(&[
         "ps",
         "-a",
         "--filter",
@@ -206,7 +231,7 @@ fn slow_probe(seconds: u32) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn absurd_durations_and_empty_ids_are_invalid_and_start_nothing() {
     let label = TestLabel::new();
-    let server = Server::start(&label, serde_json::json!({}), &[]);
+    let server = Service::start(&label, serde_json::json!({}));
     let mut raw = server.raw().await;
     for spec in [
         proto::SandboxSpec { ready_timeout_s: Some(1e20), ..busybox() },
@@ -436,7 +461,7 @@ async fn set_timeout_moves_the_lease_and_a_restarted_server_keeps_it() {
 async fn operator_lease_policy_caps_and_defaults() {
     let label = TestLabel::new();
     let policy = serde_json::json!({"server": {"max_ttl_s": 30, "default_ttl_s": 2, "sweep_interval_s": 1}});
-    let server = Server::start(&label, policy, &[]);
+    let server = Service::start(&label, policy);
     let mut raw = server.raw().await;
     let defaulted = create_id(&mut raw, busybox()).await;
     let capped = create_id(&mut raw, busybox()).await;
@@ -574,7 +599,7 @@ fn a_public_listener_with_a_token_but_no_tls_warns_that_the_token_travels_in_cle
     let config = dir.path().join("config.json");
     let body = serde_json::json!({"docker": {"create": {"extra_run_args": label.run_args()}}});
     std::fs::write(&config, body.to_string()).unwrap();
-    let mut cmd = Command::new(server_binary());
+    let mut cmd = Command::new(SANDBOXD);
     cmd.args(["--listen", "0.0.0.0:0", "--auth-token-file"])
         .arg(&token)
         .arg("--config")
@@ -629,7 +654,7 @@ async fn shutdown_turns_health_not_serving_first_and_a_second_signal_exits_at_on
     // No docker client of this server is left on the host.
     let clients = Command::new("pgrep").args(["-f", &format!("docker exec.*{id}")]).output().unwrap();
     assert!(clients.stdout.is_empty(), "docker clients left: {}", String::from_utf8_lossy(&clients.stdout));
-    let _ = common::docker(&["rm", "-f", &id]);
+    let _ = testkit::docker(&["rm", "-f", &id]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -692,7 +717,7 @@ async fn stalled_transfers_on(engine: &str) {
         "docker": {"exec": {"engine": engine, "concurrency": 2, "transfer_concurrency": 2}},
         "server": {"limits": {"transfer_idle_timeout_s": 3}},
     });
-    let server = Server::start(&label, config, &[]);
+    let server = Service::start(&label, config);
     let mut raw = server.raw().await;
     let id = create_id(&mut raw, busybox()).await;
     let big = raw
@@ -762,7 +787,7 @@ async fn waiting_for_a_permit_counts_against_the_exec_timeout() {
     let label = TestLabel::new();
     // The permit of the `docker exec` engine's pool (the agent engine takes none for an exec).
     let config = serde_json::json!({"docker": {"exec": {"engine": "docker", "concurrency": 1}}});
-    let server = Server::start(&label, config, &[]);
+    let server = Service::start(&label, config);
     let mut raw = server.raw().await;
     let id = create_id(&mut raw, busybox()).await;
     let mut busy = raw.clone();
@@ -798,7 +823,7 @@ async fn client_limits_answer_resource_exhausted_or_deadline_exceeded() {
         "max_upload_spool_bytes": 1000,
         "first_message_timeout_s": 1,
     }}});
-    let server = Server::start(&label, config, &[]);
+    let server = Service::start(&label, config);
     let mut raw = server.raw().await;
     let id = create_id(&mut raw, busybox()).await;
 
@@ -875,7 +900,7 @@ async fn half_closing_a_pty_whose_input_write_is_blocked_ends_its_program() {
 
 async fn pty_with_a_blocked_write_ends(half_close: bool) {
     let label = TestLabel::new();
-    let server = Server::start(&label, serde_json::json!({}), &[]);
+    let server = Service::start(&label, serde_json::json!({}));
     let mut raw = server.raw().await;
     let id = create_id(&mut raw, busybox()).await;
     let (tx, rx) = tokio::sync::mpsc::channel(64);
@@ -902,7 +927,7 @@ async fn pty_with_a_blocked_write_ends(half_close: bool) {
             .unwrap();
     }
     let running = |id: &str| {
-        let out = common::docker(&["exec", id, "ps", "-o", "args"]);
+        let out = testkit::docker(&["exec", id, "ps", "-o", "args"]);
         String::from_utf8_lossy(&out.stdout).lines().any(|l| l.contains("sleep 1234"))
     };
     eventually(Duration::from_secs(20), "the session's program never started", || running(&id)).await;
@@ -949,7 +974,7 @@ impl PrivateDaemon {
         let mut daemon = PrivateDaemon { dir, child: None };
         daemon.restart();
         // The test image, moved in from the machine's daemon.
-        common::require_docker();
+        testkit::require_docker();
         let mut save = Command::new("docker").args(["save", BUSYBOX]).stdout(Stdio::piped()).spawn().unwrap();
         let load = Command::new("docker")
             .args(["-H", &daemon.host(), "load", "-q"])
@@ -1218,7 +1243,7 @@ async fn per_sandbox_caches_shrink_when_sandboxes_end_however_they_end() {
     use sandboxd::backend::SandboxBackend;
     use sandboxd::lifecycle::{LeaseOptions, Lifecycle};
     let label = TestLabel::new();
-    let provider = std::sync::Arc::new(common::provider(&label));
+    let provider = std::sync::Arc::new(testkit::provider(&label));
     let state = tempfile::tempdir().unwrap();
     let lifecycle = std::sync::Arc::new(Lifecycle::new(
         provider.clone(),
@@ -1255,7 +1280,7 @@ async fn per_sandbox_caches_shrink_when_sandboxes_end_however_they_end() {
         lifecycle.close(&handle.id()).await.unwrap();
     }
     for handle in &handles[3..] {
-        assert!(common::docker(&["rm", "-f", &handle.sandbox_id]).status.success());
+        assert!(testkit::docker(&["rm", "-f", &handle.sandbox_id]).status.success());
     }
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -1396,42 +1421,6 @@ async fn silent_upload_and_pty_streams_end_at_the_first_message_timeout_and_free
     second.expect("a place freed by the silent pty");
     drop((upload_tx, pty_tx));
     setup.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
-}
-
-/// Issue 9, item 4: a client that stops answering without closing its connection (SIGSTOP
-/// here, like a host that vanished) is dropped by the server's HTTP/2 keepalive, and what its
-/// call held is released: its `ExecStream`'s command is stopped. Short keepalive values come
-/// from the config (`server.limits.keepalive_interval_s` / `keepalive_timeout_s`).
-#[tokio::test(flavor = "multi_thread")]
-async fn http2_keepalive_releases_a_frozen_client() {
-    let label = TestLabel::new();
-    let config = serde_json::json!({"server": {"limits": {
-        "keepalive_interval_s": 1,
-        "keepalive_timeout_s": 1,
-    }}});
-    let server = Server::start(&label, config, &[]);
-    let mut raw = server.raw().await;
-    let id = create_id(&mut raw, busybox()).await;
-    let mut client = Command::new(common::ctl::ctl_binary())
-        // No timeout of its own within the test: only the keepalive can end it.
-        .args(["--addr", &server.addr, "exec", &id, "--timeout", "10m", "--", "sleep 4321"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let running = |id: &str| {
-        let out = common::docker(&["exec", id, "ps", "-o", "args"]);
-        String::from_utf8_lossy(&out.stdout).lines().any(|l| l.contains("sleep 4321"))
-    };
-    eventually(Duration::from_secs(60), "the client's command never started", || running(&id)).await;
-    let pid = nix::unistd::Pid::from_raw(client.id() as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
-    eventually(Duration::from_secs(45), "a frozen client's call still holds its command", || !running(&id))
-        .await;
-    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-    let _ = client.wait();
-    raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
 }
 
 // ----- inherited signal dispositions ----------------------------------------------------------

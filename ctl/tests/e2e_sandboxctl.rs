@@ -1,13 +1,19 @@
-//! End to end: `sandboxctl` (the real binary) against the real server and Docker, as a script
-//! would use it. The interactive `shell` is in `ctl_shell.rs` (a real terminal).
+//! End to end: `sandboxctl` (the real binary) against the service (in-process) and Docker, as a
+//! script would use it. The interactive `shell` is in `ctl_shell.rs` (a real terminal).
 
-mod common;
-mod support;
+use std::process::Output;
 
-use common::ctl::ctl;
-use common::server::TestServer;
-use common::TestLabel;
-use support::images::BASH;
+use testkit::images::BASH;
+use testkit::service::TestService;
+use testkit::TestLabel;
+
+/// The sandboxctl binary Cargo built for these tests.
+const SANDBOXCTL: &str = env!("CARGO_BIN_EXE_sandboxctl");
+
+/// `sandboxctl --addr ADDR ARGS…` with `stdin` as its input.
+fn ctl(addr: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    testkit::ctl::ctl(SANDBOXCTL, addr, args, stdin)
+}
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -16,8 +22,8 @@ fn text(bytes: &[u8]) -> String {
 #[test]
 fn create_exec_cp_ls_status_rm() {
     let label = TestLabel::new();
-    let server = TestServer::start(&label, None);
-    let addr = server.url.trim_start_matches("http://").to_string();
+    let server = TestService::start(&label, None);
+    let addr = server.addr();
     let run = format!("r{}", uuid::Uuid::new_v4().simple());
     let run_label = format!("run={run}");
 
@@ -92,8 +98,8 @@ fn create_exec_cp_ls_status_rm() {
 #[test]
 fn failures_are_one_line_with_the_grpc_code_and_exit_1() {
     let label = TestLabel::new();
-    let server = TestServer::start(&label, None);
-    let addr = server.url.trim_start_matches("http://").to_string();
+    let server = TestService::start(&label, None);
+    let addr = server.addr();
     let cases: [(&[&str], &str, &str); 3] = [
         (&["status", "sandboxd-00000000000000000000000000000000"], "NOT_FOUND", "not found"),
         (&["create", BASH, "--label", "Bad_Key=x"], "INVALID_ARGUMENT", "spec.metadata"),
@@ -119,8 +125,8 @@ fn failures_are_one_line_with_the_grpc_code_and_exit_1() {
 #[test]
 fn the_token_comes_from_token_file_or_its_environment_variable() {
     let label = TestLabel::new();
-    let server = TestServer::start(&label, Some("s3cret-token"));
-    let addr = server.url.trim_start_matches("http://").to_string();
+    let server = TestService::start(&label, Some("s3cret-token"));
+    let addr = server.addr();
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
     std::fs::write(&token, "s3cret-token\n").unwrap();
@@ -130,7 +136,7 @@ fn the_token_comes_from_token_file_or_its_environment_variable() {
     assert!(text(&out.stderr).starts_with("sandboxctl: UNAUTHENTICATED: "), "{}", text(&out.stderr));
     let out = ctl(&addr, &["ls", "--token-file", token.to_str().unwrap()], None);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let out = std::process::Command::new(common::ctl::ctl_binary())
+    let out = std::process::Command::new(SANDBOXCTL)
         .args(["ls", "-o", "json"])
         .env("SANDBOXD_ADDR", &addr)
         .env("SANDBOXD_TOKEN_FILE", &token)

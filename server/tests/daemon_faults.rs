@@ -7,20 +7,19 @@
 //! (libnetwork's `removeDefaultBridgeInterface`), which would take the machine daemon's bridge
 //! with it. `unshare --net` gives the private daemon a namespace of its own to do that in.
 
-mod common;
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::server::server_binary;
-use common::TestLabel;
 use sandboxd_client::proto;
 use sandboxd_client::proto::sandbox_service_client::SandboxServiceClient;
-use support::images::BUSYBOX;
+use testkit::images::BUSYBOX;
+use testkit::TestLabel;
 use tonic::Code;
+
+/// The server binary Cargo built for these tests.
+const SANDBOXD: &str = env!("CARGO_BIN_EXE_sandboxd");
 
 type RawClient = SandboxServiceClient<tonic::transport::Channel>;
 
@@ -41,7 +40,7 @@ struct PrivateDocker {
 impl PrivateDocker {
     /// Starts both daemons and loads `images` from the machine's daemon.
     fn start(images: &[&str]) -> PrivateDocker {
-        common::require_docker();
+        testkit::require_docker();
         for bin in [DOCKERD, CONTAINERD] {
             assert!(Path::new(bin).is_file(), "{bin} is missing: the daemon-fault tests need it");
         }
@@ -320,7 +319,7 @@ impl Server {
             "docker": {
                 // The private daemon has no bridge.
                 "create": {"extra_run_args": label.run_args(), "network": "none"},
-                "exec": {"default_timeout_s": 60.0, "engine": common::engine_name()},
+                "exec": {"default_timeout_s": 60.0, "engine": testkit::engine_name()},
             },
             "server": {
                 "state_dir": dir.path().join("state"),
@@ -329,7 +328,7 @@ impl Server {
             },
         });
         std::fs::write(&config, body.to_string()).expect("config");
-        let mut child = Command::new(server_binary())
+        let mut child = Command::new(SANDBOXD)
             .args(["--listen", "127.0.0.1:0", "--config"])
             .arg(&config)
             .env("DOCKER_HOST", docker.host())

@@ -1,24 +1,21 @@
-//! End to end: the `sandboxd-client` handle API against the real server binary and Docker.
+//! End to end: the `sandboxd-client` handle API against the service and Docker.
 //!
-//! Each test starts its own `sandboxd` (see [`TestServer::start`]) on an ephemeral port, with
+//! Each test starts its own service in-process (see [`TestService::start`]) on an ephemeral port, with
 //! a config that labels every container with the test's own label, and proves it left no
 //! container behind.
-
-mod common;
-mod support;
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use common::server::TestServer;
-use common::TestLabel;
 use futures_util::StreamExt;
 use sandboxd_client::{
     spec, Client, ClientError, ExecErrorType, ExecOptions, PtyExecOptions, PtyOptions, PtySession, Sandbox,
     SandboxStatus, TerminalMode,
 };
 use sha2::{Digest, Sha256};
-use support::images::{BASH, BUSYBOX};
+use testkit::images::{BASH, BUSYBOX};
+use testkit::service::TestService;
+use testkit::TestLabel;
 
 fn sha256(data: &[u8]) -> Vec<u8> {
     Sha256::digest(data).to_vec()
@@ -49,7 +46,7 @@ async fn read_until(session: &PtySession, needle: &str) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn lifecycle_exec_endpoint_serialize_connect_and_idempotent_stop() {
     let label = TestLabel::new();
-    let server = TestServer::start(&label, None);
+    let server = TestService::start(&label, None);
     let client = server.client().await;
 
     let mut s = spec(BUSYBOX);
@@ -122,7 +119,7 @@ async fn lifecycle_exec_endpoint_serialize_connect_and_idempotent_stop() {
 #[tokio::test(flavor = "multi_thread")]
 async fn upload_and_download_stream_files_exactly() {
     let label = TestLabel::new();
-    let server = TestServer::start(&label, None);
+    let server = TestService::start(&label, None);
     let client = server.client().await;
     let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
     let dir = tempfile::tempdir().expect("tempdir");
@@ -173,7 +170,7 @@ async fn upload_and_download_stream_files_exactly() {
 #[tokio::test(flavor = "multi_thread")]
 async fn pty_sessions_read_write_resize_signal_and_exit() {
     let label = TestLabel::new();
-    let server = TestServer::start(&label, None);
+    let server = TestService::start(&label, None);
     let client = server.client().await;
     let sandbox = Sandbox::start(&client, spec(BASH)).await.expect("start");
 
@@ -235,7 +232,7 @@ async fn pty_sessions_read_write_resize_signal_and_exit() {
 
 async fn check_pty_exec(image: &str) {
     let label = TestLabel::new();
-    let server = TestServer::start(&label, None);
+    let server = TestService::start(&label, None);
     let client = server.client().await;
     let sandbox = Sandbox::start(&client, spec(image)).await.expect("start");
     let pty = sandbox.pty();
@@ -307,7 +304,7 @@ async fn pty_exec_marker_protocol_with_busybox_sh() {
 #[tokio::test(flavor = "multi_thread")]
 async fn bearer_token_and_typed_server_errors() {
     let label = TestLabel::new();
-    let server = TestServer::start(&label, Some("t0ken"));
+    let server = TestService::start(&label, Some("t0ken"));
     let descriptor = serde_json::json!({"sandbox_id": "sandboxd-no-such-sandbox", "ports": []});
 
     let anonymous = server.client().await;
@@ -343,7 +340,7 @@ async fn bearer_token_and_typed_server_errors() {
 #[tokio::test(flavor = "multi_thread")]
 async fn stop_does_not_wait_for_a_running_pty_exec() {
     let label = TestLabel::new();
-    let server = TestServer::start(&label, None);
+    let server = TestService::start(&label, None);
     let client = server.client().await;
     let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
     let running = sandbox.clone();
@@ -366,7 +363,7 @@ async fn stop_does_not_wait_for_a_running_pty_exec() {
 #[tokio::test(flavor = "multi_thread")]
 async fn upload_and_download_200_mib_round_trip() {
     let label = TestLabel::new();
-    let server = TestServer::start(&label, None);
+    let server = TestService::start(&label, None);
     let client = server.client().await;
     let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
     let dir = tempfile::tempdir().expect("tempdir");
@@ -406,7 +403,7 @@ async fn upload_and_download_200_mib_round_trip() {
 async fn exec_stream_delivers_output_as_produced_and_cancel_stops_the_command() {
     use sandboxd_client::ExecEvent;
     let label = TestLabel::new();
-    let server = TestServer::start(&label, None);
+    let server = TestService::start(&label, None);
     let client = server.client().await;
     let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
 
@@ -457,7 +454,7 @@ async fn exec_stream_delivers_output_as_produced_and_cancel_stops_the_command() 
     let mut cancelled = sandbox.exec_stream("printf up; exec sleep 305", opts).await.unwrap();
     assert_eq!(cancelled.next().await.unwrap(), Some(ExecEvent::Stdout(b"up".to_vec())));
     drop(cancelled);
-    if common::engine() == sandboxd::config::ExecEngineKind::Agent {
+    if testkit::engine() == sandboxd::config::ExecEngineKind::Agent {
         let mut stopped = false;
         for _ in 0..50 {
             let ps = sandbox.exec("ps -o args | grep 'sleep 30[5]' || true").await.unwrap();

@@ -1,9 +1,15 @@
-//! Shared by the integration suites: a provider whose containers carry a per-test label, so
-//! each test can prove it left nothing behind and clean-up never touches anyone else's.
-#![allow(dead_code)]
+//! What sandboxd's integration suites (`server/tests/`, `ctl/tests/`) and benches share, in the
+//! manner of tonic's `tests/integration_tests`: the test images ([`images`]), a per-test label on
+//! every container so each test can prove it left nothing behind and clean-up never touches
+//! anyone else's ([`TestLabel`]), the exec engine under test ([`engine`]), a provider with test
+//! defaults, the service in-process ([`service::TestService`]), the `sandboxd` binary as a fixture
+//! ([`server::TestServer`], for CLI, signal and listener tests) and `sandboxctl` in a real
+//! terminal ([`ctl`]).
 
 pub mod ctl;
+pub mod images;
 pub mod server;
+pub mod service;
 
 use std::process::Command;
 
@@ -14,6 +20,12 @@ use sandboxd::docker::DockerProvider;
 /// A label every test container carries (the test script sweeps it) plus one unique per test.
 pub struct TestLabel {
     pub value: String,
+}
+
+impl Default for TestLabel {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl TestLabel {
@@ -55,8 +67,8 @@ impl Drop for TestLabel {
 
 /// Fail (never skip) when the daemon is unreachable, and build the test images.
 pub fn require_docker() {
-    crate::support::images::host_has_docker().expect("Docker must be reachable for integration tests");
-    crate::support::images::ensure_images().expect("building test images");
+    images::host_has_docker().expect("Docker must be reachable for integration tests");
+    images::ensure_images().expect("building test images");
 }
 
 /// The exec engine the suites run on: `SANDBOXD_TEST_ENGINE=docker` or `agent` (the default).

@@ -1,14 +1,11 @@
-//! End to end: labels (`spec.metadata`) and `List` against the real server binary and Docker.
-
-mod common;
-mod support;
+//! End to end: labels (`spec.metadata`) and `List` against the service (in-process) and Docker.
 
 use std::collections::HashMap;
 
-use common::server::TestServer;
-use common::{docker, TestLabel};
 use sandboxd_client::{proto, spec, Client, ListOptions, Sandbox, SandboxStatus};
-use support::images::BUSYBOX;
+use testkit::images::BUSYBOX;
+use testkit::service::TestService;
+use testkit::{docker, TestLabel};
 
 fn labels(pairs: &[(&str, &str)]) -> HashMap<String, String> {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
@@ -23,7 +20,7 @@ async fn start(client: &Client, metadata: HashMap<String, String>) -> Sandbox {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_filters_by_label_and_status_pages_and_sees_only_owned_sandboxes() {
     let label = TestLabel::new();
-    let server = TestServer::start(&label, None);
+    let server = TestService::start(&label, None);
     let client = server.client().await;
     let run = format!("r{}", uuid::Uuid::new_v4().simple());
 
@@ -93,7 +90,7 @@ async fn list_filters_by_label_and_status_pages_and_sees_only_owned_sandboxes() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_labels_and_list_arguments_are_invalid_argument_and_create_nothing() {
     let label = TestLabel::new();
-    let server = TestServer::start(&label, None);
+    let server = TestService::start(&label, None);
     let client = server.client().await;
     let mut raw = client.raw();
 

@@ -1,2 +1,0 @@
-//! Shared helpers for the integration tests and benches.
-pub mod images;
