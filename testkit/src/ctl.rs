@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 /// an empty pipe).
 pub fn ctl(binary: impl AsRef<Path>, addr: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
     use std::io::Write;
-    let mut child = Command::new(binary.as_ref())
+    let mut cmd = Command::new(binary.as_ref());
+    // A test run started with `&` inherits SIGINT ignored; sandboxctl must not (issue 9).
+    sandboxd::docker::cli::reset_signal_dispositions(&mut cmd);
+    let mut child = cmd
         .arg("--addr")
         .arg(addr)
         .args(args)

@@ -94,6 +94,8 @@ impl TestServer {
             cmd.arg("--auth-token-file").arg(path);
         }
         cmd.env("RUST_LOG", "warn").stdin(Stdio::null()).stderr(Stdio::inherit());
+        // A test run started with `&` inherits SIGINT ignored; the server must not (issue 9).
+        sandboxd::docker::cli::reset_signal_dispositions(&mut cmd);
         cmd
     }
 
