@@ -1,4 +1,4 @@
-//! The test images (tests/support/images.rs) checked with real `docker run`s.
+//! The test images (testkit/src/images.rs) checked with real `docker run`s.
 //! Needs a reachable Docker daemon: these tests fail, never skip, without one.
 
 use std::process::{Command, Output, Stdio};

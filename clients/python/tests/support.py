@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-IMAGES_RS = REPO_ROOT / "tests" / "support" / "images.rs"
+IMAGES_RS = REPO_ROOT / "testkit" / "src" / "images.rs"
 LISTENING = "sandboxd listening on "
 
 
@@ -45,7 +45,7 @@ class Images:
 
 
 def ensure_images() -> Images:
-    """The images of tests/support/images.rs, built by its cargo test when missing or outdated
+    """The images of testkit/src/images.rs, built by its cargo test when missing or outdated
     (that build is idempotent and takes a host lock, so it is safe beside other test runs)."""
     source = IMAGES_RS.read_text()
 
@@ -65,7 +65,7 @@ def ensure_images() -> Images:
 
     if not current():
         subprocess.run(
-            ["cargo", "test", "-q", "-p", "sandboxd-proto", "--test", "images", "--", "--test-threads=2"],
+            ["cargo", "test", "-q", "-p", "sandboxd", "--test", "images", "--", "--test-threads=2"],
             cwd=REPO_ROOT,
             check=True,
             timeout=900,
