@@ -291,12 +291,30 @@ pub fn validate_env(field: &str, env: &BTreeMap<String, String>) -> Result<(), P
     Ok(())
 }
 
-/// A user name or uid for `--user`; `root` and `0` mean uid 0.
-pub fn normalize_user(field: &str, user: &str) -> Result<String, ProviderError> {
-    if user.is_empty() || user.starts_with('-') || user.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(ProviderError::invalid(field, format!("must be a user name or uid (got {user:?})")));
+/// The user a command runs as, checked once where a request enters: a name or uid (never
+/// something `docker` would read as a flag), with `root` spelled `0`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User(String);
+
+impl User {
+    /// `user` as sent in `field`; an empty name, a leading `-`, whitespace or control characters
+    /// are INVALID_ARGUMENT.
+    pub fn parse(field: &str, user: &str) -> Result<Self, ProviderError> {
+        if user.is_empty()
+            || user.starts_with('-')
+            || user.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(ProviderError::invalid(field, format!("must be a user name or uid (got {user:?})")));
+        }
+        Ok(Self(if user == "root" || user == "0" { "0".into() } else { user.into() }))
     }
-    Ok(if user == "root" || user == "0" { "0".into() } else { user.into() })
+}
+
+impl std::ops::Deref for User {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
 }
 
 /// A duration a client sends: > 0 and at most a year (a larger one is a mistake, and would
@@ -385,9 +403,9 @@ mod tests {
 
     #[test]
     fn users() {
-        assert_eq!(normalize_user("user", "root").unwrap(), "0");
-        assert_eq!(normalize_user("user", "0").unwrap(), "0");
-        assert_eq!(normalize_user("user", "1000:1000").unwrap(), "1000:1000");
-        assert!(normalize_user("user", "--privileged").is_err());
+        assert_eq!(&*User::parse("user", "root").unwrap(), "0");
+        assert_eq!(&*User::parse("user", "0").unwrap(), "0");
+        assert_eq!(&*User::parse("user", "1000:1000").unwrap(), "1000:1000");
+        assert!(User::parse("user", "--privileged").is_err());
     }
 }

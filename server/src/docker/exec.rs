@@ -11,7 +11,7 @@ use crate::backend::ExecStream;
 use crate::config::DockerConfig;
 use crate::error::{ProviderError, Result};
 use crate::spec::{
-    normalize_user, validate_abs_path, validate_env, ExecErrorType, ExecParams, ExecResult, SandboxHandle,
+    validate_abs_path, validate_env, ExecErrorType, ExecParams, ExecResult, SandboxHandle, User,
 };
 
 impl DockerProvider {
@@ -50,7 +50,7 @@ impl DockerProvider {
 
     /// As whom the command runs (normalised), once its arguments pass and the sandbox is not
     /// known to be paused.
-    fn admit(&self, handle: &SandboxHandle, command: &str, params: &ExecParams) -> Result<Option<String>> {
+    fn admit(&self, handle: &SandboxHandle, command: &str, params: &ExecParams) -> Result<Option<User>> {
         let user = check_exec(command, params)?;
         self.refuse_known_paused(&handle.sandbox_id)?;
         Ok(user)
@@ -58,7 +58,7 @@ impl DockerProvider {
 }
 
 /// Refuse what no engine may run; the normalised user.
-fn check_exec(command: &str, params: &ExecParams) -> Result<Option<String>> {
+fn check_exec(command: &str, params: &ExecParams) -> Result<Option<User>> {
     if command.trim().is_empty() {
         return Err(ProviderError::invalid("command", "must not be empty"));
     }
@@ -70,7 +70,7 @@ fn check_exec(command: &str, params: &ExecParams) -> Result<Option<String>> {
     }
     validate_env("env", &params.env)?;
     argv::check_docker_env(&params.env, false).map_err(|m| ProviderError::invalid("env", m))?;
-    let user = params.user.as_deref().map(|u| normalize_user("user", u)).transpose()?;
+    let user = params.user.as_deref().map(|u| User::parse("user", u)).transpose()?;
     if params.timeout.is_some_and(|t| t.is_zero()) {
         return Err(ProviderError::invalid("timeout_s", "must be > 0"));
     }

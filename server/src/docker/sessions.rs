@@ -19,9 +19,7 @@ use super::state::ContainerState;
 use crate::config::DockerConfig;
 use crate::error::{ProviderError, Result};
 use crate::pty::{self, RunInContainer, TerminalMode, TerminalProcess};
-use crate::spec::{
-    normalize_user, validate_abs_path, validate_env, ExecParams, ExecResult, PtySpec, SandboxHandle,
-};
+use crate::spec::{validate_abs_path, validate_env, ExecParams, ExecResult, PtySpec, SandboxHandle, User};
 
 /// Runs the session's helper commands (`<shell> -c …`) in its container.
 struct ContainerRunner {
@@ -96,7 +94,7 @@ impl DockerProvider {
         if spec.command.as_deref().is_some_and(|c| c.contains('\0')) {
             return Err(ProviderError::invalid("command", "must not contain NUL bytes"));
         }
-        let user = spec.user.as_deref().map(|u| normalize_user("user", u)).transpose()?;
+        let user = spec.user.as_deref().map(|u| User::parse("user", u)).transpose()?;
         self.refuse_if_paused(&handle.sandbox_id).await?;
         let session_id = uuid::Uuid::new_v4().simple().to_string();
         let marker = pty::session_marker(&session_id);
@@ -142,7 +140,7 @@ impl DockerProvider {
             cols: spec.cols,
             session_id,
             container: Some(Arc::new(runner)),
-            user,
+            user: user.map(|u| u.to_string()),
             pid_file: Some(pid_file),
             fallback_pid_file: Some(fallback),
             runtime_failure: Some(classify::is_runtime_failure),
