@@ -230,9 +230,9 @@ impl Drop for PrivateDocker {
         }
         // Shims (and the containers under them) that outlived containerd: ours by their path.
         for pid in self.own_processes() {
-            for child in common_descendants(pid).into_iter().chain([pid]) {
+            for child in testkit::procs::descendants(pid as u32).into_iter().chain([pid as u32]) {
                 let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(child),
+                    nix::unistd::Pid::from_raw(child as i32),
                     nix::sys::signal::Signal::SIGKILL,
                 );
             }
@@ -256,30 +256,6 @@ fn mounts_under(dir: &Path) -> Vec<PathBuf> {
         .collect();
     found.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
     found.dedup();
-    found
-}
-
-fn parent_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 2..].split_whitespace().nth(1)?.parse().ok()
-}
-
-/// Every process below `root`.
-fn common_descendants(root: i32) -> Vec<i32> {
-    let all: Vec<(i32, i32)> = std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| Some((pid, parent_of(pid)?)))
-        .collect();
-    let mut found = vec![root];
-    let mut i = 0;
-    while i < found.len() {
-        let p = found[i];
-        found.extend(all.iter().filter(|(_, pp)| *pp == p).map(|(pid, _)| *pid));
-        i += 1;
-    }
-    found.remove(0);
     found
 }
 

@@ -8,6 +8,7 @@
 
 pub mod ctl;
 pub mod images;
+pub mod procs;
 pub mod server;
 pub mod service;
 
