@@ -128,7 +128,7 @@ fn options(args: &Args) -> Result<ServeOptions, String> {
 
 fn main() -> ExitCode {
     // Before the runtime starts its threads: glibc fixes the arena bound when one first needs it.
-    sandboxd::memory::limit_arenas();
+    sandboxd::memory::tune_allocator();
     tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime").block_on(run())
 }
 

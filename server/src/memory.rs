@@ -4,14 +4,13 @@
 //! glibc malloc keeps what a burst frees inside its arenas (one per thread that allocated
 //! under contention, up to 8 per core) and returns it to the kernel only from the top of the
 //! main heap. Under the soak, half of what the arenas held was free (measured with
-//! `malloc_stats`: 7.2 MB held, 4.1 MB in use), so RSS only ever rose. Two remedies:
-//! - [`limit_arenas`] at start: at most [`ARENAS`] arenas, so memory one thread freed is
-//!   reused by the others instead of sitting in an arena of its own;
+//! `malloc_stats`: 7.2 MB held, 4.1 MB in use), so RSS only ever rose. The remedies:
+//! - [`tune_allocator`] at start: at most [`ARENAS`] arenas, so memory one thread freed is
+//!   reused by the others instead of sitting in an arena of its own, and a fixed mmap
+//!   threshold ([`MMAP_THRESHOLD`]), so large transfer buffers go back to the kernel when freed
+//!   instead of fragmenting the arenas;
 //! - [`trim_if_due`] from the sweep task: `malloc_trim(0)` hands every arena's free pages back
 //!   (at most once per [`TRIM_EVERY`], a few hundred microseconds each).
-//!
-//! - [`limit_arenas`] also fixes the mmap threshold at [`MMAP_THRESHOLD`], so large transfer
-//!   buffers go back to the kernel when freed instead of fragmenting the arenas.
 //!
 //! An operator's own `MALLOC_ARENA_MAX` / `MALLOC_MMAP_THRESHOLD_` wins. Other allocators: no-ops.
 
@@ -34,7 +33,7 @@ pub const TRIM_EVERY: Duration = Duration::from_secs(5);
 /// Bound glibc's arenas to [`ARENAS`] and fix its mmap threshold (unless the environment says
 /// otherwise). Call it before any thread starts (glibc fixes the bound when a thread first needs
 /// an arena of its own).
-pub fn limit_arenas() {
+pub fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
         // SAFETY: mallopt only sets a malloc parameter; M_ARENA_MAX takes any positive count.
