@@ -41,11 +41,20 @@ pub struct Lifecycle {
     leases: LeaseOptions,
     /// Wakes the sweeper when a lease moved (it may now end before the next sweep).
     sweep_wake: tokio::sync::Notify,
+    /// The create tasks still running: a removing shutdown waits for them, so a create that
+    /// completes during it removes its sandbox before the process exits.
+    creates: tokio_util::task::TaskTracker,
 }
 
 impl Lifecycle {
     pub fn new(backend: Arc<dyn SandboxBackend>, leases: LeaseOptions) -> Self {
-        Self { backend, created: Mutex::default(), leases, sweep_wake: tokio::sync::Notify::new() }
+        Self {
+            backend,
+            created: Mutex::default(),
+            leases,
+            sweep_wake: tokio::sync::Notify::new(),
+            creates: tokio_util::task::TaskTracker::new(),
+        }
     }
 
     pub fn backend(&self) -> &Arc<dyn SandboxBackend> {
@@ -99,7 +108,7 @@ impl Lifecycle {
                 let _ = this.close(&plan.id).await;
             }
         };
-        tokio::spawn(work.instrument(tracing::Span::current()));
+        self.creates.spawn(work.instrument(tracing::Span::current()));
         rx.await
             .unwrap_or_else(|_| Err(ProviderError::Docker("the create task ended without an answer".into())))
     }
@@ -193,8 +202,8 @@ impl Lifecycle {
     }
 
     /// The first step of a shutdown: close terminal sessions and, when asked, remove every
-    /// sandbox this process created, a few at a time (creates completing from now on remove
-    /// themselves).
+    /// sandbox this process created, a few at a time, and wait for the creates under way (which
+    /// remove what they made once they complete).
     pub async fn shutdown(&self, remove_created: bool) {
         let ids: Vec<SandboxId> = {
             let mut created = self.lock_created();
@@ -206,6 +215,19 @@ impl Lifecycle {
             }
         };
         self.backend.close_terminals().await;
+        // Creates under way finish (and, seeing the flag, remove what they made) beside the
+        // removals.
+        let creates = async {
+            if remove_created {
+                self.creates.close();
+                self.creates.wait().await;
+            }
+        };
+        tokio::join!(self.remove_at_shutdown(ids), creates);
+    }
+
+    /// Remove `ids`, a few at a time, logging each.
+    async fn remove_at_shutdown(&self, ids: Vec<SandboxId>) {
         use futures_util::StreamExt;
         futures_util::stream::iter(ids)
             .for_each_concurrent(SHUTDOWN_REMOVALS_AT_ONCE, |id| async move {

@@ -680,6 +680,56 @@ async fn remove_on_shutdown_runs_beside_the_drain_and_catches_creates_that_compl
     assert!(names(&label).is_empty(), "left behind: {:?}", names(&label));
 }
 
+/// An idle server (no call in flight) ends its drain at once; its removal must still have the
+/// drain timeout, not only the 2 s floor (it had only the floor: the drain timer that learnt
+/// when the signal came was never polled). `docker rm` is made slower than the floor by a
+/// `docker` on PATH that sleeps before it.
+#[tokio::test(flavor = "multi_thread")]
+async fn remove_on_shutdown_of_an_idle_server_gets_the_drain_timeout() {
+    let label = TestLabel::new();
+    let real = Command::new("sh").args(["-c", "command -v docker"]).output().unwrap();
+    let real = String::from_utf8(real.stdout).unwrap().trim().to_string();
+    assert!(!real.is_empty(), "no docker on PATH");
+    let bin = tempfile::tempdir().unwrap();
+    let wrapper = bin.path().join("docker");
+    std::fs::write(&wrapper, format!("#!/bin/sh\ncase \"$1\" in rm) sleep 4;; esac\nexec {real} \"$@\"\n"))
+        .unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.path().display(), std::env::var("PATH").unwrap_or_default());
+    let mut server = Server::start_env(
+        &label,
+        serde_json::json!({}),
+        &["--remove-on-shutdown", "--drain-timeout-s", "20"],
+        &[("PATH", &path)],
+    );
+    // The creates come from a runtime of their own, dropped before the signal: with its
+    // connection gone the server has nothing to drain, as after clients that went home.
+    let url = server.url();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            let channel = tonic::transport::Endpoint::from_shared(url).unwrap().connect().await.unwrap();
+            let mut raw = SandboxServiceClient::new(channel);
+            for _ in 0..2 {
+                create_id(&mut raw, busybox()).await;
+            }
+        });
+    })
+    .join()
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = server.wait_exit(Duration::from_secs(40));
+    assert!(status.success(), "{status:?}");
+    let left = names(&label);
+    if !left.is_empty() {
+        let _ = testkit::docker(
+            &[&["rm", "-f"][..], &left.iter().map(String::as_str).collect::<Vec<_>>()].concat(),
+        );
+    }
+    assert!(left.is_empty(), "left behind: {left:?}\n{}", server.logs());
+}
+
 // ----- pools and limits ---------------------------------------------------------------------
 
 fn upload_header(sandbox_id: &str, path: &str, size: Option<u64>) -> proto::UploadRequest {

@@ -208,12 +208,20 @@ impl Services {
         let remove_on_shutdown = settings.remove_on_shutdown;
         let cleanup = std::sync::Mutex::new(None::<tokio::task::JoinHandle<()>>);
         let cleanup = &cleanup;
+        // When the signal came, kept here rather than learnt by the drain timer: a server with
+        // no call in flight ends in the same poll as the signal, before the timer ever runs,
+        // and the removal's budget must still count from the signal.
+        let signalled = std::sync::Mutex::new(None::<tokio::time::Instant>);
+        let signalled = &signalled;
         let shutdown_signal = async move {
             shutdown.await;
             tracing::info!("shutting down: NOT_SERVING, no new calls, closing terminal sessions");
             health_reporter.set_not_serving::<SandboxServiceServer<SandboxApi>>().await;
             health_reporter.set_service_status("", tonic_health::ServingStatus::NotServing).await;
             let signalled_at = tokio::time::Instant::now();
+            if let Ok(mut at) = signalled.lock() {
+                *at = Some(signalled_at);
+            }
             let _ = shutdown_tx.send(true);
             let task = tokio::spawn(async move { cleanup_lifecycle.shutdown(remove_on_shutdown).await });
             if let Ok(mut slot) = cleanup.lock() {
@@ -240,16 +248,9 @@ impl Services {
             .layer(super::stream_limit::StreamLimitLayer::new(policy.limits.max_streams_per_connection))
             .add_routes(routes)
             .serve_with_incoming_shutdown(incoming, shutdown_signal);
-        let deadline = std::sync::Mutex::new(None::<tokio::time::Instant>);
         let drain_timer = async {
             match signalled_rx.await {
-                Ok(at) => {
-                    let end = at + settings.drain_timeout;
-                    if let Ok(mut d) = deadline.lock() {
-                        *d = Some(end);
-                    }
-                    tokio::time::sleep_until(end).await;
-                }
+                Ok(at) => tokio::time::sleep_until(at + settings.drain_timeout).await,
                 Err(_) => std::future::pending().await,
             }
         };
@@ -262,7 +263,11 @@ impl Services {
         if let Some(task) = task {
             // Removal started with the signal, beside the drain; it gets what is left of the
             // drain timeout, and at least SHUTDOWN_REMOVAL_FLOOR.
-            let end = deadline.lock().ok().and_then(|d| *d).unwrap_or_else(tokio::time::Instant::now);
+            let end = signalled
+                .lock()
+                .ok()
+                .and_then(|at| *at)
+                .map_or_else(tokio::time::Instant::now, |at| at + settings.drain_timeout);
             let budget =
                 end.saturating_duration_since(tokio::time::Instant::now()).max(SHUTDOWN_REMOVAL_FLOOR);
             if tokio::time::timeout(budget, task).await.is_err() {
