@@ -730,6 +730,30 @@ async fn remove_on_shutdown_of_an_idle_server_gets_the_drain_timeout() {
     assert!(left.is_empty(), "left behind: {left:?}\n{}", server.logs());
 }
 
+/// Several callers removing one sandbox at once (a client's `Close` beside the sweep's, or two
+/// `Close`s): docker answers the later `rm`s "removal of container … is already in progress".
+/// Those wait for the removal and succeed (they were INTERNAL).
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_closes_of_one_sandbox_all_succeed() {
+    let label = TestLabel::new();
+    let server = Service::start(&label, serde_json::json!({}));
+    let mut raw = server.raw().await;
+    for _ in 0..3 {
+        let id = create_id(&mut raw, busybox()).await;
+        let closes: Vec<_> = (0..8)
+            .map(|_| {
+                let (mut client, id) = (raw.clone(), id.clone());
+                tokio::spawn(async move { client.close(proto::CloseRequest { sandbox_id: id }).await })
+            })
+            .collect();
+        for close in closes {
+            let answer = close.await.unwrap();
+            assert!(answer.is_ok(), "a Close beside another failed: {answer:?}");
+        }
+        assert!(names(&label).is_empty(), "left behind: {:?}", names(&label));
+    }
+}
+
 // ----- pools and limits ---------------------------------------------------------------------
 
 fn upload_header(sandbox_id: &str, path: &str, size: Option<u64>) -> proto::UploadRequest {

@@ -41,6 +41,9 @@ pub enum DockerFailureKind {
     ImageInUse,
     /// No container of that name.
     MissingContainer,
+    /// `docker rm` of a container another caller is removing right now (a client's `Close`
+    /// beside the sweep, or two `Close`s).
+    RemovalInProgress,
     /// No such image on the daemon, and (for `run`) none could be pulled.
     MissingImage,
     /// The container is frozen (`docker pause`).
@@ -124,6 +127,8 @@ fn kind_of(image_command: bool, stderr: &str) -> DockerFailureKind {
         Interrupted
     } else if has("no such container") || (has("no such object") && !image_command) {
         MissingContainer
+    } else if has("removal of container") && has("already in progress") {
+        RemovalInProgress
     } else if has("unable to find image")
         || has("no such image")
         || has("pull access denied")
@@ -257,6 +262,13 @@ mod tests {
         ));
         assert!(!is_runtime_failure("ls: /nope: No such file or directory"));
         assert_eq!(kind(&["inspect", "x"], "Error: No such object: sandboxd-x"), MissingContainer);
+        assert_eq!(
+            kind(
+                &["rm", "-f", "x"],
+                "Error response from daemon: removal of container sandboxd-x is already in progress"
+            ),
+            RemovalInProgress
+        );
         assert_eq!(
             kind(&["inspect", "x"], "Cannot connect to the Docker daemon at unix:///x"),
             DaemonUnreachable

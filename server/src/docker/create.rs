@@ -290,10 +290,7 @@ impl DockerProvider {
 
     /// Force-remove a container this call created, whatever state it is in.
     pub(super) async fn force_remove(&self, name: &str) {
-        if let Err(e) = self.control(argv::rm_args(name)).await {
-            if e.kind() == Some(DockerFailureKind::MissingContainer) {
-                return;
-            }
+        if let Err(e) = self.remove_container(name).await {
             tracing::warn!(sandbox_id = %name, error = %e, "could not remove a half-created container");
         }
     }

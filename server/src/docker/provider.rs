@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use super::agent::binary::install as install_agent;
 use super::agent::AgentEngine;
+use super::argv;
+use super::classify::DockerFailureKind;
 use super::cli::{CliError, CommandOutput, DockerCli, Pool};
 use super::engine::{DockerExecEngine, ExecEngine};
 use super::events::StateWatch;
@@ -17,6 +19,9 @@ use crate::spec::SandboxHandle;
 
 /// How many closed ids `status` remembers.
 const CLOSED_MEMORY: usize = 65_536;
+
+/// How long a removal waits for one another caller has in progress.
+const REMOVAL_WAIT: Duration = Duration::from_secs(30);
 
 /// What the provider needs of a live terminal session to release it with its sandbox.
 pub trait LiveSession: Send + Sync {
@@ -131,6 +136,28 @@ impl DockerProvider {
     /// pool, which execs and transfers never fill. A failure comes classified; `?` maps it.
     pub(super) async fn control(&self, args: Vec<String>) -> std::result::Result<CommandOutput, CliError> {
         self.cli.in_pool(Pool::Control).run(&args, self.control_timeout(), None).await
+    }
+
+    /// `docker rm -f name`, done when the container is gone: already gone is success, and a
+    /// removal another caller has in progress is waited for (up to [`REMOVAL_WAIT`]) instead of
+    /// failing this one.
+    pub(super) async fn remove_container(&self, name: &str) -> std::result::Result<(), CliError> {
+        let started = std::time::Instant::now();
+        let mut pause = Duration::from_millis(100);
+        loop {
+            match self.control(argv::rm_args(name)).await {
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == Some(DockerFailureKind::MissingContainer) => return Ok(()),
+                Err(e)
+                    if e.kind() == Some(DockerFailureKind::RemovalInProgress)
+                        && started.elapsed() + pause < REMOVAL_WAIT =>
+                {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     pub(super) fn remember(&self, handle: &SandboxHandle) {

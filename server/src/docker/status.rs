@@ -71,10 +71,7 @@ impl DockerProvider {
         self.engine.forget(&handle.sandbox_id);
         self.remember_closed(&handle.sandbox_id);
         self.states.record(&handle.sandbox_id, None);
-        match self.control(argv::rm_args(&handle.sandbox_id)).await {
-            Err(e) if e.kind() != Some(DockerFailureKind::MissingContainer) => return Err(e.into()),
-            _ => {}
-        }
+        self.remove_container(&handle.sandbox_id).await?;
         tracing::info!(sandbox_id = %handle.sandbox_id, "sandbox closed");
         Ok(())
     }

@@ -76,10 +76,7 @@ impl DockerProvider {
     }
 
     async fn remove_abandoned(&self, name: &str) -> Result<()> {
-        match self.control(argv::rm_args(name)).await {
-            Err(e) if e.kind() != Some(super::classify::DockerFailureKind::MissingContainer) => Err(e.into()),
-            _ => Ok(()),
-        }
+        Ok(self.remove_container(name).await?)
     }
 }
 
