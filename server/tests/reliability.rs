@@ -754,6 +754,47 @@ async fn concurrent_closes_of_one_sandbox_all_succeed() {
     }
 }
 
+/// A sandbox `docker kill`ed from outside while an upload streams into it (through its agent,
+/// whose channel then ends) is the sandbox's state: NOT_FOUND or FAILED_PRECONDITION, never
+/// INTERNAL (the soak saw "the exec agent … went away during the transfer" as INTERNAL).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upload_into_a_sandbox_killed_from_outside_names_its_state() {
+    let label = TestLabel::new();
+    let server = Service::start(&label, serde_json::json!({}));
+    let mut raw = server.raw().await;
+    let id = create_id(&mut raw, busybox()).await;
+    // Open the agent channel first, so the upload goes through it.
+    let warm = raw
+        .exec(proto::ExecRequest { sandbox_id: id.clone(), command: "true".into(), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(warm.return_code, 0, "{warm:?}");
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tx.send(upload_header(&id, "/tmp/big", Some(64 << 20))).await.unwrap();
+    tx.send(chunk(vec![7; 1 << 20])).await.unwrap();
+    let mut client = raw.clone();
+    let call =
+        tokio::spawn(async move { client.upload(tokio_stream::wrappers::ReceiverStream::new(rx)).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    testkit::docker(&["kill", &id]);
+    // Keep sending until the server gives up on the stream.
+    for _ in 0..63 {
+        if tx.send(chunk(vec![7; 1 << 20])).await.is_err() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(tx);
+    let answer = tokio::time::timeout(Duration::from_secs(60), call).await.expect("the upload hung").unwrap();
+    let status = answer.expect_err("an upload into a killed sandbox cannot succeed");
+    assert!(
+        matches!(status.code(), Code::NotFound | Code::FailedPrecondition),
+        "a killed sandbox is NOT_FOUND or FAILED_PRECONDITION: {status:?}"
+    );
+    let _ = testkit::docker(&["rm", "-f", &id]);
+}
+
 // ----- pools and limits ---------------------------------------------------------------------
 
 fn upload_header(sandbox_id: &str, path: &str, size: Option<u64>) -> proto::UploadRequest {

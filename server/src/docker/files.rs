@@ -9,6 +9,7 @@ use super::argv;
 use super::classify::DockerFailureKind;
 use super::cli::{CliError, Pool};
 use super::provider::DockerProvider;
+use super::state::ContainerState;
 use super::tarstream::{self, FirstEntry};
 use crate::error::{ProviderError, Result};
 use crate::spec::validate_abs_path;
@@ -53,7 +54,11 @@ impl DockerProvider {
             ));
         }
         if let Some(channel) = self.agent_channel(&handle.sandbox_id).await {
-            return agent::files_upload(&channel, &handle.sandbox_id, reader, size, target, mode).await;
+            let copied = agent::files_upload(&channel, &handle.sandbox_id, reader, size, target, mode).await;
+            return match copied {
+                Err(e) => Err(self.explain_by_state(&handle.sandbox_id, e).await),
+                ok => ok,
+            };
         }
         let prefix =
             tarstream::file_prefix(target, size, mode).map_err(|e| ProviderError::invalid("path", e))?;
@@ -106,7 +111,10 @@ impl DockerProvider {
     pub async fn download_stream(&self, handle: &SandboxHandle, source: &str) -> Result<Download> {
         validate_abs_path("path", source)?;
         if let Some(channel) = self.agent_channel(&handle.sandbox_id).await {
-            let download = agent::AgentDownload::open(&channel, &handle.sandbox_id, source).await?;
+            let download = match agent::AgentDownload::open(&channel, &handle.sandbox_id, source).await {
+                Ok(download) => download,
+                Err(e) => return Err(self.explain_by_state(&handle.sandbox_id, e).await),
+            };
             if download.size() <= AGENT_DOWNLOAD_MAX {
                 return Ok(Download { source: Source::Agent(download) });
             }
@@ -138,6 +146,21 @@ impl DockerProvider {
             }
         };
         Ok(Download { source: Source::Docker(Box::new(CpDownload { child, stdout, remaining: size, size })) })
+    }
+
+    /// A transfer that failed in docker (its agent channel went away, say) because the sandbox
+    /// stopped or was removed under it is the sandbox's state, not an internal error: NOT_FOUND
+    /// or FAILED_PRECONDITION. Other errors, and a sandbox still running, stay as they are.
+    async fn explain_by_state(&self, name: &str, e: ProviderError) -> ProviderError {
+        if !matches!(e, ProviderError::Docker(_)) {
+            return e;
+        }
+        match self.inspect(name).await {
+            Ok(None) => ProviderError::SandboxNotFound(name.into()),
+            Ok(Some(found)) if found.state == ContainerState::Paused => ProviderError::Paused(name.into()),
+            Ok(Some(found)) if found.state != ContainerState::Running => ProviderError::Stopped(name.into()),
+            _ => e,
+        }
     }
 
     /// Why a `docker cp` failed. The client words a missing container in several ways (one
