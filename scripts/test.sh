@@ -47,8 +47,8 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "cargo test --workspace --all-targets (exec engine: agent)"
 cargo test --workspace --all-targets
 
-step "provider, service and client suites again on the docker exec engine"
-SANDBOXD_TEST_ENGINE=docker cargo test -p sandboxd --test provider --test e2e_server --test e2e_client
+step "provider, service, client and daemon-fault suites again on the docker exec engine"
+SANDBOXD_TEST_ENGINE=docker cargo test -p sandboxd --test provider --test e2e_server --test e2e_client --test daemon_faults
 
 
 if [[ -x scripts/e2e-polyglot.sh ]]; then
