@@ -704,19 +704,16 @@ async fn remove_on_shutdown_of_an_idle_server_gets_the_drain_timeout() {
     );
     // The creates come from a runtime of their own, dropped before the signal: with its
     // connection gone the server has nothing to drain, as after clients that went home.
-    let url = server.url();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Runtime::new().unwrap();
-        runtime.block_on(async {
-            let channel = tonic::transport::Endpoint::from_shared(url).unwrap().connect().await.unwrap();
-            let mut raw = SandboxServiceClient::new(channel);
-            for _ in 0..2 {
-                create_id(&mut raw, busybox()).await;
-            }
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            tokio::runtime::Runtime::new().unwrap().block_on(async {
+                let mut raw = server.raw().await;
+                for _ in 0..2 {
+                    create_id(&mut raw, busybox()).await;
+                }
+            })
         });
-    })
-    .join()
-    .unwrap();
+    });
     tokio::time::sleep(Duration::from_millis(500)).await;
     server.signal(nix::sys::signal::Signal::SIGTERM);
     let status = server.wait_exit(Duration::from_secs(40));

@@ -203,7 +203,6 @@ impl Services {
             .with_keepalive_interval(Some(TCP_KEEPALIVE_INTERVAL))
             .with_keepalive_retries(Some(TCP_KEEPALIVE_RETRIES));
 
-        let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<tokio::time::Instant>();
         let cleanup_lifecycle = lifecycle.clone();
         let remove_on_shutdown = settings.remove_on_shutdown;
         let cleanup = std::sync::Mutex::new(None::<tokio::task::JoinHandle<()>>);
@@ -211,23 +210,20 @@ impl Services {
         // When the signal came, kept here rather than learnt by the drain timer: a server with
         // no call in flight ends in the same poll as the signal, before the timer ever runs,
         // and the removal's budget must still count from the signal.
-        let signalled = std::sync::Mutex::new(None::<tokio::time::Instant>);
-        let signalled = &signalled;
+        let signalled_at = std::sync::OnceLock::<tokio::time::Instant>::new();
+        let signalled_at = &signalled_at;
+        let mut stopping = shutdown_tx.subscribe();
         let shutdown_signal = async move {
             shutdown.await;
             tracing::info!("shutting down: NOT_SERVING, no new calls, closing terminal sessions");
             health_reporter.set_not_serving::<SandboxServiceServer<SandboxApi>>().await;
             health_reporter.set_service_status("", tonic_health::ServingStatus::NotServing).await;
-            let signalled_at = tokio::time::Instant::now();
-            if let Ok(mut at) = signalled.lock() {
-                *at = Some(signalled_at);
-            }
+            let _ = signalled_at.set(tokio::time::Instant::now());
             let _ = shutdown_tx.send(true);
             let task = tokio::spawn(async move { cleanup_lifecycle.shutdown(remove_on_shutdown).await });
             if let Ok(mut slot) = cleanup.lock() {
                 *slot = Some(task);
             }
-            let _ = signalled_tx.send(signalled_at);
         };
         let mut builder = Server::builder();
         if let Some(tls) = settings.tls {
@@ -249,9 +245,11 @@ impl Services {
             .add_routes(routes)
             .serve_with_incoming_shutdown(incoming, shutdown_signal);
         let drain_timer = async {
-            match signalled_rx.await {
-                Ok(at) => tokio::time::sleep_until(at + settings.drain_timeout).await,
-                Err(_) => std::future::pending().await,
+            // A sender dropped without a signal (the server failed first) never ends the drain.
+            let signalled = stopping.wait_for(|stopped| *stopped).await.is_ok();
+            match signalled_at.get() {
+                Some(at) if signalled => tokio::time::sleep_until(*at + settings.drain_timeout).await,
+                _ => std::future::pending().await,
             }
         };
         tokio::select! {
@@ -263,11 +261,8 @@ impl Services {
         if let Some(task) = task {
             // Removal started with the signal, beside the drain; it gets what is left of the
             // drain timeout, and at least SHUTDOWN_REMOVAL_FLOOR.
-            let end = signalled
-                .lock()
-                .ok()
-                .and_then(|at| *at)
-                .map_or_else(tokio::time::Instant::now, |at| at + settings.drain_timeout);
+            let end =
+                signalled_at.get().map_or_else(tokio::time::Instant::now, |at| *at + settings.drain_timeout);
             let budget =
                 end.saturating_duration_since(tokio::time::Instant::now()).max(SHUTDOWN_REMOVAL_FLOOR);
             if tokio::time::timeout(budget, task).await.is_err() {
