@@ -10,6 +10,19 @@ cd "$REPO_ROOT"
 step() { printf '\n==> %s\n' "$*" >&2; }
 die() { printf 'test.sh: ERROR: %s\n' "$*" >&2; exit 1; }
 
+# Runs a step under a time limit, so a hang fails with the step's name instead of running into
+# CI's limit. A Docker daemon that answers `docker info` but no longer starts containers (seen:
+# docker 20.10's libnetwork deadlocked under heavy churn) hangs every Docker step this way.
+bounded() {
+  local limit="$1" rc=0
+  shift
+  timeout --kill-after=30s "$limit" "$@" || rc=$?
+  if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+    die "'$*' did not finish within $limit: a hang. Does the Docker daemon still start containers? (time docker run --rm sandboxd-test/busybox:1 true)"
+  fi
+  return "$rc"
+}
+
 step "installing dependencies (scripts/install-deps.sh)"
 bash scripts/install-deps.sh
 
@@ -45,27 +58,27 @@ step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
 step "cargo test --workspace --all-targets (exec engine: agent)"
-cargo test --workspace --all-targets
+bounded 45m cargo test --workspace --all-targets
 
 step "provider, service, client and daemon-fault suites again on the docker exec engine"
-SANDBOXD_TEST_ENGINE=docker cargo test -p sandboxd --test provider --test e2e_server --test e2e_client --test daemon_faults
+SANDBOXD_TEST_ENGINE=docker bounded 20m cargo test -p sandboxd --test provider --test e2e_server --test e2e_client --test daemon_faults
 
 
 if [[ -x scripts/e2e-polyglot.sh ]]; then
   step "scripts/e2e-polyglot.sh"
-  scripts/e2e-polyglot.sh
+  bounded 20m scripts/e2e-polyglot.sh
 elif [[ -e scripts/e2e-polyglot.sh ]]; then
   printf 'test.sh: WARNING: scripts/e2e-polyglot.sh is not executable; not run\n' >&2
 fi
 
 step "scripts/test-python.sh (the Python package: stubs, mypy, pytest)"
-bash scripts/test-python.sh
+bounded 20m bash scripts/test-python.sh
 
 # The soak: the release server under faults for about 2 minutes (plus a release build); it
 # fails on any leak, stray process, overrun or footprint growth. SANDBOXD_SOAK=0 skips it.
 if [[ "${SANDBOXD_SOAK:-1}" != 0 ]]; then
   step "scripts/soak.sh --ci (release server under faults)"
-  bash scripts/soak.sh --ci
+  bounded 25m bash scripts/soak.sh --ci
 else
   printf 'test.sh: SANDBOXD_SOAK=0: the soak is skipped\n' >&2
 fi
