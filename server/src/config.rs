@@ -145,8 +145,11 @@ pub struct DockerExecConfig {
     pub default_timeout: Option<Duration>,
     /// Operator-chosen `docker exec` flags, added to every exec.
     pub extra_exec_args: Vec<String>,
-    /// How many `docker run`/`docker exec` clients may run at once.
+    /// How many `docker exec` clients of client commands may run at once.
     pub concurrency: i64,
+    /// How many creates (`docker run` and, on the docker engine, their readiness probes) may
+    /// run at once; their own pool, so a create never waits behind client execs.
+    pub create_concurrency: i64,
     /// How many control commands (inspect, rm, port, the PTY pid reads and cleanup) may run at
     /// once; they have their own pool so they never wait behind execs or transfers.
     pub control_concurrency: i64,
@@ -170,6 +173,7 @@ impl Default for DockerExecConfig {
             default_timeout: Some(Duration::from_secs(180)),
             extra_exec_args: Vec::new(),
             concurrency: 32,
+            create_concurrency: 8,
             control_concurrency: 16,
             transfer_concurrency: 16,
             exec_shell: None,
@@ -185,6 +189,7 @@ impl DockerExecConfig {
         nonzero("exec.default_timeout_s", self.default_timeout)?;
         for (field, n) in [
             ("exec.concurrency", self.concurrency),
+            ("exec.create_concurrency", self.create_concurrency),
             ("exec.control_concurrency", self.control_concurrency),
             ("exec.transfer_concurrency", self.transfer_concurrency),
         ] {
@@ -631,6 +636,7 @@ mod tests {
             (json!({"create": {"pull_policy": "sometimes"}}), "create.pull_policy"),
             (json!({"exec": {"default_timeout_s": -1}}), "exec.default_timeout_s"),
             (json!({"exec": {"concurrency": 0}}), "exec.concurrency"),
+            (json!({"exec": {"create_concurrency": 0}}), "exec.create_concurrency"),
             (json!({"exec": {"control_concurrency": 0}}), "exec.control_concurrency"),
             (json!({"exec": {"transfer_concurrency": 0}}), "exec.transfer_concurrency"),
             (json!({"exec": {"exec_shell": ""}}), "exec.exec_shell"),

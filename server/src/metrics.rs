@@ -107,7 +107,7 @@ impl Metrics {
         );
         registry.register(
             "docker_permit_wait_seconds",
-            "Time waiting for one of the exec.concurrency docker slots",
+            "Time waiting for a slot of a docker pool (exec, create, control, transfer concurrency)",
             m.permit_wait.clone(),
         );
         registry.register(

@@ -927,6 +927,30 @@ async fn waiting_for_a_permit_counts_against_the_exec_timeout() {
     raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
 }
 
+/// Creates have their own pool (`exec.create_concurrency`): with every exec slot held by a long
+/// command, a create (its `docker run` and, on this engine, its probe) still goes through.
+#[tokio::test(flavor = "multi_thread")]
+async fn creates_do_not_wait_behind_execs() {
+    let label = TestLabel::new();
+    let config = serde_json::json!({"docker": {"exec": {"engine": "docker", "concurrency": 1}}});
+    let server = Service::start(&label, config);
+    let mut raw = server.raw().await;
+    let id = create_id(&mut raw, busybox()).await;
+    let mut busy = raw.clone();
+    let sandbox_id = id.clone();
+    let hog = tokio::spawn(async move {
+        busy.exec(proto::ExecRequest { sandbox_id, command: "sleep 60".into(), ..Default::default() }).await
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!hog.is_finished(), "the long exec holds the only exec slot");
+    let other = create_id(&mut raw, busybox()).await;
+    assert!(!hog.is_finished(), "the create answered while the only exec slot was still held");
+    hog.abort();
+    for sandbox_id in [other, id] {
+        raw.close(proto::CloseRequest { sandbox_id }).await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn client_limits_answer_resource_exhausted_or_deadline_exceeded() {
     let label = TestLabel::new();

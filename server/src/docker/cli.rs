@@ -159,8 +159,11 @@ impl Drop for DockerChild {
 /// kind (a stalled transfer cannot hold up `inspect`, `rm` or a session's pid read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pool {
-    /// `docker run` and `docker exec` of client commands (`exec.concurrency`).
+    /// `docker exec` of client commands (`exec.concurrency`).
     Exec,
+    /// A create's `docker run` and, on the docker engine, its readiness probe
+    /// (`exec.create_concurrency`): creates never queue behind a crowd of client execs.
+    Create,
     /// Short control commands: inspect, rm, port, start, rename, ps, and the in-container pid
     /// reads, signals and cleanup of terminal sessions (`exec.control_concurrency`).
     Control,
@@ -168,9 +171,26 @@ pub enum Pool {
     Transfer,
 }
 
+/// How many clients each pool lets run at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolSizes {
+    pub exec: usize,
+    pub create: usize,
+    pub control: usize,
+    pub transfer: usize,
+}
+
+impl PoolSizes {
+    /// The same limit for every pool (tests and tools).
+    pub fn uniform(n: usize) -> Self {
+        Self { exec: n, create: n, control: n, transfer: n }
+    }
+}
+
 /// The permits of each pool.
 struct Pools {
     exec: Arc<Semaphore>,
+    create: Arc<Semaphore>,
     control: Arc<Semaphore>,
     transfer: Arc<Semaphore>,
 }
@@ -189,12 +209,17 @@ pub struct DockerCli {
 impl DockerCli {
     /// One limit for every pool (tests and tools); the server sizes each from its config.
     pub fn new(binary: PathBuf, concurrency: usize) -> Self {
-        Self::with_pools(binary, concurrency, concurrency, concurrency)
+        Self::with_pools(binary, PoolSizes::uniform(concurrency))
     }
 
-    pub fn with_pools(binary: PathBuf, exec: usize, control: usize, transfer: usize) -> Self {
+    pub fn with_pools(binary: PathBuf, sizes: PoolSizes) -> Self {
         let pool = |n: usize| Arc::new(Semaphore::new(n.max(1)));
-        let pools = Pools { exec: pool(exec), control: pool(control), transfer: pool(transfer) };
+        let pools = Pools {
+            exec: pool(sizes.exec),
+            create: pool(sizes.create),
+            control: pool(sizes.control),
+            transfer: pool(sizes.transfer),
+        };
         Self { binary, pools: Arc::new(pools), pool: Pool::Exec, env: Arc::default() }
     }
 
@@ -211,6 +236,7 @@ impl DockerCli {
     fn semaphore(&self) -> &Arc<Semaphore> {
         match self.pool {
             Pool::Exec => &self.pools.exec,
+            Pool::Create => &self.pools.create,
             Pool::Control => &self.pools.control,
             Pool::Transfer => &self.pools.transfer,
         }

@@ -8,7 +8,7 @@ use tracing::Instrument;
 
 use super::argv;
 use super::classify::{DockerFailure, DockerFailureKind};
-use super::cli::CliError;
+use super::cli::{CliError, Pool};
 use super::engine::ExecSpec;
 use super::provider::DockerProvider;
 use super::state::ContainerState;
@@ -144,7 +144,7 @@ impl DockerProvider {
         image: &str,
     ) -> Result<()> {
         let cfg = &self.config.create;
-        let cli = self.cli.with_env(env.clone());
+        let cli = self.cli.in_pool(Pool::Create).with_env(env.clone());
         let timeout = cfg.start_timeout;
         let attempts = cfg.transport_retries.max(0) as u32 + 1;
         let mut last_error = String::new();
@@ -237,7 +237,7 @@ impl DockerProvider {
         loop {
             let params = ExecParams { timeout: Some(probe.timeout), ..Default::default() };
             let spec = ExecSpec { name, shell: "sh", command: &script, params: &params, user: None };
-            let result = self.engine.exec(spec).await;
+            let result = self.create_engine.exec(spec).await;
             if shell.is_none() && result.error_type.is_none() {
                 let stderr = result.stderr_str();
                 shell =
@@ -284,7 +284,7 @@ impl DockerProvider {
         }
         let params = ExecParams::default();
         let spec = ExecSpec { name, shell: "sh", command: "command -v bash", params: &params, user: None };
-        let result = self.engine.exec(spec).await;
+        let result = self.create_engine.exec(spec).await;
         Ok(if result.return_code == 0 && result.error_type.is_none() { "bash" } else { "sh" }.into())
     }
 

@@ -10,7 +10,7 @@ use super::agent::binary::install as install_agent;
 use super::agent::AgentEngine;
 use super::argv;
 use super::classify::DockerFailureKind;
-use super::cli::{CliError, CommandOutput, DockerCli, Pool};
+use super::cli::{CliError, CommandOutput, DockerCli, Pool, PoolSizes};
 use super::engine::{DockerExecEngine, ExecEngine};
 use super::events::StateWatch;
 use crate::config::{DockerConfig, ExecEngineKind};
@@ -53,6 +53,9 @@ pub struct DockerProvider {
     pub(super) config: DockerConfig,
     /// How commands reach a sandbox (`exec.engine`).
     pub(super) engine: Arc<dyn ExecEngine>,
+    /// How a create's readiness probe reaches its sandbox: the agent, or on the docker engine
+    /// `docker exec` in the create pool, so a create never waits behind client execs.
+    pub(super) create_engine: Arc<dyn ExecEngine>,
     /// The agent engine when it is the configured one (files go through it too).
     pub(super) agent: Option<Arc<AgentEngine>>,
     /// The host file every new sandbox bind-mounts as its agent.
@@ -82,9 +85,12 @@ impl DockerProvider {
         let size = |n: i64| usize::try_from(n).unwrap_or(1);
         let cli = DockerCli::with_pools(
             binary,
-            size(config.exec.concurrency),
-            size(config.exec.control_concurrency),
-            size(config.exec.transfer_concurrency),
+            PoolSizes {
+                exec: size(config.exec.concurrency),
+                create: size(config.exec.create_concurrency),
+                control: size(config.exec.control_concurrency),
+                transfer: size(config.exec.transfer_concurrency),
+            },
         );
         let docker = DockerExecEngine::new(cli.clone(), config.clone());
         let agent_binary = match config.exec.engine {
@@ -101,15 +107,19 @@ impl DockerProvider {
             }
         };
         let agent = agent_binary.as_ref().map(|_| Arc::new(AgentEngine::new(docker.clone())));
-        let engine: Arc<dyn ExecEngine> = match &agent {
-            Some(agent) => agent.clone(),
-            None => Arc::new(docker),
+        let (engine, create_engine): (Arc<dyn ExecEngine>, Arc<dyn ExecEngine>) = match &agent {
+            Some(agent) => (agent.clone(), agent.clone()),
+            None => (
+                Arc::new(docker),
+                Arc::new(DockerExecEngine::new(cli.in_pool(Pool::Create), config.clone())),
+            ),
         };
         Ok(Self {
             states: StateWatch::new(cli.in_pool(Pool::Control)),
             cli,
             config,
             engine,
+            create_engine,
             agent,
             agent_binary,
             handles: Mutex::new(HashMap::new()),
