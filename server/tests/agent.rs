@@ -180,6 +180,33 @@ async fn a_sandbox_without_an_agent_uses_docker_exec() {
     p.close(&h.id()).await.unwrap();
 }
 
+/// A late hello is a slow daemon, not a missing agent: the call that met it falls back to
+/// `docker exec`, and the next call opens the channel (a hello timeout used to put the sandbox
+/// on `docker exec` for its whole life, which loaded soaks showed as missing channels).
+#[tokio::test]
+async fn an_agent_slow_to_say_hello_is_tried_again_on_the_next_call() {
+    let label = TestLabel::new();
+    let dir = tempfile::tempdir().unwrap();
+    let real = sandboxd::docker::cli::DockerCli::locate().expect("docker on PATH");
+    let wrapper = dir.path().join("docker");
+    // The first `docker exec … serve` (the agent's start) takes longer than the hello timeout.
+    let script = format!(
+        "#!/bin/sh\nfor last; do :; done\nif [ \"$1\" = exec ] && [ \"$last\" = serve ] && mkdir {marker} 2>/dev/null; then sleep 60; fi\nexec {real} \"$@\"\n",
+        marker = dir.path().join("slowed").display(),
+        real = real.display(),
+    );
+    std::fs::write(&wrapper, script).unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let p = testkit::provider_with_binary(&label, wrapper, |c| c.exec.engine = ExecEngineKind::Agent);
+    let h = p.create(&SandboxSpec::new(images::BUSYBOX)).await.unwrap();
+    assert!(dir.path().join("slowed").exists(), "the first agent start was slowed");
+    let r = p.exec(&h, "printf hi", &params()).await.unwrap();
+    assert_eq!((r.stdout_str().as_str(), r.return_code), ("hi", 0));
+    assert!(r.usage.is_some(), "the agent answered the call after the slow start");
+    agent_pid(&h);
+    p.close(&h.id()).await.unwrap();
+}
+
 #[tokio::test]
 async fn env_values_and_commands_never_reach_a_host_command_line() {
     let label = TestLabel::new();

@@ -93,12 +93,27 @@ pub fn engine_name() -> &'static str {
 /// A provider with test-friendly defaults whose containers carry `label`.
 pub fn provider_with(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) -> DockerProvider {
     require_docker();
+    DockerProvider::new(test_config(label, edit)).expect("provider")
+}
+
+/// As `provider_with`, running `binary` as docker (a wrapper that slows or records commands).
+pub fn provider_with_binary(
+    label: &TestLabel,
+    binary: std::path::PathBuf,
+    edit: impl FnOnce(&mut DockerConfig),
+) -> DockerProvider {
+    require_docker();
+    DockerProvider::with_binary(test_config(label, edit), binary).expect("provider")
+}
+
+/// The test defaults: `label` on every container, a 60 s exec timeout, the engine under test.
+fn test_config(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) -> DockerConfig {
     let mut config = DockerConfig::default();
     config.create.extra_run_args = label.run_args();
     config.exec.default_timeout = Some(std::time::Duration::from_secs(60));
     config.exec.engine = engine();
     edit(&mut config);
-    DockerProvider::new(config).expect("provider")
+    config
 }
 
 pub fn provider(label: &TestLabel) -> DockerProvider {

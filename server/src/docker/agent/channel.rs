@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::binary::AGENT_PATH_IN_SANDBOX;
-use crate::docker::cli::{DockerChild, DockerCli};
+use crate::docker::cli::{DockerChild, DockerCli, Pool};
 
 /// How long a new agent has to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(20);
@@ -98,7 +98,12 @@ impl AgentChannel {
             .map(String::from)
             .collect();
         let (client, user) =
-            tokio::join!(cli.spawn(&args, true, false), cli.run(&user_args, Some(HELLO_TIMEOUT), None));
+            // The user lookup is a control command: a crowd of execs must not hold up the
+            // channel that would take them off `docker exec`.
+            tokio::join!(
+                cli.spawn(&args, true, false),
+                cli.in_pool(Pool::Control).run(&user_args, Some(HELLO_TIMEOUT), None)
+            );
         let mut client = client.map_err(|e| OpenError::Transport(e.to_string()))?;
         let default_user = match user {
             Ok(out) => Some(out.stdout_text().trim().to_string()).filter(|u| !u.is_empty()),
@@ -137,7 +142,14 @@ impl AgentChannel {
                     OpenError::Transport(text)
                 });
             }
-            Err(_) => return Err(OpenError::NoAgent("the agent did not start within 20s".into())),
+            // A late hello is a slow daemon (a loaded host starts `docker exec` in tens of
+            // seconds), not a missing agent: this call falls back, the next one tries again.
+            Err(_) => {
+                return Err(OpenError::Transport(format!(
+                    "the agent did not say hello within {}s",
+                    HELLO_TIMEOUT.as_secs()
+                )))
+            }
         };
         let (frames, mut outgoing) = mpsc::channel::<Vec<u8>>(32);
         let pending: Pending = Arc::default();
