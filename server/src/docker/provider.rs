@@ -109,10 +109,9 @@ impl DockerProvider {
         let agent = agent_binary.as_ref().map(|_| Arc::new(AgentEngine::new(docker.clone())));
         let (engine, create_engine): (Arc<dyn ExecEngine>, Arc<dyn ExecEngine>) = match &agent {
             Some(agent) => (agent.clone(), agent.clone()),
-            None => (
-                Arc::new(docker),
-                Arc::new(DockerExecEngine::new(cli.in_pool(Pool::Create), config.clone())),
-            ),
+            None => {
+                (Arc::new(docker), Arc::new(DockerExecEngine::new(cli.in_pool(Pool::Create), config.clone())))
+            }
         };
         Ok(Self {
             states: StateWatch::new(cli.in_pool(Pool::Control)),

@@ -97,13 +97,11 @@ impl AgentChannel {
             .into_iter()
             .map(String::from)
             .collect();
+        // The user lookup is a control command: a crowd of execs must not hold up the channel
+        // that would take them off `docker exec`.
+        let control = cli.in_pool(Pool::Control);
         let (client, user) =
-            // The user lookup is a control command: a crowd of execs must not hold up the
-            // channel that would take them off `docker exec`.
-            tokio::join!(
-                cli.spawn(&args, true, false),
-                cli.in_pool(Pool::Control).run(&user_args, Some(HELLO_TIMEOUT), None)
-            );
+            tokio::join!(cli.spawn(&args, true, false), control.run(&user_args, Some(HELLO_TIMEOUT), None));
         let mut client = client.map_err(|e| OpenError::Transport(e.to_string()))?;
         let default_user = match user {
             Ok(out) => Some(out.stdout_text().trim().to_string()).filter(|u| !u.is_empty()),
