@@ -894,20 +894,35 @@ async fn stalled_transfers_on(engine: &str) {
     raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
 }
 
+/// The `docker exec` engine with one exec slot (the agent engine takes no permit for an exec).
+static ONE_EXEC_SLOT: std::sync::LazyLock<serde_json::Value> = std::sync::LazyLock::new(
+    || serde_json::json!({"docker": {"exec": {"engine": "docker", "concurrency": 1}}}),
+);
+
+type ExecCall = tokio::task::JoinHandle<Result<tonic::Response<proto::ExecResponse>, tonic::Status>>;
+
+/// A `sleep` exec in `sandbox_id` that holds the only exec slot of an [`ONE_EXEC_SLOT`] server
+/// for `seconds`, running once this returns.
+async fn hold_the_exec_slot(raw: &RawClient, sandbox_id: &str, seconds: u32) -> ExecCall {
+    let mut busy = raw.clone();
+    let request = proto::ExecRequest {
+        sandbox_id: sandbox_id.into(),
+        command: format!("sleep {seconds}"),
+        ..Default::default()
+    };
+    let hog = tokio::spawn(async move { busy.exec(request).await });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!hog.is_finished(), "the sleep holds the only exec slot");
+    hog
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn waiting_for_a_permit_counts_against_the_exec_timeout() {
     let label = TestLabel::new();
-    // The permit of the `docker exec` engine's pool (the agent engine takes none for an exec).
-    let config = serde_json::json!({"docker": {"exec": {"engine": "docker", "concurrency": 1}}});
-    let server = Service::start(&label, config);
+    let server = Service::start(&label, ONE_EXEC_SLOT.clone());
     let mut raw = server.raw().await;
     let id = create_id(&mut raw, busybox()).await;
-    let mut busy = raw.clone();
-    let sandbox_id = id.clone();
-    let hog = tokio::spawn(async move {
-        busy.exec(proto::ExecRequest { sandbox_id, command: "sleep 8".into(), ..Default::default() }).await
-    });
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let hog = hold_the_exec_slot(&raw, &id, 8).await;
     let waited = raw
         .exec(proto::ExecRequest {
             sandbox_id: id.clone(),
@@ -932,17 +947,10 @@ async fn waiting_for_a_permit_counts_against_the_exec_timeout() {
 #[tokio::test(flavor = "multi_thread")]
 async fn creates_do_not_wait_behind_execs() {
     let label = TestLabel::new();
-    let config = serde_json::json!({"docker": {"exec": {"engine": "docker", "concurrency": 1}}});
-    let server = Service::start(&label, config);
+    let server = Service::start(&label, ONE_EXEC_SLOT.clone());
     let mut raw = server.raw().await;
     let id = create_id(&mut raw, busybox()).await;
-    let mut busy = raw.clone();
-    let sandbox_id = id.clone();
-    let hog = tokio::spawn(async move {
-        busy.exec(proto::ExecRequest { sandbox_id, command: "sleep 60".into(), ..Default::default() }).await
-    });
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(!hog.is_finished(), "the long exec holds the only exec slot");
+    let hog = hold_the_exec_slot(&raw, &id, 60).await;
     let other = create_id(&mut raw, busybox()).await;
     assert!(!hog.is_finished(), "the create answered while the only exec slot was still held");
     hog.abort();
