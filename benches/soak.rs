@@ -77,6 +77,11 @@ struct Cli {
     /// Seed of the fault schedule and the clients' choices (default: from the clock).
     #[arg(long, env = "SOAK_SEED")]
     seed: Option<u64>,
+    /// Run against a private Docker daemon (own containerd, data root and network namespace,
+    /// removed at the end) instead of the machine's: long runs churn thousands of containers,
+    /// and a daemon wedged by that (docker 20.10's libnetwork was, once) is then not the host's.
+    #[arg(long, env = "SOAK_PRIVATE_DAEMON")]
+    private_daemon: bool,
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -109,6 +114,15 @@ fn main() -> ExitCode {
         println!("soak: not run under `cargo test` (minutes long); run scripts/soak.sh [--ci]");
         return ExitCode::SUCCESS;
     }
+    // Kept until the run ends; every docker client of the run (the server's, the checks')
+    // finds it through DOCKER_HOST, set before any thread starts.
+    let _private = match cli.private_daemon.then(start_private_daemon).transpose() {
+        Ok(private) => private,
+        Err(e) => {
+            eprintln!("soak: {e}");
+            return ExitCode::from(2);
+        }
+    };
     match Driver::new(cli).and_then(Driver::run) {
         Ok(code) => code,
         Err(e) => {
@@ -116,6 +130,19 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// A private daemon with a bridge of its own and the test images, made the run's `DOCKER_HOST`.
+fn start_private_daemon() -> Result<testkit::private_docker::PrivateDocker, String> {
+    testkit::images::host_has_docker()?;
+    testkit::images::ensure_images()?;
+    let docker = testkit::private_docker::PrivateDocker::start_with(
+        &testkit::images::ALL,
+        testkit::private_docker::PrivateNetwork::Bridge,
+    );
+    eprintln!("soak: private docker daemon at {}", docker.host());
+    std::env::set_var("DOCKER_HOST", docker.host());
+    Ok(docker)
 }
 
 /// One client process and what it reported.

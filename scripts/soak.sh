@@ -6,7 +6,7 @@
 #   scripts/soak.sh --clients 16 --sandboxes 64 --minutes 30
 #
 # Flags (or SOAK_* env): --clients, --sandboxes, --minutes/--seconds, --warmup-s, --ttl-s,
-# --seed. Containers carry sandboxd.test=1 and a per-run label; only those are removed.
+# --seed, --engine, --private-daemon (a dockerd of the run's own, never the machine's). Containers carry sandboxd.test=1 and a per-run label; only those are removed.
 set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_ROOT"

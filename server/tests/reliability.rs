@@ -3,13 +3,14 @@
 //! ([`Service`]) for bad durations, lease policy, pools, limits and blocked PTY input.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sandboxd_client::proto;
 use sandboxd_client::proto::sandbox_service_client::SandboxServiceClient;
 use testkit::images::BUSYBOX;
+use testkit::private_docker::PrivateDocker;
 use testkit::service::TestService;
 use testkit::TestLabel;
 use tonic::Code;
@@ -1093,131 +1094,10 @@ async fn pty_with_a_blocked_write_ends(half_close: bool) {
 
 // ----- faults of the Docker daemon itself (a private dockerd, never the machine's) -----------
 
-/// A `dockerd` of the test's own, in a network namespace of its own (`unshare --net`: with
-/// `--bridge=none` a dockerd deletes the `docker0` interface of its namespace, which must never
-/// be the machine's), with its own socket, data root, exec root, pid file and config file (the
-/// machine's /etc/docker/daemon.json is not read), no iptables, vfs storage, containers under
-/// their own cgroup parent. The machine's daemon is never touched.
-struct PrivateDaemon {
-    dir: tempfile::TempDir,
-    child: Option<Child>,
-}
-
-impl PrivateDaemon {
-    fn start() -> PrivateDaemon {
-        assert!(
-            Path::new("/usr/sbin/dockerd").exists() || which("dockerd"),
-            "the fault tests need a dockerd binary"
-        );
-        assert!(
-            which("unshare"),
-            "the fault tests need unshare (util-linux) for the daemon's own network namespace"
-        );
-        let dir = tempfile::Builder::new().prefix("sandboxd-faults-").tempdir().unwrap();
-        std::fs::write(dir.path().join("daemon.json"), "{}").unwrap();
-        let mut daemon = PrivateDaemon { dir, child: None };
-        daemon.restart();
-        // The test image, moved in from the machine's daemon.
-        testkit::require_docker();
-        let mut save = Command::new("docker").args(["save", BUSYBOX]).stdout(Stdio::piped()).spawn().unwrap();
-        let load = Command::new("docker")
-            .args(["-H", &daemon.host(), "load", "-q"])
-            .stdin(save.stdout.take().unwrap())
-            .output()
-            .unwrap();
-        assert!(save.wait().unwrap().success(), "docker save {BUSYBOX}");
-        assert!(load.status.success(), "{}", String::from_utf8_lossy(&load.stderr));
-        daemon
-    }
-
-    fn host(&self) -> String {
-        format!("unix://{}", self.dir.path().join("docker.sock").display())
-    }
-
-    fn docker(&self, args: &[&str]) -> std::process::Output {
-        Command::new("docker").args(["-H", &self.host()]).args(args).output().unwrap()
-    }
-
-    /// Start (again) on the same data root, and wait until it answers.
-    fn restart(&mut self) {
-        let p = |name: &str| self.dir.path().join(name);
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(p("dockerd.log")).unwrap();
-        let child = Command::new("unshare")
-            .args(["--net", "dockerd"])
-            .arg("--config-file")
-            .arg(p("daemon.json"))
-            .args(["--host", &self.host()])
-            .arg("--data-root")
-            .arg(p("data"))
-            .arg("--exec-root")
-            .arg(p("exec"))
-            .arg("--pidfile")
-            .arg(p("docker.pid"))
-            .args(["--iptables=false", "--ip6tables=false", "--bridge=none", "--ip-masq=false"])
-            .args(["--storage-driver=vfs", "--cgroup-parent=sandboxd-faults"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start dockerd");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !self.docker(&["info"]).status.success() {
-            assert!(Instant::now() < deadline, "the private dockerd did not come up");
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
-    /// An orderly stop (SIGTERM; dockerd stops its containers and its containerd).
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(child.id() as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            );
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while child.try_wait().unwrap().is_none() {
-                if Instant::now() > deadline {
-                    let _ = child.kill();
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-    }
-
-    fn names(&self) -> Vec<String> {
-        let out = self.docker(&["ps", "-a", "--format", "{{.Names}}"]);
-        String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect()
-    }
-}
-
-impl Drop for PrivateDaemon {
-    fn drop(&mut self) {
-        if self.child.is_some() {
-            let ids = self.docker(&["ps", "-aq"]);
-            let ids: Vec<String> =
-                String::from_utf8_lossy(&ids.stdout).split_whitespace().map(String::from).collect();
-            if !ids.is_empty() {
-                let mut args = vec!["rm", "-f"];
-                args.extend(ids.iter().map(String::as_str));
-                let _ = self.docker(&args);
-            }
-        }
-        self.stop();
-    }
-}
-
-fn which(program: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_docker_daemon_that_dies_mid_exec_or_mid_create_gets_clear_answers_and_recovery() {
     let label = TestLabel::new();
-    let mut daemon = PrivateDaemon::start();
+    let mut daemon = PrivateDocker::start(&[BUSYBOX]);
     let config = serde_json::json!({
         "docker": {"create": {"network": "none"}, "probe": {
             "command": "sleep 3; printf docker-sandbox-ready", "timeout_s": 60}},
@@ -1238,7 +1118,7 @@ async fn a_docker_daemon_that_dies_mid_exec_or_mid_create_gets_clear_answers_and
             .await
     });
     tokio::time::sleep(Duration::from_secs(2)).await;
-    daemon.stop();
+    daemon.stop_dockerd();
     let answer = tokio::time::timeout(Duration::from_secs(60), exec)
         .await
         .expect("the exec hung when the daemon went away");
@@ -1257,7 +1137,7 @@ async fn a_docker_daemon_that_dies_mid_exec_or_mid_create_gets_clear_answers_and
     .await
     .expect("a create hung while the daemon was gone");
     assert_eq!(gone.unwrap_err().code(), Code::Unavailable);
-    daemon.restart();
+    daemon.start_dockerd();
     let status = raw.status(proto::StatusRequest { sandbox_id: id.clone() }).await.unwrap().into_inner();
     assert_eq!(status.status, proto::SandboxStatus::Stopped as i32, "the daemon's restart stopped it");
     raw.close(proto::CloseRequest { sandbox_id: id.clone() }).await.expect("close after the daemon is back");
@@ -1268,21 +1148,21 @@ async fn a_docker_daemon_that_dies_mid_exec_or_mid_create_gets_clear_answers_and
     let create =
         tokio::spawn(async move { create_raw.create(proto::CreateRequest { spec: Some(busybox()) }).await });
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !daemon.names().iter().any(|n| n.starts_with("sandboxd-creating-")) {
+    while !daemon.containers(None).iter().any(|n| n.starts_with("sandboxd-creating-")) {
         assert!(Instant::now() < deadline, "the create never started its container");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    daemon.stop();
+    daemon.stop_dockerd();
     let answer = tokio::time::timeout(Duration::from_secs(60), create)
         .await
         .expect("the create hung when the daemon went away");
     let err = answer.unwrap().expect_err("a create whose daemon died cannot succeed");
     assert!(matches!(err.code(), Code::Unavailable | Code::FailedPrecondition), "{err:?}");
-    daemon.restart();
+    daemon.start_dockerd();
     eventually(
         Duration::from_secs(60),
         "the unfinished create was never swept after the daemon came back",
-        || daemon.names().is_empty(),
+        || daemon.containers(None).is_empty(),
     )
     .await;
     let again = create_id(&mut raw, busybox()).await;

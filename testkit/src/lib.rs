@@ -3,11 +3,12 @@
 //! every container so each test can prove it left nothing behind and clean-up never touches
 //! anyone else's ([`TestLabel`]), the exec engine under test ([`engine`]), a provider with test
 //! defaults, the service in-process ([`service::TestService`]), the `sandboxd` binary as a fixture
-//! ([`server::TestServer`], for CLI, signal and listener tests) and `sandboxctl` in a real
-//! terminal ([`ctl`]).
+//! ([`server::TestServer`], for CLI, signal and listener tests), `sandboxctl` in a real terminal
+//! ([`ctl`]) and a private Docker daemon for daemon faults ([`private_docker::PrivateDocker`]).
 
 pub mod ctl;
 pub mod images;
+pub mod private_docker;
 pub mod procs;
 pub mod server;
 pub mod service;
