@@ -185,6 +185,25 @@ impl PrivateDocker {
             .expect("docker -H")
     }
 
+    /// `docker -H PRIVATE args…`, killed after `limit`: a wedged daemon (docker 20.10's
+    /// libnetwork deadlock) never answers `rm`, and clean-up must still finish.
+    fn docker_within(&self, args: &[&str], limit: Duration) {
+        let child = Command::new("docker")
+            .arg("-H")
+            .arg(self.host())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        if let Ok(mut child) = child {
+            if wait_until(limit, || child.try_wait().ok().flatten().is_some()).is_none() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+
     /// Moves `image` in from the machine's daemon.
     pub fn load(&self, image: &str) {
         let mut save =
@@ -242,7 +261,7 @@ impl Drop for PrivateDocker {
             if !ids.is_empty() {
                 let mut args = vec!["rm", "-f"];
                 args.extend(ids.iter().map(String::as_str));
-                let _ = self.docker(&args);
+                self.docker_within(&args, Duration::from_secs(60));
             }
             self.stop_dockerd();
         }
