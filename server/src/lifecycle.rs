@@ -103,6 +103,9 @@ impl Lifecycle {
                 )));
                 return;
             }
+            if let Some(ttl) = plan.ttl {
+                this.start_lease(&plan.id, ttl);
+            }
             if tx.send(Ok(handle)).is_err() {
                 tracing::warn!(sandbox_id = %plan.id, "the caller went away before its create finished; removing the sandbox");
                 let _ = this.close(&plan.id).await;
@@ -168,6 +171,19 @@ impl Lifecycle {
         })?;
         self.sweep_wake.notify_one();
         Ok(expires_ms)
+    }
+
+    /// A new sandbox's lease runs from the moment its create completes: the label set before
+    /// `docker run` counted the wait for a create slot, the run and the readiness probe against
+    /// it, and under load a sandbox reached its caller with its lease nearly spent (the soak saw
+    /// held sandboxes swept seconds after they were handed out). The label stays as the end a
+    /// server that dies before this point leaves (earlier, never later).
+    fn start_lease(&self, id: &SandboxId, ttl: Duration) {
+        let expires_ms = lease::after_ms(lease::now_ms(), ttl);
+        if let Err(e) = self.leases.store.set(id.as_str(), expires_ms) {
+            tracing::warn!(sandbox_id = %id, error = %e, dir = %self.leases.store.dir().display(),
+                "cannot record the lease's start; it counts from the create's start");
+        }
     }
 
     /// When the lease of `id` ends: its moved lease if `SetTimeout` moved it, else `at_create`.

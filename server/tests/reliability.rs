@@ -485,6 +485,34 @@ async fn operator_lease_policy_caps_and_defaults() {
     raw.close(proto::CloseRequest { sandbox_id: capped }).await.unwrap();
 }
 
+/// A lease runs from the moment the create completes: a create slower than its own `ttl_s`
+/// (a 4 s readiness probe for a 3 s lease) hands out a sandbox with its whole lease ahead. The
+/// lease used to count from before `docker run`, so under load sandboxes were swept seconds
+/// after their create answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_runs_from_the_end_of_its_create() {
+    let label = TestLabel::new();
+    let mut config = slow_probe(4);
+    merge(&mut config, serde_json::json!({"server": {"sweep_interval_s": 1}}));
+    let server = Service::start(&label, config);
+    let mut raw = server.raw().await;
+    let id = create_id(&mut raw, proto::SandboxSpec { ttl_s: Some(3.0), ..busybox() }).await;
+    let handed_out = Instant::now();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let status = raw
+        .status(proto::StatusRequest { sandbox_id: id.clone() })
+        .await
+        .expect("the sandbox is still there 1.5 s after its create answered")
+        .into_inner();
+    assert_eq!(status.status, proto::SandboxStatus::Running as i32, "{status:?}");
+    eventually(Duration::from_secs(30), "the lease never ended the sandbox", || !exists(&id)).await;
+    assert!(
+        handed_out.elapsed() >= Duration::from_millis(2500),
+        "the 3 s lease ended {:?} after the create answered",
+        handed_out.elapsed()
+    );
+}
+
 // ----- TLS ----------------------------------------------------------------------------------
 
 /// A CA, a server certificate for `localhost`/127.0.0.1 and a client certificate, as PEM files.
