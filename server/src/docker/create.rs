@@ -9,7 +9,7 @@ use tracing::Instrument;
 use super::argv;
 use super::classify::{DockerFailure, DockerFailureKind};
 use super::cli::{CliError, Pool};
-use super::engine::ExecSpec;
+use super::engine::{ExecEngine, ExecSpec};
 use super::provider::DockerProvider;
 use super::state::ContainerState;
 use crate::backend::CreatePlan;
@@ -223,7 +223,7 @@ impl DockerProvider {
         let Some(command) = probe.command.clone() else {
             return match configured_shell {
                 Some(shell) => Ok(shell),
-                None => self.detect_shell(name).await,
+                None => self.detect_shell(self.create_engine.as_ref(), name).await,
             };
         };
         let detect = configured_shell.is_none();
@@ -277,14 +277,15 @@ impl DockerProvider {
         }
     }
 
-    /// Configured exec shell, else bash when the image has it, else sh.
-    pub(super) async fn detect_shell(&self, name: &str) -> Result<String> {
+    /// Configured exec shell, else bash when the image has it, else sh, asked through `engine`
+    /// (a create asks in its own pool, a lookup of an existing sandbox in the exec pool).
+    pub(super) async fn detect_shell(&self, engine: &dyn ExecEngine, name: &str) -> Result<String> {
         if let Some(shell) = &self.config.exec.exec_shell {
             return Ok(shell.clone());
         }
         let params = ExecParams::default();
         let spec = ExecSpec { name, shell: "sh", command: "command -v bash", params: &params, user: None };
-        let result = self.create_engine.exec(spec).await;
+        let result = engine.exec(spec).await;
         Ok(if result.return_code == 0 && result.error_type.is_none() { "bash" } else { "sh" }.into())
     }
 

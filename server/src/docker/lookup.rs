@@ -43,7 +43,8 @@ impl DockerProvider {
         }
         let found = self.owned(sandbox_id).await?;
         let running = found.state.is_running();
-        let shell = if running { self.detect_shell(sandbox_id).await? } else { "sh".into() };
+        let shell =
+            if running { self.detect_shell(self.engine.as_ref(), sandbox_id).await? } else { "sh".into() };
         let handle = SandboxHandle {
             sandbox_id: sandbox_id.into(),
             image: found.image,
@@ -82,7 +83,7 @@ impl DockerProvider {
                 return Err(ProviderError::Stopped(id.into()));
             }
         }
-        let shell = self.detect_shell(id).await?;
+        let shell = self.detect_shell(self.engine.as_ref(), id).await?;
         let handle = SandboxHandle {
             sandbox_id: id.into(),
             image: found.image,
