@@ -176,26 +176,20 @@ impl PrivateDocker {
 
     /// `docker -H PRIVATE args…`.
     pub fn docker(&self, args: &[&str]) -> std::process::Output {
-        Command::new("docker")
-            .arg("-H")
-            .arg(self.host())
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("docker -H")
+        self.docker_command(args).output().expect("docker -H")
+    }
+
+    /// `docker -H PRIVATE args…`, stdin closed.
+    fn docker_command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("docker");
+        command.arg("-H").arg(self.host()).args(args).stdin(Stdio::null());
+        command
     }
 
     /// `docker -H PRIVATE args…`, killed after `limit`: a wedged daemon (docker 20.10's
     /// libnetwork deadlock) never answers `rm`, and clean-up must still finish.
     fn docker_within(&self, args: &[&str], limit: Duration) {
-        let child = Command::new("docker")
-            .arg("-H")
-            .arg(self.host())
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
+        let child = self.docker_command(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn();
         if let Ok(mut child) = child {
             if wait_until(limit, || child.try_wait().ok().flatten().is_some()).is_none() {
                 let _ = child.kill();
@@ -208,10 +202,8 @@ impl PrivateDocker {
     pub fn load(&self, image: &str) {
         let mut save =
             Command::new("docker").args(["save", image]).stdout(Stdio::piped()).spawn().expect("docker save");
-        let load = Command::new("docker")
-            .arg("-H")
-            .arg(self.host())
-            .args(["load", "-q"])
+        let load = self
+            .docker_command(&["load", "-q"])
             .stdin(save.stdout.take().expect("save stdout"))
             .output()
             .expect("docker load");
