@@ -63,6 +63,11 @@ pub trait SandboxBackend: Send + Sync + 'static {
     /// sandboxes past their lease (`leases` holds leases moved by `SetTimeout`).
     async fn sweep(&self, leases: &LeaseStore) -> Result<SweepReport>;
 
+    /// Whether the backend's daemon answers now (the health probe); `Unavailable` when not.
+    async fn ping(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// The handle of a sandbox this service owns (`SandboxNotFound` for any other id).
     async fn lookup(&self, id: &SandboxId) -> Result<SandboxHandle>;
 

@@ -334,6 +334,9 @@ pub struct ServerSection {
     /// until `DeleteSnapshot`.
     #[serde(rename = "snapshot_ttl_s", deserialize_with = "seconds::optional")]
     pub snapshot_ttl: Option<Duration>,
+    /// Time between two pings of the Docker daemon; health is NOT_SERVING while it fails.
+    #[serde(rename = "health_probe_interval_s", deserialize_with = "seconds::required")]
+    pub health_probe_interval: Duration,
 }
 
 impl Default for ServerSection {
@@ -349,12 +352,15 @@ impl Default for ServerSection {
             limits: Limits::default(),
             max_snapshots: DEFAULT_MAX_SNAPSHOTS,
             snapshot_ttl: Some(DEFAULT_SNAPSHOT_TTL),
+            health_probe_interval: DEFAULT_HEALTH_PROBE_INTERVAL,
         }
     }
 }
 
 /// Default time between two sweeps.
 pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(5);
+/// Default time between two pings of the Docker daemon (the health probe).
+pub const DEFAULT_HEALTH_PROBE_INTERVAL: Duration = Duration::from_secs(2);
 /// Default bound on a whole create.
 pub const DEFAULT_CREATE_TIMEOUT: Duration = Duration::from_secs(900);
 /// The longest duration a client may send (`ttl_s`, `ready_timeout_s`, `timeout_s`): one year.
@@ -381,6 +387,7 @@ impl ServerSection {
             ("server.default_ttl_s", self.default_ttl),
             ("server.sweep_interval_s", Some(self.sweep_interval)),
             ("server.create_timeout_s", Some(self.create_timeout)),
+            ("server.health_probe_interval_s", Some(self.health_probe_interval)),
         ] {
             within_client_bound(field, v)?;
         }
@@ -391,6 +398,7 @@ impl ServerSection {
             return Err(ConfigError::new("server.max_snapshots", "must be >= 1 (got 0)"));
         }
         nonzero("server.snapshot_ttl_s", self.snapshot_ttl)?;
+        nonzero("server.health_probe_interval_s", Some(self.health_probe_interval))?;
         self.limits.validate()
     }
 

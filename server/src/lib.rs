@@ -9,6 +9,7 @@ pub mod branching;
 pub mod config;
 pub mod docker;
 pub mod error;
+pub mod health;
 pub mod inventory;
 pub mod lease;
 pub mod lifecycle;

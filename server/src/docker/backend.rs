@@ -31,6 +31,10 @@ impl SandboxBackend for DockerProvider {
         DockerProvider::sweep(self, leases).await
     }
 
+    async fn ping(&self) -> Result<()> {
+        self.ping_daemon().await
+    }
+
     async fn lookup(&self, id: &SandboxId) -> Result<SandboxHandle> {
         self.handle(id.as_str()).await
     }

@@ -27,6 +27,7 @@ pub mod labels;
 mod lookup;
 pub mod mask;
 mod pause;
+mod ping;
 pub mod provider;
 pub mod sessions;
 mod snapshot;

@@ -197,6 +197,12 @@ impl Services {
                 shutdown_tx.subscribe(),
             ));
         }
+        let prober = tokio::spawn(crate::health::probe_forever(
+            lifecycle.backend().clone(),
+            health_reporter.clone(),
+            policy.health_probe_interval,
+            shutdown_tx.subscribe(),
+        ));
         let incoming = tonic::transport::server::TcpIncoming::from(listener)
             .with_nodelay(Some(true))
             .with_keepalive(Some(TCP_KEEPALIVE_IDLE))
@@ -257,6 +263,7 @@ impl Services {
             () = drain_timer => tracing::warn!("drain timeout passed; cancelling the calls still running"),
         }
         sweeper.abort();
+        prober.abort();
         let task = cleanup.lock().ok().and_then(|mut slot| slot.take());
         if let Some(task) = task {
             // Removal started with the signal, beside the drain; it gets what is left of the
