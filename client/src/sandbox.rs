@@ -389,6 +389,7 @@ pub(crate) fn parse_descriptor(value: &serde_json::Value) -> Result<proto::Sandb
         ports: descriptor.ports.unwrap_or_default().into_iter().map(u32::from).collect(),
         workdir: descriptor.workdir,
         metadata: Default::default(),
+        token: String::new(),
     })
 }
 

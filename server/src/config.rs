@@ -334,6 +334,10 @@ pub struct ServerSection {
     /// until `DeleteSnapshot`.
     #[serde(rename = "snapshot_ttl_s", deserialize_with = "seconds::optional")]
     pub snapshot_ttl: Option<Duration>,
+    /// Capability tokens and tenants (`server.auth`).
+    pub auth: AuthSection,
+    /// Where the audit log goes: a file path, `stderr`, or `null` (no audit log).
+    pub audit: Option<String>,
     /// Time between two pings of the Docker daemon; health is NOT_SERVING while it fails.
     #[serde(rename = "health_probe_interval_s", deserialize_with = "seconds::required")]
     pub health_probe_interval: Duration,
@@ -353,12 +357,47 @@ impl Default for ServerSection {
             max_snapshots: DEFAULT_MAX_SNAPSHOTS,
             snapshot_ttl: Some(DEFAULT_SNAPSHOT_TTL),
             health_probe_interval: DEFAULT_HEALTH_PROBE_INTERVAL,
+            auth: AuthSection::default(),
+            audit: None,
         }
     }
 }
 
 /// Default time between two sweeps.
 pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(5);
+/// The `server.auth` section: where the signing keys and the tenants are.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthSection {
+    /// `<kid> <secret>` a line, the first signs; `null`: a key made in the state directory.
+    pub signing_key_file: Option<PathBuf>,
+    /// Tenants with their key digests and quotas (YAML or JSON); `null`: no tenants, the
+    /// single `--auth-token-file` key (or none) as before.
+    pub tenants_file: Option<PathBuf>,
+    /// Lifetime of the owner token `Create` returns.
+    #[serde(rename = "owner_token_ttl_s", deserialize_with = "seconds::required")]
+    pub owner_token_ttl: Duration,
+    /// Lifetime of a `Grant` that names none.
+    #[serde(rename = "grant_ttl_s", deserialize_with = "seconds::required")]
+    pub grant_ttl: Duration,
+}
+
+impl Default for AuthSection {
+    fn default() -> Self {
+        Self {
+            signing_key_file: None,
+            tenants_file: None,
+            owner_token_ttl: DEFAULT_OWNER_TOKEN_TTL,
+            grant_ttl: DEFAULT_GRANT_TTL,
+        }
+    }
+}
+
+/// Default lifetime of the owner token `Create` returns: 30 days.
+pub const DEFAULT_OWNER_TOKEN_TTL: Duration = Duration::from_secs(30 * 86_400);
+/// Default lifetime of a grant: one hour.
+pub const DEFAULT_GRANT_TTL: Duration = Duration::from_secs(3_600);
+
 /// Default time between two pings of the Docker daemon (the health probe).
 pub const DEFAULT_HEALTH_PROBE_INTERVAL: Duration = Duration::from_secs(2);
 /// Default bound on a whole create.
@@ -399,6 +438,11 @@ impl ServerSection {
         }
         nonzero("server.snapshot_ttl_s", self.snapshot_ttl)?;
         nonzero("server.health_probe_interval_s", Some(self.health_probe_interval))?;
+        nonzero("server.auth.owner_token_ttl_s", Some(self.auth.owner_token_ttl))?;
+        nonzero("server.auth.grant_ttl_s", Some(self.auth.grant_ttl))?;
+        if matches!(&self.audit, Some(a) if a.is_empty()) {
+            return Err(ConfigError::new("server.audit", "must be null, \"stderr\" or a file path"));
+        }
         self.limits.validate()
     }
 

@@ -18,6 +18,8 @@ pub struct ListQuery {
     pub page_size: usize,
     /// Only sandboxes after this key (the previous page's last).
     pub after: Option<PageKey>,
+    /// Only this tenant's sandboxes (`None`: every sandbox, the operator's view).
+    pub tenant: Option<String>,
 }
 
 /// Where a page ends: the order of `List` is (creation time, id).
@@ -72,6 +74,10 @@ pub struct SandboxSummary {
     pub metadata: BTreeMap<String, String>,
     /// The lease set at create (ms since the epoch), if any; a moved lease overrides it.
     pub expires_at_unix_ms: Option<i64>,
+    /// Thousandths of a CPU and MiB of memory reserved at create (`resources`; 0: none), for
+    /// tenant quotas.
+    pub reserved_millicpus: u64,
+    pub reserved_memory_mib: u64,
 }
 
 impl SandboxSummary {
@@ -118,6 +124,8 @@ mod tests {
             workdir: None,
             metadata: BTreeMap::new(),
             expires_at_unix_ms: None,
+            reserved_millicpus: 0,
+            reserved_memory_mib: 0,
         }
     }
 

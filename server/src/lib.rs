@@ -4,6 +4,8 @@
 //! implements the provider (`DockerProvider`); `pty` runs interactive sessions; `service` maps the
 //! provider onto `sandbox.v1.SandboxService`.
 
+pub mod audit;
+pub mod auth;
 pub mod backend;
 pub mod branching;
 pub mod config;

@@ -77,6 +77,8 @@ pub struct SandboxHandle {
     pub workdir: Option<String>,
     /// `spec.metadata`, as stored on the container's labels.
     pub metadata: BTreeMap<String, String>,
+    /// The tenant it belongs to (`sandboxd.tenant`); `None`: the operator's.
+    pub tenant: Option<String>,
 }
 
 impl SandboxHandle {
@@ -176,6 +178,10 @@ pub struct SandboxSpec {
     pub provider_options: ProviderOptions,
     /// Start from this snapshot (its image) instead of `image`.
     pub snapshot_id: Option<String>,
+    /// The tenant the sandbox is made for, labelled at `docker run`; set by the server from
+    /// the caller's key, never from a request or a config file.
+    #[serde(skip)]
+    pub tenant: Option<String>,
 }
 
 impl SandboxSpec {

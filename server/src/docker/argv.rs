@@ -118,6 +118,16 @@ pub fn run_args(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec
         let ports: Vec<String> = spec.ports.iter().map(u16::to_string).collect();
         a.extend([s("--label"), format!("{PORTS_LABEL}={}", ports.join(","))]);
     }
+    if let Some(tenant) = &spec.tenant {
+        a.extend([s("--label"), format!("{}={tenant}", crate::auth::TENANT_LABEL)]);
+        // What it reserves, read back by the tenant's quotas (labels survive a restart).
+        if let Some(cpu) = spec.resources.cpu {
+            a.extend([s("--label"), format!("{}={cpu}", crate::auth::CPUS_LABEL)]);
+        }
+        if let Some(mib) = spec.resources.memory_mib {
+            a.extend([s("--label"), format!("{}={mib}", crate::auth::MEMORY_LABEL)]);
+        }
+    }
     a.extend(super::labels::run_args(&spec.metadata));
     if cfg.use_init {
         a.push(s("--init"));

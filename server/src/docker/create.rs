@@ -75,6 +75,7 @@ impl DockerProvider {
                 ports: spec.ports.clone(),
                 workdir: spec.workdir.clone(),
                 metadata: spec.metadata.clone(),
+                tenant: spec.tenant.clone(),
             };
             handle.shell = self.verify_and_detect_shell(&creating, spec.ready_timeout_s).await?;
             for (path, content) in &spec.files {

@@ -85,6 +85,8 @@ fn child_spec(source: &ContainerJson, labels: &BTreeMap<String, String>) -> Sand
             ..Default::default()
         },
         ports,
+        // A child belongs to its source's tenant.
+        tenant: container_labels.get(crate::auth::TENANT_LABEL).cloned(),
         ..Default::default()
     }
 }

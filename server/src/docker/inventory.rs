@@ -20,7 +20,11 @@ impl DockerProvider {
     /// The owned sandboxes matching `query`, one page.
     pub(super) async fn list_owned(&self, query: &ListQuery) -> Result<ListPage> {
         labels::validate_metadata("labels", &query.labels)?;
-        let out = self.control(argv::ps_owned_args(&labels::filter_args(&query.labels))).await?;
+        let mut filters = labels::filter_args(&query.labels);
+        if let Some(tenant) = &query.tenant {
+            filters.extend(["--filter".to_string(), format!("label={}={tenant}", crate::auth::TENANT_LABEL)]);
+        }
+        let out = self.control(argv::ps_owned_args(&filters)).await?;
         let names: Vec<String> = out
             .stdout_text()
             .lines()
@@ -77,6 +81,11 @@ fn parse_summary(line: &str) -> Result<SandboxSummary> {
         workdir,
         expires_at_unix_ms: labels.get(crate::lease::EXPIRES_LABEL).and_then(|v| v.parse().ok()),
         metadata: labels::metadata_from_labels(&labels),
+        reserved_millicpus: labels
+            .get(crate::auth::CPUS_LABEL)
+            .and_then(|v| v.parse::<f64>().ok())
+            .map_or(0, |c| (c * 1000.0).round() as u64),
+        reserved_memory_mib: labels.get(crate::auth::MEMORY_LABEL).and_then(|v| v.parse().ok()).unwrap_or(0),
     })
 }
 

@@ -19,6 +19,7 @@ pub(super) struct Inspected {
     pub(super) workdir: Option<String>,
     pub(super) ports: Vec<u16>,
     pub(super) metadata: BTreeMap<String, String>,
+    pub(super) tenant: Option<String>,
 }
 
 impl DockerProvider {
@@ -52,6 +53,7 @@ impl DockerProvider {
             ports: found.ports,
             workdir: found.workdir,
             metadata: found.metadata,
+            tenant: found.tenant,
         };
         if running {
             self.remember(&handle);
@@ -91,6 +93,7 @@ impl DockerProvider {
             ports: descriptor.ports.clone().unwrap_or(found.ports),
             workdir: descriptor.workdir.clone().or(found.workdir),
             metadata: found.metadata,
+            tenant: found.tenant,
         };
         self.remember(&handle);
         Ok(handle)
@@ -123,7 +126,8 @@ fn parse_inspect(text: &str) -> Result<Inspected> {
         .map(|p| p.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_default();
     let metadata = super::labels::metadata_from_labels(&labels);
-    Ok(Inspected { owned, image, state, workdir, ports, metadata })
+    let tenant = labels.get(crate::auth::TENANT_LABEL).cloned();
+    Ok(Inspected { owned, image, state, workdir, ports, metadata, tenant })
 }
 
 #[cfg(test)]

@@ -98,6 +98,7 @@ impl DockerProvider {
                     ports: found.ports,
                     workdir: found.workdir,
                     metadata: found.metadata,
+                    tenant: found.tenant,
                 },
             },
         };

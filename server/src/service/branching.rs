@@ -8,6 +8,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use super::{convert, span, BoxStream, SandboxApi};
+use crate::auth::{Principal, Scope, TENANT_LABEL};
 use crate::branching::SnapshotInfo;
 use crate::spec::SandboxId;
 
@@ -32,6 +33,39 @@ fn sandbox_id(id: &str) -> Result<SandboxId, Status> {
     Ok(SandboxId::parse("sandbox_id", id)?)
 }
 
+/// A snapshot's labels as the caller sent them, with the caller's tenant set (and any
+/// `sandboxd.tenant` the caller sent replaced), so a tenant's snapshots are found by label.
+fn tenant_labels(principal: &Principal, map: HashMap<String, String>) -> BTreeMap<String, String> {
+    let mut labels = labels(map);
+    match principal.tenant() {
+        Some(tenant) => {
+            labels.insert(TENANT_LABEL.into(), tenant.into());
+        }
+        None if !matches!(principal, Principal::Operator) => {}
+        None => {}
+    }
+    labels
+}
+
+impl SandboxApi {
+    /// A snapshot this caller may use: any for the operator, its tenant's for a tenant (any
+    /// other is NOT_FOUND, as an unknown id is).
+    pub(super) async fn check_snapshot(
+        &self,
+        principal: &Principal,
+        snapshot_id: &str,
+    ) -> Result<(), Status> {
+        let Some(tenant) = principal.tenant() else { return Ok(()) };
+        let filter = BTreeMap::from([(TENANT_LABEL.to_string(), tenant.to_string())]);
+        let mine = self.backend().list_snapshots(&filter).await?;
+        if mine.iter().any(|s| s.snapshot_id == snapshot_id) {
+            Ok(())
+        } else {
+            Err(Status::not_found(format!("no snapshot {snapshot_id:?}")))
+        }
+    }
+}
+
 impl SandboxApi {
     fn max_snapshots(&self) -> usize {
         self.policy.max_snapshots as usize
@@ -42,10 +76,14 @@ pub(super) async fn snapshot(
     api: &SandboxApi,
     request: Request<pb::SnapshotRequest>,
 ) -> Result<Response<pb::SnapshotResponse>, Status> {
+    let principal = Principal::of(&request);
     let req = request.into_inner();
     async {
         let id = sandbox_id(&req.sandbox_id)?;
-        let info = api.backend().snapshot(&id, &labels(req.labels), api.max_snapshots()).await?;
+        api.authorize(&principal, id.as_str(), Scope::Owner).await?;
+        api.quotas.snapshot_allowed(api, &principal).await?;
+        let labels = tenant_labels(&principal, req.labels);
+        let info = api.backend().snapshot(&id, &labels, api.max_snapshots()).await?;
         Ok(Response::new(pb::SnapshotResponse { snapshot: Some(snapshot_info(info)) }))
     }
     .instrument(span("Snapshot", &req.sandbox_id))
@@ -56,9 +94,11 @@ pub(super) async fn list_snapshots(
     api: &SandboxApi,
     request: Request<pb::ListSnapshotsRequest>,
 ) -> Result<Response<pb::ListSnapshotsResponse>, Status> {
+    let principal = Principal::of(&request);
+    SandboxApi::require_key(&principal, "ListSnapshots")?;
     let req = request.into_inner();
     async {
-        let found = api.backend().list_snapshots(&labels(req.labels)).await?;
+        let found = api.backend().list_snapshots(&tenant_labels(&principal, req.labels)).await?;
         Ok(Response::new(pb::ListSnapshotsResponse {
             snapshots: found.into_iter().map(snapshot_info).collect(),
         }))
@@ -71,7 +111,10 @@ pub(super) async fn delete_snapshot(
     api: &SandboxApi,
     request: Request<pb::DeleteSnapshotRequest>,
 ) -> Result<Response<pb::DeleteSnapshotResponse>, Status> {
+    let principal = Principal::of(&request);
+    SandboxApi::require_key(&principal, "DeleteSnapshot")?;
     let req = request.into_inner();
+    api.check_snapshot(&principal, &req.snapshot_id).await?;
     let span = tracing::info_span!("rpc", rpc = "DeleteSnapshot", snapshot_id = %req.snapshot_id);
     api.backend().delete_snapshot(&req.snapshot_id).instrument(span).await?;
     Ok(Response::new(pb::DeleteSnapshotResponse {}))
@@ -81,16 +124,20 @@ pub(super) async fn fork(
     api: &SandboxApi,
     request: Request<pb::ForkRequest>,
 ) -> Result<Response<pb::ForkResponse>, Status> {
+    let principal = Principal::of(&request);
     let req = request.into_inner();
     let span = span("Fork", &req.sandbox_id);
     let id = sandbox_id(&req.sandbox_id)?;
+    api.authorize(&principal, id.as_str(), Scope::Owner).await?;
+    let _permit = api.quotas.fork_allowed(api, &principal, req.count).await?;
+    api.quotas.snapshot_allowed(api, &principal).await?;
+    let fork_labels = tenant_labels(&principal, req.labels);
     let lifecycle = api.lifecycle().clone();
     let max = api.max_snapshots();
     // Its own task: a caller that goes away mid-fork still gets all or nothing (the children
     // are kept or rolled back, never left half made).
-    let work = tokio::spawn(
-        async move { lifecycle.fork(&id, req.count, &labels(req.labels), max).await }.instrument(span),
-    );
+    let work =
+        tokio::spawn(async move { lifecycle.fork(&id, req.count, &fork_labels, max).await }.instrument(span));
     let forked = work.await.map_err(|e| Status::internal(format!("fork task failed: {e}")))??;
     Ok(Response::new(pb::ForkResponse {
         sandboxes: forked.sandboxes.iter().map(convert::sandbox_ref).collect(),
@@ -102,9 +149,11 @@ pub(super) async fn diff(
     api: &SandboxApi,
     request: Request<pb::DiffRequest>,
 ) -> Result<Response<BoxStream<pb::DiffResponse>>, Status> {
+    let principal = Principal::of(&request);
     let req = request.into_inner();
     let entries = async {
         let id = sandbox_id(&req.sandbox_id)?;
+        api.authorize(&principal, id.as_str(), Scope::Read).await?;
         Ok::<_, Status>(api.backend().diff(&id, req.path_prefix.as_deref()).await?)
     }
     .instrument(span("Diff", &req.sandbox_id))
@@ -126,8 +175,10 @@ pub(super) async fn pause(
     api: &SandboxApi,
     request: Request<pb::PauseRequest>,
 ) -> Result<Response<pb::PauseResponse>, Status> {
+    let principal = Principal::of(&request);
     let req = request.into_inner();
     async {
+        api.authorize(&principal, &req.sandbox_id, Scope::Owner).await?;
         api.backend().pause(&sandbox_id(&req.sandbox_id)?).await?;
         Ok(Response::new(pb::PauseResponse {}))
     }
@@ -139,8 +190,10 @@ pub(super) async fn resume(
     api: &SandboxApi,
     request: Request<pb::ResumeRequest>,
 ) -> Result<Response<pb::ResumeResponse>, Status> {
+    let principal = Principal::of(&request);
     let req = request.into_inner();
     async {
+        api.authorize(&principal, &req.sandbox_id, Scope::Owner).await?;
         api.backend().resume(&sandbox_id(&req.sandbox_id)?).await?;
         Ok(Response::new(pb::ResumeResponse {}))
     }

@@ -39,6 +39,7 @@ pub fn spec_from_proto(spec: pb::SandboxSpec) -> Result<SandboxSpec, Status> {
         ports,
         provider_options: ProviderOptions { volumes: options.volumes, run_args: options.run_args },
         snapshot_id: spec.snapshot_id,
+        tenant: None,
     })
 }
 
@@ -52,6 +53,7 @@ pub fn sandbox_ref(handle: &SandboxHandle) -> pb::SandboxRef {
         ports: handle.ports.iter().map(|p| u32::from(*p)).collect(),
         workdir: handle.workdir.clone(),
         metadata: handle.metadata.clone().into_iter().collect(),
+        token: String::new(),
     }
 }
 

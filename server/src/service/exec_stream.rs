@@ -16,6 +16,7 @@ pub(super) async fn exec_stream(
     request: Request<pb::ExecRequest>,
 ) -> Result<Response<BoxStream<pb::ExecStreamResponse>>, Status> {
     let span = span("ExecStream", &request.get_ref().sandbox_id);
+    let slot = api.quotas.exec_slot(api, &crate::auth::Principal::of(&request))?;
     let mut stream = async {
         let (handle, command, params, capped) = api.exec_request(request).await?;
         let stream = api.backend().exec_stream(&handle, &command, &params).await?;
@@ -26,6 +27,7 @@ pub(super) async fn exec_stream(
     let (tx, rx) = tokio::sync::mpsc::channel(8);
     tokio::spawn(
         async move {
+            let _slot = slot;
             let capped = stream.1;
             loop {
                 let event = tokio::select! {

@@ -18,9 +18,12 @@ pub(super) async fn list(
     api: &SandboxApi,
     request: Request<pb::ListRequest>,
 ) -> Result<Response<pb::ListResponse>, Status> {
+    let principal = crate::auth::Principal::of(&request);
+    SandboxApi::require_key(&principal, "List")?;
     let req = request.into_inner();
     async move {
-        let query = query(req)?;
+        let mut query = query(req)?;
+        query.tenant = principal.tenant().map(String::from);
         let page = api.backend().list(&query).await?;
         Ok(Response::new(pb::ListResponse {
             sandboxes: page
@@ -49,7 +52,13 @@ fn query(req: pb::ListRequest) -> Result<ListQuery, Status> {
         "" => None,
         token => Some(PageKey::from_token(token)?),
     };
-    Ok(ListQuery { labels: convert::sorted(req.labels), statuses, page_size: page_size as usize, after })
+    Ok(ListQuery {
+        labels: convert::sorted(req.labels),
+        statuses,
+        page_size: page_size as usize,
+        after,
+        tenant: None,
+    })
 }
 
 fn status_from_proto(value: i32) -> Result<SandboxStatus, Status> {
@@ -74,6 +83,7 @@ fn info(s: SandboxSummary) -> pb::SandboxInfo {
             ports: s.ports.into_iter().map(u32::from).collect(),
             workdir: s.workdir,
             metadata: s.metadata.into_iter().collect(),
+            token: String::new(),
         }),
     }
 }
@@ -84,10 +94,12 @@ pub(super) async fn set_timeout(
     api: &SandboxApi,
     request: Request<pb::SetTimeoutRequest>,
 ) -> Result<Response<pb::SetTimeoutResponse>, Status> {
+    let principal = crate::auth::Principal::of(&request);
     let req = request.into_inner();
     let span = super::span("SetTimeout", &req.sandbox_id);
     async move {
         let id = SandboxId::parse("sandbox_id", &req.sandbox_id)?;
+        api.authorize(&principal, id.as_str(), crate::auth::Scope::Owner).await?;
         let ttl = convert::seconds("ttl_s", req.ttl_s)?;
         let expires_at_unix_ms = api.lifecycle().set_timeout(&id, ttl).await?;
         tracing::info!(expires_at_unix_ms, "lease moved");

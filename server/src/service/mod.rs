@@ -2,7 +2,7 @@
 //! backend, errors out as statuses by `From`. Stateless across restarts: every RPC names its
 //! sandbox by id and the backend rebuilds what it needs from the sandbox.
 
-mod auth;
+mod access;
 mod branching;
 mod convert;
 mod deadline;
@@ -10,6 +10,7 @@ mod exec_stream;
 mod inventory;
 mod limits;
 mod pty;
+mod quota;
 mod server;
 mod status;
 mod stream_limit;
@@ -27,10 +28,11 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
-pub use auth::TokenGate;
+pub use access::Access;
 pub use server::{serve, ServeError, ServeOptions, ServeSettings, Services, TlsFiles};
 use status::invalid;
 
+use crate::auth::{Principal, Scope};
 use crate::backend::SandboxBackend;
 use crate::config::ServerSection;
 use crate::error::ProviderError;
@@ -47,6 +49,8 @@ pub struct SandboxApi {
     policy: ServerSection,
     shutdown: tokio::sync::watch::Receiver<bool>,
     pty_slots: Arc<limits::PtySlots>,
+    access: Arc<Access>,
+    quotas: Arc<quota::QuotaBook>,
 }
 
 impl SandboxApi {
@@ -56,7 +60,12 @@ impl SandboxApi {
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
         let pty_slots = limits::PtySlots::new(&policy.limits);
-        Self { lifecycle, policy, shutdown, pty_slots }
+        Self { lifecycle, policy, shutdown, pty_slots, access: Access::ephemeral(), quotas: Arc::default() }
+    }
+
+    /// The same service with the server's signing keys and tenants.
+    pub fn with_access(self, access: Arc<Access>) -> Self {
+        Self { access, ..self }
     }
 
     pub fn lifecycle(&self) -> &Arc<Lifecycle> {
@@ -80,6 +89,8 @@ impl SandboxApi {
         request: Request<pb::ExecRequest>,
     ) -> Result<(SandboxHandle, String, ExecParams, bool), Status> {
         let deadline = deadline::grpc_timeout(request.metadata());
+        let principal = Principal::of(&request);
+        self.authorize(&principal, &request.get_ref().sandbox_id, Scope::Operate).await?;
         let req = request.into_inner();
         let requested = req.timeout_s.map(|t| convert::seconds("timeout_s", t)).transpose()?;
         let (timeout, capped) = deadline::cap(requested.or(self.backend().default_exec_timeout()), deadline);
@@ -143,12 +154,23 @@ impl SandboxService for SandboxApi {
         request: Request<pb::CreateRequest>,
     ) -> Result<Response<pb::CreateResponse>, Status> {
         let deadline = deadline::grpc_timeout(request.metadata());
+        let principal = Principal::of(&request);
+        Self::require_key(&principal, "Create")?;
         let spec = request.into_inner().spec.ok_or_else(|| invalid("spec", "is required"))?;
         tracing::Span::current().record("image", spec.image.as_str());
         self.check_policy(&spec)?;
-        let spec = convert::spec_from_proto(spec)?;
+        let mut spec = convert::spec_from_proto(spec)?;
+        spec.tenant = principal.tenant().map(String::from);
+        if let Some(snapshot_id) = &spec.snapshot_id {
+            self.check_snapshot(&principal, snapshot_id).await?;
+        }
+        spec.validate()?;
+        let _permit = self.quotas.create_spec_allowed(self, &principal, &spec).await?;
         let handle = self.lifecycle.create(spec, deadline).await?;
-        Ok(Response::new(pb::CreateResponse { sandbox: Some(convert::sandbox_ref(&handle)) }))
+        crate::audit::note_sandbox(&handle.sandbox_id);
+        let mut sandbox = convert::sandbox_ref(&handle);
+        sandbox.token = self.owner_token(&handle.sandbox_id, handle.tenant.clone());
+        Ok(Response::new(pb::CreateResponse { sandbox: Some(sandbox) }))
     }
 
     #[tracing::instrument(name = "rpc", skip_all, fields(rpc = "Connect", sandbox_id = tracing::field::Empty))]
@@ -156,13 +178,19 @@ impl SandboxService for SandboxApi {
         &self,
         request: Request<pb::ConnectRequest>,
     ) -> Result<Response<pb::ConnectResponse>, Status> {
+        let principal = Principal::of(&request);
         let sandbox = request.into_inner().sandbox.ok_or_else(|| invalid("sandbox", "is required"))?;
         tracing::Span::current().record("sandbox_id", sandbox.sandbox_id.as_str());
         SandboxId::parse("sandbox.sandbox_id", &sandbox.sandbox_id)?;
+        self.authorize(&principal, &sandbox.sandbox_id, Scope::Read).await?;
+        // The descriptor keeps the token it came with (serialize() carries it).
+        let token = sandbox.token.clone();
         let descriptor = convert::descriptor(sandbox)?;
         let handle = self.backend().connect(&descriptor).await?;
+        let mut sandbox = convert::sandbox_ref(&handle);
+        sandbox.token = token;
         Ok(Response::new(pb::ConnectResponse {
-            sandbox: Some(convert::sandbox_ref(&handle)),
+            sandbox: Some(sandbox),
             image: handle.image.clone(),
             shell: handle.shell.clone(),
         }))
@@ -170,6 +198,7 @@ impl SandboxService for SandboxApi {
 
     #[tracing::instrument(name = "rpc", skip_all, fields(rpc = "Exec", sandbox_id = %request.get_ref().sandbox_id))]
     async fn exec(&self, request: Request<pb::ExecRequest>) -> Result<Response<pb::ExecResponse>, Status> {
+        let _slot = self.quotas.exec_slot(self, &Principal::of(&request))?;
         let (handle, command, params, capped) = self.exec_request(request).await?;
         let result = self.backend().exec(&handle, &command, &params).await?;
         Ok(Response::new(pb::ExecResponse::from(exec_outcome(result, capped)?)))
@@ -179,6 +208,7 @@ impl SandboxService for SandboxApi {
         &self,
         request: Request<Streaming<pb::UploadRequest>>,
     ) -> Result<Response<pb::UploadResponse>, Status> {
+        let principal = Principal::of(&request);
         let mut stream = request.into_inner();
         let first =
             tokio::time::timeout(self.first_message_timeout(), stream.message()).await.map_err(|_| {
@@ -193,6 +223,7 @@ impl SandboxService for SandboxApi {
         };
         let span = span("Upload", &header.sandbox_id);
         async move {
+            self.authorize(&principal, &header.sandbox_id, Scope::Operate).await?;
             let handle = self.handle(&header.sandbox_id).await?;
             // A client that stops sending fails the upload after the idle timeout (the transfer
             // permit is given back) instead of holding it forever.
@@ -270,9 +301,11 @@ impl SandboxService for SandboxApi {
         &self,
         request: Request<pb::DownloadRequest>,
     ) -> Result<Response<Self::DownloadStream>, Status> {
+        let principal = Principal::of(&request);
         let req = request.into_inner();
         let span = span("Download", &req.sandbox_id);
         let mut download = async {
+            self.authorize(&principal, &req.sandbox_id, Scope::Read).await?;
             let handle = self.handle(&req.sandbox_id).await?;
             Ok::<_, Status>(self.backend().download(&handle, &req.path).await?)
         }
@@ -315,6 +348,7 @@ impl SandboxService for SandboxApi {
         request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
         let id = SandboxId::parse("sandbox_id", &request.get_ref().sandbox_id)?;
+        self.authorize(&Principal::of(&request), id.as_str(), Scope::Read).await?;
         let status = self.backend().status(&id).await?;
         Ok(Response::new(pb::StatusResponse { status: status.to_wire() as i32 }))
     }
@@ -324,8 +358,10 @@ impl SandboxService for SandboxApi {
         &self,
         request: Request<pb::EndpointRequest>,
     ) -> Result<Response<pb::EndpointResponse>, Status> {
+        let principal = Principal::of(&request);
         let req = request.into_inner();
         let port = convert::port("port", req.port)?;
+        self.authorize(&principal, &req.sandbox_id, Scope::Operate).await?;
         let handle = self.handle(&req.sandbox_id).await?;
         let ep = self.backend().endpoint(&handle, port).await?;
         Ok(Response::new(pb::EndpointResponse {
@@ -337,6 +373,7 @@ impl SandboxService for SandboxApi {
     #[tracing::instrument(name = "rpc", skip_all, fields(rpc = "Close", sandbox_id = %request.get_ref().sandbox_id))]
     async fn close(&self, request: Request<pb::CloseRequest>) -> Result<Response<pb::CloseResponse>, Status> {
         let id = SandboxId::parse("sandbox_id", &request.get_ref().sandbox_id)?;
+        self.authorize(&Principal::of(&request), id.as_str(), Scope::Owner).await?;
         self.lifecycle.close(&id).await?;
         Ok(Response::new(pb::CloseResponse {}))
     }
@@ -347,7 +384,8 @@ impl SandboxService for SandboxApi {
         &self,
         request: Request<Streaming<pb::PtyRequest>>,
     ) -> Result<Response<Self::PtyStream>, Status> {
-        pty::serve_pty(self.clone(), request.into_inner()).await
+        let principal = Principal::of(&request);
+        pty::serve_pty(self.clone(), principal, request.into_inner()).await
     }
 
     type ExecStreamStream = BoxStream<pb::ExecStreamResponse>;
@@ -410,5 +448,16 @@ impl SandboxService for SandboxApi {
         request: Request<pb::ResumeRequest>,
     ) -> Result<Response<pb::ResumeResponse>, Status> {
         branching::resume(self, request).await
+    }
+
+    async fn grant(&self, request: Request<pb::GrantRequest>) -> Result<Response<pb::GrantResponse>, Status> {
+        access::grant(self, request).await
+    }
+
+    async fn revoke(
+        &self,
+        request: Request<pb::RevokeRequest>,
+    ) -> Result<Response<pb::RevokeResponse>, Status> {
+        access::revoke(self, request).await
     }
 }

@@ -40,6 +40,7 @@ fn out(response: Out) -> Result<pb::PtyResponse, Status> {
 
 pub(super) async fn serve_pty(
     api: SandboxApi,
+    principal: crate::auth::Principal,
     mut requests: Streaming<pb::PtyRequest>,
 ) -> Result<Response<BoxStream<pb::PtyResponse>>, Status> {
     let wait = api.first_message_timeout();
@@ -55,6 +56,7 @@ pub(super) async fn serve_pty(
     let span = tracing::info_span!("rpc", rpc = "Pty", sandbox_id = %open.sandbox_id, session_id = tracing::field::Empty);
     let session = async {
         let spec = PtySpec::from_open(&open).map_err(|e| invalid(e.field, e.message))?;
+        api.authorize(&principal, &open.sandbox_id, crate::auth::Scope::Operate).await?;
         let handle = api.handle(&open.sandbox_id).await?;
         let slot = api.pty_slots.acquire(&handle.sandbox_id)?;
         Ok::<_, Status>((api.backend().open_terminal(&handle, &spec).await?, slot))

@@ -13,7 +13,7 @@ use tonic::service::Routes;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic_health::server::HealthReporter;
 
-use super::{SandboxApi, TokenGate};
+use super::{Access, SandboxApi};
 use crate::config::{FileConfig, ServerSection};
 use crate::docker::DockerProvider;
 use crate::lease::{LeasePolicy, LeaseStore};
@@ -83,6 +83,35 @@ pub enum ServeError {
     Tls(String),
     #[error("state directory {dir}: {source}")]
     StateDir { dir: PathBuf, source: std::io::Error },
+    #[error("server.auth.signing_key_file: {0}")]
+    SigningKeys(#[from] crate::auth::keys::KeyError),
+    #[error("server.auth.tenants_file: {0}")]
+    Tenants(String),
+    #[error("{0}")]
+    Audit(String),
+}
+
+/// The signing keys (the configured file, or one made in the state directory), the
+/// revocation set in the state directory, and the tenants.
+fn load_access(config: &FileConfig, state_dir: &std::path::Path) -> Result<Arc<Access>, ServeError> {
+    let auth = &config.server.auth;
+    let state = |source| ServeError::StateDir { dir: state_dir.to_path_buf(), source };
+    std::fs::create_dir_all(state_dir).map_err(state)?;
+    let keys = match &auth.signing_key_file {
+        Some(path) => crate::auth::keys::load(path)?,
+        None => crate::auth::keys::load_or_generate(&state_dir.join("signing-keys"))?,
+    };
+    let revocations = crate::auth::revocations::Revocations::open(state_dir).map_err(state)?;
+    let tenants = match &auth.tenants_file {
+        Some(path) => Some(Arc::new(crate::auth::Tenants::load(path).map_err(ServeError::Tenants)?)),
+        None => None,
+    };
+    Ok(Arc::new(Access {
+        tokens: Arc::new(crate::auth::Tokens::new(keys, Arc::new(revocations))),
+        tenants,
+        owner_token_ttl: auth.owner_token_ttl,
+        grant_ttl: auth.grant_ttl,
+    }))
 }
 
 /// HTTP/2 pings every `server.limits.keepalive_interval_s` (30 s), answered within
@@ -134,9 +163,19 @@ impl Services {
         };
         let lifecycle = Arc::new(Lifecycle::new(provider, lease_options));
         let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-        let api = SandboxApi::new(lifecycle.clone(), config.server.clone(), shutdown_rx);
+        let access = load_access(config, &config.server.state_dir())?;
+        let tenants = access.tenants.clone();
+        let tokens = access.tokens.clone();
+        let api = SandboxApi::new(lifecycle.clone(), config.server.clone(), shutdown_rx).with_access(access);
 
-        let auth = TokenGate::new(auth_token);
+        let auth = crate::auth::AccessGate::new(auth_token, tenants, tokens);
+        let audit = match &config.server.audit {
+            Some(target) => Some(Arc::new(
+                crate::audit::AuditLog::open(target)
+                    .map_err(|e| ServeError::Audit(format!("server.audit {target}: {e}")))?,
+            )),
+            None => None,
+        };
         let intercept = move |req| auth.check(req);
         let sandbox = SandboxServiceServer::new(api)
             .max_decoding_message_size(MAX_MESSAGE)
@@ -152,7 +191,10 @@ impl Services {
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
             .build_v1alpha()?;
         let routes = Routes::new(health)
-            .add_service(InterceptedService::new(sandbox, intercept.clone()))
+            .add_service(InterceptedService::new(
+                crate::audit::Audited::new(sandbox, audit),
+                intercept.clone(),
+            ))
             .add_service(InterceptedService::new(reflection_v1, intercept.clone()))
             .add_service(InterceptedService::new(reflection_v1alpha, intercept));
         Ok(Self { lifecycle, policy: config.server.clone(), routes, health: health_reporter, shutdown_tx })
@@ -286,7 +328,8 @@ impl Services {
 /// (the caller exits, which ends the connection tasks).
 pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     let loopback = options.listen.ip().is_loopback();
-    if !loopback && options.auth_token.is_none() && !options.insecure {
+    let keyed = options.auth_token.is_some() || options.config.server.auth.tenants_file.is_some();
+    if !loopback && !keyed && !options.insecure {
         return Err(ServeError::InsecureListen(options.listen));
     }
     if let Some(addr) = options.metrics_listen {

@@ -1,0 +1,206 @@
+//! Tenant quotas (`tenants[].quotas`): checked before anything is made, so a refusal leaves
+//! nothing behind. Sandboxes, CPUs, memory and snapshots are counted from the daemon (the
+//! tenant's labels, so a restart or another replica counts the same); creates per minute and
+//! execs in flight are this process's. Creates of one tenant are serialised so two at once
+//! cannot both pass the last free place. Past a quota: RESOURCE_EXHAUSTED naming the quota,
+//! its limit and the current use.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tonic::Status;
+
+use super::SandboxApi;
+use crate::auth::{Principal, Tenant, TENANT_LABEL};
+use crate::inventory::ListQuery;
+use crate::spec::SandboxSpec;
+
+const WINDOW: Duration = Duration::from_secs(60);
+
+#[derive(Default)]
+struct Usage {
+    creates: VecDeque<Instant>,
+    execs: u64,
+}
+
+/// What this process counts per tenant.
+#[derive(Default)]
+pub struct QuotaBook {
+    usage: Mutex<HashMap<String, Usage>>,
+    create_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// Held for the length of a create: the tenant's other creates wait.
+pub struct CreatePermit {
+    _guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+/// One exec in flight; given back on drop.
+pub struct ExecSlot {
+    book: Arc<QuotaBook>,
+    tenant: Option<String>,
+}
+
+impl Drop for ExecSlot {
+    fn drop(&mut self) {
+        if let Some(t) = &self.tenant {
+            if let Ok(mut usage) = self.book.usage.lock() {
+                if let Some(u) = usage.get_mut(t) {
+                    u.execs = u.execs.saturating_sub(1);
+                }
+            }
+        }
+    }
+}
+
+fn exhausted(
+    tenant: &str,
+    quota: &str,
+    limit: impl std::fmt::Display,
+    used: impl std::fmt::Display,
+) -> Status {
+    Status::resource_exhausted(format!(
+        "tenant {tenant:?} is at its quota {quota}: limit {limit}, in use {used}"
+    ))
+}
+
+/// The tenant whose quotas apply to this caller (a token of a tenant's sandbox counts too).
+fn tenant_of(api: &SandboxApi, principal: &Principal) -> Option<Arc<Tenant>> {
+    match principal {
+        Principal::Tenant(t) => Some(t.clone()),
+        Principal::Token(c) => {
+            let name = c.ten.as_deref()?;
+            api.access.tenants.as_ref()?.by_name(name).cloned()
+        }
+        Principal::Operator => None,
+    }
+}
+
+impl QuotaBook {
+    /// `sandboxes`, `cpus`, `memory_mib` and `creates_per_minute` for `count` new sandboxes
+    /// shaped like `spec` (`Fork` passes its children's count).
+    pub async fn create_allowed(
+        &self,
+        api: &SandboxApi,
+        principal: &Principal,
+        reserves: Option<(f64, u64)>,
+        count: u64,
+    ) -> Result<CreatePermit, Status> {
+        let Some(tenant) = tenant_of(api, principal) else { return Ok(CreatePermit { _guard: None }) };
+        let lock = {
+            let mut locks = self.create_locks.lock().map_err(|_| Status::internal("quota lock poisoned"))?;
+            locks.entry(tenant.name.clone()).or_default().clone()
+        };
+        let guard = lock.lock_owned().await;
+        let q = &tenant.quotas;
+        if let Some(limit) = q.creates_per_minute {
+            let mut usage = self.usage.lock().map_err(|_| Status::internal("quota lock poisoned"))?;
+            let u = usage.entry(tenant.name.clone()).or_default();
+            while u.creates.front().is_some_and(|t| t.elapsed() >= WINDOW) {
+                u.creates.pop_front();
+            }
+            let used = u.creates.len() as u64;
+            if used + count > limit {
+                return Err(exhausted(&tenant.name, "creates_per_minute", limit, used));
+            }
+        }
+        if q.sandboxes.is_some() || q.cpus.is_some() || q.memory_mib.is_some() {
+            let query =
+                ListQuery { page_size: usize::MAX, tenant: Some(tenant.name.clone()), ..Default::default() };
+            let live = api.backend().list(&query).await?.sandboxes;
+            let live: Vec<_> =
+                live.into_iter().filter(|s| s.status != crate::spec::SandboxStatus::Stopped).collect();
+            if let Some(limit) = q.sandboxes {
+                let used = live.len() as u64;
+                if used + count > limit {
+                    return Err(exhausted(&tenant.name, "sandboxes", limit, used));
+                }
+            }
+            let (spec_cpu, spec_memory_mib) = reserves.unwrap_or_default();
+            if let (Some(limit), Some(_)) = (q.cpus, reserves) {
+                let used = live.iter().map(|s| s.reserved_millicpus).sum::<u64>() as f64 / 1000.0;
+                if used + spec_cpu * count as f64 > limit + 1e-9 {
+                    return Err(exhausted(&tenant.name, "cpus", limit, used));
+                }
+                if spec_cpu == 0.0 {
+                    return Err(Status::resource_exhausted(format!(
+                        "tenant {:?} has a cpus quota ({limit}): spec.resources.cpu is required",
+                        tenant.name
+                    )));
+                }
+            }
+            if let (Some(limit), Some(_)) = (q.memory_mib, reserves) {
+                let used: u64 = live.iter().map(|s| s.reserved_memory_mib).sum();
+                if used + spec_memory_mib * count > limit {
+                    return Err(exhausted(&tenant.name, "memory_mib", limit, used));
+                }
+                if spec_memory_mib == 0 {
+                    return Err(Status::resource_exhausted(format!(
+                        "tenant {:?} has a memory_mib quota ({limit}): spec.resources.memory_mib is required",
+                        tenant.name
+                    )));
+                }
+            }
+        }
+        if let Ok(mut usage) = self.usage.lock() {
+            let u = usage.entry(tenant.name.clone()).or_default();
+            for _ in 0..count {
+                u.creates.push_back(Instant::now());
+            }
+        }
+        Ok(CreatePermit { _guard: Some(guard) })
+    }
+
+    /// `Create` of `spec` for this caller.
+    pub async fn create_spec_allowed(
+        &self,
+        api: &SandboxApi,
+        principal: &Principal,
+        spec: &SandboxSpec,
+    ) -> Result<CreatePermit, Status> {
+        let cpu = spec.resources.cpu.unwrap_or(0.0);
+        let mib = spec.resources.memory_mib.unwrap_or(0);
+        self.create_allowed(api, principal, Some((cpu, mib)), 1).await
+    }
+
+    /// `execs_in_flight`: a slot for one more exec, or RESOURCE_EXHAUSTED.
+    pub fn exec_slot(self: &Arc<Self>, api: &SandboxApi, principal: &Principal) -> Result<ExecSlot, Status> {
+        let Some(tenant) = tenant_of(api, principal) else {
+            return Ok(ExecSlot { book: self.clone(), tenant: None });
+        };
+        let mut usage = self.usage.lock().map_err(|_| Status::internal("quota lock poisoned"))?;
+        let u = usage.entry(tenant.name.clone()).or_default();
+        if let Some(limit) = tenant.quotas.execs_in_flight {
+            if u.execs >= limit {
+                return Err(exhausted(&tenant.name, "execs_in_flight", limit, u.execs));
+            }
+        }
+        u.execs += 1;
+        Ok(ExecSlot { book: self.clone(), tenant: Some(tenant.name.clone()) })
+    }
+
+    /// `snapshots`: room for one more of the tenant's snapshots.
+    pub async fn snapshot_allowed(&self, api: &SandboxApi, principal: &Principal) -> Result<(), Status> {
+        let Some(tenant) = tenant_of(api, principal) else { return Ok(()) };
+        let Some(limit) = tenant.quotas.snapshots else { return Ok(()) };
+        let filter = BTreeMap::from([(TENANT_LABEL.to_string(), tenant.name.clone())]);
+        let used = api.backend().list_snapshots(&filter).await?.len() as u64;
+        if used >= limit {
+            return Err(exhausted(&tenant.name, "snapshots", limit, used));
+        }
+        Ok(())
+    }
+
+    /// `Fork` of `count` children: the create quotas for them all.
+    pub async fn fork_allowed(
+        &self,
+        api: &SandboxApi,
+        principal: &Principal,
+        count: u32,
+    ) -> Result<CreatePermit, Status> {
+        // Children reserve what their source did; the source already counts, so only the
+        // number of sandboxes and the create rate are checked here.
+        self.create_allowed(api, principal, None, u64::from(count.max(1))).await
+    }
+}
