@@ -23,6 +23,13 @@ class DiffKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DIFF_KIND_ADDED: _ClassVar[DiffKind]
     DIFF_KIND_CHANGED: _ClassVar[DiffKind]
     DIFF_KIND_DELETED: _ClassVar[DiffKind]
+
+class TokenScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TOKEN_SCOPE_UNSPECIFIED: _ClassVar[TokenScope]
+    TOKEN_SCOPE_OWNER: _ClassVar[TokenScope]
+    TOKEN_SCOPE_OPERATE: _ClassVar[TokenScope]
+    TOKEN_SCOPE_READ: _ClassVar[TokenScope]
 SANDBOX_STATUS_UNSPECIFIED: SandboxStatus
 SANDBOX_STATUS_STARTING: SandboxStatus
 SANDBOX_STATUS_RUNNING: SandboxStatus
@@ -34,6 +41,10 @@ DIFF_KIND_UNSPECIFIED: DiffKind
 DIFF_KIND_ADDED: DiffKind
 DIFF_KIND_CHANGED: DiffKind
 DIFF_KIND_DELETED: DiffKind
+TOKEN_SCOPE_UNSPECIFIED: TokenScope
+TOKEN_SCOPE_OWNER: TokenScope
+TOKEN_SCOPE_OPERATE: TokenScope
+TOKEN_SCOPE_READ: TokenScope
 
 class SandboxSpec(_message.Message):
     __slots__ = ("image", "ttl_s", "ready_timeout_s", "workdir", "env", "files", "metadata", "resources", "entrypoint", "ports", "provider_options", "snapshot_id")
@@ -107,7 +118,7 @@ class ProviderOptions(_message.Message):
     def __init__(self, volumes: _Optional[_Iterable[str]] = ..., run_args: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SandboxRef(_message.Message):
-    __slots__ = ("sandbox_id", "ports", "workdir", "metadata")
+    __slots__ = ("sandbox_id", "ports", "workdir", "metadata", "token")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -119,11 +130,13 @@ class SandboxRef(_message.Message):
     PORTS_FIELD_NUMBER: _ClassVar[int]
     WORKDIR_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
     sandbox_id: str
     ports: _containers.RepeatedScalarFieldContainer[int]
     workdir: str
     metadata: _containers.ScalarMap[str, str]
-    def __init__(self, sandbox_id: _Optional[str] = ..., ports: _Optional[_Iterable[int]] = ..., workdir: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    token: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., ports: _Optional[_Iterable[int]] = ..., workdir: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., token: _Optional[str] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
     __slots__ = ("spec",)
@@ -584,5 +597,35 @@ class ResumeRequest(_message.Message):
     def __init__(self, sandbox_id: _Optional[str] = ...) -> None: ...
 
 class ResumeResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GrantRequest(_message.Message):
+    __slots__ = ("sandbox_id", "scope", "ttl_s")
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    TTL_S_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    scope: TokenScope
+    ttl_s: float
+    def __init__(self, sandbox_id: _Optional[str] = ..., scope: _Optional[_Union[TokenScope, str]] = ..., ttl_s: _Optional[float] = ...) -> None: ...
+
+class GrantResponse(_message.Message):
+    __slots__ = ("token", "token_id", "expires_at_s")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_S_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    token_id: str
+    expires_at_s: float
+    def __init__(self, token: _Optional[str] = ..., token_id: _Optional[str] = ..., expires_at_s: _Optional[float] = ...) -> None: ...
+
+class RevokeRequest(_message.Message):
+    __slots__ = ("token_id",)
+    TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    token_id: str
+    def __init__(self, token_id: _Optional[str] = ...) -> None: ...
+
+class RevokeResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

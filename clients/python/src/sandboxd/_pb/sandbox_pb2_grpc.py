@@ -130,6 +130,16 @@ class SandboxServiceStub:
                 request_serializer=sandbox_dot_v1_dot_sandbox__pb2.ResumeRequest.SerializeToString,
                 response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.ResumeResponse.FromString,
                 _registered_method=True)
+        self.Grant = channel.unary_unary(
+                '/sandbox.v1.SandboxService/Grant',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.GrantRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.GrantResponse.FromString,
+                _registered_method=True)
+        self.Revoke = channel.unary_unary(
+                '/sandbox.v1.SandboxService/Revoke',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.RevokeRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.RevokeResponse.FromString,
+                _registered_method=True)
 
 
 class SandboxServiceServicer:
@@ -281,6 +291,21 @@ class SandboxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Grant(self, request, context):
+        """Mint a capability token for one sandbox, at most as wide and as long-lived as the caller's
+        own access (a grant never widens). Present it as `authorization: Bearer <token>`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Revoke(self, request, context):
+        """Revoke a token by its id (and every token granted from it); durable across restarts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -378,6 +403,16 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.Resume,
                     request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.ResumeRequest.FromString,
                     response_serializer=sandbox_dot_v1_dot_sandbox__pb2.ResumeResponse.SerializeToString,
+            ),
+            'Grant': grpc.unary_unary_rpc_method_handler(
+                    servicer.Grant,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.GrantRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.GrantResponse.SerializeToString,
+            ),
+            'Revoke': grpc.unary_unary_rpc_method_handler(
+                    servicer.Revoke,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.RevokeRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.RevokeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -894,6 +929,60 @@ class SandboxService:
             '/sandbox.v1.SandboxService/Resume',
             sandbox_dot_v1_dot_sandbox__pb2.ResumeRequest.SerializeToString,
             sandbox_dot_v1_dot_sandbox__pb2.ResumeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Grant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/Grant',
+            sandbox_dot_v1_dot_sandbox__pb2.GrantRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.GrantResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Revoke(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/Revoke',
+            sandbox_dot_v1_dot_sandbox__pb2.RevokeRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.RevokeResponse.FromString,
             options,
             channel_credentials,
             insecure,
