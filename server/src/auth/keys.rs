@@ -90,10 +90,21 @@ pub fn load_or_generate(path: &Path) -> Result<Vec<SigningKey>, KeyError> {
         let kid = format!("k{}", crate::lease::now_ms());
         let shown = path.display().to_string();
         let io = |source| KeyError::Io { path: shown.clone(), source };
+        // Written whole under a private name, then linked into place: two servers starting on
+        // one state directory never read half a file, and the first link wins.
+        let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4().simple()));
         let mut file =
-            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).map_err(io)?;
+            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp).map_err(io)?;
         file.write_all(format!("# made by sandboxd; the first key signs\n{kid} {secret}\n").as_bytes())
+            .and_then(|()| file.sync_all())
             .map_err(io)?;
+        let linked = std::fs::hard_link(&tmp, path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io(e)),
+        }
     }
     load(path)
 }

@@ -76,7 +76,7 @@ impl Revocations {
             );
             text.push('\n');
         }
-        let tmp = self.path.with_extension("tmp");
+        let tmp = self.path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4().simple()));
         std::fs::write(&tmp, text)?;
         std::fs::rename(&tmp, &self.path)
     }
