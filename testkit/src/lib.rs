@@ -6,6 +6,7 @@
 //! ([`server::TestServer`], for CLI, signal and listener tests), `sandboxctl` in a real terminal
 //! ([`ctl`]) and a private Docker daemon for daemon faults ([`private_docker::PrivateDocker`]).
 
+pub mod cluster;
 pub mod ctl;
 pub mod images;
 pub mod private_docker;
