@@ -1,6 +1,12 @@
 """One driver for any NeMo Gym sandbox provider: it exercises the provider protocols the way
 Gym's `AsyncSandbox` does and returns every observable result, normalized only where a value
-is unique per run (sandbox ids, host ports) or provider-specific text (a timeout's message).
+is unique per run (sandbox ids, host ports) or provider-specific text (a timeout's message, the
+runtime's words for a command that could not start).
+
+It covers exec (cwd, env, users, stdin, failure, timeout, a missing cwd, an unknown user), files
+(permissions, an upload onto a directory, a missing local source, a missing remote file, a
+directory download to a new path and into an existing directory, a file into a directory),
+status, endpoint, serialize/connect, a PTY program and close.
 
 `run_conformance` is called with Gym's own Docker provider and with
 `create_provider({"sandboxd": ...})`; the test asserts the two observation dicts are equal.
