@@ -83,8 +83,10 @@ _GONE_POLL_S = 0.1
 # The label `snapshot(handle, name=...)` keeps Gym's snapshot name under.
 SNAPSHOT_NAME_LABEL = "nemo-gym.name"
 
-# The server's words (agent and docker engines) for a command that could not be started.
-_START_FAILURES = ("cwd ", "unable to find user", "cannot switch to uid", "no matching entries in passwd")
+# The server's words (agent and docker engines) for a command that could not be started: its
+# message for a missing working directory starts with `cwd "…"`; the others name the user.
+_MISSING_CWD_PREFIX = "cwd "
+_UNKNOWN_USER_MARKERS = ("unable to find user", "cannot switch to uid", "no matching entries in passwd")
 
 
 def _read_file(path: str | None, what: str) -> bytes | None:
@@ -122,7 +124,7 @@ def _start_failure(stderr: str) -> bool:
     """Whether a `sandbox` exec failure is a command that could not start (missing cwd, unknown
     user) rather than a sandbox that failed."""
     low = stderr.lower()
-    return low.startswith("cwd ") or any(marker in low for marker in _START_FAILURES[1:])
+    return low.startswith(_MISSING_CWD_PREFIX) or any(marker in low for marker in _UNKNOWN_USER_MARKERS)
 
 
 def _names_a_directory(exc: SandboxdError) -> bool:
