@@ -344,7 +344,7 @@ run_quickstart() {
     return
   fi
   PYTHONPATH="$WORK/pystubs" SANDBOXD_TOKEN="$token" PYTHONUNBUFFERED=1 \
-    "$PY" "$WORK/quickstart.py" "$addr" >"$WORK/qs.out" 2>&1 &
+    "$PY" "$WORK/quickstart.py" "$addr" "$BUSYBOX_IMAGE" >"$WORK/qs.out" 2>&1 &
   CLIENT_PID=$!
   wait "$CLIENT_PID" || rc=$?
   CLIENT_PID=""
