@@ -1,4 +1,4 @@
-//! `sandboxd-agent init [options] [--] <argv…>`: the sandbox's keep-alive. `docker run` starts
+//! `sandboxd-agent init [options] [--] [argv…]`: the sandbox's keep-alive. `docker run` starts
 //! the agent (under docker's `--init`, so usually not pid 1) with the command the sandbox ran
 //! before (the configured keep-alive `sh -c 'while :; do sleep …; done'`, or the spec's
 //! entrypoint) as `argv`. The agent:
@@ -10,6 +10,9 @@
 //! - is a child subreaper: orphans of its commands and sessions re-parent to it and are reaped
 //!   by its one reaper (not left to pid 1, which would not know them),
 //! - runs the readiness probe and shell detection and reports both on every connection.
+//!
+//! Without `argv` the agent is the keep-alive itself (an image without a shell can be a
+//! sandbox); SIGTERM, SIGINT, SIGHUP and SIGQUIT then end it with 128 + the signal.
 
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -40,7 +43,9 @@ pub struct Options {
 }
 
 fn millis(flag: &str, v: &str) -> Result<Duration, String> {
-    v.parse::<u64>().map(Duration::from_millis).map_err(|_| format!("{flag} takes milliseconds (a whole number), got {v:?}"))
+    v.parse::<u64>()
+        .map(Duration::from_millis)
+        .map_err(|_| format!("{flag} takes milliseconds (a whole number), got {v:?}"))
 }
 
 /// Parse `init`'s arguments (after `init`).
@@ -67,8 +72,11 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             "--probe-timeout-ms" => o.probe.timeout = millis(flag, value)?,
             "--probe-deadline-ms" => o.probe.deadline = Some(millis(flag, value)?),
             "--probe-stable-count" => {
-                o.probe.stable_count =
-                    value.parse().ok().filter(|n| *n >= 1).ok_or_else(|| format!("{flag} must be >= 1, got {value:?}"))?
+                o.probe.stable_count = value
+                    .parse()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| format!("{flag} must be >= 1, got {value:?}"))?
             }
             "--probe-stable-delay-ms" => o.probe.stable_delay = millis(flag, value)?,
             other => {
@@ -80,8 +88,8 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
         }
         i += 2;
     }
-    if o.argv.is_empty() || o.argv[0].is_empty() {
-        return Err("init needs the command to keep the sandbox alive with (after `--`)".into());
+    if o.argv.first().is_some_and(|a| a.is_empty()) {
+        return Err("the wrapped command's program (after `--`) must not be empty".into());
     }
     Ok(o)
 }
@@ -107,7 +115,10 @@ pub fn run(options: Options) -> ! {
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     }
-    let run_dir = options.run_dir.clone().unwrap_or_else(|| PathBuf::from(socket::DEFAULT_SOCKET).parent().unwrap().to_path_buf());
+    let run_dir = options
+        .run_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(socket::DEFAULT_SOCKET).parent().unwrap().to_path_buf());
     // Without its socket the sandbox still runs as before (the server falls back to
     // `docker exec`): the failure is only reported.
     let listener = match socket::listen(&run_dir) {
@@ -117,20 +128,33 @@ pub fn run(options: Options) -> ! {
             None
         }
     };
-    let child = match spawn_wrapped(&options) {
-        Ok(child) => child,
-        Err(e) => {
-            eprintln!("sandboxd-agent: cannot start {:?}: {e}", options.argv[0]);
-            std::process::exit(127);
+    // Without a command the agent itself keeps the sandbox alive (an image needs no shell).
+    let child = if options.argv.is_empty() {
+        None
+    } else {
+        match spawn_wrapped(&options) {
+            Ok(child) => Some(child),
+            Err(e) => {
+                eprintln!("sandboxd-agent: cannot start {:?}: {e}", options.argv[0]);
+                std::process::exit(127);
+            }
         }
     };
-    let (pid, exited) = child;
+    let pid = child.as_ref().map(|(pid, _)| *pid);
     std::thread::spawn(move || loop {
         let mut sig = 0;
         // SAFETY: sigwait on a set of blocked signals.
         if unsafe { libc::sigwait(&set, &mut sig) } == 0 {
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(pid, sig) };
+            match pid {
+                // SAFETY: signalling our own child.
+                Some(pid) => unsafe {
+                    libc::kill(pid, sig);
+                },
+                None if sig != libc::SIGWINCH && sig != libc::SIGUSR1 && sig != libc::SIGUSR2 => {
+                    std::process::exit(128 + sig)
+                }
+                None => {}
+            }
         }
     });
     let base_env = serve::own_environment();
@@ -148,6 +172,11 @@ pub fn run(options: Options) -> ! {
     if let Some(listener) = listener {
         std::thread::spawn(move || listener.serve(base_env));
     }
+    let Some((_, exited)) = child else {
+        loop {
+            std::thread::park();
+        }
+    };
     let code = exited.recv().map(|(status, _)| crate::spawn::exit_code(status)).unwrap_or(125);
     std::process::exit(code)
 }
@@ -185,12 +214,11 @@ fn spawn_wrapped(options: &Options) -> Result<Wrapped, String> {
             Ok(())
         });
     }
-    reaper()
-        .spawn_registered(|register| {
-            let child = command.spawn().map_err(|e| e.to_string())?;
-            register(child.id() as libc::pid_t);
-            Ok::<_, String>(child.id() as libc::pid_t)
-        })
+    reaper().spawn_registered(|register| {
+        let child = command.spawn().map_err(|e| e.to_string())?;
+        register(child.id() as libc::pid_t);
+        Ok::<_, String>(child.id() as libc::pid_t)
+    })
 }
 
 #[cfg(test)]
@@ -203,7 +231,21 @@ mod tests {
 
     #[test]
     fn options_then_the_wrapped_argv() {
-        let o = parse(&args(&["--run-dir", "/r", "--probe", "printf ok", "--probe-expect", "ok", "--probe-deadline-ms", "1500", "--", "/bin/sh", "-c", "x"])).unwrap();
+        let o = parse(&args(&[
+            "--run-dir",
+            "/r",
+            "--probe",
+            "printf ok",
+            "--probe-expect",
+            "ok",
+            "--probe-deadline-ms",
+            "1500",
+            "--",
+            "/bin/sh",
+            "-c",
+            "x",
+        ]))
+        .unwrap();
         assert_eq!(o.run_dir, Some(PathBuf::from("/r")));
         assert_eq!(o.probe.command.as_deref(), Some("printf ok"));
         assert_eq!(o.probe.deadline, Some(Duration::from_millis(1500)));
@@ -215,9 +257,14 @@ mod tests {
 
     #[test]
     fn bad_options_name_the_flag() {
-        assert!(parse(&args(&["--"])).unwrap_err().contains("needs the command"));
-        assert!(parse(&args(&["--probe-timeout-ms", "soon", "--", "x"])).unwrap_err().contains("--probe-timeout-ms"));
-        assert!(parse(&args(&["--probe-stable-count", "0", "--", "x"])).unwrap_err().contains("--probe-stable-count"));
+        assert!(parse(&args(&["--", ""])).unwrap_err().contains("must not be empty"));
+        assert_eq!(parse(&args(&["--probe", "true"])).unwrap().argv, Vec::<String>::new());
+        assert!(parse(&args(&["--probe-timeout-ms", "soon", "--", "x"]))
+            .unwrap_err()
+            .contains("--probe-timeout-ms"));
+        assert!(parse(&args(&["--probe-stable-count", "0", "--", "x"]))
+            .unwrap_err()
+            .contains("--probe-stable-count"));
         assert!(parse(&args(&["--bogus", "1", "--", "x"])).unwrap_err().contains("--bogus"));
         assert!(parse(&args(&["--user"])).unwrap_err().contains("--user needs a value"));
     }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 const USAGE: &str = "usage:
   sandboxd-agent serve                       speak the agent protocol on stdin/stdout (through `docker exec -i`)
   sandboxd-agent listen [--run-dir DIR]      serve DIR/agent.sock (default /.sandboxd/run)
-  sandboxd-agent init [OPTIONS] [--] ARGV…   keep the sandbox alive with ARGV and serve the socket
+  sandboxd-agent init [OPTIONS] [--] [ARGV…] keep the sandbox alive (with ARGV) and serve the socket
   sandboxd-agent ping [--run-dir DIR]        connect to the socket and print its hello (a health check)
     --run-dir DIR  --user USER  --shell SHELL  --probe CMD  --probe-expect TEXT
     --probe-timeout-ms N  --probe-deadline-ms N  --probe-stable-count N  --probe-stable-delay-ms N";
@@ -37,7 +37,10 @@ fn fail(why: &str) -> ! {
 
 fn run_dir(mode: &str, args: &[String]) -> PathBuf {
     match args {
-        [] => PathBuf::from(sandboxd_agent::socket::DEFAULT_SOCKET).parent().map(PathBuf::from).unwrap_or_default(),
+        [] => PathBuf::from(sandboxd_agent::socket::DEFAULT_SOCKET)
+            .parent()
+            .map(PathBuf::from)
+            .unwrap_or_default(),
         [flag, dir] if flag == "--run-dir" => PathBuf::from(dir),
         _ => fail(&format!("{mode} takes only --run-dir DIR")),
     }
@@ -56,10 +59,14 @@ fn ping(args: &[String]) -> ! {
     };
     let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(5)));
     for _ in 0..2 {
-        match protocol::read_body(&mut stream, protocol::MAX_FRAME).map(|b| b.map(|b| protocol::decode_event(&b))) {
+        match protocol::read_body(&mut stream, protocol::MAX_FRAME)
+            .map(|b| b.map(|b| protocol::decode_event(&b)))
+        {
             Ok(Some(Ok(frame))) => match frame.message {
                 Event::Hello { version, pid } => println!("hello protocol={version} pid={pid}"),
-                Event::Readiness { state, shell, detail } => println!("readiness {state:?} shell={shell:?} {detail}"),
+                Event::Readiness { state, shell, detail } => {
+                    println!("readiness {state:?} shell={shell:?} {detail}")
+                }
                 other => println!("{other:?}"),
             },
             Ok(Some(Err(e))) | Err(e) => {

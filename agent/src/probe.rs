@@ -47,7 +47,11 @@ pub fn detect_shell(configured: Option<&str>, path: Option<&str>) -> String {
 }
 
 /// One attempt: exit code and output, or why it did not run.
-fn attempt(command: &str, env: &[(String, String)], timeout: Duration) -> Result<(i32, String, String), String> {
+fn attempt(
+    command: &str,
+    env: &[(String, String)],
+    timeout: Duration,
+) -> Result<(i32, String, String), String> {
     let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
     let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
     let user = users::resolve(None, &passwd, &group)?;
@@ -83,7 +87,8 @@ pub fn run(probe: &Probe, env: &[(String, String)]) -> (ReadyState, String) {
     loop {
         let (passed, detail) = match attempt(command, env, probe.timeout) {
             Ok((code, stdout, stderr)) => {
-                let ok = code == 0 && probe.expected_stdout.as_deref().is_none_or(|want| stdout.contains(want));
+                let ok =
+                    code == 0 && probe.expected_stdout.as_deref().is_none_or(|want| stdout.contains(want));
                 (ok, format!("return_code={code}, stderr={:?}", stderr.trim()))
             }
             Err(e) => (false, e),

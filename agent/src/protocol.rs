@@ -773,7 +773,10 @@ impl Event {
                         started_ms: d.u64()?,
                     });
                     if list[list.len() - 1].oldest_offset > list[list.len() - 1].end_offset {
-                        return Err(io::Error::new(io::ErrorKind::InvalidData, "session offsets out of order"));
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            "session offsets out of order",
+                        ));
                     }
                 }
                 Event::Sessions(list)
@@ -895,7 +898,11 @@ mod tests {
             detach_timeout_ms: Some(DETACH_NEVER),
             ..Default::default()
         }));
-        request_round_trip(Request::SessionAttach { session_id: "ab".into(), since: Some(9), takeover: true });
+        request_round_trip(Request::SessionAttach {
+            session_id: "ab".into(),
+            since: Some(9),
+            takeover: true,
+        });
         request_round_trip(Request::SessionAttach { session_id: "ab".into(), since: None, takeover: false });
         request_round_trip(Request::Resize(WindowSize { rows: 1, cols: 65535 }));
         request_round_trip(Request::Signal(libc::SIGINT));
@@ -923,7 +930,11 @@ mod tests {
         event_round_trip(Event::GetStart { size: 3 });
         event_round_trip(Event::GetData(vec![1, 2, 3]));
         event_round_trip(Event::GetEnd);
-        event_round_trip(Event::Readiness { state: ReadyState::Failed, shell: String::new(), detail: "x".into() });
+        event_round_trip(Event::Readiness {
+            state: ReadyState::Failed,
+            shell: String::new(),
+            detail: "x".into(),
+        });
         event_round_trip(Event::SessionOpened { session_id: "s".into(), pid: 9, offset: 1 << 33 });
         event_round_trip(Event::Output { stderr: true, offset: 5, data: b"err".to_vec() });
         event_round_trip(Event::SessionExit { code: 130 });

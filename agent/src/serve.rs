@@ -256,10 +256,12 @@ impl Agent {
                 }
             }
             Request::Abandon => sessions::abandon(self.conn, id),
-            Request::SignalSession { session_id, signal } => match sessions::signal_by_id(&session_id, signal) {
-                Ok(()) => self.channel.send(id, &Event::Done),
-                Err(e) => self.fail(id, e),
-            },
+            Request::SignalSession { session_id, signal } => {
+                match sessions::signal_by_id(&session_id, signal) {
+                    Ok(()) => self.channel.send(id, &Event::Done),
+                    Err(e) => self.fail(id, e),
+                }
+            }
             Request::CloseSession { session_id } => match sessions::close_by_id(&session_id) {
                 Ok(()) => self.channel.send(id, &Event::Done),
                 Err(e) => self.fail(id, e),

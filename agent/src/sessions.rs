@@ -152,13 +152,23 @@ impl Session {
                 },
             );
         }
-        channel.send(request, &Event::SessionOpened { session_id: self.id.clone(), pid: self.pid as u32, offset: cursor });
+        channel.send(
+            request,
+            &Event::SessionOpened { session_id: self.id.clone(), pid: self.pid as u32, offset: cursor },
+        );
         let session = self.clone();
         std::thread::spawn(move || session.send_output(generation, cursor, &channel, request, &credit));
     }
 
     /// The holder's stream: retained output from `cursor`, then live output, then the exit.
-    fn send_output(&self, generation: u64, mut cursor: u64, channel: &Channel, request: u64, credit: &Credit) {
+    fn send_output(
+        &self,
+        generation: u64,
+        mut cursor: u64,
+        channel: &Channel,
+        request: u64,
+        credit: &Credit,
+    ) {
         loop {
             let (offset, stderr, data) = {
                 let mut st = self.lock();
@@ -232,12 +242,16 @@ impl Session {
         }
         // A terminal's signal goes to the job in its foreground (what Ctrl-C reaches); a pipe
         // session's to its own group.
-        let group = self.master.as_ref().and_then(|m| terminal::foreground_group(m.as_raw_fd())).unwrap_or(self.pid);
+        let group =
+            self.master.as_ref().and_then(|m| terminal::foreground_group(m.as_raw_fd())).unwrap_or(self.pid);
         // SAFETY: kill(2) on a process group of this session.
         if unsafe { libc::kill(-group, signal) } != 0 {
             let e = std::io::Error::last_os_error();
             if e.raw_os_error() != Some(libc::ESRCH) {
-                return Err((FailureKind::from_errno(e.raw_os_error().unwrap_or(0)), format!("signal {signal}: {e}")));
+                return Err((
+                    FailureKind::from_errno(e.raw_os_error().unwrap_or(0)),
+                    format!("signal {signal}: {e}"),
+                ));
             }
         }
         Ok(())
@@ -250,7 +264,8 @@ impl Session {
         let Some(master) = &self.master else {
             return Err((FailureKind::Invalid, format!("session {} has no terminal (pipe mode)", self.id)));
         };
-        terminal::set_size(master.as_raw_fd(), size).map_err(|e| (FailureKind::Other, format!("resize: {e}")))?;
+        terminal::set_size(master.as_raw_fd(), size)
+            .map_err(|e| (FailureKind::Other, format!("resize: {e}")))?;
         self.lock().size = Some(size);
         Ok(())
     }
@@ -298,12 +313,17 @@ pub fn open(
     if start.retain_bytes > protocol::MAX_RETAIN_BYTES {
         return Err((
             FailureKind::Invalid,
-            format!("retain_bytes {} is over the most a session keeps ({})", start.retain_bytes, protocol::MAX_RETAIN_BYTES),
+            format!(
+                "retain_bytes {} is over the most a session keeps ({})",
+                start.retain_bytes,
+                protocol::MAX_RETAIN_BYTES
+            ),
         ));
     }
     let retain = if start.retain_bytes == 0 { protocol::DEFAULT_RETAIN_BYTES } else { start.retain_bytes };
     let program = Program::new(&start.argv, &env, start.cwd.as_deref(), user)?;
-    let ((pid, ends), exited) = reaper().spawn_registered(|register| terminal::start(&program, start.pty, register))?;
+    let ((pid, ends), exited) =
+        reaper().spawn_registered(|register| terminal::start(&program, start.pty, register))?;
     let (master, input_file, readers): (Option<File>, Option<File>, Vec<(bool, File)>) = match ends {
         Ends::Pty(master) => {
             let reader = master.try_clone().map_err(|e| (FailureKind::Other, format!("dup: {e}")))?;
@@ -321,7 +341,13 @@ pub fn open(
         detach_timeout_ms: start.detach_timeout_ms,
         master,
         input: Mutex::new(Some(input_tx)),
-        state: Mutex::new(State { ring: crate::ring::Ring::new(retain), exit: None, holder: None, generation: 0, size: start.pty }),
+        state: Mutex::new(State {
+            ring: crate::ring::Ring::new(retain),
+            exit: None,
+            holder: None,
+            generation: 0,
+            size: start.pty,
+        }),
         changed: Condvar::new(),
     });
     if let Some(mut writer) = input_file {
@@ -383,7 +409,10 @@ pub fn open(
     if start.attach {
         session.hold(Holder { conn, request, channel: channel.clone(), credit: Credit::new() }, 0);
     } else {
-        channel.send(request, &Event::SessionOpened { session_id: session.id.clone(), pid: pid as u32, offset: 0 });
+        channel.send(
+            request,
+            &Event::SessionOpened { session_id: session.id.clone(), pid: pid as u32, offset: 0 },
+        );
     }
     Ok(())
 }
@@ -411,7 +440,9 @@ pub fn attach(
         if st.holder.is_some() && !takeover {
             return Err((
                 FailureKind::Held,
-                format!("session {session_id} is held by another attach (attach with takeover to take it over)"),
+                format!(
+                    "session {session_id} is held by another attach (attach with takeover to take it over)"
+                ),
             ));
         }
         match since {
@@ -452,7 +483,11 @@ pub fn end_input(conn: u64, request: u64) {
     }
 }
 
-fn with_held(conn: u64, request: u64, f: impl FnOnce(&Arc<Session>) -> Result<(), SpawnError>) -> Result<(), SpawnError> {
+fn with_held(
+    conn: u64,
+    request: u64,
+    f: impl FnOnce(&Arc<Session>) -> Result<(), SpawnError>,
+) -> Result<(), SpawnError> {
     match held(conn, request) {
         Some(s) => f(&s),
         None => Err((FailureKind::NoSession, "this request holds no session".into())),
@@ -471,7 +506,10 @@ pub fn signal(conn: u64, request: u64, sig: i32) -> Result<(), SpawnError> {
 pub fn detach(conn: u64, request: u64) -> Result<(), SpawnError> {
     with_held(conn, request, |s| {
         if let Some(h) = s.release(conn, request) {
-            h.channel.send(request, &Event::Detached { reason: DetachReason::Requested, message: "detached".into() });
+            h.channel.send(
+                request,
+                &Event::Detached { reason: DetachReason::Requested, message: "detached".into() },
+            );
         }
         Ok(())
     })
@@ -495,7 +533,8 @@ pub fn close_held(conn: u64, request: u64) {
 
 /// A connection ended: every session it held is abandoned.
 pub fn connection_ended(conn: u64) {
-    let sessions: Vec<Arc<Session>> = table().as_ref().map(|t| t.values().cloned().collect()).unwrap_or_default();
+    let sessions: Vec<Arc<Session>> =
+        table().as_ref().map(|t| t.values().cloned().collect()).unwrap_or_default();
     for s in sessions {
         let holder = s.lock().holder.as_ref().filter(|h| h.conn == conn).map(|h| h.request);
         if let Some(request) = holder {
@@ -522,7 +561,8 @@ pub fn close_by_id(session_id: &str) -> Result<(), SpawnError> {
 
 /// Every session, oldest first.
 pub fn list() -> Vec<SessionInfo> {
-    let sessions: Vec<Arc<Session>> = table().as_ref().map(|t| t.values().cloned().collect()).unwrap_or_default();
+    let sessions: Vec<Arc<Session>> =
+        table().as_ref().map(|t| t.values().cloned().collect()).unwrap_or_default();
     let mut list: Vec<SessionInfo> = sessions.iter().map(|s| s.info()).collect();
     list.sort_by(|a, b| (a.started_ms, &a.session_id).cmp(&(b.started_ms, &b.session_id)));
     list

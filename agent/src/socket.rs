@@ -47,16 +47,22 @@ pub fn secure_dir(dir: &Path) -> io::Result<OwnedFd> {
     let c = cpath(dir)?;
     // SAFETY: plain syscalls on a valid C string; mkdir never follows a link at the last part.
     unsafe {
-        if libc::mkdir(c.as_ptr(), 0o700) != 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
+        if libc::mkdir(c.as_ptr(), 0o700) != 0
+            && io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST)
+        {
             return Err(io::Error::new(
                 io::ErrorKind::Other,
                 format!("cannot create {}: {}", dir.display(), io::Error::last_os_error()),
             ));
         }
-        let fd = libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC);
+        let fd =
+            libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC);
         if fd < 0 {
             let e = io::Error::last_os_error();
-            return Err(refuse(format!("{} is not a directory the agent may use (a link is never followed): {e}", dir.display())));
+            return Err(refuse(format!(
+                "{} is not a directory the agent may use (a link is never followed): {e}",
+                dir.display()
+            )));
         }
         let fd = OwnedFd::from_raw_fd(fd);
         let mut st: libc::stat = std::mem::zeroed();
@@ -84,7 +90,10 @@ pub fn listen(dir: &Path) -> io::Result<Listener> {
     if unsafe { libc::unlinkat(dirfd.as_raw_fd(), name.as_ptr(), 0) } != 0 {
         let e = io::Error::last_os_error();
         if e.raw_os_error() != Some(libc::ENOENT) {
-            return Err(io::Error::new(e.kind(), format!("cannot remove the old {}: {e}", dir.join(SOCKET_NAME).display())));
+            return Err(io::Error::new(
+                e.kind(),
+                format!("cannot remove the old {}: {e}", dir.join(SOCKET_NAME).display()),
+            ));
         }
     }
     let through = PathBuf::from(format!("/proc/self/fd/{}/{SOCKET_NAME}", dirfd.as_raw_fd()));
@@ -93,7 +102,9 @@ pub fn listen(dir: &Path) -> io::Result<Listener> {
     let bound = UnixListener::bind(&through);
     // SAFETY: as above.
     unsafe { libc::umask(old) };
-    let listener = bound.map_err(|e| io::Error::new(e.kind(), format!("cannot bind {}: {e}", dir.join(SOCKET_NAME).display())))?;
+    let listener = bound.map_err(|e| {
+        io::Error::new(e.kind(), format!("cannot bind {}: {e}", dir.join(SOCKET_NAME).display()))
+    })?;
     Ok(Listener { listener, _dir: dirfd, path: dir.join(SOCKET_NAME) })
 }
 
@@ -103,7 +114,13 @@ pub fn peer_uid(fd: RawFd) -> io::Result<u32> {
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: SO_PEERCRED writes one ucred into our buffer.
     let r = unsafe {
-        libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len)
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
     };
     if r != 0 {
         return Err(io::Error::last_os_error());
@@ -120,8 +137,12 @@ struct Readiness {
     listeners: Vec<Channel>,
 }
 
-static READINESS: Mutex<Readiness> =
-    Mutex::new(Readiness { state: ReadyState::Pending, shell: String::new(), detail: String::new(), listeners: Vec::new() });
+static READINESS: Mutex<Readiness> = Mutex::new(Readiness {
+    state: ReadyState::Pending,
+    shell: String::new(),
+    detail: String::new(),
+    listeners: Vec::new(),
+});
 
 fn readiness_event(r: &Readiness) -> Event {
     Event::Readiness { state: r.state, shell: r.shell.clone(), detail: r.detail.clone() }

@@ -17,7 +17,11 @@ use crate::users::ExecUser;
 pub enum Ends {
     /// The pty master (output and input).
     Pty(File),
-    Pipes { stdin: File, stdout: File, stderr: File },
+    Pipes {
+        stdin: File,
+        stdout: File,
+        stderr: File,
+    },
 }
 
 /// A program ready to start.
@@ -41,11 +45,15 @@ impl Program {
         user: ExecUser,
     ) -> Result<Self, SpawnError> {
         let first = argv.first().filter(|a| !a.is_empty()).ok_or_else(|| {
-            (FailureKind::Invalid, "argv must name a program (its first element is empty or missing)".to_string())
+            (
+                FailureKind::Invalid,
+                "argv must name a program (its first element is empty or missing)".to_string(),
+            )
         })?;
         let path_env = env.iter().rev().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str());
-        let path = spawn::find_program(first, path_env)
-            .ok_or_else(|| (FailureKind::NotFound, format!("the program {first:?} is not in the sandbox's PATH")))?;
+        let path = spawn::find_program(first, path_env).ok_or_else(|| {
+            (FailureKind::NotFound, format!("the program {first:?} is not in the sandbox's PATH"))
+        })?;
         Ok(Self {
             path: cstring("argv", path)?,
             argv: argv.iter().map(|a| cstring("argv", a.as_bytes())).collect::<Result<_, _>>()?,
@@ -129,7 +137,11 @@ fn pipe() -> Result<(RawFd, RawFd), SpawnError> {
 }
 
 /// Start `p`; `register` gets its pid right after `fork` (the caller holds the reaper's lock).
-pub fn start(p: &Program, pty: Option<WindowSize>, register: &mut dyn FnMut(libc::pid_t)) -> Result<(libc::pid_t, Ends), SpawnError> {
+pub fn start(
+    p: &Program,
+    pty: Option<WindowSize>,
+    register: &mut dyn FnMut(libc::pid_t),
+) -> Result<(libc::pid_t, Ends), SpawnError> {
     let (fail_r, fail_w) = pipe()?;
     // (child's stdin, stdout, stderr), the agent's ends.
     let (child_fds, ours): ([RawFd; 3], Vec<RawFd>) = match pty {
@@ -175,7 +187,8 @@ pub fn start(p: &Program, pty: Option<WindowSize>, register: &mut dyn FnMut(libc
             libc::fcntl(spawn::ERROR_FD, libc::F_SETFD, libc::FD_CLOEXEC);
             spawn::close_from(spawn::ERROR_FD + 1);
             spawn::reset_signals();
-            if libc::setgroups(groups.len(), groups.as_ptr()) != 0 && *libc::__errno_location() != libc::EPERM {
+            if libc::setgroups(groups.len(), groups.as_ptr()) != 0 && *libc::__errno_location() != libc::EPERM
+            {
                 spawn::fail_child(spawn::STAGE_USER);
             }
             if libc::setgid(p.user.gid) != 0 || libc::setuid(p.user.uid) != 0 {
@@ -217,8 +230,13 @@ pub fn start(p: &Program, pty: Option<WindowSize>, register: &mut dyn FnMut(libc
         let errno = i32::from_le_bytes(report[4..8].try_into().unwrap_or_default());
         let os = std::io::Error::from_raw_os_error(errno);
         return Err(match stage {
-            spawn::STAGE_CWD => (FailureKind::Cwd, format!("cwd {:?}: {os}", p.cwd.as_ref().map(|c| c.to_string_lossy()).unwrap_or_default())),
-            spawn::STAGE_USER => (FailureKind::User, format!("cannot switch to uid {} gid {}: {os}", p.user.uid, p.user.gid)),
+            spawn::STAGE_CWD => (
+                FailureKind::Cwd,
+                format!("cwd {:?}: {os}", p.cwd.as_ref().map(|c| c.to_string_lossy()).unwrap_or_default()),
+            ),
+            spawn::STAGE_USER => {
+                (FailureKind::User, format!("cannot switch to uid {} gid {}: {os}", p.user.uid, p.user.gid))
+            }
             _ => (FailureKind::from_errno(errno), format!("cannot run {}: {os}", p.path.to_string_lossy())),
         });
     }

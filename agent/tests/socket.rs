@@ -9,7 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{pty, wait_for_socket, Conn};
-use sandboxd_agent::protocol::{DetachReason, Event, FailureKind, ReadyState, Request, SessionStart, WindowSize, DETACH_NEVER};
+use sandboxd_agent::protocol::{
+    DetachReason, Event, FailureKind, ReadyState, Request, SessionStart, WindowSize, DETACH_NEVER,
+};
 
 /// `sandboxd-agent listen` on a fresh directory, killed on drop.
 struct Listening {
@@ -69,15 +71,29 @@ fn connect_as_nobody(socket: &Path) -> Result<usize, i32> {
     if pid == 0 {
         unsafe {
             let result: i64;
-            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(65534) != 0
+                || libc::setuid(65534) != 0
+            {
                 result = -10_000;
             } else {
                 let s = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
-                if libc::connect(s, (&addr as *const libc::sockaddr_un).cast(), std::mem::size_of::<libc::sockaddr_un>() as u32) != 0 {
+                if libc::connect(
+                    s,
+                    (&addr as *const libc::sockaddr_un).cast(),
+                    std::mem::size_of::<libc::sockaddr_un>() as u32,
+                ) != 0
+                {
                     result = -(*libc::__errno_location() as i64);
                 } else {
                     let tv = libc::timeval { tv_sec: 3, tv_usec: 0 };
-                    libc::setsockopt(s, libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as u32);
+                    libc::setsockopt(
+                        s,
+                        libc::SOL_SOCKET,
+                        libc::SO_RCVTIMEO,
+                        (&tv as *const libc::timeval).cast(),
+                        std::mem::size_of::<libc::timeval>() as u32,
+                    );
                     let mut buf = [0u8; 256];
                     let mut total = 0i64;
                     loop {
@@ -132,7 +148,11 @@ fn a_non_root_peer_that_reaches_the_socket_is_refused_by_its_credentials() {
     // Open the file-system path to everyone: only SO_PEERCRED stands between uid 65534 and the agent.
     std::fs::set_permissions(&l.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(l.socket(), std::fs::Permissions::from_mode(0o666)).unwrap();
-    assert_eq!(connect_as_nobody(&l.socket()), Ok(0), "the agent must close a non-root connection before any byte");
+    assert_eq!(
+        connect_as_nobody(&l.socket()),
+        Ok(0),
+        "the agent must close a non-root connection before any byte"
+    );
     // And root still is served.
     let mut c = l.connect();
     assert_eq!(c.exec(1, "printf ok"), ("ok".to_string(), 0));
@@ -157,7 +177,11 @@ fn a_link_planted_where_the_socket_goes_is_removed_not_followed() {
 }
 
 fn listen_fails(dir: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_sandboxd-agent")).args(["listen", "--run-dir"]).arg(dir).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sandboxd-agent"))
+        .args(["listen", "--run-dir"])
+        .arg(dir)
+        .output()
+        .unwrap();
     assert!(!out.status.success(), "listen on {} must fail", dir.display());
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -267,7 +291,11 @@ fn pipe_mode_keeps_stdout_and_stderr_apart_with_offsets() {
             Event::Output { stderr, offset, data } => {
                 assert_eq!(offset, next_offset, "offsets run on without gaps");
                 next_offset += data.len() as u64;
-                if stderr { err.extend(data) } else { out.extend(data) }
+                if stderr {
+                    err.extend(data)
+                } else {
+                    out.extend(data)
+                }
             }
             Event::SessionExit { code } => {
                 assert_eq!(code, 0);
@@ -283,7 +311,8 @@ fn pipe_mode_keeps_stdout_and_stderr_apart_with_offsets() {
 fn reattach_from_another_connection_with_since_and_takeover() {
     let l = Listening::start();
     let mut first = l.connect();
-    let mut start = pty(&["sh", "-c", "echo one; read x; echo \"got $x\"; read y; echo \"then $y\"; sleep 1000"], 24, 80);
+    let mut start =
+        pty(&["sh", "-c", "echo one; read x; echo \"got $x\"; read y; echo \"then $y\"; sleep 1000"], 24, 80);
     start.detach_timeout_ms = Some(60_000);
     first.send(1, Request::SessionOpen(start));
     let (id, _) = session_id(first.next(1));
@@ -293,7 +322,9 @@ fn reattach_from_another_connection_with_since_and_takeover() {
     // Held, and no takeover: refused naming why.
     second.send(1, Request::SessionAttach { session_id: id.clone(), since: Some(0), takeover: false });
     match second.next(1) {
-        Event::Failed { kind: FailureKind::Held, message } => assert!(message.contains("takeover"), "{message}"),
+        Event::Failed { kind: FailureKind::Held, message } => {
+            assert!(message.contains("takeover"), "{message}")
+        }
         other => panic!("expected Held, got {other:?}"),
     }
     // Takeover: the first holder's stream ends with the reason; the second replays from 0.
@@ -342,9 +373,14 @@ fn reattach_from_another_connection_with_since_and_takeover() {
         other => panic!("expected the replayed bytes, got {other:?}"),
     }
     // A `since` past the end is out of range, naming the end.
-    third.send(2, Request::SessionAttach { session_id: id.clone(), since: Some(row.end_offset + 1000), takeover: true });
+    third.send(
+        2,
+        Request::SessionAttach { session_id: id.clone(), since: Some(row.end_offset + 1000), takeover: true },
+    );
     match third.next(2) {
-        Event::Failed { kind: FailureKind::OutOfRange, message } => assert!(message.contains("past the end"), "{message}"),
+        Event::Failed { kind: FailureKind::OutOfRange, message } => {
+            assert!(message.contains("past the end"), "{message}")
+        }
         other => panic!("expected OutOfRange, got {other:?}"),
     }
     // Close by id ends it.
@@ -358,7 +394,11 @@ fn since_older_than_the_ring_names_the_oldest_offset() {
     let l = Listening::start();
     let mut c = l.connect();
     let start = SessionStart {
-        argv: vec!["sh".into(), "-c".into(), "i=0; while [ $i -lt 200 ]; do echo 0123456789; i=$((i+1)); done; sleep 1000".into()],
+        argv: vec![
+            "sh".into(),
+            "-c".into(),
+            "i=0; while [ $i -lt 200 ]; do echo 0123456789; i=$((i+1)); done; sleep 1000".into(),
+        ],
         retain_bytes: 100,
         detach_timeout_ms: Some(DETACH_NEVER),
         attach: false,
@@ -477,11 +517,21 @@ fn bad_session_requests_name_the_field() {
     assert!(fail(&mut c, 1).1.contains("argv"));
     c.send(2, Request::SessionOpen(pty(&["sh"], 0, 80)));
     assert!(fail(&mut c, 2).1.contains("rows and cols"));
-    c.send(3, Request::SessionOpen(SessionStart { argv: vec!["no-such-program".into()], ..Default::default() }));
+    c.send(
+        3,
+        Request::SessionOpen(SessionStart { argv: vec!["no-such-program".into()], ..Default::default() }),
+    );
     assert_eq!(fail(&mut c, 3).0, FailureKind::NotFound);
     c.send(4, Request::SessionAttach { session_id: "nope".into(), since: None, takeover: true });
     assert_eq!(fail(&mut c, 4).0, FailureKind::NoSession);
-    c.send(5, Request::SessionOpen(SessionStart { argv: vec!["sleep".into(), "5".into()], attach: true, ..Default::default() }));
+    c.send(
+        5,
+        Request::SessionOpen(SessionStart {
+            argv: vec!["sleep".into(), "5".into()],
+            attach: true,
+            ..Default::default()
+        }),
+    );
     session_id(c.next(5));
     c.send(5, Request::Resize(WindowSize { rows: 3, cols: 3 }));
     assert!(fail(&mut c, 5).1.contains("pipe mode"));

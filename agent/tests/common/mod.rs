@@ -22,7 +22,12 @@ impl Conn {
     pub fn connect(socket: &Path) -> std::io::Result<Self> {
         let stream = UnixStream::connect(socket)?;
         stream.set_read_timeout(Some(Duration::from_secs(20)))?;
-        let mut c = Self { stream, pending: HashMap::new(), pid: 0, readiness: (ReadyState::Pending, String::new(), String::new()) };
+        let mut c = Self {
+            stream,
+            pending: HashMap::new(),
+            pid: 0,
+            readiness: (ReadyState::Pending, String::new(), String::new()),
+        };
         match c.read_frame()? {
             Some((0, Event::Hello { version, pid })) => {
                 assert_eq!(version, protocol::PROTOCOL_VERSION);
@@ -80,7 +85,15 @@ impl Conn {
 
     /// Exec `sh -c command`: (stdout, exit code).
     pub fn exec(&mut self, id: u64, command: &str) -> (String, i32) {
-        self.send(id, Request::Exec(ExecStart { shell: "sh".into(), command: command.into(), output_limit: 1 << 20, ..Default::default() }));
+        self.send(
+            id,
+            Request::Exec(ExecStart {
+                shell: "sh".into(),
+                command: command.into(),
+                output_limit: 1 << 20,
+                ..Default::default()
+            }),
+        );
         let mut out = Vec::new();
         loop {
             match self.next(id) {
@@ -101,7 +114,10 @@ impl Conn {
             match self.next(id) {
                 Event::Output { data, .. } => text.push_str(&String::from_utf8_lossy(&data)),
                 other => {
-                    let end = matches!(other, Event::SessionExit { .. } | Event::Detached { .. } | Event::Failed { .. });
+                    let end = matches!(
+                        other,
+                        Event::SessionExit { .. } | Event::Detached { .. } | Event::Failed { .. }
+                    );
                     others.push(other);
                     if end && !done(&text) {
                         panic!("waiting for {what}: the stream ended ({others:?}); output: {text:?}");
@@ -125,7 +141,10 @@ pub fn pty(argv: &[&str], rows: u16, cols: u16) -> SessionStart {
 /// Wait until `path` exists (the agent bound its socket).
 pub fn wait_for_socket(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::symlink_metadata(path).map(|m| !std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())).unwrap_or(true) {
+    while std::fs::symlink_metadata(path)
+        .map(|m| !std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
+        .unwrap_or(true)
+    {
         assert!(Instant::now() < deadline, "{} never appeared", path.display());
         std::thread::sleep(Duration::from_millis(20));
     }
