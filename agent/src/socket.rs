@@ -50,10 +50,11 @@ pub fn secure_dir(dir: &Path) -> io::Result<OwnedFd> {
         if libc::mkdir(c.as_ptr(), 0o700) != 0
             && io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST)
         {
-            return Err(io::Error::new(
-                io::ErrorKind::Other,
-                format!("cannot create {}: {}", dir.display(), io::Error::last_os_error()),
-            ));
+            return Err(io::Error::other(format!(
+                "cannot create {}: {}",
+                dir.display(),
+                io::Error::last_os_error()
+            )));
         }
         let fd =
             libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC);
@@ -73,10 +74,11 @@ pub fn secure_dir(dir: &Path) -> io::Result<OwnedFd> {
             return Err(refuse(format!("{} is owned by uid {}, not root", dir.display(), st.st_uid)));
         }
         if st.st_mode & 0o077 != 0 && libc::fchmod(fd.as_raw_fd(), 0o700) != 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::Other,
-                format!("cannot make {} 0700: {}", dir.display(), io::Error::last_os_error()),
-            ));
+            return Err(io::Error::other(format!(
+                "cannot make {} 0700: {}",
+                dir.display(),
+                io::Error::last_os_error()
+            )));
         }
         Ok(fd)
     }

@@ -94,27 +94,6 @@ fn is_zombie(pid: i32) -> bool {
         .unwrap_or(true)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ppid_survives_odd_command_names() {
-        assert_eq!(parse_ppid("12 (sh) S 7 12 12 0"), Some(7));
-        assert_eq!(parse_ppid("12 (a) b (c) S 99 12"), Some(99));
-        assert_eq!(parse_ppid("garbage"), None);
-    }
-
-    #[test]
-    fn descendants_of_this_process_include_a_child() {
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
-        let me = std::process::id() as i32;
-        assert!(descendants(me).contains(&(child.id() as i32)));
-        child.kill().unwrap();
-        child.wait().unwrap();
-    }
-}
-
 /// The session id in a `/proc/<pid>/stat` line (state, ppid, pgrp, session after the `)`).
 pub fn parse_session(stat: &str) -> Option<i32> {
     let rest = &stat[stat.rfind(')')? + 1..];
@@ -137,4 +116,31 @@ pub fn signal_session(sid: i32, signal: i32) -> usize {
         }
     }
     n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ppid_survives_odd_command_names() {
+        assert_eq!(parse_ppid("12 (sh) S 7 12 12 0"), Some(7));
+        assert_eq!(parse_ppid("12 (a) b (c) S 99 12"), Some(99));
+        assert_eq!(parse_ppid("garbage"), None);
+    }
+
+    #[test]
+    fn descendants_of_this_process_include_a_child() {
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let me = std::process::id() as i32;
+        assert!(descendants(me).contains(&(child.id() as i32)));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn session_is_the_fourth_field_after_the_name() {
+        assert_eq!(parse_session("42 (a) b) S 1 40 41 0 -1"), Some(41));
+        assert_eq!(parse_session("garbage"), None);
+    }
 }
