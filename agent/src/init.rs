@@ -192,8 +192,15 @@ fn spawn_wrapped(options: &Options) -> Result<Wrapped, String> {
         let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
         let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
         let resolved = users::resolve(Some(spec), &passwd, &group)?;
-        if std::env::var_os("HOME").is_none() {
-            command.env("HOME", &resolved.home);
+        // `docker run -u 0` gave the agent root's HOME; the image's user gets its own, as
+        // `docker run` would have given it (a HOME the image's env sets stays).
+        let root_home =
+            users::resolve(None, &passwd, &group).map(|u| u.home).unwrap_or_else(|_| "/root".into());
+        match std::env::var("HOME") {
+            Ok(home) if home != root_home => {}
+            _ => {
+                command.env("HOME", &resolved.home);
+            }
         }
         user = Some(resolved);
     }

@@ -158,7 +158,10 @@ pub fn announce(state: ReadyState, shell: &str, detail: &str) {
     r.detail = detail.to_string();
     r.listeners.retain(|c| !c.is_broken());
     let event = readiness_event(&r);
-    for c in &r.listeners {
+    let listeners = r.listeners.clone();
+    drop(r);
+    // Outside the lock: a connection whose reader stalls must not hold up the others.
+    for c in &listeners {
         c.send(0, &event);
     }
 }

@@ -380,3 +380,26 @@ fn read_only_root_and_no_network() {
     c.output_until(2, "the terminal's size", |t| t.contains("12 34"));
     assert_eq!(until_exit(&mut c, 2), 0);
 }
+
+#[test]
+fn an_image_user_runs_the_wrapped_command_while_the_agent_stays_root() {
+    // The server runs the agent as root (`-u 0`) and names the image's user for the keep-alive.
+    let argv = ["/bin/sh", "-c", "echo \"home=$HOME\"; while :; do sleep 2147483647; done"];
+    let sandbox = Sandbox::start(images::NONROOT, &["-u", "0"], &["--user", "sandbox"], &argv);
+    let mut c = sandbox.connect();
+    let (ps, code) = c.exec(1, "ps -o user,args");
+    assert_eq!(code, 0, "{ps}");
+    let users: Vec<(&str, &str)> =
+        ps.lines().filter_map(|l| l.trim().split_once(char::is_whitespace)).collect();
+    let keepalive = users
+        .iter()
+        .find(|(_, args)| args.trim().starts_with("/bin/sh -c echo"))
+        .expect("the keep-alive runs");
+    assert_eq!(keepalive.0, "sandbox", "{ps}");
+    let agent = users
+        .iter()
+        .find(|(_, args)| args.trim().starts_with("/.sandboxd/agent init"))
+        .expect("the agent runs");
+    assert_eq!(agent.0, "root", "{ps}");
+    assert!(docker(&["logs", &sandbox.name]).stdout.starts_with(b"home=/home/sandbox\n"));
+}
