@@ -53,16 +53,29 @@ impl Ring {
     pub fn read(&self, offset: u64, max: usize) -> Option<(u64, bool, Vec<u8>)> {
         let mut at = self.start;
         let offset = offset.max(self.start);
+        let mut found: Option<(bool, Vec<u8>)> = None;
         for (stderr, chunk) in &self.chunks {
             let end = at + chunk.len() as u64;
-            if offset < end {
-                let from = (offset - at) as usize;
-                let n = (chunk.len() - from).min(max);
-                return Some((offset, *stderr, chunk[from..from + n].to_vec()));
+            match &mut found {
+                // Later chunks of the same stream join the first (fewer, larger frames: a pty
+                // hands over a few KiB per read).
+                Some((s, out)) => {
+                    if *s != *stderr || out.len() >= max {
+                        break;
+                    }
+                    let n = chunk.len().min(max - out.len());
+                    out.extend_from_slice(&chunk[..n]);
+                }
+                None if offset < end => {
+                    let from = (offset - at) as usize;
+                    let n = (chunk.len() - from).min(max);
+                    found = Some((*stderr, chunk[from..from + n].to_vec()));
+                }
+                None => {}
             }
             at = end;
         }
-        None
+        found.map(|(stderr, data)| (offset, stderr, data))
     }
 }
 
@@ -82,5 +95,13 @@ mod tests {
         r.push(false, b"0123456789abc");
         assert_eq!((r.oldest(), r.end()), (16, 24));
         assert_eq!(r.read(0, 100), Some((16, false, b"56789abc".to_vec())));
+        // Same-stream chunks come as one read, up to `max`.
+        let mut r = Ring::new(100);
+        r.push(false, b"ab");
+        r.push(false, b"cd");
+        r.push(true, b"ef");
+        assert_eq!(r.read(1, 100), Some((1, false, b"bcd".to_vec())));
+        assert_eq!(r.read(0, 3), Some((0, false, b"abc".to_vec())));
+        assert_eq!(r.read(4, 100), Some((4, true, b"ef".to_vec())));
     }
 }

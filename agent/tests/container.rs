@@ -403,3 +403,56 @@ fn an_image_user_runs_the_wrapped_command_while_the_agent_stays_root() {
     assert_eq!(agent.0, "root", "{ps}");
     assert!(docker(&["logs", &sandbox.name]).stdout.starts_with(b"home=/home/sandbox\n"));
 }
+
+/// Figures, not a check: `cargo test -p sandboxd-agent --test container figures -- --ignored
+/// --nocapture` prints exec round trips over the socket beside `docker exec`, and a terminal's
+/// output throughput.
+#[test]
+#[ignore]
+fn figures() {
+    let sandbox = Sandbox::start(images::BUSYBOX, &[], &PROBE, &KEEPALIVE);
+    let mut c = sandbox.connect();
+    c.settled_readiness();
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let socket: Vec<Duration> = (0..200)
+        .map(|i| {
+            let t = Instant::now();
+            assert_eq!(c.exec(1000 + i, "printf x"), ("x".to_string(), 0));
+            t.elapsed()
+        })
+        .collect();
+    let docker_exec: Vec<Duration> = (0..20)
+        .map(|_| {
+            let t = Instant::now();
+            assert!(sandbox.exec(None, &["printf", "x"]).status.success());
+            t.elapsed()
+        })
+        .collect();
+    let (s, d) = (median(socket), median(docker_exec));
+    println!(
+        "exec printf x, median: socket {s:?}, docker exec {d:?} ({:.3}x)",
+        s.as_secs_f64() / d.as_secs_f64()
+    );
+    // 64 MiB through a pty, the holder granting credit as it reads.
+    let mut start = pty(&["sh", "-c", "head -c 67108864 /dev/zero | tr '\\0' x"], 24, 80);
+    start.retain_bytes = 4 << 20;
+    let t = Instant::now();
+    c.send(1, Request::SessionOpen(start));
+    session_id(c.next(1));
+    let mut got = 0u64;
+    loop {
+        match c.next(1) {
+            Event::Output { data, .. } => {
+                got += data.len() as u64;
+                c.send(1, Request::Credit(data.len() as u64));
+            }
+            Event::SessionExit { .. } => break,
+            other => panic!("{other:?}"),
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    println!("pty output: {} MiB in {secs:.2}s = {:.1} MiB/s", got >> 20, got as f64 / secs / 1048576.0);
+}
