@@ -694,7 +694,8 @@ impl Drop for Driver {
 
 /// `cargo build --release -p sandboxd --bin sandboxd`; its binary.
 fn build_server() -> Result<PathBuf, String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The workspace root (this crate is `benches/`), where `target/` is.
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
         .args(["build", "-q", "--release", "-p", "sandboxd", "--bin", "sandboxd"])
