@@ -28,6 +28,9 @@ pub struct TestServer {
     pub addr: String,
     /// `http://ADDR`, what a client connects to.
     pub url: String,
+    /// `HOST:PORT` of `/metrics`, when started with `--metrics-listen` (from the line
+    /// `sandboxd metrics on http://HOST:PORT/metrics`, printed before the listening line).
+    pub metrics_addr: Option<String>,
     log: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -133,25 +136,39 @@ impl Launch {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("sandboxd metrics on http://") {
+                    let _ = tx.send(Printed::Metrics(url.trim().trim_end_matches("/metrics").to_string()));
+                }
                 if let Some(addr) = line.strip_prefix("sandboxd listening on ") {
-                    let _ = tx.send(addr.trim().to_string());
+                    let _ = tx.send(Printed::Listening(addr.trim().to_string()));
                 }
             }
         });
-        let addr = match rx.recv_timeout(LISTENING_WITHIN) {
-            Ok(addr) => addr,
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                let text = std::fs::read_to_string(&log).unwrap_or_default();
-                panic!(
-                    "sandboxd (test {}) did not print its listening line within {LISTENING_WITHIN:?}:\n{text}",
-                    self.label_value
-                );
+        let deadline = Instant::now() + LISTENING_WITHIN;
+        let mut metrics_addr = None;
+        let addr = loop {
+            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(Printed::Listening(addr)) => break addr,
+                Ok(Printed::Metrics(addr)) => metrics_addr = Some(addr),
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    let text = std::fs::read_to_string(&log).unwrap_or_default();
+                    panic!(
+                        "sandboxd (test {}) did not print its listening line within {LISTENING_WITHIN:?}:\n{text}",
+                        self.label_value
+                    );
+                }
             }
         };
-        TestServer { child, url: format!("http://{addr}"), addr, log, _dir: dir }
+        TestServer { child, url: format!("http://{addr}"), addr, metrics_addr, log, _dir: dir }
     }
+}
+
+/// The lines of the server's stdout that the fixture reads.
+enum Printed {
+    Metrics(String),
+    Listening(String),
 }
 
 impl TestServer {
