@@ -4,14 +4,16 @@
 
 use std::{env, fs, path::PathBuf};
 
-const PROTO: &str = "proto/sandbox/v1/sandbox.proto";
+/// Relative to this crate's folder, where Cargo runs the build script; the include root `.`
+/// makes its name in the descriptor set `sandbox/v1/sandbox.proto`, as grpcurl and stubs see it.
+const PROTO: &str = "sandbox/v1/sandbox.proto";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed={PROTO}");
     println!("cargo:rerun-if-changed=build.rs");
 
     let out_dir = PathBuf::from(env::var("OUT_DIR")?);
-    let descriptors = protox::Compiler::new(["proto"])?
+    let descriptors = protox::Compiler::new(["."])?
         .include_imports(true)
         .include_source_info(true)
         .open_file(PROTO)?
