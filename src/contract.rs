@@ -472,11 +472,20 @@ pub struct ExecExit {
     pub error_type: Option<ExecErrorType>,
     /// What the command's process tree used, when the exec engine measures it.
     pub usage: Option<ExecUsage>,
+    /// Why the command did not run to its exit (a missing cwd, an unknown user, a timeout);
+    /// empty when it did.
+    pub message: String,
 }
 
+/// The result of a streamed command: its output already went out, so a failure's reason
+/// (which both exec engines put in `stderr`, as unary `Exec` returns it) becomes `message`.
 impl From<ExecResult> for ExecExit {
     fn from(r: ExecResult) -> Self {
-        ExecExit { return_code: r.return_code, error_type: r.error_type, usage: r.usage }
+        let message = match r.error_type {
+            Some(_) => String::from_utf8_lossy(&r.stderr).trim().to_string(),
+            None => String::new(),
+        };
+        ExecExit { return_code: r.return_code, error_type: r.error_type, usage: r.usage, message }
     }
 }
 
@@ -486,6 +495,7 @@ impl From<crate::v1::ExecExit> for ExecExit {
             return_code: x.return_code,
             error_type: ExecErrorType::from_response(&x.error_type),
             usage: x.usage.map(ExecUsage::from),
+            message: x.message,
         }
     }
 }
@@ -496,6 +506,7 @@ impl From<ExecExit> for crate::v1::ExecExit {
             return_code: x.return_code,
             error_type: ExecErrorType::to_wire(x.error_type),
             usage: x.usage.map(Into::into),
+            message: x.message,
         }
     }
 }
