@@ -40,7 +40,8 @@ pub struct FreezeArgs {
 }
 
 pub async fn snapshot(client: &Client, args: SnapshotArgs) -> Result<i32, CtlError> {
-    let request = proto::SnapshotRequest { sandbox_id: args.sandbox_id, labels: args.labels.into_iter().collect() };
+    let request =
+        proto::SnapshotRequest { sandbox_id: args.sandbox_id, labels: args.labels.into_iter().collect() };
     let snapshot = client
         .raw()
         .snapshot(request)

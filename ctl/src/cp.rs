@@ -36,7 +36,9 @@ const PROGRESS_FROM: u64 = 1 << 20;
 
 pub async fn run(client: &Client, args: CpArgs) -> Result<i32, CtlError> {
     match (parse::location(&args.src), parse::location(&args.dst)) {
-        (Location::Local(local), Location::Remote { sandbox_id, path }) if args.recursive && local.is_dir() => {
+        (Location::Local(local), Location::Remote { sandbox_id, path })
+            if args.recursive && local.is_dir() =>
+        {
             let (entries, dest) = upload_tree(client, &local, &sandbox_id, &path).await?;
             eprintln!("{entries} entries copied to {sandbox_id}:{dest}");
             Ok(0)
@@ -47,7 +49,9 @@ pub async fn run(client: &Client, args: CpArgs) -> Result<i32, CtlError> {
                     eprintln!("{entries} entries copied from {sandbox_id}:{path} to {}", target.display())
                 }
                 None => {
-                    if let Some((read, target)) = download(client, &sandbox_id, &path, Location::Local(local)).await? {
+                    if let Some((read, target)) =
+                        download(client, &sandbox_id, &path, Location::Local(local)).await?
+                    {
                         eprintln!("{read} bytes copied from {sandbox_id}:{path} to {}", target.display());
                     }
                 }
@@ -100,7 +104,10 @@ async fn upload(
                     .map_err(|e| CtlError::local(format!("{}: {e}", local.display())))?;
                 let meta = file.metadata().await?;
                 if meta.is_dir() {
-                    return Err(CtlError::local(format!("{} is a directory (cp -r copies trees)", local.display())));
+                    return Err(CtlError::local(format!(
+                        "{} is a directory (cp -r copies trees)",
+                        local.display()
+                    )));
                 }
                 if !meta.is_file() {
                     return Err(CtlError::local(format!("{} is not a regular file", local.display())));

@@ -78,7 +78,9 @@ async fn streamed(mut stream: tonic::Streaming<proto::ExecStreamResponse>) -> Re
         match message.response {
             Some(Response::Stdout(bytes)) => write_out(&mut std::io::stdout(), &bytes)?,
             Some(Response::Stderr(bytes)) => write_out(&mut std::io::stderr(), &bytes)?,
-            Some(Response::Exit(exit)) => return Ok(finish(exit.return_code, &exit.error_type, &exit.message)),
+            Some(Response::Exit(exit)) => {
+                return Ok(finish(exit.return_code, &exit.error_type, &exit.message))
+            }
             None => {}
         }
     }
@@ -118,6 +120,9 @@ mod tests {
             super::not_finished(125, "sandbox", "cwd \"/nope\" does not exist in the sandbox\n"),
             "cwd \"/nope\" does not exist in the sandbox (sandbox); exit code 125"
         );
-        assert_eq!(super::not_finished(125, "timeout", ""), "the command did not finish (timeout); exit code 125");
+        assert_eq!(
+            super::not_finished(125, "timeout", ""),
+            "the command did not finish (timeout); exit code 125"
+        );
     }
 }

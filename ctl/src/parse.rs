@@ -104,7 +104,10 @@ mod tests {
         assert_eq!(duration_s("1h30m").unwrap(), 5400.0);
         assert!(duration_s("0s").is_err() && duration_s("soon").is_err());
         let bare = duration_s("30").unwrap_err();
-        assert!(bare.contains("no unit") && bare.contains("s (seconds)") && bare.contains("m (minutes)"), "{bare}");
+        assert!(
+            bare.contains("no unit") && bare.contains("s (seconds)") && bare.contains("m (minutes)"),
+            "{bare}"
+        );
         assert_eq!(memory_mib("512m").unwrap(), 512);
         assert_eq!(memory_mib("2G").unwrap(), 2048);
         assert_eq!(memory_mib("64MiB").unwrap(), 64);

@@ -35,7 +35,8 @@ fn inside(path: &Path) -> bool {
 
 /// The tree at `root` as a tar archive in an anonymous temp file, rewound; and its entries.
 pub fn pack(root: &Path) -> Result<(std::fs::File, u64), CtlError> {
-    let spool = tempfile::tempfile().map_err(|e| CtlError::local(format!("a temp file for the archive: {e}")))?;
+    let spool =
+        tempfile::tempfile().map_err(|e| CtlError::local(format!("a temp file for the archive: {e}")))?;
     let mut builder = tar::Builder::new(spool);
     builder.follow_symlinks(false);
     let fail = |path: &Path, e: std::io::Error| CtlError::local(format!("{}: {e}", path.display()));
@@ -131,11 +132,15 @@ fn unpack_into(archive: std::fs::File, part: &Path) -> Result<u64, CtlError> {
                 }
             }
             T::GNULongName | T::GNULongLink | T::XHeader | T::XGlobalHeader => continue,
-            other => return Err(bad(format!("{} of type {other:?}, not a file, directory or link", path.display()))),
+            other => {
+                return Err(bad(format!(
+                    "{} of type {other:?}, not a file, directory or link",
+                    path.display()
+                )))
+            }
         }
-        let unpacked = entry
-            .unpack_in(part)
-            .map_err(|e| CtlError::local(format!("writing {}: {e}", path.display())))?;
+        let unpacked =
+            entry.unpack_in(part).map_err(|e| CtlError::local(format!("writing {}: {e}", path.display())))?;
         if !unpacked {
             return Err(bad(format!("an entry outside the tree: {}", path.display())));
         }

@@ -41,10 +41,7 @@ impl DockerProvider {
         tokio::spawn(async move {
             let (stdout, stderr) = (child.child.stdout.take(), child.child.stderr.take());
             let pumped = async {
-                tokio::join!(
-                    forward(stdout, &tx, LogChunk::Stdout),
-                    forward(stderr, &tx, LogChunk::Stderr),
-                )
+                tokio::join!(forward(stdout, &tx, LogChunk::Stdout), forward(stderr, &tx, LogChunk::Stderr),)
             };
             // The caller went away while the sandbox is silent: `child` is killed as it drops.
             tokio::select! {
@@ -54,7 +51,8 @@ impl DockerProvider {
             match child.wait().await {
                 Ok(0) => {}
                 Ok(code) => {
-                    let _ = tx.send(Err(ProviderError::Docker(format!("docker logs exited with {code}")))).await;
+                    let _ =
+                        tx.send(Err(ProviderError::Docker(format!("docker logs exited with {code}")))).await;
                 }
                 Err(e) => {
                     let _ = tx.send(Err(ProviderError::from(e))).await;
