@@ -34,8 +34,12 @@ impl LogStream {
         use proto::logs_response::Output;
         match self.inner.message().await? {
             None => Ok(None),
-            Some(proto::LogsResponse { output: Some(Output::Stdout(data)) }) => Ok(Some(LogChunk::Stdout(data))),
-            Some(proto::LogsResponse { output: Some(Output::Stderr(data)) }) => Ok(Some(LogChunk::Stderr(data))),
+            Some(proto::LogsResponse { output: Some(Output::Stdout(data)) }) => {
+                Ok(Some(LogChunk::Stdout(data)))
+            }
+            Some(proto::LogsResponse { output: Some(Output::Stderr(data)) }) => {
+                Ok(Some(LogChunk::Stderr(data)))
+            }
             Some(proto::LogsResponse { output: None }) => {
                 Err(ClientError::Protocol("an empty LogsResponse".to_string()))
             }
