@@ -618,6 +618,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_streamed_exit_carries_the_reason_only_of_a_failure() {
+        let failed =
+            ExecResult::failed(ExecErrorType::Sandbox, "cwd \"/nope\" does not exist in the sandbox\n");
+        let exit = ExecExit::from(failed);
+        assert_eq!(
+            (exit.return_code, exit.message.as_str()),
+            (125, "cwd \"/nope\" does not exist in the sandbox")
+        );
+        let wire = crate::v1::ExecExit::from(exit.clone());
+        assert_eq!((wire.error_type.as_str(), wire.message.as_str()), ("sandbox", exit.message.as_str()));
+        assert_eq!(ExecExit::from(wire), exit);
+        // A command's own stderr is its output, never the exit's message.
+        let ran = ExecResult { return_code: 3, stderr: b"oops".to_vec(), ..Default::default() };
+        assert_eq!(ExecExit::from(ran).message, "");
+    }
+
+    #[test]
     fn signals_parse_in_every_spelling() {
         for s in Signal::ALL {
             assert_eq!(Signal::try_from(s.as_str()), Ok(s));
