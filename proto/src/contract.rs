@@ -472,11 +472,20 @@ pub struct ExecExit {
     pub error_type: Option<ExecErrorType>,
     /// What the command's process tree used, when the exec engine measures it.
     pub usage: Option<ExecUsage>,
+    /// Why the command did not run to its exit (a missing cwd, an unknown user, a timeout);
+    /// empty when it did.
+    pub message: String,
 }
 
+/// The result of a streamed command: its output already went out, so a failure's reason
+/// (which both exec engines put in `stderr`, as unary `Exec` returns it) becomes `message`.
 impl From<ExecResult> for ExecExit {
     fn from(r: ExecResult) -> Self {
-        ExecExit { return_code: r.return_code, error_type: r.error_type, usage: r.usage }
+        let message = match r.error_type {
+            Some(_) => String::from_utf8_lossy(&r.stderr).trim().to_string(),
+            None => String::new(),
+        };
+        ExecExit { return_code: r.return_code, error_type: r.error_type, usage: r.usage, message }
     }
 }
 
@@ -486,6 +495,7 @@ impl From<crate::v1::ExecExit> for ExecExit {
             return_code: x.return_code,
             error_type: ExecErrorType::from_response(&x.error_type),
             usage: x.usage.map(ExecUsage::from),
+            message: x.message,
         }
     }
 }
@@ -496,6 +506,7 @@ impl From<ExecExit> for crate::v1::ExecExit {
             return_code: x.return_code,
             error_type: ExecErrorType::to_wire(x.error_type),
             usage: x.usage.map(Into::into),
+            message: x.message,
         }
     }
 }
@@ -605,6 +616,23 @@ pub fn code_name(code: tonic::Code) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_streamed_exit_carries_the_reason_only_of_a_failure() {
+        let failed =
+            ExecResult::failed(ExecErrorType::Sandbox, "cwd \"/nope\" does not exist in the sandbox\n");
+        let exit = ExecExit::from(failed);
+        assert_eq!(
+            (exit.return_code, exit.message.as_str()),
+            (125, "cwd \"/nope\" does not exist in the sandbox")
+        );
+        let wire = crate::v1::ExecExit::from(exit.clone());
+        assert_eq!((wire.error_type.as_str(), wire.message.as_str()), ("sandbox", exit.message.as_str()));
+        assert_eq!(ExecExit::from(wire), exit);
+        // A command's own stderr is its output, never the exit's message.
+        let ran = ExecResult { return_code: 3, stderr: b"oops".to_vec(), ..Default::default() };
+        assert_eq!(ExecExit::from(ran).message, "");
+    }
 
     #[test]
     fn signals_parse_in_every_spelling() {

@@ -157,6 +157,10 @@ pub trait SandboxBackend: Send + Sync + 'static {
 
     /// Thaw a paused sandbox; resuming a running sandbox succeeds.
     async fn resume(&self, id: &SandboxId) -> Result<()>;
+
+    /// What the sandbox's main process wrote to stdout and stderr (and, with
+    /// `options.follow`, writes next); running or stopped sandboxes alike.
+    async fn logs(&self, id: &SandboxId, options: crate::logs::LogOptions) -> Result<crate::logs::LogStream>;
 }
 
 /// One step of a streamed command.
@@ -164,7 +168,8 @@ pub trait SandboxBackend: Send + Sync + 'static {
 pub enum StreamEvent {
     Stdout(Vec<u8>),
     Stderr(Vec<u8>),
-    /// The last event: exit code, error type and accounting (stdout and stderr empty).
+    /// The last event: exit code, error type and accounting; no stdout, and stderr only the
+    /// reason a command did not run to its exit (it becomes `ExecExit.message`).
     Exit(ExecResult),
 }
 

@@ -12,6 +12,7 @@ pub mod error;
 pub mod inventory;
 pub mod lease;
 pub mod lifecycle;
+pub mod logs;
 pub mod memory;
 pub mod metrics;
 pub mod pty;

@@ -75,8 +75,8 @@ async fn scrape_counts_a_known_sequence_of_calls() {
         .await
         .unwrap();
     assert_eq!(timed_out.error_type, Some(sandboxd_client::ExecErrorType::Timeout));
-    // 1 status of an unknown sandbox.
-    let missing = proto::StatusRequest { sandbox_id: "sandboxd-00000000000000000000000000000000".into() };
+    // 1 status of an id the service never issues (a gone sandbox of its own shape is `stopped`).
+    let missing = proto::StatusRequest { sandbox_id: "sandboxd-not-an-id".into() };
     assert_eq!(raw.status(missing).await.unwrap_err().code(), tonic::Code::NotFound);
     // 1000 bytes each way.
     let file = dir.path().join("f");

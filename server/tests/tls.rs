@@ -97,8 +97,8 @@ async fn tls_and_mutual_tls_end_to_end() {
         .flags(&["--tls-cert", &cert, "--tls-key", &key, "--tls-client-ca", &ca])
         .start();
     // Without a client certificate the handshake (or the first call) fails: the service, which
-    // answers NOT_FOUND for an unknown id, is never reached.
-    let unknown = || proto::StatusRequest { sandbox_id: "sandboxd-0123456789abcdef0123456789abcdef".into() };
+    // answers NOT_FOUND for an id it never issues, is never reached.
+    let unknown = || proto::StatusRequest { sandbox_id: "sandboxd-not-an-id".into() };
     let reached = match tls_channel(&mutual.addr, &pki, false).await {
         Ok(channel) => SandboxServiceClient::new(channel)
             .status(unknown())

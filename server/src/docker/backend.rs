@@ -141,6 +141,10 @@ impl SandboxBackend for DockerProvider {
     async fn resume(&self, id: &SandboxId) -> Result<()> {
         self.unpause_container(id.as_str()).await
     }
+
+    async fn logs(&self, id: &SandboxId, options: crate::logs::LogOptions) -> Result<crate::logs::LogStream> {
+        self.container_logs(id.as_str(), options).await
+    }
 }
 
 #[async_trait::async_trait]

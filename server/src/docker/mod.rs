@@ -24,6 +24,7 @@ mod files;
 mod fork;
 mod inventory;
 pub mod labels;
+mod logs;
 mod lookup;
 pub mod mask;
 mod pause;

@@ -9,21 +9,25 @@ use crate::error::{ProviderError, Result};
 use crate::spec::{SandboxEndpoint, SandboxHandle, SandboxId, SandboxStatus};
 
 impl DockerProvider {
-    /// The status of a sandbox by id: `stopped` for one this process closed, `NotFound` for an
-    /// id it never owned.
+    /// The status of a sandbox by id. A sandbox that is gone (closed, expired, or removed
+    /// behind the service's back) is `stopped`, as Gym's Docker provider reports a missing
+    /// container: decided by the daemon, not by this process's memory, so the answer is the
+    /// same after a restart and on another replica. `NotFound` is for an id of another shape
+    /// and a container this service does not own.
     /// Answered from the events table when it knows the container, else by asking docker.
     pub async fn status_by_id(&self, sandbox_id: &str) -> Result<SandboxStatus> {
-        if SandboxId::has_valid_shape(sandbox_id) && !self.was_closed(sandbox_id) {
+        if !SandboxId::has_valid_shape(sandbox_id) {
+            return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
+        }
+        if !self.was_closed(sandbox_id) {
             if let Some(state) = self.states.state(sandbox_id) {
                 return Ok(state.sandbox_status());
             }
         }
-        match self.handle(sandbox_id).await {
-            Ok(handle) => Ok(self.container_status(&handle).await),
-            Err(ProviderError::SandboxNotFound(_)) if self.was_closed(sandbox_id) => {
-                Ok(SandboxStatus::Stopped)
-            }
-            Err(e) => Err(e),
+        match self.inspect(sandbox_id).await? {
+            None => Ok(SandboxStatus::Stopped),
+            Some(found) if found.owned => Ok(found.state.sandbox_status()),
+            Some(_) => Err(ProviderError::SandboxNotFound(sandbox_id.into())),
         }
     }
 

@@ -9,6 +9,7 @@ mod deadline;
 mod exec_stream;
 mod inventory;
 mod limits;
+mod logs;
 mod pty;
 mod server;
 mod status;
@@ -410,5 +411,11 @@ impl SandboxService for SandboxApi {
         request: Request<pb::ResumeRequest>,
     ) -> Result<Response<pb::ResumeResponse>, Status> {
         branching::resume(self, request).await
+    }
+
+    type LogsStream = BoxStream<pb::LogsResponse>;
+
+    async fn logs(&self, request: Request<pb::LogsRequest>) -> Result<Response<Self::LogsStream>, Status> {
+        logs::logs(self, request).await
     }
 }
