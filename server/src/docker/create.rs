@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 use super::argv;
-use super::classify::{DockerFailure, DockerFailureKind};
-use super::cli::{CliError, Pool};
+use super::failure::{DockerFailure, DockerFailureKind};
+use super::cli::Pool;
+use super::failure::CliError;
 use super::engine::{ExecEngine, ExecSpec};
 use super::provider::DockerProvider;
 use super::state::ContainerState;

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use super::argv;
-use super::classify::DockerFailureKind;
+use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
 use crate::branching::{DiffEntry, DiffKind};
 use crate::error::{ProviderError, Result};

@@ -2,7 +2,8 @@
 //! `docker_exec`, the `docker exec` path with the seed's timeout rule and the output cap.
 
 use super::argv::{self, ExecOptions};
-use super::cli::{CliError, DockerCli};
+use super::cli::DockerCli;
+use super::failure::CliError;
 use super::engine::{
     classify_docker_exit, effective_timeout, note_dropped, output_limit, timed_out, ExecSpec,
 };

@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 
 use super::argv;
-use super::cli::CliError;
+use super::failure::CliError;
 use super::provider::DockerProvider;
 use super::snapshot::validate_labels;
 use crate::backend::CreatePlan;

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::argv;
-use super::classify::DockerFailureKind;
+use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
 use super::state::ContainerState;
 use crate::error::{ProviderError, Result};

@@ -13,6 +13,7 @@ pub mod agent;
 pub mod argv;
 mod backend;
 pub mod classify;
+pub mod failure;
 pub mod cli;
 mod compose;
 mod create;

@@ -3,7 +3,7 @@
 //! caller retrying after a lost answer never sees an error for a state it already reached.
 
 use super::argv;
-use super::classify::DockerFailureKind;
+use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
 use super::state::ContainerState;
 use crate::error::{ProviderError, Result};

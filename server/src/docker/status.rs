@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::argv;
-use super::classify::DockerFailureKind;
+use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
 use crate::error::{ProviderError, Result};
 use crate::spec::{SandboxEndpoint, SandboxHandle, SandboxId, SandboxStatus};
