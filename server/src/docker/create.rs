@@ -10,7 +10,7 @@ use super::argv;
 use super::failure::{DockerFailure, DockerFailureKind};
 use super::cli::Pool;
 use super::failure::CliError;
-use super::engine::{ExecEngine, ExecSpec};
+use super::transport::{ExecEngine, ExecSpec};
 use super::provider::DockerProvider;
 use super::state::ContainerState;
 use crate::backend::CreatePlan;

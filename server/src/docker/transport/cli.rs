@@ -1,120 +1,26 @@
-//! The exec engine seam: how a command reaches a sandbox. `DockerExecEngine` runs one
-//! `docker exec` per command; `agent::AgentEngine` sends it to the sandbox's resident agent and
-//! falls back to the docker engine where the agent cannot run. Both give the same results.
+//! The `docker exec` transport: one `docker exec` per command (`docker_exec`, `exec_stream`),
+//! with the seed's timeout rule and the output cap, and `classify_docker_exit`, which tells a
+//! docker failure from the command's own exit.
 
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
-use super::cli::{feed_stdin, DockerCli};
-use super::exec::{docker_exec, exec_argv};
-pub use crate::backend::{ExecStream, StreamEvent};
+use super::{effective_timeout, note_dropped, output_limit, spawn_stream, timed_out, ExecEngine, ExecSpec};
+use crate::backend::{ExecStream, StreamEvent};
 use crate::config::DockerConfig;
-use crate::spec::{ExecErrorType, ExecParams, ExecResult, SandboxHandle};
-
-/// One command for an engine: `<shell> -c <command>` in container `name`, with `params`, as
-/// `user` (already normalised; `None`: the image's user).
-#[derive(Debug, Clone, Copy)]
-pub struct ExecSpec<'a> {
-    pub name: &'a str,
-    pub shell: &'a str,
-    pub command: &'a str,
-    pub params: &'a ExecParams,
-    pub user: Option<&'a str>,
-}
-
-impl<'a> ExecSpec<'a> {
-    /// The command in the sandbox of `handle`, with its shell.
-    pub fn on(
-        handle: &'a SandboxHandle,
-        command: &'a str,
-        params: &'a ExecParams,
-        user: Option<&'a str>,
-    ) -> Self {
-        Self { name: &handle.sandbox_id, shell: &handle.shell, command, params, user }
-    }
-}
-
-/// How a command reaches a sandbox.
-#[tonic::async_trait]
-pub trait ExecEngine: Send + Sync {
-    /// Run the command to its end, the timeout, or a transport failure. Output beyond
-    /// `exec.max_output_bytes` per stream is dropped and said so on stderr.
-    async fn exec(&self, spec: ExecSpec<'_>) -> ExecResult;
-
-    /// As `exec`, with output delivered as it is produced (no output bound: nothing accumulates).
-    async fn exec_stream(&self, spec: ExecSpec<'_>) -> ExecStream;
-
-    /// Forget what the engine holds for a sandbox that was closed.
-    fn forget(&self, _name: &str) {}
-
-    /// The container `from` is now named `to` (a create renames it when it is ready).
-    fn renamed(&self, _from: &str, _to: &str) {}
-}
-
-// ----- how an exec ends: the one place both engines shape results -------------------------
-
-/// The effective timeout of a call: its own, else the configured default.
-pub fn effective_timeout(config: &DockerConfig, params: &ExecParams) -> Option<Duration> {
-    params.timeout.or(config.exec.default_timeout)
-}
-
-/// Bytes one `exec` keeps per stream (`exec.max_output_bytes`).
-pub fn output_limit(config: &DockerConfig) -> usize {
-    usize::try_from(config.exec.max_output_bytes).unwrap_or(usize::MAX)
-}
-
-/// Output past `limit` was dropped: logged, and said at the end of stderr.
-pub fn note_dropped(stderr: &mut Vec<u8>, limit: usize, dropped: u64) {
-    if dropped == 0 {
-        return;
-    }
-    tracing::warn!(dropped, limit, "exec output over the limit was dropped");
-    stderr.extend_from_slice(
-        format!(
-            "\n[sandboxd: output past {limit} bytes per stream was dropped ({dropped} bytes); \
-             exec.max_output_bytes sets the limit]\n"
-        )
-        .as_bytes(),
-    );
-}
-
-/// The command ran past its timeout, and what was stopped: the agent stops everything it
-/// started (`client: None`); the docker engine can only kill its client, named by its
-/// (masked) command line.
-pub fn timed_out(after: Option<Duration>, client: Option<&str>) -> ExecResult {
-    let after = after.unwrap_or_default();
-    let stopped = match client {
-        None => "it and everything it started were stopped".to_string(),
-        Some(client) => format!("its docker exec client was killed: {client}"),
-    };
-    ExecResult::failed(ExecErrorType::Timeout, format!("the command timed out after {after:?}; {stopped}"))
-}
-
-/// An `ExecStream` whose events `task` sends; `task`'s `stop` fires when the stream is dropped
-/// before its exit (the task then stops the command).
-pub fn spawn_stream<F, Fut>(task: F) -> ExecStream
-where
-    F: FnOnce(mpsc::Sender<StreamEvent>, oneshot::Receiver<()>) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let (tx, rx) = mpsc::channel(16);
-    let (stop_tx, stop_rx) = oneshot::channel();
-    tokio::spawn(task(tx, stop_rx));
-    ExecStream::new(
-        rx,
-        Box::new(move || {
-            let _ = stop_tx.send(());
-        }),
-    )
-}
+use crate::docker::argv::{self, ExecOptions};
+use crate::docker::classify;
+use crate::docker::cli::{feed_stdin, DockerCli, Pool};
+use crate::docker::failure::CliError;
+use crate::spec::{ExecErrorType, ExecResult};
 
 /// One `docker exec` per command.
 #[derive(Clone)]
 pub struct DockerExecEngine {
-    pub(super) cli: DockerCli,
-    pub(super) config: DockerConfig,
+    pub(crate) cli: DockerCli,
+    pub(crate) config: DockerConfig,
 }
 
 impl DockerExecEngine {
@@ -220,7 +126,7 @@ pub async fn classify_docker_exit(
 ) -> ExecResult {
     // The OCI runtime's own failures (exit 126) land on the client's stdout.
     if let Some(cwd) =
-        super::classify::missing_cwd(code, stdout).or_else(|| super::classify::missing_cwd(code, stderr))
+        classify::missing_cwd(code, stdout).or_else(|| classify::missing_cwd(code, stderr))
     {
         return ExecResult::failed(
             ExecErrorType::Sandbox,
@@ -228,7 +134,7 @@ pub async fn classify_docker_exit(
         );
     }
     if code != 0
-        && super::classify::looks_like_docker_failure(code, stderr)
+        && classify::looks_like_docker_failure(code, stderr)
         && !container_running(cli, name).await
     {
         return ExecResult::failed(ExecErrorType::Sandbox, stderr.trim().to_string());
@@ -247,6 +153,46 @@ pub async fn container_running(cli: &DockerCli, name: &str) -> bool {
         "{{.State.Running}} {{.State.Paused}}".into(),
         name.to_string(),
     ];
-    matches!(cli.in_pool(super::cli::Pool::Control).run(&args, Some(Duration::from_secs(30)), None).await,
+    matches!(cli.in_pool(Pool::Control).run(&args, Some(Duration::from_secs(30)), None).await,
         Ok(out) if out.stdout_text().trim() == "true false")
+}
+
+/// The `docker exec` command line of `<shell> -c <command>` (both ways the docker engine runs one),
+/// and the env values that travel in the docker client's environment, never on its argv.
+fn exec_argv(config: &DockerConfig, spec: ExecSpec<'_>) -> (Vec<String>, Vec<(String, String)>) {
+    let params = spec.params;
+    let opts = ExecOptions {
+        cwd: params.cwd.as_deref(),
+        env: (!params.env.is_empty()).then_some(&params.env),
+        user: spec.user,
+        interactive: params.stdin.is_some(),
+        tty: false,
+        last_env: None,
+    };
+    let (env, prefix) = argv::exec_env(&params.env);
+    let command = format!("{prefix}{}", spec.command);
+    (argv::exec_args(&config.exec, spec.name, &opts, &argv::shell_command(spec.shell, &command)), env)
+}
+
+/// One `docker exec` of `<shell> -c <command>`: timeout kills the client's process group and
+/// returns 125/`timeout`; a refusal by the daemon returns 125/`sandbox`.
+pub(crate) async fn docker_exec(cli: &DockerCli, config: &DockerConfig, spec: ExecSpec<'_>) -> ExecResult {
+    let (args, env) = exec_argv(config, spec);
+    let cli = &cli.with_env(env);
+    let timeout = effective_timeout(config, spec.params);
+    let limit = output_limit(config);
+    match cli.run_limited(&args, timeout, spec.params.stdin.as_deref(), limit).await {
+        Ok(mut out) => {
+            note_dropped(&mut out.stderr, limit, out.dropped);
+            let ended =
+                classify_docker_exit(cli, spec.name, out.code, &out.stderr_text(), &out.stdout_text()).await;
+            if ended.error_type.is_some() {
+                ended
+            } else {
+                ExecResult { stdout: out.stdout, stderr: out.stderr, ..ended }
+            }
+        }
+        Err(CliError::Timeout { command, .. }) => timed_out(timeout, Some(&command)),
+        Err(e) => ExecResult::failed(ExecErrorType::Sandbox, e.to_string()),
+    }
 }
