@@ -11,7 +11,7 @@ use crate::spec::{
 
 impl DockerProvider {
     /// Run `<shell> -c <command>`; command failure is a result. Only bad arguments are errors.
-    pub async fn run_command(
+    pub async fn exec(
         &self,
         handle: &SandboxHandle,
         command: &str,
@@ -33,7 +33,7 @@ impl DockerProvider {
 
     /// As `run_command`, with output delivered as it is produced; dropping the stream stops
     /// the command. Only bad arguments are errors.
-    pub async fn stream_command(
+    pub async fn exec_stream(
         &self,
         handle: &SandboxHandle,
         command: &str,

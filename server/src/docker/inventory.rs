@@ -18,8 +18,8 @@ use crate::spec::SandboxId;
 
 impl DockerProvider {
     /// The owned sandboxes matching `query`, one page.
-    pub(super) async fn list_owned(&self, query: &ListQuery) -> Result<ListPage> {
-        labels::validate_metadata("labels", &query.labels)?;
+    pub async fn list(&self, query: &ListQuery) -> Result<ListPage> {
+        crate::metadata::validate_metadata("labels", &query.labels)?;
         let out = self.control(argv::ps_owned_args(&labels::filter_args(&query.labels))).await?;
         let names: Vec<String> = out
             .stdout_text()

@@ -29,6 +29,7 @@ mod lookup;
 pub mod mask;
 mod pause;
 pub mod provider;
+pub mod pty;
 pub mod sessions;
 mod snapshot;
 pub mod state;

@@ -258,7 +258,7 @@ impl DockerProvider {
 
     /// Close (or, when the container goes away, abandon) the live sessions of a sandbox.
     /// Close the terminal sessions still open; the containers belong to their handles.
-    pub async fn release_all_pty_sessions(&self) {
+    pub async fn close_terminals(&self) {
         let ids: Vec<String> =
             self.pty_sessions.lock().map(|m| m.keys().cloned().collect()).unwrap_or_default();
         for id in &ids {

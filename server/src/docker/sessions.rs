@@ -18,7 +18,7 @@ use super::provider::{DockerProvider, LiveSession};
 use super::state::ContainerState;
 use crate::config::DockerConfig;
 use crate::error::{ProviderError, Result};
-use crate::pty::{self, RunInContainer, TerminalMode, TerminalProcess};
+use crate::docker::pty::{self, RunInContainer, TerminalMode, TerminalProcess};
 use crate::spec::{validate_abs_path, validate_env, ExecParams, ExecResult, PtySpec, SandboxHandle, User};
 
 /// Runs the session's helper commands (`<shell> -c …`) in its container.

@@ -12,7 +12,8 @@ impl DockerProvider {
     /// The status of a sandbox by id: `stopped` for one this process closed, `NotFound` for an
     /// id it never owned.
     /// Answered from the events table when it knows the container, else by asking docker.
-    pub async fn status_by_id(&self, sandbox_id: &str) -> Result<SandboxStatus> {
+    pub async fn status(&self, id: &SandboxId) -> Result<SandboxStatus> {
+        let sandbox_id = id.as_str();
         if SandboxId::has_valid_shape(sandbox_id) && !self.was_closed(sandbox_id) {
             if let Some(state) = self.states.state(sandbox_id) {
                 return Ok(state.sandbox_status());
@@ -38,7 +39,7 @@ impl DockerProvider {
     }
 
     /// The host URL of a declared, published port.
-    pub async fn published_endpoint(&self, handle: &SandboxHandle, port: u16) -> Result<SandboxEndpoint> {
+    pub async fn endpoint(&self, handle: &SandboxHandle, port: u16) -> Result<SandboxEndpoint> {
         if !handle.ports.contains(&port) {
             return Err(ProviderError::invalid(
                 "port",
@@ -75,6 +76,12 @@ impl DockerProvider {
         tracing::info!(sandbox_id = %handle.sandbox_id, "sandbox closed");
         Ok(())
     }
+
+    /// Remove a sandbox and end its terminal sessions; already gone is success.
+    pub async fn close(&self, id: &SandboxId) -> Result<()> {
+        self.remove_by_id(id.as_str()).await
+    }
+
 
     /// Close by id: already gone is success, a container this service does not own is
     /// `SandboxNotFound` and is left untouched.

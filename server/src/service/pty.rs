@@ -16,7 +16,7 @@ use tracing::Instrument;
 use super::status::invalid;
 use super::{BoxStream, SandboxApi};
 use crate::backend::TerminalSession;
-use crate::pty::{PtyError, TerminalMode};
+use crate::terminal::{PtyError, TerminalMode};
 use crate::spec::{PtySpec, Signal};
 
 /// Requests read ahead while an input write is blocked (the stream is still watched for a

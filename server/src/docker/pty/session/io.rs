@@ -10,8 +10,8 @@ use nix::sys::signal::Signal;
 
 use super::pump::with_timeout;
 use super::{check_size, closed_error, TerminalProcess};
-use crate::pty::spawner::{self, write_all};
-use crate::pty::{PtyError, TerminalMode};
+use crate::docker::pty::spawner::{self, write_all};
+use crate::terminal::{PtyError, TerminalMode};
 
 impl TerminalProcess {
     /// The next output chunk (the terminal's in PTY mode, stdout in pipe mode); empty at EOF.

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::{session_marker, shell_quote};
-use crate::pty::TerminalMode;
+use crate::docker::pty::TerminalMode;
 use crate::spec::Signal;
 
 /// The parent pid, in the container's pid namespace, of a process `docker exec` injected.
