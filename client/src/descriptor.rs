@@ -84,7 +84,6 @@ pub(crate) fn parse_descriptor(value: &serde_json::Value) -> Result<proto::Sandb
     })
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,11 +13,11 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 
+use crate::client::RawClient;
 use crate::error::{ClientError, Result, StreamEnd};
 use crate::proto;
 use crate::proto::pty_request::Request as Req;
 use crate::proto::pty_response::Response as Resp;
-use crate::client::RawClient;
 use sandboxd_proto::contract::{Signal, TerminalMode};
 
 /// How long `close()` waits for the server to end the stream before dropping the call.

@@ -15,11 +15,11 @@ use crate::branching::{DiffEntry, Forked, SnapshotInfo};
 use crate::error::{ProviderError, Result};
 use crate::inventory::{ListPage, ListQuery};
 use crate::lease::{LeaseStore, SweepReport};
-use crate::terminal::{PtyError, TerminalMode};
 use crate::spec::{
     ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
     SandboxSpec, SandboxStatus,
 };
+use crate::terminal::{PtyError, TerminalMode};
 
 /// A byte source for an upload: the gRPC stream or a spool file, boxed so the trait stays
 /// object-safe.

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sandboxd::docker::DockerProvider;
 use sandboxd::docker::pty::{PtyError, TerminalProcess};
+use sandboxd::docker::DockerProvider;
 use sandboxd::spec::SandboxSpec;
 use sandboxd::spec::{ExecParams, PtySpec, SandboxHandle, TerminalMode};
 use testkit::images;

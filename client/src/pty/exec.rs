@@ -9,8 +9,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Pty, PtySession, PtySpec, CLOSE_WAIT};
-use crate::error::{ClientError, Result};
 use crate::defaults::DEFAULT_EXEC_TIMEOUT_S;
+use crate::error::{ClientError, Result};
 use sandboxd_proto::contract::{ExecErrorType, ExecResult};
 use sandboxd_proto::marker::{normalize_terminal_output, Marker};
 

@@ -8,10 +8,10 @@ use std::time::Duration;
 use super::provider::DockerProvider;
 use crate::backend::{CreatePlan, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource};
 use crate::branching::{DiffEntry, Forked, SnapshotInfo};
+use crate::docker::pty::{PtyError, TerminalMode, TerminalProcess};
 use crate::error::Result;
 use crate::inventory::{ListPage, ListQuery};
 use crate::lease::{LeaseStore, SweepReport};
-use crate::docker::pty::{PtyError, TerminalMode, TerminalProcess};
 use crate::spec::{
     ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
     SandboxSpec, SandboxStatus, Signal,

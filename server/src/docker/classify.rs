@@ -3,7 +3,6 @@
 //! status and an inspect (`classify_docker_exit`). A failed docker command of our own is typed
 //! in `failure.rs`.
 
-
 /// Lines the docker client prints when it could not run the command at all.
 const RUNTIME_ERROR_MARKERS: [&str; 5] = [
     "no such container",

@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 use super::argv;
-use super::failure::{DockerFailure, DockerFailureKind};
 use super::cli::Pool;
 use super::failure::CliError;
-use super::transport::{ExecEngine, ExecSpec};
+use super::failure::{DockerFailure, DockerFailureKind};
 use super::provider::DockerProvider;
 use super::state::ContainerState;
+use super::transport::{ExecEngine, ExecSpec};
 use crate::backend::CreatePlan;
 use crate::error::{ProviderError, Result};
 use crate::lease;

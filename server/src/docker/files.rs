@@ -6,9 +6,9 @@ use tracing::Instrument;
 
 use super::agent;
 use super::argv;
-use super::failure::DockerFailureKind;
 use super::cli::Pool;
 use super::failure::CliError;
+use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
 use super::state::ContainerState;
 use super::tarstream::{self, FirstEntry};

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::time::UNIX_EPOCH;
 
 use super::argv;
-use super::failure::DockerFailureKind;
 use super::failure::CliError;
+use super::failure::DockerFailureKind;
 use super::labels;
 use super::provider::DockerProvider;
 use super::state::ContainerState;

@@ -1,8 +1,26 @@
-//! `spec.metadata` as container labels (already checked by `crate::metadata`): stored under a
+//! The service's own label keys, and `spec.metadata` as container labels (already checked by `crate::metadata`): stored under a
 //! prefix of their own (so a caller can never set or fake the service's own labels), and read
 //! back from `docker inspect`.
 
 use std::collections::BTreeMap;
+
+/// Ownership label: only containers carrying it are ever reused, connected to or driven.
+pub const SANDBOX_LABEL: &str = "sandboxd.sandbox";
+
+/// Declared ports, kept on the container so a restarted server still knows them.
+pub const PORTS_LABEL: &str = "sandboxd.ports";
+
+/// Ownership label of snapshot images (containers carry `SANDBOX_LABEL` instead).
+pub const SNAPSHOT_LABEL: &str = "sandboxd.snapshot";
+
+/// The sandbox a snapshot was taken from.
+pub const SNAPSHOT_SOURCE_LABEL: &str = "sandboxd.snapshot.source";
+
+/// The caller's labels of a snapshot: base64url of their JSON object (no quoting to get wrong).
+pub const SNAPSHOT_LABELS_LABEL: &str = "sandboxd.snapshot.labels";
+
+/// When the snapshot was taken, in milliseconds since the Unix epoch.
+pub const SNAPSHOT_CREATED_LABEL: &str = "sandboxd.snapshot.created_ms";
 
 /// Prefix of every label that carries a `spec.metadata` entry.
 pub const METADATA_LABEL_PREFIX: &str = "sandboxd.meta.";

@@ -12,8 +12,8 @@ use base64::Engine;
 use serde::Deserialize;
 
 use super::argv::{self, SnapshotMarks};
-use super::failure::DockerFailureKind;
 use super::failure::CliError;
+use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
 use crate::branching::SnapshotInfo;
 use crate::error::{ProviderError, Result};

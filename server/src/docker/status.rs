@@ -82,7 +82,6 @@ impl DockerProvider {
         self.remove_by_id(id.as_str()).await
     }
 
-
     /// Close by id: already gone is success, a container this service does not own is
     /// `SandboxNotFound` and is left untouched.
     pub async fn remove_by_id(&self, sandbox_id: &str) -> Result<()> {

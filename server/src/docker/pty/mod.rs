@@ -13,8 +13,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-pub use crate::terminal::{PtyError, TerminalMode};
 use crate::spec::ExecResult;
+pub use crate::terminal::{PtyError, TerminalMode};
 
 /// Runs one `-c` command line (the argument of the image's shell `-c`) in the session's
 /// container, as `user`, under its own timeout: how the session reads its pid record and
@@ -35,4 +35,3 @@ pub trait RunInContainer: Send + Sync + 'static {
         Box::pin(async { true })
     }
 }
-

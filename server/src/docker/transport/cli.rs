@@ -125,18 +125,13 @@ pub async fn classify_docker_exit(
     stdout: &str,
 ) -> ExecResult {
     // The OCI runtime's own failures (exit 126) land on the client's stdout.
-    if let Some(cwd) =
-        classify::missing_cwd(code, stdout).or_else(|| classify::missing_cwd(code, stderr))
-    {
+    if let Some(cwd) = classify::missing_cwd(code, stdout).or_else(|| classify::missing_cwd(code, stderr)) {
         return ExecResult::failed(
             ExecErrorType::Sandbox,
             format!("cwd {cwd:?} does not exist in the sandbox"),
         );
     }
-    if code != 0
-        && classify::looks_like_docker_failure(code, stderr)
-        && !container_running(cli, name).await
-    {
+    if code != 0 && classify::looks_like_docker_failure(code, stderr) && !container_running(cli, name).await {
         return ExecResult::failed(ExecErrorType::Sandbox, stderr.trim().to_string());
     }
     ExecResult { return_code: code, ..Default::default() }
@@ -145,14 +140,7 @@ pub async fn classify_docker_exit(
 /// Whether the daemon reports the container running and not paused, so a command can run in
 /// it (false when the daemon cannot be asked).
 pub async fn container_running(cli: &DockerCli, name: &str) -> bool {
-    let args = vec![
-        "inspect".into(),
-        "--type".into(),
-        "container".into(),
-        "-f".into(),
-        "{{.State.Running}} {{.State.Paused}}".into(),
-        name.to_string(),
-    ];
+    let args = argv::running_args(name);
     matches!(cli.in_pool(Pool::Control).run(&args, Some(Duration::from_secs(30)), None).await,
         Ok(out) if out.stdout_text().trim() == "true false")
 }

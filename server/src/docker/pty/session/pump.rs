@@ -101,4 +101,3 @@ pub(super) async fn with_timeout<T>(
         None => fut.await,
     }
 }
-
