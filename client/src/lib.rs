@@ -16,6 +16,7 @@ pub use sandboxd_proto::v1 as proto;
 
 mod branching;
 mod client;
+mod defaults;
 mod descriptor;
 mod error;
 mod exec_stream;

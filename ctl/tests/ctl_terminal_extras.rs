@@ -2,8 +2,9 @@
 //! against the service (in-process) and Docker.
 
 use sandboxd_client::{spec, Sandbox};
-use testkit::ctl::{children_named, Tmux};
+use testkit::ctl::Tmux;
 use testkit::images::BUSYBOX;
+use testkit::procs::children_named;
 use testkit::service::TestService;
 use testkit::TestLabel;
 

@@ -7,7 +7,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use sandboxd::backend::SandboxBackend;
 use sandboxd::docker::DockerProvider;
 use sandboxd::error::ProviderError;
 use sandboxd::spec::{SandboxHandle, SandboxSpec};

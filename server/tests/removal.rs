@@ -105,7 +105,7 @@ async fn per_sandbox_caches_shrink_when_sandboxes_end_however_they_end() {
     // A terminal session that ends by itself.
     let pty = sandboxd::spec::PtySpec {
         command: Some("true".into()),
-        mode: sandboxd::pty::TerminalMode::Pipe,
+        mode: sandboxd::docker::pty::TerminalMode::Pipe,
         ..Default::default()
     };
     let session = provider.open_terminal(&handles[0], &pty).await.unwrap();

@@ -79,7 +79,7 @@ impl TestService {
                     .build()
                     .expect("the service's runtime");
                 runtime.block_on(async move {
-                    let services = match Services::build(&config, token).await {
+                    let services = match Services::build_docker(&config, token).await {
                         Ok(services) => services,
                         Err(e) => {
                             let _ = ready_tx.send(Err(e.to_string()));

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::time::UNIX_EPOCH;
 
 use super::argv;
-use super::classify::DockerFailureKind;
-use super::cli::CliError;
+use super::failure::CliError;
+use super::failure::DockerFailureKind;
 use super::labels;
 use super::provider::DockerProvider;
 use super::state::ContainerState;
@@ -18,8 +18,8 @@ use crate::spec::SandboxId;
 
 impl DockerProvider {
     /// The owned sandboxes matching `query`, one page.
-    pub(super) async fn list_owned(&self, query: &ListQuery) -> Result<ListPage> {
-        labels::validate_metadata("labels", &query.labels)?;
+    pub async fn list(&self, query: &ListQuery) -> Result<ListPage> {
+        crate::metadata::validate_metadata("labels", &query.labels)?;
         let out = self.control(argv::ps_owned_args(&labels::filter_args(&query.labels))).await?;
         let names: Vec<String> = out
             .stdout_text()

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::argv;
-use super::classify::DockerFailureKind;
+use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
 use crate::error::{ProviderError, Result};
 use crate::spec::{SandboxEndpoint, SandboxHandle, SandboxId, SandboxStatus};
@@ -15,7 +15,8 @@ impl DockerProvider {
     /// same after a restart and on another replica. `NotFound` is for an id of another shape
     /// and a container this service does not own.
     /// Answered from the events table when it knows the container, else by asking docker.
-    pub async fn status_by_id(&self, sandbox_id: &str) -> Result<SandboxStatus> {
+    pub async fn status(&self, id: &SandboxId) -> Result<SandboxStatus> {
+        let sandbox_id = id.as_str();
         if !SandboxId::has_valid_shape(sandbox_id) {
             return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
         }
@@ -42,7 +43,7 @@ impl DockerProvider {
     }
 
     /// The host URL of a declared, published port.
-    pub async fn published_endpoint(&self, handle: &SandboxHandle, port: u16) -> Result<SandboxEndpoint> {
+    pub async fn endpoint(&self, handle: &SandboxHandle, port: u16) -> Result<SandboxEndpoint> {
         if !handle.ports.contains(&port) {
             return Err(ProviderError::invalid(
                 "port",
@@ -78,6 +79,11 @@ impl DockerProvider {
         self.remove_container(&handle.sandbox_id).await?;
         tracing::info!(sandbox_id = %handle.sandbox_id, "sandbox closed");
         Ok(())
+    }
+
+    /// Remove a sandbox and end its terminal sessions; already gone is success.
+    pub async fn close(&self, id: &SandboxId) -> Result<()> {
+        self.remove_by_id(id.as_str()).await
     }
 
     /// Close by id: already gone is success, a container this service does not own is

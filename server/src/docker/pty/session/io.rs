@@ -1,85 +1,17 @@
-//! A session's I/O: the pumps that move the client's output and stderr into the read queues,
-//! reads and writes without blocking the runtime, and the host side of a resize.
+//! A session's I/O: reads and writes without blocking the runtime, and the host side of a
+//! resize (the pumps that fill the read queues are in `pump.rs`).
 
-use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::Stream;
 use nix::sys::signal::Signal;
-use tokio::io::unix::AsyncFd;
-use tokio::sync::{mpsc, watch};
 
-use super::{check_size, closed_error, Kept, TerminalProcess};
-use crate::pty::spawner::{self, read_chunk, write_all};
-use crate::pty::{PtyError, TerminalMode};
-
-/// Feed `fd` into `queue` (when there is one) until EOF or release; reading pauses while the
-/// queue is full. `kept` retains the head of what passes (the client's stderr) and is marked
-/// settled at the end; `seen` is raised at the first byte or at the end.
-pub(super) async fn pump(
-    fd: Arc<AsyncFd<OwnedFd>>,
-    mut queue: Option<mpsc::Sender<Vec<u8>>>,
-    kept: Option<Arc<Kept>>,
-    seen: Option<(Arc<AtomicBool>, watch::Sender<bool>)>,
-    mut released: watch::Receiver<bool>,
-) {
-    let mut scratch = vec![0u8; spawner::READ_CHUNK];
-    loop {
-        if *released.borrow() {
-            break;
-        }
-        let chunk = tokio::select! {
-            biased;
-            _ = released.wait_for(|r| *r) => break,
-            chunk = read_chunk(&fd, &mut scratch) => chunk,
-        };
-        let chunk = match chunk {
-            Ok(c) if c.is_empty() => break,
-            Ok(c) => c,
-            Err(e) => {
-                tracing::debug!(error = %e, "pty session read failed");
-                break;
-            }
-        };
-        if let Some(kept) = &kept {
-            kept.keep(&chunk);
-        }
-        if let Some((flag, done)) = &seen {
-            flag.store(true, Ordering::SeqCst);
-            done.send_replace(true);
-        }
-        if let Some(tx) = &queue {
-            let sent = tokio::select! {
-                biased;
-                _ = released.wait_for(|r| *r) => break,
-                sent = tx.send(chunk) => sent,
-            };
-            if sent.is_err() {
-                // Nobody reads any more: keep draining so the client never blocks on us.
-                queue = None;
-            }
-        }
-    }
-    drop(fd);
-    if let Some(kept) = kept {
-        kept.settled.send_replace(true);
-    }
-    if let Some((_, done)) = seen {
-        done.send_replace(true);
-    }
-}
-
-pub(super) async fn with_timeout<T>(
-    timeout: Option<Duration>,
-    fut: impl std::future::Future<Output = Result<T, PtyError>>,
-) -> Result<T, PtyError> {
-    match timeout {
-        Some(d) => tokio::time::timeout(d, fut).await.unwrap_or(Err(PtyError::Timeout(d))),
-        None => fut.await,
-    }
-}
+use super::pump::with_timeout;
+use super::{check_size, closed_error, TerminalProcess};
+use crate::docker::pty::spawner::{self, write_all};
+use crate::terminal::{PtyError, TerminalMode};
 
 impl TerminalProcess {
     /// The next output chunk (the terminal's in PTY mode, stdout in pipe mode); empty at EOF.

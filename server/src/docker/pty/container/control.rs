@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::{session_marker, shell_quote};
-use crate::pty::TerminalMode;
+use crate::docker::pty::TerminalMode;
 use crate::spec::Signal;
 
 /// The parent pid, in the container's pid namespace, of a process `docker exec` injected.
@@ -413,7 +413,7 @@ mod tests {
         let exe = std::env::current_exe().unwrap();
         let out = Command::new("sh")
             .arg("-c")
-            .arg("trap '' INT QUIT; exec \"$0\" --exact pty::container::control::tests::signal_command_signals_the_group_of_a_checked_pid")
+            .arg("trap '' INT QUIT; exec \"$0\" --exact docker::pty::container::control::tests::signal_command_signals_the_group_of_a_checked_pid")
             .arg(&exe)
             .env("SANDBOXD_INNER_SIGNAL_RUN", "1")
             .stdin(Stdio::null())

@@ -9,6 +9,7 @@
 
 mod control;
 mod io;
+mod pump;
 
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,12 +21,11 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 use tokio::sync::{mpsc, watch, Mutex, OnceCell};
 
-use self::io::{pump, with_timeout};
+pub use self::pump::CLIENT_STDERR_KEEP;
+use self::pump::{pump, with_timeout, Kept};
 use super::spawner::{self, spawn_process, ChildProc};
 use super::{PtyError, RunInContainer, TerminalMode};
 
-/// How much of the client's own stderr is kept to classify a startup failure.
-pub const CLIENT_STDERR_KEEP: usize = 16 * 1024;
 /// Output chunks queued per stream before reading from the descriptor pauses (at most
 /// `QUEUE_CHUNKS` x 64 KiB buffered).
 pub const QUEUE_CHUNKS: usize = 16;
@@ -92,28 +92,6 @@ impl std::fmt::Debug for SpawnOptions {
             .field("pid_file", &self.pid_file)
             .field("fallback_pid_file", &self.fallback_pid_file)
             .finish()
-    }
-}
-
-/// The head of the client's own stderr, and whether it is complete enough to classify.
-struct Kept {
-    bytes: std::sync::Mutex<Vec<u8>>,
-    settled: watch::Sender<bool>,
-}
-
-impl Kept {
-    fn keep(&self, chunk: &[u8]) {
-        let mut bytes = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
-        let room = CLIENT_STDERR_KEEP.saturating_sub(bytes.len());
-        bytes.extend_from_slice(&chunk[..room.min(chunk.len())]);
-        if bytes.len() >= CLIENT_STDERR_KEEP {
-            self.settled.send_replace(true);
-        }
-    }
-
-    fn text(&self) -> String {
-        let bytes = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
-        String::from_utf8_lossy(&bytes).into_owned()
     }
 }
 

@@ -1,5 +1,5 @@
-//! Interactive terminal sessions: one `docker exec -i[t]` client per session, run under a host
-//! pseudo-terminal (PTY mode) or on pipes (pipe mode). See `spawner` for the host plumbing and
+//! The docker implementation's terminals: one `docker exec -i[t]` client per session, run under
+//! a host pseudo-terminal (PTY mode) or on pipes (pipe mode). See `spawner` for the host plumbing and
 //! `container` for the in-container launcher, pid record and signal/cleanup commands.
 
 pub mod container;
@@ -14,24 +14,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use crate::spec::ExecResult;
-
-/// Why a session failed outside a normal process exit.
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
-pub enum PtyError {
-    /// A read or wait ran past its timeout (the session is still alive).
-    #[error("timed out after {0:?}")]
-    Timeout(Duration),
-    /// The session failed: the client never started the program, the container went away, the
-    /// session was released while a write waited, …
-    #[error("{0}")]
-    Failed(String),
-    /// A caller mistake: unsupported signal, bad size.
-    #[error("invalid {field}: {message}")]
-    Invalid { field: String, message: String },
-    /// Spawning the client failed.
-    #[error("cannot start the session: {0}")]
-    Spawn(String),
-}
+pub use crate::terminal::{PtyError, TerminalMode};
 
 /// Runs one `-c` command line (the argument of the image's shell `-c`) in the session's
 /// container, as `user`, under its own timeout: how the session reads its pid record and
@@ -52,6 +35,3 @@ pub trait RunInContainer: Send + Sync + 'static {
         Box::pin(async { true })
     }
 }
-
-/// Whether a session has a terminal (the shared contract's word for it).
-pub use crate::spec::TerminalMode;

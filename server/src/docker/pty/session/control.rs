@@ -8,11 +8,11 @@ use std::time::Duration;
 use nix::sys::signal::{killpg, Signal};
 
 use super::{closed_error, TerminalProcess};
-use crate::pty::container::{
+use crate::docker::pty::container::{
     check_recorded_pid, cleanup_command, pid_read_command, signal_command, CONTROL_TIMEOUT, PID_READ_TIMEOUT,
     ROOT_USER,
 };
-use crate::pty::PtyError;
+use crate::docker::pty::PtyError;
 
 /// Grace a local program gets between `SIGHUP` and `SIGKILL` on close.
 const HUP_GRACE: Duration = Duration::from_secs(1);
@@ -38,7 +38,7 @@ impl TerminalProcess {
                 return;
             }
         };
-        let command = crate::pty::container::resize_command(pid, rows, cols);
+        let command = crate::docker::pty::container::resize_command(pid, rows, cols);
         let result = container.run(command, self.user.clone(), CONTROL_TIMEOUT).await;
         if result.return_code != 0 {
             tracing::debug!(stderr = %result.stderr_str(), "in-container resize failed");
