@@ -61,7 +61,7 @@ async fn start_server() -> (Client, SocketAddr) {
         config.docker.exec.engine = sandboxd::config::ExecEngineKind::Docker;
     }
     // The service in-process, as the binary serves it, until the bench exits.
-    let services = Services::build(&config, None).await.expect("services");
+    let services = Services::build_docker(&config, None).await.expect("services");
     let settings =
         ServeSettings { tls: None, remove_on_shutdown: false, drain_timeout: Duration::from_secs(1) };
     tokio::spawn(async move {

@@ -21,6 +21,9 @@ SERVER_BIN="$REPO_ROOT/target/debug/sandboxd"
 BUSYBOX_IMAGE="sandboxd-test/busybox:1"
 SVC="sandbox.v1.SandboxService"
 NOT_FOUND_ID="sandboxd-00000000000000000000000000000000"
+# An id of a shape the service never issues: NotFound for Status too (a gone id of the
+# service's own shape reads SANDBOX_STATUS_STOPPED).
+FOREIGN_ID="sandboxd-not-an-id"
 
 section() { printf '\n=== %s ===\n' "$*"; }
 die() { printf 'e2e-polyglot: ERROR: %s\n' "$*" >&2; exit 1; }
@@ -288,9 +291,12 @@ check "Create with an empty image: InvalidArgument naming spec.image" \
 gc -d "{\"sandboxId\": \"$NOT_FOUND_ID\", \"command\": \"true\"}" "$MAIN_ADDR" "$SVC/Exec"
 check "Exec in an unknown sandbox: NotFound" \
   "$([[ $RC -ne 0 ]] && grep -q 'Code: NotFound' <<<"$OUT"; echo $?)" "$OUT"
-gc -d "{\"sandboxId\": \"$NOT_FOUND_ID\"}" "$MAIN_ADDR" "$SVC/Status"
-check "Status of an unknown sandbox: NotFound" \
+gc -d "{\"sandboxId\": \"$FOREIGN_ID\"}" "$MAIN_ADDR" "$SVC/Status"
+check "Status of an id the service never issues: NotFound" \
   "$([[ $RC -ne 0 ]] && grep -q 'Code: NotFound' <<<"$OUT"; echo $?)" "$OUT"
+gc -d "{\"sandboxId\": \"$NOT_FOUND_ID\"}" "$MAIN_ADDR" "$SVC/Status"
+check "Status of a gone sandbox: STOPPED" \
+  "$([[ $RC -eq 0 ]] && grep -q 'SANDBOX_STATUS_STOPPED' <<<"$OUT"; echo $?)" "$OUT"
 
 # --- 2. Python -----------------------------------------------------------------------------
 
@@ -344,7 +350,7 @@ run_quickstart() {
     return
   fi
   PYTHONPATH="$WORK/pystubs" SANDBOXD_TOKEN="$token" PYTHONUNBUFFERED=1 \
-    "$PY" "$WORK/quickstart.py" "$addr" >"$WORK/qs.out" 2>&1 &
+    "$PY" "$WORK/quickstart.py" "$addr" "$BUSYBOX_IMAGE" >"$WORK/qs.out" 2>&1 &
   CLIENT_PID=$!
   wait "$CLIENT_PID" || rc=$?
   CLIENT_PID=""
@@ -379,11 +385,11 @@ AUTH_ADDR="$ADDR"
 # '${SANDBOXD_E2E_AUTH}' below is single-quoted on purpose: grpcurl expands it, so the token
 # never shows up in a process listing.
 export SANDBOXD_E2E_AUTH="authorization: Bearer $TOKEN" # grpcurl -expand-headers reads it
-gc -d "{\"sandboxId\": \"$NOT_FOUND_ID\"}" "$AUTH_ADDR" "$SVC/Status"
+gc -d "{\"sandboxId\": \"$FOREIGN_ID\"}" "$AUTH_ADDR" "$SVC/Status"
 check "grpcurl without a token: Unauthenticated" \
   "$([[ $RC -ne 0 ]] && grep -q 'Unauthenticated' <<<"$OUT"; echo $?)" "$OUT"
 # shellcheck disable=SC2016
-gc -expand-headers -H '${SANDBOXD_E2E_AUTH}' -d "{\"sandboxId\": \"$NOT_FOUND_ID\"}" \
+gc -expand-headers -H '${SANDBOXD_E2E_AUTH}' -d "{\"sandboxId\": \"$FOREIGN_ID\"}" \
   "$AUTH_ADDR" "$SVC/Status"
 check "grpcurl with the token: passes auth (NotFound)" \
   "$([[ $RC -ne 0 ]] && grep -q 'Code: NotFound' <<<"$OUT"; echo $?)" "$OUT"

@@ -8,8 +8,16 @@
 
 use std::io::{self, Read, Write};
 
-/// Bumped on any incompatible change; the agent announces it in `Hello`.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// Bumped on any change; the agent announces it in `Hello`. Version 2 added the socket's
+/// `Readiness` and the session requests; every version-1 frame is unchanged.
+pub const PROTOCOL_VERSION: u32 = 2;
+/// Output a session retains when its opener names no size (`server.pty.retain_bytes`).
+pub const DEFAULT_RETAIN_BYTES: u64 = 1 << 20;
+/// Largest retained output the agent accepts for one session.
+pub const MAX_RETAIN_BYTES: u64 = 64 << 20;
+/// `SessionStart::detach_timeout_ms` that never ends a session whose holder dropped (a
+/// process: it outlives every client).
+pub const DETACH_NEVER: u64 = u64::MAX;
 /// Largest event frame the server accepts from an agent (a data chunk plus headers): whatever
 /// runs as root in a sandbox could speak on the agent's behalf, so the server bounds it.
 pub const MAX_FRAME: usize = 1 << 20;
@@ -45,6 +53,12 @@ pub enum FailureKind {
     Invalid = 9,
     /// Anything else.
     Other = 10,
+    /// No session has that id.
+    NoSession = 11,
+    /// The session has a holder and the attach did not ask to take it over.
+    Held = 12,
+    /// `since` is older than the oldest retained byte (the message names it) or past the end.
+    OutOfRange = 13,
 }
 
 impl FailureKind {
@@ -59,6 +73,9 @@ impl FailureKind {
             7 => Self::NotRegular,
             8 => Self::Permission,
             9 => Self::Invalid,
+            11 => Self::NoSession,
+            12 => Self::Held,
+            13 => Self::OutOfRange,
             _ => Self::Other,
         }
     }
@@ -116,6 +133,85 @@ pub struct ExecExit {
     pub usage: Usage,
 }
 
+/// A terminal's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WindowSize {
+    pub rows: u16,
+    pub cols: u16,
+}
+
+/// A session to start: a terminal (`pty`) or a process with pipes. Both are one thing in the
+/// agent's table, so a terminal and a background process are attached, listed and signalled
+/// alike.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SessionStart {
+    /// Program and arguments; the program is looked up in the session's `PATH`.
+    pub argv: Vec<String>,
+    /// Added to the sandbox's environment (wins over it).
+    pub env: Vec<(String, String)>,
+    /// Working directory; `None` keeps the agent's.
+    pub cwd: Option<String>,
+    /// As in `ExecStart`.
+    pub user: Option<String>,
+    /// `Some`: a pty of that size, allocated in the sandbox; `None`: pipe mode.
+    pub pty: Option<WindowSize>,
+    /// Output bytes retained for replay; 0 means `DEFAULT_RETAIN_BYTES`.
+    pub retain_bytes: u64,
+    /// How long the session outlives a holder that dropped without `Detach`: `None` ends it
+    /// at once (HUP, then KILL), `DETACH_NEVER` never.
+    pub detach_timeout_ms: Option<u64>,
+    /// Whether this request holds the session (its output follows); otherwise the request
+    /// ends with `SessionOpened` and the session runs unheld.
+    pub attach: bool,
+}
+
+/// Where a sandbox is on its way to ready, as the agent's own probe saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ReadyState {
+    /// The probe has not passed yet.
+    Pending = 0,
+    Ready = 1,
+    /// The probe failed for good (its detail says how).
+    Failed = 2,
+}
+
+/// Why a holder's stream ended while its session runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum DetachReason {
+    /// The holder asked (`Detach`).
+    Requested = 1,
+    /// Another attach took the session over.
+    TakenOver = 2,
+}
+
+/// One row of `ListSessions`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SessionInfo {
+    pub session_id: String,
+    pub argv: Vec<String>,
+    /// `Some` for a terminal (its current size), `None` in pipe mode.
+    pub pty: Option<WindowSize>,
+    pub pid: u32,
+    /// Its exit code once it ended.
+    pub exit_code: Option<i32>,
+    /// Whether a stream holds it.
+    pub attached: bool,
+    /// Offset of the oldest retained byte and of the next byte to come.
+    pub oldest_offset: u64,
+    pub end_offset: u64,
+    /// Unix milliseconds.
+    pub started_ms: u64,
+}
+
+impl SessionInfo {
+    /// Bytes retained for replay.
+    pub fn retained_bytes(&self) -> u64 {
+        self.end_offset - self.oldest_offset
+    }
+}
+
 /// Server to agent.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
@@ -144,6 +240,34 @@ pub enum Request {
     Get {
         path: String,
     },
+    /// Start a session (answered by `SessionOpened`). On the stream that holds a session,
+    /// `Stdin`, `StdinEnd` and `Credit` act on it and `Kill` closes it.
+    SessionOpen(SessionStart),
+    /// Hold a session from this request on: replay from `since` (`None`: live output only).
+    SessionAttach {
+        session_id: String,
+        since: Option<u64>,
+        takeover: bool,
+    },
+    /// Resize the held terminal.
+    Resize(WindowSize),
+    /// Signal the held session: a terminal's foreground process group, a pipe session's group.
+    Signal(i32),
+    /// End this stream; the session runs on.
+    Detach,
+    /// The holder went away without detaching: the session's detach timeout applies.
+    Abandon,
+    /// Signal a session by id without holding it (answered by `Done`).
+    SignalSession {
+        session_id: String,
+        signal: i32,
+    },
+    /// End a session by id (HUP, then KILL) and forget it (answered by `Done`).
+    CloseSession {
+        session_id: String,
+    },
+    /// Every session (answered by `Sessions`).
+    ListSessions,
 }
 
 /// Agent to server.
@@ -170,6 +294,39 @@ pub enum Event {
     },
     GetData(Vec<u8>),
     GetEnd,
+    /// On a socket, after `Hello` (request id 0) and again when it changes: the agent's
+    /// readiness probe and the shell it found (`""`: none).
+    Readiness {
+        state: ReadyState,
+        shell: String,
+        detail: String,
+    },
+    /// The session started or was attached; `offset` is that of the first output byte this
+    /// stream carries.
+    SessionOpened {
+        session_id: String,
+        pid: u32,
+        offset: u64,
+    },
+    /// Session output from `offset` (a jump past the last one means bytes were dropped from the
+    /// ring before this holder read them). `stderr` only in pipe mode.
+    Output {
+        stderr: bool,
+        offset: u64,
+        data: Vec<u8>,
+    },
+    /// The session's program ended; last frame of a holder's stream.
+    SessionExit {
+        code: i32,
+    },
+    /// The holder's stream ended, the session runs on.
+    Detached {
+        reason: DetachReason,
+        message: String,
+    },
+    Sessions(Vec<SessionInfo>),
+    /// A control request succeeded.
+    Done,
 }
 
 /// One frame: a message and the request it belongs to.
@@ -214,6 +371,24 @@ impl Enc {
             None => self.u8(0),
         }
     }
+    fn opt_u64(&mut self, v: Option<u64>) -> &mut Self {
+        match v {
+            Some(n) => self.u8(1).u64(n),
+            None => self.u8(0),
+        }
+    }
+    fn size(&mut self, v: WindowSize) -> &mut Self {
+        self.0.extend_from_slice(&v.rows.to_le_bytes());
+        self.0.extend_from_slice(&v.cols.to_le_bytes());
+        self
+    }
+    fn strings(&mut self, v: &[String]) -> &mut Self {
+        self.u32(v.len() as u32);
+        for s in v {
+            self.bytes(s.as_bytes());
+        }
+        self
+    }
     fn finish(mut self) -> Vec<u8> {
         let len = (self.0.len() - 4) as u32;
         self.0[..4].copy_from_slice(&len.to_le_bytes());
@@ -255,6 +430,22 @@ impl<'a> Dec<'a> {
     }
     fn opt(&mut self) -> io::Result<Option<String>> {
         Ok(if self.u8()? == 1 { Some(self.string()?) } else { None })
+    }
+    fn opt_u64(&mut self) -> io::Result<Option<u64>> {
+        Ok(if self.u8()? == 1 { Some(self.u64()?) } else { None })
+    }
+    fn size(&mut self) -> io::Result<WindowSize> {
+        let b = self.take(4)?;
+        Ok(WindowSize { rows: u16::from_le_bytes([b[0], b[1]]), cols: u16::from_le_bytes([b[2], b[3]]) })
+    }
+    fn strings(&mut self) -> io::Result<Vec<String>> {
+        let n = self.u32()? as usize;
+        // Each string takes at least its 4-byte length: never reserve more than the frame holds.
+        let mut v = Vec::with_capacity(n.min(self.0.len() / 4));
+        for _ in 0..n {
+            v.push(self.string()?);
+        }
+        Ok(v)
     }
 }
 
@@ -308,6 +499,48 @@ impl Request {
                 enc.bytes(path.as_bytes());
                 enc.finish()
             }
+            Request::SessionOpen(s) => {
+                let mut enc = Enc::new(11, id);
+                enc.strings(&s.argv).u32(s.env.len() as u32);
+                for (k, v) in &s.env {
+                    enc.bytes(k.as_bytes()).bytes(v.as_bytes());
+                }
+                enc.opt(s.cwd.as_deref()).opt(s.user.as_deref());
+                match s.pty {
+                    Some(size) => enc.u8(1).size(size),
+                    None => enc.u8(0),
+                };
+                enc.u64(s.retain_bytes).opt_u64(s.detach_timeout_ms).u8(s.attach as u8);
+                enc.finish()
+            }
+            Request::SessionAttach { session_id, since, takeover } => {
+                let mut enc = Enc::new(12, id);
+                enc.bytes(session_id.as_bytes()).opt_u64(*since).u8(*takeover as u8);
+                enc.finish()
+            }
+            Request::Resize(size) => {
+                let mut enc = Enc::new(13, id);
+                enc.size(*size);
+                enc.finish()
+            }
+            Request::Signal(sig) => {
+                let mut enc = Enc::new(14, id);
+                enc.u32(*sig as u32);
+                enc.finish()
+            }
+            Request::Detach => Enc::new(15, id).finish(),
+            Request::Abandon => Enc::new(16, id).finish(),
+            Request::SignalSession { session_id, signal } => {
+                let mut enc = Enc::new(17, id);
+                enc.bytes(session_id.as_bytes()).u32(*signal as u32);
+                enc.finish()
+            }
+            Request::CloseSession { session_id } => {
+                let mut enc = Enc::new(18, id);
+                enc.bytes(session_id.as_bytes());
+                enc.finish()
+            }
+            Request::ListSessions => Enc::new(19, id).finish(),
         }
     }
 
@@ -336,6 +569,39 @@ impl Request {
             8 => Request::PutEnd { size: d.u64()? },
             9 => Request::PutAbort,
             10 => Request::Get { path: d.string()? },
+            11 => {
+                let argv = d.strings()?;
+                let n = d.u32()? as usize;
+                let mut env = Vec::with_capacity(n.min(4096));
+                for _ in 0..n {
+                    env.push((d.string()?, d.string()?));
+                }
+                let cwd = d.opt()?;
+                let user = d.opt()?;
+                let pty = if d.u8()? == 1 { Some(d.size()?) } else { None };
+                Request::SessionOpen(SessionStart {
+                    argv,
+                    env,
+                    cwd,
+                    user,
+                    pty,
+                    retain_bytes: d.u64()?,
+                    detach_timeout_ms: d.opt_u64()?,
+                    attach: d.u8()? == 1,
+                })
+            }
+            12 => Request::SessionAttach {
+                session_id: d.string()?,
+                since: d.opt_u64()?,
+                takeover: d.u8()? == 1,
+            },
+            13 => Request::Resize(d.size()?),
+            14 => Request::Signal(d.u32()? as i32),
+            15 => Request::Detach,
+            16 => Request::Abandon,
+            17 => Request::SignalSession { session_id: d.string()?, signal: d.u32()? as i32 },
+            18 => Request::CloseSession { session_id: d.string()? },
+            19 => Request::ListSessions,
             k => return Err(bad_kind(k)),
         })
     }
@@ -393,6 +659,50 @@ impl Event {
                 enc.finish()
             }
             Event::GetEnd => Enc::new(109, id).finish(),
+            Event::Readiness { state, shell, detail } => {
+                let mut enc = Enc::new(110, id);
+                enc.u8(*state as u8).bytes(shell.as_bytes()).bytes(detail.as_bytes());
+                enc.finish()
+            }
+            Event::SessionOpened { session_id, pid, offset } => {
+                let mut enc = Enc::new(111, id);
+                enc.bytes(session_id.as_bytes()).u32(*pid).u64(*offset);
+                enc.finish()
+            }
+            Event::Output { stderr, offset, data } => {
+                let mut enc = Enc::new(112, id);
+                enc.u8(*stderr as u8).u64(*offset).bytes(data);
+                enc.finish()
+            }
+            Event::SessionExit { code } => {
+                let mut enc = Enc::new(113, id);
+                enc.u32(*code as u32);
+                enc.finish()
+            }
+            Event::Detached { reason, message } => {
+                let mut enc = Enc::new(114, id);
+                enc.u8(*reason as u8).bytes(message.as_bytes());
+                enc.finish()
+            }
+            Event::Sessions(list) => {
+                let mut enc = Enc::new(115, id);
+                enc.u32(list.len() as u32);
+                for s in list {
+                    enc.bytes(s.session_id.as_bytes()).strings(&s.argv);
+                    match s.pty {
+                        Some(size) => enc.u8(1).size(size),
+                        None => enc.u8(0),
+                    };
+                    enc.u32(s.pid);
+                    match s.exit_code {
+                        Some(code) => enc.u8(1).u32(code as u32),
+                        None => enc.u8(0),
+                    };
+                    enc.u8(s.attached as u8).u64(s.oldest_offset).u64(s.end_offset).u64(s.started_ms);
+                }
+                enc.finish()
+            }
+            Event::Done => Enc::new(116, id).finish(),
         }
     }
 
@@ -422,6 +732,56 @@ impl Event {
             107 => Event::GetStart { size: d.u64()? },
             108 => Event::GetData(d.bytes()?),
             109 => Event::GetEnd,
+            110 => Event::Readiness {
+                state: match d.u8()? {
+                    0 => ReadyState::Pending,
+                    1 => ReadyState::Ready,
+                    _ => ReadyState::Failed,
+                },
+                shell: d.string()?,
+                detail: String::from_utf8_lossy(&d.bytes()?).into_owned(),
+            },
+            111 => Event::SessionOpened { session_id: d.string()?, pid: d.u32()?, offset: d.u64()? },
+            112 => Event::Output { stderr: d.u8()? == 1, offset: d.u64()?, data: d.bytes()? },
+            113 => Event::SessionExit { code: d.u32()? as i32 },
+            114 => Event::Detached {
+                reason: if d.u8()? == 2 { DetachReason::TakenOver } else { DetachReason::Requested },
+                message: String::from_utf8_lossy(&d.bytes()?).into_owned(),
+            },
+            115 => {
+                let n = d.u32()? as usize;
+                // Each row takes at least 42 bytes: a count beyond what the frame holds is a lie.
+                if n > d.0.len() / 42 {
+                    return Err(short());
+                }
+                let mut list = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let session_id = d.string()?;
+                    let argv = d.strings()?;
+                    let pty = if d.u8()? == 1 { Some(d.size()?) } else { None };
+                    let pid = d.u32()?;
+                    let exit_code = if d.u8()? == 1 { Some(d.u32()? as i32) } else { None };
+                    list.push(SessionInfo {
+                        session_id,
+                        argv,
+                        pty,
+                        pid,
+                        exit_code,
+                        attached: d.u8()? == 1,
+                        oldest_offset: d.u64()?,
+                        end_offset: d.u64()?,
+                        started_ms: d.u64()?,
+                    });
+                    if list[list.len() - 1].oldest_offset > list[list.len() - 1].end_offset {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            "session offsets out of order",
+                        ));
+                    }
+                }
+                Event::Sessions(list)
+            }
+            116 => Event::Done,
             k => return Err(bad_kind(k)),
         })
     }
@@ -446,6 +806,15 @@ pub fn body_len(header: [u8; 4], max: usize) -> io::Result<usize> {
         return Err(io::Error::new(io::ErrorKind::InvalidData, format!("agent frame of {len} bytes")));
     }
     Ok(len)
+}
+
+/// The first whole frame in `buf`: its body and the bytes it took, `None` while incomplete.
+/// Pure (the fuzz target drives it with the decoders): a length over `max` is an error before
+/// anything is allocated.
+pub fn split_frame(buf: &[u8], max: usize) -> io::Result<Option<(&[u8], usize)>> {
+    let Some(header) = buf.get(..4) else { return Ok(None) };
+    let len = body_len([header[0], header[1], header[2], header[3]], max)?;
+    Ok(buf.get(4..4 + len).map(|body| (body, 4 + len)))
 }
 
 /// Decode a request body (what follows the 4-byte length).
@@ -514,6 +883,34 @@ mod tests {
         request_round_trip(Request::PutEnd { size: 1000 });
         request_round_trip(Request::PutAbort);
         request_round_trip(Request::Get { path: "/etc/passwd".into() });
+        request_round_trip(Request::SessionOpen(SessionStart {
+            argv: vec!["bash".into(), "-l".into()],
+            env: vec![("TERM".into(), "xterm".into())],
+            cwd: Some("/w".into()),
+            user: Some("1000:1000".into()),
+            pty: Some(WindowSize { rows: 40, cols: 132 }),
+            retain_bytes: 1 << 20,
+            detach_timeout_ms: Some(5000),
+            attach: true,
+        }));
+        request_round_trip(Request::SessionOpen(SessionStart {
+            argv: vec!["sleep".into()],
+            detach_timeout_ms: Some(DETACH_NEVER),
+            ..Default::default()
+        }));
+        request_round_trip(Request::SessionAttach {
+            session_id: "ab".into(),
+            since: Some(9),
+            takeover: true,
+        });
+        request_round_trip(Request::SessionAttach { session_id: "ab".into(), since: None, takeover: false });
+        request_round_trip(Request::Resize(WindowSize { rows: 1, cols: 65535 }));
+        request_round_trip(Request::Signal(libc::SIGINT));
+        request_round_trip(Request::Detach);
+        request_round_trip(Request::Abandon);
+        request_round_trip(Request::SignalSession { session_id: "x".into(), signal: 15 });
+        request_round_trip(Request::CloseSession { session_id: "x".into() });
+        request_round_trip(Request::ListSessions);
     }
 
     #[test]
@@ -533,6 +930,52 @@ mod tests {
         event_round_trip(Event::GetStart { size: 3 });
         event_round_trip(Event::GetData(vec![1, 2, 3]));
         event_round_trip(Event::GetEnd);
+        event_round_trip(Event::Readiness {
+            state: ReadyState::Failed,
+            shell: String::new(),
+            detail: "x".into(),
+        });
+        event_round_trip(Event::SessionOpened { session_id: "s".into(), pid: 9, offset: 1 << 33 });
+        event_round_trip(Event::Output { stderr: true, offset: 5, data: b"err".to_vec() });
+        event_round_trip(Event::SessionExit { code: 130 });
+        event_round_trip(Event::Detached { reason: DetachReason::TakenOver, message: "m".into() });
+        event_round_trip(Event::Sessions(vec![
+            SessionInfo {
+                session_id: "a".into(),
+                argv: vec!["sh".into(), "-c".into(), "x".into()],
+                pty: Some(WindowSize { rows: 2, cols: 3 }),
+                pid: 4,
+                exit_code: Some(1),
+                attached: true,
+                oldest_offset: 5,
+                end_offset: 6,
+                started_ms: 7,
+            },
+            SessionInfo::default(),
+        ]));
+        event_round_trip(Event::Done);
+    }
+
+    #[test]
+    fn split_frame_waits_for_a_whole_frame_and_refuses_oversized_ones() {
+        let frame = Request::ListSessions.encode(3);
+        assert_eq!(split_frame(&frame[..frame.len() - 1], MAX_FRAME).unwrap(), None);
+        let (body, used) = split_frame(&frame, MAX_FRAME).unwrap().unwrap();
+        assert_eq!(used, frame.len());
+        assert_eq!(decode_request(body).unwrap().message, Request::ListSessions);
+        assert!(split_frame(&u32::MAX.to_le_bytes(), MAX_FRAME).is_err());
+    }
+
+    #[test]
+    fn counts_larger_than_the_frame_are_errors_not_allocations() {
+        let mut body = Enc::new(115, 1);
+        body.u32(u32::MAX);
+        let bytes = body.finish();
+        assert!(decode_event(&bytes[4..]).is_err());
+        let mut body = Enc::new(11, 1);
+        body.u32(u32::MAX);
+        let bytes = body.finish();
+        assert!(decode_request(&bytes[4..]).is_err());
     }
 
     #[test]

@@ -1,6 +1,8 @@
-//! The agent's loop: frames in on the channel, one thread per running command's stream, one
-//! reaper for every child. The channel is private to the server (it holds the other end of
-//! this `docker exec -i`); at its end the agent stops every command still running and exits.
+//! The agent's loop on one channel: frames in, one thread per running command's stream. Over
+//! stdio (`serve`) the channel is private to the server (it holds the other end of this
+//! `docker exec -i`) and at its end the agent stops every command still running and exits; on
+//! the socket (`socket`) each accepted connection runs this loop and only its own commands stop
+//! when it ends.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -8,11 +10,14 @@ use std::io::{BufReader, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::channel::{Channel, Credit};
 use crate::files::{self, Upload};
-use crate::protocol::{self, Event, ExecExit, ExecStart, FailureKind, Request, Usage};
+use crate::protocol::{self, Event, ExecExit, ExecStart, FailureKind, Request, SessionStart, Usage};
+use crate::reaper::reaper;
+use crate::sessions;
 use crate::spawn::{self, Prepared};
 use crate::tree;
 use crate::users;
@@ -27,100 +32,6 @@ const DRAIN_WAIT: Duration = Duration::from_secs(2);
 /// At most this much is forwarded from a pipe once the grace ended (a background child may
 /// still be writing).
 const DRAIN_MAX: u64 = 1 << 20;
-
-/// The write end of the channel: whole frames, one writer at a time.
-#[derive(Clone)]
-struct Channel(Arc<Mutex<File>>);
-
-impl Channel {
-    fn send(&self, id: u64, event: &Event) {
-        let frame = event.encode(id);
-        let failed = match self.0.lock() {
-            Ok(mut out) => out.write_all(&frame).is_err(),
-            Err(_) => true,
-        };
-        if failed {
-            // The server is gone: nothing can be reported any more.
-            shutdown_now();
-        }
-    }
-}
-
-/// Output bytes a request may still send before the server grants more.
-struct Credit {
-    available: Mutex<i64>,
-    changed: Condvar,
-    closed: AtomicBool,
-}
-
-impl Credit {
-    fn new() -> Arc<Self> {
-        Arc::new(Self {
-            available: Mutex::new(protocol::INITIAL_CREDIT as i64),
-            changed: Condvar::new(),
-            closed: AtomicBool::new(false),
-        })
-    }
-
-    fn grant(&self, n: u64) {
-        if let Ok(mut a) = self.available.lock() {
-            *a = a.saturating_add(n as i64);
-        }
-        self.changed.notify_all();
-    }
-
-    /// Wait for credit and spend `n`; false when the request was closed meanwhile.
-    fn spend(&self, n: usize) -> bool {
-        let Ok(mut a) = self.available.lock() else { return false };
-        while *a <= 0 {
-            if self.closed.load(Ordering::Relaxed) {
-                return false;
-            }
-            a = match self.changed.wait_timeout(a, Duration::from_millis(100)) {
-                Ok((a, _)) => a,
-                Err(_) => return false,
-            };
-        }
-        *a -= n as i64;
-        true
-    }
-
-    fn close(&self) {
-        self.closed.store(true, Ordering::Relaxed);
-        self.changed.notify_all();
-    }
-}
-
-/// Wait statuses of children, delivered to whoever registered the pid.
-#[derive(Default)]
-struct Reaper {
-    waiting: Mutex<HashMap<libc::pid_t, mpsc::Sender<(libc::c_int, libc::rusage)>>>,
-    spawned: Condvar,
-}
-
-impl Reaper {
-    /// Reap every child forever; orphans are reaped and forgotten.
-    fn run(&self) {
-        loop {
-            let mut status = 0;
-            // SAFETY: rusage is plain old data.
-            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-            // SAFETY: valid pointers to locals.
-            let pid = unsafe { libc::wait4(-1, &mut status, 0, &mut usage) };
-            if pid > 0 {
-                if let Some(tx) = self.waiting.lock().ok().and_then(|mut w| w.remove(&pid)) {
-                    let _ = tx.send((status, usage));
-                }
-                continue;
-            }
-            if std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
-                if let Ok(w) = self.waiting.lock() {
-                    let _ = self.spawned.wait_timeout(w, Duration::from_secs(1));
-                }
-            }
-        }
-    }
-}
 
 /// A command the agent is running for the server.
 struct Running {
@@ -139,33 +50,41 @@ impl Running {
     }
 }
 
-struct Agent {
+/// One connection's state: the commands, downloads and uploads it started. Sessions live in
+/// `sessions` (they outlive connections).
+pub struct Agent {
+    /// Unique per connection in this process (sessions name their holder by it).
+    conn: u64,
     channel: Channel,
-    reaper: Arc<Reaper>,
     running: Mutex<HashMap<u64, Arc<Running>>>,
     credits: Mutex<HashMap<u64, Arc<Credit>>>,
     uploads: Mutex<HashMap<u64, Upload>>,
-    /// The environment `docker exec` gave the agent: the sandbox's, the base of every command's.
-    base_env: Vec<(String, String)>,
+    /// The environment the agent was started with: the sandbox's, the base of every command's.
+    base_env: Arc<Vec<(String, String)>>,
 }
 
-static AGENT: Mutex<Option<Arc<Agent>>> = Mutex::new(None);
+/// The agent's own environment, as `(key, value)` pairs.
+pub fn own_environment() -> Arc<Vec<(String, String)>> {
+    Arc::new(
+        std::env::vars_os()
+            .map(|(k, v)| (k.to_string_lossy().into_owned(), v.to_string_lossy().into_owned()))
+            .collect(),
+    )
+}
 
-/// Stop every running command and exit: the channel ended or broke.
-fn shutdown_now() -> ! {
-    if let Some(agent) = AGENT.lock().ok().and_then(|a| a.clone()) {
-        let running: Vec<Arc<Running>> =
-            agent.running.lock().map(|r| r.values().cloned().collect()).unwrap_or_default();
-        for r in running {
-            r.kill();
-        }
-        if let Ok(mut uploads) = agent.uploads.lock() {
-            for (_, mut u) in uploads.drain() {
-                u.abort();
-            }
-        }
+static STDIO_AGENT: Mutex<Option<Arc<Agent>>> = Mutex::new(None);
+
+/// The stdio channel ended or broke: stop every running command and exit.
+fn shutdown_now() {
+    if let Some(agent) = STDIO_AGENT.lock().ok().and_then(|a| a.clone()) {
+        agent.end();
     }
     std::process::exit(0)
+}
+
+fn next_connection() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// Serve the channel on stdin/stdout until it ends.
@@ -190,39 +109,74 @@ pub fn serve() -> ! {
         }
         (File::from_raw_fd(input), File::from_raw_fd(output))
     };
-    let agent = Arc::new(Agent {
-        channel: Channel(Arc::new(Mutex::new(output))),
-        reaper: Arc::new(Reaper::default()),
-        running: Mutex::default(),
-        credits: Mutex::default(),
-        uploads: Mutex::default(),
-        base_env: std::env::vars_os()
-            .map(|(k, v)| (k.to_string_lossy().into_owned(), v.to_string_lossy().into_owned()))
-            .collect(),
-    });
-    if let Ok(mut a) = AGENT.lock() {
+    let agent = Agent::new(Channel::new(output, shutdown_now), own_environment());
+    if let Ok(mut a) = STDIO_AGENT.lock() {
         *a = Some(agent.clone());
     }
-    let reaper = agent.reaper.clone();
-    std::thread::spawn(move || reaper.run());
     agent.channel.send(0, &Event::Hello { version: protocol::PROTOCOL_VERSION, pid: std::process::id() });
-    let mut input = BufReader::with_capacity(256 * 1024, input);
-    loop {
-        let body = match protocol::read_body(&mut input, protocol::MAX_REQUEST_FRAME) {
-            Ok(Some(body)) => body,
-            Ok(None) => shutdown_now(),
-            Err(e) => {
-                eprintln!("sandboxd-agent: bad frame on the channel: {e}");
-                shutdown_now()
-            }
-        };
-        match protocol::decode_request(&body) {
-            Ok(frame) => agent.handle(frame.id, frame.message),
-            Err(e) => {
-                eprintln!("sandboxd-agent: bad frame on the channel: {e}");
-                shutdown_now()
+    agent.run(input);
+    shutdown_now();
+    unreachable!("shutdown_now exits")
+}
+
+impl Agent {
+    /// A connection's state around the write end of its channel.
+    pub fn new(channel: Channel, base_env: Arc<Vec<(String, String)>>) -> Arc<Self> {
+        Arc::new(Self {
+            conn: next_connection(),
+            channel,
+            running: Mutex::default(),
+            credits: Mutex::default(),
+            uploads: Mutex::default(),
+            base_env,
+        })
+    }
+
+    pub fn channel(&self) -> &Channel {
+        &self.channel
+    }
+
+    /// Serve requests read from `input` until it ends or carries a bad frame.
+    pub fn run(self: &Arc<Self>, input: impl Read) {
+        let mut input = BufReader::with_capacity(256 * 1024, input);
+        loop {
+            let body = match protocol::read_body(&mut input, protocol::MAX_REQUEST_FRAME) {
+                Ok(Some(body)) => body,
+                Ok(None) => return,
+                Err(e) => {
+                    eprintln!("sandboxd-agent: bad frame on the channel: {e}");
+                    return;
+                }
+            };
+            match protocol::decode_request(&body) {
+                Ok(frame) => self.handle(frame.id, frame.message),
+                Err(e) => {
+                    eprintln!("sandboxd-agent: bad frame on the channel: {e}");
+                    return;
+                }
             }
         }
+    }
+
+    /// The connection ended: stop what it started, release the sessions it held.
+    pub fn end(&self) {
+        self.channel.close();
+        let running: Vec<Arc<Running>> =
+            self.running.lock().map(|r| r.values().cloned().collect()).unwrap_or_default();
+        for r in running {
+            r.kill();
+        }
+        if let Ok(credits) = self.credits.lock() {
+            for c in credits.values() {
+                c.close();
+            }
+        }
+        if let Ok(mut uploads) = self.uploads.lock() {
+            for (_, mut u) in uploads.drain() {
+                u.abort();
+            }
+        }
+        sessions::connection_ended(self.conn);
     }
 }
 
@@ -244,6 +198,8 @@ impl Agent {
                     if let Some(tx) = r.stdin.lock().ok().and_then(|s| s.clone()) {
                         let _ = tx.send(data);
                     }
+                } else {
+                    sessions::input(self.conn, id, data);
                 }
             }
             Request::StdinEnd => {
@@ -251,9 +207,12 @@ impl Agent {
                     if let Ok(mut s) = r.stdin.lock() {
                         s.take();
                     }
+                } else {
+                    sessions::end_input(self.conn, id);
                 }
             }
             Request::Kill => {
+                sessions::close_held(self.conn, id);
                 if let Some(r) = self.running.lock().ok().and_then(|r| r.get(&id).cloned()) {
                     std::thread::spawn(move || r.kill());
                 }
@@ -267,8 +226,47 @@ impl Agent {
             Request::Credit(n) => {
                 if let Some(c) = self.credits.lock().ok().and_then(|c| c.get(&id).cloned()) {
                     c.grant(n);
+                } else if let Some(c) = sessions::credit_of(self.conn, id) {
+                    c.grant(n);
                 }
             }
+            Request::SessionOpen(start) => {
+                if let Err(e) = self.open_session(id, start) {
+                    self.fail(id, e);
+                }
+            }
+            Request::SessionAttach { session_id, since, takeover } => {
+                if let Err(e) = sessions::attach(self.conn, &self.channel, id, &session_id, since, takeover) {
+                    self.fail(id, e);
+                }
+            }
+            Request::Resize(size) => {
+                if let Err(e) = sessions::resize(self.conn, id, size) {
+                    self.fail(id, e);
+                }
+            }
+            Request::Signal(sig) => {
+                if let Err(e) = sessions::signal(self.conn, id, sig) {
+                    self.fail(id, e);
+                }
+            }
+            Request::Detach => {
+                if let Err(e) = sessions::detach(self.conn, id) {
+                    self.fail(id, e);
+                }
+            }
+            Request::Abandon => sessions::abandon(self.conn, id),
+            Request::SignalSession { session_id, signal } => {
+                match sessions::signal_by_id(&session_id, signal) {
+                    Ok(()) => self.channel.send(id, &Event::Done),
+                    Err(e) => self.fail(id, e),
+                }
+            }
+            Request::CloseSession { session_id } => match sessions::close_by_id(&session_id) {
+                Ok(()) => self.channel.send(id, &Event::Done),
+                Err(e) => self.fail(id, e),
+            },
+            Request::ListSessions => self.channel.send(id, &Event::Sessions(sessions::list())),
             Request::PutStart { path, mode } => match Upload::start(id, &path, mode) {
                 Ok(upload) => {
                     if let Ok(mut u) = self.uploads.lock() {
@@ -342,7 +340,7 @@ impl Agent {
         user: &users::ExecUser,
         root_home: &str,
     ) -> Vec<(String, String)> {
-        let mut env: Vec<(String, String)> = self.base_env.clone();
+        let mut env: Vec<(String, String)> = self.base_env.as_ref().clone();
         // `docker exec -u 0` gave the agent root's HOME unless the sandbox's env sets one; a
         // command of another user gets its own, as `docker exec -u` would.
         if let Some(home) = env.iter_mut().find(|(k, _)| k == "HOME") {
@@ -361,6 +359,16 @@ impl Agent {
         env
     }
 
+    fn open_session(&self, id: u64, start: SessionStart) -> Result<(), (FailureKind, String)> {
+        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+        let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
+        let user =
+            users::resolve(start.user.as_deref(), &passwd, &group).map_err(|e| (FailureKind::User, e))?;
+        let root_home = users::resolve(None, &passwd, &group).map(|u| u.home).unwrap_or_else(|_| "/".into());
+        let env = self.environment(&start.env, &user, &root_home);
+        sessions::open(self.conn, &self.channel, id, start, env, user)
+    }
+
     fn exec(self: &Arc<Self>, id: u64, start: ExecStart) -> Result<(), (FailureKind, String)> {
         let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
         let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
@@ -371,17 +379,7 @@ impl Agent {
         let prepared =
             Prepared::new(&start.shell, &start.command, &env, start.cwd.as_deref(), user, start.stdin)?;
         let started = Instant::now();
-        let (exit_tx, exit_rx) = mpsc::channel();
-        let spawned = {
-            let mut waiting =
-                self.reaper.waiting.lock().map_err(|_| (FailureKind::Other, "reaper lock".to_string()))?;
-            let spawned = spawn::spawn(&prepared, |pid| {
-                waiting.insert(pid, exit_tx);
-            });
-            drop(waiting);
-            self.reaper.spawned.notify_all();
-            spawned?
-        };
+        let (spawned, exit_rx) = reaper().spawn_registered(|register| spawn::spawn(&prepared, register))?;
         let credit = Credit::new();
         let (stdin_tx, stdin_rx) = mpsc::channel::<Vec<u8>>();
         let running = Arc::new(Running {

@@ -16,13 +16,13 @@ pub const INLINE_COMMAND_LIMIT: usize = 64 * 1024;
 /// Where the long command's memfd sits in the shell (`<shell> -c '. /proc/self/fd/4'`).
 const SCRIPT_FD: RawFd = 4;
 /// The exec-error pipe in the command child (close-on-exec: EOF means `execve` succeeded).
-const ERROR_FD: RawFd = 3;
+pub(crate) const ERROR_FD: RawFd = 3;
 
 /// Which step of the child failed (sent with errno over the error pipe).
-const STAGE_FORK: u32 = 1;
-const STAGE_USER: u32 = 2;
-const STAGE_CWD: u32 = 3;
-const STAGE_EXEC: u32 = 4;
+pub(crate) const STAGE_FORK: u32 = 1;
+pub(crate) const STAGE_USER: u32 = 2;
+pub(crate) const STAGE_CWD: u32 = 3;
+pub(crate) const STAGE_EXEC: u32 = 4;
 
 /// A command ready to start: every C string built, so the child only makes system calls.
 pub struct Prepared {
@@ -132,7 +132,7 @@ fn high(fd: RawFd) -> Result<RawFd, SpawnError> {
     Ok(moved)
 }
 
-fn close_from(first: RawFd) {
+pub(crate) fn close_from(first: RawFd) {
     // SAFETY: close_range(2) on fds of this (forked) process; falls back to a bounded loop.
     unsafe {
         if libc::syscall(libc::SYS_close_range, first as libc::c_uint, libc::c_uint::MAX, 0) != 0 {
@@ -144,13 +144,26 @@ fn close_from(first: RawFd) {
 }
 
 /// Write `(stage, errno)` to the error pipe and end the child. Async-signal-safe.
-unsafe fn fail_child(stage: u32) -> ! {
+pub(crate) unsafe fn fail_child(stage: u32) -> ! {
     let errno = *libc::__errno_location() as u32;
     let mut msg = [0u8; 8];
     msg[..4].copy_from_slice(&stage.to_le_bytes());
     msg[4..].copy_from_slice(&errno.to_le_bytes());
     libc::write(ERROR_FD, msg.as_ptr().cast(), msg.len());
     libc::_exit(127)
+}
+
+/// Unblock every signal and restore default dispositions (in a child, before `execve`: the
+/// agent blocks the signals it forwards). Async-signal-safe.
+pub(crate) unsafe fn reset_signals() {
+    let mut empty: libc::sigset_t = std::mem::zeroed();
+    libc::sigemptyset(&mut empty);
+    libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+    for sig in 1..32 {
+        if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+    }
 }
 
 /// The exit code a shell would report for a wait status.
@@ -167,7 +180,7 @@ pub fn exit_code(status: libc::c_int) -> i32 {
 /// Start the command. `register` gets the shim's pid right after `fork`, before anything can
 /// wait for it (the caller holds the reaper's lock across this call). Without `stdin` the
 /// command's standard input is a pipe whose writer is closed at once: EOF.
-pub fn spawn(p: &Prepared, register: impl FnOnce(libc::pid_t)) -> Result<Spawned, SpawnError> {
+pub fn spawn(p: &Prepared, register: &mut dyn FnMut(libc::pid_t)) -> Result<Spawned, SpawnError> {
     let (in_r, in_w) = pipe()?;
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
@@ -221,14 +234,7 @@ pub fn spawn(p: &Prepared, register: impl FnOnce(libc::pid_t)) -> Result<Spawned
                     }
                     None => close_from(ERROR_FD + 1),
                 }
-                let mut empty: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut empty);
-                libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-                for sig in 1..32 {
-                    if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-                        libc::signal(sig, libc::SIG_DFL);
-                    }
-                }
+                reset_signals();
                 if libc::setgroups(groups.len(), groups.as_ptr()) != 0
                     && *libc::__errno_location() != libc::EPERM
                 {

@@ -94,6 +94,30 @@ fn is_zombie(pid: i32) -> bool {
         .unwrap_or(true)
 }
 
+/// The session id in a `/proc/<pid>/stat` line (state, ppid, pgrp, session after the `)`).
+pub fn parse_session(stat: &str) -> Option<i32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(3)?.parse().ok()
+}
+
+/// Send `signal` to every process of session `sid` (a terminal's whole session: jobs in other
+/// process groups too). Returns how many were signalled.
+pub fn signal_session(sid: i32, signal: i32) -> usize {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+    let mut n = 0;
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        if parse_session(&stat) == Some(sid) {
+            // SAFETY: plain syscall on a process of the session we started.
+            if unsafe { libc::kill(pid, signal) } == 0 {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,5 +136,11 @@ mod tests {
         assert!(descendants(me).contains(&(child.id() as i32)));
         child.kill().unwrap();
         child.wait().unwrap();
+    }
+
+    #[test]
+    fn session_is_the_fourth_field_after_the_name() {
+        assert_eq!(parse_session("42 (a) b) S 1 40 41 0 -1"), Some(41));
+        assert_eq!(parse_session("garbage"), None);
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::error::{ClientError, Result};
 use crate::proto;
-use crate::sandbox::parse_descriptor;
+use sandboxd_proto::contract::SandboxDescriptor;
 
 /// A sandbox descriptor: the JSON value [`crate::Sandbox::serialize`] made, that JSON as text, a
 /// bare sandbox id, a `SandboxDescriptor`, or a [`proto::SandboxRef`].
@@ -69,6 +69,20 @@ impl IntoSandboxRef for &proto::SandboxRef {
     fn into_sandbox_ref(self) -> Result<proto::SandboxRef> {
         self.clone().into_sandbox_ref()
     }
+}
+
+/// A descriptor made by `serialize()` (or by hand): `sandbox_id` required, `ports` and
+/// `workdir` optional.
+pub(crate) fn parse_descriptor(value: &serde_json::Value) -> Result<proto::SandboxRef> {
+    let descriptor = SandboxDescriptor::from_json_value(value)
+        .map_err(|e| ClientError::InvalidArgument(format!("sandbox descriptor: {e}")))?;
+    Ok(proto::SandboxRef {
+        sandbox_id: descriptor.sandbox_id,
+        ports: descriptor.ports.unwrap_or_default().into_iter().map(u32::from).collect(),
+        workdir: descriptor.workdir,
+        metadata: Default::default(),
+        token: String::new(),
+    })
 }
 
 #[cfg(test)]

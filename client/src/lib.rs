@@ -16,10 +16,12 @@ pub use sandboxd_proto::v1 as proto;
 
 mod branching;
 mod client;
+mod defaults;
 mod descriptor;
 mod error;
 mod exec_stream;
 mod inventory;
+mod logs;
 mod pty;
 mod sandbox;
 
@@ -29,6 +31,7 @@ pub use descriptor::IntoSandboxRef;
 pub use error::{ClientError, Result};
 pub use exec_stream::{ExecEvent, ExecEventStream, ExecExit};
 pub use inventory::{ListOptions, ListPage, SandboxInfo};
+pub use logs::{LogChunk, LogStream, LogsOptions};
 pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession, PtySpec};
 pub use sandbox::{
     spec, Endpoint, ExecOptions, Sandbox, SandboxStatus, DEFAULT_EXEC_TIMEOUT_S, UPLOAD_CHUNK_BYTES,

@@ -13,11 +13,11 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 
+use crate::client::RawClient;
 use crate::error::{ClientError, Result, StreamEnd};
 use crate::proto;
 use crate::proto::pty_request::Request as Req;
 use crate::proto::pty_response::Response as Resp;
-use crate::sandbox::Sandbox;
 use sandboxd_proto::contract::{Signal, TerminalMode};
 
 /// How long `close()` waits for the server to end the stream before dropping the call.
@@ -32,13 +32,24 @@ pub use sandboxd_proto::contract::PtySpec;
 /// The name this client gave [`PtySpec`] before it moved into the shared contract.
 pub type PtyOptions = PtySpec;
 
-/// The terminal namespace of a sandbox: [`Sandbox::pty`].
+/// What a terminal namespace needs of the sandbox it belongs to (the sandbox handle
+/// implements it; `pty` depends on this, not on the handle).
+pub(crate) trait PtyHost: Send + Sync {
+    fn id(&self) -> &str;
+    fn rpc(&self) -> RawClient;
+    /// Refuses a stopped sandbox.
+    fn ensure_live(&self) -> Result<()>;
+    /// The default sessions `pty().exec` reuses; the lock serialises its calls.
+    fn pty_exec(&self) -> &tokio::sync::Mutex<PtyExecState>;
+}
+
+/// The terminal namespace of a sandbox: [`crate::Sandbox::pty`].
 pub struct Pty<'a> {
-    sandbox: &'a Sandbox,
+    sandbox: &'a dyn PtyHost,
 }
 
 impl<'a> Pty<'a> {
-    pub(crate) fn new(sandbox: &'a Sandbox) -> Self {
+    pub(crate) fn new(sandbox: &'a dyn PtyHost) -> Self {
         Pty { sandbox }
     }
 
@@ -89,7 +100,7 @@ impl std::fmt::Debug for PtySession {
 }
 
 impl PtySession {
-    async fn open(sandbox: &Sandbox, spec: PtySpec) -> Result<PtySession> {
+    async fn open(sandbox: &dyn PtyHost, spec: PtySpec) -> Result<PtySession> {
         let open = spec.to_open(sandbox.id());
         let (tx, rx) = mpsc::channel(REQUEST_QUEUE);
         tx.send(proto::PtyRequest { request: Some(Req::Open(open)) })

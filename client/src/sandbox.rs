@@ -10,13 +10,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::client::{Client, RawClient};
 use crate::error::{ClientError, Result};
 use crate::proto;
-use crate::pty::{Pty, PtyExecState};
+use crate::pty::{Pty, PtyExecState, PtyHost};
 use sandboxd_proto::contract::{ExecResult, SandboxDescriptor};
 
 /// Size of the chunks an upload sends.
 pub const UPLOAD_CHUNK_BYTES: usize = 256 * 1024;
-/// `exec`'s default timeout, as in NeMo Gym.
-pub const DEFAULT_EXEC_TIMEOUT_S: f64 = 180.0;
+pub use crate::defaults::DEFAULT_EXEC_TIMEOUT_S;
 
 /// A spec for `image` with every other field unset (the server's defaults).
 pub fn spec(image: impl Into<String>) -> proto::SandboxSpec {
@@ -364,6 +363,22 @@ impl Sandbox {
     }
 }
 
+/// What the terminal namespace needs of its sandbox, so `pty` never names the handle.
+impl PtyHost for Sandbox {
+    fn id(&self) -> &str {
+        Sandbox::id(self)
+    }
+    fn rpc(&self) -> RawClient {
+        Sandbox::rpc(self)
+    }
+    fn ensure_live(&self) -> Result<()> {
+        Sandbox::ensure_live(self)
+    }
+    fn pty_exec(&self) -> &tokio::sync::Mutex<PtyExecState> {
+        &self.inner.pty_exec
+    }
+}
+
 /// Refuses a port the sandbox was not created with, naming the declared ones.
 pub(crate) fn check_declared_port(sandbox_id: &str, declared: &[u32], port: u16) -> Result<()> {
     if declared.contains(&u32::from(port)) {
@@ -377,20 +392,6 @@ pub(crate) fn check_declared_port(sandbox_id: &str, declared: &[u32], port: u16)
     Err(ClientError::InvalidArgument(format!(
         "port {port} is not declared by sandbox {sandbox_id}; declared ports: {list}"
     )))
-}
-
-/// A descriptor made by `serialize()` (or by hand): `sandbox_id` required, `ports` and
-/// `workdir` optional.
-pub(crate) fn parse_descriptor(value: &serde_json::Value) -> Result<proto::SandboxRef> {
-    let descriptor = SandboxDescriptor::from_json_value(value)
-        .map_err(|e| ClientError::InvalidArgument(format!("sandbox descriptor: {e}")))?;
-    Ok(proto::SandboxRef {
-        sandbox_id: descriptor.sandbox_id,
-        ports: descriptor.ports.unwrap_or_default().into_iter().map(u32::from).collect(),
-        workdir: descriptor.workdir,
-        metadata: Default::default(),
-        token: String::new(),
-    })
 }
 
 #[cfg(unix)]
@@ -457,6 +458,7 @@ fn file_chunks(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::descriptor::parse_descriptor;
 
     #[test]
     fn undeclared_port_lists_declared_ones() {

@@ -1,5 +1,11 @@
-//! `sandboxctl cp SRC DST`: one side `ID:/path`, the other a local path or `-` (stdin, stdout).
-//! Files stream in chunks; a progress bar shows on a terminal.
+//! `sandboxctl cp [-r] SRC DST`: one side `ID:/path`, the other a local path or `-` (stdin,
+//! stdout). Files stream in chunks; a progress bar shows on a terminal.
+//!
+//! `-r` copies a directory tree as one tar stream (`tree.rs` packs and checks it here): up, it
+//! is sent with `Upload` to a uniquely named file in the sandbox's `/tmp` and unpacked there by
+//! the sandbox's `tar` (as root, owned by root as `Upload` leaves files), the archive removed
+//! either way; down, the sandbox's `tar` writes the tree to stdout (`ExecStream`) and it is
+//! unpacked here. A remote path that is a file is copied as a file, `-r` or not.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -11,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use crate::error::CtlError;
 use crate::parse::{self, Location};
+use crate::tree;
 
 #[derive(Debug, Args)]
 pub struct CpArgs {
@@ -18,6 +25,10 @@ pub struct CpArgs {
     src: String,
     /// `ID:/path`, a local path, or `-` for stdout.
     dst: String,
+    /// Copy directories and everything in them (modes and links kept; a link out of the tree
+    /// is refused). `ID:/dir/` (a trailing `/`) means into that directory under the source's name.
+    #[arg(long, short = 'r')]
+    recursive: bool,
 }
 
 /// Files at least this large get a progress bar (on a terminal).
@@ -25,6 +36,28 @@ const PROGRESS_FROM: u64 = 1 << 20;
 
 pub async fn run(client: &Client, args: CpArgs) -> Result<i32, CtlError> {
     match (parse::location(&args.src), parse::location(&args.dst)) {
+        (Location::Local(local), Location::Remote { sandbox_id, path })
+            if args.recursive && local.is_dir() =>
+        {
+            let (entries, dest) = upload_tree(client, &local, &sandbox_id, &path).await?;
+            eprintln!("{entries} entries copied to {sandbox_id}:{dest}");
+            Ok(0)
+        }
+        (Location::Remote { sandbox_id, path }, Location::Local(local)) if args.recursive => {
+            match download_tree(client, &sandbox_id, &path, &local).await? {
+                Some((entries, target)) => {
+                    eprintln!("{entries} entries copied from {sandbox_id}:{path} to {}", target.display())
+                }
+                None => {
+                    if let Some((read, target)) =
+                        download(client, &sandbox_id, &path, Location::Local(local)).await?
+                    {
+                        eprintln!("{read} bytes copied from {sandbox_id}:{path} to {}", target.display());
+                    }
+                }
+            }
+            Ok(0)
+        }
         (from @ (Location::Local(_) | Location::Std), Location::Remote { sandbox_id, path }) => {
             let (written, path) = upload(client, from, &sandbox_id, &path).await?;
             eprintln!("{written} bytes copied to {sandbox_id}:{path}");
@@ -70,6 +103,12 @@ async fn upload(
                     .await
                     .map_err(|e| CtlError::local(format!("{}: {e}", local.display())))?;
                 let meta = file.metadata().await?;
+                if meta.is_dir() {
+                    return Err(CtlError::local(format!(
+                        "{} is a directory (cp -r copies trees)",
+                        local.display()
+                    )));
+                }
                 if !meta.is_file() {
                     return Err(CtlError::local(format!("{} is not a regular file", local.display())));
                 }
@@ -84,11 +123,24 @@ async fn upload(
         (true, Some(name)) => format!("{path}{name}"),
         _ => path.to_string(),
     };
+    let written = send(client, reader, size, mode, sandbox_id, &path).await?;
+    Ok((written, path))
+}
+
+/// Streams `reader` (`size` bytes when known) to `path` in the sandbox; the bytes written.
+async fn send(
+    client: &Client,
+    reader: Box<dyn AsyncRead + Unpin + Send>,
+    size: Option<u64>,
+    mode: Option<u32>,
+    sandbox_id: &str,
+    path: &str,
+) -> Result<u64, CtlError> {
     let bar = progress(size);
     let header = proto::UploadRequest {
         request: Some(proto::upload_request::Request::Header(proto::UploadHeader {
             sandbox_id: sandbox_id.to_string(),
-            path: path.clone(),
+            path: path.to_string(),
             mode,
             size,
         })),
@@ -117,7 +169,114 @@ async fn upload(
     if let Ok(Err(e)) = reading.await {
         return Err(CtlError::local(format!("reading the source: {e}")));
     }
-    Ok((result?.into_inner().bytes_written, path))
+    Ok(result?.into_inner().bytes_written)
+}
+
+/// `cp -r DIR ID:/path`: the tree becomes `/path` (`/path/` + its name with a trailing `/`).
+/// Returns the entries copied and where they went.
+async fn upload_tree(
+    client: &Client,
+    local: &Path,
+    sandbox_id: &str,
+    path: &str,
+) -> Result<(u64, String), CtlError> {
+    absolute(path)?;
+    let dest = match (path.ends_with('/'), local.canonicalize()?.file_name()) {
+        (true, Some(name)) => format!("{path}{}", name.to_string_lossy()),
+        _ => path.to_string(),
+    };
+    let (archive, entries) = tree::pack(local)?;
+    let size = archive.metadata()?.len();
+    let spool = format!("/tmp/.sandboxctl-{}.tar", uuid::Uuid::new_v4().simple());
+    send(client, Box::new(tokio::fs::File::from_std(archive)), Some(size), Some(0o600), sandbox_id, &spool)
+        .await?;
+    let (d, s) = (quote(&dest)?, quote(&spool)?);
+    let script = format!("rc=0; mkdir -p -- {d} && tar -x -o -f {s} -C {d} || rc=$?; rm -f -- {s}; exit $rc");
+    let result = as_root(client, sandbox_id, script).await?;
+    if result.return_code != 0 || !result.error_type.is_empty() {
+        let why = String::from_utf8_lossy(&result.stderr).trim().to_string();
+        return Err(CtlError::local(format!("unpacking into {sandbox_id}:{dest} failed: {why}")));
+    }
+    Ok((entries, dest))
+}
+
+/// The exit code the pack script gives when the remote path is not a directory.
+const NOT_A_DIRECTORY: i32 = 3;
+
+/// `cp -r ID:/dir LOCAL`: `None` when `/dir` is not a directory (the caller copies it as a
+/// file); else the entries copied and the local directory they went to.
+async fn download_tree(
+    client: &Client,
+    sandbox_id: &str,
+    path: &str,
+    local: &Path,
+) -> Result<Option<(u64, PathBuf)>, CtlError> {
+    use proto::exec_stream_response::Response;
+    absolute(path)?;
+    let p = quote(path)?;
+    let script = format!("[ -d {p} ] || exit {NOT_A_DIRECTORY}; cd -- {p} && exec tar -c -f - .");
+    let request = exec_request(sandbox_id, script);
+    let mut stream = client.raw().exec_stream(request).await?.into_inner();
+    let mut spool = tokio::fs::File::from_std(tempfile::tempfile()?);
+    let (mut stderr, bar) = (Vec::new(), progress(None));
+    let exit = loop {
+        match stream.message().await?.and_then(|m| m.response) {
+            Some(Response::Stdout(bytes)) => {
+                spool.write_all(&bytes).await?;
+                bar.inc(bytes.len() as u64);
+            }
+            Some(Response::Stderr(bytes)) => stderr.extend_from_slice(&bytes),
+            Some(Response::Exit(exit)) => break exit,
+            None => return Err(CtlError::local("the exec stream ended without an exit")),
+        }
+    };
+    bar.finish_and_clear();
+    if exit.return_code == NOT_A_DIRECTORY && exit.error_type.is_empty() {
+        return Ok(None);
+    }
+    if exit.return_code != 0 || !exit.error_type.is_empty() {
+        let why = [exit.message.trim(), String::from_utf8_lossy(&stderr).trim()].join(" ");
+        return Err(CtlError::local(format!("packing {sandbox_id}:{path} failed: {}", why.trim())));
+    }
+    spool.flush().await?;
+    let mut archive = spool.into_std().await;
+    std::io::Seek::seek(&mut archive, std::io::SeekFrom::Start(0))?;
+    let target = into_dir(local, path.trim_end_matches('/'));
+    let entries = tokio::task::spawn_blocking(move || tree::unpack(archive, &target).map(|n| (n, target)))
+        .await
+        .map_err(|e| CtlError::local(format!("unpacking: {e}")))??;
+    Ok(Some(entries))
+}
+
+fn absolute(path: &str) -> Result<(), CtlError> {
+    match path.starts_with('/') {
+        true => Ok(()),
+        false => Err(CtlError::local(format!("the sandbox path must be absolute (ID:/path), got {path:?}"))),
+    }
+}
+
+/// A path as one shell word; a NUL cannot be quoted (and cannot be in a path).
+fn quote(path: &str) -> Result<String, CtlError> {
+    shlex::try_quote(path)
+        .map(|q| q.into_owned())
+        .map_err(|e| CtlError::local(format!("cannot quote {path:?}: {e}")))
+}
+
+/// A `sh -c` script of this module's own, run as root (the tree's files are root's, as
+/// `Upload` leaves them).
+fn exec_request(sandbox_id: &str, script: String) -> proto::ExecRequest {
+    proto::ExecRequest {
+        sandbox_id: sandbox_id.to_string(),
+        command: script,
+        user: Some("0".into()),
+        // A large tree takes its time; the server caps this by its own limit.
+        timeout_s: Some(3600.0),
+        ..Default::default()
+    }
+}
+
+async fn as_root(client: &Client, sandbox_id: &str, script: String) -> Result<proto::ExecResponse, CtlError> {
+    Ok(client.raw().exec(exec_request(sandbox_id, script)).await?.into_inner())
 }
 
 /// Returns the bytes read and the local file they went to (`None` for stdout).

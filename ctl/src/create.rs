@@ -1,7 +1,7 @@
 //! `sandboxctl create IMAGE`: start a sandbox, print its id (or its full ref as JSON).
 
 use clap::Args;
-use sandboxd_client::{spec, Client, Sandbox};
+use sandboxd_client::{proto, spec, Client, Sandbox};
 
 use crate::error::CtlError;
 use crate::{parse, Output};
@@ -19,9 +19,15 @@ pub struct CreateArgs {
     /// A TCP port to publish (repeatable).
     #[arg(long = "port", short = 'p', value_name = "N")]
     ports: Vec<u16>,
-    /// Lifetime, after which the sandbox removes itself: 90s, 30m, 2h.
+    /// Lifetime, after which the sandbox removes itself: 90s, 30m, 2h (a unit is required).
     #[arg(long, value_name = "DURATION", value_parser = parse::duration_s)]
     ttl: Option<f64>,
+    /// CPUs the sandbox may use (`1`, `0.5`), as `docker run --cpus`.
+    #[arg(long, value_name = "N", value_parser = parse::cpus)]
+    cpu: Option<f64>,
+    /// Memory cap including swap: `512m`, `2g`.
+    #[arg(long, value_name = "SIZE", value_parser = parse::memory_mib)]
+    memory: Option<u64>,
     /// Default working directory of commands and shells (absolute).
     #[arg(long, short = 'w', value_name = "PATH")]
     workdir: Option<String>,
@@ -37,6 +43,10 @@ pub async fn run(client: &Client, args: CreateArgs) -> Result<i32, CtlError> {
     spec.ports = args.ports.into_iter().map(u32::from).collect();
     spec.ttl_s = args.ttl;
     spec.workdir = args.workdir;
+    if args.cpu.is_some() || args.memory.is_some() {
+        spec.resources =
+            Some(proto::SandboxResources { cpu: args.cpu, memory_mib: args.memory, ..Default::default() });
+    }
     let sandbox = Sandbox::start(client, spec).await?;
     match args.output {
         Output::Table => println!("{}", sandbox.id()),

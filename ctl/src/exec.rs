@@ -65,7 +65,8 @@ pub async fn run(client: &Client, args: ExecArgs) -> Result<i32, CtlError> {
             let response = rpc.exec(request).await?.into_inner();
             write_out(&mut std::io::stdout(), &response.stdout)?;
             write_out(&mut std::io::stderr(), &response.stderr)?;
-            Ok(finish(response.return_code, &response.error_type))
+            // Unary `Exec` carries a failure's reason in stderr, printed above.
+            Ok(finish(response.return_code, &response.error_type, ""))
         }
         Err(status) => Err(status.into()),
     }
@@ -77,7 +78,9 @@ async fn streamed(mut stream: tonic::Streaming<proto::ExecStreamResponse>) -> Re
         match message.response {
             Some(Response::Stdout(bytes)) => write_out(&mut std::io::stdout(), &bytes)?,
             Some(Response::Stderr(bytes)) => write_out(&mut std::io::stderr(), &bytes)?,
-            Some(Response::Exit(exit)) => return Ok(finish(exit.return_code, &exit.error_type)),
+            Some(Response::Exit(exit)) => {
+                return Ok(finish(exit.return_code, &exit.error_type, &exit.message))
+            }
             None => {}
         }
     }
@@ -92,10 +95,34 @@ fn write_out(out: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
     out.flush()
 }
 
-/// The exit code, saying on stderr when the command did not run to its own exit.
-fn finish(return_code: i32, error_type: &str) -> i32 {
+/// The exit code, saying on stderr when (and why) the command did not run to its own exit.
+fn finish(return_code: i32, error_type: &str, message: &str) -> i32 {
     if !error_type.is_empty() {
-        eprintln!("sandboxctl: the command did not finish ({error_type}); exit code {return_code}");
+        eprintln!("sandboxctl: {}", not_finished(return_code, error_type, message));
     }
     return_code
+}
+
+/// One line: the reason (a multi-line one joined with ` | `), the error type, the exit code.
+fn not_finished(return_code: i32, error_type: &str, message: &str) -> String {
+    let reason: Vec<&str> = message.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    match reason.is_empty() {
+        true => format!("the command did not finish ({error_type}); exit code {return_code}"),
+        false => format!("{} ({error_type}); exit code {return_code}", reason.join(" | ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_reason_leads_the_line() {
+        assert_eq!(
+            super::not_finished(125, "sandbox", "cwd \"/nope\" does not exist in the sandbox\n"),
+            "cwd \"/nope\" does not exist in the sandbox (sandbox); exit code 125"
+        );
+        assert_eq!(
+            super::not_finished(125, "timeout", ""),
+            "the command did not finish (timeout); exit code 125"
+        );
+    }
 }

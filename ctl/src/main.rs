@@ -1,17 +1,24 @@
 //! `sandboxctl`: sandboxd from a terminal. Create sandboxes, run commands with live output,
-//! open an interactive shell, copy files, list and remove sandboxes by label.
+//! open an interactive shell, copy files and trees, read logs and published ports, snapshot,
+//! fork, pause and resume, move leases, list and remove sandboxes by label.
 //!
 //! Every failure is one line on stderr, `sandboxctl: CODE: message`, and exit status 1;
 //! `exec` and `shell` exit with the remote command's own status.
 
+mod branching;
+mod completions;
 mod cp;
 mod create;
 mod error;
 mod exec;
 mod inventory;
+mod lease;
+mod logs;
 mod parse;
+mod port;
 mod shell;
 mod terminal;
+mod tree;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,7 +31,7 @@ use error::CtlError;
 /// Command-line client for sandboxd (sandbox.v1 over gRPC).
 #[derive(Debug, Parser)]
 #[command(name = "sandboxctl", version)]
-struct Cli {
+pub(crate) struct Cli {
     /// Server address: `host:port` (plaintext) or a URL.
     #[arg(long, global = true, env = "SANDBOXD_ADDR", default_value = "127.0.0.1:50051")]
     addr: String,
@@ -52,14 +59,30 @@ enum Command {
     Exec(exec::ExecArgs),
     /// An interactive terminal in the sandbox (like `docker exec -it`).
     Shell(shell::ShellArgs),
-    /// Copy a file: `SRC DST`, one side `ID:/path`; `-` is stdin or stdout.
+    /// Copy a file (or with -r a directory): `SRC DST`, one side `ID:/path`; `-` is stdin or stdout.
     Cp(cp::CpArgs),
+    /// Print what the sandbox's main process wrote; -f follows it.
+    Logs(logs::LogsArgs),
+    /// Print the host address of a published port (all of them without PORT).
+    Port(port::PortArgs),
+    /// Commit the sandbox's filesystem to a snapshot and print its id.
+    Snapshot(branching::SnapshotArgs),
+    /// Start N new sandboxes from a snapshot of this one and print their ids.
+    Fork(branching::ForkArgs),
+    /// Freeze every process of the sandbox.
+    Pause(branching::FreezeArgs),
+    /// Thaw a paused sandbox.
+    Resume(branching::FreezeArgs),
+    /// Remove the sandbox DURATION from now (90s, 30m, 2h) and print when.
+    Ttl(lease::TtlArgs),
     /// List sandboxes (filter by label and status).
     Ls(inventory::LsArgs),
     /// Print a sandbox's status.
     Status(inventory::StatusArgs),
     /// Remove sandboxes by id, or every sandbox carrying the given labels.
     Rm(inventory::RmArgs),
+    /// Print a completion script: bash, zsh or fish.
+    Completions(completions::CompletionsArgs),
 }
 
 async fn connect(cli: &Cli) -> Result<Client, CtlError> {
@@ -79,8 +102,19 @@ async fn connect(cli: &Cli) -> Result<Client, CtlError> {
 }
 
 async fn run(cli: Cli) -> Result<i32, CtlError> {
+    if let Command::Completions(args) = cli.command {
+        return Ok(completions::run(args));
+    }
     let client = connect(&cli).await?;
     match cli.command {
+        Command::Completions(args) => Ok(completions::run(args)),
+        Command::Logs(args) => logs::run(&client, args).await,
+        Command::Port(args) => port::run(&client, args).await,
+        Command::Snapshot(args) => branching::snapshot(&client, args).await,
+        Command::Fork(args) => branching::fork(&client, args).await,
+        Command::Pause(args) => branching::pause(&client, args).await,
+        Command::Resume(args) => branching::resume(&client, args).await,
+        Command::Ttl(args) => lease::ttl(&client, args).await,
         Command::Create(args) => create::run(&client, args).await,
         Command::Exec(args) => exec::run(&client, args).await,
         Command::Shell(args) => shell::run(&client, args).await,

@@ -8,18 +8,51 @@ pub fn key_value(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// A lifetime: `90` (seconds), `90s`, `30m`, `2h`, `1h30m`.
+/// The units a duration may carry (humantime's names; the first of each is the short one).
+pub const DURATION_UNITS: &str = "s (seconds), m (minutes), h (hours), d (days)";
+
+/// A duration with a unit: `90s`, `30m`, `2h`, `1h30m`. A bare number is refused: `--ttl 30`
+/// could mean seconds or minutes, and a guess is a sandbox that dies early or lives on.
 pub fn duration_s(s: &str) -> Result<f64, String> {
-    let seconds = match s.parse::<f64>() {
-        Ok(n) => n,
-        Err(_) => humantime::parse_duration(s)
-            .map_err(|e| format!("expected a duration such as 90s, 30m or 2h ({e})"))?
-            .as_secs_f64(),
-    };
+    if s.trim().parse::<f64>().is_ok() {
+        return Err(format!("{s:?} has no unit; use one of {DURATION_UNITS}, for example 90s, 30m or 1h30m"));
+    }
+    let seconds = humantime::parse_duration(s)
+        .map_err(|e| format!("expected a duration with a unit ({DURATION_UNITS}), such as 90s or 30m ({e})"))?
+        .as_secs_f64();
     if seconds > 0.0 && seconds.is_finite() {
         Ok(seconds)
     } else {
         Err(format!("must be > 0 (got {s:?})"))
+    }
+}
+
+/// A memory size in MiB: `512m`, `2g` (also `512MiB`, `2GiB`, `512mb`). A bare number is
+/// refused, as `docker run --memory 512` (bytes) would surprise.
+pub fn memory_mib(s: &str) -> Result<u64, String> {
+    const UNITS: &str = "m (MiB) or g (GiB), for example 512m or 2g";
+    let lower = s.trim().to_ascii_lowercase();
+    let split = lower.find(|c: char| !c.is_ascii_digit()).unwrap_or(lower.len());
+    let (digits, unit) = lower.split_at(split);
+    let n: u64 = digits.parse().map_err(|_| format!("expected a size such as 512m or 2g, got {s:?}"))?;
+    let mib = match unit {
+        "" => return Err(format!("{s:?} has no unit; use {UNITS}")),
+        "m" | "mb" | "mib" => Some(n),
+        "g" | "gb" | "gib" => n.checked_mul(1024),
+        _ => return Err(format!("unknown unit {unit:?} in {s:?}; use {UNITS}")),
+    };
+    match mib {
+        Some(m) if m > 0 => Ok(m),
+        Some(_) => Err(format!("must be > 0 (got {s:?})")),
+        None => Err(format!("{s:?} is too large")),
+    }
+}
+
+/// A CPU count > 0 (`--cpu 1.5`, as `docker run --cpus`).
+pub fn cpus(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(n) if n > 0.0 && n.is_finite() => Ok(n),
+        _ => Err(format!("expected a CPU count > 0 such as 1 or 0.5, got {s:?}")),
     }
 }
 
@@ -67,9 +100,21 @@ mod tests {
         assert_eq!(key_value("a=b=c").unwrap(), ("a".into(), "b=c".into()));
         assert!(key_value("=x").is_err() && key_value("x").is_err());
         assert_eq!(duration_s("30m").unwrap(), 1800.0);
-        assert_eq!(duration_s("90").unwrap(), 90.0);
+        assert_eq!(duration_s("90s").unwrap(), 90.0);
         assert_eq!(duration_s("1h30m").unwrap(), 5400.0);
-        assert!(duration_s("0").is_err() && duration_s("soon").is_err());
+        assert!(duration_s("0s").is_err() && duration_s("soon").is_err());
+        let bare = duration_s("30").unwrap_err();
+        assert!(
+            bare.contains("no unit") && bare.contains("s (seconds)") && bare.contains("m (minutes)"),
+            "{bare}"
+        );
+        assert_eq!(memory_mib("512m").unwrap(), 512);
+        assert_eq!(memory_mib("2G").unwrap(), 2048);
+        assert_eq!(memory_mib("64MiB").unwrap(), 64);
+        assert!(memory_mib("512").unwrap_err().contains("no unit"));
+        assert!(memory_mib("1t").is_err() && memory_mib("0m").is_err() && memory_mib("m").is_err());
+        assert_eq!(cpus("0.5").unwrap(), 0.5);
+        assert!(cpus("0").is_err() && cpus("x").is_err());
         assert_eq!(location("-"), Location::Std);
         assert_eq!(location("./a:b"), Location::Local("./a:b".into()));
         assert_eq!(

@@ -4,8 +4,9 @@
 //! terminal is sane afterwards — after a normal exit and after sandboxctl is killed by SIGTERM.
 
 use sandboxd_client::{spec, Sandbox};
-use testkit::ctl::{children_named, Tmux};
+use testkit::ctl::Tmux;
 use testkit::images::BASH;
+use testkit::procs::children_named;
 use testkit::service::TestService;
 use testkit::TestLabel;
 

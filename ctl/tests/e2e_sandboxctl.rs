@@ -102,7 +102,7 @@ fn failures_are_one_line_with_the_grpc_code_and_exit_1() {
     let server = TestService::start(&label, None);
     let addr = server.addr();
     let cases: [(&[&str], &str, &str); 3] = [
-        (&["status", "sandboxd-00000000000000000000000000000000"], "NOT_FOUND", "not found"),
+        (&["status", "sandboxd-not-an-id"], "NOT_FOUND", "not found"),
         (&["create", BASH, "--label", "Bad_Key=x"], "INVALID_ARGUMENT", "spec.metadata"),
         (&["exec", "sandboxd-00000000000000000000000000000000", "--", "true"], "NOT_FOUND", "not found"),
     ];

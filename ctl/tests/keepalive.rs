@@ -5,23 +5,16 @@
 //! config (`server.limits.keepalive_interval_s` / `keepalive_timeout_s`).
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sandboxd_client::{spec, Sandbox};
 use testkit::images::BUSYBOX;
 use testkit::service::TestService;
+use testkit::wait::eventually;
 use testkit::TestLabel;
 
 /// The sandboxctl binary Cargo built for these tests.
 const SANDBOXCTL: &str = env!("CARGO_BIN_EXE_sandboxctl");
-
-async fn eventually(within: Duration, what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !done() {
-        assert!(Instant::now() < deadline, "{what} (waited {within:?})");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
 
 /// The server's keepalive ends a frozen client's `ExecStream`, and so its command.
 #[tokio::test(flavor = "multi_thread")]

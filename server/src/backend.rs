@@ -15,11 +15,11 @@ use crate::branching::{DiffEntry, Forked, SnapshotInfo};
 use crate::error::{ProviderError, Result};
 use crate::inventory::{ListPage, ListQuery};
 use crate::lease::{LeaseStore, SweepReport};
-use crate::pty::{PtyError, TerminalMode};
 use crate::spec::{
     ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
     SandboxSpec, SandboxStatus,
 };
+use crate::terminal::{PtyError, TerminalMode};
 
 /// A byte source for an upload: the gRPC stream or a spool file, boxed so the trait stays
 /// object-safe.
@@ -51,9 +51,6 @@ impl CreatePlan {
 /// status codes.
 #[async_trait::async_trait]
 pub trait SandboxBackend: Send + Sync + 'static {
-    /// Start a sandbox and wait until it is ready. A failed create leaves nothing behind.
-    async fn create(&self, spec: &SandboxSpec) -> Result<SandboxHandle>;
-
     /// Create sandbox `plan.id` with `spec.files` written, leased for `plan.ttl`, within
     /// `plan.timeout`: complete, or failed with nothing left behind. A create whose process
     /// dies halfway must be recognisable as unfinished by `sweep`.
@@ -123,6 +120,11 @@ pub trait SandboxBackend: Send + Sync + 'static {
     /// The default exec timeout when a call names none.
     fn default_exec_timeout(&self) -> Option<Duration>;
 
+    /// The server is exiting: end at once every host process this backend runs for its
+    /// sandboxes (the sandboxes themselves stay). Synchronous, so a second signal can call it
+    /// just before the process exits.
+    fn shutdown(&self);
+
     /// Commit the sandbox's filesystem to a snapshot this service owns, consistently (the
     /// sandbox is frozen for it; a paused one stays paused). At most `max_snapshots` snapshots
     /// exist at once (`ResourceExhausted`).
@@ -162,6 +164,10 @@ pub trait SandboxBackend: Send + Sync + 'static {
 
     /// Thaw a paused sandbox; resuming a running sandbox succeeds.
     async fn resume(&self, id: &SandboxId) -> Result<()>;
+
+    /// What the sandbox's main process wrote to stdout and stderr (and, with
+    /// `options.follow`, writes next); running or stopped sandboxes alike.
+    async fn logs(&self, id: &SandboxId, options: crate::logs::LogOptions) -> Result<crate::logs::LogStream>;
 }
 
 /// One step of a streamed command.
@@ -169,7 +175,8 @@ pub trait SandboxBackend: Send + Sync + 'static {
 pub enum StreamEvent {
     Stdout(Vec<u8>),
     Stderr(Vec<u8>),
-    /// The last event: exit code, error type and accounting (stdout and stderr empty).
+    /// The last event: exit code, error type and accounting; no stdout, and stderr only the
+    /// reason a command did not run to its exit (it becomes `ExecExit.message`).
     Exit(ExecResult),
 }
 

@@ -1,7 +1,7 @@
 //! sandboxd: Docker-container sandboxes for AI agents and RL trainers, served over gRPC.
 //!
 //! Layers, bottom up: `docker::cli` runs docker subprocesses; `docker` builds their argv and
-//! implements the provider (`DockerProvider`); `pty` runs interactive sessions; `service` maps the
+//! implements the provider (`DockerProvider`), its terminals in `docker::pty`; `service` maps the
 //! provider onto `sandbox.v1.SandboxService`.
 
 pub mod audit;
@@ -15,11 +15,13 @@ pub mod health;
 pub mod inventory;
 pub mod lease;
 pub mod lifecycle;
+pub mod logs;
 pub mod memory;
+pub mod metadata;
 pub mod metrics;
-pub mod pty;
 pub mod service;
 pub mod snapshot_expiry;
 pub mod spec;
+pub mod terminal;
 
 pub use error::{ProviderError, Result};

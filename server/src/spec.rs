@@ -229,7 +229,7 @@ impl SandboxSpec {
             }
         }
         validate_ports(&self.ports)?;
-        crate::docker::labels::validate_metadata("spec.metadata", &self.metadata)?;
+        crate::metadata::validate_metadata("spec.metadata", &self.metadata)?;
         Ok(())
     }
 }

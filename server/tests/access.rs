@@ -2,14 +2,14 @@
 //! (owner from Create, Grant narrower, Revoke durable across a restart, expiry), tenants that
 //! cannot see or touch each other's sandboxes, and quotas refused with nothing half-made.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 use sandboxd_client::proto;
 use sandboxd_client::proto::sandbox_service_client::SandboxServiceClient;
 use testkit::images::BUSYBOX;
+use testkit::server::TestServer;
 use testkit::TestLabel;
 use tonic::{Code, Request};
 
@@ -17,26 +17,15 @@ const SANDBOXD: &str = env!("CARGO_BIN_EXE_sandboxd");
 
 type Raw = SandboxServiceClient<tonic::transport::Channel>;
 
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn sha256_hex(key: &str) -> String {
     sandboxd::auth::tenants::key_sha256(key)
 }
 
-/// The config of a server with tenants red (at most 1 sandbox, no snapshot) and blue (2
-/// creates a minute). Tenant names are unique per test: a tenant's label is the daemon's, and
-/// tests run side by side on one daemon.
-fn write_config(dir: &Path, label: &TestLabel) -> PathBuf {
+/// The config sections of a server with tenants red (at most 1 sandbox, no snapshot) and blue
+/// (2 creates a minute), its state and audit log in `dir` (kept across a restart). Tenant names
+/// are unique per test: a tenant's label is the daemon's, and tests run side by side on one
+/// daemon.
+fn tenants_config(dir: &Path, label: &TestLabel) -> serde_json::Value {
     let tag = &label.value[..12];
     let tenants = serde_json::json!({"tenants": [
         {"name": format!("red-{tag}"), "key_sha256": sha256_hex("red-key"), "quotas": {"sandboxes": 1, "snapshots": 0}},
@@ -44,45 +33,20 @@ fn write_config(dir: &Path, label: &TestLabel) -> PathBuf {
     ]});
     let tenants_file = dir.join("tenants.json");
     std::fs::write(&tenants_file, tenants.to_string()).unwrap();
-    let config = dir.join("config.json");
-    let body = serde_json::json!({
-        "docker": {
-            "create": {"extra_run_args": label.run_args()},
-            "exec": {"default_timeout_s": 60.0, "engine": testkit::engine_name()},
-        },
+    serde_json::json!({
         "server": {
             "state_dir": dir.join("state"),
             "auth": {"tenants_file": tenants_file},
             "audit": dir.join("audit.log"),
         },
-    });
-    std::fs::write(&config, body.to_string()).unwrap();
-    config
+    })
 }
 
-fn start(config: &Path) -> Server {
-    let mut child = Command::new(SANDBOXD)
-        .args(["--listen", "127.0.0.1:0", "--config"])
-        .arg(config)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn sandboxd");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(addr) = line.strip_prefix("sandboxd listening on ") {
-                let _ = tx.send(addr.trim().to_string());
-            }
-        }
-    });
-    let addr = rx.recv_timeout(Duration::from_secs(30)).expect("sandboxd did not start");
-    Server { child, addr }
+fn start(label: &TestLabel, config: &serde_json::Value) -> TestServer {
+    TestServer::launch(SANDBOXD, label).config(config.clone()).start()
 }
 
-async fn client(server: &Server) -> Raw {
+async fn client(server: &TestServer) -> Raw {
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.addr))
         .unwrap()
         .connect()
@@ -135,8 +99,8 @@ fn code<T: std::fmt::Debug>(r: Result<T, tonic::Status>) -> Code {
 async fn tokens_narrow_never_widen_and_revocation_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let label = TestLabel::new();
-    let config = write_config(dir.path(), &label);
-    let mut server = start(&config);
+    let config = tenants_config(dir.path(), &label);
+    let mut server = start(&label, &config);
     let mut c = client(&server).await;
 
     let sandbox = create(&mut c, "blue-key").await.expect("create");
@@ -183,7 +147,7 @@ async fn tokens_narrow_never_widen_and_revocation_survives_a_restart() {
     c.revoke(as_(&owner, proto::RevokeRequest { token_id: operate.token_id.clone() })).await.expect("revoke");
     assert_eq!(code(exec(&mut c, &operate.token, &id).await), Code::Unauthenticated);
     drop(server);
-    server = start(&config);
+    server = start(&label, &config);
     let mut c = client(&server).await;
     let revoked = exec(&mut c, &operate.token, &id).await.expect_err("still revoked after a restart");
     assert_eq!(revoked.code(), Code::Unauthenticated);
@@ -198,8 +162,8 @@ async fn tokens_narrow_never_widen_and_revocation_survives_a_restart() {
 async fn two_tenants_cannot_see_or_touch_each_other_and_quotas_refuse_with_nothing_made() {
     let dir = tempfile::tempdir().unwrap();
     let label = TestLabel::new();
-    let config = write_config(dir.path(), &label);
-    let server = start(&config);
+    let config = tenants_config(dir.path(), &label);
+    let server = start(&label, &config);
     let mut c = client(&server).await;
 
     let red = create(&mut c, "red-key").await.expect("red creates");

@@ -7,15 +7,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use sandboxd::backend::SandboxBackend;
 use sandboxd::docker::DockerProvider;
 use sandboxd::error::ProviderError;
 use sandboxd::spec::{SandboxHandle, SandboxSpec};
-use sandboxd_client::proto::sandbox_service_client::SandboxServiceClient;
 use sandboxd_client::{proto, spec, DiffEntry, DiffKind, PtyOptions, Sandbox, SandboxStatus};
 use testkit::images::BUSYBOX;
+use testkit::raw::RawClient;
 use testkit::service::TestService;
-use testkit::{docker, TestLabel};
+use testkit::{container_exists, docker, labels, TestLabel};
 
 /// The test's label; on drop removes its containers first, then the images carrying it.
 struct Cleanup {
@@ -51,14 +50,6 @@ impl Drop for Cleanup {
 /// make snapshots) for reading.
 static DAEMON_WIDE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
-type Raw = SandboxServiceClient<tonic::transport::Channel>;
-
-async fn raw(server: &TestService) -> Raw {
-    let channel =
-        tonic::transport::Endpoint::from_shared(server.url.clone()).unwrap().connect().await.unwrap();
-    SandboxServiceClient::new(channel)
-}
-
 /// A served test: the daemon-wide lock held for reading, the test's label, a server on it.
 /// Fields drop in order: the server stops before its containers and images are removed.
 struct Served {
@@ -68,25 +59,17 @@ struct Served {
 }
 
 /// What the tests through the server start from: a served test, its Rust client and raw stubs.
-async fn served() -> (Served, sandboxd_client::Client, Raw) {
+async fn served() -> (Served, sandboxd_client::Client, RawClient) {
     let daemon = DAEMON_WIDE.read().await;
     let cleanup = Cleanup::new();
     let server = TestService::start(&cleanup.label, None);
     let client = server.client().await;
-    let raw = raw(&server).await;
+    let raw = server.raw().await;
     (Served { _server: server, cleanup, _daemon: daemon }, client, raw)
-}
-
-fn labels(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 fn image_exists(image: &str) -> bool {
     docker(&["image", "inspect", image]).status.success()
-}
-
-fn container_exists(id: &str) -> bool {
-    docker(&["inspect", "--type", "container", id]).status.success()
 }
 
 fn inspect(id: &str, format: &str) -> String {
@@ -109,7 +92,7 @@ async fn stdout(sandbox: &Sandbox, command: &str) -> String {
     out.stdout_str()
 }
 
-async fn status(raw: &mut Raw, id: &str) -> i32 {
+async fn status(raw: &mut RawClient, id: &str) -> i32 {
     raw.status(proto::StatusRequest { sandbox_id: id.into() }).await.expect("status").into_inner().status
 }
 

@@ -1,88 +1,41 @@
 //! Faults of the Docker daemon itself: a PRIVATE `dockerd` ([`PrivateDocker`]: own socket, data
 //! root, exec root, containerd and network namespace) that each test kills and starts again,
 //! with a `sandboxd` pointed at it through `DOCKER_HOST`. The machine's daemon is never touched.
+//! One daemon at a time (`ONE_DAEMON`): each costs a containerd and a dockerd.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sandboxd_client::proto;
-use sandboxd_client::proto::sandbox_service_client::SandboxServiceClient;
 use testkit::images::BUSYBOX;
-use testkit::private_docker::{wait_until, PrivateDocker};
+use testkit::private_docker::PrivateDocker;
+use testkit::raw::{busybox, create_id, RawClient};
+use testkit::server::TestServer;
+use testkit::wait::{eventually, wait_until};
 use testkit::TestLabel;
 use tonic::Code;
 
 /// The server binary Cargo built for these tests.
 const SANDBOXD: &str = env!("CARGO_BIN_EXE_sandboxd");
 
-type RawClient = SandboxServiceClient<tonic::transport::Channel>;
-
 /// One private daemon at a time: each costs a containerd and a dockerd on a 2-core machine.
 static ONE_DAEMON: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// A `sandboxd` whose docker is the private daemon; killed on drop.
-struct Server {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn start(docker: &PrivateDocker, label: &TestLabel) -> Server {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let config = dir.path().join("config.json");
-        let body = serde_json::json!({
-            "docker": {
-                // The private daemon has no bridge.
-                "create": {"extra_run_args": label.run_args(), "network": "none"},
-                "exec": {"default_timeout_s": 60.0, "engine": testkit::engine_name()},
-            },
-            "server": {
-                "state_dir": dir.path().join("state"),
-                "sweep_interval_s": 1.0,
-                "create_timeout_s": 10.0,
-            },
-        });
-        std::fs::write(&config, body.to_string()).expect("config");
-        let mut child = Command::new(SANDBOXD)
-            .args(["--listen", "127.0.0.1:0", "--config"])
-            .arg(&config)
-            .env("DOCKER_HOST", docker.host())
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(docker.log("sandboxd.log"))
-            .spawn()
-            .expect("spawn sandboxd");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(addr) = line.strip_prefix("sandboxd listening on ") {
-                    let _ = tx.send(addr.trim().to_string());
-                }
-            }
-        });
-        let addr = rx.recv_timeout(Duration::from_secs(30)).expect("sandboxd did not start listening");
-        Server { child, addr, _dir: dir }
-    }
-
-    async fn client(&self) -> RawClient {
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", self.addr))
-            .expect("url")
-            .connect()
-            .await
-            .expect("connect");
-        SandboxServiceClient::new(channel)
-    }
+/// A `sandboxd` whose docker is the private daemon (it has no bridge), sweeping every second;
+/// its log is the daemon directory's `sandboxd.log`.
+fn server_on(docker: &PrivateDocker, label: &TestLabel) -> TestServer {
+    let config = serde_json::json!({
+        "docker": {"create": {"network": "none"}},
+        "server": {
+            "state_dir": docker.path("state"),
+            "sweep_interval_s": 1.0,
+            "create_timeout_s": 10.0,
+        },
+    });
+    TestServer::launch(SANDBOXD, label)
+        .config(config)
+        .env(&[("DOCKER_HOST", &docker.host())])
+        .log_file(docker.path("sandboxd.log"))
+        .start()
 }
 
 async fn create(client: &mut RawClient) -> Result<String, tonic::Status> {
@@ -120,8 +73,8 @@ async fn daemon_killed_mid_exec_answers_unavailable_and_recovers() {
     let _one = ONE_DAEMON.lock().await;
     let mut docker = PrivateDocker::start(&[BUSYBOX]);
     let label = TestLabel::new();
-    let server = Server::start(&docker, &label);
-    let mut client = server.client().await;
+    let server = server_on(&docker, &label);
+    let mut client = server.raw().await;
     let id = create(&mut client).await.expect("create on the private daemon");
 
     // A command that would run for two minutes; the daemon dies under it.
@@ -162,8 +115,8 @@ async fn daemon_gone_during_create_answers_unavailable_and_leaves_no_container()
     let _one = ONE_DAEMON.lock().await;
     let mut docker = PrivateDocker::start(&[BUSYBOX]);
     let label = TestLabel::new();
-    let server = Server::start(&docker, &label);
-    let mut client = server.client().await;
+    let server = server_on(&docker, &label);
+    let mut client = server.raw().await;
     let label_filter = format!("sandboxd.test.case={}", label.value);
 
     // The daemon dies as soon as the create's container exists (during its readiness probe).
@@ -192,8 +145,8 @@ async fn status_while_the_daemon_is_down_is_unknown_or_unavailable_and_never_han
     let _one = ONE_DAEMON.lock().await;
     let mut docker = PrivateDocker::start(&[BUSYBOX]);
     let label = TestLabel::new();
-    let server = Server::start(&docker, &label);
-    let mut client = server.client().await;
+    let server = server_on(&docker, &label);
+    let mut client = server.raw().await;
     let id = create(&mut client).await.expect("create on the private daemon");
     docker.kill_dockerd();
 
@@ -224,4 +177,89 @@ async fn status_while_the_daemon_is_down_is_unknown_or_unavailable_and_never_han
     .await;
     assert!(settled.is_ok(), "Status stayed UNKNOWN after the daemon came back");
     assert_serves_again(&mut client).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_docker_daemon_that_dies_mid_exec_or_mid_create_gets_clear_answers_and_recovery() {
+    let _one = ONE_DAEMON.lock().await;
+    let label = TestLabel::new();
+    let mut daemon = PrivateDocker::start(&[BUSYBOX]);
+    let config = serde_json::json!({
+        "docker": {"create": {"network": "none"}, "probe": {
+            "command": "sleep 3; printf docker-sandbox-ready", "timeout_s": 60}},
+        "server": {"create_timeout_s": 5, "sweep_interval_s": 1},
+    });
+    let host = daemon.host();
+    let server = TestServer::launch(SANDBOXD, &label).config(config).env(&[("DOCKER_HOST", &host)]).start();
+    let mut raw = server.raw().await;
+    let id = create_id(&mut raw, busybox()).await;
+
+    // The daemon restarts while an exec runs: the exec answers (no hang) as the sandbox's
+    // failure, and once the daemon is back the sandbox reads stopped and closes.
+    let mut exec_raw = raw.clone();
+    let sandbox_id = id.clone();
+    let exec = tokio::spawn(async move {
+        exec_raw
+            .exec(proto::ExecRequest { sandbox_id, command: "sleep 60".into(), ..Default::default() })
+            .await
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    daemon.stop_dockerd();
+    let answer = tokio::time::timeout(Duration::from_secs(60), exec)
+        .await
+        .expect("the exec hung when the daemon went away");
+    match answer.unwrap() {
+        Ok(r) => {
+            let r = r.into_inner();
+            assert_eq!((r.return_code, r.error_type.as_str()), (125, "sandbox"), "{r:?}");
+        }
+        Err(e) => assert_eq!(e.code(), Code::Unavailable, "{e:?}"),
+    }
+    // With the daemon gone: a create is UNAVAILABLE, promptly.
+    let gone = tokio::time::timeout(
+        Duration::from_secs(60),
+        raw.create(proto::CreateRequest { spec: Some(busybox()) }),
+    )
+    .await
+    .expect("a create hung while the daemon was gone");
+    assert_eq!(gone.unwrap_err().code(), Code::Unavailable);
+    daemon.start_dockerd();
+    let status = raw.status(proto::StatusRequest { sandbox_id: id.clone() }).await.unwrap().into_inner();
+    assert_eq!(status.status, proto::SandboxStatus::Stopped as i32, "the daemon's restart stopped it");
+    raw.close(proto::CloseRequest { sandbox_id: id.clone() }).await.expect("close after the daemon is back");
+
+    // The daemon goes away during a create (in its readiness probe): a clear failure, no hang;
+    // once it is back, what the create left is swept and creates work again.
+    let mut create_raw = raw.clone();
+    let create =
+        tokio::spawn(async move { create_raw.create(proto::CreateRequest { spec: Some(busybox()) }).await });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !daemon.containers(None).iter().any(|n| n.starts_with("sandboxd-creating-")) {
+        assert!(Instant::now() < deadline, "the create never started its container");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    daemon.stop_dockerd();
+    let answer = tokio::time::timeout(Duration::from_secs(60), create)
+        .await
+        .expect("the create hung when the daemon went away");
+    let err = answer.unwrap().expect_err("a create whose daemon died cannot succeed");
+    assert!(matches!(err.code(), Code::Unavailable | Code::FailedPrecondition), "{err:?}");
+    daemon.start_dockerd();
+    eventually(
+        Duration::from_secs(60),
+        "the unfinished create was never swept after the daemon came back",
+        || daemon.containers(None).is_empty(),
+    )
+    .await;
+    let again = create_id(&mut raw, busybox()).await;
+    let out = raw
+        .exec(proto::ExecRequest {
+            sandbox_id: again.clone(),
+            command: "echo back".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(out.into_inner().stdout, b"back\n");
+    raw.close(proto::CloseRequest { sandbox_id: again }).await.unwrap();
 }

@@ -5,11 +5,7 @@ use std::collections::HashMap;
 use sandboxd_client::{proto, spec, Client, ListOptions, Sandbox, SandboxStatus};
 use testkit::images::BUSYBOX;
 use testkit::service::TestService;
-use testkit::{docker, TestLabel};
-
-fn labels(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-}
+use testkit::{docker, labels, TestLabel};
 
 async fn start(client: &Client, metadata: HashMap<String, String>) -> Sandbox {
     let mut s = spec(BUSYBOX);

@@ -1,54 +1,29 @@
 //! End to end: `--metrics-listen` after a known sequence of calls, scraped as Prometheus would,
 //! with exact counts; and one log line per failed call, with its code and message.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, Stdio};
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use sandboxd_client::{proto, spec, Client, ExecOptions, PtyOptions, Sandbox};
 use testkit::images::BUSYBOX;
+use testkit::server::TestServer;
 use testkit::TestLabel;
 
 /// The server binary Cargo built for these tests.
 const SANDBOXD: &str = env!("CARGO_BIN_EXE_sandboxd");
 
-/// The server with `--listen localhost:0 --metrics-listen localhost:0`: (child, grpc addr,
-/// metrics addr). Its stderr (the log) is piped for the caller to read.
-fn start(label: &TestLabel, dir: &std::path::Path) -> (Child, String, String) {
-    testkit::require_docker();
-    let config = dir.join("config.yaml");
-    let extra: Vec<String> = label.run_args().iter().map(|a| format!("\"{a}\"")).collect();
-    std::fs::write(
-        &config,
-        format!(
-            "docker:\n  create:\n    extra_run_args: [{}]\n  exec:\n    default_timeout_s: 60\n",
-            extra.join(", ")
-        ),
-    )
-    .unwrap();
-    let mut child = Command::new(SANDBOXD)
-        .args(["--listen", "localhost:0", "--metrics-listen", "localhost:0", "--config"])
-        .arg(&config)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn sandboxd");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut metrics = None;
-    let addr = loop {
-        let line = lines.next().expect("sandboxd exited before listening").expect("stdout");
-        if let Some(url) = line.strip_prefix("sandboxd metrics on http://") {
-            metrics = Some(url.trim_end_matches("/metrics").to_string());
-        }
-        if let Some(addr) = line.strip_prefix("sandboxd listening on ") {
-            break addr.trim().to_string();
-        }
-    };
-    assert!(addr.starts_with("127.0.0.1:"), "localhost resolves to loopback IPv4: {addr}");
-    (child, addr, metrics.expect("the metrics line comes before the listening line"))
+/// The server with `--listen localhost:0 --metrics-listen localhost:0`; its log is
+/// `server.logs()`.
+fn start(label: &TestLabel) -> TestServer {
+    let server = TestServer::launch(SANDBOXD, label)
+        .listen("localhost:0")
+        .flags(&["--metrics-listen", "localhost:0"])
+        .start();
+    assert!(server.addr.starts_with("127.0.0.1:"), "localhost resolves to loopback IPv4: {}", server.addr);
+    assert!(server.metrics_addr.is_some(), "the metrics line comes before the listening line");
+    server
 }
 
 /// `GET /metrics` over plain HTTP/1.0.
@@ -80,7 +55,8 @@ fn rpc(method: &str, code: &str) -> String {
 async fn scrape_counts_a_known_sequence_of_calls() {
     let label = TestLabel::new();
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, addr, metrics) = start(&label, dir.path());
+    let mut server = start(&label);
+    let (addr, metrics) = (server.addr.clone(), server.metrics_addr.clone().unwrap());
     let client = Client::connect(addr.clone()).await.expect("connect by host:port");
     let mut raw = client.raw();
 
@@ -99,8 +75,8 @@ async fn scrape_counts_a_known_sequence_of_calls() {
         .await
         .unwrap();
     assert_eq!(timed_out.error_type, Some(sandboxd_client::ExecErrorType::Timeout));
-    // 1 status of an unknown sandbox.
-    let missing = proto::StatusRequest { sandbox_id: "sandboxd-00000000000000000000000000000000".into() };
+    // 1 status of an id the service never issues (a gone sandbox of its own shape is `stopped`).
+    let missing = proto::StatusRequest { sandbox_id: "sandboxd-not-an-id".into() };
     assert_eq!(raw.status(missing).await.unwrap_err().code(), tonic::Code::NotFound);
     // 1000 bytes each way.
     let file = dir.path().join("f");
@@ -154,12 +130,11 @@ async fn scrape_counts_a_known_sequence_of_calls() {
 
     // The log: one line per failed call, with its code and message.
     let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::unistd::Pid::from_raw(server.child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
     );
-    let _ = child.wait();
-    let mut log = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+    let _ = server.child.wait();
+    let log = server.logs();
     let failed: Vec<&str> = log.lines().filter(|l| l.contains("rpc failed")).collect();
     assert_eq!(failed.len(), 2, "{log}");
     assert!(failed.iter().any(|l| l.contains("INVALID_ARGUMENT") && l.contains("spec.image")), "{log}");

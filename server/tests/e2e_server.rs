@@ -4,37 +4,15 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use sandboxd_client::proto::sandbox_service_client::SandboxServiceClient;
 use sandboxd_client::{proto, spec, PtyOptions, Sandbox};
 use testkit::images::BUSYBOX;
+use testkit::raw::{busybox, create_id, raw_client};
 use testkit::server::TestServer;
 use testkit::service::TestService;
-use testkit::TestLabel;
+use testkit::{container_exists, TestLabel};
 
 /// The server binary Cargo built for these tests.
 const SANDBOXD: &str = env!("CARGO_BIN_EXE_sandboxd");
-
-type RawClient = SandboxServiceClient<tonic::transport::Channel>;
-
-/// The generated stub on `url`, for calls the Rust handle API never makes.
-async fn raw_client(url: &str) -> RawClient {
-    let channel = tonic::transport::Endpoint::from_shared(url.to_string()).unwrap().connect().await.unwrap();
-    SandboxServiceClient::new(channel)
-}
-
-/// Create a sandbox from `spec` and return its id.
-async fn create_id(raw: &mut RawClient, spec: proto::SandboxSpec) -> String {
-    let created = raw.create(proto::CreateRequest { spec: Some(spec) }).await.unwrap().into_inner();
-    created.sandbox.unwrap().sandbox_id
-}
-
-fn busybox() -> proto::SandboxSpec {
-    proto::SandboxSpec { image: BUSYBOX.into(), ..Default::default() }
-}
-
-fn exists(id: &str) -> bool {
-    testkit::docker(&["inspect", "--type", "container", id]).status.success()
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn any_server_serves_a_sandbox_after_a_restart() {
@@ -43,7 +21,7 @@ async fn any_server_serves_a_sandbox_after_a_restart() {
     let sandbox = Sandbox::start(&first.client().await, spec(BUSYBOX)).await.expect("start");
     let id = sandbox.id().to_string();
     assert!(first.terminate(Duration::from_secs(20)).is_some_and(|s| s.success()));
-    assert!(exists(&id), "without --remove-on-shutdown the sandbox outlives the server");
+    assert!(container_exists(&id), "without --remove-on-shutdown the sandbox outlives the server");
 
     // A new server knows nothing in memory, yet serves the sandbox by id alone.
     let second = TestServer::start(SANDBOXD, &label, None);
@@ -80,7 +58,7 @@ async fn any_server_serves_a_sandbox_after_a_restart() {
         proto::SandboxStatus::Stopped as i32,
         "a sandbox this server closed reads stopped"
     );
-    assert!(!exists(&id));
+    assert!(!container_exists(&id));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -108,7 +86,7 @@ async fn sigterm_closes_pty_sessions_and_removes_created_sandboxes_when_asked() 
             Err(_) => break,
         }
     }
-    assert!(!exists(sandbox.id()), "--remove-on-shutdown removes what this server created");
+    assert!(!container_exists(sandbox.id()), "--remove-on-shutdown removes what this server created");
     assert!(label.containers().is_empty());
 }
 

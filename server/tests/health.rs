@@ -2,60 +2,30 @@
 //! ([`PrivateDocker`]) is killed, SERVING again once it is back. The machine's daemon is never
 //! touched.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use testkit::images::BUSYBOX;
 use testkit::private_docker::PrivateDocker;
+use testkit::server::TestServer;
+use testkit::TestLabel;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 
 const SANDBOXD: &str = env!("CARGO_BIN_EXE_sandboxd");
 
-/// A `sandboxd` on the private daemon; killed on drop.
-struct Server {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(docker: &PrivateDocker) -> Server {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("config.json");
-    let body = serde_json::json!({
+/// A `sandboxd` on the private daemon, probing health every 0.3 s; its log is the daemon
+/// directory's `sandboxd.log`.
+fn start(docker: &PrivateDocker, label: &TestLabel) -> TestServer {
+    let config = serde_json::json!({
         "docker": {"create": {"network": "none"}},
-        "server": {"state_dir": dir.path().join("state"), "health_probe_interval_s": 0.3},
+        "server": {"state_dir": docker.path("state"), "health_probe_interval_s": 0.3},
     });
-    std::fs::write(&config, body.to_string()).expect("config");
-    let mut child = Command::new(SANDBOXD)
-        .args(["--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .env("DOCKER_HOST", docker.host())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(docker.log("sandboxd.log"))
-        .spawn()
-        .expect("spawn sandboxd");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(addr) = line.strip_prefix("sandboxd listening on ") {
-                let _ = tx.send(addr.trim().to_string());
-            }
-        }
-    });
-    let addr = rx.recv_timeout(Duration::from_secs(30)).expect("sandboxd did not start listening");
-    Server { child, addr, _dir: dir }
+    TestServer::launch(SANDBOXD, label)
+        .config(config)
+        .env(&[("DOCKER_HOST", &docker.host())])
+        .log_file(docker.path("sandboxd.log"))
+        .start()
 }
 
 /// Polls `Check` for `service` until it reads `want`; panics after `within`.
@@ -77,7 +47,8 @@ async fn wait_for(client: &mut HealthClient<tonic::transport::Channel>, service:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_is_not_serving_while_the_daemon_is_down_and_serving_once_it_is_back() {
     let mut docker = PrivateDocker::start(&[BUSYBOX]);
-    let server = start(&docker);
+    let label = TestLabel::new();
+    let server = start(&docker, &label);
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.addr))
         .expect("url")
         .connect()

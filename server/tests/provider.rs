@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use sandboxd::backend::SandboxBackend;
 use sandboxd::lease::{LeaseStore, SweepReason};
 use sandboxd::spec::{ExecErrorType, SandboxSpec, SandboxStatus};
 use sandboxd::spec::{ExecParams, SandboxDescriptor};

@@ -5,7 +5,6 @@
 
 use std::path::{Path, PathBuf};
 
-use sandboxd::backend::SandboxBackend;
 use sandboxd::config::DockerConfig;
 use sandboxd::docker::DockerProvider;
 use sandboxd::spec::ExecParams;

@@ -3,9 +3,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sandboxd::backend::SandboxBackend;
+use sandboxd::docker::pty::{PtyError, TerminalProcess};
 use sandboxd::docker::DockerProvider;
-use sandboxd::pty::{PtyError, TerminalProcess};
 use sandboxd::spec::SandboxSpec;
 use sandboxd::spec::{ExecParams, PtySpec, SandboxHandle, TerminalMode};
 use testkit::images;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use sandboxd::pty::{
+use sandboxd::docker::pty::{
     fallback_pid_file_for, launcher_argv, session_marker, spawn, PtyError, RunInContainer, SpawnOptions,
     TerminalProcess,
 };

@@ -3,15 +3,26 @@
 //! every container so each test can prove it left nothing behind and clean-up never touches
 //! anyone else's ([`TestLabel`]), the exec engine under test ([`engine`]), a provider with test
 //! defaults, the service in-process ([`service::TestService`]), the `sandboxd` binary as a fixture
-//! ([`server::TestServer`], for CLI, signal and listener tests), `sandboxctl` in a real terminal
-//! ([`ctl`]) and a private Docker daemon for daemon faults ([`private_docker::PrivateDocker`]).
+//! ([`server::TestServer`], for CLI, signal and listener tests; the one place that knows the
+//! server's command line), the test defaults as a config file spells them ([`config`]), the
+//! generated stub and its common requests ([`raw`]), bounded waits ([`wait`]), the host's
+//! process tree ([`procs`]), `sandboxctl` in a real terminal ([`ctl`]), a private Docker
+//! daemon for daemon faults ([`private_docker::PrivateDocker`]) and the test cluster of
+//! `scripts/cluster-up.sh` ([`cluster::TestCluster`]). A helper two suites need lives
+//! here, never as a copy in each.
 
+pub mod cluster;
+pub mod config;
 pub mod ctl;
 pub mod images;
 pub mod private_docker;
 pub mod procs;
+pub mod raw;
 pub mod server;
 pub mod service;
+pub mod wait;
+
+use std::collections::HashMap;
 
 use std::process::Command;
 
@@ -50,6 +61,19 @@ impl TestLabel {
             .args(["ps", "-aq", "--filter", &format!("label=sandboxd.test.case={}", self.value)])
             .output()
             .expect("docker ps");
+        String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect()
+    }
+
+    /// Container names (running or not) created under this label.
+    pub fn names(&self) -> Vec<String> {
+        let out = docker(&[
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label=sandboxd.test.case={}", self.value),
+            "--format",
+            "{{.Names}}",
+        ]);
         String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect()
     }
 
@@ -123,6 +147,16 @@ pub fn provider(label: &TestLabel) -> DockerProvider {
 
 pub fn docker(args: &[&str]) -> std::process::Output {
     Command::new("docker").args(args).output().expect("docker")
+}
+
+/// Whether the machine's daemon has a container of this name or id (running or not).
+pub fn container_exists(name: &str) -> bool {
+    docker(&["inspect", "--type", "container", name]).status.success()
+}
+
+/// A label (metadata) map from pairs.
+pub fn labels(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 /// Upload one host file through the backend (what a caller of the seam does with a file).

@@ -13,7 +13,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::wait::wait_until;
 
 const DOCKERD: &str = "/usr/sbin/dockerd";
 const CONTAINERD: &str = "/usr/bin/containerd";
@@ -290,18 +292,4 @@ fn mounts_under(dir: &Path) -> Vec<PathBuf> {
     found.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
     found.dedup();
     found
-}
-
-/// Polls `check` every 100 ms until it holds (`Some`) or `within` passes (`None`).
-pub fn wait_until(within: Duration, mut check: impl FnMut() -> bool) -> Option<()> {
-    let end = Instant::now() + within;
-    loop {
-        if check() {
-            return Some(());
-        }
-        if Instant::now() > end {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }

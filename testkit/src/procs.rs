@@ -28,3 +28,20 @@ pub fn descendants(root: u32) -> Vec<u32> {
     found.remove(0);
     found
 }
+
+/// Pids of the processes named `name` whose parent is `parent`.
+pub fn children_named(parent: i32, name: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // `pid (comm) state ppid …`; comm may hold spaces, so split after the last ')'.
+        let Some((head, rest)) = stat.rsplit_once(')') else { continue };
+        let comm = head.split_once('(').map(|(_, c)| c).unwrap_or_default();
+        let ppid = rest.split_whitespace().nth(1).and_then(|p| p.parse::<i32>().ok());
+        if comm == name && ppid == Some(parent) {
+            found.push(pid);
+        }
+    }
+    found
+}

@@ -15,6 +15,7 @@ use sandboxd::config::FileConfig;
 use sandboxd::service::{ServeSettings, Services};
 use sandboxd_client::Client;
 
+use crate::raw::{raw_client, RawClient};
 use crate::TestLabel;
 
 /// How long calls still running get when the fixture is dropped.
@@ -50,6 +51,15 @@ impl TestService {
         Self::start_config(config, token)
     }
 
+    /// The config [`crate::server::Launch`] would give the binary ([`crate::config::test_config`]
+    /// with `config` merged in), as JSON: for tests that only talk gRPC (no signal, restart,
+    /// flag, log or environment of a process).
+    pub fn start_json(label: &TestLabel, config: serde_json::Value) -> TestService {
+        let body = crate::config::test_config(label, config);
+        let config = FileConfig::from_json_value(&body).expect("the test's config");
+        Self::start_config(config, None)
+    }
+
     /// Serves exactly `config` (whose `extra_run_args` should carry the test's label).
     pub fn start_config(config: FileConfig, token: Option<&str>) -> TestService {
         crate::require_docker();
@@ -69,7 +79,7 @@ impl TestService {
                     .build()
                     .expect("the service's runtime");
                 runtime.block_on(async move {
-                    let services = match Services::build(&config, token).await {
+                    let services = match Services::build_docker(&config, token).await {
                         Ok(services) => services,
                         Err(e) => {
                             let _ = ready_tx.send(Err(e.to_string()));
@@ -104,6 +114,11 @@ impl TestService {
 
     pub async fn client(&self) -> Client {
         Client::connect(self.url.clone()).await.expect("connect")
+    }
+
+    /// The generated stub on this service.
+    pub async fn raw(&self) -> RawClient {
+        raw_client(&self.url).await
     }
 }
 

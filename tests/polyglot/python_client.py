@@ -40,6 +40,8 @@ READ_TIMEOUT_S = 20.0  # longest wait for one expected stream event
 CHUNK = 256 * 1024
 UPLOAD_SIZE = 3 * 1024 * 1024
 NOT_FOUND_ID = "sandboxd-00000000000000000000000000000000"
+# An id of a shape the service never issues: NOT_FOUND everywhere, Status included.
+FOREIGN_ID = "sandboxd-not-an-id"
 
 
 # --- stubs ---------------------------------------------------------------------------------
@@ -392,9 +394,11 @@ class Client:
         r = self.stub.Status(pb.StatusRequest(sandbox_id=self.sandbox_id), timeout=UNARY_TIMEOUT_S)
         ok(r.status == pb.SANDBOX_STATUS_RUNNING, "Status is RUNNING", r)
         code = rpc_code(
-            self.stub.Status, pb.StatusRequest(sandbox_id=NOT_FOUND_ID), timeout=UNARY_TIMEOUT_S
+            self.stub.Status, pb.StatusRequest(sandbox_id=FOREIGN_ID), timeout=UNARY_TIMEOUT_S
         )
-        ok(code == grpc.StatusCode.NOT_FOUND, "Status of an unknown id is NOT_FOUND", code)
+        ok(code == grpc.StatusCode.NOT_FOUND, "Status of an id the service never issues is NOT_FOUND", code)
+        r = self.stub.Status(pb.StatusRequest(sandbox_id=NOT_FOUND_ID), timeout=UNARY_TIMEOUT_S)
+        ok(r.status == pb.SANDBOX_STATUS_STOPPED, "Status of a gone id of the service's shape is STOPPED", r)
 
     def labels_and_list(self) -> None:
         ok, pb = self.checks.ok, self.pb
@@ -600,7 +604,8 @@ class Client:
         ok, pb = self.checks.ok, self.pb
         self.stub.Close(pb.CloseRequest(sandbox_id=self.sandbox_id), timeout=UNARY_TIMEOUT_S)
         ok(True, "Close succeeds")
-        # A sandbox this server closed reads STOPPED (an id it never owned is NOT_FOUND).
+        # A closed sandbox reads STOPPED, from this server or any other (an id it never issues
+        # is NOT_FOUND).
         try:
             r = self.stub.Status(
                 pb.StatusRequest(sandbox_id=self.sandbox_id), timeout=UNARY_TIMEOUT_S
@@ -641,7 +646,7 @@ def auth_checks(args, pb, pb_grpc, checks: Checks) -> None:
     channel = grpc.insecure_channel(args.addr)
     grpc.channel_ready_future(channel).result(timeout=UNARY_TIMEOUT_S)
     stub = pb_grpc.SandboxServiceStub(channel)
-    req = pb.StatusRequest(sandbox_id=NOT_FOUND_ID)
+    req = pb.StatusRequest(sandbox_id=FOREIGN_ID)
 
     def run() -> None:
         ok = checks.ok

@@ -9,8 +9,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Pty, PtySession, PtySpec, CLOSE_WAIT};
+use crate::defaults::DEFAULT_EXEC_TIMEOUT_S;
 use crate::error::{ClientError, Result};
-use crate::sandbox::DEFAULT_EXEC_TIMEOUT_S;
 use sandboxd_proto::contract::{ExecErrorType, ExecResult};
 use sandboxd_proto::marker::{normalize_terminal_output, Marker};
 
@@ -85,7 +85,7 @@ impl Pty<'_> {
             Some(t) if t.is_finite() && t > 0.0 => Some(Instant::now() + Duration::from_secs_f64(t)),
             Some(t) => return Err(ClientError::InvalidArgument(format!("timeout_s must be > 0, got {t}"))),
         };
-        let mut state = self.sandbox.inner.pty_exec.lock().await;
+        let mut state = self.sandbox.pty_exec().lock().await;
         if let Some(session) = options.session {
             if options.shapes_session() {
                 return Err(ClientError::InvalidArgument(

@@ -1,6 +1,12 @@
 """One driver for any NeMo Gym sandbox provider: it exercises the provider protocols the way
 Gym's `AsyncSandbox` does and returns every observable result, normalized only where a value
-is unique per run (sandbox ids, host ports) or provider-specific text (a timeout's message).
+is unique per run (sandbox ids, host ports) or provider-specific text (a timeout's message, the
+runtime's words for a command that could not start).
+
+It covers exec (cwd, env, users, stdin, failure, timeout, a missing cwd, an unknown user), files
+(permissions, an upload onto a directory, a missing local source, a missing remote file, a
+directory download to a new path and into an existing directory, a file into a directory),
+status, endpoint, serialize/connect, a PTY program and close.
 
 `run_conformance` is called with Gym's own Docker provider and with
 `create_provider({"sandboxd": ...})`; the test asserts the two observation dicts are equal.
@@ -14,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import stat
 import tempfile
 import urllib.request
 from collections.abc import Awaitable, Callable
@@ -55,6 +63,64 @@ async def _raises(call: Awaitable[Any]) -> str:
     except RuntimeError:
         return "RuntimeError"
     return "ok"
+
+
+def _start_failure(result: Any, named: str) -> dict[str, Any]:
+    """A command that could not start, without the runtime's own wording."""
+    return {
+        "return_code": result.return_code,
+        "error_type": result.error_type,
+        "stderr": result.stderr,
+        "stdout_names_it": named in (result.stdout or ""),
+    }
+
+
+def _tree(root: Path) -> dict[str, Any]:
+    """A local tree as {relative path: (kind, permission bits, content or link target)}."""
+    found: dict[str, Any] = {}
+    for path in sorted(root.rglob("*")):
+        relative = str(path.relative_to(root))
+        if path.is_symlink():
+            found[relative] = ("link", None, os.readlink(path))
+        elif path.is_dir():
+            found[relative] = ("dir", stat.S_IMODE(path.stat().st_mode), None)
+        else:
+            found[relative] = ("file", stat.S_IMODE(path.stat().st_mode), path.read_bytes())
+    return found
+
+
+async def _file_differences(provider: Any, handle: SandboxHandle, tmp: Path) -> dict[str, Any]:
+    """The file cases where sandboxd and Gym's Docker provider once differed."""
+    obs: dict[str, Any] = {}
+    # An upload onto an existing directory puts the file inside it, under the source's name.
+    await provider.exec(handle, "mkdir -p /data/box", user="root")
+    note = tmp / "note.txt"
+    note.write_bytes(b"inside the directory\n")
+    note.chmod(0o600)
+    await provider.upload_file(handle, note, "/data/box")
+    obs["upload_onto_directory"] = _result(
+        await provider.exec(handle, "stat -c '%F %a' /data/box /data/box/note.txt; cat /data/box/note.txt")
+    )
+    # A local source that does not exist.
+    obs["upload_missing_source"] = await _raises(provider.upload_file(handle, tmp / "absent.txt", "/data/absent.txt"))
+    obs["upload_missing_source_left_file"] = (await provider.exec(handle, "test -e /data/absent.txt")).return_code
+    # A directory download copies the tree: to a new path, and inside an existing directory.
+    made = await provider.exec(
+        handle,
+        "mkdir -p /data/tree/sub/deeper && printf top > /data/tree/top.txt && printf deep > /data/tree/sub/deeper/d"
+        " && printf '#!/bin/sh\\necho run\\n' > /data/tree/sub/run.sh && chmod 755 /data/tree/sub/run.sh"
+        " && chmod 700 /data/tree/sub/deeper && ln -s top.txt /data/tree/link",
+        user="root",
+    )
+    obs["tree_made"] = made.return_code
+    await provider.download_file(handle, "/data/tree", tmp / "copied")
+    obs["download_directory"] = _tree(tmp / "copied")
+    (tmp / "existing").mkdir()
+    await provider.download_file(handle, "/data/tree", tmp / "existing")
+    obs["download_directory_into_existing"] = sorted(p.name for p in (tmp / "existing").iterdir())
+    await provider.download_file(handle, "/data/tree/top.txt", tmp / "existing")
+    obs["download_file_into_existing"] = sorted(p.name for p in (tmp / "existing").iterdir())
+    return obs
 
 
 def _fetch(url: str) -> bytes:
@@ -121,6 +187,11 @@ async def run_conformance(make_provider: Callable[[], Any], image: str) -> dict[
         obs["exec_user_uid"] = _result(await provider.exec(handle, "id -u", cwd=cwd, user=65534))
         obs["exec_stdin"] = _result(await provider.exec(handle, "tr a-z A-Z; echo", cwd=cwd, stdin=b"piped in"))
         obs["exec_failure"] = _result(await provider.exec(handle, "echo out; echo err >&2; exit 7", cwd=cwd))
+        # A command that cannot start: Gym's Docker provider answers 126 with the reason in stdout.
+        missing_cwd = await provider.exec(handle, "pwd", cwd="/no/such/dir")
+        obs["exec_missing_cwd"] = _start_failure(missing_cwd, "/no/such/dir")
+        unknown_user = await provider.exec(handle, "id -u", cwd=cwd, user="nosuchuser")
+        obs["exec_unknown_user"] = _start_failure(unknown_user, "nosuchuser")
         timed_out = await provider.exec(handle, "sleep 30", cwd=cwd, timeout_s=1)
         obs["exec_timeout"] = {
             "stdout": timed_out.stdout,
@@ -146,6 +217,7 @@ async def run_conformance(make_provider: Callable[[], Any], image: str) -> dict[
                 provider.download_file(handle, "/no/such/file", Path(tmp) / "missing.bin")
             )
             obs["download_missing_left_file"] = (Path(tmp) / "missing.bin").exists()
+            obs.update(await _file_differences(provider, handle, Path(tmp)))
 
         obs["status_running"] = (await provider.status(handle)).value
 
@@ -207,4 +279,24 @@ EXPECTED_HIGHLIGHTS: dict[str, Any] = {
     "status_running": SandboxStatus.RUNNING.value,
     "status_after_close": SandboxStatus.STOPPED.value,
     "pty": {"stdout": "out\n", "stderr": "err\n", "exit": 3},
+    "exec_missing_cwd": {"return_code": 126, "error_type": None, "stderr": "", "stdout_names_it": True},
+    "exec_unknown_user": {"return_code": 126, "error_type": None, "stderr": "", "stdout_names_it": True},
+    "upload_onto_directory": {
+        "stdout": "directory 755\nregular file 600\ninside the directory\n",
+        "stderr": "",
+        "return_code": 0,
+        "error_type": None,
+    },
+    "upload_missing_source": "RuntimeError",
+    "upload_missing_source_left_file": 1,
+    "download_directory": {
+        "link": ("link", None, "top.txt"),
+        "sub": ("dir", 0o755, None),
+        "sub/deeper": ("dir", 0o700, None),
+        "sub/deeper/d": ("file", 0o644, b"deep"),
+        "sub/run.sh": ("file", 0o755, b"#!/bin/sh\necho run\n"),
+        "top.txt": ("file", 0o644, b"top"),
+    },
+    "download_directory_into_existing": ["tree"],
+    "download_file_into_existing": ["top.txt", "tree"],
 }

@@ -16,7 +16,8 @@ from sandboxd import Client, RetryPolicy, TlsConfig
 
 from support import ContainerLabel, ServerProcess, free_port
 
-UNKNOWN_ID = "sandboxd-00000000000000000000000000000000"
+# An id the service never issues: NOT_FOUND once past auth (a gone id of its shape is STOPPED).
+UNKNOWN_ID = "sandboxd-not-an-id"
 
 
 async def test_bearer_token_is_sent_and_required(auth_server: ServerProcess, token: str) -> None:

@@ -1,5 +1,5 @@
-//! `DockerProvider` behind the `SandboxBackend` seam: each method delegates to the operation's
-//! own file, so this file only says which Docker operation answers which backend call.
+//! `DockerProvider` behind the `SandboxBackend` seam: each method delegates to the inherent
+//! method of the same name in the operation's own file (a grep for an RPC's name finds it).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -8,10 +8,10 @@ use std::time::Duration;
 use super::provider::DockerProvider;
 use crate::backend::{CreatePlan, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource};
 use crate::branching::{DiffEntry, Forked, SnapshotInfo};
+use crate::docker::pty::{PtyError, TerminalMode, TerminalProcess};
 use crate::error::Result;
 use crate::inventory::{ListPage, ListQuery};
 use crate::lease::{LeaseStore, SweepReport};
-use crate::pty::{PtyError, TerminalMode, TerminalProcess};
 use crate::spec::{
     ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
     SandboxSpec, SandboxStatus, Signal,
@@ -19,10 +19,6 @@ use crate::spec::{
 
 #[async_trait::async_trait]
 impl SandboxBackend for DockerProvider {
-    async fn create(&self, spec: &SandboxSpec) -> Result<SandboxHandle> {
-        self.create_container(spec).await
-    }
-
     async fn create_planned(&self, spec: &SandboxSpec, plan: &CreatePlan) -> Result<SandboxHandle> {
         DockerProvider::create_planned(self, spec, plan).await
     }
@@ -40,11 +36,11 @@ impl SandboxBackend for DockerProvider {
     }
 
     async fn connect(&self, descriptor: &SandboxDescriptor) -> Result<SandboxHandle> {
-        self.reconnect(descriptor).await
+        DockerProvider::connect(self, descriptor).await
     }
 
     async fn exec(&self, handle: &SandboxHandle, command: &str, params: &ExecParams) -> Result<ExecResult> {
-        self.run_command(handle, command, params).await
+        DockerProvider::exec(self, handle, command, params).await
     }
 
     async fn exec_stream(
@@ -53,7 +49,7 @@ impl SandboxBackend for DockerProvider {
         command: &str,
         params: &ExecParams,
     ) -> Result<ExecStream> {
-        self.stream_command(handle, command, params).await
+        DockerProvider::exec_stream(self, handle, command, params).await
     }
 
     async fn upload(
@@ -72,15 +68,15 @@ impl SandboxBackend for DockerProvider {
     }
 
     async fn status(&self, id: &SandboxId) -> Result<SandboxStatus> {
-        self.status_by_id(id.as_str()).await
+        DockerProvider::status(self, id).await
     }
 
     async fn endpoint(&self, handle: &SandboxHandle, port: u16) -> Result<SandboxEndpoint> {
-        self.published_endpoint(handle, port).await
+        DockerProvider::endpoint(self, handle, port).await
     }
 
     async fn close(&self, id: &SandboxId) -> Result<()> {
-        self.remove_by_id(id.as_str()).await
+        DockerProvider::close(self, id).await
     }
 
     async fn open_terminal(
@@ -92,15 +88,19 @@ impl SandboxBackend for DockerProvider {
     }
 
     async fn close_terminals(&self) {
-        self.release_all_pty_sessions().await
+        DockerProvider::close_terminals(self).await
     }
 
     async fn list(&self, query: &ListQuery) -> Result<ListPage> {
-        self.list_owned(query).await
+        DockerProvider::list(self, query).await
     }
 
     fn default_exec_timeout(&self) -> Option<Duration> {
         self.config.exec.default_timeout
+    }
+
+    fn shutdown(&self) {
+        super::cli::kill_all_clients();
     }
 
     async fn snapshot(
@@ -109,19 +109,19 @@ impl SandboxBackend for DockerProvider {
         labels: &BTreeMap<String, String>,
         max_snapshots: usize,
     ) -> Result<SnapshotInfo> {
-        self.commit_snapshot(id.as_str(), labels, max_snapshots).await
+        DockerProvider::snapshot(self, id, labels, max_snapshots).await
     }
 
     async fn list_snapshots(&self, filter: &BTreeMap<String, String>) -> Result<Vec<SnapshotInfo>> {
-        self.owned_snapshots(filter).await
+        DockerProvider::list_snapshots(self, filter).await
     }
 
     async fn delete_snapshot(&self, snapshot_id: &str) -> Result<()> {
-        self.remove_snapshot(snapshot_id).await
+        DockerProvider::delete_snapshot(self, snapshot_id).await
     }
 
     async fn remove_expired_snapshots(&self, ttl: Duration) -> Result<Vec<String>> {
-        self.remove_unused_snapshots_older_than(ttl).await
+        DockerProvider::remove_expired_snapshots(self, ttl).await
     }
 
     async fn fork(
@@ -131,19 +131,23 @@ impl SandboxBackend for DockerProvider {
         labels: &BTreeMap<String, String>,
         max_snapshots: usize,
     ) -> Result<Forked> {
-        self.fork_sandbox(id.as_str(), count, labels, max_snapshots).await
+        DockerProvider::fork(self, id, count, labels, max_snapshots).await
     }
 
     async fn diff(&self, id: &SandboxId, path_prefix: Option<&str>) -> Result<Vec<DiffEntry>> {
-        self.changed_paths(id.as_str(), path_prefix).await
+        DockerProvider::diff(self, id, path_prefix).await
     }
 
     async fn pause(&self, id: &SandboxId) -> Result<()> {
-        self.pause_container(id.as_str()).await
+        DockerProvider::pause(self, id).await
     }
 
     async fn resume(&self, id: &SandboxId) -> Result<()> {
-        self.unpause_container(id.as_str()).await
+        DockerProvider::resume(self, id).await
+    }
+
+    async fn logs(&self, id: &SandboxId, options: crate::logs::LogOptions) -> Result<crate::logs::LogStream> {
+        self.container_logs(id.as_str(), options).await
     }
 }
 

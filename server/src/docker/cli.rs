@@ -13,7 +13,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
-use super::classify::DockerFailure;
+use super::failure::{CliError, DockerFailure};
 use super::mask::masked;
 
 /// What a finished docker command produced.
@@ -33,21 +33,6 @@ impl CommandOutput {
     pub fn stderr_text(&self) -> String {
         String::from_utf8_lossy(&self.stderr).into_owned()
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum CliError {
-    /// The docker binary could not be started.
-    #[error("cannot start {command}: {source}")]
-    Spawn { command: String, source: std::io::Error },
-    /// The command ran past its timeout; its process group was killed.
-    #[error("docker command timed out after {after:?}: {command}")]
-    Timeout { after: Duration, command: String },
-    #[error("i/o with {command}: {source}")]
-    Io { command: String, source: std::io::Error },
-    /// Docker ran and failed (non-zero exit): what it said, classified.
-    #[error(transparent)]
-    Failed(#[from] DockerFailure),
 }
 
 /// Process groups of the docker clients running now, so an exit can end them all.

@@ -7,11 +7,12 @@ use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 use super::argv;
-use super::classify::{DockerFailure, DockerFailureKind};
-use super::cli::{CliError, Pool};
-use super::engine::{ExecEngine, ExecSpec};
+use super::cli::Pool;
+use super::failure::CliError;
+use super::failure::{DockerFailure, DockerFailureKind};
 use super::provider::DockerProvider;
 use super::state::ContainerState;
+use super::transport::{ExecEngine, ExecSpec};
 use crate::backend::CreatePlan;
 use crate::error::{ProviderError, Result};
 use crate::lease;
@@ -28,7 +29,8 @@ const SHELL_MARK: &str = "__sandboxd_shell=";
 impl DockerProvider {
     /// Start a detached keep-alive container, probe it until ready and write `spec.files`, with
     /// a fresh id, the lease `spec.ttl_s` asks for and the default create bound.
-    pub async fn create_container(&self, spec: &SandboxSpec) -> Result<SandboxHandle> {
+    /// The service plans its creates (`create_planned`); this is for tools and tests.
+    pub async fn create(&self, spec: &SandboxSpec) -> Result<SandboxHandle> {
         self.create_planned(spec, &CreatePlan::for_spec(spec)).await
     }
 

@@ -5,11 +5,11 @@
 use std::collections::BTreeSet;
 
 use super::argv;
-use super::classify::DockerFailureKind;
+use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
 use crate::branching::{DiffEntry, DiffKind};
 use crate::error::{ProviderError, Result};
-use crate::spec::validate_abs_path;
+use crate::spec::{validate_abs_path, SandboxId};
 
 /// Paths the service itself writes into a sandbox: PTY pid records (under `/tmp`, else
 /// `/dev/shm`), the agent's mount point, and the `--init` binary docker mounts.
@@ -84,7 +84,8 @@ pub fn without_bookkeeping(entries: Vec<DiffEntry>) -> Vec<DiffEntry> {
 impl DockerProvider {
     /// The sandbox's changes against its image, only paths at or below `path_prefix` (absolute)
     /// when given, bookkeeping files left out, in docker's order.
-    pub async fn changed_paths(&self, sandbox_id: &str, path_prefix: Option<&str>) -> Result<Vec<DiffEntry>> {
+    pub async fn diff(&self, id: &SandboxId, path_prefix: Option<&str>) -> Result<Vec<DiffEntry>> {
+        let sandbox_id = id.as_str();
         if let Some(prefix) = path_prefix {
             validate_abs_path("path_prefix", prefix)?;
         }

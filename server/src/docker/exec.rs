@@ -1,14 +1,9 @@
-//! Running one command: argument checks, then the configured exec engine (`engine.rs`); and
-//! `docker_exec`, the `docker exec` path with the seed's timeout rule and the output cap.
+//! Running one command: argument checks, then the configured transport (`transport/`).
 
-use super::argv::{self, ExecOptions};
-use super::cli::{CliError, DockerCli};
-use super::engine::{
-    classify_docker_exit, effective_timeout, note_dropped, output_limit, timed_out, ExecSpec,
-};
+use super::argv;
 use super::provider::DockerProvider;
+use super::transport::ExecSpec;
 use crate::backend::ExecStream;
-use crate::config::DockerConfig;
 use crate::error::{ProviderError, Result};
 use crate::spec::{
     validate_abs_path, validate_env, ExecErrorType, ExecParams, ExecResult, SandboxHandle, User,
@@ -16,7 +11,7 @@ use crate::spec::{
 
 impl DockerProvider {
     /// Run `<shell> -c <command>`; command failure is a result. Only bad arguments are errors.
-    pub async fn run_command(
+    pub async fn exec(
         &self,
         handle: &SandboxHandle,
         command: &str,
@@ -38,7 +33,7 @@ impl DockerProvider {
 
     /// As `run_command`, with output delivered as it is produced; dropping the stream stops
     /// the command. Only bad arguments are errors.
-    pub async fn stream_command(
+    pub async fn exec_stream(
         &self,
         handle: &SandboxHandle,
         command: &str,
@@ -75,44 +70,4 @@ fn check_exec(command: &str, params: &ExecParams) -> Result<Option<User>> {
         return Err(ProviderError::invalid("timeout_s", "must be > 0"));
     }
     Ok(user)
-}
-
-/// The `docker exec` command line of `<shell> -c <command>` (both ways the docker engine runs one),
-/// and the env values that travel in the docker client's environment, never on its argv.
-pub(super) fn exec_argv(config: &DockerConfig, spec: ExecSpec<'_>) -> (Vec<String>, Vec<(String, String)>) {
-    let params = spec.params;
-    let opts = ExecOptions {
-        cwd: params.cwd.as_deref(),
-        env: (!params.env.is_empty()).then_some(&params.env),
-        user: spec.user,
-        interactive: params.stdin.is_some(),
-        tty: false,
-        last_env: None,
-    };
-    let (env, prefix) = argv::exec_env(&params.env);
-    let command = format!("{prefix}{}", spec.command);
-    (argv::exec_args(&config.exec, spec.name, &opts, &argv::shell_command(spec.shell, &command)), env)
-}
-
-/// One `docker exec` of `<shell> -c <command>`: timeout kills the client's process group and
-/// returns 125/`timeout`; a refusal by the daemon returns 125/`sandbox`.
-pub(crate) async fn docker_exec(cli: &DockerCli, config: &DockerConfig, spec: ExecSpec<'_>) -> ExecResult {
-    let (args, env) = exec_argv(config, spec);
-    let cli = &cli.with_env(env);
-    let timeout = effective_timeout(config, spec.params);
-    let limit = output_limit(config);
-    match cli.run_limited(&args, timeout, spec.params.stdin.as_deref(), limit).await {
-        Ok(mut out) => {
-            note_dropped(&mut out.stderr, limit, out.dropped);
-            let ended =
-                classify_docker_exit(cli, spec.name, out.code, &out.stderr_text(), &out.stdout_text()).await;
-            if ended.error_type.is_some() {
-                ended
-            } else {
-                ExecResult { stdout: out.stdout, stderr: out.stderr, ..ended }
-            }
-        }
-        Err(CliError::Timeout { command, .. }) => timed_out(timeout, Some(&command)),
-        Err(e) => ExecResult::failed(ExecErrorType::Sandbox, e.to_string()),
-    }
 }

@@ -6,8 +6,9 @@ use tracing::Instrument;
 
 use super::agent;
 use super::argv;
-use super::classify::DockerFailureKind;
-use super::cli::{CliError, Pool};
+use super::cli::Pool;
+use super::failure::CliError;
+use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
 use super::state::ContainerState;
 use super::tarstream::{self, FirstEntry};

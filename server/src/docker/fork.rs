@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 
 use super::argv;
-use super::cli::CliError;
+use super::failure::CliError;
 use super::provider::DockerProvider;
 use super::snapshot::validate_labels;
 use crate::backend::CreatePlan;
@@ -95,13 +95,14 @@ impl DockerProvider {
     /// Snapshot `sandbox_id` once, then start `count` children from it in parallel. When any
     /// child fails, the others and the snapshot are removed and the first failure is returned.
     /// The source keeps running (or stays paused).
-    pub async fn fork_sandbox(
+    pub async fn fork(
         &self,
-        sandbox_id: &str,
+        id: &SandboxId,
         count: u32,
         labels: &BTreeMap<String, String>,
         max_snapshots: usize,
     ) -> Result<Forked> {
+        let sandbox_id = id.as_str();
         if !(1..=MAX_FORK_COUNT).contains(&count) {
             return Err(ProviderError::invalid(
                 "count",

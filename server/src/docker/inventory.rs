@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::time::UNIX_EPOCH;
 
 use super::argv;
-use super::classify::DockerFailureKind;
-use super::cli::CliError;
+use super::failure::CliError;
+use super::failure::DockerFailureKind;
 use super::labels;
 use super::provider::DockerProvider;
 use super::state::ContainerState;
@@ -18,11 +18,11 @@ use crate::spec::SandboxId;
 
 impl DockerProvider {
     /// The owned sandboxes matching `query`, one page.
-    pub(super) async fn list_owned(&self, query: &ListQuery) -> Result<ListPage> {
-        labels::validate_metadata("labels", &query.labels)?;
+    pub async fn list(&self, query: &ListQuery) -> Result<ListPage> {
+        crate::metadata::validate_metadata("labels", &query.labels)?;
         let mut filters = labels::filter_args(&query.labels);
         if let Some(tenant) = &query.tenant {
-            filters.extend(["--filter".to_string(), format!("label={}={tenant}", crate::auth::TENANT_LABEL)]);
+            filters.extend(labels::tenant_filter_args(tenant));
         }
         let out = self.control(argv::ps_owned_args(&filters)).await?;
         let names: Vec<String> = out

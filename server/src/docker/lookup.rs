@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::argv;
-use super::classify::DockerFailureKind;
+use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
 use super::state::ContainerState;
 use crate::error::{ProviderError, Result};
@@ -70,7 +70,7 @@ impl DockerProvider {
 
     /// Re-attach to a running sandbox from its descriptor, rediscovering image and shell.
     /// Containers without this service's ownership label are refused.
-    pub async fn reconnect(&self, descriptor: &SandboxDescriptor) -> Result<SandboxHandle> {
+    pub async fn connect(&self, descriptor: &SandboxDescriptor) -> Result<SandboxHandle> {
         let id = descriptor.sandbox_id.as_str();
         if !SandboxId::has_valid_shape(id) {
             return Err(ProviderError::SandboxNotFound(id.into()));

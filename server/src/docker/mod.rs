@@ -1,6 +1,7 @@
 //! The Docker backend: sandboxes as detached containers driven through the docker CLI.
 //!
-//! `engine` is the exec seam (one `docker exec` per command, or the resident `agent`).
+//! `transport` is the seam into a sandbox (`transport/cli.rs`: one `docker exec` per command;
+//! `agent`: the resident agent).
 //! `cli` starts docker subprocesses, `argv` builds their command lines, `classify` reads the
 //! client's stderr, `state` types container states, `tarstream` frames file transfers.
 //! `provider` holds `DockerProvider` and its caches; each operation lives in a file of its own:
@@ -17,24 +18,27 @@ pub mod cli;
 mod compose;
 mod create;
 mod diff;
-pub mod engine;
 pub mod events;
 mod exec;
+pub mod failure;
 mod files;
 mod fork;
 mod inventory;
 pub mod labels;
+mod logs;
 mod lookup;
 pub mod mask;
 mod pause;
 mod ping;
 pub mod provider;
+pub mod pty;
 pub mod sessions;
 mod snapshot;
 pub mod state;
 mod status;
 pub mod sweep;
 pub mod tarstream;
+pub mod transport;
 
 pub use files::Download;
 pub use provider::DockerProvider;

@@ -3,15 +3,17 @@
 //! caller retrying after a lost answer never sees an error for a state it already reached.
 
 use super::argv;
-use super::classify::DockerFailureKind;
+use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
 use super::state::ContainerState;
 use crate::error::{ProviderError, Result};
+use crate::spec::SandboxId;
 
 impl DockerProvider {
     /// Freeze the sandbox. Its lease keeps running; exec and terminals are refused until
     /// [`DockerProvider::unpause_container`].
-    pub async fn pause_container(&self, sandbox_id: &str) -> Result<()> {
+    pub async fn pause(&self, id: &SandboxId) -> Result<()> {
+        let sandbox_id = id.as_str();
         self.handle(sandbox_id).await?;
         self.freeze_control(sandbox_id, argv::pause_args(sandbox_id), DockerFailureKind::AlreadyPaused)
             .await?;
@@ -20,7 +22,8 @@ impl DockerProvider {
     }
 
     /// Thaw a paused sandbox.
-    pub async fn unpause_container(&self, sandbox_id: &str) -> Result<()> {
+    pub async fn resume(&self, id: &SandboxId) -> Result<()> {
+        let sandbox_id = id.as_str();
         self.handle(sandbox_id).await?;
         self.freeze_control(sandbox_id, argv::unpause_args(sandbox_id), DockerFailureKind::NotPaused).await?;
         self.states.record(sandbox_id, Some(ContainerState::Running));

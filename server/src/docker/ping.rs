@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::DockerProvider;
+use super::{argv, DockerProvider};
 use crate::error::{ProviderError, Result};
 
 /// A daemon that has not answered `docker version` within this long counts as unreachable.
@@ -12,8 +12,7 @@ const PING_TIMEOUT: Duration = Duration::from_secs(5);
 impl DockerProvider {
     /// Ok when the daemon answers with its API version; `Unavailable` with what docker said.
     pub(super) async fn ping_daemon(&self) -> Result<()> {
-        let args = ["version".to_string(), "--format".into(), "{{.Server.APIVersion}}".into()];
-        let mut child = self.cli.spawn(&args, false, false).await?;
+        let mut child = self.cli.spawn(&argv::version_args(), false, false).await?;
         child.drain_stderr();
         match tokio::time::timeout(PING_TIMEOUT, child.finish()).await {
             Ok(Ok(())) => Ok(()),

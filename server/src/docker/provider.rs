@@ -9,10 +9,12 @@ use std::time::Duration;
 use super::agent::binary::install as install_agent;
 use super::agent::AgentEngine;
 use super::argv;
-use super::classify::DockerFailureKind;
-use super::cli::{CliError, CommandOutput, DockerCli, Pool, PoolSizes};
-use super::engine::{DockerExecEngine, ExecEngine};
+use super::cli::{CommandOutput, DockerCli, Pool, PoolSizes};
 use super::events::StateWatch;
+use super::failure::CliError;
+use super::failure::DockerFailureKind;
+use super::transport::cli::DockerExecEngine;
+use super::transport::ExecEngine;
 use crate::config::{DockerConfig, ExecEngineKind};
 use crate::error::{ProviderError, Result};
 use crate::spec::SandboxHandle;
@@ -256,7 +258,7 @@ impl DockerProvider {
 
     /// Close (or, when the container goes away, abandon) the live sessions of a sandbox.
     /// Close the terminal sessions still open; the containers belong to their handles.
-    pub async fn release_all_pty_sessions(&self) {
+    pub async fn close_terminals(&self) {
         let ids: Vec<String> =
             self.pty_sessions.lock().map(|m| m.keys().cloned().collect()).unwrap_or_default();
         for id in &ids {

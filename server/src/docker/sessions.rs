@@ -12,13 +12,13 @@ use tracing::Instrument;
 use super::argv::{self, ExecOptions};
 use super::classify;
 use super::cli::{DockerCli, Pool};
-use super::engine::ExecSpec;
-use super::exec::docker_exec;
 use super::provider::{DockerProvider, LiveSession};
 use super::state::ContainerState;
+use super::transport::cli::docker_exec;
+use super::transport::ExecSpec;
 use crate::config::DockerConfig;
+use crate::docker::pty::{self, RunInContainer, TerminalMode, TerminalProcess};
 use crate::error::{ProviderError, Result};
-use crate::pty::{self, RunInContainer, TerminalMode, TerminalProcess};
 use crate::spec::{validate_abs_path, validate_env, ExecParams, ExecResult, PtySpec, SandboxHandle, User};
 
 /// Runs the session's helper commands (`<shell> -c …`) in its container.

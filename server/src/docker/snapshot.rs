@@ -12,8 +12,8 @@ use base64::Engine;
 use serde::Deserialize;
 
 use super::argv::{self, SnapshotMarks};
-use super::classify::DockerFailureKind;
-use super::cli::CliError;
+use super::failure::CliError;
+use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
 use crate::branching::SnapshotInfo;
 use crate::error::{ProviderError, Result};
@@ -104,12 +104,13 @@ impl DockerProvider {
     /// Commit the sandbox's filesystem to a new snapshot image. Docker pauses the container for
     /// the commit and resumes it after (an already paused one stays paused). At most
     /// `max_snapshots` snapshots exist at once (`ResourceExhausted` beyond).
-    pub async fn commit_snapshot(
+    pub async fn snapshot(
         &self,
-        sandbox_id: &str,
+        id: &SandboxId,
         labels: &BTreeMap<String, String>,
         max_snapshots: usize,
     ) -> Result<SnapshotInfo> {
+        let sandbox_id = id.as_str();
         validate_labels("labels", labels)?;
         if !SandboxId::has_valid_shape(sandbox_id) {
             return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
@@ -177,7 +178,7 @@ impl DockerProvider {
     }
 
     /// The snapshots this service owns carrying every label of `filter`, oldest first.
-    pub async fn owned_snapshots(&self, filter: &BTreeMap<String, String>) -> Result<Vec<SnapshotInfo>> {
+    pub async fn list_snapshots(&self, filter: &BTreeMap<String, String>) -> Result<Vec<SnapshotInfo>> {
         let refs = self.snapshot_refs().await?;
         if refs.is_empty() {
             return Ok(Vec::new());
@@ -197,7 +198,7 @@ impl DockerProvider {
 
     /// Remove a snapshot this service owns. A snapshot that is still the image of a sandbox is
     /// kept (`SnapshotInUse`, naming the sandboxes) until they are closed.
-    pub async fn remove_snapshot(&self, snapshot_id: &str) -> Result<()> {
+    pub async fn delete_snapshot(&self, snapshot_id: &str) -> Result<()> {
         self.snapshot_info(snapshot_id).await?;
         let failure = match self.control(argv::rmi_args(snapshot_id)).await {
             Ok(_) => {
@@ -222,10 +223,10 @@ impl DockerProvider {
     /// Remove the snapshots taken more than `ttl` ago that no container uses (docker's own
     /// in-use refusal decides, so a sandbox started meanwhile keeps its snapshot). Returns the
     /// removed ids. The crash sweep and the periodic task below call this.
-    pub async fn remove_unused_snapshots_older_than(&self, ttl: Duration) -> Result<Vec<String>> {
+    pub async fn remove_expired_snapshots(&self, ttl: Duration) -> Result<Vec<String>> {
         let cutoff = now_ms() - ttl.as_millis() as i64;
         let mut removed = Vec::new();
-        for snapshot in self.owned_snapshots(&BTreeMap::new()).await? {
+        for snapshot in self.list_snapshots(&BTreeMap::new()).await? {
             if snapshot.created_at_unix_ms > cutoff {
                 continue;
             }

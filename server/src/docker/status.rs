@@ -3,27 +3,32 @@
 use std::collections::BTreeMap;
 
 use super::argv;
-use super::classify::DockerFailureKind;
+use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
 use crate::error::{ProviderError, Result};
 use crate::spec::{SandboxEndpoint, SandboxHandle, SandboxId, SandboxStatus};
 
 impl DockerProvider {
-    /// The status of a sandbox by id: `stopped` for one this process closed, `NotFound` for an
-    /// id it never owned.
+    /// The status of a sandbox by id. A sandbox that is gone (closed, expired, or removed
+    /// behind the service's back) is `stopped`, as Gym's Docker provider reports a missing
+    /// container: decided by the daemon, not by this process's memory, so the answer is the
+    /// same after a restart and on another replica. `NotFound` is for an id of another shape
+    /// and a container this service does not own.
     /// Answered from the events table when it knows the container, else by asking docker.
-    pub async fn status_by_id(&self, sandbox_id: &str) -> Result<SandboxStatus> {
-        if SandboxId::has_valid_shape(sandbox_id) && !self.was_closed(sandbox_id) {
+    pub async fn status(&self, id: &SandboxId) -> Result<SandboxStatus> {
+        let sandbox_id = id.as_str();
+        if !SandboxId::has_valid_shape(sandbox_id) {
+            return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
+        }
+        if !self.was_closed(sandbox_id) {
             if let Some(state) = self.states.state(sandbox_id) {
                 return Ok(state.sandbox_status());
             }
         }
-        match self.handle(sandbox_id).await {
-            Ok(handle) => Ok(self.container_status(&handle).await),
-            Err(ProviderError::SandboxNotFound(_)) if self.was_closed(sandbox_id) => {
-                Ok(SandboxStatus::Stopped)
-            }
-            Err(e) => Err(e),
+        match self.inspect(sandbox_id).await? {
+            None => Ok(SandboxStatus::Stopped),
+            Some(found) if found.owned => Ok(found.state.sandbox_status()),
+            Some(_) => Err(ProviderError::SandboxNotFound(sandbox_id.into())),
         }
     }
 
@@ -38,7 +43,7 @@ impl DockerProvider {
     }
 
     /// The host URL of a declared, published port.
-    pub async fn published_endpoint(&self, handle: &SandboxHandle, port: u16) -> Result<SandboxEndpoint> {
+    pub async fn endpoint(&self, handle: &SandboxHandle, port: u16) -> Result<SandboxEndpoint> {
         if !handle.ports.contains(&port) {
             return Err(ProviderError::invalid(
                 "port",
@@ -74,6 +79,11 @@ impl DockerProvider {
         self.remove_container(&handle.sandbox_id).await?;
         tracing::info!(sandbox_id = %handle.sandbox_id, "sandbox closed");
         Ok(())
+    }
+
+    /// Remove a sandbox and end its terminal sessions; already gone is success.
+    pub async fn close(&self, id: &SandboxId) -> Result<()> {
+        self.remove_by_id(id.as_str()).await
     }
 
     /// Close by id: already gone is success, a container this service does not own is

@@ -9,6 +9,7 @@ mod deadline;
 mod exec_stream;
 mod inventory;
 mod limits;
+mod logs;
 mod pty;
 mod quota;
 mod server;
@@ -459,5 +460,11 @@ impl SandboxService for SandboxApi {
         request: Request<pb::RevokeRequest>,
     ) -> Result<Response<pb::RevokeResponse>, Status> {
         access::revoke(self, request).await
+    }
+
+    type LogsStream = BoxStream<pb::LogsResponse>;
+
+    async fn logs(&self, request: Request<pb::LogsRequest>) -> Result<Response<Self::LogsStream>, Status> {
+        logs::logs(self, request).await
     }
 }

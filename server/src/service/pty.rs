@@ -16,8 +16,8 @@ use tracing::Instrument;
 use super::status::invalid;
 use super::{BoxStream, SandboxApi};
 use crate::backend::TerminalSession;
-use crate::pty::{PtyError, TerminalMode};
 use crate::spec::{PtySpec, Signal};
+use crate::terminal::{PtyError, TerminalMode};
 
 /// Requests read ahead while an input write is blocked (the stream is still watched for a
 /// half-close or cancel; these wait for the write).

@@ -14,6 +14,7 @@ use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic_health::server::HealthReporter;
 
 use super::{Access, SandboxApi};
+use crate::backend::SandboxBackend;
 use crate::config::{FileConfig, ServerSection};
 use crate::docker::DockerProvider;
 use crate::lease::{LeasePolicy, LeaseStore};
@@ -149,10 +150,20 @@ pub struct ServeSettings {
 }
 
 impl Services {
-    /// The backend (Docker, from `config.docker`), the lease store, the lifecycle and the gRPC
-    /// services over them; health reports SERVING. Nothing runs until `serve_until`.
-    pub async fn build(config: &FileConfig, auth_token: Option<String>) -> Result<Self, ServeError> {
-        let provider = Arc::new(DockerProvider::new(config.docker.clone())?);
+    /// [`Services::build`] over the Docker backend made from `config.docker`: the wiring the
+    /// binary (and an in-process test or bench) uses.
+    pub async fn build_docker(config: &FileConfig, auth_token: Option<String>) -> Result<Self, ServeError> {
+        let backend: Arc<dyn SandboxBackend> = Arc::new(DockerProvider::new(config.docker.clone())?);
+        Self::build(backend, config, auth_token).await
+    }
+
+    /// The lease store, the lifecycle over `backend` and the gRPC services over them; health
+    /// reports SERVING. Nothing runs until `serve_until`.
+    pub async fn build(
+        backend: Arc<dyn SandboxBackend>,
+        config: &FileConfig,
+        auth_token: Option<String>,
+    ) -> Result<Self, ServeError> {
         let state_dir = config.server.state_dir();
         let leases =
             LeaseStore::open(&state_dir).map_err(|source| ServeError::StateDir { dir: state_dir, source })?;
@@ -161,7 +172,7 @@ impl Services {
             store: leases,
             create_timeout: config.server.create_timeout,
         };
-        let lifecycle = Arc::new(Lifecycle::new(provider, lease_options));
+        let lifecycle = Arc::new(Lifecycle::new(backend, lease_options));
         let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
         let access = load_access(config, &config.server.state_dir())?;
         let tenants = access.tenants.clone();
@@ -343,7 +354,8 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     }
     let tls = options.tls.as_ref().map(TlsFiles::server_config).transpose()?;
     raise_fd_limit();
-    let services = Services::build(&options.config, options.auth_token.clone()).await?;
+    let services = Services::build_docker(&options.config, options.auth_token.clone()).await?;
+    let backend = services.lifecycle().backend().clone();
 
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
@@ -376,12 +388,13 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     let _ = stdout.flush().await;
     tracing::info!(%local, auth = options.auth_token.is_some(), tls = tls.is_some(), "sandboxd listening");
 
+    let on_signal = backend.clone();
     let signalled = async move {
         signals.wait().await;
         tokio::spawn(async move {
             signals.wait().await;
             tracing::warn!("second signal: exiting at once");
-            crate::docker::cli::kill_all_clients();
+            on_signal.shutdown();
             std::process::exit(130);
         });
     };
@@ -391,7 +404,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         drain_timeout: options.drain_timeout,
     };
     services.serve_until(listener, settings, signalled).await?;
-    crate::docker::cli::kill_all_clients();
+    backend.shutdown();
     tracing::info!("sandboxd stopped");
     Ok(())
 }

@@ -7,18 +7,21 @@ the provider name::
     create_provider({"sandboxd": {"address": "sandboxd.internal:50051", "token_file": "/run/token"}})
 
 It implements `SandboxProvider`, `ConnectableProvider`, `SupportsSandboxEndpoint`,
-`SupportsSandboxPty` and `SupportsSandboxPauseResume` with Gym's own types, and behaves like
-Gym's Docker provider wherever a caller can observe it (the conformance tests run one driver
-against both). Importing this module needs `nemo_gym.sandbox.providers` (NeMo Gym installed).
+`SupportsSandboxPty`, `SupportsSandboxPauseResume` and `SupportsSandboxSnapshot` with Gym's own
+types, and behaves like Gym's Docker provider wherever a caller can observe it (the conformance
+tests run one driver against both). Importing this module needs `nemo_gym.sandbox.providers`
+(NeMo Gym installed), and works with every Gym the package may meet: nemo-gym 0.7.0 and Gym's
+main branch before and after `SandboxStatus.PAUSED`. What differs between them is detected here,
+never assumed at import (see `PAUSED`).
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import os
+import posixpath
 import stat
-import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +39,6 @@ from nemo_gym.sandbox.providers.base import (
 
 from . import types as sd
 from .client import Client
-from .closing import AsyncClosing
 from .connection import DEFAULT_ADDRESS, RetryPolicy, TlsConfig
 from .errors import (
     CreateVerificationFailed,
@@ -48,21 +50,43 @@ from .errors import (
     SandboxUnavailable,
     Unimplemented,
 )
-from .pty import PtySession
+from .gym_pty import SandboxdPtySession
 from .sandbox import AsyncSandbox
+from .tree import TreeDownloadError, download_tree
 
-__all__ = ["SandboxdProvider", "SandboxdPtySession"]
+__all__ = ["PAUSED", "SandboxdProvider", "SandboxdPtySession"]
 
 # Gym's exec sentinel for "the runtime, not the command, failed".
 SANDBOX_RUNTIME_RETURN_CODE = 125
+# What Gym's Docker provider returns when `docker exec` cannot start the command (a missing
+# working directory, an unknown user): the OCI runtime's exit code, its text in stdout.
+EXEC_START_FAILED_RETURN_CODE = 126
+# A program ended by SIGKILL, which is also how the server ends a session whose sandbox was removed.
+_SIGKILL_EXIT = 128 + 9
+
+PAUSED = getattr(SandboxStatus, "PAUSED", SandboxStatus.RUNNING)
+"""A paused sandbox's Gym status: `SandboxStatus.PAUSED` where the installed Gym has it (0.7.0,
+main since its pause/resume work); `RUNNING` on a Gym without it, which is what Gym's own
+Docker provider reports for a paused container there."""
 
 _STATUS = {
     sd.SandboxStatus.STARTING: SandboxStatus.STARTING,
     sd.SandboxStatus.RUNNING: SandboxStatus.RUNNING,
-    sd.SandboxStatus.PAUSED: SandboxStatus.PAUSED,
+    sd.SandboxStatus.PAUSED: PAUSED,
     sd.SandboxStatus.STOPPED: SandboxStatus.STOPPED,
     sd.SandboxStatus.ERROR: SandboxStatus.ERROR,
 }
+
+# How long a session that ended by SIGKILL waits for its sandbox's status to show a removal.
+_GONE_WAIT_S = 2.0
+_GONE_POLL_S = 0.1
+# The label `snapshot(handle, name=...)` keeps Gym's snapshot name under.
+SNAPSHOT_NAME_LABEL = "nemo-gym.name"
+
+# The server's words (agent and docker engines) for a command that could not be started: its
+# message for a missing working directory starts with `cwd "…"`; the others name the user.
+_MISSING_CWD_PREFIX = "cwd "
+_UNKNOWN_USER_MARKERS = ("unable to find user", "cannot switch to uid", "no matching entries in passwd")
 
 
 def _read_file(path: str | None, what: str) -> bytes | None:
@@ -94,6 +118,17 @@ def _ref(handle: SandboxHandle) -> sd.SandboxRef:
 
 def _text(data: bytes) -> str:
     return data.decode(errors="replace")
+
+
+def _start_failure(stderr: str) -> bool:
+    """Whether a `sandbox` exec failure is a command that could not start (missing cwd, unknown
+    user) rather than a sandbox that failed."""
+    low = stderr.lower()
+    return low.startswith(_MISSING_CWD_PREFIX) or any(marker in low for marker in _UNKNOWN_USER_MARKERS)
+
+
+def _names_a_directory(exc: SandboxdError) -> bool:
+    return "is a directory" in exc.details
 
 
 def _timed_out(timeout_s: float | None, stdout: str, stderr: str) -> SandboxExecResult:
@@ -154,6 +189,8 @@ class SandboxdProvider:
             deadline_s=deadline_s,
             retry=RetryPolicy(max_attempts=retry_attempts),
         )
+        # Sandboxes this provider was asked to close: a PTY session of one ends as "sandbox gone".
+        self._closing: set[str] = set()
 
     @property
     def client(self) -> Client:
@@ -166,15 +203,23 @@ class SandboxdProvider:
     # --- SandboxProvider --------------------------------------------------------------------
 
     async def create(self, spec: SandboxSpec) -> SandboxHandle:
-        """Start a ready sandbox. `spec.files` are left to Gym's `AsyncSandbox.start`, which
-        uploads them through `upload_file` for every provider (sending them here as well would
-        write each file twice)."""
-        if spec.image is None:
-            raise SandboxCreateError("spec.image is required for the sandboxd provider")
+        """Start a ready sandbox, from `spec.image` or from a snapshot
+        (`provider_options["snapshot_id"]`, as Gym's checkpointer restores one). `spec.files`
+        are left to Gym's `AsyncSandbox.start`, which uploads them through `upload_file` for
+        every provider (sending them here as well would write each file twice)."""
         options = spec.provider_options or {}
+        snapshot_id = options.get("snapshot_id")
+        if snapshot_id is not None and not isinstance(snapshot_id, str):
+            raise SandboxCreateError(
+                f"provider_options['snapshot_id'] must be a string, got {type(snapshot_id).__name__}"
+            )
+        if spec.image is None and snapshot_id is None:
+            raise SandboxCreateError(
+                "spec.image is required for the sandboxd provider (or provider_options['snapshot_id'])"
+            )
         resources = spec.resources
         request = sd.SandboxSpec(
-            image=spec.image,
+            image=spec.image or "",
             ttl_s=float(spec.ttl_s) if spec.ttl_s is not None else None,
             ready_timeout_s=float(spec.ready_timeout_s) if spec.ready_timeout_s is not None else None,
             workdir=spec.workdir or None,
@@ -188,16 +233,18 @@ class SandboxdProvider:
                 gpu_type=getattr(resources, "gpu_type", None),
             ),
             entrypoint=list(spec.entrypoint or ()),
-            ports=[int(p) for p in spec.ports],
+            ports=[int(p) for p in getattr(spec, "ports", ())],
             volumes=_str_list(options.get("volumes"), "volumes"),
             run_args=_str_list(options.get("run_args"), "run_args"),
+            snapshot_id=snapshot_id,
         )
+        source = f"image {spec.image!r}" if snapshot_id is None else f"snapshot {snapshot_id!r}"
         try:
             sandbox = await self._client.create(request)
         except CreateVerificationFailed as exc:
             raise SandboxCreateVerificationError(f"sandboxd: {exc}") from exc
         except SandboxdError as exc:
-            raise SandboxCreateError(f"sandboxd create of image {spec.image!r} failed: {exc}") from exc
+            raise SandboxCreateError(f"sandboxd create from {source} failed: {exc}") from exc
         return self._handle(sandbox)
 
     async def exec(
@@ -211,9 +258,10 @@ class SandboxdProvider:
         user: str | int | None = None,
         stdin: bytes | None = None,
     ) -> SandboxExecResult:
-        """Run a command; never raises for command failure. A timed-out command reports
-        `stdout=None` as Gym's Docker provider does; a sandbox that is gone, stopped or
-        unreachable is `return_code=125, error_type="sandbox"`. Bad input raises ValueError."""
+        """Run a command; never raises for command failure. As Gym's Docker provider: a
+        timed-out command reports `stdout=None`; a missing `cwd` or unknown `user` is 126 with
+        the reason in stdout; a sandbox that is gone, stopped or unreachable is
+        `return_code=125, error_type="sandbox"`. Bad input raises ValueError."""
         ref = _ref(handle)
         try:
             result = await self._client.exec(
@@ -229,6 +277,13 @@ class SandboxdProvider:
             )
         if result.error_type == "timeout":
             return _timed_out(timeout_s, _text(result.stdout), _text(result.stderr))
+        if result.error_type == "sandbox" and _start_failure(_text(result.stderr)):
+            return SandboxExecResult(
+                stdout=_text(result.stdout) + _text(result.stderr),
+                stderr="",
+                return_code=EXEC_START_FAILED_RETURN_CODE,
+                error_type=None,
+            )
         return SandboxExecResult(
             stdout=_text(result.stdout),
             stderr=_text(result.stderr),
@@ -237,16 +292,49 @@ class SandboxdProvider:
         )
 
     async def upload_file(self, handle: SandboxHandle, source_path: Path, target_path: str) -> None:
-        """Upload one host file; the parent directories are created and the file is owned by
-        root and keeps the host file's permission bits (as `docker cp` does)."""
-        mode = stat.S_IMODE(os.stat(source_path).st_mode)
-        await self._client.upload_file(_ref(handle).sandbox_id, target_path, Path(source_path), mode=mode)
+        """Upload one host file, as `docker cp` does: the parent directories are created, the
+        file is owned by root and keeps the host file's permission bits, and a target that is an
+        existing directory receives the file inside it (under the source's name). A source that
+        cannot be read raises RuntimeError, as Gym's Docker provider does."""
+        source = Path(source_path)
+        sandbox_id = _ref(handle).sandbox_id
+        try:
+            info = os.stat(source)
+        except OSError as exc:
+            raise RuntimeError(f"sandboxd upload to {target_path!r} failed: {source}: {exc.strerror}") from exc
+        if not stat.S_ISREG(info.st_mode):
+            raise RuntimeError(f"sandboxd upload to {target_path!r} failed: {source} is not a regular file")
+        mode = stat.S_IMODE(info.st_mode)
+        try:
+            await self._client.upload_file(sandbox_id, target_path, source, mode=mode)
+        except InvalidArgument as exc:
+            if not _names_a_directory(exc):
+                raise
+            inside = posixpath.join(target_path, source.name)
+            await self._client.upload_file(sandbox_id, inside, source, mode=mode)
+        except OSError as exc:  # the source vanished or became unreadable after the stat
+            raise RuntimeError(f"sandboxd upload to {target_path!r} failed: {source}: {exc.strerror}") from exc
 
     async def download_file(self, handle: SandboxHandle, source_path: str, target_path: Path) -> None:
-        await self._client.download_file(_ref(handle).sandbox_id, source_path, Path(target_path))
+        """Download a sandbox file, or (as `docker cp` does) a directory's whole tree: to
+        `target_path`, or inside it when it is an existing directory."""
+        sandbox_id = _ref(handle).sandbox_id
+        target = Path(target_path)
+        # A file onto an existing local directory goes inside it, as with `docker cp`.
+        file_target = target / posixpath.basename(source_path) if target.is_dir() else target
+        try:
+            await self._client.download_file(sandbox_id, source_path, file_target)
+        except InvalidArgument as exc:
+            if not _names_a_directory(exc):
+                raise
+            try:
+                await download_tree(self._client, sandbox_id, source_path, target)
+            except TreeDownloadError as tree_exc:
+                raise RuntimeError(f"sandboxd download of directory {source_path!r} failed: {tree_exc}") from tree_exc
 
     async def status(self, handle: SandboxHandle) -> SandboxStatus:
-        """The sandbox's state; one that is gone is STOPPED, an unreachable server UNKNOWN."""
+        """The sandbox's state; one that is gone is STOPPED, an unreachable server UNKNOWN, a
+        paused one `PAUSED` (see there)."""
         try:
             status = await self._client.status(_ref(handle).sandbox_id)
         except NotFound:
@@ -257,7 +345,9 @@ class SandboxdProvider:
 
     async def close(self, handle: SandboxHandle) -> None:
         """Remove the sandbox (already gone counts as success)."""
-        await self._client.close_sandbox(_ref(handle).sandbox_id)
+        sandbox_id = _ref(handle).sandbox_id
+        self._closing.add(sandbox_id)
+        await self._client.close_sandbox(sandbox_id)
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -276,7 +366,14 @@ class SandboxdProvider:
     # --- ConnectableProvider ----------------------------------------------------------------
 
     async def serialize_handle(self, handle: SandboxHandle, *, scope: str | None = None) -> dict[str, Any]:
-        """The sandbox's descriptor (id, ports, workdir, labels); `scope` is unused."""
+        """The sandbox's descriptor (id, ports, workdir, labels). A descriptor is not yet a
+        scoped credential, so any `scope` but the default (None) is refused rather than
+        silently ignored."""
+        if scope is not None:
+            raise ValueError(
+                f"sandboxd provider: serialize_handle(scope={scope!r}) is not supported yet: this server "
+                "issues no scoped sandbox tokens, so a descriptor carries no scope; pass scope=None"
+            )
         return _ref(handle).to_dict()
 
     async def connect(self, descriptor: Mapping[str, Any]) -> SandboxHandle:
@@ -305,6 +402,24 @@ class SandboxdProvider:
         except Unimplemented as exc:
             raise NotImplementedError(f"this sandboxd server does not support resume: {exc.details}") from exc
 
+    # --- SupportsSandboxSnapshot ------------------------------------------------------------
+
+    async def snapshot(self, handle: SandboxHandle, *, name: str | None = None) -> str:
+        """Snapshot the sandbox's filesystem (it keeps running) and return the snapshot id,
+        which `create` takes as `provider_options["snapshot_id"]`. `name` is kept as the
+        snapshot's `nemo-gym.name` label."""
+        labels = {SNAPSHOT_NAME_LABEL: name} if name else None
+        info = await self._client.snapshot(_ref(handle).sandbox_id, labels=labels)
+        return info.snapshot_id
+
+    async def delete_snapshot(self, snapshot_id: str) -> None:
+        """Delete a snapshot; one already gone counts as success (as `close` does). A snapshot a
+        sandbox still runs from is refused (`FailedPrecondition`, naming the sandboxes)."""
+        try:
+            await self._client.delete_snapshot(snapshot_id)
+        except NotFound:
+            pass
+
     # --- SupportsSandboxPty -----------------------------------------------------------------
 
     async def create_pty(self, handle: SandboxHandle, spec: SandboxPtySpec) -> SandboxdPtySession:
@@ -324,88 +439,30 @@ class SandboxdProvider:
             raise ValueError(str(exc)) from exc
         except (SandboxdError, TimeoutError) as exc:
             raise SandboxPtyError(f"sandboxd: cannot open a PTY session: {exc}") from exc
-        return SandboxdPtySession(session)
 
+        async def sandbox_gone(exit_code: int | None) -> bool:
+            return await self._sandbox_gone(ref.sandbox_id, exit_code)
 
-@contextlib.contextmanager
-def _pty_errors() -> Iterator[None]:
-    """A session call's `SandboxdError` as Gym's `SandboxPtyError`."""
-    try:
-        yield
-    except SandboxdError as exc:
-        raise SandboxPtyError(str(exc)) from exc
+        return SandboxdPtySession(session, ref.sandbox_id, sandbox_gone)
 
-
-class SandboxdPtySession(AsyncClosing):
-    """Gym's `SandboxPtySession` over a `sandboxd.PtySession`: same calls, Gym's errors."""
-
-    def __init__(self, session: PtySession) -> None:
-        self._session = session
-        self.session_id = session.session_id
-        self.mode: str | None = session.mode
-
-    @property
-    def closed(self) -> bool:
-        return self._session.closed
-
-    async def read(self, *, timeout_s: float | None = None) -> bytes:
-        with _pty_errors():
-            return await self._session.read(timeout_s=timeout_s)
-
-    async def read_stderr(self, *, timeout_s: float | None = None) -> bytes:
-        with _pty_errors():
-            return await self._session.read_stderr(timeout_s=timeout_s)
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[bytes]:
-        while chunk := await self.read():
-            yield chunk
-
-    async def write(self, data: bytes) -> None:
-        with _pty_errors():
-            await self._session.write(data)
-
-    async def resize(self, rows: int, cols: int) -> None:
-        with _pty_errors():
-            await self._session.resize(rows, cols)
-
-    async def send_signal(self, signal: str) -> None:
-        with _pty_errors():
-            await self._session.send_signal(signal)
-
-    async def wait_exit(self, *, timeout_s: float | None = None) -> int:
-        with _pty_errors():
-            return await self._session.wait_exit(timeout_s=timeout_s)
-
-    async def run_detached(self, command: str, *, poll_interval_s: float = 15.0) -> tuple[bytes, int | None]:
-        """Runs `command` in this session's shell, attached (sessions live in the server, and
-        this client keeps one stream per session, so there is no connection to spare); returns
-        the merged output after the command's echo and its exit code (None if the session
-        ended first). `poll_interval_s` is accepted for the protocol and unused."""
-        token = uuid.uuid4().hex[:16]
-        # Markers are printed from two halves so the terminal's echo of this line never matches.
-        await self.write(
-            f"{{ printf '%s%s\\n' 'SDX{token[:8]}' '{token[8:]}S'\n{command}\n"
-            f"printf '%s%s:%s\\n' 'SDX{token[:8]}' '{token[8:]}' \"$?\"\n}} </dev/null\n".encode()
-        )
-        start, end = f"SDX{token}S".encode(), f"SDX{token}:".encode()
-        buffer = bytearray()
-        while end not in buffer:
-            chunk = await self.read()
-            if not chunk:
-                return bytes(buffer), None
-            buffer.extend(chunk)
-        while b"\n" not in buffer.split(end, 1)[1]:
-            chunk = await self.read()
-            if not chunk:
-                break
-            buffer.extend(chunk)
-        before, _, after = bytes(buffer).partition(end)
-        output = before.partition(start)[2].partition(b"\n")[2] if start in before else before
-        code = after.split(b"\n", 1)[0].strip()
-        return output, int(code) if code.isdigit() else None
-
-    async def close(self) -> None:
-        await self._session.close()
+    async def _sandbox_gone(self, sandbox_id: str, exit_code: int | None) -> bool:
+        """Whether a session that just ended did so because its sandbox went away: closed through
+        this provider, or no longer running. The server ends such a session as SIGKILL (137)
+        while the removal may still be under way, so for that code the answer waits up to
+        `_GONE_WAIT_S` for the status to settle."""
+        if sandbox_id in self._closing:
+            return True
+        waited = 0.0
+        while True:
+            try:
+                status = await self._client.status(sandbox_id)
+            except NotFound:
+                return True
+            except SandboxdError:
+                return False  # the server cannot say: the session's own end stands
+            if status in (sd.SandboxStatus.STOPPED, sd.SandboxStatus.ERROR):
+                return True
+            if exit_code not in (_SIGKILL_EXIT, None) or waited >= _GONE_WAIT_S:
+                return False
+            await asyncio.sleep(_GONE_POLL_S)
+            waited += _GONE_POLL_S

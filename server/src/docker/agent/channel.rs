@@ -13,6 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::binary::AGENT_PATH_IN_SANDBOX;
+use crate::docker::argv;
 use crate::docker::cli::{DockerChild, DockerCli, Pool};
 
 /// How long a new agent has to say hello.
@@ -89,14 +90,8 @@ impl Drop for Call {
 impl AgentChannel {
     /// Start the agent in `name` and wait for its hello; learn the image's user meanwhile.
     pub async fn open(cli: &DockerCli, name: &str) -> Result<Self, OpenError> {
-        let args: Vec<String> = ["exec", "-i", "-u", "0", name, AGENT_PATH_IN_SANDBOX, "serve"]
-            .into_iter()
-            .map(String::from)
-            .collect();
-        let user_args: Vec<String> = ["inspect", "--type", "container", "-f", "{{.Config.User}}", name]
-            .into_iter()
-            .map(String::from)
-            .collect();
+        let args = argv::agent_serve_args(name, AGENT_PATH_IN_SANDBOX);
+        let user_args = argv::config_user_args(name);
         // The user lookup is a control command: a crowd of execs must not hold up the channel
         // that would take them off `docker exec`.
         let control = cli.in_pool(Pool::Control);

@@ -15,9 +15,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use self::channel::{AgentChannel, Call, OpenError};
 use super::cli::DockerCli;
-use super::engine::{
-    container_running, effective_timeout, note_dropped, output_limit, spawn_stream, timed_out,
-    DockerExecEngine, ExecEngine, ExecSpec, ExecStream, StreamEvent,
+use super::transport::cli::{container_running, DockerExecEngine};
+use super::transport::{
+    effective_timeout, note_dropped, output_limit, spawn_stream, timed_out, ExecEngine, ExecSpec, ExecStream,
+    StreamEvent,
 };
 use crate::spec::{ExecErrorType, ExecResult, ExecUsage};
 

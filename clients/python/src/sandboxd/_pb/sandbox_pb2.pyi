@@ -218,14 +218,16 @@ class ExecUsage(_message.Message):
     def __init__(self, wall_time_s: _Optional[float] = ..., user_cpu_s: _Optional[float] = ..., system_cpu_s: _Optional[float] = ..., peak_rss_bytes: _Optional[int] = ...) -> None: ...
 
 class ExecExit(_message.Message):
-    __slots__ = ("return_code", "error_type", "usage")
+    __slots__ = ("return_code", "error_type", "usage", "message")
     RETURN_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_TYPE_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
     return_code: int
     error_type: str
     usage: ExecUsage
-    def __init__(self, return_code: _Optional[int] = ..., error_type: _Optional[str] = ..., usage: _Optional[_Union[ExecUsage, _Mapping]] = ...) -> None: ...
+    message: str
+    def __init__(self, return_code: _Optional[int] = ..., error_type: _Optional[str] = ..., usage: _Optional[_Union[ExecUsage, _Mapping]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ExecStreamResponse(_message.Message):
     __slots__ = ("stdout", "stderr", "exit")
@@ -629,3 +631,21 @@ class RevokeRequest(_message.Message):
 class RevokeResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class LogsRequest(_message.Message):
+    __slots__ = ("sandbox_id", "follow", "tail_lines")
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    TAIL_LINES_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    follow: bool
+    tail_lines: int
+    def __init__(self, sandbox_id: _Optional[str] = ..., follow: _Optional[bool] = ..., tail_lines: _Optional[int] = ...) -> None: ...
+
+class LogsResponse(_message.Message):
+    __slots__ = ("stdout", "stderr")
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    stdout: bytes
+    stderr: bytes
+    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ...) -> None: ...

@@ -140,6 +140,11 @@ class SandboxServiceStub:
                 request_serializer=sandbox_dot_v1_dot_sandbox__pb2.RevokeRequest.SerializeToString,
                 response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.RevokeResponse.FromString,
                 _registered_method=True)
+        self.Logs = channel.unary_stream(
+                '/sandbox.v1.SandboxService/Logs',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.LogsRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.LogsResponse.FromString,
+                _registered_method=True)
 
 
 class SandboxServiceServicer:
@@ -306,6 +311,15 @@ class SandboxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Logs(self, request, context):
+        """What the sandbox's main process (the keep-alive, or a custom entrypoint) wrote to its
+        stdout and stderr, then, with `follow`, what it writes next until the caller cancels or
+        the sandbox stops.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -413,6 +427,11 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.Revoke,
                     request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.RevokeRequest.FromString,
                     response_serializer=sandbox_dot_v1_dot_sandbox__pb2.RevokeResponse.SerializeToString,
+            ),
+            'Logs': grpc.unary_stream_rpc_method_handler(
+                    servicer.Logs,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.LogsRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.LogsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -983,6 +1002,33 @@ class SandboxService:
             '/sandbox.v1.SandboxService/Revoke',
             sandbox_dot_v1_dot_sandbox__pb2.RevokeRequest.SerializeToString,
             sandbox_dot_v1_dot_sandbox__pb2.RevokeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Logs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/Logs',
+            sandbox_dot_v1_dot_sandbox__pb2.LogsRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.LogsResponse.FromString,
             options,
             channel_credentials,
             insecure,

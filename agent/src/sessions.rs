@@ -1,0 +1,569 @@
+//! The agent's table of sessions: terminals and background processes are one thing here (a
+//! program, its output retained in a ring with byte offsets, at most one holder), so a terminal
+//! and a process are attached, listed, signalled and closed alike, from any connection.
+//!
+//! A holder is one request on one connection. Its output is sent by a thread of its own that
+//! reads the ring from the holder's cursor and spends that request's credit: a holder that stops
+//! reading stalls only itself, never the program (the ring drops the oldest bytes instead).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::channel::{Channel, Credit};
+use crate::protocol::{
+    self, DetachReason, Event, FailureKind, SessionInfo, SessionStart, WindowSize, DETACH_NEVER,
+};
+use crate::reaper::reaper;
+use crate::spawn::{self, SpawnError};
+use crate::terminal::{self, Ends, Program};
+use crate::tree;
+use crate::users::ExecUser;
+
+/// How long a closed session's group has after SIGHUP before SIGKILL.
+const HANGUP_GRACE: Duration = Duration::from_secs(2);
+/// How long output may keep arriving after the program exits (a background child holding the
+/// terminal or pipes open must not hold the exit back).
+const OUTPUT_GRACE: Duration = Duration::from_millis(200);
+/// Ended sessions kept for listing (their exit code); older ones are forgotten.
+const ENDED_KEPT: usize = 64;
+
+/// Who holds a session: one request on one connection.
+struct Holder {
+    conn: u64,
+    request: u64,
+    channel: Channel,
+    credit: Arc<Credit>,
+}
+
+struct State {
+    ring: crate::ring::Ring,
+    exit: Option<i32>,
+    holder: Option<Holder>,
+    /// Bumped whenever the holder changes; a sender thread of an older generation stops.
+    generation: u64,
+    size: Option<WindowSize>,
+}
+
+pub struct Session {
+    id: String,
+    argv: Vec<String>,
+    pid: libc::pid_t,
+    started_ms: u64,
+    detach_timeout_ms: Option<u64>,
+    /// The pty master (PTY mode).
+    master: Option<File>,
+    /// Input for the program (the master's or the stdin pipe's writer thread).
+    input: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+static TABLE: Mutex<Option<HashMap<String, Arc<Session>>>> = Mutex::new(None);
+
+fn table() -> MutexGuard<'static, Option<HashMap<String, Arc<Session>>>> {
+    TABLE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn find(session_id: &str) -> Result<Arc<Session>, SpawnError> {
+    table()
+        .as_ref()
+        .and_then(|t| t.get(session_id).cloned())
+        .ok_or_else(|| (FailureKind::NoSession, format!("no session {session_id:?} in this sandbox")))
+}
+
+/// The session `request` on `conn` holds.
+fn held(conn: u64, request: u64) -> Option<Arc<Session>> {
+    let t = table();
+    t.as_ref()?
+        .values()
+        .find(|s| s.lock().holder.as_ref().is_some_and(|h| h.conn == conn && h.request == request))
+        .cloned()
+}
+
+/// Whether `request` on `conn` holds a session (so `Stdin`, `Kill` … are the session's).
+pub fn is_holder(conn: u64, request: u64) -> bool {
+    held(conn, request).is_some()
+}
+
+fn new_id() -> String {
+    let mut bytes = [0u8; 8];
+    // SAFETY: getrandom fills our buffer.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if n != bytes.len() as isize {
+        let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos() as u64;
+        bytes = (t ^ ((std::process::id() as u64) << 32)).to_le_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64
+}
+
+impl Session {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn info(&self) -> SessionInfo {
+        let st = self.lock();
+        SessionInfo {
+            session_id: self.id.clone(),
+            argv: self.argv.clone(),
+            pty: st.size,
+            pid: self.pid as u32,
+            exit_code: st.exit,
+            attached: st.holder.is_some(),
+            oldest_offset: st.ring.oldest(),
+            end_offset: st.ring.end(),
+            started_ms: self.started_ms,
+        }
+    }
+
+    fn append(&self, stderr: bool, data: &[u8]) {
+        self.lock().ring.push(stderr, data);
+        self.changed.notify_all();
+    }
+
+    /// Make `holder` the holder (ending the previous one's stream) and stream from `cursor`.
+    fn hold(self: &Arc<Self>, holder: Holder, cursor: u64) {
+        let (channel, request, credit) = (holder.channel.clone(), holder.request, holder.credit.clone());
+        let (generation, old) = {
+            let mut st = self.lock();
+            let old = st.holder.take();
+            st.holder = Some(holder);
+            st.generation += 1;
+            (st.generation, old)
+        };
+        self.changed.notify_all();
+        // Outside the lock: a write to a stalled connection must not hold up the session.
+        if let Some(old) = old {
+            old.credit.close();
+            old.channel.send(
+                old.request,
+                &Event::Detached {
+                    reason: DetachReason::TakenOver,
+                    message: format!("session {} taken over by another attach", self.id),
+                },
+            );
+        }
+        channel.send(
+            request,
+            &Event::SessionOpened { session_id: self.id.clone(), pid: self.pid as u32, offset: cursor },
+        );
+        let session = self.clone();
+        std::thread::spawn(move || session.send_output(generation, cursor, &channel, request, &credit));
+    }
+
+    /// The holder's stream: retained output from `cursor`, then live output, then the exit.
+    fn send_output(
+        &self,
+        generation: u64,
+        mut cursor: u64,
+        channel: &Channel,
+        request: u64,
+        credit: &Credit,
+    ) {
+        loop {
+            let (offset, stderr, data) = {
+                let mut st = self.lock();
+                loop {
+                    if st.generation != generation || channel.is_broken() {
+                        return;
+                    }
+                    if let Some(chunk) = st.ring.read(cursor, protocol::MAX_CHUNK) {
+                        break chunk;
+                    }
+                    if let Some(code) = st.exit {
+                        st.holder = None;
+                        st.generation += 1;
+                        drop(st);
+                        channel.send(request, &Event::SessionExit { code });
+                        return;
+                    }
+                    st = match self.changed.wait_timeout(st, Duration::from_secs(1)) {
+                        Ok((st, _)) => st,
+                        Err(e) => e.into_inner().0,
+                    };
+                }
+            };
+            if !credit.spend(data.len()) || self.lock().generation != generation {
+                return;
+            }
+            cursor = offset + data.len() as u64;
+            channel.send(request, &Event::Output { stderr, offset, data });
+        }
+    }
+
+    /// End the holder's stream without ending the session.
+    fn release(&self, conn: u64, request: u64) -> Option<Holder> {
+        let mut st = self.lock();
+        if !st.holder.as_ref().is_some_and(|h| h.conn == conn && h.request == request) {
+            return None;
+        }
+        st.generation += 1;
+        let holder = st.holder.take();
+        if let Some(h) = &holder {
+            h.credit.close();
+        }
+        drop(st);
+        self.changed.notify_all();
+        holder
+    }
+
+    /// The holder dropped: end the session now, after its detach timeout, or never.
+    fn abandoned(self: &Arc<Self>) {
+        match self.detach_timeout_ms {
+            None => self.close(),
+            Some(DETACH_NEVER) => {}
+            Some(ms) => {
+                let generation = self.lock().generation;
+                let session = self.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(ms));
+                    let st = session.lock();
+                    if st.generation == generation && st.holder.is_none() && st.exit.is_none() {
+                        drop(st);
+                        session.close();
+                    }
+                });
+            }
+        }
+    }
+
+    fn signal(&self, signal: i32) -> Result<(), SpawnError> {
+        if !(1..=64).contains(&signal) {
+            return Err((FailureKind::Invalid, format!("signal {signal} is not a signal number (1..=64)")));
+        }
+        // A terminal's signal goes to the job in its foreground (what Ctrl-C reaches); a pipe
+        // session's to its own group.
+        let group =
+            self.master.as_ref().and_then(|m| terminal::foreground_group(m.as_raw_fd())).unwrap_or(self.pid);
+        // SAFETY: kill(2) on a process group of this session.
+        if unsafe { libc::kill(-group, signal) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::ESRCH) {
+                return Err((
+                    FailureKind::from_errno(e.raw_os_error().unwrap_or(0)),
+                    format!("signal {signal}: {e}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn resize(&self, size: WindowSize) -> Result<(), SpawnError> {
+        if size.rows == 0 || size.cols == 0 {
+            return Err((FailureKind::Invalid, "rows and cols must be > 0".into()));
+        }
+        let Some(master) = &self.master else {
+            return Err((FailureKind::Invalid, format!("session {} has no terminal (pipe mode)", self.id)));
+        };
+        terminal::set_size(master.as_raw_fd(), size)
+            .map_err(|e| (FailureKind::Other, format!("resize: {e}")))?;
+        self.lock().size = Some(size);
+        Ok(())
+    }
+
+    /// HUP the session's processes, KILL them after a grace (in a thread of its own).
+    fn close(self: &Arc<Self>) {
+        if self.lock().exit.is_some() {
+            return;
+        }
+        let session = self.clone();
+        std::thread::spawn(move || {
+            tree::signal_session(session.pid, libc::SIGHUP);
+            let deadline = Instant::now() + HANGUP_GRACE;
+            let mut st = session.lock();
+            while st.exit.is_none() && Instant::now() < deadline {
+                st = match session.changed.wait_timeout(st, Duration::from_millis(50)) {
+                    Ok((st, _)) => st,
+                    Err(e) => e.into_inner().0,
+                };
+            }
+            drop(st);
+            tree::signal_session(session.pid, libc::SIGKILL);
+        });
+    }
+}
+
+/// Start a session for `request` on `conn`. `env` is complete (the agent's base, HOME, the
+/// call's).
+pub fn open(
+    conn: u64,
+    channel: &Channel,
+    request: u64,
+    start: SessionStart,
+    mut env: Vec<(String, String)>,
+    user: ExecUser,
+) -> Result<(), SpawnError> {
+    if let Some(size) = start.pty {
+        if size.rows == 0 || size.cols == 0 {
+            return Err((FailureKind::Invalid, "pty rows and cols must be > 0".into()));
+        }
+        if !env.iter().any(|(k, _)| k == "TERM") {
+            env.push(("TERM".into(), "xterm".into()));
+        }
+    }
+    if start.retain_bytes > protocol::MAX_RETAIN_BYTES {
+        return Err((
+            FailureKind::Invalid,
+            format!(
+                "retain_bytes {} is over the most a session keeps ({})",
+                start.retain_bytes,
+                protocol::MAX_RETAIN_BYTES
+            ),
+        ));
+    }
+    let retain = if start.retain_bytes == 0 { protocol::DEFAULT_RETAIN_BYTES } else { start.retain_bytes };
+    let program = Program::new(&start.argv, &env, start.cwd.as_deref(), user)?;
+    let ((pid, ends), exited) =
+        reaper().spawn_registered(|register| terminal::start(&program, start.pty, register))?;
+    let (master, input_file, readers): (Option<File>, Option<File>, Vec<(bool, File)>) = match ends {
+        Ends::Pty(master) => {
+            let reader = master.try_clone().map_err(|e| (FailureKind::Other, format!("dup: {e}")))?;
+            let writer = master.try_clone().map_err(|e| (FailureKind::Other, format!("dup: {e}")))?;
+            (Some(master), Some(writer), vec![(false, reader)])
+        }
+        Ends::Pipes { stdin, stdout, stderr } => (None, Some(stdin), vec![(false, stdout), (true, stderr)]),
+    };
+    let (input_tx, input_rx) = mpsc::channel::<Vec<u8>>();
+    let session = Arc::new(Session {
+        id: new_id(),
+        argv: start.argv.clone(),
+        pid,
+        started_ms: now_ms(),
+        detach_timeout_ms: start.detach_timeout_ms,
+        master,
+        input: Mutex::new(Some(input_tx)),
+        state: Mutex::new(State {
+            ring: crate::ring::Ring::new(retain),
+            exit: None,
+            holder: None,
+            generation: 0,
+            size: start.pty,
+        }),
+        changed: Condvar::new(),
+    });
+    if let Some(mut writer) = input_file {
+        std::thread::spawn(move || {
+            for chunk in input_rx {
+                if writer.write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    let mut pumps = Vec::new();
+    for (stderr, mut file) in readers {
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        pumps.push(done_rx);
+        let session = session.clone();
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match file.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => session.append(stderr, &buf[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    // EIO on a pty master: every slave closed.
+                    Err(_) => break,
+                }
+            }
+            let _ = done_tx.send(());
+        });
+    }
+    {
+        let session = session.clone();
+        std::thread::spawn(move || {
+            let code = exited.recv().map(|(status, _)| spawn::exit_code(status)).unwrap_or(125);
+            let deadline = Instant::now() + OUTPUT_GRACE;
+            for pump in pumps {
+                let _ = pump.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+            }
+            session.lock().exit = Some(code);
+            if let Ok(mut input) = session.input.lock() {
+                input.take();
+            }
+            session.changed.notify_all();
+        });
+    }
+    {
+        let mut t = table();
+        let t = t.get_or_insert_with(HashMap::new);
+        let mut ended: Vec<(u64, String)> =
+            t.values().filter_map(|s| s.lock().exit.map(|_| (s.started_ms, s.id.clone()))).collect();
+        if ended.len() >= ENDED_KEPT {
+            ended.sort();
+            for (_, id) in &ended[..ended.len() + 1 - ENDED_KEPT] {
+                t.remove(id);
+            }
+        }
+        t.insert(session.id.clone(), session.clone());
+    }
+    if start.attach {
+        session.hold(Holder { conn, request, channel: channel.clone(), credit: Credit::new() }, 0);
+    } else {
+        channel.send(
+            request,
+            &Event::SessionOpened { session_id: session.id.clone(), pid: pid as u32, offset: 0 },
+        );
+    }
+    Ok(())
+}
+
+/// The credit of the stream `request` holds, for `Credit` frames.
+pub fn credit_of(conn: u64, request: u64) -> Option<Arc<Credit>> {
+    let s = held(conn, request)?;
+    let st = s.lock();
+    st.holder.as_ref().map(|h| h.credit.clone())
+}
+
+/// Hold `session_id` from `request` on: replay from `since`, take over a held one if asked.
+pub fn attach(
+    conn: u64,
+    channel: &Channel,
+    request: u64,
+    session_id: &str,
+    since: Option<u64>,
+    takeover: bool,
+) -> Result<(), SpawnError> {
+    let session = find(session_id)?;
+    let cursor = {
+        let st = session.lock();
+        let (oldest, end) = (st.ring.oldest(), st.ring.end());
+        if st.holder.is_some() && !takeover {
+            return Err((
+                FailureKind::Held,
+                format!(
+                    "session {session_id} is held by another attach (attach with takeover to take it over)"
+                ),
+            ));
+        }
+        match since {
+            Some(s) if s < oldest => {
+                return Err((
+                    FailureKind::OutOfRange,
+                    format!("since {s} is older than the oldest retained byte of session {session_id}: oldest offset {oldest}"),
+                ))
+            }
+            Some(s) if s > end => {
+                return Err((FailureKind::OutOfRange, format!("since {s} is past the end of session {session_id}'s output ({end})")))
+            }
+            Some(s) => s,
+            None => end,
+        }
+    };
+    session.hold(Holder { conn, request, channel: channel.clone(), credit: Credit::new() }, cursor);
+    Ok(())
+}
+
+/// Input for the held session.
+pub fn input(conn: u64, request: u64, data: Vec<u8>) {
+    if let Some(s) = held(conn, request) {
+        if let Some(tx) = s.input.lock().ok().and_then(|i| i.clone()) {
+            let _ = tx.send(data);
+        }
+    }
+}
+
+/// End of input: a pipe session's stdin closes; a terminal gets its EOF character.
+pub fn end_input(conn: u64, request: u64) {
+    if let Some(s) = held(conn, request) {
+        if s.master.is_some() {
+            input(conn, request, vec![4]);
+        } else if let Ok(mut i) = s.input.lock() {
+            i.take();
+        }
+    }
+}
+
+fn with_held(
+    conn: u64,
+    request: u64,
+    f: impl FnOnce(&Arc<Session>) -> Result<(), SpawnError>,
+) -> Result<(), SpawnError> {
+    match held(conn, request) {
+        Some(s) => f(&s),
+        None => Err((FailureKind::NoSession, "this request holds no session".into())),
+    }
+}
+
+pub fn resize(conn: u64, request: u64, size: WindowSize) -> Result<(), SpawnError> {
+    with_held(conn, request, |s| s.resize(size))
+}
+
+pub fn signal(conn: u64, request: u64, sig: i32) -> Result<(), SpawnError> {
+    with_held(conn, request, |s| s.signal(sig))
+}
+
+/// `Detach`: the stream ends cleanly (`Detached`), the session runs on.
+pub fn detach(conn: u64, request: u64) -> Result<(), SpawnError> {
+    with_held(conn, request, |s| {
+        if let Some(h) = s.release(conn, request) {
+            h.channel.send(
+                request,
+                &Event::Detached { reason: DetachReason::Requested, message: "detached".into() },
+            );
+        }
+        Ok(())
+    })
+}
+
+/// `Abandon`: the holder went away; the detach timeout applies.
+pub fn abandon(conn: u64, request: u64) {
+    if let Some(s) = held(conn, request) {
+        if s.release(conn, request).is_some() {
+            s.abandoned();
+        }
+    }
+}
+
+/// `Kill` on the holder's stream: end the session (HUP, then KILL); its exit ends the stream.
+pub fn close_held(conn: u64, request: u64) {
+    if let Some(s) = held(conn, request) {
+        s.close();
+    }
+}
+
+/// A connection ended: every session it held is abandoned.
+pub fn connection_ended(conn: u64) {
+    let sessions: Vec<Arc<Session>> =
+        table().as_ref().map(|t| t.values().cloned().collect()).unwrap_or_default();
+    for s in sessions {
+        let holder = s.lock().holder.as_ref().filter(|h| h.conn == conn).map(|h| h.request);
+        if let Some(request) = holder {
+            if s.release(conn, request).is_some() {
+                s.abandoned();
+            }
+        }
+    }
+}
+
+pub fn signal_by_id(session_id: &str, sig: i32) -> Result<(), SpawnError> {
+    find(session_id)?.signal(sig)
+}
+
+/// End a session by id and forget it.
+pub fn close_by_id(session_id: &str) -> Result<(), SpawnError> {
+    let session = find(session_id)?;
+    session.close();
+    if let Some(t) = table().as_mut() {
+        t.remove(session_id);
+    }
+    Ok(())
+}
+
+/// Every session, oldest first.
+pub fn list() -> Vec<SessionInfo> {
+    let sessions: Vec<Arc<Session>> =
+        table().as_ref().map(|t| t.values().cloned().collect()).unwrap_or_default();
+    let mut list: Vec<SessionInfo> = sessions.iter().map(|s| s.info()).collect();
+    list.sort_by(|a, b| (a.started_ms, &a.session_id).cmp(&(b.started_ms, &b.session_id)));
+    list
+}

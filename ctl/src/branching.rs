@@ -1,0 +1,95 @@
+//! `snapshot`, `fork`, `pause` and `resume`: branching a sandbox, and freezing it.
+
+use clap::Args;
+use sandboxd_client::{proto, Client};
+
+use crate::error::CtlError;
+use crate::{parse, Output};
+
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    /// The sandbox to snapshot (frozen for the commit, then thawed unless it was paused).
+    sandbox_id: String,
+    /// A label kept on the snapshot (repeatable).
+    #[arg(long = "label", short = 'l', value_name = "K=V", value_parser = parse::key_value)]
+    labels: Vec<(String, String)>,
+    /// `table` prints the snapshot id; `json` the snapshot's details.
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+    output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct ForkArgs {
+    /// The sandbox to branch; it keeps running.
+    sandbox_id: String,
+    /// How many children (1..=64).
+    #[arg(long = "count", short = 'n', default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    count: u32,
+    /// A label added to the children's (repeatable).
+    #[arg(long = "label", short = 'l', value_name = "K=V", value_parser = parse::key_value)]
+    labels: Vec<(String, String)>,
+    /// `table` prints the children's ids, one a line; `json` the ids and the snapshot.
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+    output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct FreezeArgs {
+    /// The sandbox.
+    sandbox_id: String,
+}
+
+pub async fn snapshot(client: &Client, args: SnapshotArgs) -> Result<i32, CtlError> {
+    let request =
+        proto::SnapshotRequest { sandbox_id: args.sandbox_id, labels: args.labels.into_iter().collect() };
+    let snapshot = client
+        .raw()
+        .snapshot(request)
+        .await?
+        .into_inner()
+        .snapshot
+        .ok_or_else(|| CtlError::local("the server answered Snapshot without a snapshot"))?;
+    match args.output {
+        Output::Table => println!("{}", snapshot.snapshot_id),
+        Output::Json => println!(
+            "{}",
+            serde_json::json!({
+                "snapshot_id": snapshot.snapshot_id,
+                "source_sandbox_id": snapshot.source_sandbox_id,
+                "labels": snapshot.labels,
+                "created_at_unix_ms": snapshot.created_at_unix_ms,
+                "size_bytes": snapshot.size_bytes,
+            })
+        ),
+    }
+    Ok(0)
+}
+
+pub async fn fork(client: &Client, args: ForkArgs) -> Result<i32, CtlError> {
+    let request = proto::ForkRequest {
+        sandbox_id: args.sandbox_id,
+        count: args.count,
+        labels: args.labels.into_iter().collect(),
+    };
+    let forked = client.raw().fork(request).await?.into_inner();
+    let ids: Vec<&str> = forked.sandboxes.iter().map(|s| s.sandbox_id.as_str()).collect();
+    match args.output {
+        Output::Table => ids.iter().for_each(|id| println!("{id}")),
+        Output::Json => {
+            println!("{}", serde_json::json!({ "sandbox_ids": ids, "snapshot_id": forked.snapshot_id }))
+        }
+    }
+    Ok(0)
+}
+
+pub async fn pause(client: &Client, args: FreezeArgs) -> Result<i32, CtlError> {
+    client.raw().pause(proto::PauseRequest { sandbox_id: args.sandbox_id.clone() }).await?;
+    println!("{}", args.sandbox_id);
+    Ok(0)
+}
+
+pub async fn resume(client: &Client, args: FreezeArgs) -> Result<i32, CtlError> {
+    client.raw().resume(proto::ResumeRequest { sandbox_id: args.sandbox_id.clone() }).await?;
+    println!("{}", args.sandbox_id);
+    Ok(0)
+}

@@ -1,0 +1,77 @@
+//! `sandboxctl logs -f` and shell completion as a person uses them: in a real terminal (tmux),
+//! against the service (in-process) and Docker.
+
+use sandboxd_client::{spec, Sandbox};
+use testkit::ctl::Tmux;
+use testkit::images::BUSYBOX;
+use testkit::procs::children_named;
+use testkit::service::TestService;
+use testkit::TestLabel;
+
+/// The sandboxctl binary Cargo built for these tests.
+const SANDBOXCTL: &str = env!("CARGO_BIN_EXE_sandboxctl");
+
+/// The last non-empty line of the screen is the local prompt.
+fn at_prompt(screen: &str) -> bool {
+    screen.lines().rfind(|l| !l.trim().is_empty()).is_some_and(|l| l.starts_with("local$"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_follow_shows_what_the_sandbox_prints_after_it_started() {
+    let label = TestLabel::new();
+    let server = TestService::start(&label, None);
+    let client = server.client().await;
+    let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("create");
+    sandbox.exec("echo before-follow > /proc/1/fd/1").await.unwrap();
+    let tmux = Tmux::start(30, 120);
+
+    tmux.line(&format!("{SANDBOXCTL} --addr {} logs -f {}", server.addr(), sandbox.id()));
+    tmux.wait_for("the earlier output", |s| s.lines().any(|l| l.trim() == "before-follow"));
+    // Printed after `logs -f` started: it must arrive while the command keeps following.
+    sandbox.exec("echo printed-later > /proc/1/fd/1; echo err-later > /proc/1/fd/2").await.unwrap();
+    tmux.wait_for("the later lines", |s| {
+        s.lines().any(|l| l.trim() == "printed-later") && s.lines().any(|l| l.trim() == "err-later")
+    });
+    assert_eq!(children_named(tmux.pane_pid(), "sandboxctl").len(), 1, "logs -f is still following");
+    // Ctrl-C ends it and gives the prompt back.
+    tmux.key("C-c");
+    tmux.wait_for("the local prompt", at_prompt);
+    tmux.wait_for("sandboxctl to exit", |_| children_named(tmux.pane_pid(), "sandboxctl").is_empty());
+
+    sandbox.stop().await.expect("stop");
+    drop(tmux);
+    assert!(label.containers().is_empty(), "containers left behind");
+}
+
+#[test]
+fn bash_completion_completes_subcommands_and_flags() {
+    // `sandboxctl` on PATH, as an installed one would be.
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(SANDBOXCTL, bin.path().join("sandboxctl")).unwrap();
+    let tmux = Tmux::start(30, 120);
+    tmux.line(&format!("export PATH={}:$PATH; source <(sandboxctl completions bash)", bin.path().display()));
+    tmux.wait_for("the completion to load", at_prompt);
+    tmux.clear();
+
+    tmux.run(&["send-keys", "-t", "t", "-l", "sandboxctl sn"]);
+    tmux.key("Tab");
+    tmux.wait_for("`sn` completed to `snapshot`", |s| s.contains("sandboxctl snapshot"));
+    tmux.key("C-u");
+    tmux.clear();
+    tmux.run(&["send-keys", "-t", "t", "-l", "sandboxctl cp --rec"]);
+    tmux.key("Tab");
+    tmux.wait_for("`--rec` completed to `--recursive`", |s| s.contains("sandboxctl cp --recursive"));
+    tmux.key("C-u");
+
+    // The other shells get a script too (zsh's and fish's own words in it).
+    for (shell, words) in [("zsh", "#compdef sandboxctl"), ("fish", "complete -c sandboxctl")] {
+        let out = std::process::Command::new(SANDBOXCTL).args(["completions", shell]).output().unwrap();
+        assert!(out.status.success());
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            script.contains(words) && script.contains("snapshot"),
+            "{shell}: {}",
+            &script[..200.min(script.len())]
+        );
+    }
+}

@@ -1,0 +1,32 @@
+//! Compiles `proto/sandbox/v1/sandbox.proto` into Rust without a system `protoc`: `protox`
+//! (pure Rust) builds the descriptor set, `tonic-prost-build` generates messages and stubs from
+//! it, and the set itself is written out for the server's reflection service.
+
+use std::{env, fs, path::PathBuf};
+
+/// Relative to this crate's folder, where Cargo runs the build script; the include root `.`
+/// makes its name in the descriptor set `sandbox/v1/sandbox.proto`, as grpcurl and stubs see it.
+const PROTO: &str = "sandbox/v1/sandbox.proto";
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed={PROTO}");
+    println!("cargo:rerun-if-changed=build.rs");
+
+    let out_dir = PathBuf::from(env::var("OUT_DIR")?);
+    let descriptors = protox::Compiler::new(["."])?
+        .include_imports(true)
+        .include_source_info(true)
+        .open_file(PROTO)?
+        .file_descriptor_set();
+
+    fs::write(out_dir.join("sandbox_descriptor.bin"), prost::Message::encode_to_vec(&descriptors))?;
+
+    tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(true)
+        // The `Connect` RPC would clash with the generated `connect(dst)` constructor; clients
+        // build a `Channel` themselves and call `SandboxServiceClient::new`.
+        .build_transport(false)
+        .compile_fds(descriptors)?;
+    Ok(())
+}

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# A test cluster on one machine: N private Docker daemons, each in a network namespace of its
+# own (a "test host"), joined by one bridge, formed into a Docker Swarm, the test images loaded,
+# and a sandboxd beside each daemon listening on that node's address.
+#
+#   scripts/cluster-up.sh [N]          # default 3 nodes; scripts/cluster-down.sh removes it all
+#
+# It ends by printing one line per node:
+#   NODE_NAME SANDBOXD_ADDR DOCKER_HOST DOCKERD_PID
+# SANDBOXD_ADDR is an address a client on the host can dial (a loopback port forwarded into the
+# node's namespace); the node's own address inside the cluster is in $SANDBOXD_CLUSTER_DIR/nodes.
+# Every sandboxd requires the bearer token in $SANDBOXD_CLUSTER_DIR/token.
+#
+# Environment:
+#   SANDBOXD_CLUSTER_NAME    prefix of node names and namespaces (default sbxc)
+#   SANDBOXD_CLUSTER_DIR     state directory (default /tmp/$SANDBOXD_CLUSTER_NAME; short: socket paths)
+#   SANDBOXD_CLUSTER_IMAGES  images to load on every node (default: the test images)
+#   SANDBOXD_BIN             the sandboxd binary (default target/release/sandboxd, else debug)
+#   SANDBOXD_CLUSTER_CONFIG  a YAML fragment appended to every node's sandboxd config
+#   SANDBOXD_CLUSTER_PORT    first loopback port on the host (default 50150: node i gets +i)
+#
+# Why namespaces and private daemons: the machine's own daemon is never touched (never put in
+# swarm mode); each test host has its own containerd, socket, data root, exec root, hostname and
+# network stack, and traffic stays between these namespaces and the host's loopback.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/cluster-lib.sh
+source "$REPO_ROOT/scripts/cluster-lib.sh"
+
+N="${1:-3}"
+[[ "$N" =~ ^[1-9][0-9]?$ && "$N" -le 20 ]] || die "N must be a number of nodes from 1 to 20, got '$N'"
+IMAGES="${SANDBOXD_CLUSTER_IMAGES:-sandboxd-test/busybox:1 sandboxd-test/bash:1 sandboxd-test/nonroot:1 sandboxd-test/readonly:1}"
+FIRST_PORT="${SANDBOXD_CLUSTER_PORT:-50150}"
+
+if [[ -z "${SANDBOXD_BIN:-}" ]]; then
+  if [[ -x "$REPO_ROOT/target/release/sandboxd" ]]; then
+    SANDBOXD_BIN="$REPO_ROOT/target/release/sandboxd"
+  else
+    SANDBOXD_BIN="$REPO_ROOT/target/debug/sandboxd"
+  fi
+fi
+[[ -x "$SANDBOXD_BIN" ]] || die "no sandboxd binary at $SANDBOXD_BIN: run 'cargo build --release -p sandboxd' (or set SANDBOXD_BIN)"
+for tool in ip nsenter unshare dockerd containerd docker socat; do
+  command -v "$tool" >/dev/null 2>&1 || die "'$tool' is missing (scripts/install-deps.sh installs socat)"
+done
+[[ "$(id -u)" -eq 0 ]] || die "needs root: it makes network namespaces and starts daemons"
+[[ ! -e "$CLUSTER_DIR/nodes" ]] || die "a cluster already exists in $CLUSTER_DIR: run scripts/cluster-down.sh first"
+for image in $IMAGES; do
+  docker image inspect "$image" >/dev/null 2>&1 || die "image $image is not on the machine's daemon (build the test images: cargo test -p sandboxd --test images)"
+done
+
+mkdir -p "$CLUSTER_DIR"
+chmod 0700 "$CLUSTER_DIR"
+# One bearer token for the whole cluster: clients present it, and nodes will present it to
+# each other. Readable by root only.
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$CLUSTER_DIR/token")
+# From here on a failure tears down what was made. The daemons run in sessions of their own
+# (setsid), so they outlive this script and a Ctrl-C in its terminal.
+trap 'rc=$?; if [[ $rc -ne 0 ]]; then log "failed; removing what was made"; bash "$REPO_ROOT/scripts/cluster-down.sh" >&2 || true; fi' EXIT
+
+# --- the network: one hub namespace with a bridge, a veth to each node ----------------------
+ip netns add "$HUB_NS"
+ip -n "$HUB_NS" link add br0 type bridge
+ip -n "$HUB_NS" link set br0 up
+ip -n "$HUB_NS" link set lo up
+
+for i in $(seq 1 "$N"); do
+  name="$(node_name "$i")"
+  ns="$(node_ns "$i")"
+  addr="$(node_addr "$i")"
+  ip netns add "$ns"
+  ip link add "sbxc$i" netns "$HUB_NS" type veth peer name eth0 netns "$ns"
+  ip -n "$HUB_NS" link set "sbxc$i" master br0 up
+  ip -n "$ns" addr add "$addr/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+  mkdir -p "$CLUSTER_DIR/$name"
+done
+
+# --- a containerd and a dockerd per node -----------------------------------------------------
+start_daemons() {
+  local i="$1" name ns dir bip
+  name="$(node_name "$i")"
+  ns="$(node_ns "$i")"
+  dir="$CLUSTER_DIR/$name"
+  bip="172.$((29 + i)).0.1/16"
+  cat >"$dir/containerd.toml" <<EOF
+version = 2
+root = "$dir/containerd-root"
+state = "$dir/containerd-state"
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = "$dir/containerd.sock"
+[ttrpc]
+  address = "$dir/containerd.sock.ttrpc"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+EOF
+  echo '{}' >"$dir/daemon.json"
+  # containerd in the node's namespace too, so the shims and containers it starts are there.
+  setsid nsenter --net="/run/netns/$ns" containerd --config "$dir/containerd.toml" \
+    </dev/null >>"$dir/containerd.log" 2>&1 &
+  echo $! >"$dir/containerd.pid"
+  wait_for 30 "containerd of $name" test -S "$dir/containerd.sock"
+  # nsenter, not `ip netns exec`: that remounts /sys and dockerd then fails ("Devices cgroup
+  # isn't mounted"). A UTS namespace of its own gives the node its own name in the swarm.
+  setsid nsenter --net="/run/netns/$ns" unshare --uts -- sh -c 'hostname "$1"; shift; exec "$@"' sh "$name" \
+    dockerd --config-file "$dir/daemon.json" -H "unix://$dir/docker.sock" \
+    --containerd "$dir/containerd.sock" --containerd-namespace "sbxc-$name" \
+    --containerd-plugins-namespace "sbxc-$name-plugins" \
+    --data-root "$dir/data" --exec-root "$dir/exec" --pidfile "$dir/docker.pid" \
+    --bip "$bip" </dev/null >>"$dir/dockerd.log" 2>&1 &
+  echo $! >"$dir/dockerd.launcher.pid"
+}
+
+for i in $(seq 1 "$N"); do start_daemons "$i"; done
+for i in $(seq 1 "$N"); do
+  name="$(node_name "$i")"
+  wait_for 60 "dockerd of $name" docker -H "$(node_docker_host "$i")" info --format '{{.ServerVersion}}'
+done
+
+# --- the swarm: every node a manager (raft keeps working with one of three gone) ------------
+log "forming the swarm"
+ndocker 1 swarm init --advertise-addr "$(node_addr 1)" --listen-addr "$(node_addr 1):2377" >/dev/null
+manager_token="$(ndocker 1 swarm join-token -q manager)"
+for i in $(seq 2 "$N"); do
+  ndocker "$i" swarm join --token "$manager_token" --advertise-addr "$(node_addr "$i")" \
+    --listen-addr "$(node_addr "$i"):2377" "$(node_addr 1):2377" >/dev/null
+done
+wait_for 60 "all $N nodes Ready in the swarm" \
+  sh -c "[ \"\$(docker -H '$(node_docker_host 1)' node ls --format '{{.Status}}' | grep -c Ready)\" -eq $N ]"
+
+# --- the images --------------------------------------------------------------------------------
+log "loading images: $IMAGES"
+# shellcheck disable=SC2086 # one image a word
+docker save $IMAGES >"$CLUSTER_DIR/images.tar"
+loads=()
+for i in $(seq 1 "$N"); do
+  ndocker "$i" load -q -i "$CLUSTER_DIR/images.tar" >/dev/null &
+  loads+=($!)
+done
+for pid in "${loads[@]}"; do wait "$pid" || die "docker load on a node failed"; done
+rm -f "$CLUSTER_DIR/images.tar"
+
+# --- a sandboxd per node, and a loopback port on the host forwarded to it --------------------
+: >"$CLUSTER_DIR/nodes"
+for i in $(seq 1 "$N"); do
+  name="$(node_name "$i")"
+  ns="$(node_ns "$i")"
+  dir="$CLUSTER_DIR/$name"
+  addr="$(node_addr "$i")"
+  host_port=$((FIRST_PORT + i))
+  mkdir -p "$dir/state"
+  cat >"$dir/sandboxd.yaml" <<EOF
+server:
+  state_dir: $dir/state
+EOF
+  if [[ -n "${SANDBOXD_CLUSTER_CONFIG:-}" ]]; then
+    printf '%s\n' "$SANDBOXD_CLUSTER_CONFIG" >>"$dir/sandboxd.yaml"
+  fi
+  DOCKER_HOST="$(node_docker_host "$i")" setsid nsenter --net="/run/netns/$ns" \
+    "$SANDBOXD_BIN" --config "$dir/sandboxd.yaml" --listen "$addr:$SANDBOXD_PORT" \
+    --auth-token-file "$CLUSTER_DIR/token" </dev/null >>"$dir/sandboxd.log" 2>&1 &
+  echo $! >"$dir/sandboxd.pid"
+  # The host's way in: 127.0.0.1:PORT, each connection carried into the node's namespace.
+  printf '#!/bin/sh\nexec nsenter --net=/run/netns/%s socat STDIO TCP:%s:%s\n' "$ns" "$addr" "$SANDBOXD_PORT" >"$dir/forward.sh"
+  chmod 0700 "$dir/forward.sh"
+  setsid socat "TCP-LISTEN:$host_port,bind=127.0.0.1,reuseaddr,fork" "EXEC:$dir/forward.sh" \
+    </dev/null >>"$dir/socat.log" 2>&1 &
+  echo $! >"$dir/socat.pid"
+  printf '%s %s %s %s\n' "$name" "127.0.0.1:$host_port" "$(node_docker_host "$i")" "$(cat "$dir/docker.pid" 2>/dev/null || echo '?')" >>"$CLUSTER_DIR/nodes.host"
+  printf '%s %s:%s\n' "$name" "$addr" "$SANDBOXD_PORT" >>"$CLUSTER_DIR/nodes"
+done
+# Up when it says it listens; a sandboxd that exits (a bad SANDBOXD_CLUSTER_CONFIG) fails at once.
+sandboxd_up() {
+  local dir="$CLUSTER_DIR/$1"
+  grep -q 'listening on' "$dir/sandboxd.log" && return 0
+  kill -0 "$(cat "$dir/sandboxd.pid")" 2>/dev/null || die "the sandboxd of $1 exited: $(tail -n 5 "$dir/sandboxd.log")"
+  return 1
+}
+for i in $(seq 1 "$N"); do
+  name="$(node_name "$i")"
+  end=$((SECONDS + 60))
+  until sandboxd_up "$name"; do
+    ((SECONDS < end)) || die "the sandboxd of $name did not listen within 60s: $(tail -n 5 "$CLUSTER_DIR/$name/sandboxd.log")"
+    sleep 0.2
+  done
+done
+
+trap - EXIT
+cat "$CLUSTER_DIR/nodes.host"

@@ -1,0 +1,358 @@
+//! `docker run`, `rename`, `start`, `rm`, `inspect`, `ps`, `port`, `events`, `diff`, `pause`:
+//! the command lines about a container, and what their output means (ports, endpoints).
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::config::DockerCreateConfig;
+use crate::spec::{normalize_image, SandboxResources, SandboxSpec};
+
+/// Name prefix of a container whose create has not completed: a create runs under
+/// `sandboxd-creating-<hex>` and is renamed to its sandbox id `sandboxd-<hex>` as its last step,
+/// so the name alone tells the sweep whether a create completed (labels cannot change).
+pub const CREATING_NAME_PREFIX: &str = "sandboxd-creating-";
+
+/// The name a create of sandbox `sandbox_id` runs under until it completes.
+pub fn creating_name(sandbox_id: &str) -> String {
+    let hex = sandbox_id.strip_prefix(crate::spec::SANDBOX_ID_PREFIX).unwrap_or(sandbox_id);
+    format!("{CREATING_NAME_PREFIX}{hex}")
+}
+
+/// `--label KEY=VALUE` pairs inserted right after the ownership label of a `run_args` argv.
+pub fn with_labels(mut run: Vec<String>, labels: &[(&str, String)]) -> Vec<String> {
+    let owner = format!("{SANDBOX_LABEL}=1");
+    let at = run.iter().position(|a| *a == owner).map_or(run.len(), |i| i + 1);
+    let flags = labels.iter().flat_map(|(k, v)| [s("--label"), format!("{k}={v}")]);
+    run.splice(at..at, flags);
+    run
+}
+
+/// `docker rename FROM TO`: the last step of a create.
+pub fn rename_args(from: &str, to: &str) -> Vec<String> {
+    vec![s("rename"), s(from), s(to)]
+}
+
+/// Every container carrying the ownership label and a lease label, one line each:
+/// `name \t expires_ms \t create_deadline_ms` (the sweep's input).
+/// Only containers that also carry the operator's own `--label` flags of `extra_run_args` are
+/// listed: two deployments labelled apart on one daemon never sweep each other's containers.
+pub fn sweep_list_args(cfg: &DockerCreateConfig) -> Vec<String> {
+    use crate::lease::{CREATED_LABEL, CREATE_DEADLINE_LABEL, EXPIRES_LABEL};
+    let mut a = vec![
+        s("ps"),
+        s("-a"),
+        s("--no-trunc"),
+        s("--filter"),
+        format!("label={SANDBOX_LABEL}=1"),
+        s("--filter"),
+        format!("label={CREATED_LABEL}"),
+    ];
+    for label in operator_labels(&cfg.extra_run_args) {
+        a.extend([s("--filter"), format!("label={label}")]);
+    }
+    a.extend([
+        s("--format"),
+        format!(
+            "{{{{.Names}}}}\t{{{{.Label \"{EXPIRES_LABEL}\"}}}}\t{{{{.Label \"{CREATE_DEADLINE_LABEL}\"}}}}"
+        ),
+    ]);
+    a
+}
+
+/// The `KEY=VALUE` of every `--label KEY=VALUE` / `--label=KEY=VALUE` / `-l KEY=VALUE` in `args`.
+pub fn operator_labels(args: &[String]) -> Vec<String> {
+    let mut labels = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        if arg == "--label" || arg == "-l" {
+            if let Some(value) = it.next() {
+                labels.push(value.clone());
+            }
+        } else if let Some(value) = arg.strip_prefix("--label=") {
+            labels.push(value.to_string());
+        }
+    }
+    labels
+}
+
+/// `--cpus`, and memory as a hard cap (`--memory-swap` equal to `--memory`).
+pub fn resource_limit_flags(resources: &SandboxResources) -> Vec<String> {
+    let mut flags = Vec::new();
+    if let Some(cpu) = resources.cpu {
+        flags.extend([s("--cpus"), format!("{cpu}")]);
+    }
+    if let Some(mib) = resources.memory_mib {
+        flags.extend([s("--memory"), format!("{mib}m"), s("--memory-swap"), format!("{mib}m")]);
+    }
+    flags
+}
+
+/// `HOST::PORT/tcp`, IPv6 hosts bracketed.
+pub fn publish_arg(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]::{port}/tcp")
+    } else {
+        format!("{host}::{port}/tcp")
+    }
+}
+
+/// The image a sandbox runs: its snapshot's, else `spec.image` (`docker://` dropped).
+pub fn run_image(spec: &SandboxSpec) -> &str {
+    spec.snapshot_id.as_deref().unwrap_or_else(|| normalize_image(&spec.image))
+}
+
+/// `docker run -d …`: the detached keep-alive with the image ENTRYPOINT overridden (or the
+/// spec's own entrypoint), every flag from the config and spec.
+pub fn run_args(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec<String> {
+    let image = run_image(spec);
+    let mut a = vec![s("run"), s("-d"), s("--name"), s(name), s("--label"), format!("{SANDBOX_LABEL}=1")];
+    if !spec.ports.is_empty() {
+        let ports: Vec<String> = spec.ports.iter().map(u16::to_string).collect();
+        a.extend([s("--label"), format!("{PORTS_LABEL}={}", ports.join(","))]);
+    }
+    if let Some(tenant) = &spec.tenant {
+        a.extend([s("--label"), format!("{}={tenant}", crate::auth::TENANT_LABEL)]);
+        // What it reserves, read back by the tenant's quotas (labels survive a restart).
+        if let Some(cpu) = spec.resources.cpu {
+            a.extend([s("--label"), format!("{}={cpu}", crate::auth::CPUS_LABEL)]);
+        }
+        if let Some(mib) = spec.resources.memory_mib {
+            a.extend([s("--label"), format!("{}={mib}", crate::auth::MEMORY_LABEL)]);
+        }
+    }
+    a.extend(crate::docker::labels::run_args(&spec.metadata));
+    if cfg.use_init {
+        a.push(s("--init"));
+    }
+    if let Some(dir) = &spec.workdir {
+        a.extend([s("-w"), dir.clone()]);
+    }
+    // Values travel in the docker client's environment (`run_env`), never on its argv: a
+    // host's `/proc/<pid>/cmdline` is readable by every user.
+    for k in spec.env.keys().filter(|k| !configures_docker_client(k)) {
+        a.extend([s("--env"), k.clone()]);
+    }
+    if spec.env.keys().any(|k| configures_docker_client(k)) {
+        a.extend([s("--env-file"), s(ENV_FILE_STDIN)]);
+    }
+    if cfg.apply_resource_limits {
+        a.extend(resource_limit_flags(&spec.resources));
+        if let Some(gpu) = spec.resources.gpu.filter(|g| *g > 0) {
+            a.extend([s("--gpus"), gpu.to_string()]);
+        }
+    }
+    if let Some(network) = &cfg.network {
+        a.extend([s("--network"), network.clone()]);
+    }
+    if cfg.read_only {
+        a.push(s("--read-only"));
+    }
+    for cap in &cfg.cap_drop {
+        a.extend([s("--cap-drop"), cap.clone()]);
+    }
+    for opt in &cfg.security_opt {
+        a.extend([s("--security-opt"), opt.clone()]);
+    }
+    if let Some(limit) = cfg.pids_limit {
+        a.extend([s("--pids-limit"), limit.to_string()]);
+    }
+    for port in &spec.ports {
+        a.extend([s("--publish"), publish_arg(&cfg.publish_host, *port)]);
+    }
+    for volume in &spec.provider_options.volumes {
+        a.extend([s("-v"), volume.clone()]);
+    }
+    a.push(format!("--pull={}", cfg.pull_policy));
+    a.extend(cfg.extra_run_args.iter().cloned());
+    a.extend(spec.provider_options.run_args.iter().cloned());
+    match &spec.entrypoint {
+        // The lease (`ttl_s`) is a label the server's sweep enforces (see `lease`), so the
+        // keep-alive never ends by itself and a lease can be moved.
+        Some(entrypoint) if !entrypoint.is_empty() => {
+            a.extend([s("--entrypoint"), entrypoint[0].clone(), s(image)]);
+            a.extend(entrypoint[1..].iter().cloned());
+        }
+        _ => {
+            a.extend([
+                s("--entrypoint"),
+                cfg.keepalive_shell.clone(),
+                s(image),
+                s("-c"),
+                cfg.keepalive_cmd.clone(),
+            ]);
+        }
+    }
+    a
+}
+
+/// `--mount` of the host's agent binary, read-only, at its fixed path in the sandbox.
+pub fn agent_mount_args(host_path: &std::path::Path) -> Vec<String> {
+    vec![
+        s("--mount"),
+        format!(
+            "type=bind,source={},target={},readonly",
+            host_path.display(),
+            crate::docker::agent::binary::AGENT_PATH_IN_SANDBOX
+        ),
+    ]
+}
+
+/// One inspect that answers ownership, image, state and workdir: `labels-json \t image \t state \t workdir`.
+/// The event stream of containers carrying the ownership label, one JSON object a line.
+pub fn events_args() -> Vec<String> {
+    vec![
+        s("events"),
+        s("--filter"),
+        s("type=container"),
+        s("--filter"),
+        format!("label={SANDBOX_LABEL}=1"),
+        s("--format"),
+        s("{{json .}}"),
+    ]
+}
+
+/// Every owned container's name and state, one `name\tstate` a line.
+pub fn owned_states_args() -> Vec<String> {
+    vec![
+        s("ps"),
+        s("-a"),
+        s("--filter"),
+        format!("label={SANDBOX_LABEL}=1"),
+        s("--format"),
+        s("{{.Names}}\t{{.State}}"),
+    ]
+}
+
+pub fn inspect_args(name: &str) -> Vec<String> {
+    vec![
+        s("inspect"),
+        s("--type"),
+        s("container"),
+        s("-f"),
+        s("{{json .Config.Labels}}\t{{.Config.Image}}\t{{.State.Status}}\t{{.Config.WorkingDir}}"),
+        s(name),
+    ]
+}
+
+/// `docker ps -a` of every container carrying the ownership label (and `filters`), names only.
+pub fn ps_owned_args(filters: &[String]) -> Vec<String> {
+    let mut a = vec![s("ps"), s("-a"), s("--no-trunc"), s("--filter"), format!("label={SANDBOX_LABEL}=1")];
+    a.extend(filters.iter().cloned());
+    a.extend([s("--format"), s("{{.Names}}")]);
+    a
+}
+
+/// One inspect of many containers, a line each: `name \t created \t labels-json \t image \t state \t workdir`.
+pub fn inspect_many_args(names: &[String]) -> Vec<String> {
+    let mut a = vec![
+        s("inspect"),
+        s("--type"),
+        s("container"),
+        s("-f"),
+        s("{{.Name}}\t{{.Created}}\t{{json .Config.Labels}}\t{{.Config.Image}}\t{{.State.Status}}\t{{.Config.WorkingDir}}"),
+        s("--"),
+    ];
+    a.extend(names.iter().cloned());
+    a
+}
+
+pub fn start_args(name: &str) -> Vec<String> {
+    vec![s("start"), s(name)]
+}
+
+pub fn rm_args(name: &str) -> Vec<String> {
+    vec![s("rm"), s("-f"), s(name)]
+}
+
+pub fn port_args(name: &str, port: u16) -> Vec<String> {
+    vec![s("port"), s(name), format!("{port}/tcp")]
+}
+
+/// Compose's `pull_policy` as `docker run --pull`.
+pub fn pull_policy_args(policy: &str) -> Result<Vec<String>, String> {
+    match policy {
+        "always" | "missing" | "never" => Ok(vec![format!("--pull={policy}")]),
+        other => Err(format!("pull_policy must be one of always, missing, never (got {other:?})")),
+    }
+}
+
+/// Compose service options as run args.
+pub fn service_option_args(
+    tmpfs: &[String],
+    ulimits: &BTreeMap<String, String>,
+    sysctls: &BTreeMap<String, String>,
+    security_opt: &[String],
+) -> Vec<String> {
+    let mut a = Vec::new();
+    for t in tmpfs {
+        a.extend([s("--tmpfs"), t.clone()]);
+    }
+    for (name, limit) in ulimits {
+        a.extend([s("--ulimit"), format!("{name}={limit}")]);
+    }
+    for (k, v) in sysctls {
+        a.extend([s("--sysctl"), format!("{k}={v}")]);
+    }
+    for o in security_opt {
+        a.extend([s("--security-opt"), o.clone()]);
+    }
+    a
+}
+
+/// One `docker port` line (`127.0.0.1:49153`, `[::]:49153`) as host and port.
+pub fn parse_port_binding(binding: &str) -> Result<(String, u16), String> {
+    let value = binding.trim();
+    let (host, port) =
+        value.rsplit_once(':').ok_or_else(|| format!("invalid Docker port binding {binding:?}"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let host = if host.is_empty() { "0.0.0.0" } else { host };
+    let port: u16 = port.parse().map_err(|_| format!("invalid Docker host port in {binding:?}"))?;
+    if port == 0 {
+        return Err(format!("invalid Docker host port in {binding:?}"));
+    }
+    Ok((host.to_string(), port))
+}
+
+/// `http://host:port`, IPv6 hosts bracketed.
+pub fn http_endpoint(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("http://[{host}]:{port}")
+    } else {
+        format!("http://{host}:{port}")
+    }
+}
+
+/// `docker inspect --type container NAME`: the full JSON (a fork reads the source's settings).
+pub fn inspect_full_args(name: &str) -> Vec<String> {
+    vec![s("inspect"), s("--type"), s("container"), s(name)]
+}
+
+/// `docker diff NAME`: one `K /path` line per change against the container's image.
+pub fn diff_args(name: &str) -> Vec<String> {
+    vec![s("diff"), s(name)]
+}
+
+pub fn pause_args(name: &str) -> Vec<String> {
+    vec![s("pause"), s(name)]
+}
+
+pub fn unpause_args(name: &str) -> Vec<String> {
+    vec![s("unpause"), s(name)]
+}
+
+/// `docker inspect` of the image's configured user (`Config.User`) of container `name`.
+pub fn config_user_args(name: &str) -> Vec<String> {
+    vec![s("inspect"), s("--type"), s("container"), s("-f"), s("{{.Config.User}}"), s(name)]
+}
+
+/// `docker inspect` of whether container `name` runs and is not paused: `true false` when it does.
+pub fn running_args(name: &str) -> Vec<String> {
+    vec![
+        s("inspect"),
+        s("--type"),
+        s("container"),
+        s("-f"),
+        s("{{.State.Running}} {{.State.Paused}}"),
+        s(name),
+    ]
+}

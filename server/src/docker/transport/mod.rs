@@ -1,0 +1,112 @@
+//! The transport seam: how this process reaches into a sandbox. [`ExecEngine`] is the one
+//! trait; `cli.rs` implements it with one `docker exec` per command, and
+//! `super::agent::AgentEngine` with the sandbox's resident agent (falling back to `cli.rs` per
+//! sandbox where the agent cannot run). Both give the same results, shaped here. This module
+//! imports none of its siblings: an implementation depends on it, never the reverse.
+
+pub mod cli;
+
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+pub use crate::backend::{ExecStream, StreamEvent};
+use crate::config::DockerConfig;
+use crate::spec::{ExecErrorType, ExecParams, ExecResult, SandboxHandle};
+
+/// One command for an engine: `<shell> -c <command>` in container `name`, with `params`, as
+/// `user` (already normalised; `None`: the image's user).
+#[derive(Debug, Clone, Copy)]
+pub struct ExecSpec<'a> {
+    pub name: &'a str,
+    pub shell: &'a str,
+    pub command: &'a str,
+    pub params: &'a ExecParams,
+    pub user: Option<&'a str>,
+}
+
+impl<'a> ExecSpec<'a> {
+    /// The command in the sandbox of `handle`, with its shell.
+    pub fn on(
+        handle: &'a SandboxHandle,
+        command: &'a str,
+        params: &'a ExecParams,
+        user: Option<&'a str>,
+    ) -> Self {
+        Self { name: &handle.sandbox_id, shell: &handle.shell, command, params, user }
+    }
+}
+
+/// How a command reaches a sandbox.
+#[tonic::async_trait]
+pub trait ExecEngine: Send + Sync {
+    /// Run the command to its end, the timeout, or a transport failure. Output beyond
+    /// `exec.max_output_bytes` per stream is dropped and said so on stderr.
+    async fn exec(&self, spec: ExecSpec<'_>) -> ExecResult;
+
+    /// As `exec`, with output delivered as it is produced (no output bound: nothing accumulates).
+    async fn exec_stream(&self, spec: ExecSpec<'_>) -> ExecStream;
+
+    /// Forget what the engine holds for a sandbox that was closed.
+    fn forget(&self, _name: &str) {}
+
+    /// The container `from` is now named `to` (a create renames it when it is ready).
+    fn renamed(&self, _from: &str, _to: &str) {}
+}
+
+// ----- how an exec ends: the one place both engines shape results -----
+
+/// The effective timeout of a call: its own, else the configured default.
+pub fn effective_timeout(config: &DockerConfig, params: &ExecParams) -> Option<Duration> {
+    params.timeout.or(config.exec.default_timeout)
+}
+
+/// Bytes one `exec` keeps per stream (`exec.max_output_bytes`).
+pub fn output_limit(config: &DockerConfig) -> usize {
+    usize::try_from(config.exec.max_output_bytes).unwrap_or(usize::MAX)
+}
+
+/// Output past `limit` was dropped: logged, and said at the end of stderr.
+pub fn note_dropped(stderr: &mut Vec<u8>, limit: usize, dropped: u64) {
+    if dropped == 0 {
+        return;
+    }
+    tracing::warn!(dropped, limit, "exec output over the limit was dropped");
+    stderr.extend_from_slice(
+        format!(
+            "\n[sandboxd: output past {limit} bytes per stream was dropped ({dropped} bytes); \
+             exec.max_output_bytes sets the limit]\n"
+        )
+        .as_bytes(),
+    );
+}
+
+/// The command ran past its timeout, and what was stopped: the agent stops everything it
+/// started (`client: None`); the docker engine can only kill its client, named by its
+/// (masked) command line.
+pub fn timed_out(after: Option<Duration>, client: Option<&str>) -> ExecResult {
+    let after = after.unwrap_or_default();
+    let stopped = match client {
+        None => "it and everything it started were stopped".to_string(),
+        Some(client) => format!("its docker exec client was killed: {client}"),
+    };
+    ExecResult::failed(ExecErrorType::Timeout, format!("the command timed out after {after:?}; {stopped}"))
+}
+
+/// An `ExecStream` whose events `task` sends; `task`'s `stop` fires when the stream is dropped
+/// before its exit (the task then stops the command).
+pub fn spawn_stream<F, Fut>(task: F) -> ExecStream
+where
+    F: FnOnce(mpsc::Sender<StreamEvent>, oneshot::Receiver<()>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel(16);
+    let (stop_tx, stop_rx) = oneshot::channel();
+    tokio::spawn(task(tx, stop_rx));
+    ExecStream::new(
+        rx,
+        Box::new(move || {
+            let _ = stop_tx.send(());
+        }),
+    )
+}

@@ -1,0 +1,131 @@
+//! Leases: `SetTimeout` moves a lease and a restarted server keeps it (the binary); the
+//! operator's policy caps and defaults leases, and a lease runs from the end of its create
+//! (in-process).
+
+use std::time::{Duration, Instant};
+
+use sandboxd_client::proto;
+use testkit::config::{merge, slow_probe};
+use testkit::raw::{busybox, create_id};
+use testkit::server::TestServer;
+use testkit::service::TestService;
+use testkit::wait::eventually;
+use testkit::{container_exists, TestLabel};
+use tonic::Code;
+
+/// The server binary Cargo built for these tests.
+const SANDBOXD: &str = env!("CARGO_BIN_EXE_sandboxd");
+
+#[tokio::test(flavor = "multi_thread")]
+async fn set_timeout_moves_the_lease_and_a_restarted_server_keeps_it() {
+    let label = TestLabel::new();
+    let fast = serde_json::json!({"server": {"sweep_interval_s": 1}});
+    let mut first = TestServer::launch(SANDBOXD, &label).config(fast.clone()).start();
+    let mut raw = first.raw().await;
+
+    // Extended: created with a 3 s lease, moved to an hour, outlives both the label and a restart.
+    let extended = create_id(&mut raw, proto::SandboxSpec { ttl_s: Some(3.0), ..busybox() }).await;
+    let before = sandboxd::lease::now_ms();
+    let moved = raw
+        .set_timeout(proto::SetTimeoutRequest { sandbox_id: extended.clone(), ttl_s: 3600.0 })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        (before + 3_590_000..=sandboxd::lease::now_ms() + 3_600_000).contains(&moved.expires_at_unix_ms),
+        "{moved:?}"
+    );
+    // Shortened: no lease at create, then two seconds.
+    let shortened = create_id(&mut raw, busybox()).await;
+    raw.set_timeout(proto::SetTimeoutRequest { sandbox_id: shortened.clone(), ttl_s: 2.0 }).await.unwrap();
+    let unknown = raw
+        .set_timeout(proto::SetTimeoutRequest {
+            sandbox_id: "sandboxd-0123456789abcdef0123456789abcdef".into(),
+            ttl_s: 5.0,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), Code::NotFound);
+
+    first.signal(nix::sys::signal::Signal::SIGKILL);
+    first.wait_exit(Duration::from_secs(10));
+    let second = TestServer::launch(SANDBOXD, &label).config(fast).start();
+    eventually(Duration::from_secs(30), "the restarted server did not end the shortened lease", || {
+        !container_exists(&shortened)
+    })
+    .await;
+    assert!(
+        second.logs().lines().any(|l| l.contains(&shortened) && l.contains("lease expired")),
+        "{}",
+        second.logs()
+    );
+    // Well past the 3 s of its label, the extended one is still served.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mut raw = second.raw().await;
+    let out = raw
+        .exec(proto::ExecRequest {
+            sandbox_id: extended.clone(),
+            command: "echo alive".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("the extended sandbox is still there")
+        .into_inner();
+    assert_eq!(out.stdout, b"alive\n");
+    raw.close(proto::CloseRequest { sandbox_id: extended }).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn operator_lease_policy_caps_and_defaults() {
+    let label = TestLabel::new();
+    let policy = serde_json::json!({"server": {"max_ttl_s": 30, "default_ttl_s": 2, "sweep_interval_s": 1}});
+    let server = TestService::start_json(&label, policy);
+    let mut raw = server.raw().await;
+    let defaulted = create_id(&mut raw, busybox()).await;
+    let capped = create_id(&mut raw, busybox()).await;
+    let t = sandboxd::lease::now_ms();
+    let moved = raw
+        .set_timeout(proto::SetTimeoutRequest { sandbox_id: capped.clone(), ttl_s: 86_400.0 })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        moved.expires_at_unix_ms <= sandboxd::lease::now_ms() + 30_000
+            && moved.expires_at_unix_ms >= t + 29_000,
+        "capped at max_ttl_s: {moved:?}"
+    );
+    eventually(Duration::from_secs(30), "default_ttl_s did not end a sandbox created without ttl_s", || {
+        !container_exists(&defaulted)
+    })
+    .await;
+    assert!(container_exists(&capped));
+    raw.close(proto::CloseRequest { sandbox_id: capped }).await.unwrap();
+}
+
+/// A lease runs from the moment the create completes: a create slower than its own `ttl_s`
+/// (a 4 s readiness probe for a 3 s lease) hands out a sandbox with its whole lease ahead. The
+/// lease used to count from before `docker run`, so under load sandboxes were swept seconds
+/// after their create answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_runs_from_the_end_of_its_create() {
+    let label = TestLabel::new();
+    let mut config = slow_probe(4);
+    merge(&mut config, serde_json::json!({"server": {"sweep_interval_s": 1}}));
+    let server = TestService::start_json(&label, config);
+    let mut raw = server.raw().await;
+    let id = create_id(&mut raw, proto::SandboxSpec { ttl_s: Some(3.0), ..busybox() }).await;
+    let handed_out = Instant::now();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let status = raw
+        .status(proto::StatusRequest { sandbox_id: id.clone() })
+        .await
+        .expect("the sandbox is still there 1.5 s after its create answered")
+        .into_inner();
+    assert_eq!(status.status, proto::SandboxStatus::Running as i32, "{status:?}");
+    eventually(Duration::from_secs(30), "the lease never ended the sandbox", || !container_exists(&id)).await;
+    assert!(
+        handed_out.elapsed() >= Duration::from_millis(2500),
+        "the 3 s lease ended {:?} after the create answered",
+        handed_out.elapsed()
+    );
+}

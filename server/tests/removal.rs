@@ -1,0 +1,147 @@
+//! Sandboxes that end under calls, in-process: concurrent closes of one sandbox, an upload into
+//! a sandbox killed from outside, and the per-sandbox caches that shrink however a sandbox ends.
+
+use std::time::{Duration, Instant};
+
+use sandboxd_client::proto;
+use testkit::images::BUSYBOX;
+use testkit::raw::{busybox, chunk, create_id, upload_header};
+use testkit::service::TestService;
+use testkit::TestLabel;
+use tonic::Code;
+
+/// Several callers removing one sandbox at once (a client's `Close` beside the sweep's, or two
+/// `Close`s): docker answers the later `rm`s "removal of container … is already in progress".
+/// Those wait for the removal and succeed (they were INTERNAL).
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_closes_of_one_sandbox_all_succeed() {
+    let label = TestLabel::new();
+    let server = TestService::start_json(&label, serde_json::json!({}));
+    let mut raw = server.raw().await;
+    for _ in 0..3 {
+        let id = create_id(&mut raw, busybox()).await;
+        let closes: Vec<_> = (0..8)
+            .map(|_| {
+                let (mut client, id) = (raw.clone(), id.clone());
+                tokio::spawn(async move { client.close(proto::CloseRequest { sandbox_id: id }).await })
+            })
+            .collect();
+        for close in closes {
+            let answer = close.await.unwrap();
+            assert!(answer.is_ok(), "a Close beside another failed: {answer:?}");
+        }
+        assert!(label.names().is_empty(), "left behind: {:?}", label.names());
+    }
+}
+
+/// A sandbox `docker kill`ed from outside while an upload streams into it (through its agent,
+/// whose channel then ends) is the sandbox's state: NOT_FOUND or FAILED_PRECONDITION, never
+/// INTERNAL (the soak saw "the exec agent … went away during the transfer" as INTERNAL).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upload_into_a_sandbox_killed_from_outside_names_its_state() {
+    let label = TestLabel::new();
+    let server = TestService::start_json(&label, serde_json::json!({}));
+    let mut raw = server.raw().await;
+    let id = create_id(&mut raw, busybox()).await;
+    // Open the agent channel first, so the upload goes through it.
+    let warm = raw
+        .exec(proto::ExecRequest { sandbox_id: id.clone(), command: "true".into(), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(warm.return_code, 0, "{warm:?}");
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tx.send(upload_header(&id, "/tmp/big", Some(64 << 20))).await.unwrap();
+    tx.send(chunk(vec![7; 1 << 20])).await.unwrap();
+    let mut client = raw.clone();
+    let call =
+        tokio::spawn(async move { client.upload(tokio_stream::wrappers::ReceiverStream::new(rx)).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    testkit::docker(&["kill", &id]);
+    // Keep sending until the server gives up on the stream.
+    for _ in 0..63 {
+        if tx.send(chunk(vec![7; 1 << 20])).await.is_err() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(tx);
+    let answer = tokio::time::timeout(Duration::from_secs(60), call).await.expect("the upload hung").unwrap();
+    let status = answer.expect_err("an upload into a killed sandbox cannot succeed");
+    assert!(
+        matches!(status.code(), Code::NotFound | Code::FailedPrecondition),
+        "a killed sandbox is NOT_FOUND or FAILED_PRECONDITION: {status:?}"
+    );
+    let _ = testkit::docker(&["rm", "-f", &id]);
+}
+
+/// Issue 9: the provider's per-sandbox caches (handles, agent channels, terminal sessions) and
+/// the set of sandboxes this process created come back down when sandboxes end, whether they
+/// were closed through this process or removed from outside (`docker rm -f`), and terminal
+/// sessions that ended leave no entry behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn per_sandbox_caches_shrink_when_sandboxes_end_however_they_end() {
+    use sandboxd::backend::SandboxBackend;
+    use sandboxd::lifecycle::{LeaseOptions, Lifecycle};
+    let label = TestLabel::new();
+    let provider = std::sync::Arc::new(testkit::provider(&label));
+    let state = tempfile::tempdir().unwrap();
+    let lifecycle = std::sync::Arc::new(Lifecycle::new(
+        provider.clone(),
+        LeaseOptions {
+            policy: sandboxd::lease::LeasePolicy::default(),
+            store: sandboxd::lease::LeaseStore::open(state.path()).unwrap(),
+            create_timeout: Duration::from_secs(300),
+        },
+    ));
+    let mut handles = Vec::new();
+    for _ in 0..6 {
+        let spec = sandboxd::spec::SandboxSpec::new(BUSYBOX);
+        let handle = lifecycle.create(spec, None).await.expect("create");
+        let ran = provider.exec(&handle, "echo hi", &Default::default()).await.unwrap();
+        assert_eq!(ran.return_code, 0);
+        handles.push(handle);
+    }
+    // A terminal session that ends by itself.
+    let pty = sandboxd::spec::PtySpec {
+        command: Some("true".into()),
+        mode: sandboxd::docker::pty::TerminalMode::Pipe,
+        ..Default::default()
+    };
+    let session = provider.open_terminal(&handles[0], &pty).await.unwrap();
+    session.wait_exit(Some(Duration::from_secs(30))).await.unwrap();
+    session.close().await.unwrap();
+    drop(session);
+    let full = provider.cache_sizes();
+    assert_eq!(full.handles, 6, "{full:?}");
+    assert_eq!(lifecycle.created_count(), 6);
+
+    // Half closed through this process, half removed from outside.
+    for handle in &handles[..3] {
+        lifecycle.close(&handle.id()).await.unwrap();
+    }
+    for handle in &handles[3..] {
+        assert!(testkit::docker(&["rm", "-f", &handle.sandbox_id]).status.success());
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        lifecycle.sweep().await.expect("sweep");
+        let sizes = provider.cache_sizes();
+        let settled = sizes.handles == 0
+            && sizes.agent_channels == 0
+            && sizes.without_agent == 0
+            && sizes.pty_sandboxes == 0
+            && sizes.pty_sessions == 0
+            && lifecycle.created_count() == 0;
+        if settled {
+            assert!(sizes.closed <= 3, "only what this process closed is remembered: {sizes:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "caches never came back down: {sizes:?}, created {}",
+            lifecycle.created_count()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

@@ -1,0 +1,28 @@
+//! Waiting for something the daemon or a process does in its own time: polls with a bound, so a
+//! hang fails the test with what was awaited instead of running into the harness's limit.
+
+use std::time::{Duration, Instant};
+
+/// Poll until `done`, failing past `within` with `what`.
+pub async fn eventually(within: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what} (waited {within:?})");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Polls `check` every 100 ms until it holds (`Some`) or `within` passes (`None`); blocks the
+/// thread (for code outside a runtime, and for callers that report the failure themselves).
+pub fn wait_until(within: Duration, mut check: impl FnMut() -> bool) -> Option<()> {
+    let end = Instant::now() + within;
+    loop {
+        if check() {
+            return Some(());
+        }
+        if Instant::now() > end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
