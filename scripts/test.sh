@@ -57,6 +57,9 @@ cargo fmt --all -- --check
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
+step "no import cycles (scripts/check-import-cycles.py server/src client/src)"
+python3 scripts/check-import-cycles.py server/src client/src
+
 step "cargo test --workspace --all-targets (exec engine: agent)"
 bounded 45m cargo test --workspace --all-targets
 
@@ -69,6 +72,13 @@ if [[ -x scripts/e2e-polyglot.sh ]]; then
   bounded 20m scripts/e2e-polyglot.sh
 elif [[ -e scripts/e2e-polyglot.sh ]]; then
   printf 'test.sh: WARNING: scripts/e2e-polyglot.sh is not executable; not run\n' >&2
+fi
+
+# The agent's frame decoder reads untrusted bytes: a short libFuzzer run (the long one is
+# `scripts/fuzz.sh --seconds 1800`, on demand). SANDBOXD_FUZZ=0 skips it.
+if [[ "${SANDBOXD_FUZZ:-1}" != 0 ]]; then
+  step "scripts/fuzz.sh --short (the agent's frame decoder, 30 s)"
+  bounded 30m bash scripts/fuzz.sh --short
 fi
 
 step "scripts/test-python.sh (the Python package: stubs, mypy, pytest)"

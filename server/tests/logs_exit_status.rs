@@ -54,11 +54,20 @@ async fn logs_streams_the_main_process_output_and_follows_it() {
     let server = TestService::start(&label, None);
     let client = server.client().await;
     let mut s = spec(BUSYBOX);
-    s.entrypoint = ["/bin/sh", "-c", "echo boot-1; echo boot-2; echo warn-1 >&2; exec sleep 600"]
+    s.entrypoint = ["/bin/sh", "-c", "echo boot-1; echo boot-2; sleep 1; echo warn-1 >&2; exec sleep 600"]
         .map(String::from)
         .to_vec();
     let sandbox = Sandbox::start(&client, s).await.expect("create");
 
+    // warn-1 is written a second after the boot lines, so the daemon's order is fixed; wait for it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = std::process::Command::new("docker").args(["logs", sandbox.id()]).output().unwrap();
+        if String::from_utf8_lossy(&out.stderr).contains("warn-1") || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     // Everything so far, stdout and stderr kept apart; then only the last line of each.
     let mut all = client.logs(sandbox.id(), LogsOptions::default()).await.expect("logs");
     let (out, err) = read_until(&mut all, "boot-2", "warn-1").await;
@@ -78,10 +87,20 @@ async fn logs_streams_the_main_process_output_and_follows_it() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(docker_logs_clients(sandbox.id()).len(), 1, "one docker logs --follow per call");
-    let r = sandbox.exec("echo later-line > /proc/1/fd/1; echo later-err > /proc/1/fd/2").await.unwrap();
+    // The docker client may not have attached to the daemon's stream yet when it is seen running
+    // (lines before that are not followed with `--tail 0`), so the main process keeps writing
+    // until the stream shows them; nothing older than the call (`boot-*`) may appear.
+    let r = sandbox
+        .exec(
+            "(for i in $(seq 100); do echo later-line > /proc/1/fd/1; echo later-err > /proc/1/fd/2; \
+             sleep 0.2; done) >/dev/null 2>&1 &",
+        )
+        .await
+        .unwrap();
     assert!(r.success(), "{r:?}");
     let (out, err) = read_until(&mut followed, "later-line", "later-err").await;
-    assert_eq!((out.as_str(), err.as_str()), ("later-line\n", "later-err\n"));
+    assert!(!out.is_empty() && out.lines().all(|l| l == "later-line"), "followed stdout: {out:?}");
+    assert!(!err.is_empty() && err.lines().all(|l| l == "later-err"), "followed stderr: {err:?}");
     // Dropping the stream ends the docker client.
     drop(followed);
     let deadline = Instant::now() + Duration::from_secs(10);
