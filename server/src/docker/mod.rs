@@ -37,7 +37,7 @@ pub mod state;
 mod status;
 pub mod sweep;
 pub mod tarstream;
+mod transfer;
 pub mod transport;
 
-pub use files::Download;
 pub use provider::DockerProvider;

@@ -1,20 +1,28 @@
-//! The `docker exec` transport: one `docker exec` per command (`docker_exec`, `exec_stream`),
-//! with the seed's timeout rule and the output cap, and `classify_docker_exit`, which tells a
-//! docker failure from the command's own exit.
+//! The docker transport: one `docker exec` per command (`docker_exec`, `exec_stream`), with the
+//! seed's timeout rule and the output cap, and `classify_docker_exit`, which tells a docker
+//! failure from the command's own exit; files by `docker cp` (`files.rs`) and terminals by
+//! `docker exec -it` (`pty/open.rs`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
-use super::{effective_timeout, note_dropped, output_limit, spawn_stream, timed_out, ExecEngine, ExecSpec};
+use super::{
+    effective_timeout, note_dropped, output_limit, spawn_stream, timed_out, ExecEngine, ExecSpec,
+    FileDownload, TerminalSession, UploadSource,
+};
 use crate::backend::{ExecStream, StreamEvent};
 use crate::config::DockerConfig;
 use crate::docker::argv::{self, ExecOptions};
 use crate::docker::classify;
 use crate::docker::cli::{feed_stdin, DockerCli, Pool};
 use crate::docker::failure::CliError;
-use crate::spec::{ExecErrorType, ExecResult};
+use crate::docker::files;
+use crate::docker::pty;
+use crate::error::Result;
+use crate::spec::{ExecErrorType, ExecResult, PtySpec};
 
 /// One `docker exec` per command.
 #[derive(Clone)]
@@ -33,6 +41,35 @@ impl DockerExecEngine {
 impl ExecEngine for DockerExecEngine {
     async fn exec(&self, spec: ExecSpec<'_>) -> ExecResult {
         docker_exec(&self.cli, &self.config, spec).await
+    }
+
+    async fn upload(
+        &self,
+        name: &str,
+        source: UploadSource<'_>,
+        size: u64,
+        path: &str,
+        mode: u32,
+    ) -> Result<u64> {
+        files::cp_upload(&self.cli, name, source, size, path, mode).await
+    }
+
+    async fn download(&self, name: &str, path: &str) -> Result<Box<dyn FileDownload>> {
+        files::cp_download(&self.cli, name, path).await
+    }
+
+    async fn open_terminal(
+        &self,
+        name: &str,
+        shell: &str,
+        spec: &PtySpec,
+        user: Option<&str>,
+    ) -> Result<Arc<dyn TerminalSession>> {
+        let control = DockerExecEngine::new(self.cli.in_pool(Pool::Control), self.config.clone());
+        let session =
+            pty::open::open_terminal(&self.cli, Arc::new(control), &self.config, name, shell, spec, user)
+                .await?;
+        Ok(session)
     }
 
     async fn exec_stream(&self, spec: ExecSpec<'_>) -> ExecStream {
