@@ -17,8 +17,8 @@ use self::channel::{AgentChannel, Call, OpenError};
 use super::cli::DockerCli;
 use super::transport::cli::{container_running, DockerExecEngine};
 use super::transport::{
-    effective_timeout, note_dropped, output_limit, spawn_stream, timed_out, ExecEngine, ExecSpec, ExecStream,
-    FileDownload, StreamEvent, TerminalSession, UploadSource,
+    note_dropped, output_limit, spawn_stream, timed_out, ExecEngine, ExecSpec, ExecStream, FileDownload,
+    StreamEvent, TerminalSession, UploadSource,
 };
 use crate::error::Result;
 use crate::spec::PtySpec;
@@ -253,7 +253,7 @@ impl ExecEngine for AgentEngine {
         let Some(call) = Self::start(&channel, spec, limit as u64).await else {
             return ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST);
         };
-        let timeout = effective_timeout(&self.docker.config, spec.params);
+        let timeout = spec.params.timeout;
         let mut sink = Sink::Buffer { stdout: Vec::new(), stderr: Vec::new() };
         let started = Instant::now();
         let mut result = drive(self.cli(), spec.name, call, timeout, &mut sink, None, limit).await;
@@ -275,7 +275,7 @@ impl ExecEngine for AgentEngine {
         let Some(call) = Self::start(&channel, spec, u64::MAX).await else {
             return ExecStream::finished(ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST));
         };
-        let timeout = effective_timeout(&self.docker.config, spec.params);
+        let timeout = spec.params.timeout;
         let (cli, name) = (self.cli().clone(), spec.name.to_string());
         spawn_stream(move |tx, stop| async move {
             let mut sink = Sink::Stream(tx.clone());

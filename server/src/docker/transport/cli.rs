@@ -10,8 +10,8 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
 use super::{
-    effective_timeout, note_dropped, output_limit, spawn_stream, timed_out, ExecEngine, ExecSpec,
-    FileDownload, TerminalSession, UploadSource,
+    note_dropped, output_limit, spawn_stream, timed_out, ExecEngine, ExecSpec, FileDownload, TerminalSession,
+    UploadSource,
 };
 use crate::backend::{ExecStream, StreamEvent};
 use crate::config::DockerConfig;
@@ -78,7 +78,7 @@ impl ExecEngine for DockerExecEngine {
             Ok(child) => child,
             Err(e) => return ExecStream::finished(ExecResult::failed(ExecErrorType::Sandbox, e.to_string())),
         };
-        let timeout = effective_timeout(&self.config, spec.params);
+        let timeout = spec.params.timeout;
         let (cli, name, input) = (self.cli.clone(), spec.name.to_string(), spec.params.stdin.clone());
         spawn_stream(move |tx, stop| async move {
             let stdin = child.child.stdin.take();
@@ -204,7 +204,7 @@ fn exec_argv(config: &DockerConfig, spec: ExecSpec<'_>) -> (Vec<String>, Vec<(St
 pub(crate) async fn docker_exec(cli: &DockerCli, config: &DockerConfig, spec: ExecSpec<'_>) -> ExecResult {
     let (args, env) = exec_argv(config, spec);
     let cli = &cli.with_env(env);
-    let timeout = effective_timeout(config, spec.params);
+    let timeout = spec.params.timeout;
     let limit = output_limit(config);
     match cli.run_limited(&args, timeout, spec.params.stdin.as_deref(), limit).await {
         Ok(mut out) => {

@@ -19,7 +19,8 @@ use crate::error::Result;
 use crate::spec::{ExecErrorType, ExecParams, ExecResult, PtySpec, SandboxHandle};
 
 /// One command for an engine: `<shell> -c <command>` in container `name`, with `params`, as
-/// `user` (already normalised; `None`: the image's user).
+/// `user` (already normalised; `None`: the image's user). `params.timeout` is final: the service
+/// resolved the configured default (`exec.default_timeout`) once; `None` runs unbounded.
 #[derive(Debug, Clone, Copy)]
 pub struct ExecSpec<'a> {
     pub name: &'a str,
@@ -85,11 +86,6 @@ pub trait ExecEngine: Send + Sync {
 }
 
 // ----- how an exec ends: the one place both engines shape results -----
-
-/// The effective timeout of a call: its own, else the configured default.
-pub fn effective_timeout(config: &DockerConfig, params: &ExecParams) -> Option<Duration> {
-    params.timeout.or(config.exec.default_timeout)
-}
 
 /// Bytes one `exec` keeps per stream (`exec.max_output_bytes`).
 pub fn output_limit(config: &DockerConfig) -> usize {
