@@ -249,6 +249,8 @@ pub trait TerminalSession: Send + Sync {
     async fn wait_exit(&self, timeout: Option<Duration>) -> Result<i32, PtyError>;
     /// End the session's processes and release it.
     async fn close(&self) -> Result<(), PtyError>;
+    /// Release the session without cleaning up in the sandbox (it is gone with its sandbox).
+    async fn abandon(&self);
 }
 
 impl From<PtyError> for ProviderError {

@@ -23,6 +23,9 @@ pub struct SnapshotInfo {
 pub struct Forked {
     pub snapshot: SnapshotInfo,
     pub sandboxes: Vec<SandboxHandle>,
+    /// The lease the children were asked for (the source's length), before the operator's
+    /// policy: `Lifecycle::fork` applies the policy to it, as to every path that makes a sandbox.
+    pub ttl: Option<std::time::Duration>,
 }
 
 /// How a path changed, and one changed path: the shared contract's.

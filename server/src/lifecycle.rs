@@ -117,7 +117,8 @@ impl Lifecycle {
     }
 
     /// Fork through the backend; the children count as created by this process (a fork that
-    /// completes while a shutdown removes this process's sandboxes removes its children).
+    /// completes while a shutdown removes this process's sandboxes removes its children) and
+    /// get their leases under the one TTL policy.
     pub async fn fork(
         &self,
         id: &SandboxId,
@@ -140,6 +141,13 @@ impl Lifecycle {
             return Err(ProviderError::Unavailable(
                 "the server is shutting down; the fork's children were removed".into(),
             ));
+        }
+        // The operator's policy (`server.max_ttl_s`, `server.default_ttl_s`), as at create: each
+        // child's lease runs from the end of the fork, capped.
+        if let Some(ttl) = self.leases.policy.ttl(forked.ttl) {
+            for child in &forked.sandboxes {
+                self.start_lease(&child.id(), ttl);
+            }
         }
         Ok(forked)
     }

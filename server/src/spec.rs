@@ -98,6 +98,51 @@ pub struct ExecParams {
     pub stdin: Option<Vec<u8>>,
 }
 
+impl ExecParams {
+    /// The one argument check of an exec (every engine, buffered or streamed): `command` and
+    /// these options, refused with the field named; the normalised user.
+    pub fn check(&self, command: &str) -> Result<Option<User>, ProviderError> {
+        if command.trim().is_empty() {
+            return Err(ProviderError::invalid("command", "must not be empty"));
+        }
+        if command.contains('\0') {
+            return Err(ProviderError::invalid("command", "must not contain NUL bytes"));
+        }
+        if let Some(cwd) = &self.cwd {
+            validate_abs_path("cwd", cwd)?;
+        }
+        validate_env("env", &self.env)?;
+        let user = self.user.as_deref().map(|u| User::parse("user", u)).transpose()?;
+        if self.timeout.is_some_and(|t| t.is_zero()) {
+            return Err(ProviderError::invalid("timeout_s", "must be > 0"));
+        }
+        Ok(user)
+    }
+}
+
+/// The one argument check of a terminal (`PtySpec` is the contract's type, so the check is a
+/// trait of ours).
+pub trait TerminalCheck {
+    /// Refused with the field named; the normalised user.
+    fn check(&self) -> Result<Option<User>, ProviderError>;
+}
+
+impl TerminalCheck for PtySpec {
+    fn check(&self) -> Result<Option<User>, ProviderError> {
+        if self.rows == 0 || self.cols == 0 {
+            return Err(ProviderError::invalid("rows/cols", "must be > 0"));
+        }
+        if let Some(cwd) = &self.cwd {
+            validate_abs_path("cwd", cwd)?;
+        }
+        validate_env("env", &self.env)?;
+        if self.command.as_deref().is_some_and(|c| c.contains('\0')) {
+            return Err(ProviderError::invalid("command", "must not contain NUL bytes"));
+        }
+        self.user.as_deref().map(|u| User::parse("user", u)).transpose()
+    }
+}
+
 /// How a published port is reached from the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxEndpoint {

@@ -129,3 +129,47 @@ async fn a_lease_runs_from_the_end_of_its_create() {
         handed_out.elapsed()
     );
 }
+
+/// A fork makes sandboxes too: its children get their leases under the same policy as a
+/// create, capped by `server.max_ttl_s` even when the source's lease is longer (in-process).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forks_children_get_the_capped_lease() {
+    use sandboxd::lease::{self, LeasePolicy, LeaseStore};
+    use sandboxd::lifecycle::{LeaseOptions, Lifecycle};
+    use std::sync::Arc;
+    let label = TestLabel::new();
+    let provider = Arc::new(testkit::provider(&label));
+    let state = tempfile::tempdir().unwrap();
+    let lifecycle = |policy| {
+        Lifecycle::new(
+            provider.clone(),
+            LeaseOptions {
+                policy,
+                store: LeaseStore::open(state.path()).unwrap(),
+                create_timeout: Duration::from_secs(300),
+            },
+        )
+    };
+    let uncapped = Arc::new(lifecycle(LeasePolicy::default()));
+    let max = Duration::from_secs(30);
+    let capped = Arc::new(lifecycle(LeasePolicy { max_ttl: Some(max), default_ttl: None }));
+    let spec = sandboxd::spec::SandboxSpec {
+        ttl_s: Some(3600.0),
+        ..sandboxd::spec::SandboxSpec::new(testkit::images::BUSYBOX)
+    };
+    let source = uncapped.create(spec, None).await.expect("create");
+    let forked = capped.fork(&source.id(), 2, &std::collections::BTreeMap::new(), 100).await.expect("fork");
+    let now = lease::now_ms();
+    assert_eq!(forked.sandboxes.len(), 2);
+    for child in &forked.sandboxes {
+        let end = capped.lease_end(child.id().as_str(), None).expect("the child has a lease");
+        assert!(
+            end <= now + max.as_millis() as i64,
+            "child lease past max_ttl_s: ends {} ms from now",
+            end - now
+        );
+        assert!(end > now + 20_000, "child lease far shorter than the cap: ends {} ms from now", end - now);
+        capped.close(&child.id()).await.expect("close child");
+    }
+    uncapped.close(&source.id()).await.expect("close source");
+}

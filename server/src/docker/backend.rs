@@ -64,7 +64,7 @@ impl SandboxBackend for DockerProvider {
     }
 
     async fn download(&self, handle: &SandboxHandle, path: &str) -> Result<Box<dyn FileDownload>> {
-        Ok(Box::new(self.download_stream(handle, path).await?))
+        self.download_stream(handle, path).await
     }
 
     async fn status(&self, id: &SandboxId) -> Result<SandboxStatus> {
@@ -84,7 +84,7 @@ impl SandboxBackend for DockerProvider {
         handle: &SandboxHandle,
         spec: &PtySpec,
     ) -> Result<Arc<dyn TerminalSession>> {
-        Ok(self.create_pty(handle, spec).await?)
+        self.open_engine_terminal(handle, spec).await
     }
 
     async fn close_terminals(&self) {
@@ -152,17 +152,6 @@ impl SandboxBackend for DockerProvider {
 }
 
 #[async_trait::async_trait]
-impl FileDownload for super::Download {
-    fn size(&self) -> u64 {
-        super::Download::size(self)
-    }
-
-    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>> {
-        super::Download::next_chunk(self).await
-    }
-}
-
-#[async_trait::async_trait]
 impl TerminalSession for TerminalProcess {
     fn id(&self) -> &str {
         TerminalProcess::id(self)
@@ -202,5 +191,9 @@ impl TerminalSession for TerminalProcess {
 
     async fn close(&self) -> Result<(), PtyError> {
         TerminalProcess::close(self).await
+    }
+
+    async fn abandon(&self) {
+        TerminalProcess::abandon(self).await
     }
 }

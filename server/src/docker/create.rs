@@ -286,7 +286,7 @@ impl DockerProvider {
         if let Some(shell) = &self.config.exec.exec_shell {
             return Ok(shell.clone());
         }
-        let params = ExecParams::default();
+        let params = ExecParams { timeout: self.control_timeout(), ..Default::default() };
         let spec = ExecSpec { name, shell: "sh", command: "command -v bash", params: &params, user: None };
         let result = engine.exec(spec).await;
         Ok(if result.return_code == 0 && result.error_type.is_none() { "bash" } else { "sh" }.into())

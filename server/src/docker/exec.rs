@@ -1,13 +1,12 @@
-//! Running one command: argument checks, then the configured transport (`transport/`).
+//! Running one command: `ExecParams::check` and the docker env rule, then the configured
+//! transport (`transport/`).
 
 use super::argv;
 use super::provider::DockerProvider;
 use super::transport::ExecSpec;
 use crate::backend::ExecStream;
 use crate::error::{ProviderError, Result};
-use crate::spec::{
-    validate_abs_path, validate_env, ExecErrorType, ExecParams, ExecResult, SandboxHandle, User,
-};
+use crate::spec::{ExecErrorType, ExecParams, ExecResult, SandboxHandle, User};
 
 impl DockerProvider {
     /// Run `<shell> -c <command>`; command failure is a result. Only bad arguments are errors.
@@ -46,28 +45,9 @@ impl DockerProvider {
     /// As whom the command runs (normalised), once its arguments pass and the sandbox is not
     /// known to be paused.
     fn admit(&self, handle: &SandboxHandle, command: &str, params: &ExecParams) -> Result<Option<User>> {
-        let user = check_exec(command, params)?;
+        let user = params.check(command)?;
+        argv::check_docker_env(&params.env, false).map_err(|m| ProviderError::invalid("env", m))?;
         self.refuse_known_paused(&handle.sandbox_id)?;
         Ok(user)
     }
-}
-
-/// Refuse what no engine may run; the normalised user.
-fn check_exec(command: &str, params: &ExecParams) -> Result<Option<User>> {
-    if command.trim().is_empty() {
-        return Err(ProviderError::invalid("command", "must not be empty"));
-    }
-    if command.contains('\0') {
-        return Err(ProviderError::invalid("command", "must not contain NUL bytes"));
-    }
-    if let Some(cwd) = &params.cwd {
-        validate_abs_path("cwd", cwd)?;
-    }
-    validate_env("env", &params.env)?;
-    argv::check_docker_env(&params.env, false).map_err(|m| ProviderError::invalid("env", m))?;
-    let user = params.user.as_deref().map(|u| User::parse("user", u)).transpose()?;
-    if params.timeout.is_some_and(|t| t.is_zero()) {
-        return Err(ProviderError::invalid("timeout_s", "must be > 0"));
-    }
-    Ok(user)
 }

@@ -130,7 +130,8 @@ impl DockerProvider {
             return Err(first);
         }
         tracing::info!(sandbox_id, count, snapshot_id = %snapshot.snapshot_id, "sandbox forked");
-        Ok(Forked { snapshot, sandboxes })
+        let ttl = spec.ttl_s.map(std::time::Duration::from_secs_f64);
+        Ok(Forked { snapshot, sandboxes, ttl })
     }
 
     /// The full inspect of a sandbox this service owns.

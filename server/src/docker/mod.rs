@@ -38,7 +38,7 @@ pub mod state;
 mod status;
 pub mod sweep;
 pub mod tarstream;
+mod transfer;
 pub mod transport;
 
-pub use files::Download;
 pub use provider::DockerProvider;

@@ -25,13 +25,6 @@ const CLOSED_MEMORY: usize = 65_536;
 /// How long a removal waits for one another caller has in progress.
 const REMOVAL_WAIT: Duration = Duration::from_secs(30);
 
-/// What the provider needs of a live terminal session to release it with its sandbox.
-pub trait LiveSession: Send + Sync {
-    fn closed(&self) -> bool;
-    fn close(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + '_>>;
-    fn abandon(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>>;
-}
-
 /// Entries in the provider's per-sandbox caches (`DockerProvider::cache_sizes`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheSizes {
@@ -67,7 +60,7 @@ pub struct DockerProvider {
     pub(super) states: StateWatch,
     /// Ids this process closed, so their status reads `stopped` rather than unknown.
     closed: Mutex<HashSet<String>>,
-    pty_sessions: Mutex<HashMap<String, Vec<Arc<dyn LiveSession>>>>,
+    pty_sessions: Mutex<HashMap<String, Vec<Arc<dyn crate::backend::TerminalSession>>>>,
     /// Held while snapshots are counted (`server.max_snapshots`).
     pub(super) snapshot_lock: tokio::sync::Mutex<()>,
     /// Commits counted but not finished yet: they hold a place under the bound.
@@ -248,7 +241,11 @@ impl DockerProvider {
 
     // ----- pty sessions ---------------------------------------------------------------------
 
-    pub(crate) fn track_pty_session(&self, sandbox_id: &str, session: Arc<dyn LiveSession>) {
+    pub(crate) fn track_pty_session(
+        &self,
+        sandbox_id: &str,
+        session: Arc<dyn crate::backend::TerminalSession>,
+    ) {
         if let Ok(mut map) = self.pty_sessions.lock() {
             let list = map.entry(sandbox_id.to_string()).or_default();
             list.retain(|s| !s.closed());

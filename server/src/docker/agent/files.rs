@@ -2,9 +2,10 @@
 //! written beside its target and renamed on success, reads paced by credit.
 
 use sandboxd_agent::protocol::{self, Event, FailureKind, Request};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use tokio::io::AsyncBufReadExt;
 
 use super::channel::{AgentChannel, Call};
+use crate::backend::{FileDownload, UploadSource};
 use crate::error::{ProviderError, Result};
 
 /// The provider error for a failure the agent reported about `path` in sandbox `name`.
@@ -33,10 +34,10 @@ fn lost(name: &str) -> ProviderError {
 }
 
 /// Stream exactly `size` bytes from `reader` into `path` (owned by root, `mode`).
-pub async fn upload<R: AsyncBufRead + Unpin>(
+pub async fn upload(
     channel: &AgentChannel,
     name: &str,
-    mut reader: R,
+    mut reader: UploadSource<'_>,
     size: u64,
     path: &str,
     mode: u32,
@@ -117,13 +118,15 @@ impl AgentDownload {
             }
         }
     }
+}
 
-    pub fn size(&self) -> u64 {
+#[async_trait::async_trait]
+impl FileDownload for AgentDownload {
+    fn size(&self) -> u64 {
         self.size
     }
 
-    /// The next chunk, `None` at the end.
-    pub async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>> {
+    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>> {
         if self.ended {
             return Ok(None);
         }

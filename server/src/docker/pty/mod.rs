@@ -3,6 +3,7 @@
 //! `container` for the in-container launcher, pid record and signal/cleanup commands.
 
 pub mod container;
+pub mod open;
 pub mod session;
 mod spawner;
 

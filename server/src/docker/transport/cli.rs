@@ -1,20 +1,28 @@
-//! The `docker exec` transport: one `docker exec` per command (`docker_exec`, `exec_stream`),
-//! with the seed's timeout rule and the output cap, and `classify_docker_exit`, which tells a
-//! docker failure from the command's own exit.
+//! The docker transport: one `docker exec` per command (`docker_exec`, `exec_stream`), with the
+//! seed's timeout rule and the output cap, and `classify_docker_exit`, which tells a docker
+//! failure from the command's own exit; files by `docker cp` (`files.rs`) and terminals by
+//! `docker exec -it` (`pty/open.rs`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
-use super::{effective_timeout, note_dropped, output_limit, spawn_stream, timed_out, ExecEngine, ExecSpec};
+use super::{
+    note_dropped, output_limit, spawn_stream, timed_out, ExecEngine, ExecSpec, FileDownload, TerminalSession,
+    UploadSource,
+};
 use crate::backend::{ExecStream, StreamEvent};
 use crate::config::DockerConfig;
 use crate::docker::argv::{self, ExecOptions};
 use crate::docker::classify;
 use crate::docker::cli::{feed_stdin, DockerCli, Pool};
 use crate::docker::failure::CliError;
-use crate::spec::{ExecErrorType, ExecResult};
+use crate::docker::files;
+use crate::docker::pty;
+use crate::error::Result;
+use crate::spec::{ExecErrorType, ExecResult, PtySpec};
 
 /// One `docker exec` per command.
 #[derive(Clone)]
@@ -35,13 +43,42 @@ impl ExecEngine for DockerExecEngine {
         docker_exec(&self.cli, &self.config, spec).await
     }
 
+    async fn upload(
+        &self,
+        name: &str,
+        source: UploadSource<'_>,
+        size: u64,
+        path: &str,
+        mode: u32,
+    ) -> Result<u64> {
+        files::cp_upload(&self.cli, name, source, size, path, mode).await
+    }
+
+    async fn download(&self, name: &str, path: &str) -> Result<Box<dyn FileDownload>> {
+        files::cp_download(&self.cli, name, path).await
+    }
+
+    async fn open_terminal(
+        &self,
+        name: &str,
+        shell: &str,
+        spec: &PtySpec,
+        user: Option<&str>,
+    ) -> Result<Arc<dyn TerminalSession>> {
+        let control = DockerExecEngine::new(self.cli.in_pool(Pool::Control), self.config.clone());
+        let session =
+            pty::open::open_terminal(&self.cli, Arc::new(control), &self.config, name, shell, spec, user)
+                .await?;
+        Ok(session)
+    }
+
     async fn exec_stream(&self, spec: ExecSpec<'_>) -> ExecStream {
         let (args, env) = exec_argv(&self.config, spec);
         let mut child = match self.cli.with_env(env).spawn(&args, spec.params.stdin.is_some(), true).await {
             Ok(child) => child,
             Err(e) => return ExecStream::finished(ExecResult::failed(ExecErrorType::Sandbox, e.to_string())),
         };
-        let timeout = effective_timeout(&self.config, spec.params);
+        let timeout = spec.params.timeout;
         let (cli, name, input) = (self.cli.clone(), spec.name.to_string(), spec.params.stdin.clone());
         spawn_stream(move |tx, stop| async move {
             let stdin = child.child.stdin.take();
@@ -167,7 +204,7 @@ fn exec_argv(config: &DockerConfig, spec: ExecSpec<'_>) -> (Vec<String>, Vec<(St
 pub(crate) async fn docker_exec(cli: &DockerCli, config: &DockerConfig, spec: ExecSpec<'_>) -> ExecResult {
     let (args, env) = exec_argv(config, spec);
     let cli = &cli.with_env(env);
-    let timeout = effective_timeout(config, spec.params);
+    let timeout = spec.params.timeout;
     let limit = output_limit(config);
     match cli.run_limited(&args, timeout, spec.params.stdin.as_deref(), limit).await {
         Ok(mut out) => {

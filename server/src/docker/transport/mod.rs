@@ -1,21 +1,26 @@
 //! The transport seam: how this process reaches into a sandbox. [`ExecEngine`] is the one
-//! trait; `cli.rs` implements it with one `docker exec` per command, and
-//! `super::agent::AgentEngine` with the sandbox's resident agent (falling back to `cli.rs` per
-//! sandbox where the agent cannot run). Both give the same results, shaped here. This module
+//! trait (`exec`, `exec_stream`, `upload`, `download`, `open_terminal`); `cli.rs` implements it
+//! with `docker exec`, `docker cp` (`super::files`) and a `docker exec -it` terminal
+//! (`super::pty::open`), and `super::agent::AgentEngine` with the sandbox's resident agent
+//! (falling back to `cli.rs` per call where the agent cannot run; terminals do not go through
+//! the agent yet). Both give the same results, shaped here. This module
 //! imports none of its siblings: an implementation depends on it, never the reverse.
 
 pub mod cli;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-pub use crate::backend::{ExecStream, StreamEvent};
+pub use crate::backend::{ExecStream, FileDownload, StreamEvent, TerminalSession, UploadSource};
 use crate::config::DockerConfig;
-use crate::spec::{ExecErrorType, ExecParams, ExecResult, SandboxHandle};
+use crate::error::Result;
+use crate::spec::{ExecErrorType, ExecParams, ExecResult, PtySpec, SandboxHandle};
 
 /// One command for an engine: `<shell> -c <command>` in container `name`, with `params`, as
-/// `user` (already normalised; `None`: the image's user).
+/// `user` (already normalised; `None`: the image's user). `params.timeout` is final: the service
+/// resolved the configured default (`exec.default_timeout`) once; `None` runs unbounded.
 #[derive(Debug, Clone, Copy)]
 pub struct ExecSpec<'a> {
     pub name: &'a str,
@@ -47,6 +52,32 @@ pub trait ExecEngine: Send + Sync {
     /// As `exec`, with output delivered as it is produced (no output bound: nothing accumulates).
     async fn exec_stream(&self, spec: ExecSpec<'_>) -> ExecStream;
 
+    /// Stream exactly `size` bytes from `source` into file `path` (owned by root, `mode`) of
+    /// container `name`; the arguments are already checked. A short or long stream is
+    /// INVALID_ARGUMENT on `size` and leaves no truncated file.
+    async fn upload(
+        &self,
+        name: &str,
+        source: UploadSource<'_>,
+        size: u64,
+        path: &str,
+        mode: u32,
+    ) -> Result<u64>;
+
+    /// Open file `path` of container `name` for reading: errors about the path (missing, a
+    /// directory) come here, before the first byte.
+    async fn download(&self, name: &str, path: &str) -> Result<Box<dyn FileDownload>>;
+
+    /// Open a terminal (or pipes) running `spec` (already checked) in container `name` with
+    /// its `shell`, as `user` (normalised); returns as soon as its process runs.
+    async fn open_terminal(
+        &self,
+        name: &str,
+        shell: &str,
+        spec: &PtySpec,
+        user: Option<&str>,
+    ) -> Result<Arc<dyn TerminalSession>>;
+
     /// Forget what the engine holds for a sandbox that was closed.
     fn forget(&self, _name: &str) {}
 
@@ -55,11 +86,6 @@ pub trait ExecEngine: Send + Sync {
 }
 
 // ----- how an exec ends: the one place both engines shape results -----
-
-/// The effective timeout of a call: its own, else the configured default.
-pub fn effective_timeout(config: &DockerConfig, params: &ExecParams) -> Option<Duration> {
-    params.timeout.or(config.exec.default_timeout)
-}
 
 /// Bytes one `exec` keeps per stream (`exec.max_output_bytes`).
 pub fn output_limit(config: &DockerConfig) -> usize {
