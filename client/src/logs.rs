@@ -6,21 +6,8 @@ use crate::error::{ClientError, Result};
 use crate::proto;
 use crate::sandbox::Sandbox;
 
-/// What [`Client::logs`] reads.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LogsOptions {
-    /// Keep the stream open and deliver new output as it is written.
-    pub follow: bool,
-    /// Only the last this many lines of what was written so far.
-    pub tail_lines: Option<u32>,
-}
-
-/// One piece of a sandbox's output.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LogChunk {
-    Stdout(Vec<u8>),
-    Stderr(Vec<u8>),
-}
+/// What [`Client::logs`] reads, and what it delivers: the contract's types.
+pub use sandboxd_proto::contract::{LogChunk, LogOptions as LogsOptions};
 
 /// The chunks of one `Logs` call, in order.
 pub struct LogStream {

@@ -2,22 +2,7 @@
 //! `Logs` RPC streams it. Backend-neutral: the Docker backend reads it with `docker logs`; a
 //! backend with an in-sandbox agent may read it from there instead.
 
-/// What to read.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LogOptions {
-    /// Keep reading what the process writes next, until the stream is dropped or the sandbox
-    /// stops.
-    pub follow: bool,
-    /// Only the last this many lines of what was written so far (`None`: all of it).
-    pub tail_lines: Option<u32>,
-}
-
-/// One piece of output, in the order it was read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LogChunk {
-    Stdout(Vec<u8>),
-    Stderr(Vec<u8>),
-}
+pub use sandboxd_proto::contract::{LogChunk, LogOptions};
 
 /// A sandbox's output arriving as it is read; `Err` once, last, when reading failed. Dropping
 /// it stops the read (and whatever process the backend runs for it).
