@@ -26,11 +26,14 @@ async fn logs_follow_shows_what_the_sandbox_prints_after_it_started() {
     let tmux = Tmux::start(30, 120);
 
     tmux.line(&format!("{SANDBOXCTL} --addr {} logs -f {}", server.addr(), sandbox.id()));
-    tmux.wait_for("the earlier output", |s| s.lines().any(|l| l.trim() == "before-follow"));
+    // `ends_with`: when the typed command fills the pane's width exactly, tmux joins the next
+    // line onto it (capture-pane -J), so the output may follow the command on one line.
+    tmux.wait_for("the earlier output", |s| s.lines().any(|l| l.trim().ends_with("before-follow")));
     // Printed after `logs -f` started: it must arrive while the command keeps following.
     sandbox.exec("echo printed-later > /proc/1/fd/1; echo err-later > /proc/1/fd/2").await.unwrap();
     tmux.wait_for("the later lines", |s| {
-        s.lines().any(|l| l.trim() == "printed-later") && s.lines().any(|l| l.trim() == "err-later")
+        s.lines().any(|l| l.trim().ends_with("printed-later"))
+            && s.lines().any(|l| l.trim().ends_with("err-later"))
     });
     assert_eq!(children_named(tmux.pane_pid(), "sandboxctl").len(), 1, "logs -f is still following");
     // Ctrl-C ends it and gives the prompt back.
