@@ -42,6 +42,13 @@ cleanup_test_containers() {
     # shellcheck disable=SC2086 # one id per word
     docker rm -f $ids >/dev/null || true
   fi
+  # The networks and volumes the service made for them (spec.network, spec.volumes).
+  local kind names
+  for kind in network volume; do
+    names="$(docker "$kind" ls -q --filter label=sandboxd.test=1)" || continue
+    # shellcheck disable=SC2086 # one name per word
+    [[ -n "$names" ]] && docker "$kind" rm $names >/dev/null 2>&1 || true
+  done
 }
 
 step "removing leftover test containers (before)"

@@ -30,6 +30,7 @@ const MUTATING: &[&str] = &[
     "Grant",
     "Revoke",
     "Connect",
+    "DeleteVolume",
 ];
 
 tokio::task_local! {

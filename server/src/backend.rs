@@ -168,6 +168,15 @@ pub trait SandboxBackend: Send + Sync + 'static {
     /// What the sandbox's main process wrote to stdout and stderr (and, with
     /// `options.follow`, writes next); running or stopped sandboxes alike.
     async fn logs(&self, id: &SandboxId, options: crate::logs::LogOptions) -> Result<crate::logs::LogStream>;
+
+    /// The sandbox's address on its `spec.network` (or on the network it runs on).
+    async fn network_address(&self, id: &SandboxId) -> Result<crate::runtime::NetworkAddress>;
+
+    /// The named volumes this service owns for `tenant` (`None`: the tenant-less ones).
+    async fn list_volumes(&self, tenant: Option<&str>) -> Result<Vec<crate::runtime::VolumeInfo>>;
+
+    /// Remove `tenant`'s volume `name`; gone is success, one a sandbox mounts is `InUse`.
+    async fn delete_volume(&self, tenant: Option<&str>, name: &str) -> Result<()>;
 }
 
 /// One step of a streamed command.

@@ -63,6 +63,9 @@ pub struct DockerCreateConfig {
     /// When `docker run` pulls the image: `missing` (Docker's and Compose's default), `never`
     /// (shared deployments: only images already on the daemon), `always`.
     pub pull_policy: String,
+    /// Capabilities a sandbox may ask for in `spec.cap_add` (for example `SYS_PTRACE`); none by
+    /// default. Those in `runtime::NEVER_ADDED` (NET_ADMIN, SYS_ADMIN, …) are refused here.
+    pub allowed_cap_add: Vec<String>,
 }
 
 impl Default for DockerCreateConfig {
@@ -83,6 +86,7 @@ impl Default for DockerCreateConfig {
             transport_retries: 2,
             transport_retry_delay: Duration::from_secs(1),
             pull_policy: "missing".into(),
+            allowed_cap_add: Vec::new(),
         }
     }
 }
@@ -119,6 +123,16 @@ impl DockerCreateConfig {
         }
         if self.keepalive_cmd.is_empty() {
             return Err(ConfigError::new("create.keepalive_cmd", "must be a non-empty command"));
+        }
+        for cap in &self.allowed_cap_add {
+            let name = crate::runtime::capability("create.allowed_cap_add", cap)
+                .map_err(|e| ConfigError::new("create.allowed_cap_add", e.to_string()))?;
+            if crate::runtime::NEVER_ADDED.contains(&name.as_str()) {
+                return Err(ConfigError::new(
+                    "create.allowed_cap_add",
+                    format!("{name} is never given to a sandbox (it would undo its isolation)"),
+                ));
+            }
         }
         Ok(())
     }

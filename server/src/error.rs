@@ -35,6 +35,9 @@ pub enum ProviderError {
     /// The snapshot is still the image of a sandbox.
     #[error("snapshot in use: {0}")]
     SnapshotInUse(String),
+    /// A named volume (or another shared resource) is still used by a sandbox.
+    #[error("in use: {0}")]
+    InUse(String),
     /// A server limit was reached (for example `server.max_snapshots`).
     #[error("limit reached: {0}")]
     ResourceExhausted(String),

@@ -223,6 +223,14 @@ pub struct SandboxSpec {
     pub provider_options: ProviderOptions,
     /// Start from this snapshot (its image) instead of `image`.
     pub snapshot_id: Option<String>,
+    /// A network this service owns, shared by the tenant's sandboxes naming it (`runtime`).
+    pub network: Option<String>,
+    /// Capabilities to add, each allowed by the operator (`create.allowed_cap_add`).
+    pub cap_add: Vec<String>,
+    /// Size of `/dev/shm` in bytes.
+    pub shm_size_bytes: Option<u64>,
+    /// Named volumes this service owns, mounted in the sandbox.
+    pub volumes: Vec<crate::runtime::VolumeMount>,
     /// The tenant the sandbox is made for, labelled at `docker run`; set by the server from
     /// the caller's key, never from a request or a config file.
     #[serde(skip)]
@@ -275,6 +283,13 @@ impl SandboxSpec {
         }
         validate_ports(&self.ports)?;
         crate::metadata::validate_metadata("spec.metadata", &self.metadata)?;
+        crate::runtime::validate(
+            self.network.as_deref(),
+            &self.cap_add,
+            self.shm_size_bytes,
+            self.resources.memory_mib,
+            &self.volumes,
+        )?;
         Ok(())
     }
 }

@@ -77,10 +77,21 @@ impl TestLabel {
         String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect()
     }
 
+    /// Removes this label's containers, then the networks and volumes the service made for
+    /// them (they carry the operator's labels, so the test's too).
     pub fn remove_all(&self) {
         let ids = self.containers();
         if !ids.is_empty() {
             let _ = Command::new("docker").arg("rm").arg("-f").args(&ids).output();
+        }
+        let filter = format!("label=sandboxd.test.case={}", self.value);
+        for kind in ["network", "volume"] {
+            let out = docker(&[kind, "ls", "-q", "--filter", &filter]);
+            let names: Vec<String> =
+                String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect();
+            if !names.is_empty() {
+                let _ = Command::new("docker").args([kind, "rm"]).args(&names).output();
+            }
         }
     }
 }

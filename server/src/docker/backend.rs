@@ -149,6 +149,18 @@ impl SandboxBackend for DockerProvider {
     async fn logs(&self, id: &SandboxId, options: crate::logs::LogOptions) -> Result<crate::logs::LogStream> {
         self.container_logs(id.as_str(), options).await
     }
+
+    async fn network_address(&self, id: &SandboxId) -> Result<crate::runtime::NetworkAddress> {
+        DockerProvider::network_address(self, id).await
+    }
+
+    async fn list_volumes(&self, tenant: Option<&str>) -> Result<Vec<crate::runtime::VolumeInfo>> {
+        DockerProvider::list_volumes(self, tenant).await
+    }
+
+    async fn delete_volume(&self, tenant: Option<&str>, name: &str) -> Result<()> {
+        DockerProvider::delete_volume(self, tenant, name).await
+    }
 }
 
 #[async_trait::async_trait]

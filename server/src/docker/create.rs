@@ -43,9 +43,11 @@ impl DockerProvider {
     pub async fn create_planned(&self, spec: &SandboxSpec, plan: &CreatePlan) -> Result<SandboxHandle> {
         spec.validate()?;
         argv::check_docker_env(&spec.env, true).map_err(|m| ProviderError::invalid("spec.env", m))?;
+        self.check_runtime_policy(spec)?;
         if let Some(snapshot_id) = &spec.snapshot_id {
             self.snapshot_info(snapshot_id).await?;
         }
+        self.prepare_runtime(spec).await?;
         let sandbox_id = plan.id.as_str();
         let timeout = plan.timeout;
         let creating = argv::creating_name(sandbox_id);
@@ -80,6 +82,7 @@ impl DockerProvider {
                 tenant: spec.tenant.clone(),
             };
             handle.shell = self.verify_and_detect_shell(&creating, spec.ready_timeout_s).await?;
+            self.link_subpaths(&creating, spec).await?;
             for (path, content) in &spec.files {
                 self.upload_reader(&handle, content.as_slice(), content.len() as u64, path, None).await?;
             }
@@ -111,6 +114,7 @@ impl DockerProvider {
         match result {
             Ok(handle) => {
                 self.remember(&handle);
+                self.note_network(sandbox_id, spec.tenant.as_deref(), spec.network.as_deref());
                 tracing::info!(sandbox_id = %sandbox_id, shell = %handle.shell, "sandbox created");
                 Ok(handle)
             }

@@ -74,7 +74,7 @@ fn child_spec(source: &ContainerJson, labels: &BTreeMap<String, String>) -> Sand
         .map(|p| p.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_default();
     let gpus: i64 = source.host.device_requests.iter().flatten().map(|d| d.count.max(0)).sum();
-    SandboxSpec {
+    let mut spec = SandboxSpec {
         ttl_s: lease_length_s(&container_labels),
         workdir: Some(source.config.working_dir.clone()).filter(|w| !w.is_empty()),
         metadata: labels.clone(),
@@ -88,7 +88,12 @@ fn child_spec(source: &ContainerJson, labels: &BTreeMap<String, String>) -> Sand
         // A child belongs to its source's tenant.
         tenant: container_labels.get(crate::auth::TENANT_LABEL).cloned(),
         ..Default::default()
+    };
+    // Its network, capabilities, /dev/shm and volumes too (a snapshot holds none of them).
+    if let Some(label) = container_labels.get(argv::RUNTIME_LABEL) {
+        argv::RuntimeLabel::parse(label).apply(&mut spec);
     }
+    spec
 }
 
 impl DockerProvider {

@@ -20,6 +20,8 @@ pub(super) struct Inspected {
     pub(super) ports: Vec<u16>,
     pub(super) metadata: BTreeMap<String, String>,
     pub(super) tenant: Option<String>,
+    /// Its service network (`spec.network`), from its runtime label.
+    pub(super) network: Option<String>,
 }
 
 impl DockerProvider {
@@ -43,6 +45,7 @@ impl DockerProvider {
             return Ok(h);
         }
         let found = self.owned(sandbox_id).await?;
+        self.note_network(sandbox_id, found.tenant.as_deref(), found.network.as_deref());
         let running = found.state.is_running();
         let shell =
             if running { self.detect_shell(self.engine.as_ref(), sandbox_id).await? } else { "sh".into() };
@@ -86,6 +89,7 @@ impl DockerProvider {
             }
         }
         let shell = self.detect_shell(self.engine.as_ref(), id).await?;
+        self.note_network(id, found.tenant.as_deref(), found.network.as_deref());
         let handle = SandboxHandle {
             sandbox_id: id.into(),
             image: found.image,
@@ -127,7 +131,8 @@ fn parse_inspect(text: &str) -> Result<Inspected> {
         .unwrap_or_default();
     let metadata = super::labels::metadata_from_labels(&labels);
     let tenant = labels.get(crate::auth::TENANT_LABEL).cloned();
-    Ok(Inspected { owned, image, state, workdir, ports, metadata, tenant })
+    let network = labels.get(argv::RUNTIME_LABEL).and_then(|l| argv::RuntimeLabel::parse(l).network);
+    Ok(Inspected { owned, image, state, workdir, ports, metadata, tenant, network })
 }
 
 #[cfg(test)]

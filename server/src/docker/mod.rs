@@ -32,6 +32,7 @@ mod pause;
 mod ping;
 pub mod provider;
 pub mod pty;
+pub mod runtime;
 pub mod sessions;
 mod snapshot;
 pub mod state;

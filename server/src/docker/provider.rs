@@ -56,6 +56,9 @@ pub struct DockerProvider {
     /// The host file every new sandbox bind-mounts as its agent.
     pub(super) agent_binary: Option<PathBuf>,
     pub(super) handles: Mutex<HashMap<String, SandboxHandle>>,
+    /// The service network (`spec.network`) of each sandbox known to be on one, by Docker
+    /// name: removed after the sandbox when no other container uses it (`runtime.rs`).
+    pub(super) networks: Mutex<HashMap<String, String>>,
     /// Owned containers' states, kept current by `docker events`.
     pub(super) states: StateWatch,
     /// Ids this process closed, so their status reads `stopped` rather than unknown.
@@ -117,6 +120,7 @@ impl DockerProvider {
             agent,
             agent_binary,
             handles: Mutex::new(HashMap::new()),
+            networks: Mutex::new(HashMap::new()),
             closed: Mutex::new(HashSet::new()),
             pty_sessions: Mutex::new(HashMap::new()),
             snapshot_lock: tokio::sync::Mutex::new(()),

@@ -77,6 +77,7 @@ impl DockerProvider {
         self.remember_closed(&handle.sandbox_id);
         self.states.record(&handle.sandbox_id, None);
         self.remove_container(&handle.sandbox_id).await?;
+        self.release_network(&handle.sandbox_id).await;
         tracing::info!(sandbox_id = %handle.sandbox_id, "sandbox closed");
         Ok(())
     }
@@ -101,15 +102,18 @@ impl DockerProvider {
                     return Ok(());
                 }
                 Some(found) if !found.owned => return Err(ProviderError::SandboxNotFound(sandbox_id.into())),
-                Some(found) => SandboxHandle {
-                    sandbox_id: sandbox_id.into(),
-                    image: found.image,
-                    shell: "sh".into(),
-                    ports: found.ports,
-                    workdir: found.workdir,
-                    metadata: found.metadata,
-                    tenant: found.tenant,
-                },
+                Some(found) => {
+                    self.note_network(sandbox_id, found.tenant.as_deref(), found.network.as_deref());
+                    SandboxHandle {
+                        sandbox_id: sandbox_id.into(),
+                        image: found.image,
+                        shell: "sh".into(),
+                        ports: found.ports,
+                        workdir: found.workdir,
+                        metadata: found.metadata,
+                        tenant: found.tenant,
+                    }
+                }
             },
         };
         self.remove(&handle).await

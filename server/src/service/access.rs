@@ -4,10 +4,11 @@
 //!
 //! | Scope    | RPCs                                                                        |
 //! |----------|-----------------------------------------------------------------------------|
-//! | read     | Status, Connect, Download, Diff, Grant (of read)                            |
+//! | read     | Status, Connect, Download, Diff, NetworkAddress, Grant (of read)            |
 //! | operate  | Exec, ExecStream, Upload, Pty, Endpoint, Grant (of operate)                 |
 //! | owner    | Close, SetTimeout, Snapshot, Fork, Pause, Resume, Grant (of owner), Revoke  |
-//! | tenant   | Create, List, ListSnapshots, DeleteSnapshot (a tenant key or the operator)  |
+//! | tenant   | Create, List, ListSnapshots, DeleteSnapshot, ListVolumes, DeleteVolume      |
+//! |          | (a tenant key or the operator)                                              |
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -39,6 +39,19 @@ pub fn spec_from_proto(spec: pb::SandboxSpec) -> Result<SandboxSpec, Status> {
         ports,
         provider_options: ProviderOptions { volumes: options.volumes, run_args: options.run_args },
         snapshot_id: spec.snapshot_id,
+        network: spec.network,
+        cap_add: spec.cap_add,
+        shm_size_bytes: spec.shm_size_bytes,
+        volumes: spec
+            .volumes
+            .into_iter()
+            .map(|v| crate::runtime::VolumeMount {
+                name: v.name,
+                target: v.target,
+                read_only: v.read_only,
+                subpath: v.subpath,
+            })
+            .collect(),
         tenant: None,
     })
 }

@@ -12,6 +12,7 @@ mod limits;
 mod logs;
 mod pty;
 mod quota;
+mod runtime;
 mod server;
 mod status;
 mod stream_limit;
@@ -466,5 +467,26 @@ impl SandboxService for SandboxApi {
 
     async fn logs(&self, request: Request<pb::LogsRequest>) -> Result<Response<Self::LogsStream>, Status> {
         logs::logs(self, request).await
+    }
+
+    async fn network_address(
+        &self,
+        request: Request<pb::NetworkAddressRequest>,
+    ) -> Result<Response<pb::NetworkAddressResponse>, Status> {
+        runtime::network_address(self, request).await
+    }
+
+    async fn list_volumes(
+        &self,
+        request: Request<pb::ListVolumesRequest>,
+    ) -> Result<Response<pb::ListVolumesResponse>, Status> {
+        runtime::list_volumes(self, request).await
+    }
+
+    async fn delete_volume(
+        &self,
+        request: Request<pb::DeleteVolumeRequest>,
+    ) -> Result<Response<pb::DeleteVolumeResponse>, Status> {
+        runtime::delete_volume(self, request).await
     }
 }

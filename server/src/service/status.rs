@@ -17,6 +17,7 @@ impl From<ProviderError> for Status {
             | ProviderError::Stopped(_)
             | ProviderError::Paused(_)
             | ProviderError::SnapshotInUse(_)
+            | ProviderError::InUse(_)
             | ProviderError::Pty(_) => Code::FailedPrecondition,
             ProviderError::ResourceExhausted(_) => Code::ResourceExhausted,
             ProviderError::Unavailable(_) => Code::Unavailable,

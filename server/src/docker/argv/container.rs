@@ -141,7 +141,8 @@ pub fn run_args(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec
             a.extend([s("--gpus"), gpu.to_string()]);
         }
     }
-    if let Some(network) = &cfg.network {
+    // A spec's own network (`runtime_run_args`) replaces the operator's default one.
+    if let Some(network) = cfg.network.as_ref().filter(|_| spec.network.is_none()) {
         a.extend([s("--network"), network.clone()]);
     }
     if cfg.read_only {
@@ -162,6 +163,7 @@ pub fn run_args(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec
     for volume in &spec.provider_options.volumes {
         a.extend([s("-v"), volume.clone()]);
     }
+    a.extend(runtime_run_args(spec));
     a.push(format!("--pull={}", cfg.pull_policy));
     a.extend(cfg.extra_run_args.iter().cloned());
     a.extend(spec.provider_options.run_args.iter().cloned());

@@ -1,0 +1,243 @@
+//! A spec's runtime requirements on Docker: the operator's policy (allowed capabilities, a
+//! `none` network), the service's own networks and named volumes (made on first use, checked
+//! to be ours, a network removed when its last sandbox closes), volume subpaths linked in the
+//! sandbox, and a sandbox's address (`NetworkAddress`).
+
+use std::collections::BTreeMap;
+
+use super::argv;
+use super::failure::CliError;
+use super::provider::DockerProvider;
+use super::transport::ExecSpec;
+use crate::error::{ProviderError, Result};
+use crate::runtime::{unscoped_name, NetworkAddress, VolumeInfo, NEVER_ADDED};
+use crate::spec::{ExecParams, SandboxId, SandboxSpec};
+
+impl DockerProvider {
+    /// The operator's policy over `spec`'s requirements, before anything is made: each added
+    /// capability allowed (and never one of `NEVER_ADDED`), no network where the operator said
+    /// `none`.
+    pub(super) fn check_runtime_policy(&self, spec: &SandboxSpec) -> Result<()> {
+        let create = &self.config.create;
+        let allowed: Vec<String> = create
+            .allowed_cap_add
+            .iter()
+            .filter_map(|c| crate::runtime::capability("create.allowed_cap_add", c).ok())
+            .collect();
+        for cap in &spec.cap_add {
+            let name = crate::runtime::capability("spec.cap_add", cap)?;
+            if NEVER_ADDED.contains(&name.as_str()) || !allowed.contains(&name) {
+                return Err(ProviderError::PermissionDenied(format!(
+                    "spec.cap_add: {name} is not in the server's create.allowed_cap_add ({})",
+                    if allowed.is_empty() { "empty".to_string() } else { allowed.join(", ") }
+                )));
+            }
+        }
+        if spec.network.is_some() && create.network.as_deref() == Some("none") {
+            return Err(ProviderError::PermissionDenied(
+                "spec.network: the server's create.network is none (sandboxes get no network)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Make (or find, and check to be ours) the network and volumes `spec` names.
+    pub(super) async fn prepare_runtime(&self, spec: &SandboxSpec) -> Result<()> {
+        let tenant = spec.tenant.as_deref();
+        let labels = self.resource_labels(tenant);
+        if let Some(network) = &spec.network {
+            let name = argv::network_name(tenant, network);
+            match self.control(argv::network_create_args(&name, &labels)).await {
+                Ok(_) => {}
+                // Another create made it first, or it is a stranger's: its labels say which.
+                Err(CliError::Failed(f)) if f.stderr.contains("already exists") => {
+                    self.check_ours("network", &name, &labels, "spec.network").await?
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        for (i, volume) in spec.volumes.iter().enumerate() {
+            let name = argv::volume_name(tenant, &volume.name);
+            // `volume create` of an existing name succeeds whoever made it: check the labels.
+            self.control(argv::volume_create_args(&name, &labels)).await?;
+            self.check_ours("volume", &name, &labels, &format!("spec.volumes[{i}].name")).await?;
+        }
+        Ok(())
+    }
+
+    /// Show each volume's subpath at its target: a link into the volume's mount under
+    /// `/.sandboxd/volumes/`, the subpath made first unless read-only. Runs as root in the
+    /// sandbox (the only place these paths mean anything; the server never resolves them).
+    pub(super) async fn link_subpaths(&self, name: &str, spec: &SandboxSpec) -> Result<()> {
+        use crate::docker::pty::container::shell_quote as q;
+        for (i, volume) in spec.volumes.iter().enumerate() {
+            let Some(sub) = &volume.subpath else { continue };
+            let source = format!("{}/{}", argv::subpath_mount_dir(i), sub.trim_matches('/'));
+            let target = volume.target.trim_end_matches('/');
+            let parent = match target.rfind('/') {
+                Some(0) | None => "/",
+                Some(at) => &target[..at],
+            };
+            let make = if volume.read_only { String::new() } else { format!("mkdir -p {} && ", q(&source)) };
+            // A target the image already has: only an empty directory may give way.
+            let script = format!(
+                "{make}mkdir -p {p} && {{ if [ -e {t} ] && [ ! -L {t} ]; then rmdir {t} || exit 3; fi; }} && ln -sfn {s} {t}",
+                p = q(parent),
+                t = q(target),
+                s = q(&source),
+            );
+            let params =
+                ExecParams { timeout: Some(self.control_timeout_or_default()), ..Default::default() };
+            let exec = ExecSpec { name, shell: "sh", command: &script, params: &params, user: Some("0") };
+            let result = self.create_engine.exec(exec).await;
+            if result.return_code != 0 || result.error_type.is_some() {
+                return Err(ProviderError::Create(format!(
+                    "spec.volumes[{i}]: cannot show subpath {sub:?} at {target:?}: {}",
+                    if result.return_code == 3 {
+                        "the image has a non-empty directory there".to_string()
+                    } else {
+                        result.stderr_str().trim().to_string()
+                    }
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Remember that `sandbox_id` is on the service network of `spec` (or of its label).
+    pub(super) fn note_network(&self, sandbox_id: &str, tenant: Option<&str>, network: Option<&str>) {
+        if let (Some(network), Ok(mut map)) = (network, self.networks.lock()) {
+            map.insert(sandbox_id.to_string(), argv::network_name(tenant, network));
+        }
+    }
+
+    /// After a sandbox is removed: remove its service network if no container is left on it
+    /// (Docker refuses to remove a network in use, so one another sandbox uses stays).
+    pub(super) async fn release_network(&self, sandbox_id: &str) {
+        let Some(name) = self.networks.lock().ok().and_then(|mut m| m.remove(sandbox_id)) else { return };
+        if self.networks.lock().is_ok_and(|m| m.values().any(|n| *n == name)) {
+            return;
+        }
+        if let Err(e) = self.control(argv::resource_rm_args("network", &name)).await {
+            tracing::debug!(network = %name, error = %e, "network kept (still in use, or gone)");
+        }
+    }
+
+    /// The sandbox's address on its spec network, else on the first network it is on.
+    pub async fn network_address(&self, id: &SandboxId) -> Result<NetworkAddress> {
+        let sandbox_id = id.as_str();
+        let found = self.inspect(sandbox_id).await?.filter(|f| f.owned);
+        let Some(found) = found else { return Err(ProviderError::SandboxNotFound(sandbox_id.into())) };
+        if !found.state.is_running() {
+            return Err(ProviderError::Stopped(sandbox_id.into()));
+        }
+        let tenant = found.tenant.as_deref();
+        let wanted = found.network.clone();
+        let out = self.control(argv::network_addresses_args(sandbox_id)).await?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let networks: BTreeMap<&str, &str> = text
+            .lines()
+            .filter_map(|l| l.split_once('\t'))
+            .filter(|(_, ip)| !ip.trim().is_empty())
+            .map(|(n, ip)| (n.trim(), ip.trim()))
+            .collect();
+        let (network, address) = match &wanted {
+            Some(net) => {
+                let docker_name = argv::network_name(tenant, net);
+                let ip = networks.get(docker_name.as_str()).ok_or_else(|| {
+                    ProviderError::Stopped(format!("{sandbox_id} has no address on network {net:?}"))
+                })?;
+                (net.clone(), ip.to_string())
+            }
+            None => match networks.iter().next() {
+                Some((_, ip)) => (String::new(), ip.to_string()),
+                None => {
+                    return Err(ProviderError::Stopped(format!(
+                        "{sandbox_id} has no network address (network none)"
+                    )))
+                }
+            },
+        };
+        Ok(NetworkAddress { address, network })
+    }
+
+    /// The tenant's named volumes.
+    pub async fn list_volumes(&self, tenant: Option<&str>) -> Result<Vec<VolumeInfo>> {
+        let labels = self.resource_labels(tenant);
+        let out = self.control(argv::volume_ls_args(&labels)).await?;
+        let mut volumes = Vec::new();
+        for docker_name in String::from_utf8_lossy(&out.stdout).lines().map(str::trim) {
+            // A tenant-less caller sees only tenant-less volumes (no `.` in their names).
+            let Some(name) = unscoped_name(argv::VOLUME_PREFIX, tenant, docker_name) else { continue };
+            volumes.push(VolumeInfo { name: name.to_string(), created_at_unix_ms: 0 });
+        }
+        volumes.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(volumes)
+    }
+
+    /// Remove the tenant's volume `name`; FAILED_PRECONDITION while a container mounts it.
+    pub async fn delete_volume(&self, tenant: Option<&str>, name: &str) -> Result<()> {
+        crate::runtime::validate_name("name", name)?;
+        let docker_name = argv::volume_name(tenant, name);
+        let labels = self.resource_labels(tenant);
+        match self.labels_of("volume", &docker_name).await? {
+            None => return Ok(()),
+            Some(found) if !has_all(&found, &labels) => return Ok(()),
+            Some(_) => {}
+        }
+        let users = self.control(argv::containers_using_volume_args(&docker_name)).await?;
+        let count = String::from_utf8_lossy(&users.stdout).lines().filter(|l| !l.trim().is_empty()).count();
+        if count > 0 {
+            return Err(ProviderError::InUse(format!("volume {name:?} is mounted by {count} sandbox(es)")));
+        }
+        match self.control(argv::resource_rm_args("volume", &docker_name)).await {
+            Ok(_) => Ok(()),
+            Err(CliError::Failed(f)) if f.stderr.contains("no such volume") => Ok(()),
+            Err(CliError::Failed(f)) if f.stderr.contains("in use") => {
+                Err(ProviderError::InUse(format!("volume {name:?} is in use")))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The labels this service's networks and volumes carry (owner, tenant, operator's).
+    fn resource_labels(&self, tenant: Option<&str>) -> Vec<String> {
+        argv::resource_labels(tenant, &argv::operator_labels(&self.config.create.extra_run_args))
+    }
+
+    /// Refuse a network or volume under our name that is not ours (a stranger's, another
+    /// deployment's): PERMISSION_DENIED naming the field.
+    async fn check_ours(&self, kind: &str, name: &str, labels: &[String], field: &str) -> Result<()> {
+        match self.labels_of(kind, name).await? {
+            Some(found) if has_all(&found, labels) => Ok(()),
+            _ => Err(ProviderError::PermissionDenied(format!(
+                "{field}: the {kind} {name} exists but was not made by this service"
+            ))),
+        }
+    }
+
+    /// A network's or volume's labels; `None` when it does not exist.
+    async fn labels_of(&self, kind: &str, name: &str) -> Result<Option<BTreeMap<String, String>>> {
+        match self.control(argv::labels_inspect_args(kind, name)).await {
+            Ok(out) => {
+                let labels: Option<BTreeMap<String, String>> =
+                    serde_json::from_slice(&out.stdout).unwrap_or_default();
+                Ok(Some(labels.unwrap_or_default()))
+            }
+            Err(CliError::Failed(f)) if f.stderr.to_ascii_lowercase().contains("no such") => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn control_timeout_or_default(&self) -> std::time::Duration {
+        self.control_timeout().unwrap_or(std::time::Duration::from_secs(30))
+    }
+}
+
+/// Whether `found` carries every `KEY=VALUE` of `labels`.
+fn has_all(found: &BTreeMap<String, String>, labels: &[String]) -> bool {
+    labels.iter().all(|l| {
+        let (k, v) = l.split_once('=').unwrap_or((l, ""));
+        found.get(k).is_some_and(|x| x == v)
+    })
+}
