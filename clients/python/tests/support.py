@@ -17,6 +17,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 IMAGES_RS = REPO_ROOT / "testkit" / "src" / "images.rs"
@@ -110,20 +111,32 @@ class ContainerLabel:
         ids = self.containers()
         if ids:
             docker("rm", "-f", *ids, check=False)
+        # The networks and volumes the server made for them carry the same labels.
+        for kind in ("network", "volume"):
+            names = docker(kind, "ls", "-q", "--filter", f"label=sandboxd.test.case={self.value}", check=False)
+            if names.stdout.split():
+                docker(kind, "rm", *names.stdout.split(), check=False)
 
 
 class ServerProcess:
     """A running `sandboxd --listen 127.0.0.1:PORT --config FILE [--auth-token-file FILE]`."""
 
     def __init__(
-        self, binary: Path, label: ContainerLabel, workdir: Path, *, token: str | None = None, port: int = 0
+        self,
+        binary: Path,
+        label: ContainerLabel,
+        workdir: Path,
+        *,
+        token: str | None = None,
+        port: int = 0,
+        create: dict[str, Any] | None = None,
     ) -> None:
         config = workdir / f"config-{uuid.uuid4().hex[:8]}.json"
         config.write_text(
             json.dumps(
                 {
                     "docker": {
-                        "create": {"extra_run_args": label.run_args()},
+                        "create": {"extra_run_args": label.run_args(), **(create or {})},
                         "exec": {"default_timeout_s": 60.0},
                     }
                 }

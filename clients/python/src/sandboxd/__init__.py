@@ -32,6 +32,7 @@ from .types import (
     ExecExit,
     ExecResult,
     ExecUsage,
+    NetworkAddress,
     Resources,
     SandboxInfo,
     SandboxPage,
@@ -41,6 +42,8 @@ from .types import (
     SnapshotInfo,
     Stderr,
     Stdout,
+    VolumeInfo,
+    VolumeMount,
 )
 
 __version__ = "0.1.0"
@@ -55,6 +58,9 @@ __all__ = [
     "DEFAULT_ADDRESS",
     "DeadlineExceeded",
     "DiffEntry",
+    "NetworkAddress",
+    "VolumeInfo",
+    "VolumeMount",
     "DiffKind",
     "Endpoint",
     "ExecEvent",

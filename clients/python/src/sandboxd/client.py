@@ -26,6 +26,7 @@ from .types import (
     ExecExit,
     ExecResult,
     ExecUsage,
+    NetworkAddress,
     SandboxInfo,
     SandboxPage,
     SandboxRef,
@@ -34,6 +35,7 @@ from .types import (
     SnapshotInfo,
     Stderr,
     Stdout,
+    VolumeInfo,
 )
 
 if TYPE_CHECKING:
@@ -619,6 +621,34 @@ class Client(AsyncClosing):
     async def pause(self, sandbox_id: str, *, deadline_s: float | None = None) -> None:
         await self._unary(
             "Pause", pb.PauseRequest(sandbox_id=sandbox_id), pb.PauseResponse, deadline_s=deadline_s, idempotent=True
+        )
+
+    async def network_address(self, sandbox_id: str, *, deadline_s: float | None = None) -> NetworkAddress:
+        """The sandbox's address on its `network` (or on the daemon's network it runs on)."""
+        response = await self._unary(
+            "NetworkAddress",
+            pb.NetworkAddressRequest(sandbox_id=sandbox_id),
+            pb.NetworkAddressResponse,
+            deadline_s=deadline_s,
+            idempotent=True,
+        )
+        return NetworkAddress.from_proto(response)
+
+    async def list_volumes(self, *, deadline_s: float | None = None) -> builtins.list[VolumeInfo]:
+        """The named volumes the service owns for the caller's tenant."""
+        response = await self._unary(
+            "ListVolumes", pb.ListVolumesRequest(), pb.ListVolumesResponse, deadline_s=deadline_s, idempotent=True
+        )
+        return [VolumeInfo.from_proto(v) for v in response.volumes]
+
+    async def delete_volume(self, name: str, *, deadline_s: float | None = None) -> None:
+        """Remove a named volume and its data (FailedPrecondition while a sandbox mounts it)."""
+        await self._unary(
+            "DeleteVolume",
+            pb.DeleteVolumeRequest(name=name),
+            pb.DeleteVolumeResponse,
+            deadline_s=deadline_s,
+            idempotent=True,
         )
 
     async def resume(self, sandbox_id: str, *, deadline_s: float | None = None) -> None:

@@ -7,9 +7,11 @@ the provider name::
     create_provider({"sandboxd": {"address": "sandboxd.internal:50051", "token_file": "/run/token"}})
 
 It implements `SandboxProvider`, `ConnectableProvider`, `SupportsSandboxEndpoint`,
-`SupportsSandboxPty`, `SupportsSandboxPauseResume` and `SupportsSandboxSnapshot` with Gym's own
-types, and behaves like Gym's Docker provider wherever a caller can observe it (the conformance
-tests run one driver against both). Importing this module needs `nemo_gym.sandbox.providers`
+`SupportsSandboxPty`, `SupportsSandboxPauseResume`, `SupportsSandboxSnapshot`,
+`SupportsSandboxNetwork`, `SupportsSandboxRuntimeRequirements` and
+`SupportsSandboxSharedStorage` (those three in `gym_runtime`) with Gym's own types, and
+behaves like Gym's Docker provider wherever a caller can observe it (the conformance tests run
+one driver against both). Importing this module needs `nemo_gym.sandbox.providers`
 (NeMo Gym installed), and works with every Gym the package may meet: nemo-gym 0.7.0 and Gym's
 main branch before and after `SandboxStatus.PAUSED`. What differs between them is detected here,
 never assumed at import (see `PAUSED`).
@@ -51,6 +53,7 @@ from .errors import (
     Unimplemented,
 )
 from .gym_pty import SandboxdPtySession
+from .gym_runtime import RuntimeCapabilities, runtime_spec_fields
 from .sandbox import AsyncSandbox
 from .tree import TreeDownloadError, download_tree
 
@@ -142,14 +145,16 @@ def _timed_out(timeout_s: float | None, stdout: str, stderr: str) -> SandboxExec
     )
 
 
-class SandboxdProvider:
+class SandboxdProvider(RuntimeCapabilities):
     """NeMo Gym provider backed by a sandboxd server.
 
     Config keys (all optional): `address` (host:port or http[s]://host:port, default 127.0.0.1:50051); `token` or
     `token_file` (bearer token); `tls` (bool), `root_certificates_file`,
     `client_certificate_file` + `client_key_file` (mutual TLS), `server_name_override`;
     `deadline_s` (gRPC deadline of every call; None = none); `retry_attempts` (transient
-    UNAVAILABLE retries of idempotent calls, default 4).
+    UNAVAILABLE retries of idempotent calls, default 4); `network` (a server network every
+    sandbox joins, so they reach each other by address; a spec's `provider_options["network"]`
+    wins); `shared_volume` (the server volume `shared_volume_options` mounts).
     """
 
     name = "sandboxd"
@@ -167,7 +172,11 @@ class SandboxdProvider:
         server_name_override: str | None = None,
         deadline_s: float | None = None,
         retry_attempts: int = 4,
+        network: str | None = None,
+        shared_volume: str | None = None,
     ) -> None:
+        self._network = network
+        self._shared_volume = shared_volume
         if token is not None and token_file is not None:
             raise ValueError("sandboxd provider: give `token` or `token_file`, not both")
         if token_file is not None:
@@ -218,13 +227,17 @@ class SandboxdProvider:
                 "spec.image is required for the sandboxd provider (or provider_options['snapshot_id'])"
             )
         resources = spec.resources
+        try:
+            metadata, runtime = runtime_spec_fields(spec.metadata, options, self._network)
+        except ValueError as exc:
+            raise SandboxCreateError(f"sandboxd: {exc}") from exc
         request = sd.SandboxSpec(
             image=spec.image or "",
             ttl_s=float(spec.ttl_s) if spec.ttl_s is not None else None,
             ready_timeout_s=float(spec.ready_timeout_s) if spec.ready_timeout_s is not None else None,
             workdir=spec.workdir or None,
             env=dict(spec.env),
-            metadata=dict(spec.metadata),
+            metadata=metadata,
             resources=sd.Resources(
                 cpu=getattr(resources, "cpu", None),
                 memory_mib=getattr(resources, "memory_mib", None),
@@ -234,9 +247,9 @@ class SandboxdProvider:
             ),
             entrypoint=list(spec.entrypoint or ()),
             ports=[int(p) for p in getattr(spec, "ports", ())],
-            volumes=_str_list(options.get("volumes"), "volumes"),
             run_args=_str_list(options.get("run_args"), "run_args"),
             snapshot_id=snapshot_id,
+            **runtime,
         )
         source = f"image {spec.image!r}" if snapshot_id is None else f"snapshot {snapshot_id!r}"
         try:

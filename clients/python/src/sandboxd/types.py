@@ -89,11 +89,32 @@ FileContent = bytes | str
 
 
 @dataclass(frozen=True)
+class VolumeMount:
+    """A named volume of the service mounted in a sandbox (the proto's `VolumeMount`): made on
+    first use, shared by the tenant's sandboxes that name it, never a host path."""
+
+    name: str
+    target: str
+    read_only: bool = False
+    subpath: str | None = None
+
+    def to_proto(self) -> pb.VolumeMount:
+        msg = pb.VolumeMount(name=self.name, target=self.target, read_only=self.read_only)
+        if self.subpath is not None:
+            msg.subpath = self.subpath
+        return msg
+
+
+@dataclass(frozen=True)
 class SandboxSpec:
     """What to start (the proto's `SandboxSpec`); unset fields take the server's defaults.
 
     `files` are written by the server right after the sandbox starts (str is UTF-8 encoded);
-    `volumes`/`run_args` are refused unless the server's policy allows them.
+    `volumes`/`run_args` (host bind mounts and `docker run` flags, the proto's
+    `provider_options`) are refused unless the server's policy allows them. `network`,
+    `cap_add`, `shm_size_bytes` and `named_volumes` (the proto's `volumes`) are the runtime
+    requirements: a network of the service's, capabilities from the operator's allow-list,
+    the size of `/dev/shm`, named volumes of the service's.
     """
 
     image: str = ""
@@ -109,6 +130,10 @@ class SandboxSpec:
     volumes: Sequence[str] = ()
     run_args: Sequence[str] = ()
     snapshot_id: str | None = None
+    network: str | None = None
+    cap_add: Sequence[str] = ()
+    shm_size_bytes: int | None = None
+    named_volumes: Sequence[VolumeMount] = ()
 
     @classmethod
     def of(cls, spec: SandboxSpec | str | Mapping[str, Any]) -> SandboxSpec:
@@ -132,6 +157,9 @@ class SandboxSpec:
         unknown = set(fields) - allowed
         if unknown:
             raise ValueError(f"unknown sandbox spec keys: {sorted(unknown)}; allowed: {sorted(allowed)}")
+        named = fields.get("named_volumes")
+        if named:
+            fields["named_volumes"] = tuple(v if isinstance(v, VolumeMount) else VolumeMount(**v) for v in named)
         resources = fields.get("resources")
         if isinstance(resources, Mapping):
             fields["resources"] = Resources(**resources)
@@ -160,6 +188,12 @@ class SandboxSpec:
             msg.provider_options.run_args.extend(self.run_args)
         if self.snapshot_id is not None:
             msg.snapshot_id = self.snapshot_id
+        if self.network is not None:
+            msg.network = self.network
+        msg.cap_add.extend(self.cap_add)
+        if self.shm_size_bytes is not None:
+            msg.shm_size_bytes = int(self.shm_size_bytes)
+        msg.volumes.extend(v.to_proto() for v in self.named_volumes)
         return msg
 
 
@@ -376,3 +410,27 @@ class ExecExit:
 
 
 ExecEvent = Stdout | Stderr | ExecExit
+
+
+@dataclass(frozen=True)
+class NetworkAddress:
+    """A sandbox's address on its network (`NetworkAddress`): what another sandbox dials."""
+
+    address: str
+    network: str
+
+    @classmethod
+    def from_proto(cls, msg: pb.NetworkAddressResponse) -> NetworkAddress:
+        return cls(address=msg.address, network=msg.network)
+
+
+@dataclass(frozen=True)
+class VolumeInfo:
+    """One of the service's named volumes (`ListVolumes`)."""
+
+    name: str
+    created_at_unix_ms: int = 0
+
+    @classmethod
+    def from_proto(cls, msg: pb.VolumeInfo) -> VolumeInfo:
+        return cls(name=msg.name, created_at_unix_ms=msg.created_at_unix_ms)

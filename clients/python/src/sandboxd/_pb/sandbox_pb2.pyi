@@ -47,7 +47,7 @@ TOKEN_SCOPE_OPERATE: TokenScope
 TOKEN_SCOPE_READ: TokenScope
 
 class SandboxSpec(_message.Message):
-    __slots__ = ("image", "ttl_s", "ready_timeout_s", "workdir", "env", "files", "metadata", "resources", "entrypoint", "ports", "provider_options", "snapshot_id")
+    __slots__ = ("image", "ttl_s", "ready_timeout_s", "workdir", "env", "files", "metadata", "resources", "entrypoint", "ports", "provider_options", "snapshot_id", "network", "cap_add", "shm_size_bytes", "volumes")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -81,6 +81,10 @@ class SandboxSpec(_message.Message):
     PORTS_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_OPTIONS_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    CAP_ADD_FIELD_NUMBER: _ClassVar[int]
+    SHM_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    VOLUMES_FIELD_NUMBER: _ClassVar[int]
     image: str
     ttl_s: float
     ready_timeout_s: float
@@ -93,7 +97,23 @@ class SandboxSpec(_message.Message):
     ports: _containers.RepeatedScalarFieldContainer[int]
     provider_options: ProviderOptions
     snapshot_id: str
-    def __init__(self, image: _Optional[str] = ..., ttl_s: _Optional[float] = ..., ready_timeout_s: _Optional[float] = ..., workdir: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., files: _Optional[_Mapping[str, bytes]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[SandboxResources, _Mapping]] = ..., entrypoint: _Optional[_Iterable[str]] = ..., ports: _Optional[_Iterable[int]] = ..., provider_options: _Optional[_Union[ProviderOptions, _Mapping]] = ..., snapshot_id: _Optional[str] = ...) -> None: ...
+    network: str
+    cap_add: _containers.RepeatedScalarFieldContainer[str]
+    shm_size_bytes: int
+    volumes: _containers.RepeatedCompositeFieldContainer[VolumeMount]
+    def __init__(self, image: _Optional[str] = ..., ttl_s: _Optional[float] = ..., ready_timeout_s: _Optional[float] = ..., workdir: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., files: _Optional[_Mapping[str, bytes]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[SandboxResources, _Mapping]] = ..., entrypoint: _Optional[_Iterable[str]] = ..., ports: _Optional[_Iterable[int]] = ..., provider_options: _Optional[_Union[ProviderOptions, _Mapping]] = ..., snapshot_id: _Optional[str] = ..., network: _Optional[str] = ..., cap_add: _Optional[_Iterable[str]] = ..., shm_size_bytes: _Optional[int] = ..., volumes: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ...) -> None: ...
+
+class VolumeMount(_message.Message):
+    __slots__ = ("name", "target", "read_only", "subpath")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    SUBPATH_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    target: str
+    read_only: bool
+    subpath: str
+    def __init__(self, name: _Optional[str] = ..., target: _Optional[str] = ..., read_only: _Optional[bool] = ..., subpath: _Optional[str] = ...) -> None: ...
 
 class SandboxResources(_message.Message):
     __slots__ = ("cpu", "memory_mib", "disk_gib", "gpu", "gpu_type")
@@ -649,3 +669,45 @@ class LogsResponse(_message.Message):
     stdout: bytes
     stderr: bytes
     def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ...) -> None: ...
+
+class NetworkAddressRequest(_message.Message):
+    __slots__ = ("sandbox_id",)
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ...) -> None: ...
+
+class NetworkAddressResponse(_message.Message):
+    __slots__ = ("address", "network")
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    network: str
+    def __init__(self, address: _Optional[str] = ..., network: _Optional[str] = ...) -> None: ...
+
+class ListVolumesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class VolumeInfo(_message.Message):
+    __slots__ = ("name", "created_at_unix_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    created_at_unix_ms: int
+    def __init__(self, name: _Optional[str] = ..., created_at_unix_ms: _Optional[int] = ...) -> None: ...
+
+class ListVolumesResponse(_message.Message):
+    __slots__ = ("volumes",)
+    VOLUMES_FIELD_NUMBER: _ClassVar[int]
+    volumes: _containers.RepeatedCompositeFieldContainer[VolumeInfo]
+    def __init__(self, volumes: _Optional[_Iterable[_Union[VolumeInfo, _Mapping]]] = ...) -> None: ...
+
+class DeleteVolumeRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteVolumeResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -145,6 +145,21 @@ class SandboxServiceStub:
                 request_serializer=sandbox_dot_v1_dot_sandbox__pb2.LogsRequest.SerializeToString,
                 response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.LogsResponse.FromString,
                 _registered_method=True)
+        self.NetworkAddress = channel.unary_unary(
+                '/sandbox.v1.SandboxService/NetworkAddress',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.NetworkAddressRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.NetworkAddressResponse.FromString,
+                _registered_method=True)
+        self.ListVolumes = channel.unary_unary(
+                '/sandbox.v1.SandboxService/ListVolumes',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.ListVolumesRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.ListVolumesResponse.FromString,
+                _registered_method=True)
+        self.DeleteVolume = channel.unary_unary(
+                '/sandbox.v1.SandboxService/DeleteVolume',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.DeleteVolumeRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.DeleteVolumeResponse.FromString,
+                _registered_method=True)
 
 
 class SandboxServiceServicer:
@@ -320,6 +335,30 @@ class SandboxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def NetworkAddress(self, request, context):
+        """--- runtime requirements: networks, volumes ---
+        The sandbox's address on its `spec.network` (or, without one, on the daemon's network it
+        runs on): what another sandbox on that network dials.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListVolumes(self, request, context):
+        """The named volumes this service owns for the caller's tenant.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteVolume(self, request, context):
+        """Remove a named volume and its data; FAILED_PRECONDITION while a sandbox mounts it.
+        Removing a volume that does not exist succeeds.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -432,6 +471,21 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.Logs,
                     request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.LogsRequest.FromString,
                     response_serializer=sandbox_dot_v1_dot_sandbox__pb2.LogsResponse.SerializeToString,
+            ),
+            'NetworkAddress': grpc.unary_unary_rpc_method_handler(
+                    servicer.NetworkAddress,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.NetworkAddressRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.NetworkAddressResponse.SerializeToString,
+            ),
+            'ListVolumes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListVolumes,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.ListVolumesRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.ListVolumesResponse.SerializeToString,
+            ),
+            'DeleteVolume': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteVolume,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.DeleteVolumeRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.DeleteVolumeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1029,6 +1083,87 @@ class SandboxService:
             '/sandbox.v1.SandboxService/Logs',
             sandbox_dot_v1_dot_sandbox__pb2.LogsRequest.SerializeToString,
             sandbox_dot_v1_dot_sandbox__pb2.LogsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NetworkAddress(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/NetworkAddress',
+            sandbox_dot_v1_dot_sandbox__pb2.NetworkAddressRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.NetworkAddressResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListVolumes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/ListVolumes',
+            sandbox_dot_v1_dot_sandbox__pb2.ListVolumesRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.ListVolumesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteVolume(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/DeleteVolume',
+            sandbox_dot_v1_dot_sandbox__pb2.DeleteVolumeRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.DeleteVolumeResponse.FromString,
             options,
             channel_credentials,
             insecure,
