@@ -8,7 +8,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use super::{exec_outcome, span, BoxStream, SandboxApi};
+use super::exec::{exec_outcome, exec_request};
+use super::{span, BoxStream, SandboxApi};
 use crate::backend::StreamEvent;
 
 pub(super) async fn exec_stream(
@@ -18,7 +19,7 @@ pub(super) async fn exec_stream(
     let span = span("ExecStream", &request.get_ref().sandbox_id);
     let slot = api.quotas.exec_slot(api, &crate::auth::Principal::of(&request))?;
     let mut stream = async {
-        let (handle, command, params, capped) = api.exec_request(request).await?;
+        let (handle, command, params, capped) = exec_request(api, request).await?;
         let stream = api.backend().exec_stream(&handle, &command, &params).await?;
         Ok::<_, Status>((stream, capped))
     }

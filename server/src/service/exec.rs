@@ -1,0 +1,53 @@
+//! `Exec`, and what `ExecStream` shares with it: the request as the backend takes it (the
+//! timeout capped by the call's deadline) and how an exec's end is counted and reported.
+
+use sandboxd_proto::v1 as pb;
+use tonic::{Request, Response, Status};
+use tracing::Instrument;
+
+use super::{convert, deadline, span, SandboxApi};
+use crate::auth::{Principal, Scope};
+use crate::spec::{ExecErrorType, ExecParams, ExecResult, SandboxHandle};
+
+pub(super) async fn exec(
+    api: &SandboxApi,
+    request: Request<pb::ExecRequest>,
+) -> Result<Response<pb::ExecResponse>, Status> {
+    let span = span("Exec", &request.get_ref().sandbox_id);
+    async {
+        let _slot = api.quotas.exec_slot(api, &Principal::of(&request))?;
+        let (handle, command, params, capped) = exec_request(api, request).await?;
+        let result = api.backend().exec(&handle, &command, &params).await?;
+        Ok(Response::new(pb::ExecResponse::from(exec_outcome(result, capped)?)))
+    }
+    .instrument(span)
+    .await
+}
+
+/// An exec request as the backend takes it: the sandbox, the command, its parameters with
+/// the timeout capped by the call's deadline, and whether that cap applied.
+pub(super) async fn exec_request(
+    api: &SandboxApi,
+    request: Request<pb::ExecRequest>,
+) -> Result<(SandboxHandle, String, ExecParams, bool), Status> {
+    let deadline = deadline::grpc_timeout(request.metadata());
+    let principal = Principal::of(&request);
+    api.authorize(&principal, &request.get_ref().sandbox_id, Scope::Operate).await?;
+    let req = request.into_inner();
+    let requested = req.timeout_s.map(|t| convert::seconds("timeout_s", t)).transpose()?;
+    let (timeout, capped) = deadline::cap(requested.or(api.backend().default_exec_timeout()), deadline);
+    let handle = api.handle(&req.sandbox_id).await?;
+    let params =
+        ExecParams { cwd: req.cwd, env: convert::sorted(req.env), timeout, user: req.user, stdin: req.stdin };
+    Ok((handle, req.command, params, capped))
+}
+
+/// How an exec ended, for `Exec` and `ExecStream` alike: counted once in the exec-results
+/// metric; a timeout that was the call's deadline (not the command's own) is DEADLINE_EXCEEDED.
+pub(super) fn exec_outcome(result: ExecResult, capped: bool) -> Result<ExecResult, Status> {
+    crate::metrics::global().exec_result(result.error_type.map(|e| e.as_str()).unwrap_or(""));
+    if capped && result.error_type == Some(ExecErrorType::Timeout) {
+        return Err(Status::deadline_exceeded("the call's deadline passed before the command finished"));
+    }
+    Ok(result)
+}

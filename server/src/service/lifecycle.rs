@@ -1,0 +1,142 @@
+//! `Create`, `Connect`, `Status`, `Endpoint` and `Close`: a sandbox's life as the caller sees
+//! it. Create checks the operator's policy, the tenant's quotas and a snapshot's owner before
+//! `Lifecycle::create`, and returns the owner token.
+
+use sandboxd_proto::v1 as pb;
+use tonic::{Request, Response, Status};
+use tracing::Instrument;
+
+use super::status::invalid;
+use super::{convert, deadline, span, SandboxApi};
+use crate::auth::{Principal, Scope};
+use crate::spec::SandboxId;
+
+pub(super) async fn create(
+    api: &SandboxApi,
+    request: Request<pb::CreateRequest>,
+) -> Result<Response<pb::CreateResponse>, Status> {
+    let span = tracing::info_span!(
+        "rpc",
+        rpc = "Create",
+        image = tracing::field::Empty,
+        sandbox_id = tracing::field::Empty
+    );
+    async {
+        let deadline = deadline::grpc_timeout(request.metadata());
+        let principal = Principal::of(&request);
+        SandboxApi::require_key(&principal, "Create")?;
+        let spec = request.into_inner().spec.ok_or_else(|| invalid("spec", "is required"))?;
+        tracing::Span::current().record("image", spec.image.as_str());
+        check_policy(api, &spec)?;
+        let mut spec = convert::spec_from_proto(spec)?;
+        spec.tenant = principal.tenant().map(String::from);
+        if let Some(snapshot_id) = &spec.snapshot_id {
+            api.check_snapshot(&principal, snapshot_id).await?;
+        }
+        spec.validate()?;
+        let _permit = api.quotas.create_spec_allowed(api, &principal, &spec).await?;
+        let handle = api.lifecycle.create(spec, deadline).await?;
+        crate::audit::note_sandbox(&handle.sandbox_id);
+        tracing::Span::current().record("sandbox_id", handle.sandbox_id.as_str());
+        let mut sandbox = convert::sandbox_ref(&handle);
+        sandbox.token = api.owner_token(&handle.sandbox_id, handle.tenant.clone());
+        Ok(Response::new(pb::CreateResponse { sandbox: Some(sandbox) }))
+    }
+    .instrument(span)
+    .await
+}
+
+pub(super) async fn connect(
+    api: &SandboxApi,
+    request: Request<pb::ConnectRequest>,
+) -> Result<Response<pb::ConnectResponse>, Status> {
+    let span = tracing::info_span!("rpc", rpc = "Connect", sandbox_id = tracing::field::Empty);
+    async {
+        let principal = Principal::of(&request);
+        let sandbox = request.into_inner().sandbox.ok_or_else(|| invalid("sandbox", "is required"))?;
+        tracing::Span::current().record("sandbox_id", sandbox.sandbox_id.as_str());
+        SandboxId::parse("sandbox.sandbox_id", &sandbox.sandbox_id)?;
+        api.authorize(&principal, &sandbox.sandbox_id, Scope::Read).await?;
+        // The descriptor keeps the token it came with (serialize() carries it).
+        let token = sandbox.token.clone();
+        let descriptor = convert::descriptor(sandbox)?;
+        let handle = api.backend().connect(&descriptor).await?;
+        let mut sandbox = convert::sandbox_ref(&handle);
+        sandbox.token = token;
+        Ok(Response::new(pb::ConnectResponse {
+            sandbox: Some(sandbox),
+            image: handle.image.clone(),
+            shell: handle.shell.clone(),
+        }))
+    }
+    .instrument(span)
+    .await
+}
+
+pub(super) async fn status(
+    api: &SandboxApi,
+    request: Request<pb::StatusRequest>,
+) -> Result<Response<pb::StatusResponse>, Status> {
+    let span = span("Status", &request.get_ref().sandbox_id);
+    async {
+        let id = SandboxId::parse("sandbox_id", &request.get_ref().sandbox_id)?;
+        api.authorize(&Principal::of(&request), id.as_str(), Scope::Read).await?;
+        let status = api.backend().status(&id).await?;
+        Ok(Response::new(pb::StatusResponse { status: status.to_wire() as i32 }))
+    }
+    .instrument(span)
+    .await
+}
+
+pub(super) async fn endpoint(
+    api: &SandboxApi,
+    request: Request<pb::EndpointRequest>,
+) -> Result<Response<pb::EndpointResponse>, Status> {
+    let span = span("Endpoint", &request.get_ref().sandbox_id);
+    async {
+        let principal = Principal::of(&request);
+        let req = request.into_inner();
+        let port = convert::port("port", req.port)?;
+        api.authorize(&principal, &req.sandbox_id, Scope::Operate).await?;
+        let handle = api.handle(&req.sandbox_id).await?;
+        let ep = api.backend().endpoint(&handle, port).await?;
+        Ok(Response::new(pb::EndpointResponse {
+            endpoint: ep.endpoint,
+            headers: ep.headers.into_iter().collect(),
+        }))
+    }
+    .instrument(span)
+    .await
+}
+
+pub(super) async fn close(
+    api: &SandboxApi,
+    request: Request<pb::CloseRequest>,
+) -> Result<Response<pb::CloseResponse>, Status> {
+    let span = span("Close", &request.get_ref().sandbox_id);
+    async {
+        let id = SandboxId::parse("sandbox_id", &request.get_ref().sandbox_id)?;
+        api.authorize(&Principal::of(&request), id.as_str(), Scope::Owner).await?;
+        api.lifecycle.close(&id).await?;
+        Ok(Response::new(pb::CloseResponse {}))
+    }
+    .instrument(span)
+    .await
+}
+
+/// Client-supplied host mounts and raw run flags need the operator's consent.
+fn check_policy(api: &SandboxApi, spec: &pb::SandboxSpec) -> Result<(), Status> {
+    if let Some(options) = &spec.provider_options {
+        if !options.volumes.is_empty() && !api.policy.allow_client_volumes {
+            return Err(Status::permission_denied(
+                "spec.provider_options.volumes is disabled on this server (server.allow_client_volumes)",
+            ));
+        }
+        if !options.run_args.is_empty() && !api.policy.allow_client_run_args {
+            return Err(Status::permission_denied(
+                "spec.provider_options.run_args is disabled on this server (server.allow_client_run_args)",
+            ));
+        }
+    }
+    Ok(())
+}
