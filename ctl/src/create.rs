@@ -31,6 +31,18 @@ pub struct CreateArgs {
     /// Default working directory of commands and shells (absolute).
     #[arg(long, short = 'w', value_name = "PATH")]
     workdir: Option<String>,
+    /// A network of the server's to join (sandboxes on it reach each other by address).
+    #[arg(long, value_name = "NAME")]
+    network: Option<String>,
+    /// A capability to add, from the server's `create.allowed_cap_add` (repeatable).
+    #[arg(long = "cap-add", value_name = "CAP")]
+    cap_add: Vec<String>,
+    /// Size of /dev/shm: `64m`, `1g`.
+    #[arg(long = "shm-size", value_name = "SIZE", value_parser = parse::size_bytes)]
+    shm_size: Option<u64>,
+    /// A named volume of the server to mount: NAME:TARGET[:ro] (repeatable; never a host path).
+    #[arg(long = "volume", short = 'v', value_name = "NAME:TARGET[:ro]", value_parser = parse::named_volume)]
+    volumes: Vec<(String, String, bool)>,
     /// `table` prints the id; `json` the full sandbox ref.
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
     output: Output,
@@ -47,6 +59,14 @@ pub async fn run(client: &Client, args: CreateArgs) -> Result<i32, CtlError> {
         spec.resources =
             Some(proto::SandboxResources { cpu: args.cpu, memory_mib: args.memory, ..Default::default() });
     }
+    spec.network = args.network;
+    spec.cap_add = args.cap_add;
+    spec.shm_size_bytes = args.shm_size;
+    spec.volumes = args
+        .volumes
+        .into_iter()
+        .map(|(name, target, read_only)| proto::VolumeMount { name, target, read_only, subpath: None })
+        .collect();
     let sandbox = Sandbox::start(client, spec).await?;
     match args.output {
         Output::Table => println!("{}", sandbox.id()),

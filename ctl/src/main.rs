@@ -16,6 +16,7 @@ mod lease;
 mod logs;
 mod parse;
 mod port;
+mod runtime;
 mod shell;
 mod terminal;
 mod tree;
@@ -81,6 +82,10 @@ enum Command {
     Status(inventory::StatusArgs),
     /// Remove sandboxes by id, or every sandbox carrying the given labels.
     Rm(inventory::RmArgs),
+    /// Print the sandbox's address on its network (what another sandbox dials).
+    Address(runtime::AddressArgs),
+    /// The server's named volumes: `volume ls`, `volume rm NAME…`.
+    Volume(runtime::VolumeArgs),
     /// Print a completion script: bash, zsh or fish.
     Completions(completions::CompletionsArgs),
 }
@@ -122,6 +127,8 @@ async fn run(cli: Cli) -> Result<i32, CtlError> {
         Command::Ls(args) => inventory::ls(&client, args).await,
         Command::Status(args) => inventory::status(&client, args).await,
         Command::Rm(args) => inventory::rm(&client, args).await,
+        Command::Address(args) => runtime::address(&client, args).await,
+        Command::Volume(args) => runtime::volume(&client, args).await,
     }
 }
 

@@ -48,6 +48,32 @@ pub fn memory_mib(s: &str) -> Result<u64, String> {
     }
 }
 
+/// A size in bytes with a unit (`64m`, `1g`), for `--shm-size`.
+pub fn size_bytes(s: &str) -> Result<u64, String> {
+    memory_mib(s)?.checked_mul(1 << 20).ok_or_else(|| format!("{s:?} is too large"))
+}
+
+/// `NAME:TARGET` or `NAME:TARGET:ro` (`--volume`): a named volume of the server, never a host
+/// path (a NAME starting with `/` or `.` is refused here, before any call).
+pub fn named_volume(s: &str) -> Result<(String, String, bool), String> {
+    let usage = "expected NAME:TARGET or NAME:TARGET:ro (a named volume of the server)";
+    let (name, rest) = s.split_once(':').ok_or_else(|| format!("{usage}, got {s:?}"))?;
+    if name.starts_with('/') || name.starts_with('.') || name.is_empty() {
+        return Err(format!(
+            "{name:?} is a path: --volume takes a volume name, host paths are never mounted"
+        ));
+    }
+    let (target, read_only) = match rest.rsplit_once(':') {
+        Some((target, "ro")) => (target, true),
+        Some((target, "rw")) => (target, false),
+        _ => (rest, false),
+    };
+    if !target.starts_with('/') {
+        return Err(format!("{usage}; TARGET must be an absolute path, got {target:?}"));
+    }
+    Ok((name.to_string(), target.to_string(), read_only))
+}
+
 /// A CPU count > 0 (`--cpu 1.5`, as `docker run --cpus`).
 pub fn cpus(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
