@@ -168,6 +168,19 @@ pub trait SandboxBackend: Send + Sync + 'static {
     /// What the sandbox's main process wrote to stdout and stderr (and, with
     /// `options.follow`, writes next); running or stopped sandboxes alike.
     async fn logs(&self, id: &SandboxId, options: crate::logs::LogOptions) -> Result<crate::logs::LogStream>;
+
+    // --- events and usage ---
+
+    /// Where the lifecycle events of the sandboxes this service owns are published (`Watch`),
+    /// its source started; `None`: this backend cannot tell them.
+    fn event_hub(&self) -> Option<Arc<crate::watch::EventHub>> {
+        None
+    }
+
+    /// The sandbox's resource usage now (running or paused; `Stopped` otherwise).
+    async fn stats(&self, id: &SandboxId) -> Result<crate::stats::SandboxStats> {
+        Err(ProviderError::Unavailable(format!("this backend cannot read the usage of sandbox {id}")))
+    }
 }
 
 /// One step of a streamed command.

@@ -22,6 +22,9 @@ pub mod metrics;
 pub mod service;
 pub mod snapshot_expiry;
 pub mod spec;
+pub mod stats;
 pub mod terminal;
+pub mod usage_metrics;
+pub mod watch;
 
 pub use error::{ProviderError, Result};

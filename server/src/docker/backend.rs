@@ -149,6 +149,14 @@ impl SandboxBackend for DockerProvider {
     async fn logs(&self, id: &SandboxId, options: crate::logs::LogOptions) -> Result<crate::logs::LogStream> {
         self.container_logs(id.as_str(), options).await
     }
+
+    fn event_hub(&self) -> Option<Arc<crate::watch::EventHub>> {
+        Some(self.states.hub())
+    }
+
+    async fn stats(&self, id: &SandboxId) -> Result<crate::stats::SandboxStats> {
+        DockerProvider::stats(self, id).await
+    }
 }
 
 #[async_trait::async_trait]

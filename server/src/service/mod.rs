@@ -14,7 +14,9 @@ mod pty;
 mod quota;
 mod server;
 mod status;
+mod stats;
 mod stream_limit;
+mod watch;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -374,7 +376,9 @@ impl SandboxService for SandboxApi {
     #[tracing::instrument(name = "rpc", skip_all, fields(rpc = "Close", sandbox_id = %request.get_ref().sandbox_id))]
     async fn close(&self, request: Request<pb::CloseRequest>) -> Result<Response<pb::CloseResponse>, Status> {
         let id = SandboxId::parse("sandbox_id", &request.get_ref().sandbox_id)?;
-        self.authorize(&Principal::of(&request), id.as_str(), Scope::Owner).await?;
+        let principal = Principal::of(&request);
+        self.authorize(&principal, id.as_str(), Scope::Owner).await?;
+        self.lifecycle.announce_removal(&id, &watch::closed_by(&principal));
         self.lifecycle.close(&id).await?;
         Ok(Response::new(pb::CloseResponse {}))
     }
@@ -466,5 +470,17 @@ impl SandboxService for SandboxApi {
 
     async fn logs(&self, request: Request<pb::LogsRequest>) -> Result<Response<Self::LogsStream>, Status> {
         logs::logs(self, request).await
+    }
+
+    // --- events and usage ---
+
+    type WatchStream = BoxStream<pb::WatchResponse>;
+
+    async fn watch(&self, request: Request<pb::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
+        watch::watch(self, request).await
+    }
+
+    async fn stats(&self, request: Request<pb::StatsRequest>) -> Result<Response<pb::StatsResponse>, Status> {
+        stats::stats(self, request).await
     }
 }
