@@ -1,6 +1,7 @@
 //! `sandboxctl`: sandboxd from a terminal. Create sandboxes, run commands with live output,
 //! open an interactive shell, copy files and trees, read logs and published ports, snapshot,
-//! fork, pause and resume, move leases, list and remove sandboxes by label.
+//! fork, pause and resume, move leases, list and remove sandboxes by label, watch their
+//! lifecycle events and read their usage.
 //!
 //! Every failure is one line on stderr, `sandboxctl: CODE: message`, and exit status 1;
 //! `exec` and `shell` exit with the remote command's own status.
@@ -10,6 +11,7 @@ mod completions;
 mod cp;
 mod create;
 mod error;
+mod events;
 mod exec;
 mod inventory;
 mod lease;
@@ -81,6 +83,10 @@ enum Command {
     Status(inventory::StatusArgs),
     /// Remove sandboxes by id, or every sandbox carrying the given labels.
     Rm(inventory::RmArgs),
+    /// Print lifecycle events (created, ready, paused, stopped, removed, ...) as they happen.
+    Events(events::EventsArgs),
+    /// Print sandboxes' CPU, memory, network and block I/O use (as `docker stats --no-stream`).
+    Stats(events::StatsArgs),
     /// Print a completion script: bash, zsh or fish.
     Completions(completions::CompletionsArgs),
 }
@@ -122,6 +128,8 @@ async fn run(cli: Cli) -> Result<i32, CtlError> {
         Command::Ls(args) => inventory::ls(&client, args).await,
         Command::Status(args) => inventory::status(&client, args).await,
         Command::Rm(args) => inventory::rm(&client, args).await,
+        Command::Events(args) => events::events(&client, args).await,
+        Command::Stats(args) => events::stats(&client, args).await,
     }
 }
 
