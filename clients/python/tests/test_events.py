@@ -1,0 +1,93 @@
+"""`Client.watch` and `Client.stats` against the real server and Docker: a watcher sees a
+sandbox's life and one killed from outside, `include_existing` and label filters apply, and
+usage moves when the sandbox allocates memory and burns CPU."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from sandboxd import (
+    Client,
+    FailedPrecondition,
+    SandboxEvent,
+    SandboxEventKind,
+    SandboxNotFound,
+    SandboxSpec,
+    SandboxStatus,
+)
+
+from support import Images, ServerProcess, docker
+
+UNKNOWN_ID = "sandboxd-00000000000000000000000000000000"
+
+
+@pytest.fixture
+async def client(server: ServerProcess) -> AsyncIterator[Client]:
+    async with Client(server.address) as client:
+        yield client
+
+
+async def until(events: AsyncIterator[SandboxEvent], sandbox_id: str, kind: SandboxEventKind) -> SandboxEvent:
+    async def find() -> SandboxEvent:
+        async for event in events:
+            if event.sandbox_id == sandbox_id and event.kind == kind:
+                return event
+        raise AssertionError(f"the watch ended before {kind} of {sandbox_id}")
+
+    return await asyncio.wait_for(find(), timeout=60)
+
+
+async def test_watch_sees_a_sandbox_live_and_die(client: Client, images: Images) -> None:
+    run = uuid.uuid4().hex
+    events = client.watch(labels={"run": run})
+    first = asyncio.ensure_future(events.__anext__())  # the call starts with the first read
+    await asyncio.sleep(0.5)
+    sandbox = await client.create(SandboxSpec(image=images.busybox, metadata={"run": run}))
+    other = await client.create(SandboxSpec(image=images.busybox, metadata={"run": "not-" + run}))
+    created = await first
+    assert (created.kind, created.sandbox_id) == (SandboxEventKind.CREATED, sandbox.sandbox_id)
+    assert created.sandbox is not None and created.sandbox.ref.metadata == {"run": run}
+    ready = await until(events, sandbox.sandbox_id, SandboxEventKind.READY)
+    assert ready.sandbox is not None and ready.sandbox.status == SandboxStatus.RUNNING
+    await sandbox.pause()
+    await until(events, sandbox.sandbox_id, SandboxEventKind.PAUSED)
+    await sandbox.resume()
+    await until(events, sandbox.sandbox_id, SandboxEventKind.RESUMED)
+
+    # include_existing: the sandbox as List has it, first.
+    existing = client.watch(labels={"run": run}, include_existing=True)
+    seen = await asyncio.wait_for(existing.__anext__(), timeout=30)
+    assert (seen.kind, seen.sandbox_id) == (SandboxEventKind.EXISTING, sandbox.sandbox_id)
+    await existing.aclose()
+
+    docker("kill", sandbox.sandbox_id)
+    stopped = await until(events, sandbox.sandbox_id, SandboxEventKind.STOPPED)
+    assert (stopped.exit_code, stopped.oom_killed) == (137, False)
+    await sandbox.close()
+    removed = await until(events, sandbox.sandbox_id, SandboxEventKind.REMOVED)
+    assert removed.reason == "closed by Close (operator)"
+    await other.close()
+    await events.aclose()  # type: ignore[attr-defined]
+
+
+async def test_stats_move_with_use(client: Client, images: Images) -> None:
+    spec = SandboxSpec(image=images.busybox)
+    async with await client.create(spec) as sandbox:
+        before = await client.stats(sandbox.sandbox_id)
+        assert before.cgroup_version in ("v1", "v2")
+        assert before.memory_limit_bytes > 0 and before.pids >= 1 and before.cpu_limit > 0
+        script = "dd if=/dev/zero of=/dev/shm/fill bs=1048576 count=32 2>/dev/null; i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"
+        assert (await sandbox.exec(script)).ok
+        after = await client.stats(sandbox.sandbox_id)
+        assert after.memory_usage_bytes >= before.memory_usage_bytes + (28 << 20), (before, after)
+        assert after.cpu_usage_ns > before.cpu_usage_ns + 50_000_000, (before, after)
+        assert after.cpu_percent_since(before) > 0
+        docker("kill", sandbox.sandbox_id)
+        with pytest.raises(FailedPrecondition):
+            await client.stats(sandbox.sandbox_id)
+    with pytest.raises(SandboxNotFound):
+        await client.stats(UNKNOWN_ID)
