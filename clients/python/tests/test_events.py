@@ -62,7 +62,7 @@ async def test_watch_sees_a_sandbox_live_and_die(client: Client, images: Images)
     existing = client.watch(labels={"run": run}, include_existing=True)
     seen = await asyncio.wait_for(existing.__anext__(), timeout=30)
     assert (seen.kind, seen.sandbox_id) == (SandboxEventKind.EXISTING, sandbox.sandbox_id)
-    await existing.aclose()
+    await existing.aclose()  # type: ignore[attr-defined]
 
     docker("kill", sandbox.sandbox_id)
     stopped = await until(events, sandbox.sandbox_id, SandboxEventKind.STOPPED)
@@ -80,7 +80,10 @@ async def test_stats_move_with_use(client: Client, images: Images) -> None:
         before = await client.stats(sandbox.sandbox_id)
         assert before.cgroup_version in ("v1", "v2")
         assert before.memory_limit_bytes > 0 and before.pids >= 1 and before.cpu_limit > 0
-        script = "dd if=/dev/zero of=/dev/shm/fill bs=1048576 count=32 2>/dev/null; i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"
+        script = (
+            "dd if=/dev/zero of=/dev/shm/fill bs=1048576 count=32 2>/dev/null; "
+            "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"
+        )
         assert (await sandbox.exec(script)).ok
         after = await client.stats(sandbox.sandbox_id)
         assert after.memory_usage_bytes >= before.memory_usage_bytes + (28 << 20), (before, after)
