@@ -104,7 +104,8 @@ impl WatchStream {
     /// behind gets `RESOURCE_EXHAUSTED`: watch again with `include_existing`.
     pub async fn next(&mut self) -> Result<Option<SandboxEvent>> {
         let Some(response) = self.inner.message().await? else { return Ok(None) };
-        let event = response.event.ok_or_else(|| ClientError::Protocol("a WatchResponse without event".into()))?;
+        let event =
+            response.event.ok_or_else(|| ClientError::Protocol("a WatchResponse without event".into()))?;
         Ok(Some(SandboxEvent {
             kind: EventKind::from_wire(event.kind),
             sandbox_id: event.sandbox_id,

@@ -66,9 +66,8 @@ pub async fn watch_list(
     let mut stream = client
         .watch(WatchOptions { labels: labels.clone(), statuses: statuses.clone(), include_existing: false })
         .await?;
-    let listed = client
-        .list_all(sandboxd_client::ListOptions { labels, statuses, ..Default::default() })
-        .await?;
+    let listed =
+        client.list_all(sandboxd_client::ListOptions { labels, statuses, ..Default::default() }).await?;
     let now = inventory::now_ms();
     let table = inventory::table(&listed, now);
     match output {
@@ -110,16 +109,19 @@ fn row(event: &SandboxEvent, widths: &[usize], now_ms: i64) -> String {
         None => Default::default(),
     };
     let cells = [event.sandbox_id.clone(), status, image, age, labels];
-    let padded: Vec<String> =
-        cells.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
+    let padded: Vec<String> = cells.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
     padded.join("  ").trim_end().to_string()
 }
 
 /// `2026-12-01T23:50:12.345Z  stopped  sandboxd-…  exit_code=137 oom_killed reason="…"`.
 fn line(event: &SandboxEvent) -> String {
     let time = UNIX_EPOCH + Duration::from_millis(event.time_unix_ms.max(0) as u64);
-    let mut out =
-        format!("{}  {:<13}  {}", humantime::format_rfc3339_millis(time), event.kind.as_str(), event.sandbox_id);
+    let mut out = format!(
+        "{}  {:<13}  {}",
+        humantime::format_rfc3339_millis(time),
+        event.kind.as_str(),
+        event.sandbox_id
+    );
     if let Some(code) = event.exit_code {
         out.push_str(&format!("  exit_code={code}"));
     }
@@ -244,7 +246,8 @@ fn stats_table(rows: &[(String, f64, SandboxStats)]) -> String {
             s.pids.to_string(),
         ]);
     }
-    let widths: Vec<usize> = (0..7).map(|i| cells.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> =
+        (0..7).map(|i| cells.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
     let mut out = String::new();
     for row in cells {
         let padded: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
@@ -269,7 +272,8 @@ mod tests {
     #[test]
     fn cpu_percent_is_over_the_wall_time_between_readings() {
         let before = SandboxStats { read_at_unix_ns: 0, cpu_usage_ns: 0, ..Default::default() };
-        let now = SandboxStats { read_at_unix_ns: 1_000_000_000, cpu_usage_ns: 500_000_000, ..Default::default() };
+        let now =
+            SandboxStats { read_at_unix_ns: 1_000_000_000, cpu_usage_ns: 500_000_000, ..Default::default() };
         assert!((cpu_percent(&before, &now) - 50.0).abs() < 1e-9);
     }
 
@@ -284,6 +288,9 @@ mod tests {
             oom_killed: true,
             reason: String::new(),
         };
-        assert_eq!(line(&event), "1970-01-01T00:00:01.000Z  stopped        sandboxd-1  exit_code=137  oom_killed");
+        assert_eq!(
+            line(&event),
+            "1970-01-01T00:00:01.000Z  stopped        sandboxd-1  exit_code=137  oom_killed"
+        );
     }
 }

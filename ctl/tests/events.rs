@@ -145,7 +145,8 @@ fn stats_prints_docker_stats_columns_and_json() {
     assert!(row["memory_usage_bytes"].as_u64().unwrap() > 0, "{row}");
     drop(busy);
 
-    let out = testkit::ctl::ctl(SANDBOXCTL, &addr, &["stats", "sandboxd-00000000000000000000000000000000"], None);
+    let out =
+        testkit::ctl::ctl(SANDBOXCTL, &addr, &["stats", "sandboxd-00000000000000000000000000000000"], None);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("NOT_FOUND"), "{}", text(&out.stderr));
     ctl(&addr, &["rm", &id]);

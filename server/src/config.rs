@@ -459,7 +459,10 @@ impl ServerSection {
         }
         nonzero("server.snapshot_ttl_s", self.snapshot_ttl)?;
         nonzero("server.health_probe_interval_s", Some(self.health_probe_interval))?;
-        within_client_bound("server.metrics.per_sandbox_interval_s", Some(self.metrics.per_sandbox_interval))?;
+        within_client_bound(
+            "server.metrics.per_sandbox_interval_s",
+            Some(self.metrics.per_sandbox_interval),
+        )?;
         nonzero("server.metrics.per_sandbox_interval_s", Some(self.metrics.per_sandbox_interval))?;
         nonzero("server.auth.owner_token_ttl_s", Some(self.auth.owner_token_ttl))?;
         nonzero("server.auth.grant_ttl_s", Some(self.auth.grant_ttl))?;

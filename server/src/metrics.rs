@@ -69,12 +69,28 @@ pub struct SandboxUsage {
 
 impl SandboxUsage {
     fn register(&self, registry: &mut Registry) {
-        registry.register("sandbox_cpu_usage_seconds", "CPU time a sandbox used (Stats)", self.cpu_seconds.clone());
+        registry.register(
+            "sandbox_cpu_usage_seconds",
+            "CPU time a sandbox used (Stats)",
+            self.cpu_seconds.clone(),
+        );
         let gauges = [
-            ("sandbox_memory_usage_bytes", "Memory a sandbox uses, page cache left out (Stats)", &self.memory_bytes),
-            ("sandbox_memory_limit_bytes", "A sandbox's memory cap, or the host's memory", &self.memory_limit_bytes),
+            (
+                "sandbox_memory_usage_bytes",
+                "Memory a sandbox uses, page cache left out (Stats)",
+                &self.memory_bytes,
+            ),
+            (
+                "sandbox_memory_limit_bytes",
+                "A sandbox's memory cap, or the host's memory",
+                &self.memory_limit_bytes,
+            ),
             ("sandbox_pids", "Processes and threads in a sandbox", &self.pids),
-            ("sandbox_network_rx_bytes", "Bytes a sandbox received, loopback left out", &self.network_rx_bytes),
+            (
+                "sandbox_network_rx_bytes",
+                "Bytes a sandbox received, loopback left out",
+                &self.network_rx_bytes,
+            ),
             ("sandbox_network_tx_bytes", "Bytes a sandbox sent, loopback left out", &self.network_tx_bytes),
             ("sandbox_block_read_bytes", "Bytes a sandbox read from block devices", &self.block_read_bytes),
             ("sandbox_block_write_bytes", "Bytes a sandbox wrote to block devices", &self.block_write_bytes),

@@ -74,7 +74,8 @@ impl SandboxEvent {
                 return false;
             }
         }
-        let status = if self.kind == EventKind::Existing { self.sandbox.status } else { self.kind.status_after() };
+        let status =
+            if self.kind == EventKind::Existing { self.sandbox.status } else { self.kind.status_after() };
         labels.iter().all(|(k, v)| self.sandbox.metadata.get(k) == Some(v))
             && (statuses.is_empty() || statuses.contains(&status))
     }
@@ -98,7 +99,9 @@ impl Default for EventHub {
 
 impl EventHub {
     pub fn new(capacity: usize) -> Self {
-        Self { tx: broadcast::channel(capacity.max(1)).0,             reasons: Mutex::default(),
+        Self {
+            tx: broadcast::channel(capacity.max(1)).0,
+            reasons: Mutex::default(),
             expiring: Mutex::default(),
             up: tokio::sync::watch::channel(false).0,
         }

@@ -90,10 +90,19 @@ async fn stats_agree_with_docker_stats_and_move_with_use() {
     );
     assert_eq!(ours.memory_limit_bytes, 256 << 20, "{ours:?}");
     assert!(near(ours.memory_limit_bytes as f64, limit, 0.01, 0.0), "limit {ours:?} vs docker {limit}");
-    assert!(between(ours.network_rx_bytes, later.network_rx_bytes, rx, 0.1, 1024.0), "rx {ours:?} vs docker {rx}");
-    assert!(between(ours.network_tx_bytes, later.network_tx_bytes, tx, 0.1, 1024.0), "tx {ours:?} vs docker {tx}");
+    assert!(
+        between(ours.network_rx_bytes, later.network_rx_bytes, rx, 0.1, 1024.0),
+        "rx {ours:?} vs docker {rx}"
+    );
+    assert!(
+        between(ours.network_tx_bytes, later.network_tx_bytes, tx, 0.1, 1024.0),
+        "tx {ours:?} vs docker {tx}"
+    );
     // The exec agent's threads come and go: a few either way.
-    assert!(between(ours.pids, later.pids, pids as f64, 0.0, 4.0), "pids {ours:?} / {later:?} vs docker {pids}");
+    assert!(
+        between(ours.pids, later.pids, pids as f64, 0.0, 4.0),
+        "pids {ours:?} / {later:?} vs docker {pids}"
+    );
     assert!(ours.pids >= 1, "{ours:?}");
     assert!((ours.cpu_limit - 1.5).abs() < 1e-9, "{ours:?}");
     assert!(ours.read_at_unix_ns > 1_700_000_000_000_000_000, "{ours:?}");
@@ -129,11 +138,14 @@ async fn stats_agree_with_docker_stats_and_move_with_use() {
 
     let mut raw = server.raw().await;
     let unknown = raw
-        .stats(sandboxd_client::proto::StatsRequest { sandbox_id: "sandboxd-00000000000000000000000000000000".into() })
+        .stats(sandboxd_client::proto::StatsRequest {
+            sandbox_id: "sandboxd-00000000000000000000000000000000".into(),
+        })
         .await
         .expect_err("unknown");
     assert_eq!(unknown.code(), Code::NotFound, "{unknown:?}");
-    let bad = raw.stats(sandboxd_client::proto::StatsRequest { sandbox_id: String::new() }).await.unwrap_err();
+    let bad =
+        raw.stats(sandboxd_client::proto::StatsRequest { sandbox_id: String::new() }).await.unwrap_err();
     assert_eq!(bad.code(), Code::InvalidArgument, "{bad:?}");
     assert!(bad.message().contains("sandbox_id"), "{bad:?}");
     sandbox.stop().await.expect("close");
@@ -143,7 +155,8 @@ async fn stats_agree_with_docker_stats_and_move_with_use() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_sandbox_gauges_come_and_go_with_their_sandbox() {
     let label = TestLabel::new();
-    let config = serde_json::json!({"server": {"metrics": {"per_sandbox": true, "per_sandbox_interval_s": 1}}});
+    let config =
+        serde_json::json!({"server": {"metrics": {"per_sandbox": true, "per_sandbox_interval_s": 1}}});
     let server = TestService::start_json(&label, config);
     let client = server.client().await;
     let sandbox = start(&client).await;

@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use sandboxd_client::proto::sandbox_service_client::SandboxServiceClient;
-use sandboxd_client::{spec, Client, EventKind, Sandbox, SandboxEvent, SandboxStatus, WatchOptions, WatchStream};
+use sandboxd_client::{
+    spec, Client, EventKind, Sandbox, SandboxEvent, SandboxStatus, WatchOptions, WatchStream,
+};
 use testkit::images::BUSYBOX;
 use testkit::service::TestService;
 use testkit::{docker, labels, TestLabel};
@@ -159,8 +161,10 @@ async fn a_watcher_sees_a_lease_expire() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_watcher_is_ended() {
     let label = TestLabel::new();
-    let server =
-        TestService::start_json(&label, serde_json::json!({"server": {"limits": {"watch_buffer_events": 2}}}));
+    let server = TestService::start_json(
+        &label,
+        serde_json::json!({"server": {"limits": {"watch_buffer_events": 2}}}),
+    );
     let client = server.client().await;
     let run = run_label();
     let mine = labels(&[("run", &run)]);
@@ -205,4 +209,98 @@ async fn a_stalled_watcher_is_ended() {
     assert!(delivered < 30, "the stalled watcher was buffered for: {delivered} events delivered");
     a.stop().await.expect("close");
     label.remove_all();
+}
+
+/// A tenant's watcher sees only its own sandboxes; a capability token cannot watch; Stats
+/// follows the sandbox's access (another tenant's sandbox is NOT_FOUND, its owner token reads).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_watches_and_reads_only_its_own() {
+    use sandboxd_client::proto;
+
+    let dir = tempfile::tempdir().unwrap();
+    let label = TestLabel::new();
+    let tag = &label.value[..12];
+    let key_sha = sandboxd::auth::tenants::key_sha256;
+    let tenants = serde_json::json!({"tenants": [
+        {"name": format!("red-{tag}"), "key_sha256": key_sha("red-key")},
+        {"name": format!("blue-{tag}"), "key_sha256": key_sha("blue-key")},
+    ]});
+    let tenants_file = dir.path().join("tenants.json");
+    std::fs::write(&tenants_file, tenants.to_string()).unwrap();
+    let config = serde_json::json!({"server": {"state_dir": dir.path().join("state"), "auth": {"tenants_file": tenants_file}}});
+    let server =
+        testkit::server::TestServer::launch(env!("CARGO_BIN_EXE_sandboxd"), &label).config(config).start();
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut c = SandboxServiceClient::new(channel);
+    let watch = |key: &str| as_(key, proto::WatchRequest::default());
+    let mut red_events = c.watch(watch("red-key")).await.expect("red watches").into_inner();
+    let mut blue_events = c.watch(watch("blue-key")).await.expect("blue watches").into_inner();
+    let create = |key: &str| {
+        let spec = proto::SandboxSpec { image: BUSYBOX.into(), ..Default::default() };
+        as_(key, proto::CreateRequest { spec: Some(spec) })
+    };
+    let red = c.create(create("red-key")).await.expect("red creates").into_inner().sandbox.unwrap();
+    let blue = c.create(create("blue-key")).await.expect("blue creates").into_inner().sandbox.unwrap();
+
+    // Each watcher sees its own tenant's sandbox become ready, and nothing of the other's.
+    until_ready(&mut red_events, &red.sandbox_id).await;
+    until_ready(&mut blue_events, &blue.sandbox_id).await;
+
+    // A capability token reaches one sandbox: it cannot watch.
+    let refused = c.watch(watch(&red.token)).await.expect_err("a token cannot watch");
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    // Stats: the owner token reads its sandbox; the other tenant's key does not find it.
+    let stats = |key: &str, id: &str| as_(key, proto::StatsRequest { sandbox_id: id.into() });
+    c.stats(stats(&red.token, &red.sandbox_id)).await.expect("the owner token reads");
+    let hidden = c.stats(stats("blue-key", &red.sandbox_id)).await.expect_err("blue cannot read red's");
+    assert_eq!(hidden.code(), Code::NotFound, "{hidden:?}");
+    let other =
+        c.stats(stats(&red.token, &blue.sandbox_id)).await.expect_err("red's token cannot read blue's");
+    assert_eq!(other.code(), Code::PermissionDenied, "{other:?}");
+
+    // Blue closing its own: red's watcher is not told.
+    c.close(as_("blue-key", proto::CloseRequest { sandbox_id: blue.sandbox_id.clone() })).await.unwrap();
+    c.close(as_("red-key", proto::CloseRequest { sandbox_id: red.sandbox_id.clone() })).await.unwrap();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(60), red_events.message())
+            .await
+            .expect("red's REMOVED")
+            .expect("watch")
+            .expect("open")
+            .event
+            .unwrap();
+        assert_eq!(event.sandbox_id, red.sandbox_id, "red's watcher saw another tenant's sandbox: {event:?}");
+        if event.kind == proto::SandboxEventKind::Removed as i32 {
+            assert_eq!(event.reason, format!("closed by Close (tenant \"red-{tag}\")"));
+            break;
+        }
+    }
+    label.remove_all();
+}
+
+fn as_<T>(bearer: &str, msg: T) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(msg);
+    r.metadata_mut().insert("authorization", format!("Bearer {bearer}").parse().unwrap());
+    r
+}
+
+/// Reads until `id` is READY, asserting every event on the way is about `id`.
+async fn until_ready(events: &mut tonic::Streaming<sandboxd_client::proto::WatchResponse>, id: &str) {
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(60), events.message())
+            .await
+            .expect("an event within 60 s")
+            .expect("watch")
+            .expect("open")
+            .event
+            .unwrap();
+        assert_eq!(event.sandbox_id, id, "a watcher saw another tenant's sandbox: {event:?}");
+        if event.kind == sandboxd_client::proto::SandboxEventKind::Ready as i32 {
+            return;
+        }
+    }
 }

@@ -50,7 +50,8 @@ pub fn read(root: &Path, proc: &Path, pid: u32, container_id: &str) -> io::Resul
     if stats.cpu_limit <= 0.0 {
         stats.cpu_limit = online_cpus() as f64;
     }
-    let (rx, tx) = network_bytes(&fs::read_to_string(proc.join(pid.to_string()).join("net/dev")).unwrap_or_default());
+    let (rx, tx) =
+        network_bytes(&fs::read_to_string(proc.join(pid.to_string()).join("net/dev")).unwrap_or_default());
     stats.network_rx_bytes = rx;
     stats.network_tx_bytes = tx;
     Ok(stats)
@@ -78,7 +79,10 @@ pub fn locate(root: &Path, proc_cgroup: &str) -> io::Result<Cgroup> {
             .iter()
             .find(|(controllers, _)| controllers.split(',').any(|c| c == controller))
             .ok_or_else(|| {
-                io::Error::new(io::ErrorKind::NotFound, format!("no {controller} controller for the container"))
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("no {controller} controller for the container"),
+                )
             })?;
         // The mount is named by the co-mounted controllers (`cpu,cpuacct`), usually with a
         // link per controller too.
@@ -125,8 +129,9 @@ fn read_v1(cgroup: &Cgroup) -> io::Result<SandboxStats> {
 }
 
 fn read_v2(dir: &Path) -> io::Result<SandboxStats> {
-    let cpu_stat = fs::read_to_string(dir.join("cpu.stat"))
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot read {}: {e}", dir.join("cpu.stat").display())))?;
+    let cpu_stat = fs::read_to_string(dir.join("cpu.stat")).map_err(|e| {
+        io::Error::new(e.kind(), format!("cannot read {}: {e}", dir.join("cpu.stat").display()))
+    })?;
     let memory_stat = fs::read_to_string(dir.join("memory.stat")).unwrap_or_default();
     let usage = number(&dir.join("memory.current")).unwrap_or(0);
     let inactive = keyed(&memory_stat, "inactive_file").unwrap_or(0);
@@ -160,9 +165,9 @@ fn read_v2(dir: &Path) -> io::Result<SandboxStats> {
 fn number(path: &Path) -> io::Result<u64> {
     let text = fs::read_to_string(path)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot read {}: {e}", path.display())))?;
-    text.trim()
-        .parse()
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("{} is not a number", path.display())))
+    text.trim().parse().map_err(|_| {
+        io::Error::new(io::ErrorKind::InvalidData, format!("{} is not a number", path.display()))
+    })
 }
 
 fn signed(path: &Path) -> Option<i64> {
@@ -270,7 +275,10 @@ mod tests {
         assert_eq!(cpuacct, dir.path().join("cpuacct/docker/abc"));
         fs::write(dir.path().join("cgroup.controllers"), "cpu memory").unwrap();
         let v2 = "0::/system.slice/docker-abc.scope\n";
-        assert_eq!(locate(dir.path(), v2).unwrap(), Cgroup::V2(dir.path().join("system.slice/docker-abc.scope")));
+        assert_eq!(
+            locate(dir.path(), v2).unwrap(),
+            Cgroup::V2(dir.path().join("system.slice/docker-abc.scope"))
+        );
     }
 
     #[test]

@@ -31,15 +31,16 @@ impl Follower {
     /// Publish what one `docker events` line means for watchers (most lines mean nothing).
     pub fn line(&mut self, hub: &EventHub, line: &str) {
         let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else { return };
-        let Some(action) = event.get("Action").or_else(|| event.get("status")).and_then(|a| a.as_str()) else {
+        let Some(action) = event.get("Action").or_else(|| event.get("status")).and_then(|a| a.as_str())
+        else {
             return;
         };
         let Some(attributes) = event.pointer("/Actor/Attributes").and_then(|a| a.as_object()) else { return };
-        let attributes: BTreeMap<String, String> = attributes
-            .iter()
-            .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-            .collect();
-        let Some(name) = attributes.get("name").map(|n| n.trim_start_matches('/').to_string()) else { return };
+        let attributes: BTreeMap<String, String> =
+            attributes.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string()))).collect();
+        let Some(name) = attributes.get("name").map(|n| n.trim_start_matches('/').to_string()) else {
+            return;
+        };
         let time_unix_ms = event
             .get("timeNano")
             .and_then(|t| t.as_i64())

@@ -13,8 +13,8 @@ mod logs;
 mod pty;
 mod quota;
 mod server;
-mod status;
 mod stats;
+mod status;
 mod stream_limit;
 mod watch;
 

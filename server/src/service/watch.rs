@@ -48,7 +48,9 @@ pub(super) async fn watch(
     // repeat what the listing shows).
     let mut events = hub.subscribe();
     if !hub.until_up(SOURCE_WAIT).await {
-        return Err(Status::unavailable("the server's event source (docker events) is not running; try again"));
+        return Err(Status::unavailable(
+            "the server's event source (docker events) is not running; try again",
+        ));
     }
     let mut existing = Vec::new();
     if req.include_existing {
@@ -76,7 +78,8 @@ pub(super) async fn watch(
     tokio::spawn(
         async move {
             for mut sandbox in existing {
-                sandbox.expires_at_unix_ms = lifecycle.lease_end(&sandbox.sandbox_id, sandbox.expires_at_unix_ms);
+                sandbox.expires_at_unix_ms =
+                    lifecycle.lease_end(&sandbox.sandbox_id, sandbox.expires_at_unix_ms);
                 let event = SandboxEvent {
                     kind: EventKind::Existing,
                     sandbox,
