@@ -69,16 +69,15 @@ pub async fn watch_list(
     let listed =
         client.list_all(sandboxd_client::ListOptions { labels, statuses, ..Default::default() }).await?;
     let now = inventory::now_ms();
-    let table = inventory::table(&listed, now);
+    let widths = inventory::widths(&listed, now);
     match output {
         Output::Json => {
             for s in &listed {
                 println!("{}", inventory::json(s));
             }
         }
-        Output::Table => print!("{table}"),
+        Output::Table => print!("{}", inventory::table_with(&listed, now, &widths)),
     }
-    let widths = inventory::widths(&listed, now);
     while let Some(event) = stream.next().await? {
         match output {
             Output::Json => println!("{}", json(&event)),

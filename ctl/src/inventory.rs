@@ -127,9 +127,15 @@ pub(crate) fn table(sandboxes: &[SandboxInfo], now_ms: i64) -> String {
     let rows = cells(sandboxes, now_ms);
     let widths: Vec<usize> =
         (0..5).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+    table_with(sandboxes, now_ms, &widths)
+}
+
+/// The `ls` table with these column widths (`ls -w` keeps its rows aligned with what follows).
+pub(crate) fn table_with(sandboxes: &[SandboxInfo], now_ms: i64, widths: &[usize]) -> String {
+    let rows = cells(sandboxes, now_ms);
     let mut out = String::new();
     for row in rows {
-        let cells: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        let cells: Vec<String> = row.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');
     }
