@@ -128,6 +128,12 @@ impl EventHub {
         tokio::time::timeout(timeout, up.wait_for(|up| *up)).await.is_ok_and(|r| r.is_ok())
     }
 
+    /// Resolves once the source stops delivering (a watcher then cannot know what it missed).
+    pub async fn until_down(&self) {
+        let mut up = self.up.subscribe();
+        let _ = up.wait_for(|up| !*up).await;
+    }
+
     /// Watchers subscribed now.
     pub fn watchers(&self) -> usize {
         self.tx.receiver_count()
@@ -220,5 +226,17 @@ mod tests {
         hub.expect_removal("s", "closed");
         assert_eq!(hub.take_reason("s").as_deref(), Some("lease expired"));
         assert_eq!(hub.take_reason("s"), None);
+    }
+
+    #[tokio::test]
+    async fn watchers_learn_when_the_source_comes_up_and_goes_down() {
+        let hub = EventHub::new(2);
+        assert!(!hub.until_up(std::time::Duration::from_millis(10)).await);
+        hub.set_up(true);
+        assert!(hub.until_up(std::time::Duration::from_millis(10)).await);
+        let down = tokio::time::timeout(std::time::Duration::from_millis(50), hub.until_down()).await;
+        assert!(down.is_err(), "down while up");
+        hub.set_up(false);
+        tokio::time::timeout(std::time::Duration::from_secs(1), hub.until_down()).await.expect("down");
     }
 }

@@ -69,10 +69,11 @@ impl Follower {
         match (action, creating.is_some()) {
             ("create", true) => hub.publish(make(EventKind::Created)),
             ("rename", false) => {
-                let from_creating = attributes
-                    .get("oldName")
-                    .is_some_and(|old| old.trim_start_matches('/').starts_with(CREATING_NAME_PREFIX));
-                if from_creating {
+                // A create's last step (from its creating name); any container renamed to an id
+                // (a pooled one handed out, say) becomes usable under it the same way.
+                let renamed =
+                    attributes.get("oldName").is_some_and(|old| old.trim_start_matches('/') != name);
+                if renamed {
                     hub.publish(make(EventKind::Ready));
                 }
             }

@@ -3,7 +3,8 @@
 //!
 //! Each watcher has a queue of `server.limits.watch_buffer_events`; a watcher whose queue is
 //! full (it stopped reading) or who fell behind the hub is ended with RESOURCE_EXHAUSTED after
-//! what it had queued, so no watcher makes the server buffer without bound.
+//! what it had queued, so no watcher makes the server buffer without bound. A watcher is ended
+//! with UNAVAILABLE when the event source stops (it could not know what it missed).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,6 +100,12 @@ pub(super) async fn watch(
                     _ = tx.closed() => return,
                     _ = shutdown.wait_for(|down| *down) => {
                         break Status::unavailable("the server is shutting down");
+                    }
+                    () = hub.until_down() => {
+                        break Status::unavailable(
+                            "the server's event source (docker events) restarted; events may have been \
+                             missed: watch again (with include_existing)",
+                        );
                     }
                 };
                 let event: Arc<SandboxEvent> = match event {
