@@ -1,12 +1,16 @@
 """`Client.watch` and `Client.stats` against the real server and Docker: a watcher sees a
 sandbox's life and one killed from outside, `include_existing` and label filters apply, and
-usage moves when the sandbox allocates memory and burns CPU."""
+usage moves when the sandbox allocates memory and burns CPU; grpcurl reaches both RPCs."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -94,3 +98,50 @@ async def test_stats_move_with_use(client: Client, images: Images) -> None:
             await client.stats(sandbox.sandbox_id)
     with pytest.raises(SandboxNotFound):
         await client.stats(UNKNOWN_ID)
+
+
+def test_grpcurl_reaches_watch_and_stats(server: ServerProcess, images: Images) -> None:
+    """The RPCs through grpcurl and reflection alone: describe, one Stats, and Watch's
+    EXISTING snapshot (grpcurl's JSON: camelCase names, int64 as strings, zero values omitted)."""
+    grpcurl = str(Path(sys.executable).parent / "grpcurl")
+    assert Path(grpcurl).exists(), "grpcurl comes with `bash scripts/install-deps.sh`"
+    run = uuid.uuid4().hex
+
+    def call(method: str, body: dict[str, object], *extra: str) -> subprocess.CompletedProcess[str]:
+        argv = [
+            grpcurl,
+            "-plaintext",
+            *extra,
+            "-d",
+            json.dumps(body),
+            server.address,
+            f"sandbox.v1.SandboxService/{method}",
+        ]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+
+    described = subprocess.run(
+        [grpcurl, "-plaintext", server.address, "describe", "sandbox.v1.SandboxService"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "rpc Watch ( .sandbox.v1.WatchRequest ) returns ( stream .sandbox.v1.WatchResponse )" in described
+    assert "rpc Stats ( .sandbox.v1.StatsRequest ) returns ( .sandbox.v1.StatsResponse )" in described
+
+    created = call("Create", {"spec": {"image": images.busybox, "metadata": {"run": run}}})
+    assert created.returncode == 0, created.stderr
+    sandbox_id = json.loads(created.stdout)["sandbox"]["sandboxId"]
+    try:
+        stats = call("Stats", {"sandbox_id": sandbox_id})
+        assert stats.returncode == 0, stats.stderr
+        reading = json.loads(stats.stdout)
+        assert int(reading["memoryUsageBytes"]) > 0 and int(reading["pids"]) >= 1, reading
+        assert reading["cgroupVersion"] in ("v1", "v2"), reading
+        # Watch runs until cancelled: -max-time ends it after the snapshot arrived.
+        watched = call("Watch", {"labels": {"run": run}, "include_existing": True}, "-max-time", "3")
+        assert "DeadlineExceeded" in watched.stderr or watched.returncode != 0, watched
+        event = json.loads(watched.stdout)["event"]
+        assert (event["kind"], event["sandboxId"]) == ("SANDBOX_EVENT_KIND_EXISTING", sandbox_id), event
+    finally:
+        call("Close", {"sandbox_id": sandbox_id})
