@@ -81,7 +81,7 @@ async def test_watch_sees_a_sandbox_live_and_die(client: Client, images: Images)
 async def test_stats_move_with_use(client: Client, images: Images) -> None:
     spec = SandboxSpec(image=images.busybox)
     async with await client.create(spec) as sandbox:
-        before = await client.stats(sandbox.sandbox_id)
+        before = await sandbox.stats()
         assert before.cgroup_version in ("v1", "v2")
         assert before.memory_limit_bytes > 0 and before.pids >= 1 and before.cpu_limit > 0
         script = (
