@@ -1,5 +1,6 @@
 //! [`Client::watch`] (lifecycle events of the sandboxes a server owns, as they happen) and
-//! [`Client::stats`] (one sandbox's resource usage now). Dropping a [`WatchStream`] cancels
+//! [`Client::stats`] / [`Client::stats_stream`] (one sandbox's resource usage now, or every
+//! interval). Dropping a [`WatchStream`] cancels
 //! the call.
 
 use std::collections::HashMap;
@@ -134,6 +135,33 @@ impl Client {
     pub async fn stats(&self, sandbox_id: impl Into<String>) -> Result<SandboxStats> {
         let request = proto::StatsRequest { sandbox_id: sandbox_id.into() };
         Ok(self.raw().stats(request).await?.into_inner())
+    }
+}
+
+/// The readings of one `StatsStream` call.
+pub struct StatsStream {
+    inner: tonic::Streaming<proto::StatsResponse>,
+}
+
+impl StatsStream {
+    /// The next reading; `None` once the sandbox stopped or went (or the server shut down).
+    pub async fn next(&mut self) -> Result<Option<SandboxStats>> {
+        Ok(self.inner.message().await?)
+    }
+}
+
+impl Client {
+    /// Sandbox `sandbox_id`'s usage every `interval` (0.1 s to an hour; zero: one second)
+    /// until dropped (`StatsStream`).
+    pub async fn stats_stream(
+        &self,
+        sandbox_id: impl Into<String>,
+        interval: std::time::Duration,
+    ) -> Result<StatsStream> {
+        let request =
+            proto::StatsStreamRequest { sandbox_id: sandbox_id.into(), interval_s: interval.as_secs_f64() };
+        let inner = self.raw().stats_stream(request).await?.into_inner();
+        Ok(StatsStream { inner })
     }
 }
 

@@ -30,7 +30,7 @@ pub use branching::{DiffEntry, DiffKind, Fork, Snapshot};
 pub use client::{BearerAuth, Client, RawClient};
 pub use descriptor::IntoSandboxRef;
 pub use error::{ClientError, Result};
-pub use events::{EventKind, SandboxEvent, SandboxStats, WatchOptions, WatchStream};
+pub use events::{EventKind, SandboxEvent, SandboxStats, StatsStream, WatchOptions, WatchStream};
 pub use exec_stream::{ExecEvent, ExecEventStream, ExecExit};
 pub use inventory::{ListOptions, ListPage, SandboxInfo};
 pub use logs::{LogChunk, LogStream, LogsOptions};

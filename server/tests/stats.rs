@@ -152,6 +152,40 @@ async fn stats_agree_with_docker_stats_and_move_with_use() {
     label.remove_all();
 }
 
+/// StatsStream: readings at the interval asked for, the stream ends when the sandbox stops,
+/// and a bad interval is refused naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_stream_reads_at_its_interval_until_the_sandbox_stops() {
+    let label = TestLabel::new();
+    let server = TestService::start(&label, None);
+    let client = server.client().await;
+    let sandbox = start(&client).await;
+    let mut stream = client.stats_stream(sandbox.id(), Duration::from_millis(200)).await.expect("stream");
+    let mut readings = Vec::new();
+    for _ in 0..4 {
+        let reading = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+        readings.push(reading.expect("a reading while running"));
+    }
+    let spans: Vec<i64> = readings.windows(2).map(|w| w[1].read_at_unix_ns - w[0].read_at_unix_ns).collect();
+    assert!(spans.iter().all(|ns| *ns >= 150_000_000), "readings closer than the interval: {spans:?}");
+    assert!(readings.windows(2).all(|w| w[1].cpu_usage_ns >= w[0].cpu_usage_ns));
+    assert!(docker(&["kill", sandbox.id()]).status.success());
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(_reading) = stream.next().await.expect("no error") {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream went on after the sandbox stopped");
+
+    let mut raw = server.raw().await;
+    let request =
+        sandboxd_client::proto::StatsStreamRequest { sandbox_id: sandbox.id().into(), interval_s: 0.01 };
+    let bad = raw.stats_stream(request).await.err().expect("a too-short interval");
+    assert_eq!(bad.code(), Code::InvalidArgument);
+    assert!(bad.message().contains("interval_s"), "{bad:?}");
+    sandbox.stop().await.expect("close");
+    label.remove_all();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_sandbox_gauges_come_and_go_with_their_sandbox() {
     let label = TestLabel::new();

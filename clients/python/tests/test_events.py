@@ -145,3 +145,16 @@ def test_grpcurl_reaches_watch_and_stats(server: ServerProcess, images: Images) 
         assert (event["kind"], event["sandboxId"]) == ("SANDBOX_EVENT_KIND_EXISTING", sandbox_id), event
     finally:
         call("Close", {"sandbox_id": sandbox_id})
+
+
+async def test_stats_stream_reads_until_the_sandbox_stops(client: Client, images: Images) -> None:
+    async with await client.create(SandboxSpec(image=images.busybox)) as sandbox:
+        readings = []
+        stream = client.stats_stream(sandbox.sandbox_id, interval_s=0.2)
+        async for reading in stream:
+            readings.append(reading)
+            if len(readings) == 3:
+                docker("kill", sandbox.sandbox_id)
+            assert len(readings) < 50, "the stream went on after the sandbox stopped"
+        assert len(readings) >= 3
+        assert all(b.read_at_unix_ns > a.read_at_unix_ns for a, b in zip(readings, readings[1:], strict=False))

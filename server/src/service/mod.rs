@@ -483,4 +483,13 @@ impl SandboxService for SandboxApi {
     async fn stats(&self, request: Request<pb::StatsRequest>) -> Result<Response<pb::StatsResponse>, Status> {
         stats::stats(self, request).await
     }
+
+    type StatsStreamStream = BoxStream<pb::StatsResponse>;
+
+    async fn stats_stream(
+        &self,
+        request: Request<pb::StatsStreamRequest>,
+    ) -> Result<Response<Self::StatsStreamStream>, Status> {
+        stats::stats_stream(self, request).await
+    }
 }

@@ -666,3 +666,16 @@ class Client(AsyncClosing):
             "Stats", pb.StatsRequest(sandbox_id=sandbox_id), pb.StatsResponse, deadline_s=deadline_s, idempotent=True
         )
         return SandboxStats.from_proto(response)
+
+    async def stats_stream(self, sandbox_id: str, *, interval_s: float = 1.0) -> AsyncIterator[SandboxStats]:
+        """One reading every `interval_s` (0.1 to 3600) until the loop is left; it ends once the
+        sandbox stopped or went."""
+        request = pb.StatsStreamRequest(sandbox_id=sandbox_id, interval_s=interval_s)
+        call = self._server_stream("StatsStream", request, pb.StatsResponse, None)
+        try:
+            async for msg in call:
+                yield SandboxStats.from_proto(msg)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+        finally:
+            call.cancel()

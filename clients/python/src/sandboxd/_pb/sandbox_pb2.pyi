@@ -745,3 +745,11 @@ class StatsResponse(_message.Message):
     block_write_bytes: int
     cgroup_version: str
     def __init__(self, read_at_unix_ns: _Optional[int] = ..., cpu_usage_ns: _Optional[int] = ..., cpu_limit: _Optional[float] = ..., memory_usage_bytes: _Optional[int] = ..., memory_limit_bytes: _Optional[int] = ..., memory_peak_bytes: _Optional[int] = ..., pids: _Optional[int] = ..., network_rx_bytes: _Optional[int] = ..., network_tx_bytes: _Optional[int] = ..., block_read_bytes: _Optional[int] = ..., block_write_bytes: _Optional[int] = ..., cgroup_version: _Optional[str] = ...) -> None: ...
+
+class StatsStreamRequest(_message.Message):
+    __slots__ = ("sandbox_id", "interval_s")
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    interval_s: float
+    def __init__(self, sandbox_id: _Optional[str] = ..., interval_s: _Optional[float] = ...) -> None: ...

@@ -155,6 +155,11 @@ class SandboxServiceStub:
                 request_serializer=sandbox_dot_v1_dot_sandbox__pb2.StatsRequest.SerializeToString,
                 response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.StatsResponse.FromString,
                 _registered_method=True)
+        self.StatsStream = channel.unary_stream(
+                '/sandbox.v1.SandboxService/StatsStream',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.StatsStreamRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.StatsResponse.FromString,
+                _registered_method=True)
 
 
 class SandboxServiceServicer:
@@ -350,6 +355,14 @@ class SandboxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StatsStream(self, request, context):
+        """As `Stats`, one reading every `interval_s` until the caller cancels; the stream ends (OK)
+        when the sandbox stops or is removed. A caller that stops reading is not read for.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -471,6 +484,11 @@ def add_SandboxServiceServicer_to_server(servicer, server):
             'Stats': grpc.unary_unary_rpc_method_handler(
                     servicer.Stats,
                     request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.StatsRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.StatsResponse.SerializeToString,
+            ),
+            'StatsStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.StatsStream,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.StatsStreamRequest.FromString,
                     response_serializer=sandbox_dot_v1_dot_sandbox__pb2.StatsResponse.SerializeToString,
             ),
     }
@@ -1122,6 +1140,33 @@ class SandboxService:
             target,
             '/sandbox.v1.SandboxService/Stats',
             sandbox_dot_v1_dot_sandbox__pb2.StatsRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.StatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StatsStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/StatsStream',
+            sandbox_dot_v1_dot_sandbox__pb2.StatsStreamRequest.SerializeToString,
             sandbox_dot_v1_dot_sandbox__pb2.StatsResponse.FromString,
             options,
             channel_credentials,
