@@ -179,7 +179,7 @@ async fn stats_stream_reads_at_its_interval_until_the_sandbox_stops() {
     let mut raw = server.raw().await;
     let request =
         sandboxd_client::proto::StatsStreamRequest { sandbox_id: sandbox.id().into(), interval_s: 0.01 };
-    let bad = raw.stats_stream(request).await.err().expect("a too-short interval");
+    let bad = raw.stats_stream(request).await.expect_err("a too-short interval");
     assert_eq!(bad.code(), Code::InvalidArgument);
     assert!(bad.message().contains("interval_s"), "{bad:?}");
     sandbox.stop().await.expect("close");
