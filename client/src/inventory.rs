@@ -50,7 +50,7 @@ pub struct ListPage {
     pub next_page_token: String,
 }
 
-fn status_to_proto(status: SandboxStatus) -> proto::SandboxStatus {
+pub(crate) fn status_to_proto(status: SandboxStatus) -> proto::SandboxStatus {
     match status {
         SandboxStatus::Starting => proto::SandboxStatus::Starting,
         SandboxStatus::Running => proto::SandboxStatus::Running,
@@ -62,7 +62,7 @@ fn status_to_proto(status: SandboxStatus) -> proto::SandboxStatus {
 }
 
 impl SandboxInfo {
-    fn from_proto(info: proto::SandboxInfo) -> Result<SandboxInfo> {
+    pub(crate) fn from_proto(info: proto::SandboxInfo) -> Result<SandboxInfo> {
         let reference =
             info.sandbox.ok_or_else(|| ClientError::Protocol("SandboxInfo without a sandbox".into()))?;
         Ok(SandboxInfo {

@@ -11,7 +11,7 @@ use crate::error::CtlError;
 use crate::{parse, Output};
 
 /// `ls --status NAME`: the states by their names (`running`, ...), listed in `--help`.
-fn status_parser() -> impl TypedValueParser<Value = SandboxStatus> {
+pub(crate) fn status_parser() -> impl TypedValueParser<Value = SandboxStatus> {
     clap::builder::PossibleValuesParser::new(SandboxStatus::ALL.map(SandboxStatus::as_str)).map(|name| {
         SandboxStatus::ALL.into_iter().find(|s| s.as_str() == name).unwrap_or(SandboxStatus::Unknown)
     })
@@ -25,9 +25,13 @@ pub struct LsArgs {
     /// Only sandboxes in this state (repeatable).
     #[arg(long = "status", value_parser = status_parser())]
     statuses: Vec<SandboxStatus>,
-    /// `table` or `json` (one JSON array).
+    /// `table` or `json` (one JSON array; with -w one JSON object a line).
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
     output: Output,
+    /// Keep watching: after the table, a row per change (created, paused, stopped, removed,
+    /// ...) until Ctrl-C.
+    #[arg(long, short = 'w')]
+    watch: bool,
 }
 
 #[derive(Debug, Args)]
@@ -50,6 +54,9 @@ fn labels(pairs: Vec<(String, String)>) -> HashMap<String, String> {
 }
 
 pub async fn ls(client: &Client, args: LsArgs) -> Result<i32, CtlError> {
+    if args.watch {
+        return crate::events::watch_list(client, labels(args.labels), args.statuses, args.output).await;
+    }
     let options = ListOptions { labels: labels(args.labels), statuses: args.statuses, ..Default::default() };
     let sandboxes = client.list_all(options).await?;
     match args.output {
@@ -62,7 +69,7 @@ pub async fn ls(client: &Client, args: LsArgs) -> Result<i32, CtlError> {
     Ok(0)
 }
 
-fn json(s: &SandboxInfo) -> serde_json::Value {
+pub(crate) fn json(s: &SandboxInfo) -> serde_json::Value {
     serde_json::json!({
         "sandbox_id": s.sandbox_id,
         "image": s.image,
@@ -75,12 +82,12 @@ fn json(s: &SandboxInfo) -> serde_json::Value {
     })
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 /// `2m`, `3h`, `5d`: how long ago.
-fn age(created_ms: i64, now_ms: i64) -> String {
+pub(crate) fn age(created_ms: i64, now_ms: i64) -> String {
     let s = (now_ms - created_ms).max(0) / 1000;
     match s {
         0..=59 => format!("{s}s"),
@@ -90,7 +97,8 @@ fn age(created_ms: i64, now_ms: i64) -> String {
     }
 }
 
-fn table(sandboxes: &[SandboxInfo], now_ms: i64) -> String {
+/// The `ls` table's cells, header first.
+fn cells(sandboxes: &[SandboxInfo], now_ms: i64) -> Vec<[String; 5]> {
     let mut rows =
         vec![["SANDBOX ID".to_string(), "STATUS".into(), "IMAGE".into(), "AGE".into(), "LABELS".into()]];
     for s in sandboxes {
@@ -104,11 +112,30 @@ fn table(sandboxes: &[SandboxInfo], now_ms: i64) -> String {
             labels.join(","),
         ]);
     }
+    rows
+}
+
+/// Column widths of the `ls` table (`ls -w` keeps them for the rows that follow; a sandbox id
+/// and a state always fit).
+pub(crate) fn widths(sandboxes: &[SandboxInfo], now_ms: i64) -> Vec<usize> {
+    let rows = cells(sandboxes, now_ms);
+    let floor = [41, 8, 0, 3, 0];
+    (0..5).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0).max(floor[i])).collect()
+}
+
+pub(crate) fn table(sandboxes: &[SandboxInfo], now_ms: i64) -> String {
+    let rows = cells(sandboxes, now_ms);
     let widths: Vec<usize> =
         (0..5).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+    table_with(sandboxes, now_ms, &widths)
+}
+
+/// The `ls` table with these column widths (`ls -w` keeps its rows aligned with what follows).
+pub(crate) fn table_with(sandboxes: &[SandboxInfo], now_ms: i64, widths: &[usize]) -> String {
+    let rows = cells(sandboxes, now_ms);
     let mut out = String::new();
     for row in rows {
-        let cells: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        let cells: Vec<String> = row.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');
     }

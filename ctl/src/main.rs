@@ -1,6 +1,7 @@
 //! `sandboxctl`: sandboxd from a terminal. Create sandboxes, run commands with live output,
 //! open an interactive shell, copy files and trees, read logs and published ports, snapshot,
-//! fork, pause and resume, move leases, list and remove sandboxes by label.
+//! fork, pause and resume, move leases, list and remove sandboxes by label, watch their
+//! lifecycle events and read their usage.
 //!
 //! Every failure is one line on stderr, `sandboxctl: CODE: message`, and exit status 1;
 //! `exec` and `shell` exit with the remote command's own status.
@@ -10,6 +11,7 @@ mod completions;
 mod cp;
 mod create;
 mod error;
+mod events;
 mod exec;
 mod inventory;
 mod lease;
@@ -86,6 +88,10 @@ enum Command {
     Address(runtime::AddressArgs),
     /// The server's named volumes: `volume ls`, `volume rm NAME…`.
     Volume(runtime::VolumeArgs),
+    /// Print lifecycle events (created, ready, paused, stopped, removed, ...) as they happen.
+    Events(events::EventsArgs),
+    /// Print sandboxes' CPU, memory, network and block I/O use (as `docker stats --no-stream`).
+    Stats(events::StatsArgs),
     /// Print a completion script: bash, zsh or fish.
     Completions(completions::CompletionsArgs),
 }
@@ -129,6 +135,8 @@ async fn run(cli: Cli) -> Result<i32, CtlError> {
         Command::Rm(args) => inventory::rm(&client, args).await,
         Command::Address(args) => runtime::address(&client, args).await,
         Command::Volume(args) => runtime::volume(&client, args).await,
+        Command::Events(args) => events::events(&client, args).await,
+        Command::Stats(args) => events::stats(&client, args).await,
     }
 }
 

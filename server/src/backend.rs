@@ -177,6 +177,18 @@ pub trait SandboxBackend: Send + Sync + 'static {
 
     /// Remove `tenant`'s volume `name`; gone is success, one a sandbox mounts is `InUse`.
     async fn delete_volume(&self, tenant: Option<&str>, name: &str) -> Result<()>;
+    // --- events and usage ---
+
+    /// Where the lifecycle events of the sandboxes this service owns are published (`Watch`),
+    /// its source started; `None`: this backend cannot tell them.
+    fn event_hub(&self) -> Option<Arc<crate::watch::EventHub>> {
+        None
+    }
+
+    /// The sandbox's resource usage now (running or paused; `Stopped` otherwise).
+    async fn stats(&self, id: &SandboxId) -> Result<crate::stats::SandboxStats> {
+        Err(ProviderError::Unavailable(format!("this backend cannot read the usage of sandbox {id}")))
+    }
 }
 
 /// One step of a streamed command.

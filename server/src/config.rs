@@ -355,6 +355,26 @@ pub struct ServerSection {
     /// Time between two pings of the Docker daemon; health is NOT_SERVING while it fails.
     #[serde(rename = "health_probe_interval_s", deserialize_with = "seconds::required")]
     pub health_probe_interval: Duration,
+    /// What `--metrics-listen` exports beyond the server's own metrics (`server.metrics`).
+    pub metrics: MetricsSection,
+}
+
+/// The `server.metrics` section.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsSection {
+    /// Export each live sandbox's usage (`Stats`) as gauges labelled by `sandbox_id`. Off by
+    /// default: one series per sandbox, and a cgroup read per sandbox each refresh.
+    pub per_sandbox: bool,
+    /// Time between two refreshes of the per-sandbox gauges.
+    #[serde(rename = "per_sandbox_interval_s", deserialize_with = "seconds::required")]
+    pub per_sandbox_interval: Duration,
+}
+
+impl Default for MetricsSection {
+    fn default() -> Self {
+        Self { per_sandbox: false, per_sandbox_interval: Duration::from_secs(10) }
+    }
 }
 
 impl Default for ServerSection {
@@ -373,6 +393,7 @@ impl Default for ServerSection {
             health_probe_interval: DEFAULT_HEALTH_PROBE_INTERVAL,
             auth: AuthSection::default(),
             audit: None,
+            metrics: MetricsSection::default(),
         }
     }
 }
@@ -452,6 +473,11 @@ impl ServerSection {
         }
         nonzero("server.snapshot_ttl_s", self.snapshot_ttl)?;
         nonzero("server.health_probe_interval_s", Some(self.health_probe_interval))?;
+        within_client_bound(
+            "server.metrics.per_sandbox_interval_s",
+            Some(self.metrics.per_sandbox_interval),
+        )?;
+        nonzero("server.metrics.per_sandbox_interval_s", Some(self.metrics.per_sandbox_interval))?;
         nonzero("server.auth.owner_token_ttl_s", Some(self.auth.owner_token_ttl))?;
         nonzero("server.auth.grant_ttl_s", Some(self.auth.grant_ttl))?;
         if matches!(&self.audit, Some(a) if a.is_empty()) {
@@ -506,6 +532,9 @@ pub struct Limits {
     /// or a frozen client) is dropped and what its calls held is released.
     #[serde(rename = "keepalive_timeout_s", deserialize_with = "seconds::required")]
     pub keepalive_timeout: Duration,
+    /// Events that may wait for one `Watch` caller; a watcher further behind (it stopped
+    /// reading) is ended with RESOURCE_EXHAUSTED instead of being buffered for.
+    pub watch_buffer_events: u32,
 }
 
 impl Default for Limits {
@@ -519,6 +548,7 @@ impl Default for Limits {
             transfer_idle_timeout: Duration::from_secs(60),
             keepalive_interval: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(20),
+            watch_buffer_events: 256,
         }
     }
 }
@@ -529,6 +559,7 @@ impl Limits {
             ("server.limits.max_pty_sessions", self.max_pty_sessions),
             ("server.limits.max_pty_sessions_per_sandbox", self.max_pty_sessions_per_sandbox),
             ("server.limits.max_streams_per_connection", self.max_streams_per_connection),
+            ("server.limits.watch_buffer_events", self.watch_buffer_events),
         ] {
             if v == 0 {
                 return Err(ConfigError::new(field, "must be >= 1"));

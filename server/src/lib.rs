@@ -23,6 +23,9 @@ pub mod runtime;
 pub mod service;
 pub mod snapshot_expiry;
 pub mod spec;
+pub mod stats;
 pub mod terminal;
+pub mod usage_metrics;
+pub mod watch;
 
 pub use error::{ProviderError, Result};

@@ -108,6 +108,7 @@ impl Lifecycle {
             }
             if tx.send(Ok(handle)).is_err() {
                 tracing::warn!(sandbox_id = %plan.id, "the caller went away before its create finished; removing the sandbox");
+                this.announce_removal(&plan.id, "its creator went away before the create finished");
                 let _ = this.close(&plan.id).await;
             }
         };
@@ -255,6 +256,7 @@ impl Lifecycle {
         use futures_util::StreamExt;
         futures_util::stream::iter(ids)
             .for_each_concurrent(SHUTDOWN_REMOVALS_AT_ONCE, |id| async move {
+                self.announce_removal(&id, "removed at server shutdown (--remove-on-shutdown)");
                 match self.backend.close(&id).await {
                     Ok(()) => tracing::info!(sandbox_id = %id, "removed at shutdown"),
                     Err(e) => {
@@ -263,6 +265,13 @@ impl Lifecycle {
                 }
             })
             .await;
+    }
+
+    /// Tell watchers why `id` is about to be removed (its REMOVED event carries `reason`).
+    pub fn announce_removal(&self, id: &SandboxId, reason: &str) {
+        if let Some(hub) = self.backend.event_hub() {
+            hub.expect_removal(id.as_str(), reason);
+        }
     }
 
     fn lock_created(&self) -> std::sync::MutexGuard<'_, Created> {

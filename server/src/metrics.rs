@@ -49,6 +49,89 @@ pub struct DirectionLabels {
     pub direction: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SandboxLabels {
+    pub sandbox_id: String,
+}
+
+/// Per-sandbox usage gauges (`server.metrics.per_sandbox`), refreshed by [`crate::usage_metrics`].
+#[derive(Default)]
+pub struct SandboxUsage {
+    pub cpu_seconds: Family<SandboxLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    pub memory_bytes: Family<SandboxLabels, Gauge>,
+    pub memory_limit_bytes: Family<SandboxLabels, Gauge>,
+    pub pids: Family<SandboxLabels, Gauge>,
+    pub network_rx_bytes: Family<SandboxLabels, Gauge>,
+    pub network_tx_bytes: Family<SandboxLabels, Gauge>,
+    pub block_read_bytes: Family<SandboxLabels, Gauge>,
+    pub block_write_bytes: Family<SandboxLabels, Gauge>,
+}
+
+impl SandboxUsage {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "sandbox_cpu_usage_seconds",
+            "CPU time a sandbox used (Stats)",
+            self.cpu_seconds.clone(),
+        );
+        let gauges = [
+            (
+                "sandbox_memory_usage_bytes",
+                "Memory a sandbox uses, page cache left out (Stats)",
+                &self.memory_bytes,
+            ),
+            (
+                "sandbox_memory_limit_bytes",
+                "A sandbox's memory cap, or the host's memory",
+                &self.memory_limit_bytes,
+            ),
+            ("sandbox_pids", "Processes and threads in a sandbox", &self.pids),
+            (
+                "sandbox_network_rx_bytes",
+                "Bytes a sandbox received, loopback left out",
+                &self.network_rx_bytes,
+            ),
+            ("sandbox_network_tx_bytes", "Bytes a sandbox sent, loopback left out", &self.network_tx_bytes),
+            ("sandbox_block_read_bytes", "Bytes a sandbox read from block devices", &self.block_read_bytes),
+            ("sandbox_block_write_bytes", "Bytes a sandbox wrote to block devices", &self.block_write_bytes),
+        ];
+        for (name, help, family) in gauges {
+            registry.register(name, help, family.clone());
+        }
+    }
+
+    /// Sets every gauge of `sandbox_id` from one reading.
+    pub fn set(&self, sandbox_id: &str, s: &crate::stats::SandboxStats) {
+        let key = SandboxLabels { sandbox_id: sandbox_id.to_string() };
+        let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        self.cpu_seconds.get_or_create(&key).set(s.cpu_usage_ns as f64 / 1e9);
+        self.memory_bytes.get_or_create(&key).set(int(s.memory_usage_bytes));
+        self.memory_limit_bytes.get_or_create(&key).set(int(s.memory_limit_bytes));
+        self.pids.get_or_create(&key).set(int(s.pids));
+        self.network_rx_bytes.get_or_create(&key).set(int(s.network_rx_bytes));
+        self.network_tx_bytes.get_or_create(&key).set(int(s.network_tx_bytes));
+        self.block_read_bytes.get_or_create(&key).set(int(s.block_read_bytes));
+        self.block_write_bytes.get_or_create(&key).set(int(s.block_write_bytes));
+    }
+
+    /// Drops every gauge of `sandbox_id` (it is gone).
+    pub fn remove(&self, sandbox_id: &str) {
+        let key = SandboxLabels { sandbox_id: sandbox_id.to_string() };
+        self.cpu_seconds.remove(&key);
+        for family in [
+            &self.memory_bytes,
+            &self.memory_limit_bytes,
+            &self.pids,
+            &self.network_rx_bytes,
+            &self.network_tx_bytes,
+            &self.block_read_bytes,
+            &self.block_write_bytes,
+        ] {
+            family.remove(&key);
+        }
+    }
+}
+
 fn seconds_histogram() -> Histogram {
     // 1 ms .. ~33 s
     Histogram::new(exponential_buckets(0.001, 2.0, 16))
@@ -66,6 +149,7 @@ pub struct Metrics {
     pub permit_wait: Histogram,
     pub exec_results: Family<ErrorTypeLabels, Counter>,
     pub bytes: Family<DirectionLabels, Counter>,
+    pub sandbox_usage: SandboxUsage,
 }
 
 impl Metrics {
@@ -81,6 +165,7 @@ impl Metrics {
             permit_wait: seconds_histogram(),
             exec_results: Family::default(),
             bytes: Family::default(),
+            sandbox_usage: SandboxUsage::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -116,6 +201,7 @@ impl Metrics {
             m.exec_results.clone(),
         );
         registry.register("transfer_bytes", "File bytes moved by Upload and Download", m.bytes.clone());
+        m.sandbox_usage.register(&mut registry);
         Metrics { registry, ..m }
     }
 

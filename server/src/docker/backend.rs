@@ -161,6 +161,14 @@ impl SandboxBackend for DockerProvider {
     async fn delete_volume(&self, tenant: Option<&str>, name: &str) -> Result<()> {
         DockerProvider::delete_volume(self, tenant, name).await
     }
+
+    fn event_hub(&self) -> Option<Arc<crate::watch::EventHub>> {
+        Some(self.states.hub())
+    }
+
+    async fn stats(&self, id: &SandboxId) -> Result<crate::stats::SandboxStats> {
+        DockerProvider::stats(self, id).await
+    }
 }
 
 #[async_trait::async_trait]

@@ -5,6 +5,9 @@
 //! it (re)starts, one `docker ps -a` resynchronises the table; the events buffered meanwhile
 //! are applied after it, in order, so the last word on each container wins. While the stream
 //! is down the table says nothing and callers fall back to `inspect`.
+//!
+//! The same lines feed `Watch` ([`super::watch_events`]): one stream for every watcher. Events
+//! while the stream is down (restarting after an error) are not told.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -15,6 +18,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use super::argv;
 use super::cli::DockerCli;
 use super::state::ContainerState;
+use super::watch_events::Follower;
+use crate::watch::EventHub;
 
 /// How long to wait before restarting a stream that ended.
 const RESTART_DELAY: Duration = Duration::from_secs(1);
@@ -48,12 +53,14 @@ impl Table {
 pub struct StateWatch {
     cli: DockerCli,
     table: Arc<Mutex<Table>>,
+    /// Where the same stream's lifecycle events go, for `Watch`.
+    hub: Arc<EventHub>,
     task: OnceLock<tokio::task::JoinHandle<()>>,
 }
 
 impl StateWatch {
     pub fn new(cli: DockerCli) -> Self {
-        Self { cli, table: Arc::default(), task: OnceLock::new() }
+        Self { cli, table: Arc::default(), hub: Arc::default(), task: OnceLock::new() }
     }
 
     /// The state of `name` when the stream is up and knows it; `None` means "ask docker".
@@ -84,14 +91,22 @@ impl StateWatch {
         self.lock().states.as_ref().map_or(0, HashMap::len)
     }
 
+    /// The lifecycle events of owned containers (the stream runs once this was asked for).
+    pub fn hub(&self) -> Arc<EventHub> {
+        self.ensure_started();
+        self.hub.clone()
+    }
+
     pub fn ensure_started(&self) {
         self.task.get_or_init(|| {
-            let (cli, table) = (self.cli.clone(), self.table.clone());
+            let (cli, table, hub) = (self.cli.clone(), self.table.clone(), self.hub.clone());
             tokio::spawn(async move {
+                let mut follower = Follower::default();
                 loop {
-                    if let Err(e) = follow(&cli, &table).await {
+                    if let Err(e) = follow(&cli, &table, &hub, &mut follower).await {
                         tracing::warn!(error = %e, "docker events stream ended; status falls back to inspect");
                     }
+                    hub.set_up(false);
                     {
                         let mut t = table.lock().unwrap_or_else(|p| p.into_inner());
                         t.last_known = t.states.take().map(|s| s.into_keys().collect());
@@ -116,7 +131,12 @@ impl Drop for StateWatch {
 }
 
 /// One life of the stream: start it, resynchronise, then apply events until it ends.
-async fn follow(cli: &DockerCli, table: &Mutex<Table>) -> Result<(), String> {
+async fn follow(
+    cli: &DockerCli,
+    table: &Mutex<Table>,
+    hub: &EventHub,
+    follower: &mut Follower,
+) -> Result<(), String> {
     let mut child = cli.spawn(&argv::events_args(), false, false).await.map_err(|e| e.to_string())?;
     let stdout = child.child.stdout.take().ok_or("no stdout pipe")?;
     let out = cli
@@ -138,8 +158,10 @@ async fn follow(cli: &DockerCli, table: &Mutex<Table>) -> Result<(), String> {
         }
         t.states = Some(states);
     }
+    hub.set_up(true);
     let mut lines = BufReader::new(stdout).lines();
     while let Some(line) = lines.next_line().await.map_err(|e| e.to_string())? {
+        follower.line(hub, &line);
         if let Some(change) = parse_event(&line) {
             let mut t = table.lock().unwrap_or_else(|p| p.into_inner());
             if let Change::Gone(name) = &change {

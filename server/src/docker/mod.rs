@@ -8,11 +8,13 @@
 //! `lookup` (inspect, handle, connect), `create` (run, reconciliation, probe), `exec`, `files`
 //! (upload, download), `status` (status, endpoint, close), `sessions` (`create_pty`), `compose`
 //! (NeMo Gym's Compose helpers), and `backend` (the `SandboxBackend` implementation); and branching:
-//! `snapshot` (commit, list, delete, expiry), `fork`, `diff`, `pause` (pause, resume).
+//! `snapshot` (commit, list, delete, expiry), `fork`, `diff`, `pause` (pause, resume); and usage: `stats` over `cgroup` (the kernel's
+//! counters), lifecycle events for `Watch` from `events` (`watch_events`).
 
 pub mod agent;
 pub mod argv;
 mod backend;
+pub mod cgroup;
 pub mod classify;
 pub mod cli;
 mod compose;
@@ -36,10 +38,12 @@ pub mod runtime;
 pub mod sessions;
 mod snapshot;
 pub mod state;
+mod stats;
 mod status;
 pub mod sweep;
 pub mod tarstream;
 mod transfer;
 pub mod transport;
+mod watch_events;
 
 pub use provider::DockerProvider;

@@ -49,6 +49,11 @@ impl DockerProvider {
                     }
                 }
                 Decision::Remove(reason) => {
+                    if reason == SweepReason::LeaseExpired {
+                        let hub = self.states.hub();
+                        hub.expect_expiry(&item.name);
+                        hub.expect_removal(&item.name, "lease expired");
+                    }
                     let removed = match reason {
                         SweepReason::CreateAbandoned => self.remove_abandoned(&item.name).await,
                         SweepReason::LeaseExpired => self.remove_by_id(&item.name).await,

@@ -61,7 +61,7 @@ fn query(req: pb::ListRequest) -> Result<ListQuery, Status> {
     })
 }
 
-fn status_from_proto(value: i32) -> Result<SandboxStatus, Status> {
+pub(super) fn status_from_proto(value: i32) -> Result<SandboxStatus, Status> {
     SandboxStatus::try_from_wire(value).ok_or_else(|| {
         invalid(
             "statuses",
@@ -72,7 +72,7 @@ fn status_from_proto(value: i32) -> Result<SandboxStatus, Status> {
     })
 }
 
-fn info(s: SandboxSummary) -> pb::SandboxInfo {
+pub(super) fn info(s: SandboxSummary) -> pb::SandboxInfo {
     pb::SandboxInfo {
         created_at_unix_ms: s.created_at_unix_ms(),
         status: s.status.to_wire() as i32,

@@ -116,7 +116,10 @@ pub(super) async fn close(
     let span = span("Close", &request.get_ref().sandbox_id);
     async {
         let id = SandboxId::parse("sandbox_id", &request.get_ref().sandbox_id)?;
-        api.authorize(&Principal::of(&request), id.as_str(), Scope::Owner).await?;
+        let principal = Principal::of(&request);
+        api.authorize(&principal, id.as_str(), Scope::Owner).await?;
+        // Watchers learn who removed it (`SandboxEvent.reason`).
+        api.lifecycle.announce_removal(&id, &super::watch::closed_by(&principal));
         api.lifecycle.close(&id).await?;
         Ok(Response::new(pb::CloseResponse {}))
     }

@@ -17,8 +17,10 @@ mod pty;
 mod quota;
 mod runtime;
 mod server;
+mod stats;
 mod status;
 mod stream_limit;
+mod watch;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -257,5 +259,26 @@ impl SandboxService for SandboxApi {
         request: Request<pb::DeleteVolumeRequest>,
     ) -> Result<Response<pb::DeleteVolumeResponse>, Status> {
         runtime::delete_volume(self, request).await
+    }
+
+    // --- events and usage ---
+
+    type WatchStream = BoxStream<pb::WatchResponse>;
+
+    async fn watch(&self, request: Request<pb::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
+        watch::watch(self, request).await
+    }
+
+    async fn stats(&self, request: Request<pb::StatsRequest>) -> Result<Response<pb::StatsResponse>, Status> {
+        stats::stats(self, request).await
+    }
+
+    type StatsStreamStream = BoxStream<pb::StatsResponse>;
+
+    async fn stats_stream(
+        &self,
+        request: Request<pb::StatsStreamRequest>,
+    ) -> Result<Response<Self::StatsStreamStream>, Status> {
+        stats::stats_stream(self, request).await
     }
 }

@@ -250,6 +250,13 @@ impl Services {
                 shutdown_tx.subscribe(),
             ));
         }
+        if policy.metrics.per_sandbox {
+            tokio::spawn(crate::usage_metrics::refresh_periodically(
+                lifecycle.backend().clone(),
+                policy.metrics.per_sandbox_interval,
+                shutdown_tx.subscribe(),
+            ));
+        }
         let prober = tokio::spawn(crate::health::probe_forever(
             lifecycle.backend().clone(),
             health_reporter.clone(),

@@ -22,6 +22,7 @@ from .errors import (
     Unauthenticated,
     Unimplemented,
 )
+from .events import SandboxEvent, SandboxEventKind, SandboxStats
 from .pty import SIGNALS, PtySession
 from .sandbox import AsyncSandbox, PtyOpener
 from .types import (
@@ -82,11 +83,14 @@ __all__ = [
     "ResourceExhausted",
     "RetryPolicy",
     "SIGNALS",
+    "SandboxEvent",
+    "SandboxEventKind",
     "SandboxInfo",
     "SandboxNotFound",
     "SandboxPage",
     "SandboxRef",
     "SandboxSpec",
+    "SandboxStats",
     "SandboxStatus",
     "SandboxUnavailable",
     "SandboxdError",

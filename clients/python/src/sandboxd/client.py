@@ -18,6 +18,7 @@ from ._pb import sandbox_pb2 as pb
 from .closing import AsyncClosing
 from .connection import DEFAULT_ADDRESS, RetryPolicy, TlsConfig, normalize_address, open_channel
 from .errors import DeadlineExceeded, SandboxdError, Unimplemented, from_rpc_error
+from .events import SandboxEvent, SandboxStats
 from .pty import PtySession
 from .types import (
     DiffEntry,
@@ -659,3 +660,52 @@ class Client(AsyncClosing):
             deadline_s=deadline_s,
             idempotent=True,
         )
+
+    # --- events and usage ----------------------------------------------------------------------
+
+    async def watch(
+        self,
+        *,
+        labels: Mapping[str, str] | None = None,
+        statuses: Iterable[SandboxStatus] = (),
+        include_existing: bool = False,
+    ) -> AsyncIterator[SandboxEvent]:
+        """Lifecycle events of the sandboxes this service owns (a tenant's: its own), as they
+        happen, until the loop is left (which cancels the call). `statuses` keeps events after
+        which the sandbox is in one of them; `include_existing` first yields one EXISTING event
+        per matching sandbox. A watcher that falls behind is ended with `ResourceExhausted`:
+        watch again with `include_existing=True`."""
+        request = pb.WatchRequest(
+            labels=dict(labels or {}),
+            statuses=[s.to_proto() for s in statuses],
+            include_existing=include_existing,
+        )
+        call = self._server_stream("Watch", request, pb.WatchResponse, None)
+        try:
+            async for msg in call:
+                yield SandboxEvent.from_proto(msg.event)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+        finally:
+            call.cancel()
+
+    async def stats(self, sandbox_id: str, *, deadline_s: float | None = None) -> SandboxStats:
+        """The sandbox's CPU, memory, pids, network and block I/O now (running or paused; a
+        stopped one raises `FailedPrecondition`)."""
+        response = await self._unary(
+            "Stats", pb.StatsRequest(sandbox_id=sandbox_id), pb.StatsResponse, deadline_s=deadline_s, idempotent=True
+        )
+        return SandboxStats.from_proto(response)
+
+    async def stats_stream(self, sandbox_id: str, *, interval_s: float = 1.0) -> AsyncIterator[SandboxStats]:
+        """One reading every `interval_s` (0.1 to 3600) until the loop is left; it ends once the
+        sandbox stopped or went."""
+        request = pb.StatsStreamRequest(sandbox_id=sandbox_id, interval_s=interval_s)
+        call = self._server_stream("StatsStream", request, pb.StatsResponse, None)
+        try:
+            async for msg in call:
+                yield SandboxStats.from_proto(msg)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+        finally:
+            call.cancel()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from .client import Client, ClientOptions, ExecOptions, PtyOptions, UploadSource
 from .closing import AsyncClosing
+from .events import SandboxStats
 from .pty import PtySession
 from .types import DiffEntry, Endpoint, ExecEvent, ExecResult, SandboxRef, SandboxSpec, SandboxStatus, SnapshotInfo
 
@@ -191,6 +192,10 @@ class AsyncSandbox(AsyncClosing):
 
     async def resume(self, *, deadline_s: float | None = None) -> None:
         await self.client.resume(self.sandbox_id, deadline_s=deadline_s)
+
+    async def stats(self, *, deadline_s: float | None = None) -> SandboxStats:
+        """This sandbox's resource usage now (`Client.stats`)."""
+        return await self.client.stats(self.sandbox_id, deadline_s=deadline_s)
 
     async def close(self, *, deadline_s: float | None = None) -> None:
         """Remove the sandbox (idempotent; one already gone counts as closed)."""

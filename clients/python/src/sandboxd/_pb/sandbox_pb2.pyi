@@ -30,6 +30,18 @@ class TokenScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOKEN_SCOPE_OWNER: _ClassVar[TokenScope]
     TOKEN_SCOPE_OPERATE: _ClassVar[TokenScope]
     TOKEN_SCOPE_READ: _ClassVar[TokenScope]
+
+class SandboxEventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SANDBOX_EVENT_KIND_UNSPECIFIED: _ClassVar[SandboxEventKind]
+    SANDBOX_EVENT_KIND_CREATED: _ClassVar[SandboxEventKind]
+    SANDBOX_EVENT_KIND_READY: _ClassVar[SandboxEventKind]
+    SANDBOX_EVENT_KIND_PAUSED: _ClassVar[SandboxEventKind]
+    SANDBOX_EVENT_KIND_RESUMED: _ClassVar[SandboxEventKind]
+    SANDBOX_EVENT_KIND_STOPPED: _ClassVar[SandboxEventKind]
+    SANDBOX_EVENT_KIND_LEASE_EXPIRED: _ClassVar[SandboxEventKind]
+    SANDBOX_EVENT_KIND_REMOVED: _ClassVar[SandboxEventKind]
+    SANDBOX_EVENT_KIND_EXISTING: _ClassVar[SandboxEventKind]
 SANDBOX_STATUS_UNSPECIFIED: SandboxStatus
 SANDBOX_STATUS_STARTING: SandboxStatus
 SANDBOX_STATUS_RUNNING: SandboxStatus
@@ -45,6 +57,15 @@ TOKEN_SCOPE_UNSPECIFIED: TokenScope
 TOKEN_SCOPE_OWNER: TokenScope
 TOKEN_SCOPE_OPERATE: TokenScope
 TOKEN_SCOPE_READ: TokenScope
+SANDBOX_EVENT_KIND_UNSPECIFIED: SandboxEventKind
+SANDBOX_EVENT_KIND_CREATED: SandboxEventKind
+SANDBOX_EVENT_KIND_READY: SandboxEventKind
+SANDBOX_EVENT_KIND_PAUSED: SandboxEventKind
+SANDBOX_EVENT_KIND_RESUMED: SandboxEventKind
+SANDBOX_EVENT_KIND_STOPPED: SandboxEventKind
+SANDBOX_EVENT_KIND_LEASE_EXPIRED: SandboxEventKind
+SANDBOX_EVENT_KIND_REMOVED: SandboxEventKind
+SANDBOX_EVENT_KIND_EXISTING: SandboxEventKind
 
 class SandboxSpec(_message.Message):
     __slots__ = ("image", "ttl_s", "ready_timeout_s", "workdir", "env", "files", "metadata", "resources", "entrypoint", "ports", "provider_options", "snapshot_id", "network", "cap_add", "shm_size_bytes", "volumes")
@@ -711,3 +732,86 @@ class DeleteVolumeRequest(_message.Message):
 class DeleteVolumeResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class WatchRequest(_message.Message):
+    __slots__ = ("labels", "statuses", "include_existing")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    STATUSES_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_EXISTING_FIELD_NUMBER: _ClassVar[int]
+    labels: _containers.ScalarMap[str, str]
+    statuses: _containers.RepeatedScalarFieldContainer[SandboxStatus]
+    include_existing: bool
+    def __init__(self, labels: _Optional[_Mapping[str, str]] = ..., statuses: _Optional[_Iterable[_Union[SandboxStatus, str]]] = ..., include_existing: _Optional[bool] = ...) -> None: ...
+
+class SandboxEvent(_message.Message):
+    __slots__ = ("kind", "sandbox_id", "sandbox", "time_unix_ms", "exit_code", "oom_killed", "reason")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_FIELD_NUMBER: _ClassVar[int]
+    TIME_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    OOM_KILLED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    kind: SandboxEventKind
+    sandbox_id: str
+    sandbox: SandboxInfo
+    time_unix_ms: int
+    exit_code: int
+    oom_killed: bool
+    reason: str
+    def __init__(self, kind: _Optional[_Union[SandboxEventKind, str]] = ..., sandbox_id: _Optional[str] = ..., sandbox: _Optional[_Union[SandboxInfo, _Mapping]] = ..., time_unix_ms: _Optional[int] = ..., exit_code: _Optional[int] = ..., oom_killed: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class WatchResponse(_message.Message):
+    __slots__ = ("event",)
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    event: SandboxEvent
+    def __init__(self, event: _Optional[_Union[SandboxEvent, _Mapping]] = ...) -> None: ...
+
+class StatsRequest(_message.Message):
+    __slots__ = ("sandbox_id",)
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ...) -> None: ...
+
+class StatsResponse(_message.Message):
+    __slots__ = ("read_at_unix_ns", "cpu_usage_ns", "cpu_limit", "memory_usage_bytes", "memory_limit_bytes", "memory_peak_bytes", "pids", "network_rx_bytes", "network_tx_bytes", "block_read_bytes", "block_write_bytes", "cgroup_version")
+    READ_AT_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
+    CPU_USAGE_NS_FIELD_NUMBER: _ClassVar[int]
+    CPU_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_USAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_LIMIT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_PEAK_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PIDS_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_RX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_TX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_READ_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_WRITE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CGROUP_VERSION_FIELD_NUMBER: _ClassVar[int]
+    read_at_unix_ns: int
+    cpu_usage_ns: int
+    cpu_limit: float
+    memory_usage_bytes: int
+    memory_limit_bytes: int
+    memory_peak_bytes: int
+    pids: int
+    network_rx_bytes: int
+    network_tx_bytes: int
+    block_read_bytes: int
+    block_write_bytes: int
+    cgroup_version: str
+    def __init__(self, read_at_unix_ns: _Optional[int] = ..., cpu_usage_ns: _Optional[int] = ..., cpu_limit: _Optional[float] = ..., memory_usage_bytes: _Optional[int] = ..., memory_limit_bytes: _Optional[int] = ..., memory_peak_bytes: _Optional[int] = ..., pids: _Optional[int] = ..., network_rx_bytes: _Optional[int] = ..., network_tx_bytes: _Optional[int] = ..., block_read_bytes: _Optional[int] = ..., block_write_bytes: _Optional[int] = ..., cgroup_version: _Optional[str] = ...) -> None: ...
+
+class StatsStreamRequest(_message.Message):
+    __slots__ = ("sandbox_id", "interval_s")
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    interval_s: float
+    def __init__(self, sandbox_id: _Optional[str] = ..., interval_s: _Optional[float] = ...) -> None: ...

@@ -160,6 +160,21 @@ class SandboxServiceStub:
                 request_serializer=sandbox_dot_v1_dot_sandbox__pb2.DeleteVolumeRequest.SerializeToString,
                 response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.DeleteVolumeResponse.FromString,
                 _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/sandbox.v1.SandboxService/Watch',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.WatchRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.WatchResponse.FromString,
+                _registered_method=True)
+        self.Stats = channel.unary_unary(
+                '/sandbox.v1.SandboxService/Stats',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.StatsRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.StatsResponse.FromString,
+                _registered_method=True)
+        self.StatsStream = channel.unary_stream(
+                '/sandbox.v1.SandboxService/StatsStream',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.StatsStreamRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.StatsResponse.FromString,
+                _registered_method=True)
 
 
 class SandboxServiceServicer:
@@ -359,6 +374,34 @@ class SandboxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Watch(self, request, context):
+        """--- events and usage ---
+        Lifecycle events of the sandboxes this service owns (a tenant's: its own), as they happen,
+        from the Docker events stream the server follows: created, ready, paused, resumed, stopped
+        (exit code, OOM-killed), lease expired, removed (who or why). With `include_existing`, one
+        EXISTING event per matching sandbox comes first. A watcher that falls behind is ended with
+        RESOURCE_EXHAUSTED (never buffered without bound); reconnect with `include_existing`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Stats(self, request, context):
+        """CPU, memory, pids, network and block I/O of a running (or paused) sandbox, read from its
+        cgroup and network namespace: the numbers `docker stats` shows, cumulative where they count.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StatsStream(self, request, context):
+        """As `Stats`, one reading every `interval_s` until the caller cancels; the stream ends (OK)
+        when the sandbox stops or is removed. A caller that stops reading is not read for.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -486,6 +529,21 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.DeleteVolume,
                     request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.DeleteVolumeRequest.FromString,
                     response_serializer=sandbox_dot_v1_dot_sandbox__pb2.DeleteVolumeResponse.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.WatchRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.WatchResponse.SerializeToString,
+            ),
+            'Stats': grpc.unary_unary_rpc_method_handler(
+                    servicer.Stats,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.StatsRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.StatsResponse.SerializeToString,
+            ),
+            'StatsStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.StatsStream,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.StatsStreamRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.StatsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1164,6 +1222,87 @@ class SandboxService:
             '/sandbox.v1.SandboxService/DeleteVolume',
             sandbox_dot_v1_dot_sandbox__pb2.DeleteVolumeRequest.SerializeToString,
             sandbox_dot_v1_dot_sandbox__pb2.DeleteVolumeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/Watch',
+            sandbox_dot_v1_dot_sandbox__pb2.WatchRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.WatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Stats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/Stats',
+            sandbox_dot_v1_dot_sandbox__pb2.StatsRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.StatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StatsStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/StatsStream',
+            sandbox_dot_v1_dot_sandbox__pb2.StatsStreamRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.StatsResponse.FromString,
             options,
             channel_credentials,
             insecure,
