@@ -77,8 +77,9 @@ impl DockerProvider {
         // the creating name may be a stranger's (only removed when ours); after it, it is ours.
         let stage = AtomicU8::new(STAGE_RUNNING);
         let work = async {
-            let container_id =
-                self.run_create_with_reconciliation(&args, &argv::run_env(&spec.env), &creating, &image).await?;
+            let container_id = self
+                .run_create_with_reconciliation(&args, &argv::run_env(&spec.env), &creating, &image)
+                .await?;
             stage.store(STAGE_STARTED, Ordering::SeqCst);
             let socket = match (&agent_start, &self.agent) {
                 (Some(run), Some(agent)) => {

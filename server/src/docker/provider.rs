@@ -29,7 +29,10 @@ fn socket_root(state_dir: &std::path::Path) -> Option<PathBuf> {
         Some(format!("DOCKER_CONTEXT is {context:?}: its daemon may be on another host"))
     // SAFETY: geteuid has no preconditions.
     } else if unsafe { libc::geteuid() } != 0 {
-        Some("the server does not run as root (the agent's socket and its directory are root-only)".to_string())
+        Some(
+            "the server does not run as root (the agent's socket and its directory are root-only)"
+                .to_string(),
+        )
     } else {
         None
     };
@@ -144,7 +147,8 @@ impl DockerProvider {
             }
         };
         let socket_root = agent_binary.as_ref().and_then(|_| socket_root(&state_dir));
-        let agent = agent_binary.as_ref().map(|_| Arc::new(AgentEngine::new(docker.clone(), socket_root.clone())));
+        let agent =
+            agent_binary.as_ref().map(|_| Arc::new(AgentEngine::new(docker.clone(), socket_root.clone())));
         let (engine, create_engine): (Arc<dyn ExecEngine>, Arc<dyn ExecEngine>) = match &agent {
             Some(agent) => (agent.clone(), agent.clone()),
             None => {
@@ -172,6 +176,11 @@ impl DockerProvider {
     /// server as root).
     pub fn agent_socket(&self) -> bool {
         self.agent.as_ref().is_some_and(|a| a.run_dir_for("x").is_some())
+    }
+
+    /// How the sandbox `name`'s agent channel reaches it now (`None`: no channel open).
+    pub fn agent_transport(&self, name: &str) -> Option<super::agent::channel::Transport> {
+        self.agent.as_ref()?.transport(name)
     }
 
     pub fn config(&self) -> &DockerConfig {

@@ -178,7 +178,10 @@ impl AgentEngine {
         }
         let facts = self.facts(name).await?;
         let Some(run_dir) = facts.run_dir.clone() else {
-            self.exec_only(name, "it was started without a socket (by an older server, or with exec.engine docker)");
+            self.exec_only(
+                name,
+                "it was started without a socket (by an older server, or with exec.engine docker)",
+            );
             return None;
         };
         match Self::connect(name, &run_dir, &facts).await {
@@ -203,7 +206,9 @@ impl AgentEngine {
     ) -> std::result::Result<AgentChannel, String> {
         stream.set_nonblocking(true).map_err(|e| e.to_string())?;
         let stream = tokio::net::UnixStream::from_std(stream).map_err(|e| e.to_string())?;
-        AgentChannel::over_socket(name, stream, facts.default_user.clone()).await.map_err(|e| format!("{e:?}"))
+        AgentChannel::over_socket(name, stream, facts.default_user.clone())
+            .await
+            .map_err(|e| format!("{e:?}"))
     }
 
     /// Wait for a just-started sandbox's socket and its probe's verdict: `Ok(shell)` (`""`:

@@ -106,7 +106,11 @@ fn open_socket_inode(dirfd: &OwnedFd, dir: &Path) -> Result<OwnedFd, SocketError
         )));
     }
     if st.st_uid != 0 {
-        return Err(SocketError::Refused(format!("{} is owned by uid {}, not root", path.display(), st.st_uid)));
+        return Err(SocketError::Refused(format!(
+            "{} is owned by uid {}, not root",
+            path.display(),
+            st.st_uid
+        )));
     }
     Ok(fd)
 }
@@ -204,7 +208,10 @@ mod tests {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
             let err = connect(&dir, ID).unwrap_err();
-            assert!(matches!(err, SocketError::Refused(ref m) if m.contains("does not run in container")), "{err}");
+            assert!(
+                matches!(err, SocketError::Refused(ref m) if m.contains("does not run in container")),
+                "{err}"
+            );
         }
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         let err = connect(&dir, ID).unwrap_err();
