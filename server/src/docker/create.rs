@@ -1,5 +1,6 @@
 //! Creating a sandbox: `docker run` with reconciliation of ambiguous outcomes, then the
-//! readiness probe and shell detection in one exec.
+//! readiness probe and shell detection: said by the agent in its hello on its socket (the
+//! agent is the keep-alive), else in one exec.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};

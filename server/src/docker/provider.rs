@@ -38,6 +38,12 @@ fn socket_root(state_dir: &std::path::Path) -> Option<PathBuf> {
     };
     let root = state_dir.join("sandboxes");
     let reason = reason.or_else(|| {
+        // `--mount` separates its fields with commas.
+        root.to_string_lossy()
+            .contains(',')
+            .then(|| format!("{} holds a comma, which a docker --mount cannot name", root.display()))
+    });
+    let reason = reason.or_else(|| {
         super::agent::AgentEngine::make_run_dir(&root)
             .err()
             .map(|e| format!("cannot make {}: {e}", root.display()))
@@ -176,6 +182,12 @@ impl DockerProvider {
     /// server as root).
     pub fn agent_socket(&self) -> bool {
         self.agent.as_ref().is_some_and(|a| a.run_dir_for("x").is_some())
+    }
+
+    /// The image's user of a sandbox whose agent was started as root for it (`-u 0`), `None`
+    /// for any other sandbox.
+    pub(super) async fn agent_started_as(&self, name: &str) -> Option<String> {
+        self.agent.as_ref()?.image_user_of(name).await
     }
 
     /// How the sandbox `name`'s agent channel reaches it now (`None`: no channel open).

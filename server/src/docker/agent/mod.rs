@@ -153,6 +153,14 @@ impl AgentEngine {
         Some(facts)
     }
 
+    /// The image's user of a sandbox started on the socket with `-u 0` (a non-root image).
+    pub async fn image_user_of(&self, name: &str) -> Option<String> {
+        self.socket_root.as_ref()?;
+        let facts = self.facts(name).await?;
+        facts.run_dir.as_ref()?;
+        facts.default_user
+    }
+
     /// The user a fallback `docker exec` runs as: the named one, else the image's (a sandbox
     /// whose agent runs as root has root as its container user).
     async fn fallback_user(&self, name: &str, user: Option<&str>) -> Option<String> {
