@@ -123,7 +123,7 @@ impl AgentChannel {
             tokio::join!(cli.spawn(&args, true, false), control.run(&user_args, Some(HELLO_TIMEOUT), None));
         let mut client = client.map_err(|e| OpenError::Transport(e.to_string()))?;
         let default_user = match user {
-            Ok(out) => super::parse_facts(&out.stdout_text()).and_then(|(_, user, _)| user),
+            Ok(out) => parse_facts(&out.stdout_text()).and_then(|(_, user, _)| user),
             Err(e) => return Err(OpenError::Transport(e.to_string())),
         };
         let stdin = client.child.stdin.take().ok_or_else(|| OpenError::Transport("no stdin pipe".into()))?;
@@ -332,4 +332,34 @@ async fn read_event<R: tokio::io::AsyncRead + Unpin>(
     let mut body = vec![0u8; protocol::body_len(header, protocol::MAX_FRAME)?];
     reader.read_exact(&mut body).await?;
     protocol::decode_event(&body).map(Some)
+}
+
+/// `id \t user \t labels-json` of `argv::agent_facts_args`: the container id, the user a
+/// command runs as by default (the image's, kept in a label when the agent runs as root), and
+/// whether the agent was started on a socket.
+pub fn parse_facts(text: &str) -> Option<(String, Option<String>, bool)> {
+    let mut parts = text.trim_end_matches('\n').splitn(3, '\t');
+    let id = parts.next()?.trim().to_string();
+    let config_user = parts.next()?.trim().to_string();
+    let labels: HashMap<String, String> = serde_json::from_str(parts.next()?.trim()).unwrap_or_default();
+    let agent_user = labels.get(argv::AGENT_USER_LABEL);
+    let user = agent_user.cloned().unwrap_or(config_user);
+    Some((id, Some(user).filter(|u| !u.is_empty()), agent_user.is_some()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_facts;
+
+    #[test]
+    fn the_agents_user_label_wins_over_the_containers_user() {
+        let socket = "abc\t0\t{\"sandboxd.agent.user\":\"sandbox\",\"x\":\"y\"}\n";
+        assert_eq!(parse_facts(socket), Some(("abc".into(), Some("sandbox".into()), true)));
+        let root_image = "abc\t\t{\"sandboxd.agent.user\":\"\"}\n";
+        assert_eq!(parse_facts(root_image), Some(("abc".into(), None, true)));
+        let older = "abc\tnobody\t{\"sandboxd.sandbox\":\"1\"}\n";
+        assert_eq!(parse_facts(older), Some(("abc".into(), Some("nobody".into()), false)));
+        assert_eq!(parse_facts("abc\tnobody\tnull\n"), Some(("abc".into(), Some("nobody".into()), false)));
+        assert_eq!(parse_facts("garbage"), None);
+    }
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use sandboxd_agent::protocol::{self, Event, ExecStart, Request};
 use tokio::sync::{mpsc, oneshot};
 
-use self::channel::{AgentChannel, Call, OpenError, Transport};
+use self::channel::{parse_facts, AgentChannel, Call, OpenError, Transport};
 use super::argv;
 use super::cli::{DockerCli, Pool};
 use super::transport::cli::{container_running, DockerExecEngine};
@@ -83,17 +83,6 @@ fn plain_component(name: &str) -> bool {
     !name.is_empty()
         && !name.starts_with('.')
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
-}
-
-/// `id \t user \t labels-json` of `argv::agent_facts_args`.
-fn parse_facts(text: &str) -> Option<(String, Option<String>, bool)> {
-    let mut parts = text.trim_end_matches('\n').splitn(3, '\t');
-    let id = parts.next()?.trim().to_string();
-    let config_user = parts.next()?.trim().to_string();
-    let labels: HashMap<String, String> = serde_json::from_str(parts.next()?.trim()).unwrap_or_default();
-    let agent_user = labels.get(argv::AGENT_USER_LABEL);
-    let user = agent_user.cloned().unwrap_or(config_user);
-    Some((id, Some(user).filter(|u| !u.is_empty()), agent_user.is_some()))
 }
 
 /// Where a command's output goes while it runs.

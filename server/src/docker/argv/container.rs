@@ -434,11 +434,6 @@ pub fn unpause_args(name: &str) -> Vec<String> {
     vec![s("unpause"), s(name)]
 }
 
-/// `docker inspect` of the image's configured user (`Config.User`) of container `name`.
-pub fn config_user_args(name: &str) -> Vec<String> {
-    vec![s("inspect"), s("--type"), s("container"), s("-f"), s("{{.Config.User}}"), s(name)]
-}
-
 /// `docker inspect` of whether container `name` runs and is not paused: `true false` when it does.
 pub fn running_args(name: &str) -> Vec<String> {
     vec![
