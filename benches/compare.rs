@@ -3,7 +3,8 @@
 //!
 //! `cargo bench --bench compare` (set `SANDBOXD_BENCH_QUICK=1` for smaller sizes and fewer runs,
 //! `SANDBOXD_BENCH_ENGINE=docker` to measure the `docker exec` engine instead of the agent,
-//! `SANDBOXD_BENCH_NETWORK=none` to create every container, ours and raw, without a network).
+//! `SANDBOXD_BENCH_NETWORK=none` to create every container, ours and raw, without a network,
+//! `SANDBOXD_BENCH_DENSITY=N` for the density row's number of idle sandboxes, default 20).
 
 #[path = "compare/branching.rs"]
 mod branching;
@@ -174,6 +175,63 @@ fn write_file(path: &Path, size: usize) {
         left -= n;
     }
     f.flush().unwrap();
+}
+
+/// A `/proc/<pid>/<file>` field's first number (`Pss:` of `smaps_rollup` in kB, `Threads:` of
+/// `status`).
+fn proc_field(pid: u32, file: &str, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/{file}"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// This process (the server and the bench's client) and its descendants: PSS in KiB, threads,
+/// processes.
+fn host_cost() -> (u64, u64, u64) {
+    let all = testkit::procs::descendants(std::process::id());
+    let pss = all.iter().map(|p| proc_field(*p, "smaps_rollup", "Pss:")).sum();
+    let threads = all.iter().map(|p| proc_field(*p, "status", "Threads:")).sum();
+    (pss, threads, all.len() as u64)
+}
+
+/// The density row: `n` idle sandboxes (each answered one exec), what the server and its
+/// descendants cost per sandbox, beside what containerd's own shim costs per container.
+async fn density(client: &mut Client, n: usize) {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = host_cost();
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        let id = create(client).await;
+        assert_eq!(exec(client, &id, "printf x").await.stdout, b"x");
+        ids.push(id);
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = host_cost();
+    // The shim of each container: the parent of its first process.
+    let shims: Vec<u64> = ids
+        .iter()
+        .filter_map(|id| {
+            let out = docker(&["inspect", "-f", "{{.State.Pid}}", id]);
+            let pid: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
+            let shim = testkit::procs::parent_of(pid)?;
+            Some(proc_field(shim, "smaps_rollup", "Pss:"))
+        })
+        .collect();
+    let shim = shims.iter().sum::<u64>() as f64 / shims.len().max(1) as f64;
+    let per = |a: u64, b: u64| (a as f64 - b as f64) / n as f64;
+    println!(
+        "density ({n} idle sandboxes): server + descendants per sandbox: {:.3} MiB PSS, {:.2} threads, {:.2} processes; containerd-shim per container: {:.2} MiB PSS",
+        per(after.0, before.0) / 1024.0,
+        per(after.1, before.1),
+        per(after.2, before.2),
+        shim / 1024.0
+    );
+    for id in ids {
+        close(client, &id).await;
+    }
 }
 
 fn peak_rss_kib() -> u64 {
@@ -418,6 +476,10 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
         );
     }
     close(&mut client, &id).await;
+    if selected("density") {
+        let n = std::env::var("SANDBOXD_BENCH_DENSITY").ok().and_then(|v| v.parse().ok());
+        density(&mut client, n.unwrap_or(if quick { 5 } else { 20 })).await;
+    }
     rows.extend(branching::rows(&mut client, runs).await);
     rows
 }

@@ -29,12 +29,27 @@ fn outside(h: &SandboxHandle, script: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The agent's pid inside the sandbox.
+/// A sandbox started the way a sandbox without the agent's socket is (its `docker run` flags
+/// set the user, so the agent is not its keep-alive): the `docker exec -i … serve` channel.
+fn exec_channel_spec(image: &str) -> SandboxSpec {
+    let mut spec = SandboxSpec::new(image);
+    spec.provider_options.run_args = vec!["--user".into(), "0".into()];
+    spec
+}
+
+/// The agent's pid inside the sandbox (the `serve` agent of the exec channel, else `init`'s).
 fn agent_pid(h: &SandboxHandle) -> String {
     let pid = outside(
         h,
-        "for p in /proc/[0-9]*; do [ \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" = '/.sandboxd/agent serve ' ] && echo ${p#/proc/}; done",
+        "for p in /proc/[0-9]*; do case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in '/.sandboxd/agent serve '*) echo ${p#/proc/};; esac; done",
     );
+    let pid = match pid.split_whitespace().next() {
+        Some(pid) => pid.to_string(),
+        None => outside(
+            h,
+            "for p in /proc/[0-9]*; do case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in '/.sandboxd/agent init '*) echo ${p#/proc/};; esac; done",
+        ),
+    };
     let pid = pid.split_whitespace().next().unwrap_or_default().to_string();
     assert!(!pid.is_empty(), "the agent runs in the sandbox");
     pid
@@ -133,7 +148,7 @@ async fn read_only_root_without_tmp_and_no_network() {
 async fn agent_killed_mid_call_is_a_sandbox_error_and_the_next_call_works() {
     let label = TestLabel::new();
     let p = std::sync::Arc::new(agent_provider(&label, |_| {}));
-    let h = p.create(&SandboxSpec::new(images::BUSYBOX)).await.unwrap();
+    let h = p.create(&exec_channel_spec(images::BUSYBOX)).await.unwrap();
     p.exec(&h, "true", &params()).await.unwrap();
     let pid = agent_pid(&h);
     let (p2, h2) = (p.clone(), h.clone());
@@ -198,7 +213,7 @@ async fn an_agent_slow_to_say_hello_is_tried_again_on_the_next_call() {
     std::fs::write(&wrapper, script).unwrap();
     std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let p = testkit::provider_with_binary(&label, wrapper, |c| c.exec.engine = ExecEngineKind::Agent);
-    let h = p.create(&SandboxSpec::new(images::BUSYBOX)).await.unwrap();
+    let h = p.create(&exec_channel_spec(images::BUSYBOX)).await.unwrap();
     assert!(dir.path().join("slowed").exists(), "the first agent start was slowed");
     let r = p.exec(&h, "printf hi", &params()).await.unwrap();
     assert_eq!((r.stdout_str().as_str(), r.return_code), ("hi", 0));

@@ -194,7 +194,15 @@ async fn create_from_snapshot_and_unknown_or_foreign_ids() {
     assert_eq!(stdout(&child, "cat /root-file").await, "kept\n");
     let connected = Sandbox::connect(&client, &child.serialize()).await.expect("connect");
     assert_eq!(connected.image(), Some(snapshot.snapshot_id.as_str()), "Connect reports the snapshot image");
-    assert_eq!(inspect(child.id(), "{{json .Config.Entrypoint}}"), "[\"/bin/sh\"]");
+    // The child runs the keep-alive, not what the snapshot recorded: itself, or wrapped by the
+    // agent's `init` on the agent's socket.
+    let run = inspect(child.id(), "{{json .Config.Entrypoint}} {{json .Config.Cmd}}");
+    assert!(
+        run.starts_with("[\"/bin/sh\"]")
+            || (run.starts_with("[\"/.sandboxd/agent\"] [\"init\"")
+                && run.contains("\"--\",\"/bin/sh\",\"-c\"")),
+        "{run}"
+    );
 
     // image and snapshot_id are exclusive, and one is needed.
     let both = proto::SandboxSpec {

@@ -1,5 +1,6 @@
 //! Creating a sandbox: `docker run` with reconciliation of ambiguous outcomes, then the
-//! readiness probe and shell detection in one exec.
+//! readiness probe and shell detection: said by the agent in its hello on its socket (the
+//! agent is the keep-alive), else in one exec.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
@@ -60,18 +61,42 @@ impl DockerProvider {
         if let Some(ttl) = plan.ttl {
             labels.push((lease::EXPIRES_LABEL, lease::after_ms(now, ttl).to_string()));
         }
-        let mut args = argv::with_labels(argv::run_args(&self.config.create, spec, &creating), &labels);
-        if let Some(agent) = &self.agent_binary {
-            // The agent: one read-only file, so no process in the sandbox can replace it.
-            args.splice(2..2, argv::agent_mount_args(agent));
-        }
+        // The agent as the keep-alive, on its socket, when this sandbox can have it.
+        let agent_start = self.agent_start(spec, sandbox_id, &image).await;
+        let mut args = match &agent_start {
+            Some(run) => argv::agent_run_args(&self.config.create, spec, &creating, run),
+            None => {
+                let mut args = argv::run_args(&self.config.create, spec, &creating);
+                if let Some(agent) = &self.agent_binary {
+                    // The agent: one read-only file, so no process in the sandbox can replace it.
+                    args.splice(2..2, argv::agent_mount_args(agent));
+                }
+                args
+            }
+        };
+        args = argv::with_labels(args, &labels);
         let span = tracing::info_span!("create", sandbox_id = %sandbox_id, image = %image);
         // How far the work got, for the clean-up: before the run succeeded a container under
         // the creating name may be a stranger's (only removed when ours); after it, it is ours.
         let stage = AtomicU8::new(STAGE_RUNNING);
         let work = async {
-            self.run_create_with_reconciliation(&args, &argv::run_env(&spec.env), &creating, &image).await?;
+            let container_id = self
+                .run_create_with_reconciliation(&args, &argv::run_env(&spec.env), &creating, &image)
+                .await?;
             stage.store(STAGE_STARTED, Ordering::SeqCst);
+            let socket = match (&agent_start, &self.agent) {
+                (Some(run), Some(agent)) => {
+                    let container_id = match container_id {
+                        Some(id) => id,
+                        None => self.container_id(&creating).await?,
+                    };
+                    let default_user = Some(run.image_user.clone()).filter(|u| !u.is_empty());
+                    let run_dir = Some(run.run_dir.clone());
+                    agent.started(&creating, super::agent::Facts { container_id, default_user, run_dir });
+                    Some(agent)
+                }
+                _ => None,
+            };
             let mut handle = SandboxHandle {
                 sandbox_id: creating.clone(),
                 image: image.clone(),
@@ -81,7 +106,10 @@ impl DockerProvider {
                 metadata: spec.metadata.clone(),
                 tenant: spec.tenant.clone(),
             };
-            handle.shell = self.verify_and_detect_shell(&creating, spec.ready_timeout_s).await?;
+            handle.shell = match socket {
+                Some(agent) => self.ready_by_agent(agent, &creating, spec.ready_timeout_s).await?,
+                None => self.verify_and_detect_shell(&creating, spec.ready_timeout_s).await?,
+            };
             self.link_subpaths(&creating, spec).await?;
             for (path, content) in &spec.files {
                 self.upload_reader(&handle, content.as_slice(), content.len() as u64, path, None).await?;
@@ -134,7 +162,11 @@ impl DockerProvider {
                 }
                 // The readiness probe may have opened an agent channel under the creating name:
                 // kept, its writer task would hold the channel's stdin pipe and child for good.
+                // (This also removes the sandbox's run directory.)
                 self.engine.forget(&creating);
+                if let Some(dir) = agent_start.as_ref().and_then(|run| run.run_dir.parent()) {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
                 Err(e)
             }
         }
@@ -149,7 +181,7 @@ impl DockerProvider {
         (env, env_file): &(Vec<(String, String)>, Option<Vec<u8>>),
         name: &str,
         image: &str,
-    ) -> Result<()> {
+    ) -> Result<Option<String>> {
         let cfg = &self.config.create;
         let cli = self.cli.in_pool(Pool::Create).with_env(env.clone());
         let timeout = cfg.start_timeout;
@@ -162,7 +194,8 @@ impl DockerProvider {
             }
             unreachable = false;
             let detail = match cli.run(args, timeout, env_file.as_deref()).await {
-                Ok(_) => return Ok(()),
+                // `docker run -d` prints the container's id.
+                Ok(out) => return Ok(Some(out.stdout_text().trim().to_string()).filter(|id| !id.is_empty())),
                 // The run may have made its container: reconcile below.
                 Err(CliError::Failed(f))
                     if matches!(
@@ -188,7 +221,7 @@ impl DockerProvider {
             match self.inspect(name).await {
                 Ok(Some(found)) if found.owned && same_image(&found.image, image) => {
                     if self.start_reconciled_container(name, &found.state).await? {
-                        return Ok(());
+                        return Ok(None);
                     }
                 }
                 Ok(Some(_)) => {
@@ -218,6 +251,98 @@ impl DockerProvider {
                 Err(e) => Err(e.into()),
             },
             _ => Ok(false),
+        }
+    }
+
+    /// How this create starts the agent as its keep-alive on a socket: the `docker run`
+    /// additions and the image's user, or `None` for the exec channel's way (no socket here,
+    /// flags that set the user or entrypoint themselves, an image not on the daemon yet).
+    async fn agent_start(&self, spec: &SandboxSpec, sandbox_id: &str, image: &str) -> Option<argv::AgentRun> {
+        let agent = self.agent.as_ref()?;
+        let binary = self.agent_binary.clone()?;
+        let run_dir = agent.run_dir_for(sandbox_id)?;
+        if argv::sets_user_or_entrypoint(&self.config.create.extra_run_args)
+            || argv::sets_user_or_entrypoint(&spec.provider_options.run_args)
+        {
+            tracing::info!(sandbox_id = %sandbox_id, "docker run flags set the user or entrypoint: no agent socket for this sandbox");
+            return None;
+        }
+        let image_user = self.image_user(image).await?;
+        if let Err(e) = super::agent::AgentEngine::make_run_dir(&run_dir) {
+            tracing::warn!(sandbox_id = %sandbox_id, error = %e, "cannot make the sandbox's run directory: no agent socket for it");
+            return None;
+        }
+        Some(argv::AgentRun { binary, run_dir, image_user, init_flags: self.init_flags(spec) })
+    }
+
+    /// `init`'s options: the probe (`docker.probe`, the spec's `ready_timeout_s`) and shell.
+    fn init_flags(&self, spec: &SandboxSpec) -> Vec<String> {
+        let probe = &self.config.probe;
+        let ms = |d: Duration| d.as_millis().to_string();
+        let mut f = Vec::new();
+        if let Some(shell) = &self.config.exec.exec_shell {
+            f.extend(["--shell".to_string(), shell.clone()]);
+        }
+        if let Some(command) = &probe.command {
+            f.extend(["--probe".to_string(), command.clone()]);
+            if let Some(expect) = &probe.expected_stdout {
+                f.extend(["--probe-expect".to_string(), expect.clone()]);
+            }
+            f.extend(["--probe-timeout-ms".to_string(), ms(probe.timeout)]);
+            let patience = spec.ready_timeout_s.map(Duration::from_secs_f64).or(probe.deadline);
+            if let Some(deadline) = patience {
+                f.extend(["--probe-deadline-ms".to_string(), ms(deadline)]);
+            }
+            f.extend(["--probe-stable-count".to_string(), probe.stable_count.max(1).to_string()]);
+            f.extend(["--probe-stable-delay-ms".to_string(), ms(probe.stable_delay)]);
+        }
+        f
+    }
+
+    /// The image's configured user (`""`: root), or `None` when the daemon does not have the
+    /// image (yet). Kept for a short while: a burst of creates asks once.
+    async fn image_user(&self, image: &str) -> Option<String> {
+        const KEEP: Duration = Duration::from_secs(30);
+        if let Some((at, user)) = self.image_users.lock().ok()?.get(image) {
+            if at.elapsed() < KEEP {
+                return Some(user.clone());
+            }
+        }
+        let out = self.control(argv::image_user_args(image)).await.ok()?;
+        let user = out.stdout_text().trim().to_string();
+        if let Ok(mut users) = self.image_users.lock() {
+            users.retain(|_, (at, _)| at.elapsed() < KEEP);
+            users.insert(image.to_string(), (Instant::now(), user.clone()));
+        }
+        Some(user)
+    }
+
+    /// A container's full id.
+    async fn container_id(&self, name: &str) -> Result<String> {
+        let out = self.control(argv::agent_facts_args(name)).await?;
+        Ok(out.stdout_text().split('\t').next().unwrap_or("").trim().to_string())
+    }
+
+    /// A create on the agent's socket: the agent runs the probe and finds the shell itself and
+    /// says both in its hello, so there is no readiness exec. Should its socket not come up,
+    /// the probe runs by exec as before.
+    async fn ready_by_agent(
+        &self,
+        agent: &super::agent::AgentEngine,
+        name: &str,
+        ready_timeout_s: Option<f64>,
+    ) -> Result<String> {
+        // The agent's own probe deadline applies; this bound only catches an agent that never
+        // says anything (the create's own timeout bounds it all anyway).
+        let patience = ready_timeout_s.map(Duration::from_secs_f64).or(self.config.probe.deadline);
+        let bound = patience.unwrap_or_default() + self.config.probe.timeout + Duration::from_secs(30);
+        match agent.await_ready(name, bound).await {
+            Ok(shell) if shell.is_empty() => Ok("sh".into()),
+            Ok(shell) => Ok(shell),
+            Err(Some(detail)) => {
+                Err(ProviderError::CreateVerification(format!("sandbox {name:?}: {detail}")))
+            }
+            Err(None) => self.verify_and_detect_shell(name, ready_timeout_s).await,
         }
     }
 

@@ -19,6 +19,44 @@ use crate::config::{DockerConfig, ExecEngineKind};
 use crate::error::{ProviderError, Result};
 use crate::spec::SandboxHandle;
 
+/// Where sandboxes' run directories go (`<state_dir>/sandboxes`), or `None` when the socket
+/// transport cannot work here (said once, with why).
+fn socket_root(state_dir: &std::path::Path) -> Option<PathBuf> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let reason = if let Some(host) = env("DOCKER_HOST").filter(|h| !h.starts_with("unix://")) {
+        Some(format!("DOCKER_HOST is {host:?}, not a local unix socket: a bind-mounted socket would be on the daemon's host"))
+    } else if let Some(context) = env("DOCKER_CONTEXT").filter(|c| c != "default") {
+        Some(format!("DOCKER_CONTEXT is {context:?}: its daemon may be on another host"))
+    // SAFETY: geteuid has no preconditions.
+    } else if unsafe { libc::geteuid() } != 0 {
+        Some(
+            "the server does not run as root (the agent's socket and its directory are root-only)"
+                .to_string(),
+        )
+    } else {
+        None
+    };
+    let root = state_dir.join("sandboxes");
+    let reason = reason.or_else(|| {
+        // `--mount` separates its fields with commas.
+        root.to_string_lossy()
+            .contains(',')
+            .then(|| format!("{} holds a comma, which a docker --mount cannot name", root.display()))
+    });
+    let reason = reason.or_else(|| {
+        super::agent::AgentEngine::make_run_dir(&root)
+            .err()
+            .map(|e| format!("cannot make {}: {e}", root.display()))
+    });
+    match reason {
+        None => Some(root),
+        Some(reason) => {
+            tracing::warn!(%reason, "sandboxes' agents get no socket; their docker exec channel serves them");
+            None
+        }
+    }
+}
+
 /// How many closed ids `status` remembers.
 const CLOSED_MEMORY: usize = 65_536;
 
@@ -68,17 +106,30 @@ pub struct DockerProvider {
     pub(super) snapshot_lock: tokio::sync::Mutex<()>,
     /// Commits counted but not finished yet: they hold a place under the bound.
     pub(super) snapshots_in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    /// Images' configured users as a create last read them (when, user).
+    pub(super) image_users: Mutex<HashMap<String, (std::time::Instant, String)>>,
 }
 
 impl DockerProvider {
-    /// A provider using the `docker` on `PATH` (or `$SANDBOXD_DOCKER`).
+    /// A provider using the `docker` on `PATH` (or `$SANDBOXD_DOCKER`), its sandboxes' run
+    /// directories under the default state directory.
     pub fn new(config: DockerConfig) -> Result<Self> {
+        Self::new_in(config, crate::config::default_state_dir())
+    }
+
+    /// As `new`, sandboxes' run directories under `state_dir` (`server.state_dir`).
+    pub fn new_in(config: DockerConfig, state_dir: PathBuf) -> Result<Self> {
         let binary = DockerCli::locate().map_err(ProviderError::Unavailable)?;
-        Self::with_binary(config, binary)
+        Self::with_binary_in(config, binary, state_dir)
     }
 
     /// A provider running `binary` as docker (tests use a recording fake).
     pub fn with_binary(config: DockerConfig, binary: PathBuf) -> Result<Self> {
+        Self::with_binary_in(config, binary, crate::config::default_state_dir())
+    }
+
+    /// As `with_binary`, sandboxes' run directories under `state_dir/sandboxes`.
+    pub fn with_binary_in(config: DockerConfig, binary: PathBuf, state_dir: PathBuf) -> Result<Self> {
         config.validate()?;
         let size = |n: i64| usize::try_from(n).unwrap_or(1);
         let cli = DockerCli::with_pools(
@@ -104,7 +155,9 @@ impl DockerProvider {
                 }
             }
         };
-        let agent = agent_binary.as_ref().map(|_| Arc::new(AgentEngine::new(docker.clone())));
+        let socket_root = agent_binary.as_ref().and_then(|_| socket_root(&state_dir));
+        let agent =
+            agent_binary.as_ref().map(|_| Arc::new(AgentEngine::new(docker.clone(), socket_root.clone())));
         let (engine, create_engine): (Arc<dyn ExecEngine>, Arc<dyn ExecEngine>) = match &agent {
             Some(agent) => (agent.clone(), agent.clone()),
             None => {
@@ -125,7 +178,25 @@ impl DockerProvider {
             pty_sessions: Mutex::new(HashMap::new()),
             snapshot_lock: tokio::sync::Mutex::new(()),
             snapshots_in_flight: Arc::default(),
+            image_users: Mutex::default(),
         })
+    }
+
+    /// Whether new sandboxes get the agent's socket (the agent engine, a local daemon, this
+    /// server as root).
+    pub fn agent_socket(&self) -> bool {
+        self.agent.as_ref().is_some_and(|a| a.run_dir_for("x").is_some())
+    }
+
+    /// The image's user of a sandbox whose agent was started as root for it (`-u 0`), `None`
+    /// for any other sandbox.
+    pub(super) async fn agent_started_as(&self, name: &str) -> Option<String> {
+        self.agent.as_ref()?.image_user_of(name).await
+    }
+
+    /// How the sandbox `name`'s agent channel reaches it now (`None`: no channel open).
+    pub fn agent_transport(&self, name: &str) -> Option<super::agent::channel::Transport> {
+        self.agent.as_ref()?.transport(name)
     }
 
     pub fn config(&self) -> &DockerConfig {

@@ -51,7 +51,16 @@ impl DockerProvider {
         let user = spec.check()?;
         argv::check_docker_env(&spec.env, false).map_err(|m| ProviderError::invalid("env", m))?;
         self.refuse_if_paused(&handle.sandbox_id).await?;
-        Ok(user)
+        // A sandbox whose agent runs as root (`-u 0`) has root as its container user: its
+        // terminals run as the image's user, as `docker exec` would have run them.
+        match user {
+            Some(user) => Ok(Some(user)),
+            None => Ok(match self.agent_started_as(&handle.sandbox_id).await {
+                // The image's own config named it; anything odd there is refused, not passed on.
+                Some(image_user) => Some(User::parse("user", &image_user)?),
+                None => None,
+            }),
+        }
     }
 
     /// Track a session just opened; a sandbox closed while it opened has nothing in it to

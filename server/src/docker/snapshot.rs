@@ -130,7 +130,11 @@ impl DockerProvider {
         let snapshot_id = argv::new_snapshot_id();
         let encoded = encode_labels(labels);
         let marks = SnapshotMarks { source: sandbox_id, labels: &encoded, created_ms: now_ms() };
-        let args = argv::commit_args(sandbox_id, &snapshot_id, &marks);
+        let mut args = argv::commit_args(sandbox_id, &snapshot_id, &marks);
+        // A sandbox whose agent runs as root (`-u 0`) keeps its image's user in the snapshot.
+        if let Some(user) = self.agent_started_as(sandbox_id).await {
+            args.splice(1..1, ["--change".to_string(), format!("USER {user}")]);
+        }
         let timeout = self.config.create.start_timeout;
         match self.cli.run(&args, timeout, None).await {
             Ok(_) => {}

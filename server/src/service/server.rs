@@ -153,7 +153,8 @@ impl Services {
     /// [`Services::build`] over the Docker backend made from `config.docker`: the wiring the
     /// binary (and an in-process test or bench) uses.
     pub async fn build_docker(config: &FileConfig, auth_token: Option<String>) -> Result<Self, ServeError> {
-        let backend: Arc<dyn SandboxBackend> = Arc::new(DockerProvider::new(config.docker.clone())?);
+        let backend: Arc<dyn SandboxBackend> =
+            Arc::new(DockerProvider::new_in(config.docker.clone(), config.server.state_dir())?);
         Self::build(backend, config, auth_token).await
     }
 

@@ -1,7 +1,10 @@
-//! One sandbox's agent channel: a persistent `docker exec -i -u 0 NAME /.sandboxd/agent serve`
-//! whose stdin/stdout carry the agent protocol. Only this process holds the pipes. Requests are
-//! multiplexed by id; a reader task routes each event to its request, and when the channel ends
-//! (the agent was killed, the container stopped) every request in flight sees its events end.
+//! One sandbox's agent channel: a connection to the agent's unix socket (`super::socket`), or
+//! as the fallback a persistent `docker exec -i -u 0 NAME /.sandboxd/agent serve` whose
+//! stdin/stdout carry the agent protocol. Only this process holds either. Requests are
+//! multiplexed by id; a reader task routes each event to its request (never waiting on a
+//! consumer: each request's output is bounded by its credit, so a stalled consumer holds only
+//! its own request's buffer), and when the channel ends (the agent was killed, the container
+//! stopped) every request in flight sees its events end.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,6 +40,24 @@ pub enum OpenError {
 
 type Pending = Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<Event>>>>;
 
+/// How a channel reaches its agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// The agent's unix socket: no host process, no daemon in the data path.
+    Socket,
+    /// `docker exec -i … serve` (the fallback).
+    Exec,
+}
+
+/// What the agent's probe said (socket connections only: `Readiness` after `Hello`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Readiness {
+    pub state: protocol::ReadyState,
+    /// The shell the agent found (`""`: none).
+    pub shell: String,
+    pub detail: String,
+}
+
 /// An open channel to one sandbox's agent.
 pub struct AgentChannel {
     frames: mpsc::Sender<Vec<u8>>,
@@ -47,7 +68,10 @@ pub struct AgentChannel {
     pub default_user: Option<String>,
     /// The agent's pid in the sandbox (for logs and tests).
     pub agent_pid: u32,
-    _client: Arc<tokio::sync::Mutex<DockerChild>>,
+    pub transport: Transport,
+    /// The latest `Readiness` the agent sent (`None` on the exec channel, or before it came).
+    readiness: tokio::sync::watch::Receiver<Option<Readiness>>,
+    _client: Option<Arc<tokio::sync::Mutex<DockerChild>>>,
 }
 
 /// A request in flight: its events, and a way to talk to it.
@@ -91,7 +115,7 @@ impl AgentChannel {
     /// Start the agent in `name` and wait for its hello; learn the image's user meanwhile.
     pub async fn open(cli: &DockerCli, name: &str) -> Result<Self, OpenError> {
         let args = argv::agent_serve_args(name, AGENT_PATH_IN_SANDBOX);
-        let user_args = argv::config_user_args(name);
+        let user_args = argv::agent_facts_args(name);
         // The user lookup is a control command: a crowd of execs must not hold up the channel
         // that would take them off `docker exec`.
         let control = cli.in_pool(Pool::Control);
@@ -99,7 +123,7 @@ impl AgentChannel {
             tokio::join!(cli.spawn(&args, true, false), control.run(&user_args, Some(HELLO_TIMEOUT), None));
         let mut client = client.map_err(|e| OpenError::Transport(e.to_string()))?;
         let default_user = match user {
-            Ok(out) => Some(out.stdout_text().trim().to_string()).filter(|u| !u.is_empty()),
+            Ok(out) => parse_facts(&out.stdout_text()).and_then(|(_, user, _)| user),
             Err(e) => return Err(OpenError::Transport(e.to_string())),
         };
         let stdin = client.child.stdin.take().ok_or_else(|| OpenError::Transport("no stdin pipe".into()))?;
@@ -144,11 +168,67 @@ impl AgentChannel {
                 )))
             }
         };
+        let client = Arc::new(tokio::sync::Mutex::new(client));
+        // The agent's own diagnostics.
+        if let Some(mut stderr) = stderr {
+            let sandbox = name.to_string();
+            tokio::spawn(async move {
+                let mut text = String::new();
+                let _ = stderr.read_to_string(&mut text).await;
+                for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                    tracing::warn!(sandbox_id = %sandbox, "agent: {line}");
+                }
+            });
+        }
+        Ok(Self::run(name, reader, stdin, default_user, agent_pid, Transport::Exec, Some(client)))
+    }
+
+    /// Connect to the agent's socket (already connected and its peer checked: `stream`) and
+    /// read its hello.
+    pub async fn over_socket(
+        name: &str,
+        stream: tokio::net::UnixStream,
+        default_user: Option<String>,
+    ) -> Result<Self, OpenError> {
+        let (read, write) = stream.into_split();
+        let mut reader = BufReader::with_capacity(READ_BUFFER, read);
+        let hello = tokio::time::timeout(HELLO_TIMEOUT, read_event(&mut reader)).await;
+        let agent_pid = match hello {
+            Ok(Ok(Some(frame))) => match frame.message {
+                Event::Hello { version, pid } if version == protocol::PROTOCOL_VERSION => pid,
+                other => {
+                    return Err(OpenError::Transport(format!(
+                        "the agent's socket did not say a hello of protocol {}: {other:?}",
+                        protocol::PROTOCOL_VERSION
+                    )))
+                }
+            },
+            Ok(Ok(None)) => return Err(OpenError::Transport("the agent closed its socket at once".into())),
+            Ok(Err(e)) => return Err(OpenError::Transport(format!("reading the agent's hello: {e}"))),
+            Err(_) => return Err(OpenError::Transport("the agent's socket said no hello".into())),
+        };
+        Ok(Self::run(name, reader, write, default_user, agent_pid, Transport::Socket, None))
+    }
+
+    /// Start the writer and reader tasks over an open channel.
+    fn run<R, W>(
+        name: &str,
+        mut reader: R,
+        stdin: W,
+        default_user: Option<String>,
+        agent_pid: u32,
+        transport: Transport,
+        client: Option<Arc<tokio::sync::Mutex<DockerChild>>>,
+    ) -> Self
+    where
+        R: tokio::io::AsyncRead + Unpin + Send + 'static,
+        W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
         let (frames, mut outgoing) = mpsc::channel::<Vec<u8>>(32);
         let pending: Pending = Arc::default();
         let alive = Arc::new(AtomicBool::new(true));
-        let client = Arc::new(tokio::sync::Mutex::new(client));
         let sandbox = name.to_string();
+        let (ready_tx, readiness) = tokio::sync::watch::channel(None);
         // Writer: frames in order onto the agent's stdin.
         let writer_alive = alive.clone();
         tokio::spawn(async move {
@@ -165,6 +245,11 @@ impl AgentChannel {
         tokio::spawn(async move {
             loop {
                 match read_event(&mut reader).await {
+                    Ok(Some(frame)) if frame.id == 0 => {
+                        if let Event::Readiness { state, shell, detail } = frame.message {
+                            let _ = ready_tx.send(Some(Readiness { state, shell, detail }));
+                        }
+                    }
                     Ok(Some(frame)) => {
                         let target = reader_pending.lock().ok().and_then(|p| p.get(&frame.id).cloned());
                         if let Some(tx) = target {
@@ -182,30 +267,36 @@ impl AgentChannel {
             if let Ok(mut p) = reader_pending.lock() {
                 p.clear();
             }
-            let mut client = reader_client.lock().await;
-            client.abort().await;
+            if let Some(client) = reader_client {
+                client.lock().await.abort().await;
+            }
             tracing::info!(sandbox_id = %sandbox, "the sandbox's agent channel ended");
         });
-        // The agent's own diagnostics.
-        if let Some(mut stderr) = stderr {
-            let sandbox = name.to_string();
-            tokio::spawn(async move {
-                let mut text = String::new();
-                let _ = stderr.read_to_string(&mut text).await;
-                for line in text.lines().filter(|l| !l.trim().is_empty()) {
-                    tracing::warn!(sandbox_id = %sandbox, "agent: {line}");
-                }
-            });
-        }
-        Ok(Self {
+        Self {
             frames,
             pending,
             next_id: AtomicU64::new(1),
             alive,
             default_user,
             agent_pid,
+            transport,
+            readiness,
             _client: client,
-        })
+        }
+    }
+
+    /// Wait for the agent's probe to settle (Ready or Failed); `None` when the channel ended
+    /// first or it has no readiness (the exec channel).
+    pub async fn settled(&self) -> Option<Readiness> {
+        if self.transport != Transport::Socket {
+            return None;
+        }
+        let mut rx = self.readiness.clone();
+        let r = rx
+            .wait_for(|r| r.as_ref().is_some_and(|r| r.state != protocol::ReadyState::Pending))
+            .await
+            .ok()?;
+        r.clone()
     }
 
     /// Whether the channel still works.
@@ -241,4 +332,34 @@ async fn read_event<R: tokio::io::AsyncRead + Unpin>(
     let mut body = vec![0u8; protocol::body_len(header, protocol::MAX_FRAME)?];
     reader.read_exact(&mut body).await?;
     protocol::decode_event(&body).map(Some)
+}
+
+/// `id \t user \t labels-json` of `argv::agent_facts_args`: the container id, the user a
+/// command runs as by default (the image's, kept in a label when the agent runs as root), and
+/// whether the agent was started on a socket.
+pub fn parse_facts(text: &str) -> Option<(String, Option<String>, bool)> {
+    let mut parts = text.trim_end_matches('\n').splitn(3, '\t');
+    let id = parts.next()?.trim().to_string();
+    let config_user = parts.next()?.trim().to_string();
+    let labels: HashMap<String, String> = serde_json::from_str(parts.next()?.trim()).unwrap_or_default();
+    let agent_user = labels.get(argv::AGENT_USER_LABEL);
+    let user = agent_user.cloned().unwrap_or(config_user);
+    Some((id, Some(user).filter(|u| !u.is_empty()), agent_user.is_some()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_facts;
+
+    #[test]
+    fn the_agents_user_label_wins_over_the_containers_user() {
+        let socket = "abc\t0\t{\"sandboxd.agent.user\":\"sandbox\",\"x\":\"y\"}\n";
+        assert_eq!(parse_facts(socket), Some(("abc".into(), Some("sandbox".into()), true)));
+        let root_image = "abc\t\t{\"sandboxd.agent.user\":\"\"}\n";
+        assert_eq!(parse_facts(root_image), Some(("abc".into(), None, true)));
+        let older = "abc\tnobody\t{\"sandboxd.sandbox\":\"1\"}\n";
+        assert_eq!(parse_facts(older), Some(("abc".into(), Some("nobody".into()), false)));
+        assert_eq!(parse_facts("abc\tnobody\tnull\n"), Some(("abc".into(), Some("nobody".into()), false)));
+        assert_eq!(parse_facts("garbage"), None);
+    }
 }

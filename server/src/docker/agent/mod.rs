@@ -1,20 +1,24 @@
 //! The agent exec engine: commands and files go to the sandbox's resident agent over one
-//! persistent channel per sandbox (see `channel`), and `docker exec` is used for a sandbox
-//! where the agent cannot run (said once in the log).
+//! persistent channel per sandbox (see `channel`): its unix socket (`socket`) where the sandbox
+//! was started with one, else a `docker exec -i … serve` channel, and `docker exec` itself for a
+//! sandbox where the agent cannot run (each fallback said once in the log, per sandbox).
 
 pub mod binary;
 pub mod channel;
 mod files;
+pub mod socket;
 
 use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sandboxd_agent::protocol::{self, Event, ExecStart, Request};
 use tokio::sync::{mpsc, oneshot};
 
-use self::channel::{AgentChannel, Call, OpenError};
-use super::cli::DockerCli;
+use self::channel::{parse_facts, AgentChannel, Call, OpenError, Transport};
+use super::argv;
+use super::cli::{DockerCli, Pool};
 use super::transport::cli::{container_running, DockerExecEngine};
 use super::transport::{
     note_dropped, output_limit, spawn_stream, timed_out, ExecEngine, ExecSpec, ExecStream, FileDownload,
@@ -24,14 +28,16 @@ use crate::error::Result;
 use crate::spec::PtySpec;
 use crate::spec::{ExecErrorType, ExecResult, ExecUsage};
 
-/// First look at the container when a command has been silent this long (a paused container
-/// freezes the agent too, so silence alone cannot tell).
-/// Largest download served through the agent: its channel (a `docker exec` stdout, about
+/// Largest download served through the agent's exec channel: it (a `docker exec` stdout, about
 /// 110 MB/s here) wins on small files by skipping `docker cp`'s fixed cost, `docker cp` wins on
-/// large ones (about 220 MB/s out).
+/// large ones (about 220 MB/s out). On the socket every size goes through the agent.
 const AGENT_DOWNLOAD_MAX: u64 = 8 << 20;
 
+/// First look at the container when a command has been silent this long (a paused container
+/// freezes the agent too, so silence alone cannot tell).
 const FIRST_CHECK: Duration = Duration::from_secs(1);
+/// Bound on the inspect that learns how to reach a sandbox's agent.
+const HELLO_INSPECT_TIMEOUT: Duration = Duration::from_secs(20);
 /// Then this often.
 const NEXT_CHECK: Duration = Duration::from_secs(10);
 /// How long a killed command has to report its end before the call returns anyway.
@@ -52,6 +58,31 @@ pub struct AgentEngine {
     slots: Mutex<HashMap<String, Slot>>,
     /// Sandboxes without a usable agent: they use `docker exec`.
     without_agent: Mutex<HashSet<String>>,
+    /// Where run directories live (`<root>/<sandbox id>/run`); `None`: no socket transport
+    /// (the reason was logged when the server started).
+    socket_root: Option<PathBuf>,
+    /// What is known about a sandbox's container (id, image user, run directory), by name.
+    facts: Mutex<HashMap<String, Facts>>,
+    /// Sandboxes whose socket cannot be used: the exec channel serves them (said once).
+    exec_only: Mutex<HashSet<String>>,
+}
+
+/// What reaching a sandbox's agent on its socket needs.
+#[derive(Debug, Clone)]
+pub struct Facts {
+    /// The container's full id (the socket's peer must run in it).
+    pub container_id: String,
+    /// The user a command runs as when none is named (the image's user).
+    pub default_user: Option<String>,
+    /// Its run directory on this host; `None`: started without one (an older server).
+    pub run_dir: Option<PathBuf>,
+}
+
+/// A name that is one plain path component (sandbox ids are), so it can name a directory.
+fn plain_component(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
 }
 
 /// Where a command's output goes while it runs.
@@ -61,8 +92,180 @@ enum Sink {
 }
 
 impl AgentEngine {
-    pub fn new(docker: DockerExecEngine) -> Self {
-        Self { docker, slots: Mutex::default(), without_agent: Mutex::default() }
+    /// `socket_root`: where sandbox run directories live, `None` for no socket transport.
+    pub fn new(docker: DockerExecEngine, socket_root: Option<PathBuf>) -> Self {
+        Self {
+            docker,
+            slots: Mutex::default(),
+            without_agent: Mutex::default(),
+            socket_root,
+            facts: Mutex::default(),
+            exec_only: Mutex::default(),
+        }
+    }
+
+    /// The run directory a new sandbox `sandbox_id` gets, when sandboxes get sockets.
+    pub fn run_dir_for(&self, sandbox_id: &str) -> Option<PathBuf> {
+        let root = self.socket_root.as_ref().filter(|_| plain_component(sandbox_id))?;
+        Some(root.join(sandbox_id).join("run"))
+    }
+
+    /// Make `run_dir` (0700, owned by this server): the agent's socket will appear in it.
+    pub fn make_run_dir(run_dir: &Path) -> std::io::Result<()> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(run_dir)?;
+        std::fs::set_permissions(run_dir, std::fs::Permissions::from_mode(0o700))
+    }
+
+    /// A create tells what it knows about its container (the name it runs under now).
+    pub fn started(&self, name: &str, facts: Facts) {
+        if let Ok(mut f) = self.facts.lock() {
+            f.insert(name.to_string(), facts);
+        }
+    }
+
+    /// The sandbox's facts: known from its create, else one `docker inspect` (kept).
+    async fn facts(&self, name: &str) -> Option<Facts> {
+        if let Some(f) = self.facts.lock().ok()?.get(name).cloned() {
+            return Some(f);
+        }
+        let out = self
+            .cli()
+            .in_pool(Pool::Control)
+            .run(&argv::agent_facts_args(name), Some(HELLO_INSPECT_TIMEOUT), None)
+            .await
+            .ok()?;
+        let (container_id, default_user, socket_started) = parse_facts(&out.stdout_text())?;
+        let run_dir = self.run_dir_for(name).filter(|_| socket_started);
+        let facts = Facts { container_id, default_user, run_dir };
+        self.started(name, facts.clone());
+        Some(facts)
+    }
+
+    /// The image's user of a sandbox started on the socket with `-u 0` (a non-root image).
+    pub async fn image_user_of(&self, name: &str) -> Option<String> {
+        self.socket_root.as_ref()?;
+        let facts = self.facts(name).await?;
+        facts.run_dir.as_ref()?;
+        facts.default_user
+    }
+
+    /// The user a fallback `docker exec` runs as: the named one, else the image's (a sandbox
+    /// whose agent runs as root has root as its container user).
+    async fn fallback_user(&self, name: &str, user: Option<&str>) -> Option<String> {
+        if let Some(user) = user {
+            return Some(user.to_string());
+        }
+        self.socket_root.as_ref()?;
+        self.facts(name).await.and_then(|f| f.default_user)
+    }
+
+    /// Note once per sandbox that its socket is not used, and why.
+    fn exec_only(&self, name: &str, reason: &str) {
+        if self.exec_only.lock().is_ok_and(|mut e| e.insert(name.to_string())) {
+            tracing::warn!(sandbox_id = %name, %reason, "the agent's socket is not used for this sandbox; its docker exec channel serves it");
+        }
+    }
+
+    /// A channel on the sandbox's socket, or `None` (the exec channel answers instead).
+    async fn open_socket(&self, name: &str) -> Option<AgentChannel> {
+        self.socket_root.as_ref()?;
+        if self.exec_only.lock().is_ok_and(|e| e.contains(name)) {
+            return None;
+        }
+        let facts = self.facts(name).await?;
+        let Some(run_dir) = facts.run_dir.clone() else {
+            self.exec_only(
+                name,
+                "it was started without a socket (by an older server, or with exec.engine docker)",
+            );
+            return None;
+        };
+        match Self::connect(name, &run_dir, &facts).await {
+            Ok(channel) => Some(channel),
+            Err(reason) => {
+                self.exec_only(name, &reason);
+                None
+            }
+        }
+    }
+
+    async fn connect(name: &str, run_dir: &Path, facts: &Facts) -> std::result::Result<AgentChannel, String> {
+        let stream = socket::connect(run_dir, &facts.container_id).map_err(|e| e.to_string())?;
+        Self::over(name, stream, facts).await
+    }
+
+    /// The channel over a connected, checked socket.
+    async fn over(
+        name: &str,
+        stream: std::os::unix::net::UnixStream,
+        facts: &Facts,
+    ) -> std::result::Result<AgentChannel, String> {
+        stream.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let stream = tokio::net::UnixStream::from_std(stream).map_err(|e| e.to_string())?;
+        AgentChannel::over_socket(name, stream, facts.default_user.clone())
+            .await
+            .map_err(|e| format!("{e:?}"))
+    }
+
+    /// Wait for a just-started sandbox's socket and its probe's verdict: `Ok(shell)` (`""`:
+    /// the image has none), `Err(Some(detail))` when the probe failed, `Err(None)` when the
+    /// socket did not come up (the caller falls back to probing by exec).
+    pub async fn await_ready(
+        &self,
+        name: &str,
+        patience: Duration,
+    ) -> std::result::Result<String, Option<String>> {
+        let facts = self.facts.lock().ok().and_then(|f| f.get(name).cloned()).ok_or(None)?;
+        let run_dir = facts.run_dir.clone().ok_or(None)?;
+        let give_up = tokio::time::Instant::now() + patience;
+        let mut next_check = tokio::time::Instant::now() + FIRST_CHECK;
+        let mut pause = Duration::from_millis(2);
+        let stream = loop {
+            match socket::connect(&run_dir, &facts.container_id) {
+                Ok(stream) => break stream,
+                Err(socket::SocketError::Refused(reason)) => {
+                    self.exec_only(name, &reason);
+                    return Err(None);
+                }
+                Err(socket::SocketError::Absent(_)) => {}
+            }
+            let now = tokio::time::Instant::now();
+            if now >= give_up {
+                self.exec_only(name, "its agent's socket did not come up");
+                return Err(None);
+            }
+            if now >= next_check {
+                if !container_running(self.cli(), name).await {
+                    return Err(Some(format!("sandbox {name} stopped before its agent was up")));
+                }
+                next_check = now + FIRST_CHECK;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(50));
+        };
+        let channel = match Self::over(name, stream, &facts).await {
+            Ok(channel) => Arc::new(channel),
+            Err(reason) => {
+                self.exec_only(name, &reason);
+                return Err(None);
+            }
+        };
+        let slot = self.slots.lock().map_err(|_| None)?.entry(name.to_string()).or_default().clone();
+        *slot.lock().await = Some(channel.clone());
+        match tokio::time::timeout_at(give_up, channel.settled()).await {
+            Ok(Some(r)) if r.state == protocol::ReadyState::Ready => Ok(r.shell),
+            Ok(Some(r)) => Err(Some(r.detail)),
+            Ok(None) => Err(Some(AGENT_LOST.to_string())),
+            Err(_) => Err(Some("the agent's readiness probe did not settle in time".to_string())),
+        }
+    }
+
+    /// How the sandbox's channel reaches its agent now (`None`: no channel open).
+    pub fn transport(&self, name: &str) -> Option<Transport> {
+        let slot = self.slots.lock().ok()?.get(name).cloned()?;
+        let guard = slot.try_lock().ok()?;
+        guard.as_ref().filter(|c| c.is_alive()).map(|c| c.transport)
     }
 
     /// Entries of the per-sandbox maps: channel slots, sandboxes without an agent.
@@ -84,6 +287,12 @@ impl AgentEngine {
         let mut guard = slot.lock().await;
         if let Some(channel) = guard.as_ref().filter(|c| c.is_alive()) {
             return Some(channel.clone());
+        }
+        if let Some(channel) = self.open_socket(name).await {
+            tracing::debug!(sandbox_id = %name, agent_pid = channel.agent_pid, "agent socket connected");
+            let channel = Arc::new(channel);
+            *guard = Some(channel.clone());
+            return Some(channel);
         }
         match AgentChannel::open(self.cli(), name).await {
             Ok(channel) => {
@@ -247,7 +456,8 @@ impl Sink {
 impl ExecEngine for AgentEngine {
     async fn exec(&self, spec: ExecSpec<'_>) -> ExecResult {
         let Some(channel) = self.channel(spec.name).await else {
-            return self.docker.exec(spec).await;
+            let user = self.fallback_user(spec.name, spec.user).await;
+            return self.docker.exec(ExecSpec { user: user.as_deref(), ..spec }).await;
         };
         let limit = output_limit(&self.docker.config);
         let Some(call) = Self::start(&channel, spec, limit as u64).await else {
@@ -270,7 +480,8 @@ impl ExecEngine for AgentEngine {
 
     async fn exec_stream(&self, spec: ExecSpec<'_>) -> ExecStream {
         let Some(channel) = self.channel(spec.name).await else {
-            return self.docker.exec_stream(spec).await;
+            let user = self.fallback_user(spec.name, spec.user).await;
+            return self.docker.exec_stream(ExecSpec { user: user.as_deref(), ..spec }).await;
         };
         let Some(call) = Self::start(&channel, spec, u64::MAX).await else {
             return ExecStream::finished(ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST));
@@ -309,7 +520,7 @@ impl ExecEngine for AgentEngine {
             Ok(download) => download,
             Err(e) => return Err(crate::docker::files::explain_by_state(self.cli(), name, e).await),
         };
-        if download.size() <= AGENT_DOWNLOAD_MAX {
+        if channel.transport == Transport::Socket || download.size() <= AGENT_DOWNLOAD_MAX {
             return Ok(Box::new(download));
         }
         // A large file: `docker cp` streams it faster than the agent's stdio channel (the agent
@@ -326,7 +537,8 @@ impl ExecEngine for AgentEngine {
         spec: &PtySpec,
         user: Option<&str>,
     ) -> Result<Arc<dyn TerminalSession>> {
-        self.docker.open_terminal(name, shell, spec, user).await
+        let user = self.fallback_user(name, user).await;
+        self.docker.open_terminal(name, shell, spec, user.as_deref()).await
     }
 
     fn renamed(&self, from: &str, to: &str) {
@@ -340,6 +552,16 @@ impl ExecEngine for AgentEngine {
                 w.insert(to.to_string());
             }
         }
+        if let Ok(mut e) = self.exec_only.lock() {
+            if e.remove(from) {
+                e.insert(to.to_string());
+            }
+        }
+        if let Ok(mut f) = self.facts.lock() {
+            if let Some(facts) = f.remove(from) {
+                f.insert(to.to_string(), facts);
+            }
+        }
     }
 
     fn forget(&self, name: &str) {
@@ -348,6 +570,19 @@ impl ExecEngine for AgentEngine {
         }
         if let Ok(mut w) = self.without_agent.lock() {
             w.remove(name);
+        }
+        if let Ok(mut e) = self.exec_only.lock() {
+            e.remove(name);
+        }
+        let facts = self.facts.lock().ok().and_then(|mut f| f.remove(name));
+        // The sandbox is gone: so is its run directory (its socket), wherever it was made.
+        let run_dir = facts.and_then(|f| f.run_dir).or_else(|| self.run_dir_for(name));
+        if let Some(sandbox_dir) = run_dir.as_deref().and_then(Path::parent) {
+            if let Err(e) = std::fs::remove_dir_all(sandbox_dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(sandbox_id = %name, dir = %sandbox_dir.display(), error = %e, "cannot remove the sandbox's run directory");
+                }
+            }
         }
     }
 }

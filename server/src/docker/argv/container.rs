@@ -104,7 +104,118 @@ pub fn run_image(spec: &SandboxSpec) -> &str {
 /// `docker run -d …`: the detached keep-alive with the image ENTRYPOINT overridden (or the
 /// spec's own entrypoint), every flag from the config and spec.
 pub fn run_args(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec<String> {
+    let mut a = run_flags(cfg, spec, name);
     let image = run_image(spec);
+    match &spec.entrypoint {
+        Some(entrypoint) if !entrypoint.is_empty() => {
+            a.extend([s("--entrypoint"), entrypoint[0].clone(), s(image)]);
+            a.extend(entrypoint[1..].iter().cloned());
+        }
+        _ => a.extend(keepalive_entry(cfg, image)),
+    }
+    a
+}
+
+/// The keep-alive as `--entrypoint SHELL IMAGE -c CMD`.
+fn keepalive_entry(cfg: &DockerCreateConfig, image: &str) -> Vec<String> {
+    // The lease (`ttl_s`) is a label the server's sweep enforces (see `lease`), so the
+    // keep-alive never ends by itself and a lease can be moved.
+    vec![s("--entrypoint"), cfg.keepalive_shell.clone(), s(image), s("-c"), cfg.keepalive_cmd.clone()]
+}
+
+/// What the sandbox's process would have been without the agent: the spec's entrypoint, else
+/// the keep-alive.
+fn wrapped_argv(cfg: &DockerCreateConfig, spec: &SandboxSpec) -> Vec<String> {
+    match &spec.entrypoint {
+        Some(entrypoint) if !entrypoint.is_empty() => entrypoint.clone(),
+        _ => vec![cfg.keepalive_shell.clone(), s("-c"), cfg.keepalive_cmd.clone()],
+    }
+}
+
+/// `docker run` with the agent as the sandbox's keep-alive: `--entrypoint /.sandboxd/agent
+/// IMAGE init <init_flags> -- <the entrypoint or keep-alive>`, its run directory mounted at
+/// `/.sandboxd/run` and the agent binary read-only, the agent as root (`-u 0`) when the image
+/// has a user of its own (`init --user` runs the wrapped command as it), and that user kept in
+/// the [`AGENT_USER_LABEL`] label (the container's own user is then root).
+pub fn agent_run_args(
+    cfg: &DockerCreateConfig,
+    spec: &SandboxSpec,
+    name: &str,
+    agent: &AgentRun,
+) -> Vec<String> {
+    let mut a = run_flags(cfg, spec, name);
+    let mut head = agent_mount_args(&agent.binary);
+    head.extend([
+        s("--mount"),
+        format!(
+            "type=bind,source={},target={}",
+            agent.run_dir.display(),
+            crate::docker::agent::socket::RUN_DIR_IN_SANDBOX
+        ),
+        s("--label"),
+        format!("{AGENT_USER_LABEL}={}", agent.image_user),
+    ]);
+    if !agent.image_user.is_empty() {
+        head.extend([s("-u"), s("0")]);
+    }
+    a.splice(2..2, head);
+    a.extend([s("--entrypoint"), s(crate::docker::agent::binary::AGENT_PATH_IN_SANDBOX), s(run_image(spec))]);
+    a.push(s("init"));
+    if !agent.image_user.is_empty() {
+        a.extend([s("--user"), agent.image_user.clone()]);
+    }
+    a.extend(agent.init_flags.iter().cloned());
+    a.push(s("--"));
+    a.extend(wrapped_argv(cfg, spec));
+    a
+}
+
+/// The label holding the image's user of a sandbox whose agent runs as root (`-u 0`): the
+/// user a command runs as when none is named.
+pub const AGENT_USER_LABEL: &str = "sandboxd.agent.user";
+
+/// What `agent_run_args` adds.
+#[derive(Debug, Clone)]
+pub struct AgentRun {
+    pub binary: std::path::PathBuf,
+    pub run_dir: std::path::PathBuf,
+    /// The image's configured user (`""`: root).
+    pub image_user: String,
+    /// `init`'s options (probe, shell).
+    pub init_flags: Vec<String>,
+}
+
+/// Whether `args` (operator or client `docker run` flags) set the user or the entrypoint, which
+/// the agent's start needs to own.
+pub fn sets_user_or_entrypoint(args: &[String]) -> bool {
+    args.iter().any(|a| {
+        matches!(a.as_str(), "-u" | "--user" | "--entrypoint")
+            || a.starts_with("--user=")
+            || a.starts_with("--entrypoint=")
+            || (a.starts_with("-u") && !a.starts_with("--"))
+    })
+}
+
+/// `docker image inspect` of an image's configured user.
+pub fn image_user_args(image: &str) -> Vec<String> {
+    vec![s("image"), s("inspect"), s("-f"), s("{{.Config.User}}"), s(image)]
+}
+
+/// `docker inspect` of what the server needs to reach a container's agent:
+/// `id \t config user \t labels-json`.
+pub fn agent_facts_args(name: &str) -> Vec<String> {
+    vec![
+        s("inspect"),
+        s("--type"),
+        s("container"),
+        s("-f"),
+        s("{{.Id}}\t{{.Config.User}}\t{{json .Config.Labels}}"),
+        s(name),
+    ]
+}
+
+/// Every `docker run` flag before the entrypoint.
+fn run_flags(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec<String> {
     let mut a = vec![s("run"), s("-d"), s("--name"), s(name), s("--label"), format!("{SANDBOX_LABEL}=1")];
     if !spec.ports.is_empty() {
         let ports: Vec<String> = spec.ports.iter().map(u16::to_string).collect();
@@ -167,23 +278,6 @@ pub fn run_args(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec
     a.push(format!("--pull={}", cfg.pull_policy));
     a.extend(cfg.extra_run_args.iter().cloned());
     a.extend(spec.provider_options.run_args.iter().cloned());
-    match &spec.entrypoint {
-        // The lease (`ttl_s`) is a label the server's sweep enforces (see `lease`), so the
-        // keep-alive never ends by itself and a lease can be moved.
-        Some(entrypoint) if !entrypoint.is_empty() => {
-            a.extend([s("--entrypoint"), entrypoint[0].clone(), s(image)]);
-            a.extend(entrypoint[1..].iter().cloned());
-        }
-        _ => {
-            a.extend([
-                s("--entrypoint"),
-                cfg.keepalive_shell.clone(),
-                s(image),
-                s("-c"),
-                cfg.keepalive_cmd.clone(),
-            ]);
-        }
-    }
     a
 }
 
@@ -340,11 +434,6 @@ pub fn pause_args(name: &str) -> Vec<String> {
 
 pub fn unpause_args(name: &str) -> Vec<String> {
     vec![s("unpause"), s(name)]
-}
-
-/// `docker inspect` of the image's configured user (`Config.User`) of container `name`.
-pub fn config_user_args(name: &str) -> Vec<String> {
-    vec![s("inspect"), s("--type"), s("container"), s("-f"), s("{{.Config.User}}"), s(name)]
 }
 
 /// `docker inspect` of whether container `name` runs and is not paused: `true false` when it does.

@@ -313,3 +313,43 @@ fn ids_and_ports() {
     assert_eq!(http_endpoint("::1", 80), "http://[::1]:80");
     assert_eq!(publish_arg("127.0.0.1", 80), "127.0.0.1::80/tcp");
 }
+
+#[test]
+fn the_agent_starts_as_the_keep_alive_wrapping_the_entrypoint() {
+    let cfg = DockerCreateConfig::default();
+    let run = |user: &str, spec: &SandboxSpec| {
+        let agent = AgentRun {
+            binary: "/s/agent-1".into(),
+            run_dir: "/s/sandboxes/sandboxd-x/run".into(),
+            image_user: user.into(),
+            init_flags: v(&["--probe", "true"]),
+        };
+        agent_run_args(&cfg, spec, "n", &agent)
+    };
+    let a = run("", &SandboxSpec::new("img"));
+    let tail = a.iter().position(|x| x == "--entrypoint").unwrap();
+    assert_eq!(
+        a[tail..],
+        v(&["--entrypoint", "/.sandboxd/agent", "img", "init", "--probe", "true", "--", "/bin/sh", "-c"])[..]
+            .iter()
+            .cloned()
+            .chain([cfg.keepalive_cmd.clone()])
+            .collect::<Vec<_>>()[..]
+    );
+    assert!(a.iter().any(|x| x == "type=bind,source=/s/sandboxes/sandboxd-x/run,target=/.sandboxd/run"));
+    assert!(a.iter().any(|x| x == "sandboxd.agent.user="), "{a:?}");
+    assert!(!a.windows(2).any(|w| w == ["-u", "0"]), "a root image needs no -u: {a:?}");
+    let mut spec = SandboxSpec::new("img");
+    spec.entrypoint = Some(v(&["app", "--port", "1"]));
+    let a = run("sandbox", &spec);
+    assert!(a.windows(2).any(|w| w == ["-u", "0"]), "{a:?}");
+    assert!(a.iter().any(|x| x == "sandboxd.agent.user=sandbox"));
+    assert!(
+        a.ends_with(&v(&["init", "--user", "sandbox", "--probe", "true", "--", "app", "--port", "1"])),
+        "{a:?}"
+    );
+    assert_eq!(a.iter().filter(|x| *x == "--entrypoint").count(), 1);
+    assert!(sets_user_or_entrypoint(&v(&["--user", "1"])) && sets_user_or_entrypoint(&v(&["-u0"])));
+    assert!(sets_user_or_entrypoint(&v(&["--entrypoint=/x"])));
+    assert!(!sets_user_or_entrypoint(&v(&["--ulimit", "nofile=1", "--label", "a=b"])));
+}

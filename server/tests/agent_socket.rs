@@ -1,0 +1,259 @@
+//! The agent on its unix socket against the real daemon: a create is one `docker run` plus the
+//! agent's hello, calls reach the agent with no host process per sandbox, a stalled reader
+//! holds up only itself, and nothing in the sandbox can redirect the server. Always on the
+//! agent engine.
+
+use std::time::{Duration, Instant};
+
+use sandboxd::config::{DockerConfig, ExecEngineKind};
+use sandboxd::docker::agent::channel::Transport;
+use sandboxd::docker::DockerProvider;
+use sandboxd::spec::{ExecParams, SandboxHandle, SandboxSpec};
+use sandboxd_client::proto;
+use testkit::images;
+use testkit::raw::{busybox, create_id};
+use testkit::service::TestService;
+use testkit::{provider_with, provider_with_binary, TestLabel};
+
+fn agent_provider(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) -> DockerProvider {
+    provider_with(label, |c| {
+        c.exec.engine = ExecEngineKind::Agent;
+        edit(c)
+    })
+}
+
+fn params() -> ExecParams {
+    ExecParams { timeout: Some(Duration::from_secs(60)), ..Default::default() }
+}
+
+fn nobody() -> ExecParams {
+    ExecParams { user: Some("nobody".into()), ..params() }
+}
+
+/// Host `docker exec` clients that are children of this process.
+fn docker_exec_children() -> Vec<i32> {
+    testkit::procs::children_named(std::process::id() as i32, "docker")
+        .into_iter()
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            cmdline.split(|b| *b == 0).any(|arg| arg == b"exec")
+        })
+        .collect()
+}
+
+/// Where the server keeps sandbox `id`'s run directory (the tests' default state directory).
+fn run_dir(id: &str) -> std::path::PathBuf {
+    sandboxd::config::default_state_dir().join("sandboxes").join(id).join("run")
+}
+
+async fn stdout(p: &DockerProvider, h: &SandboxHandle, cmd: &str, params: &ExecParams) -> (String, i32) {
+    let r = p.exec(h, cmd, params).await.unwrap();
+    (r.stdout_str(), r.return_code)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_is_one_docker_run_and_the_agents_hello() {
+    let label = TestLabel::new();
+    let dir = tempfile::tempdir().unwrap();
+    let real = sandboxd::docker::cli::DockerCli::locate().expect("docker on PATH");
+    let log = dir.path().join("calls");
+    let wrapper = dir.path().join("docker");
+    let script = format!(
+        "#!/bin/sh\nprintf '%s\\n' \"$1 $2\" >> {log}\nexec {real} \"$@\"\n",
+        log = log.display(),
+        real = real.display()
+    );
+    std::fs::write(&wrapper, script).unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let p = provider_with_binary(&label, wrapper, |c| c.exec.engine = ExecEngineKind::Agent);
+    assert!(p.agent_socket(), "this machine can use the agent's socket (root, local daemon)");
+    // The image's user is read once per image (kept a while): the second create shows the
+    // steady state.
+    let first = p.create(&SandboxSpec::new(images::BASH)).await.unwrap();
+    std::fs::write(&log, "").unwrap();
+    let h = p.create(&SandboxSpec::new(images::BASH)).await.unwrap();
+    let calls = std::fs::read_to_string(&log).unwrap();
+    // `events` and `ps -a` are the provider's state watch, not the create's.
+    let calls: Vec<&str> =
+        calls.lines().filter(|l| !l.starts_with("events") && !l.starts_with("ps ")).collect();
+    assert_eq!(calls.iter().filter(|c| c.starts_with("run ")).count(), 1, "{calls:?}");
+    assert!(
+        calls.iter().all(|c| c.starts_with("run ") || c.starts_with("rename ")),
+        "a create is docker run and its rename: no readiness exec, no inspect: {calls:?}"
+    );
+    assert_eq!(h.shell, "bash", "the agent found bash and said so in its hello");
+    assert_eq!(p.agent_transport(&h.sandbox_id), Some(Transport::Socket));
+    let r = p.exec(&h, "printf hi", &params()).await.unwrap();
+    assert_eq!((r.stdout_str().as_str(), r.return_code), ("hi", 0));
+    assert!(r.usage.is_some(), "the agent answered");
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert!(!calls.lines().any(|l| l.starts_with("exec")), "no docker exec at all: {calls}");
+    assert!(run_dir(&h.sandbox_id).join("agent.sock").exists());
+    p.close(&h.id()).await.unwrap();
+    p.close(&first.id()).await.unwrap();
+    assert!(!run_dir(&h.sandbox_id).exists(), "closing the sandbox removes its run directory");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn idle_sandboxes_cost_no_host_process() {
+    let label = TestLabel::new();
+    let p = agent_provider(&label, |_| {});
+    let mut handles = Vec::new();
+    for _ in 0..3 {
+        let h = p.create(&SandboxSpec::new(images::BUSYBOX)).await.unwrap();
+        assert_eq!(stdout(&p, &h, "printf ok", &params()).await, ("ok".into(), 0));
+        handles.push(h);
+    }
+    let mut left = docker_exec_children();
+    for _ in 0..20 {
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = docker_exec_children();
+    }
+    assert!(left.is_empty(), "docker exec clients held for idle sandboxes: {left:?}");
+    // The fallback does hold one per sandbox (so this count can fail).
+    let mut spec = SandboxSpec::new(images::BUSYBOX);
+    spec.provider_options.run_args = vec!["--user".into(), "0".into()];
+    let old = p.create(&spec).await.unwrap();
+    assert_eq!(stdout(&p, &old, "printf ok", &params()).await, ("ok".into(), 0));
+    assert_eq!(p.agent_transport(&old.sandbox_id), Some(Transport::Exec));
+    assert_eq!(docker_exec_children().len(), 1, "the exec channel's client");
+    for h in handles.iter().chain([&old]) {
+        p.close(&h.id()).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stalled_download_holds_up_no_other_client() {
+    let label = TestLabel::new();
+    let service = TestService::start_with(&label, None, |c| c.docker.exec.engine = ExecEngineKind::Agent);
+    let mut a = service.raw().await;
+    let id = create_id(&mut a, busybox()).await;
+    let size = 32usize << 20;
+    let made = a
+        .exec(proto::ExecRequest {
+            sandbox_id: id.clone(),
+            command: format!("head -c {size} /dev/urandom > /big && printf made"),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(made.stdout, b"made");
+    let request = || proto::DownloadRequest { sandbox_id: id.clone(), path: "/big".into() };
+    // Client A reads one message and then stops reading, holding its stream open.
+    let mut stalled = a.download(request()).await.unwrap().into_inner();
+    assert!(stalled.message().await.unwrap().is_some());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Client B, on its own connection, gets the whole file promptly.
+    let mut b = service.raw().await;
+    let started = Instant::now();
+    let read = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut stream = b.download(request()).await.expect("download").into_inner();
+        let mut first = None;
+        let mut n = 0;
+        while let Some(m) = stream.message().await.expect("chunk") {
+            first.get_or_insert_with(|| started.elapsed());
+            n += m.chunk.len();
+        }
+        (first, n)
+    })
+    .await;
+    let (first, n) = read.expect("the second download finished within 30 s while the first stalled");
+    assert_eq!(n, size);
+    assert!(first.is_some_and(|t| t < Duration::from_secs(5)), "first chunk after {first:?}");
+    // A still gets the rest once it reads again.
+    let mut rest = 0;
+    while let Some(m) = stalled.message().await.unwrap() {
+        rest += m.chunk.len();
+    }
+    assert!(rest > 0 && rest < size, "{rest}");
+    a.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_non_root_process_can_neither_connect_nor_replace_the_socket() {
+    let label = TestLabel::new();
+    let p = agent_provider(&label, |_| {});
+    let h = p.create(&SandboxSpec::new(images::BUSYBOX)).await.unwrap();
+    assert_eq!(p.agent_transport(&h.sandbox_id), Some(Transport::Socket));
+    // Root in the sandbox can reach its agent (so the refusals below are about the user).
+    let (out, code) = stdout(&p, &h, "/.sandboxd/agent ping", &params()).await;
+    assert_eq!(code, 0, "{out}");
+    for attempt in [
+        "/.sandboxd/agent ping",
+        "ls /.sandboxd/run",
+        "rm -f /.sandboxd/run/agent.sock",
+        "ln -sf /var/run/docker.sock /.sandboxd/run/agent.sock",
+        "mv /.sandboxd/run /.sandboxd/old",
+        "printf x > /.sandboxd/run/agent.sock",
+    ] {
+        let (out, code) = stdout(&p, &h, attempt, &nobody()).await;
+        assert_ne!(code, 0, "nobody could `{attempt}`: {out}");
+    }
+    let r = p.exec(&h, "id -u", &nobody()).await.unwrap();
+    assert_eq!(r.stdout_str().trim(), "65534");
+    assert_eq!(p.agent_transport(&h.sandbox_id), Some(Transport::Socket), "the socket still serves");
+    p.close(&h.id()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_socket_replaced_by_a_link_does_not_redirect_the_server() {
+    let label = TestLabel::new();
+    let p = agent_provider(&label, |_| {});
+    let target = p.create(&SandboxSpec::new(images::BUSYBOX)).await.unwrap();
+    let to_docker = p.create(&SandboxSpec::new(images::BUSYBOX)).await.unwrap();
+    let to_other = p.create(&SandboxSpec::new(images::BUSYBOX)).await.unwrap();
+    for h in [&target, &to_docker, &to_other] {
+        let (_, code) = stdout(&p, h, &format!("printf {} > /marker", h.sandbox_id), &params()).await;
+        assert_eq!(code, 0);
+    }
+    // Root in a sandbox swaps its socket for a link to a host path (the link is read on the
+    // host): the host's Docker socket, or the socket of another sandbox.
+    let other_socket = run_dir(&target.sandbox_id).join("agent.sock");
+    assert!(other_socket.exists());
+    for (h, link) in
+        [(&to_docker, "/var/run/docker.sock".to_string()), (&to_other, other_socket.display().to_string())]
+    {
+        let plant = format!("rm /.sandboxd/run/agent.sock && ln -s {link} /.sandboxd/run/agent.sock");
+        assert_eq!(stdout(&p, h, &plant, &params()).await.1, 0);
+    }
+    drop(p);
+    // A restarted server reaches each sandbox by its socket: the two links are refused (said
+    // once each) and their sandboxes answer through the exec channel, in the right sandbox.
+    let second = agent_provider(&label, |_| {});
+    for h in [&to_docker, &to_other] {
+        let h2 = second.handle(&h.sandbox_id).await.unwrap();
+        let (out, code) = stdout(&second, &h2, "cat /marker", &params()).await;
+        assert_eq!((out.as_str(), code), (h.sandbox_id.as_str(), 0), "the call ran in its own sandbox");
+        assert_eq!(second.agent_transport(&h.sandbox_id), Some(Transport::Exec));
+    }
+    let t2 = second.handle(&target.sandbox_id).await.unwrap();
+    assert_eq!(stdout(&second, &t2, "cat /marker", &params()).await.0, target.sandbox_id);
+    assert_eq!(
+        second.agent_transport(&target.sandbox_id),
+        Some(Transport::Socket),
+        "an intact socket is used"
+    );
+    for h in [&target, &to_docker, &to_other] {
+        second.close(&h.id()).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_non_root_image_runs_its_keep_alive_and_commands_as_its_user() {
+    let label = TestLabel::new();
+    let p = agent_provider(&label, |_| {});
+    let h = p.create(&SandboxSpec::new(images::NONROOT)).await.unwrap();
+    assert_eq!(p.agent_transport(&h.sandbox_id), Some(Transport::Socket));
+    let (out, _) =
+        stdout(&p, &h, "id -u; ps -o user,args | awk '$2 == \"/bin/sh\" && $3 == \"-c\"'", &params()).await;
+    let mut lines = out.lines();
+    let uid = lines.next().unwrap_or_default().to_string();
+    assert_ne!(uid, "0", "a command runs as the image's user: {out}");
+    let keepalive = lines.next().unwrap_or_default();
+    assert!(!keepalive.trim_start().starts_with("root"), "the keep-alive runs as the image's user: {out}");
+    p.close(&h.id()).await.unwrap();
+}
