@@ -168,6 +168,13 @@ pub trait SandboxBackend: Send + Sync + 'static {
     /// What the sandbox's main process wrote to stdout and stderr (and, with
     /// `options.follow`, writes next); running or stopped sandboxes alike.
     async fn logs(&self, id: &SandboxId, options: crate::logs::LogOptions) -> Result<crate::logs::LogStream>;
+
+    /// Enforce `plan` on the running sandbox `id`, replacing what was enforced before, from
+    /// outside the sandbox so nothing in it can undo it. A backend that cannot refuses.
+    async fn apply_egress(&self, id: &SandboxId, plan: &crate::egress::EgressPlan) -> Result<()> {
+        let _ = (id, plan);
+        Err(ProviderError::Create("this backend cannot enforce network policies".into()))
+    }
 }
 
 /// One step of a streamed command.

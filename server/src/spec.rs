@@ -227,6 +227,10 @@ pub struct SandboxSpec {
     /// the caller's key, never from a request or a config file.
     #[serde(skip)]
     pub tenant: Option<String>,
+    /// The egress plan enforced from the moment the container runs (the spec's policy or the
+    /// server's default, domains resolved); `None`: nothing enforced. Set by the service.
+    #[serde(skip)]
+    pub network: Option<crate::egress::EgressPlan>,
 }
 
 impl SandboxSpec {
@@ -275,6 +279,12 @@ impl SandboxSpec {
         }
         validate_ports(&self.ports)?;
         crate::metadata::validate_metadata("spec.metadata", &self.metadata)?;
+        if let Some(flag) = crate::egress::net_admin_flag(&self.provider_options.run_args) {
+            return Err(ProviderError::invalid(
+                "spec.provider_options.run_args",
+                format!("{flag:?} would let the sandbox change its own network rules (CAP_NET_ADMIN); never allowed"),
+            ));
+        }
         Ok(())
     }
 }

@@ -149,6 +149,10 @@ impl SandboxBackend for DockerProvider {
     async fn logs(&self, id: &SandboxId, options: crate::logs::LogOptions) -> Result<crate::logs::LogStream> {
         self.container_logs(id.as_str(), options).await
     }
+
+    async fn apply_egress(&self, id: &SandboxId, plan: &crate::egress::EgressPlan) -> Result<()> {
+        DockerProvider::apply_egress(self, id.as_str(), plan).await
+    }
 }
 
 #[async_trait::async_trait]

@@ -70,6 +70,11 @@ impl DockerProvider {
         let work = async {
             self.run_create_with_reconciliation(&args, &argv::run_env(&spec.env), &creating, &image).await?;
             stage.store(STAGE_STARTED, Ordering::SeqCst);
+            // The egress rules before anything of the caller's can run in it (the probe, files).
+            let filtered = match &spec.network {
+                Some(plan) => self.enforce_egress(&creating, plan).await?,
+                None => false,
+            };
             let mut handle = SandboxHandle {
                 sandbox_id: creating.clone(),
                 image: image.clone(),
@@ -80,6 +85,9 @@ impl DockerProvider {
                 tenant: spec.tenant.clone(),
             };
             handle.shell = self.verify_and_detect_shell(&creating, spec.ready_timeout_s).await?;
+            if let Some(plan) = spec.network.as_ref().filter(|p| filtered && !p.policy.domains.is_empty()) {
+                self.write_hosts(&creating, plan).await;
+            }
             for (path, content) in &spec.files {
                 self.upload_reader(&handle, content.as_slice(), content.len() as u64, path, None).await?;
             }

@@ -10,6 +10,7 @@ mod exec_stream;
 mod inventory;
 mod limits;
 mod logs;
+mod network_policy;
 mod pty;
 mod quota;
 mod server;
@@ -52,6 +53,7 @@ pub struct SandboxApi {
     pty_slots: Arc<limits::PtySlots>,
     access: Arc<Access>,
     quotas: Arc<quota::QuotaBook>,
+    egress: Arc<crate::egress::Egress>,
 }
 
 impl SandboxApi {
@@ -61,7 +63,13 @@ impl SandboxApi {
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
         let pty_slots = limits::PtySlots::new(&policy.limits);
-        Self { lifecycle, policy, shutdown, pty_slots, access: Access::ephemeral(), quotas: Arc::default() }
+        let egress = Arc::new(crate::egress::Egress::new(&Default::default(), &policy.state_dir()));
+        Self { lifecycle, policy, shutdown, pty_slots, access: Access::ephemeral(), quotas: Arc::default(), egress }
+    }
+
+    /// The same service enforcing egress policies through `egress` (its default and store).
+    pub fn with_egress(self, egress: Arc<crate::egress::Egress>) -> Self {
+        Self { egress, ..self }
     }
 
     /// The same service with the server's signing keys and tenants.
@@ -157,17 +165,21 @@ impl SandboxService for SandboxApi {
         let deadline = deadline::grpc_timeout(request.metadata());
         let principal = Principal::of(&request);
         Self::require_key(&principal, "Create")?;
-        let spec = request.into_inner().spec.ok_or_else(|| invalid("spec", "is required"))?;
+        let mut spec = request.into_inner().spec.ok_or_else(|| invalid("spec", "is required"))?;
         tracing::Span::current().record("image", spec.image.as_str());
         self.check_policy(&spec)?;
+        let network_policy = spec.network_policy.take();
         let mut spec = convert::spec_from_proto(spec)?;
         spec.tenant = principal.tenant().map(String::from);
         if let Some(snapshot_id) = &spec.snapshot_id {
             self.check_snapshot(&principal, snapshot_id).await?;
         }
         spec.validate()?;
+        let network_policy = self.plan_network(network_policy, &mut spec).await?;
         let _permit = self.quotas.create_spec_allowed(self, &principal, &spec).await?;
+        let plan = spec.network.clone();
         let handle = self.lifecycle.create(spec, deadline).await?;
+        self.record_network(&handle, network_policy, plan.as_ref());
         crate::audit::note_sandbox(&handle.sandbox_id);
         let mut sandbox = convert::sandbox_ref(&handle);
         sandbox.token = self.owner_token(&handle.sandbox_id, handle.tenant.clone());
@@ -376,6 +388,7 @@ impl SandboxService for SandboxApi {
         let id = SandboxId::parse("sandbox_id", &request.get_ref().sandbox_id)?;
         self.authorize(&Principal::of(&request), id.as_str(), Scope::Owner).await?;
         self.lifecycle.close(&id).await?;
+        self.egress.forget(id.as_str());
         Ok(Response::new(pb::CloseResponse {}))
     }
 
@@ -466,5 +479,12 @@ impl SandboxService for SandboxApi {
 
     async fn logs(&self, request: Request<pb::LogsRequest>) -> Result<Response<Self::LogsStream>, Status> {
         logs::logs(self, request).await
+    }
+
+    async fn set_network_policy(
+        &self,
+        request: Request<pb::SetNetworkPolicyRequest>,
+    ) -> Result<Response<pb::SetNetworkPolicyResponse>, Status> {
+        network_policy::set_network_policy(self, request).await
     }
 }

@@ -136,6 +136,8 @@ pub struct Services {
     routes: Routes,
     health: HealthReporter,
     shutdown_tx: tokio::sync::watch::Sender<bool>,
+    /// Egress policies: their domains are resolved again while serving.
+    egress: Arc<crate::egress::Egress>,
 }
 
 /// How [`Services::serve_until`] serves its listener and what its shutdown does.
@@ -177,7 +179,10 @@ impl Services {
         let access = load_access(config, &config.server.state_dir())?;
         let tenants = access.tenants.clone();
         let tokens = access.tokens.clone();
-        let api = SandboxApi::new(lifecycle.clone(), config.server.clone(), shutdown_rx).with_access(access);
+        let egress = Arc::new(crate::egress::Egress::new(&config.network, &config.server.state_dir()));
+        let api = SandboxApi::new(lifecycle.clone(), config.server.clone(), shutdown_rx)
+            .with_access(access)
+            .with_egress(egress.clone());
 
         let auth = crate::auth::AccessGate::new(auth_token, tenants, tokens);
         let audit = match &config.server.audit {
@@ -208,7 +213,7 @@ impl Services {
             ))
             .add_service(InterceptedService::new(reflection_v1, intercept.clone()))
             .add_service(InterceptedService::new(reflection_v1alpha, intercept));
-        Ok(Self { lifecycle, policy: config.server.clone(), routes, health: health_reporter, shutdown_tx })
+        Ok(Self { lifecycle, policy: config.server.clone(), routes, health: health_reporter, shutdown_tx, egress })
     }
 
     /// What this process owns (the sandboxes it created) above the backend.
@@ -237,7 +242,8 @@ impl Services {
         settings: ServeSettings,
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) -> Result<(), ServeError> {
-        let Services { lifecycle, policy, routes, health: health_reporter, shutdown_tx } = self;
+        let Services { lifecycle, policy, routes, health: health_reporter, shutdown_tx, egress } = self;
+        let refresher = tokio::spawn(egress.refresh_forever(lifecycle.backend().clone(), shutdown_tx.subscribe()));
         let sweeper =
             tokio::spawn(sweep_forever(lifecycle.clone(), policy.sweep_interval, shutdown_tx.subscribe()));
         if let Some(ttl) = policy.snapshot_ttl {
@@ -317,6 +323,7 @@ impl Services {
         }
         sweeper.abort();
         prober.abort();
+        refresher.abort();
         let task = cleanup.lock().ok().and_then(|mut slot| slot.take());
         if let Some(task) = task {
             // Removal started with the signal, beside the drain; it gets what is left of the
