@@ -568,7 +568,9 @@ impl NetworkSection {
         }
         if let Some(policy) = &self.default_policy {
             policy.check("network.default_policy").map_err(|e| match e {
-                crate::error::ProviderError::InvalidArgument { field, message } => ConfigError::new(field, message),
+                crate::error::ProviderError::InvalidArgument { field, message } => {
+                    ConfigError::new(field, message)
+                }
                 other => ConfigError::new("network.default_policy", other.to_string()),
             })?;
             if let Some(why) = crate::egress::unenforceable_network(docker.network.as_deref()) {

@@ -78,8 +78,9 @@ impl DockerProvider {
 /// would filter the host itself.
 fn shared_namespace_check(netns: &str, name: &str) -> Result<()> {
     let inode = |path: &str| std::fs::metadata(path).map(|m| (m.dev(), m.ino()));
-    let theirs = inode(netns)
-        .map_err(|e| ProviderError::Docker(format!("cannot open the network namespace of {name} ({netns}): {e}")))?;
+    let theirs = inode(netns).map_err(|e| {
+        ProviderError::Docker(format!("cannot open the network namespace of {name} ({netns}): {e}"))
+    })?;
     for ours in ["/proc/self/ns/net", "/proc/1/ns/net"] {
         if inode(ours).is_ok_and(|o| o == theirs) {
             return Err(ProviderError::Create(format!(
@@ -106,9 +107,9 @@ async fn run_nft(netns: &str, ruleset: &str) -> std::io::Result<()> {
         drop(stdin);
         child.wait_with_output().await
     };
-    let output = tokio::time::timeout(APPLY_TIMEOUT, work)
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("nft took over {APPLY_TIMEOUT:?}")))??;
+    let output = tokio::time::timeout(APPLY_TIMEOUT, work).await.map_err(|_| {
+        std::io::Error::new(std::io::ErrorKind::TimedOut, format!("nft took over {APPLY_TIMEOUT:?}"))
+    })??;
     if output.status.success() {
         Ok(())
     } else {

@@ -34,7 +34,11 @@ mod tests {
 
     #[test]
     fn lines_carry_the_marker() {
-        let policy = NetworkPolicy { default_action: EgressAction::Deny, rules: vec![], allow_domains: vec!["a.test".into()] };
+        let policy = NetworkPolicy {
+            default_action: EgressAction::Deny,
+            rules: vec![],
+            allow_domains: vec!["a.test".into()],
+        };
         let plan = EgressPlan {
             policy: policy.check("p").unwrap(),
             resolved: [("a.test".to_string(), vec!["192.0.2.1".parse().unwrap()])].into(),

@@ -119,7 +119,10 @@ impl EgressRule {
         let net = parse_cidr(cidr).ok_or_else(|| {
             ProviderError::invalid(
                 &format!("{field}.cidr"),
-                format!("must be an IPv4 or IPv6 network like 10.0.0.0/8 or one address (got {:?})", self.cidr),
+                format!(
+                    "must be an IPv4 or IPv6 network like 10.0.0.0/8 or one address (got {:?})",
+                    self.cidr
+                ),
             )
         })?;
         if net.trunc() != net {
@@ -168,7 +171,8 @@ fn check_domain(field: &str, name: &str) -> Result<String, ProviderError> {
             && !l.starts_with('-')
             && !l.ends_with('-')
     };
-    if name.is_empty() || name.len() > 253 || !name.split('.').all(label_ok) || name.parse::<IpAddr>().is_ok() {
+    if name.is_empty() || name.len() > 253 || !name.split('.').all(label_ok) || name.parse::<IpAddr>().is_ok()
+    {
         return Err(ProviderError::invalid(
             field,
             format!(
@@ -218,7 +222,9 @@ pub fn net_admin_flag(args: &[String]) -> Option<String> {
 /// network or another container's is shared, and rules in it would not be the sandbox's own.
 pub fn unenforceable_network(network: Option<&str>) -> Option<String> {
     match network {
-        Some("host") => Some("cannot be enforced with the host's network (docker.create.network: host)".into()),
+        Some("host") => {
+            Some("cannot be enforced with the host's network (docker.create.network: host)".into())
+        }
         Some(n) if n.starts_with("container:") => {
             Some(format!("cannot be enforced in another container's network namespace ({n})"))
         }
@@ -288,7 +294,10 @@ mod tests {
             (policy(vec![rule("10.0.0.0/33", &[])], &[]), "spec.network_policy.rules[0].cidr"),
             (policy(vec![rule("nonsense", &[])], &[]), "spec.network_policy.rules[0].cidr"),
             (policy(vec![rule("10.0.0.1/8", &[])], &[]), "did you mean 10.0.0.0/8"),
-            (policy(vec![rule("10.0.0.0/8", &[]), rule("::/0", &[0])], &[]), "spec.network_policy.rules[1].ports"),
+            (
+                policy(vec![rule("10.0.0.0/8", &[]), rule("::/0", &[0])], &[]),
+                "spec.network_policy.rules[1].ports",
+            ),
             (policy(vec![rule("10.0.0.0/8", &[70000])], &[]), "1..=65535"),
             (policy(vec![], &["*.example.com"]), "spec.network_policy.allow_domains[0]"),
             (policy(vec![], &["ok.example", "-bad.example"]), "spec.network_policy.allow_domains[1]"),
@@ -313,14 +322,18 @@ mod tests {
         ] {
             assert!(net_admin_flag(&bad).is_some(), "{bad:?}");
         }
-        for ok in [v(&["--cap-add", "SYS_PTRACE"]), v(&["--label", "NET_ADMIN"]), v(&["--network", "bridge"])] {
+        for ok in [v(&["--cap-add", "SYS_PTRACE"]), v(&["--label", "NET_ADMIN"]), v(&["--network", "bridge"])]
+        {
             assert_eq!(net_admin_flag(&ok), None, "{ok:?}");
         }
     }
 
     #[test]
     fn good_policies_are_normalised() {
-        let p = policy(vec![rule("10.1.2.3", &[443, 80, 80]), rule("2001:db8::/32", &[])], &["PyPI.org.", "pypi.org"]);
+        let p = policy(
+            vec![rule("10.1.2.3", &[443, 80, 80]), rule("2001:db8::/32", &[])],
+            &["PyPI.org.", "pypi.org"],
+        );
         let c = p.check("policy").unwrap();
         assert_eq!(c.rules[0].net.to_string(), "10.1.2.3/32");
         assert_eq!(c.rules[0].ports, vec![80, 443]);

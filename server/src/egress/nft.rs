@@ -88,17 +88,24 @@ mod tests {
         };
         let plan = EgressPlan {
             policy: policy.check("p").unwrap(),
-            resolved: [("a.example".to_string(), vec!["192.0.2.7".parse().unwrap(), "2001:db8::7".parse().unwrap()])]
-                .into(),
+            resolved: [(
+                "a.example".to_string(),
+                vec!["192.0.2.7".parse().unwrap(), "2001:db8::7".parse().unwrap()],
+            )]
+            .into(),
         };
         let text = ruleset(&plan);
-        let allow = text.find("ip daddr 10.0.0.0/8 meta l4proto { tcp, udp } th dport { 80, 443 } accept").unwrap();
+        let allow =
+            text.find("ip daddr 10.0.0.0/8 meta l4proto { tcp, udp } th dport { 80, 443 } accept").unwrap();
         let deny = text.find("ip6 daddr 2001:db8::/32 reject").unwrap();
         let default = text.rfind("    reject with icmpx admin-prohibited").unwrap();
         assert!(allow < deny && deny < default, "{text}");
         assert!(text.contains("set allow4 { type ipv4_addr; elements = { 192.0.2.7 }; }"), "{text}");
         assert!(text.contains("elements = { 2001:db8::7 }"), "{text}");
-        let open = EgressPlan { policy: NetworkPolicy::allow_all().check("p").unwrap(), resolved: Default::default() };
+        let open = EgressPlan {
+            policy: NetworkPolicy::allow_all().check("p").unwrap(),
+            resolved: Default::default(),
+        };
         assert!(!ruleset(&open).contains("reject"), "an allow-all policy refuses nothing");
     }
 }

@@ -88,7 +88,12 @@ impl Egress {
 
     /// Replace the policy of a running sandbox (`SetNetworkPolicy`): enforced before this
     /// returns, then recorded.
-    pub async fn set(&self, backend: &dyn SandboxBackend, id: &SandboxId, policy: NetworkPolicy) -> Result<()> {
+    pub async fn set(
+        &self,
+        backend: &dyn SandboxBackend,
+        id: &SandboxId,
+        policy: NetworkPolicy,
+    ) -> Result<()> {
         let plan = Self::plan(&policy, "policy").await?;
         backend.apply_egress(id, &plan).await?;
         self.remember(id, &policy, &plan)
@@ -131,7 +136,8 @@ impl Egress {
                     continue;
                 }
             };
-            let unchanged = self.applied.lock().ok().and_then(|a| a.get(&id).cloned()) == Some(plan.resolved.clone());
+            let unchanged =
+                self.applied.lock().ok().and_then(|a| a.get(&id).cloned()) == Some(plan.resolved.clone());
             if unchanged {
                 continue;
             }

@@ -64,7 +64,15 @@ impl SandboxApi {
     ) -> Self {
         let pty_slots = limits::PtySlots::new(&policy.limits);
         let egress = Arc::new(crate::egress::Egress::new(&Default::default(), &policy.state_dir()));
-        Self { lifecycle, policy, shutdown, pty_slots, access: Access::ephemeral(), quotas: Arc::default(), egress }
+        Self {
+            lifecycle,
+            policy,
+            shutdown,
+            pty_slots,
+            access: Access::ephemeral(),
+            quotas: Arc::default(),
+            egress,
+        }
     }
 
     /// The same service enforcing egress policies through `egress` (its default and store).

@@ -23,7 +23,11 @@ pub(super) fn from_proto(field: &str, policy: pb::NetworkPolicy) -> Result<Netwo
         .into_iter()
         .enumerate()
         .map(|(i, r)| {
-            Ok(EgressRule { action: action(format!("{field}.rules[{i}].action"), r.action)?, cidr: r.cidr, ports: r.ports })
+            Ok(EgressRule {
+                action: action(format!("{field}.rules[{i}].action"), r.action)?,
+                cidr: r.cidr,
+                ports: r.ports,
+            })
         })
         .collect::<Result<Vec<_>, Status>>()?;
     Ok(NetworkPolicy {
@@ -50,7 +54,12 @@ impl SandboxApi {
     }
 
     /// A create enforced `policy` on `handle`'s sandbox: record it (refreshes, forks, restarts).
-    pub(super) fn record_network(&self, handle: &SandboxHandle, policy: Option<NetworkPolicy>, plan: Option<&EgressPlan>) {
+    pub(super) fn record_network(
+        &self,
+        handle: &SandboxHandle,
+        policy: Option<NetworkPolicy>,
+        plan: Option<&EgressPlan>,
+    ) {
         if let (Some(policy), Some(plan)) = (policy, plan) {
             if let Err(e) = self.egress.remember(&handle.id(), &policy, plan) {
                 tracing::warn!(sandbox_id = %handle.sandbox_id, error = %e, "the network policy is enforced but not recorded");
@@ -60,7 +69,11 @@ impl SandboxApi {
 
     /// A fork's children get their source's policy (or the default when it has none) before the
     /// caller learns their ids; when that fails they are removed and the fork fails.
-    pub(super) async fn inherit_network(&self, source: &SandboxId, children: &[SandboxHandle]) -> Result<(), Status> {
+    pub(super) async fn inherit_network(
+        &self,
+        source: &SandboxId,
+        children: &[SandboxHandle],
+    ) -> Result<(), Status> {
         let ids: Vec<SandboxId> = children.iter().map(SandboxHandle::id).collect();
         let policy = self.egress.policy_of(source);
         if let Err(e) = self.egress.apply_to_new(self.backend().as_ref(), &ids, policy).await {

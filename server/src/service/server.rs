@@ -213,7 +213,14 @@ impl Services {
             ))
             .add_service(InterceptedService::new(reflection_v1, intercept.clone()))
             .add_service(InterceptedService::new(reflection_v1alpha, intercept));
-        Ok(Self { lifecycle, policy: config.server.clone(), routes, health: health_reporter, shutdown_tx, egress })
+        Ok(Self {
+            lifecycle,
+            policy: config.server.clone(),
+            routes,
+            health: health_reporter,
+            shutdown_tx,
+            egress,
+        })
     }
 
     /// What this process owns (the sandboxes it created) above the backend.
@@ -243,7 +250,8 @@ impl Services {
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) -> Result<(), ServeError> {
         let Services { lifecycle, policy, routes, health: health_reporter, shutdown_tx, egress } = self;
-        let refresher = tokio::spawn(egress.refresh_forever(lifecycle.backend().clone(), shutdown_tx.subscribe()));
+        let refresher =
+            tokio::spawn(egress.refresh_forever(lifecycle.backend().clone(), shutdown_tx.subscribe()));
         let sweeper =
             tokio::spawn(sweep_forever(lifecycle.clone(), policy.sweep_interval, shutdown_tx.subscribe()));
         if let Some(ttl) = policy.snapshot_ttl {
