@@ -567,12 +567,7 @@ impl NetworkSection {
             return Err(ConfigError::new("network.domain_refresh_s", "must be > 0 (got 0)"));
         }
         if let Some(policy) = &self.default_policy {
-            policy.check("network.default_policy").map_err(|e| match e {
-                crate::error::ProviderError::InvalidArgument { field, message } => {
-                    ConfigError::new(field, message)
-                }
-                other => ConfigError::new("network.default_policy", other.to_string()),
-            })?;
+            policy.check("network.default_policy").map_err(|e| ConfigError::new(e.field, e.message))?;
             if let Some(why) = crate::egress::unenforceable_network(docker.network.as_deref()) {
                 return Err(ConfigError::new("network.default_policy", why));
             }

@@ -95,7 +95,7 @@ pub(super) async fn set_network_policy(
     let req = request.into_inner();
     let id = SandboxId::parse("sandbox_id", &req.sandbox_id)?;
     let policy = from_proto("policy", req.policy.ok_or_else(|| invalid("policy", "is required"))?)?;
-    policy.check("policy")?;
+    policy.check("policy").map_err(crate::error::ProviderError::from)?;
     api.authorize(&principal, id.as_str(), Scope::Owner).await?;
     api.egress.set(api.backend().as_ref(), &id, policy).await?;
     Ok(Response::new(pb::SetNetworkPolicyResponse {}))
