@@ -5,6 +5,7 @@
 //! Every failure is one line on stderr, `sandboxctl: CODE: message`, and exit status 1;
 //! `exec` and `shell` exit with the remote command's own status.
 
+mod access;
 mod branching;
 mod completions;
 mod cp;
@@ -38,6 +39,10 @@ pub(crate) struct Cli {
     /// File holding the server's bearer token.
     #[arg(long, global = true, env = "SANDBOXD_TOKEN_FILE")]
     token_file: Option<PathBuf>,
+    /// A bearer token to present (a tenant key, or a capability token from `grant`); wins
+    /// over --token-file.
+    #[arg(long, global = true, env = "SANDBOXD_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -81,11 +86,23 @@ enum Command {
     Status(inventory::StatusArgs),
     /// Remove sandboxes by id, or every sandbox carrying the given labels.
     Rm(inventory::RmArgs),
+    /// Mint a narrower token for one sandbox (--scope operate|read) and print it.
+    Grant(access::GrantArgs),
+    /// Revoke a token by its id (and every token granted from it).
+    Revoke(access::RevokeArgs),
     /// Print a completion script: bash, zsh or fish.
     Completions(completions::CompletionsArgs),
 }
 
 async fn connect(cli: &Cli) -> Result<Client, CtlError> {
+    if let Some(token) = cli.token.as_deref().map(str::trim) {
+        if token.is_empty() {
+            return Err(CtlError::local("--token (SANDBOXD_TOKEN) is empty"));
+        }
+        return Client::connect_with_token(cli.addr.clone(), token)
+            .await
+            .map_err(|e| CtlError::from(e).context(format!("cannot reach sandboxd at {}", cli.addr)));
+    }
     let client = match &cli.token_file {
         Some(path) => {
             let token = std::fs::read_to_string(path)
@@ -122,6 +139,8 @@ async fn run(cli: Cli) -> Result<i32, CtlError> {
         Command::Ls(args) => inventory::ls(&client, args).await,
         Command::Status(args) => inventory::status(&client, args).await,
         Command::Rm(args) => inventory::rm(&client, args).await,
+        Command::Grant(args) => access::grant(&client, args).await,
+        Command::Revoke(args) => access::revoke(&client, args).await,
     }
 }
 

@@ -30,6 +30,12 @@ class TokenScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOKEN_SCOPE_OWNER: _ClassVar[TokenScope]
     TOKEN_SCOPE_OPERATE: _ClassVar[TokenScope]
     TOKEN_SCOPE_READ: _ClassVar[TokenScope]
+
+class EgressAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EGRESS_ACTION_UNSPECIFIED: _ClassVar[EgressAction]
+    EGRESS_ACTION_ALLOW: _ClassVar[EgressAction]
+    EGRESS_ACTION_DENY: _ClassVar[EgressAction]
 SANDBOX_STATUS_UNSPECIFIED: SandboxStatus
 SANDBOX_STATUS_STARTING: SandboxStatus
 SANDBOX_STATUS_RUNNING: SandboxStatus
@@ -45,9 +51,12 @@ TOKEN_SCOPE_UNSPECIFIED: TokenScope
 TOKEN_SCOPE_OWNER: TokenScope
 TOKEN_SCOPE_OPERATE: TokenScope
 TOKEN_SCOPE_READ: TokenScope
+EGRESS_ACTION_UNSPECIFIED: EgressAction
+EGRESS_ACTION_ALLOW: EgressAction
+EGRESS_ACTION_DENY: EgressAction
 
 class SandboxSpec(_message.Message):
-    __slots__ = ("image", "ttl_s", "ready_timeout_s", "workdir", "env", "files", "metadata", "resources", "entrypoint", "ports", "provider_options", "snapshot_id")
+    __slots__ = ("image", "ttl_s", "ready_timeout_s", "workdir", "env", "files", "metadata", "resources", "entrypoint", "ports", "provider_options", "snapshot_id", "network_policy")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -81,6 +90,7 @@ class SandboxSpec(_message.Message):
     PORTS_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_OPTIONS_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_POLICY_FIELD_NUMBER: _ClassVar[int]
     image: str
     ttl_s: float
     ready_timeout_s: float
@@ -93,7 +103,8 @@ class SandboxSpec(_message.Message):
     ports: _containers.RepeatedScalarFieldContainer[int]
     provider_options: ProviderOptions
     snapshot_id: str
-    def __init__(self, image: _Optional[str] = ..., ttl_s: _Optional[float] = ..., ready_timeout_s: _Optional[float] = ..., workdir: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., files: _Optional[_Mapping[str, bytes]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[SandboxResources, _Mapping]] = ..., entrypoint: _Optional[_Iterable[str]] = ..., ports: _Optional[_Iterable[int]] = ..., provider_options: _Optional[_Union[ProviderOptions, _Mapping]] = ..., snapshot_id: _Optional[str] = ...) -> None: ...
+    network_policy: NetworkPolicy
+    def __init__(self, image: _Optional[str] = ..., ttl_s: _Optional[float] = ..., ready_timeout_s: _Optional[float] = ..., workdir: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., files: _Optional[_Mapping[str, bytes]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[SandboxResources, _Mapping]] = ..., entrypoint: _Optional[_Iterable[str]] = ..., ports: _Optional[_Iterable[int]] = ..., provider_options: _Optional[_Union[ProviderOptions, _Mapping]] = ..., snapshot_id: _Optional[str] = ..., network_policy: _Optional[_Union[NetworkPolicy, _Mapping]] = ...) -> None: ...
 
 class SandboxResources(_message.Message):
     __slots__ = ("cpu", "memory_mib", "disk_gib", "gpu", "gpu_type")
@@ -649,3 +660,35 @@ class LogsResponse(_message.Message):
     stdout: bytes
     stderr: bytes
     def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ...) -> None: ...
+
+class NetworkPolicy(_message.Message):
+    __slots__ = ("default_action", "rules", "allow_domains")
+    DEFAULT_ACTION_FIELD_NUMBER: _ClassVar[int]
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_DOMAINS_FIELD_NUMBER: _ClassVar[int]
+    default_action: EgressAction
+    rules: _containers.RepeatedCompositeFieldContainer[EgressRule]
+    allow_domains: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, default_action: _Optional[_Union[EgressAction, str]] = ..., rules: _Optional[_Iterable[_Union[EgressRule, _Mapping]]] = ..., allow_domains: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class EgressRule(_message.Message):
+    __slots__ = ("action", "cidr", "ports")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    CIDR_FIELD_NUMBER: _ClassVar[int]
+    PORTS_FIELD_NUMBER: _ClassVar[int]
+    action: EgressAction
+    cidr: str
+    ports: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, action: _Optional[_Union[EgressAction, str]] = ..., cidr: _Optional[str] = ..., ports: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class SetNetworkPolicyRequest(_message.Message):
+    __slots__ = ("sandbox_id", "policy")
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    policy: NetworkPolicy
+    def __init__(self, sandbox_id: _Optional[str] = ..., policy: _Optional[_Union[NetworkPolicy, _Mapping]] = ...) -> None: ...
+
+class SetNetworkPolicyResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
