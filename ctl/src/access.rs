@@ -52,7 +52,11 @@ pub async fn grant(client: &Client, args: GrantArgs) -> Result<i32, CtlError> {
     match args.output {
         Output::Table => {
             println!("{}", grant.token);
-            eprintln!("token id {} expires at {}", grant.token_id, humantime::format_rfc3339_seconds(expires));
+            eprintln!(
+                "token id {} expires at {}",
+                grant.token_id,
+                humantime::format_rfc3339_seconds(expires)
+            );
         }
         Output::Json => println!(
             "{}",

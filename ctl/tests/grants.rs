@@ -32,7 +32,8 @@ fn an_operate_token_runs_commands_cannot_remove_or_widen_and_dies_when_revoked()
     let token = text(&granted.stdout);
     assert_eq!(token.split('.').count(), 3, "a JWT on stdout alone: {token}");
     let note = text(&granted.stderr);
-    let token_id = note.strip_prefix("token id ").and_then(|r| r.split_whitespace().next()).expect(&note).to_string();
+    let token_id =
+        note.strip_prefix("token id ").and_then(|r| r.split_whitespace().next()).expect(&note).to_string();
     assert!(note.contains("expires at"), "{note}");
 
     let exec = ctl(&["--token", &token, "exec", &id, "--", "echo", "graded"]);
@@ -48,16 +49,26 @@ fn an_operate_token_runs_commands_cannot_remove_or_widen_and_dies_when_revoked()
     assert!(!by_env.status.success(), "an operate token removed the sandbox");
     assert!(text(&by_env.stderr).contains("PERMISSION_DENIED"), "{}", text(&by_env.stderr));
     let widen = ctl(&["--token", &token, "grant", &id, "--scope", "owner"]);
-    assert!(!widen.status.success() && text(&widen.stderr).contains("PERMISSION_DENIED"), "{}", text(&widen.stderr));
+    assert!(
+        !widen.status.success() && text(&widen.stderr).contains("PERMISSION_DENIED"),
+        "{}",
+        text(&widen.stderr)
+    );
     let bad_scope = ctl(&["grant", &id, "--scope", "admin"]);
-    assert!(!bad_scope.status.success() && text(&bad_scope.stderr).contains("operate"), "{}", text(&bad_scope.stderr));
+    assert!(
+        !bad_scope.status.success() && text(&bad_scope.stderr).contains("operate"),
+        "{}",
+        text(&bad_scope.stderr)
+    );
 
     // A read token, as JSON, granted from the operate token (never wider than it).
     let read = ctl(&["--token", &token, "grant", &id, "--scope", "read", "-o", "json"]);
     assert!(read.status.success(), "{}", text(&read.stderr));
     let read: serde_json::Value = serde_json::from_slice(&read.stdout).unwrap();
     let read_token = read["token"].as_str().unwrap().to_string();
-    assert!(read["token_id"].as_str().is_some_and(|t| !t.is_empty()) && read["expires_at_s"].as_f64().is_some());
+    assert!(
+        read["token_id"].as_str().is_some_and(|t| !t.is_empty()) && read["expires_at_s"].as_f64().is_some()
+    );
     let status = ctl(&["--token", &read_token, "status", &id]);
     assert_eq!(text(&status.stdout), "running", "{}", text(&status.stderr));
     let denied = ctl(&["--token", &read_token, "exec", &id, "--", "true"]);
@@ -69,7 +80,11 @@ fn an_operate_token_runs_commands_cannot_remove_or_widen_and_dies_when_revoked()
     assert_eq!(text(&revoked.stdout), format!("revoked {token_id}"));
     for t in [&token, &read_token] {
         let after = ctl(&["--token", t, "status", &id]);
-        assert!(!after.status.success() && text(&after.stderr).contains("UNAUTHENTICATED"), "{}", text(&after.stderr));
+        assert!(
+            !after.status.success() && text(&after.stderr).contains("UNAUTHENTICATED"),
+            "{}",
+            text(&after.stderr)
+        );
     }
     assert!(ctl(&["rm", &id]).status.success());
     assert!(label.containers().is_empty(), "left: {:?}", label.containers());

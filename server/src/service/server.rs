@@ -184,6 +184,9 @@ impl Services {
             .with_access(access)
             .with_egress(egress.clone());
 
+        // Per-tenant usage in the metrics; it ends with the service's shutdown signal (or when
+        // these services are dropped unserved).
+        tokio::spawn(super::quota::publish_usage_forever(api.clone(), config.server.sweep_interval));
         let auth = crate::auth::AccessGate::new(auth_token, tenants, tokens);
         let audit = match &config.server.audit {
             Some(target) => Some(Arc::new(
