@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sandboxd import Client, PermissionDenied, SandboxSpec, Unauthenticated
+
 from support import Images, ServerProcess
 
 

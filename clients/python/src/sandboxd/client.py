@@ -20,6 +20,7 @@ from .connection import DEFAULT_ADDRESS, RetryPolicy, TlsConfig, normalize_addre
 from .errors import DeadlineExceeded, SandboxdError, Unimplemented, from_rpc_error
 from .pty import PtySession
 from .types import (
+    TOKEN_SCOPES,
     DiffEntry,
     Endpoint,
     ExecEvent,
@@ -35,7 +36,6 @@ from .types import (
     SnapshotInfo,
     Stderr,
     Stdout,
-    TOKEN_SCOPES,
 )
 
 if TYPE_CHECKING:

@@ -228,7 +228,7 @@ class SandboxRef:
 
 
 #: The scopes a token may have, by the names `grant` (and Gym's `serialize_handle`) take.
-TOKEN_SCOPES: Mapping[str, int] = {
+TOKEN_SCOPES: Mapping[str, pb.TokenScope] = {
     "owner": pb.TOKEN_SCOPE_OWNER,
     "operate": pb.TOKEN_SCOPE_OPERATE,
     "read": pb.TOKEN_SCOPE_READ,
