@@ -17,6 +17,10 @@ async fn a_granted_token_operates_a_sandbox_until_revoked() {
     let owner = server.client().await;
     let sandbox = Sandbox::start(&owner, spec(BUSYBOX)).await.unwrap();
     assert!(sandbox.token().is_some_and(|t| t.split('.').count() == 3), "Create returns an owner token");
+    let descriptor = sandbox.serialize();
+    assert_eq!(descriptor["token"].as_str(), sandbox.token(), "serialize() carries it");
+    let again = Sandbox::connect(&owner, &descriptor).await.unwrap();
+    assert_eq!(again.token(), sandbox.token(), "and Connect hands it back");
 
     let grant = sandbox.grant(TokenScope::Operate, Some(600.0)).await.unwrap();
     assert!(!grant.token_id.is_empty() && grant.expires_at_s > 0.0);
