@@ -30,6 +30,7 @@ const MUTATING: &[&str] = &[
     "Grant",
     "Revoke",
     "Connect",
+    "SetNetworkPolicy",
 ];
 
 tokio::task_local! {
