@@ -6,6 +6,7 @@
 
 use std::net::UdpSocket;
 use std::process::Command;
+use std::time::Duration;
 
 use sandboxd_client::proto;
 use sandboxd_client::proto::sandbox_service_client::SandboxServiceClient;
@@ -371,4 +372,24 @@ fn a_default_policy_that_does_not_check_stops_the_server_naming_it() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("network.default_policy.rules[0].cidr"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rules_outlive_a_server_restart_and_the_next_server_changes_them() {
+    let label = TestLabel::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (TestHost::start(&label, "host-a"), TestHost::start(&label, "host-b"));
+    let mut first = start_server(&label, dir.path(), "", serde_json::json!({}));
+    let mut c = client(&first).await;
+    let id = create(&mut c, Some(policy(Deny, vec![rule(Allow, &a.ip, &[80])], &[]))).await.unwrap();
+    assert!(reaches(&mut c, &id, &a).await && !reaches(&mut c, &id, &b).await);
+    first.terminate(Duration::from_secs(20)).expect("the first server exits");
+
+    // The rules live in the sandbox's namespace, not in the server.
+    let second = start_server(&label, dir.path(), "", serde_json::json!({}));
+    let mut c = client(&second).await;
+    assert!(reaches(&mut c, &id, &a).await && !reaches(&mut c, &id, &b).await, "still enforced");
+    set(&mut c, &id, policy(Deny, vec![rule(Allow, &b.ip, &[80])], &[])).await.unwrap();
+    assert!(!reaches(&mut c, &id, &a).await && reaches(&mut c, &id, &b).await, "changed by the new server");
+    c.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
 }
