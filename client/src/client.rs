@@ -53,6 +53,8 @@ pub type RawClient = SandboxServiceClient<InterceptedService<Channel, BearerAuth
 #[derive(Clone, Debug)]
 pub struct Client {
     rpc: RawClient,
+    /// The connection, for a client presenting another token ([`Client::with_token`]).
+    channel: Channel,
 }
 
 impl Client {
@@ -87,9 +89,14 @@ impl Client {
     }
 
     fn from_parts(channel: Channel, auth: BearerAuth) -> Client {
-        let rpc = SandboxServiceClient::with_interceptor(channel, auth)
+        let rpc = SandboxServiceClient::with_interceptor(channel.clone(), auth)
             .max_decoding_message_size(MAX_DECODING_MESSAGE_BYTES);
-        Client { rpc }
+        Client { rpc, channel }
+    }
+
+    /// This client's connection with other bearer metadata.
+    pub(crate) fn with_auth(&self, auth: BearerAuth) -> Client {
+        Self::from_parts(self.channel.clone(), auth)
     }
 
     /// A clone of the generated stub, for calls this crate does not wrap.

@@ -71,8 +71,8 @@ impl IntoSandboxRef for &proto::SandboxRef {
     }
 }
 
-/// A descriptor made by `serialize()` (or by hand): `sandbox_id` required, `ports` and
-/// `workdir` optional.
+/// A descriptor made by `serialize()` (or by hand): `sandbox_id` required, `ports`, `workdir`
+/// and `token` optional.
 pub(crate) fn parse_descriptor(value: &serde_json::Value) -> Result<proto::SandboxRef> {
     let descriptor = SandboxDescriptor::from_json_value(value)
         .map_err(|e| ClientError::InvalidArgument(format!("sandbox descriptor: {e}")))?;
@@ -81,7 +81,8 @@ pub(crate) fn parse_descriptor(value: &serde_json::Value) -> Result<proto::Sandb
         ports: descriptor.ports.unwrap_or_default().into_iter().map(u32::from).collect(),
         workdir: descriptor.workdir,
         metadata: Default::default(),
-        token: String::new(),
+        // The token a descriptor carries goes back to the server with `Connect`.
+        token: value.get("token").and_then(|t| t.as_str()).unwrap_or_default().to_string(),
     })
 }
 

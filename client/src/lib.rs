@@ -14,6 +14,7 @@
 /// The generated `sandbox.v1` messages and stubs.
 pub use sandboxd_proto::v1 as proto;
 
+mod access;
 mod branching;
 mod client;
 mod defaults;
@@ -26,6 +27,7 @@ mod logs;
 mod pty;
 mod sandbox;
 
+pub use access::{Grant, TokenScope};
 pub use branching::{DiffEntry, DiffKind, Fork, Snapshot};
 pub use client::{BearerAuth, Client, RawClient};
 pub use descriptor::IntoSandboxRef;

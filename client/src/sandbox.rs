@@ -179,15 +179,20 @@ impl Sandbox {
         &self.inner.client
     }
 
-    /// The descriptor `{"sandbox_id", "ports", "workdir"}` that [`Sandbox::connect`] takes.
+    /// The descriptor `{"sandbox_id", "ports", "workdir"}` that [`Sandbox::connect`] takes, with
+    /// `"token"` when the handle carries one (the owner token `Create` returned).
     pub fn serialize(&self) -> serde_json::Value {
         let reference = &self.inner.reference;
-        SandboxDescriptor {
+        let mut value = SandboxDescriptor {
             sandbox_id: reference.sandbox_id.clone(),
             ports: Some(reference.ports.iter().filter_map(|p| u16::try_from(*p).ok()).collect()),
             workdir: reference.workdir.clone(),
         }
-        .to_json_value()
+        .to_json_value();
+        if let (Some(object), false) = (value.as_object_mut(), reference.token.is_empty()) {
+            object.insert("token".into(), reference.token.clone().into());
+        }
+        value
     }
 
     /// True once `stop()` succeeded on this handle (or a clone).

@@ -6,6 +6,7 @@
 //! Every failure is one line on stderr, `sandboxctl: CODE: message`, and exit status 1;
 //! `exec` and `shell` exit with the remote command's own status.
 
+mod access;
 mod branching;
 mod completions;
 mod cp;
@@ -41,6 +42,10 @@ pub(crate) struct Cli {
     /// File holding the server's bearer token.
     #[arg(long, global = true, env = "SANDBOXD_TOKEN_FILE")]
     token_file: Option<PathBuf>,
+    /// A bearer token to present (a tenant key, or a capability token from `grant`); wins
+    /// over --token-file.
+    #[arg(long, global = true, env = "SANDBOXD_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -92,11 +97,23 @@ enum Command {
     Events(events::EventsArgs),
     /// Print sandboxes' CPU, memory, network and block I/O use (as `docker stats --no-stream`).
     Stats(events::StatsArgs),
+    /// Mint a narrower token for one sandbox (--scope operate|read) and print it.
+    Grant(access::GrantArgs),
+    /// Revoke a token by its id (and every token granted from it).
+    Revoke(access::RevokeArgs),
     /// Print a completion script: bash, zsh or fish.
     Completions(completions::CompletionsArgs),
 }
 
 async fn connect(cli: &Cli) -> Result<Client, CtlError> {
+    if let Some(token) = cli.token.as_deref().map(str::trim) {
+        if token.is_empty() {
+            return Err(CtlError::local("--token (SANDBOXD_TOKEN) is empty"));
+        }
+        return Client::connect_with_token(cli.addr.clone(), token)
+            .await
+            .map_err(|e| CtlError::from(e).context(format!("cannot reach sandboxd at {}", cli.addr)));
+    }
     let client = match &cli.token_file {
         Some(path) => {
             let token = std::fs::read_to_string(path)
@@ -137,6 +154,8 @@ async fn run(cli: Cli) -> Result<i32, CtlError> {
         Command::Volume(args) => runtime::volume(&client, args).await,
         Command::Events(args) => events::events(&client, args).await,
         Command::Stats(args) => events::stats(&client, args).await,
+        Command::Grant(args) => access::grant(&client, args).await,
+        Command::Revoke(args) => access::revoke(&client, args).await,
     }
 }
 

@@ -31,6 +31,7 @@ const MUTATING: &[&str] = &[
     "Revoke",
     "Connect",
     "DeleteVolume",
+    "SetNetworkPolicy",
 ];
 
 tokio::task_local! {

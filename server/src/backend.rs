@@ -189,6 +189,13 @@ pub trait SandboxBackend: Send + Sync + 'static {
     async fn stats(&self, id: &SandboxId) -> Result<crate::stats::SandboxStats> {
         Err(ProviderError::Unavailable(format!("this backend cannot read the usage of sandbox {id}")))
     }
+
+    /// Enforce `plan` on the running sandbox `id`, replacing what was enforced before, from
+    /// outside the sandbox so nothing in it can undo it. A backend that cannot refuses.
+    async fn apply_egress(&self, id: &SandboxId, plan: &crate::egress::EgressPlan) -> Result<()> {
+        let _ = (id, plan);
+        Err(ProviderError::Create("this backend cannot enforce network policies".into()))
+    }
 }
 
 /// One step of a streamed command.

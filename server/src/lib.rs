@@ -10,6 +10,7 @@ pub mod backend;
 pub mod branching;
 pub mod config;
 pub mod docker;
+pub mod egress;
 pub mod error;
 pub mod health;
 pub mod inventory;

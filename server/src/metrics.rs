@@ -132,6 +132,20 @@ impl SandboxUsage {
     }
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TenantLabels {
+    pub tenant: String,
+}
+
+impl TenantLabels {
+    pub fn of(tenant: &str) -> Self {
+        Self { tenant: tenant.to_string() }
+    }
+}
+
+/// A gauge of a fractional quantity (CPUs reserved).
+pub type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
 fn seconds_histogram() -> Histogram {
     // 1 ms .. ~33 s
     Histogram::new(exponential_buckets(0.001, 2.0, 16))
@@ -150,6 +164,13 @@ pub struct Metrics {
     pub exec_results: Family<ErrorTypeLabels, Counter>,
     pub bytes: Family<DirectionLabels, Counter>,
     pub sandbox_usage: SandboxUsage,
+    /// Per tenant (only with `server.auth.tenants_file`): sandboxes, CPUs and memory reserved
+    /// (from the daemon, refreshed every few seconds), execs in flight and creates (this process).
+    pub tenant_sandboxes: Family<TenantLabels, Gauge>,
+    pub tenant_cpus: Family<TenantLabels, FloatGauge>,
+    pub tenant_memory_mib: Family<TenantLabels, Gauge>,
+    pub tenant_execs_in_flight: Family<TenantLabels, Gauge>,
+    pub tenant_creates: Family<TenantLabels, Counter>,
 }
 
 impl Metrics {
@@ -166,6 +187,11 @@ impl Metrics {
             exec_results: Family::default(),
             bytes: Family::default(),
             sandbox_usage: SandboxUsage::default(),
+            tenant_sandboxes: Family::default(),
+            tenant_cpus: Family::default(),
+            tenant_memory_mib: Family::default(),
+            tenant_execs_in_flight: Family::default(),
+            tenant_creates: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -202,6 +228,31 @@ impl Metrics {
         );
         registry.register("transfer_bytes", "File bytes moved by Upload and Download", m.bytes.clone());
         m.sandbox_usage.register(&mut registry);
+        registry.register(
+            "tenant_sandboxes",
+            "A tenant's sandboxes on the daemon (not stopped)",
+            m.tenant_sandboxes.clone(),
+        );
+        registry.register(
+            "tenant_cpus_reserved",
+            "CPUs a tenant's sandboxes reserve (spec.resources.cpu)",
+            m.tenant_cpus.clone(),
+        );
+        registry.register(
+            "tenant_memory_reserved_mib",
+            "Memory a tenant's sandboxes reserve, in MiB (spec.resources.memory_mib)",
+            m.tenant_memory_mib.clone(),
+        );
+        registry.register(
+            "tenant_execs_in_flight",
+            "A tenant's Exec and ExecStream calls running now (this process)",
+            m.tenant_execs_in_flight.clone(),
+        );
+        registry.register(
+            "tenant_creates",
+            "Sandboxes a tenant created (forks count per child; this process)",
+            m.tenant_creates.clone(),
+        );
         Metrics { registry, ..m }
     }
 

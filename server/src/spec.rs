@@ -235,6 +235,10 @@ pub struct SandboxSpec {
     /// the caller's key, never from a request or a config file.
     #[serde(skip)]
     pub tenant: Option<String>,
+    /// The egress plan enforced from the moment the container runs (the spec's policy or the
+    /// server's default, domains resolved); `None`: nothing enforced. Set by the service.
+    #[serde(skip)]
+    pub egress: Option<crate::egress::EgressPlan>,
 }
 
 impl SandboxSpec {
@@ -290,6 +294,12 @@ impl SandboxSpec {
             self.resources.memory_mib,
             &self.volumes,
         )?;
+        if let Some(flag) = crate::egress::net_admin_flag(&self.provider_options.run_args) {
+            return Err(ProviderError::invalid(
+                "spec.provider_options.run_args",
+                format!("{flag:?} would let the sandbox change its own network rules (CAP_NET_ADMIN); never allowed"),
+            ));
+        }
         Ok(())
     }
 }

@@ -19,6 +19,7 @@ pub fn ctl(binary: impl AsRef<Path>, addr: &str, args: &[&str], stdin: Option<&[
         .args(args)
         .env_remove("SANDBOXD_ADDR")
         .env_remove("SANDBOXD_TOKEN_FILE")
+        .env_remove("SANDBOXD_TOKEN")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

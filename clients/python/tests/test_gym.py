@@ -26,6 +26,7 @@ from nemo_gym.sandbox.providers import (
 )
 from nemo_gym.sandbox.providers import base as gym_base
 
+from sandboxd import PermissionDenied
 from sandboxd.gym import SandboxdProvider
 
 from conformance import EXPECTED_HIGHLIGHTS, run_conformance
@@ -88,14 +89,30 @@ async def test_create_provider_builds_it_with_exactly_its_capabilities(provider:
         assert callable(getattr(provider, method)), method
 
 
-async def test_serialize_handle_takes_scope_and_refuses_one_it_cannot_honour(provider: Any, images: Images) -> None:
+async def test_serialize_handle_with_a_scope_carries_a_granted_token(
+    provider: Any, images: Images, server: ServerProcess
+) -> None:
     handle = await provider.create(SandboxSpec(image=images.busybox))
     try:
         plain = await provider.serialize_handle(handle)
         assert plain["sandbox_id"] == handle.sandbox_id
         assert await provider.serialize_handle(handle, scope=None) == plain
-        with pytest.raises(ValueError, match=r"scope='operate'.*not supported"):
-            await provider.serialize_handle(handle, scope="operate")
+        operate = await provider.serialize_handle(handle, scope="operate")
+        assert operate["sandbox_id"] == handle.sandbox_id
+        assert operate["token"] and operate["token"] != plain.get("token")
+        with pytest.raises(ValueError, match=r"scope must be one of"):
+            await provider.serialize_handle(handle, scope="admin")
+        # A verifier's provider connects with the operate descriptor: it may run commands, not
+        # end the sandbox.
+        verifier = create_provider(sandboxd_config(server))
+        try:
+            attached = await verifier.connect(operate)
+            assert (await verifier.exec(attached, "echo graded")).stdout == "graded\n"
+            with pytest.raises(PermissionDenied):
+                await verifier.close(attached)
+        finally:
+            await verifier.aclose()
+        assert await provider.status(handle) == SandboxStatus.RUNNING
     finally:
         await provider.close(handle)
 

@@ -169,6 +169,10 @@ impl SandboxBackend for DockerProvider {
     async fn stats(&self, id: &SandboxId) -> Result<crate::stats::SandboxStats> {
         DockerProvider::stats(self, id).await
     }
+
+    async fn apply_egress(&self, id: &SandboxId, plan: &crate::egress::EgressPlan) -> Result<()> {
+        DockerProvider::apply_egress(self, id.as_str(), plan).await
+    }
 }
 
 #[async_trait::async_trait]

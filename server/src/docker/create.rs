@@ -97,6 +97,11 @@ impl DockerProvider {
                 }
                 _ => None,
             };
+            // The egress rules before anything of the caller's can run in it (the probe, files).
+            let filtered = match &spec.egress {
+                Some(plan) => self.enforce_egress(&creating, plan).await?,
+                None => false,
+            };
             let mut handle = SandboxHandle {
                 sandbox_id: creating.clone(),
                 image: image.clone(),
@@ -111,6 +116,9 @@ impl DockerProvider {
                 None => self.verify_and_detect_shell(&creating, spec.ready_timeout_s).await?,
             };
             self.link_subpaths(&creating, spec).await?;
+            if let Some(plan) = spec.egress.as_ref().filter(|p| filtered && !p.policy.domains.is_empty()) {
+                self.write_hosts(&creating, plan).await;
+            }
             for (path, content) in &spec.files {
                 self.upload_reader(&handle, content.as_slice(), content.len() as u64, path, None).await?;
             }

@@ -6,7 +6,8 @@
 //! |----------|-----------------------------------------------------------------------------|
 //! | read     | Status, Connect, Download, Diff, NetworkAddress, Grant (of read)            |
 //! | operate  | Exec, ExecStream, Upload, Pty, Endpoint, Grant (of operate)                 |
-//! | owner    | Close, SetTimeout, Snapshot, Fork, Pause, Resume, Grant (of owner), Revoke  |
+//! | owner    | Close, SetTimeout, Snapshot, Fork, Pause, Resume, Grant (of owner), Revoke, |
+//! |          | SetNetworkPolicy                                                            |
 //! | tenant   | Create, List, ListSnapshots, DeleteSnapshot, ListVolumes, DeleteVolume      |
 //! |          | (a tenant key or the operator)                                              |
 

@@ -128,6 +128,7 @@ pub(super) async fn fork(
     let req = request.into_inner();
     let span = span("Fork", &req.sandbox_id);
     let id = sandbox_id(&req.sandbox_id)?;
+    let source = id.clone();
     api.authorize(&principal, id.as_str(), Scope::Owner).await?;
     let _permit = api.quotas.fork_allowed(api, &principal, req.count).await?;
     api.quotas.snapshot_allowed(api, &principal).await?;
@@ -139,6 +140,7 @@ pub(super) async fn fork(
     let work =
         tokio::spawn(async move { lifecycle.fork(&id, req.count, &fork_labels, max).await }.instrument(span));
     let forked = work.await.map_err(|e| Status::internal(format!("fork task failed: {e}")))??;
+    api.inherit_network(&source, &forked.sandboxes).await?;
     Ok(Response::new(pb::ForkResponse {
         sandboxes: forked.sandboxes.iter().map(convert::sandbox_ref).collect(),
         snapshot_id: forked.snapshot.snapshot_id,

@@ -53,6 +53,7 @@ pub fn spec_from_proto(spec: pb::SandboxSpec) -> Result<SandboxSpec, Status> {
             })
             .collect(),
         tenant: None,
+        egress: None,
     })
 }
 

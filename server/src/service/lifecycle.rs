@@ -25,17 +25,21 @@ pub(super) async fn create(
         let deadline = deadline::grpc_timeout(request.metadata());
         let principal = Principal::of(&request);
         SandboxApi::require_key(&principal, "Create")?;
-        let spec = request.into_inner().spec.ok_or_else(|| invalid("spec", "is required"))?;
+        let mut spec = request.into_inner().spec.ok_or_else(|| invalid("spec", "is required"))?;
         tracing::Span::current().record("image", spec.image.as_str());
         check_policy(api, &spec)?;
+        let network_policy = spec.network_policy.take();
         let mut spec = convert::spec_from_proto(spec)?;
         spec.tenant = principal.tenant().map(String::from);
         if let Some(snapshot_id) = &spec.snapshot_id {
             api.check_snapshot(&principal, snapshot_id).await?;
         }
         spec.validate()?;
+        let network_policy = api.plan_network(network_policy, &mut spec).await?;
         let _permit = api.quotas.create_spec_allowed(api, &principal, &spec).await?;
+        let plan = spec.egress.clone();
         let handle = api.lifecycle.create(spec, deadline).await?;
+        api.record_network(&handle, network_policy, plan.as_ref());
         crate::audit::note_sandbox(&handle.sandbox_id);
         tracing::Span::current().record("sandbox_id", handle.sandbox_id.as_str());
         let mut sandbox = convert::sandbox_ref(&handle);
@@ -121,6 +125,7 @@ pub(super) async fn close(
         // Watchers learn who removed it (`SandboxEvent.reason`).
         api.lifecycle.announce_removal(&id, &super::watch::closed_by(&principal));
         api.lifecycle.close(&id).await?;
+        api.egress.forget(id.as_str());
         Ok(Response::new(pb::CloseResponse {}))
     }
     .instrument(span)

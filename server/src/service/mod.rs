@@ -13,6 +13,7 @@ mod inventory;
 mod lifecycle;
 mod limits;
 mod logs;
+mod network_policy;
 mod pty;
 mod quota;
 mod runtime;
@@ -52,6 +53,7 @@ pub struct SandboxApi {
     pty_slots: Arc<limits::PtySlots>,
     access: Arc<Access>,
     quotas: Arc<quota::QuotaBook>,
+    egress: Arc<crate::egress::Egress>,
 }
 
 impl SandboxApi {
@@ -61,7 +63,21 @@ impl SandboxApi {
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
         let pty_slots = limits::PtySlots::new(&policy.limits);
-        Self { lifecycle, policy, shutdown, pty_slots, access: Access::ephemeral(), quotas: Arc::default() }
+        let egress = Arc::new(crate::egress::Egress::new(&Default::default(), &policy.state_dir()));
+        Self {
+            lifecycle,
+            policy,
+            shutdown,
+            pty_slots,
+            access: Access::ephemeral(),
+            quotas: Arc::default(),
+            egress,
+        }
+    }
+
+    /// The same service enforcing egress policies through `egress` (its default and store).
+    pub fn with_egress(self, egress: Arc<crate::egress::Egress>) -> Self {
+        Self { egress, ..self }
     }
 
     /// The same service with the server's signing keys and tenants.
@@ -280,5 +296,12 @@ impl SandboxService for SandboxApi {
         request: Request<pb::StatsStreamRequest>,
     ) -> Result<Response<Self::StatsStreamStream>, Status> {
         stats::stats_stream(self, request).await
+    }
+
+    async fn set_network_policy(
+        &self,
+        request: Request<pb::SetNetworkPolicyRequest>,
+    ) -> Result<Response<pb::SetNetworkPolicyResponse>, Status> {
+        network_policy::set_network_policy(self, request).await
     }
 }

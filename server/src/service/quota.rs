@@ -14,6 +14,7 @@ use tonic::Status;
 use super::SandboxApi;
 use crate::auth::{Principal, Tenant, TENANT_LABEL};
 use crate::inventory::ListQuery;
+use crate::metrics::TenantLabels;
 use crate::spec::SandboxSpec;
 
 const WINDOW: Duration = Duration::from_secs(60);
@@ -48,6 +49,10 @@ impl Drop for ExecSlot {
             if let Ok(mut usage) = self.book.usage.lock() {
                 if let Some(u) = usage.get_mut(t) {
                     u.execs = u.execs.saturating_sub(1);
+                    crate::metrics::global()
+                        .tenant_execs_in_flight
+                        .get_or_create(&TenantLabels::of(t))
+                        .set(u.execs as i64);
                 }
             }
         }
@@ -149,6 +154,7 @@ impl QuotaBook {
                 u.creates.push_back(Instant::now());
             }
         }
+        crate::metrics::global().tenant_creates.get_or_create(&TenantLabels::of(&tenant.name)).inc_by(count);
         Ok(CreatePermit { _guard: Some(guard) })
     }
 
@@ -177,6 +183,10 @@ impl QuotaBook {
             }
         }
         u.execs += 1;
+        crate::metrics::global()
+            .tenant_execs_in_flight
+            .get_or_create(&TenantLabels::of(&tenant.name))
+            .set(u.execs as i64);
         Ok(ExecSlot { book: self.clone(), tenant: Some(tenant.name.clone()) })
     }
 
@@ -202,5 +212,36 @@ impl QuotaBook {
         // Children reserve what their source did; the source already counts, so only the
         // number of sandboxes and the create rate are checked here.
         self.create_allowed(api, principal, None, u64::from(count.max(1))).await
+    }
+}
+
+/// The usage metrics counted from the daemon (sandboxes, CPUs and memory reserved) for every
+/// tenant, every `every` until the service shuts down; execs in flight and creates are set
+/// where they happen. Without tenants there is nothing to label, and nothing runs.
+pub async fn publish_usage_forever(api: SandboxApi, every: Duration) {
+    let Some(tenants) = api.access.tenants.clone() else { return };
+    let mut shutdown = api.shutdown.clone();
+    loop {
+        for tenant in tenants.all() {
+            let query =
+                ListQuery { page_size: usize::MAX, tenant: Some(tenant.name.clone()), ..Default::default() };
+            let Ok(page) = api.backend().list(&query).await else { continue };
+            let live: Vec<_> = page
+                .sandboxes
+                .into_iter()
+                .filter(|s| s.status != crate::spec::SandboxStatus::Stopped)
+                .collect();
+            let m = crate::metrics::global();
+            let labels = TenantLabels::of(&tenant.name);
+            m.tenant_sandboxes.get_or_create(&labels).set(live.len() as i64);
+            let millicpus: u64 = live.iter().map(|s| s.reserved_millicpus).sum();
+            m.tenant_cpus.get_or_create(&labels).set(millicpus as f64 / 1000.0);
+            let mib: u64 = live.iter().map(|s| s.reserved_memory_mib).sum();
+            m.tenant_memory_mib.get_or_create(&labels).set(i64::try_from(mib).unwrap_or(i64::MAX));
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
     }
 }

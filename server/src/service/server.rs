@@ -136,6 +136,8 @@ pub struct Services {
     routes: Routes,
     health: HealthReporter,
     shutdown_tx: tokio::sync::watch::Sender<bool>,
+    /// Egress policies: their domains are resolved again while serving.
+    egress: Arc<crate::egress::Egress>,
 }
 
 /// How [`Services::serve_until`] serves its listener and what its shutdown does.
@@ -178,8 +180,14 @@ impl Services {
         let access = load_access(config, &config.server.state_dir())?;
         let tenants = access.tenants.clone();
         let tokens = access.tokens.clone();
-        let api = SandboxApi::new(lifecycle.clone(), config.server.clone(), shutdown_rx).with_access(access);
+        let egress = Arc::new(crate::egress::Egress::new(&config.network, &config.server.state_dir()));
+        let api = SandboxApi::new(lifecycle.clone(), config.server.clone(), shutdown_rx)
+            .with_access(access)
+            .with_egress(egress.clone());
 
+        // Per-tenant usage in the metrics; it ends with the service's shutdown signal (or when
+        // these services are dropped unserved).
+        tokio::spawn(super::quota::publish_usage_forever(api.clone(), config.server.sweep_interval));
         let auth = crate::auth::AccessGate::new(auth_token, tenants, tokens);
         let audit = match &config.server.audit {
             Some(target) => Some(Arc::new(
@@ -209,7 +217,14 @@ impl Services {
             ))
             .add_service(InterceptedService::new(reflection_v1, intercept.clone()))
             .add_service(InterceptedService::new(reflection_v1alpha, intercept));
-        Ok(Self { lifecycle, policy: config.server.clone(), routes, health: health_reporter, shutdown_tx })
+        Ok(Self {
+            lifecycle,
+            policy: config.server.clone(),
+            routes,
+            health: health_reporter,
+            shutdown_tx,
+            egress,
+        })
     }
 
     /// What this process owns (the sandboxes it created) above the backend.
@@ -238,7 +253,9 @@ impl Services {
         settings: ServeSettings,
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) -> Result<(), ServeError> {
-        let Services { lifecycle, policy, routes, health: health_reporter, shutdown_tx } = self;
+        let Services { lifecycle, policy, routes, health: health_reporter, shutdown_tx, egress } = self;
+        let refresher =
+            tokio::spawn(egress.refresh_forever(lifecycle.backend().clone(), shutdown_tx.subscribe()));
         let sweeper =
             tokio::spawn(sweep_forever(lifecycle.clone(), policy.sweep_interval, shutdown_tx.subscribe()));
         if let Some(ttl) = policy.snapshot_ttl {
@@ -325,6 +342,7 @@ impl Services {
         }
         sweeper.abort();
         prober.abort();
+        refresher.abort();
         let task = cleanup.lock().ok().and_then(|mut slot| slot.take());
         if let Some(task) = task {
             // Removal started with the signal, beside the drain; it gets what is left of the

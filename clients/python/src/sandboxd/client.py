@@ -21,12 +21,14 @@ from .errors import DeadlineExceeded, SandboxdError, Unimplemented, from_rpc_err
 from .events import SandboxEvent, SandboxStats
 from .pty import PtySession
 from .types import (
+    TOKEN_SCOPES,
     DiffEntry,
     Endpoint,
     ExecEvent,
     ExecExit,
     ExecResult,
     ExecUsage,
+    Grant,
     NetworkAddress,
     SandboxInfo,
     SandboxPage,
@@ -558,6 +560,36 @@ class Client(AsyncClosing):
         )
         call = callable_(metadata=self._metadata)
         return await PtySession.open(call, opening, open_timeout_s=open_timeout_s)
+
+    async def grant(
+        self, sandbox_id: str, scope: str, *, ttl_s: float | None = None, deadline_s: float | None = None
+    ) -> Grant:
+        """A token for `sandbox_id` with `scope` ("owner", "operate" or "read"; never wider than
+        the caller's own), valid `ttl_s` seconds (None: the server's `server.auth.grant_ttl_s`)."""
+        if scope not in TOKEN_SCOPES:
+            raise ValueError(f"scope must be one of {sorted(TOKEN_SCOPES)} (got {scope!r})")
+        request = pb.GrantRequest(sandbox_id=sandbox_id, scope=TOKEN_SCOPES[scope])
+        _unset_if_none(request, ttl_s=None if ttl_s is None else float(ttl_s))
+        response = await self._unary("Grant", request, pb.GrantResponse, deadline_s=deadline_s, idempotent=False)
+        return Grant(token=response.token, token_id=response.token_id, expires_at_s=response.expires_at_s)
+
+    async def revoke(self, token_id: str, *, deadline_s: float | None = None) -> None:
+        """Revoke a token by id (and every token granted from it); durable on the server."""
+        await self._unary(
+            "Revoke", pb.RevokeRequest(token_id=token_id), pb.RevokeResponse, deadline_s=deadline_s, idempotent=True
+        )
+
+    def with_token(self, token: str) -> Client:
+        """A client of the same server presenting `token` (a tenant key or a capability token)
+        instead of this one's; same TLS, deadline, retry and channel options, its own channel."""
+        return Client(
+            self.address,
+            token=token,
+            tls=self._tls,
+            deadline_s=self._deadline_s,
+            retry=self._retry,
+            channel_options=self._channel_options,
+        )
 
     async def set_timeout(self, sandbox_id: str, ttl_s: float, *, deadline_s: float | None = None) -> int:
         """Move the sandbox's lease to `ttl_s` seconds from now; returns its end (Unix ms)."""

@@ -20,6 +20,7 @@ never assumed at import (see `PAUSED`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import posixpath
 import stat
@@ -200,11 +201,19 @@ class SandboxdProvider(RuntimeCapabilities):
         )
         # Sandboxes this provider was asked to close: a PTY session of one ends as "sandbox gone".
         self._closing: set[str] = set()
+        # Clients presenting a token a connected descriptor carried (`serialize_handle(scope=)`).
+        self._token_clients: dict[str, Client] = {}
 
     @property
     def client(self) -> Client:
         """The underlying `sandboxd.Client` (for calls Gym's protocols do not cover)."""
         return self._client
+
+    def _client_for(self, handle: SandboxHandle) -> Client:
+        """The client a handle is driven through: the one presenting the token its descriptor
+        carried when it came from `connect`, else the provider's own."""
+        token = _ref(handle).token
+        return self._token_clients.get(token, self._client) if token else self._client
 
     def _handle(self, sandbox: AsyncSandbox) -> SandboxHandle:
         return SandboxHandle(sandbox_id=sandbox.sandbox_id, provider_name=self.name, raw=sandbox.ref)
@@ -277,7 +286,7 @@ class SandboxdProvider(RuntimeCapabilities):
         `return_code=125, error_type="sandbox"`. Bad input raises ValueError."""
         ref = _ref(handle)
         try:
-            result = await self._client.exec(
+            result = await self._client_for(handle).exec(
                 ref.sandbox_id, command, cwd=cwd, env=env, timeout_s=timeout_s, user=user, stdin=stdin
             )
         except InvalidArgument as exc:
@@ -319,12 +328,12 @@ class SandboxdProvider(RuntimeCapabilities):
             raise RuntimeError(f"sandboxd upload to {target_path!r} failed: {source} is not a regular file")
         mode = stat.S_IMODE(info.st_mode)
         try:
-            await self._client.upload_file(sandbox_id, target_path, source, mode=mode)
+            await self._client_for(handle).upload_file(sandbox_id, target_path, source, mode=mode)
         except InvalidArgument as exc:
             if not _names_a_directory(exc):
                 raise
             inside = posixpath.join(target_path, source.name)
-            await self._client.upload_file(sandbox_id, inside, source, mode=mode)
+            await self._client_for(handle).upload_file(sandbox_id, inside, source, mode=mode)
         except OSError as exc:  # the source vanished or became unreadable after the stat
             raise RuntimeError(f"sandboxd upload to {target_path!r} failed: {source}: {exc.strerror}") from exc
 
@@ -336,7 +345,7 @@ class SandboxdProvider(RuntimeCapabilities):
         # A file onto an existing local directory goes inside it, as with `docker cp`.
         file_target = target / posixpath.basename(source_path) if target.is_dir() else target
         try:
-            await self._client.download_file(sandbox_id, source_path, file_target)
+            await self._client_for(handle).download_file(sandbox_id, source_path, file_target)
         except InvalidArgument as exc:
             if not _names_a_directory(exc):
                 raise
@@ -349,7 +358,7 @@ class SandboxdProvider(RuntimeCapabilities):
         """The sandbox's state; one that is gone is STOPPED, an unreachable server UNKNOWN, a
         paused one `PAUSED` (see there)."""
         try:
-            status = await self._client.status(_ref(handle).sandbox_id)
+            status = await self._client_for(handle).status(_ref(handle).sandbox_id)
         except NotFound:
             return SandboxStatus.STOPPED
         except SandboxdError:
@@ -360,9 +369,12 @@ class SandboxdProvider(RuntimeCapabilities):
         """Remove the sandbox (already gone counts as success)."""
         sandbox_id = _ref(handle).sandbox_id
         self._closing.add(sandbox_id)
-        await self._client.close_sandbox(sandbox_id)
+        await self._client_for(handle).close_sandbox(sandbox_id)
 
     async def aclose(self) -> None:
+        for client in self._token_clients.values():
+            await client.close()
+        self._token_clients.clear()
         await self._client.close()
 
     # --- SupportsSandboxEndpoint ------------------------------------------------------------
@@ -373,29 +385,36 @@ class SandboxdProvider(RuntimeCapabilities):
             raise ValueError(
                 f"Sandbox port {port} was not declared in SandboxSpec.ports; declared ports: {list(ref.ports)!r}"
             )
-        found = await self._client.endpoint(ref.sandbox_id, port)
+        found = await self._client_for(handle).endpoint(ref.sandbox_id, port)
         return SandboxEndpoint(endpoint=found.url, headers=dict(found.headers))
 
     # --- ConnectableProvider ----------------------------------------------------------------
 
     async def serialize_handle(self, handle: SandboxHandle, *, scope: str | None = None) -> dict[str, Any]:
-        """The sandbox's descriptor (id, ports, workdir, labels). A descriptor is not yet a
-        scoped credential, so any `scope` but the default (None) is refused rather than
-        silently ignored."""
-        if scope is not None:
-            raise ValueError(
-                f"sandboxd provider: serialize_handle(scope={scope!r}) is not supported yet: this server "
-                "issues no scoped sandbox tokens, so a descriptor carries no scope; pass scope=None"
-            )
-        return _ref(handle).to_dict()
+        """The sandbox's descriptor (id, ports, workdir, labels, and the token it carries). With
+        `scope` ("owner", "operate" or "read"; Gym's lease scopes) the server mints a token of
+        that scope (`Grant`, never wider than this provider's own access) and the descriptor
+        carries it instead: whoever connects with it may do only that."""
+        ref = _ref(handle)
+        if scope is None:
+            return ref.to_dict()
+        if scope not in sd.TOKEN_SCOPES:
+            raise ValueError(f"sandboxd provider: scope must be one of {sorted(sd.TOKEN_SCOPES)} (got {scope!r})")
+        grant = await self._client_for(handle).grant(ref.sandbox_id, scope)
+        return dataclasses.replace(ref, token=grant.token).to_dict()
 
     async def connect(self, descriptor: Mapping[str, Any]) -> SandboxHandle:
+        """Re-attach from a descriptor; one carrying a token is driven with that token."""
         try:
             ref = sd.SandboxRef.from_dict(descriptor)
         except (ValueError, TypeError) as exc:
             raise SandboxCreateError(f"sandboxd connect: {exc}") from exc
+        client = self._client
+        if ref.token:
+            client = self._token_clients.get(ref.token) or self._client.with_token(ref.token)
+            self._token_clients[ref.token] = client
         try:
-            sandbox = await self._client.connect(ref)
+            sandbox = await client.connect(ref)
         except SandboxdError as exc:
             raise SandboxCreateError(f"cannot connect to sandbox {ref.sandbox_id!r}: {exc}") from exc
         return self._handle(sandbox)
@@ -405,13 +424,13 @@ class SandboxdProvider(RuntimeCapabilities):
     async def pause(self, handle: SandboxHandle) -> None:
         """Freeze the sandbox; NotImplementedError when the server has no Pause."""
         try:
-            await self._client.pause(_ref(handle).sandbox_id)
+            await self._client_for(handle).pause(_ref(handle).sandbox_id)
         except Unimplemented as exc:
             raise NotImplementedError(f"this sandboxd server does not support pause: {exc.details}") from exc
 
     async def resume(self, handle: SandboxHandle) -> None:
         try:
-            await self._client.resume(_ref(handle).sandbox_id)
+            await self._client_for(handle).resume(_ref(handle).sandbox_id)
         except Unimplemented as exc:
             raise NotImplementedError(f"this sandboxd server does not support resume: {exc.details}") from exc
 
@@ -422,7 +441,7 @@ class SandboxdProvider(RuntimeCapabilities):
         which `create` takes as `provider_options["snapshot_id"]`. `name` is kept as the
         snapshot's `nemo-gym.name` label."""
         labels = {SNAPSHOT_NAME_LABEL: name} if name else None
-        info = await self._client.snapshot(_ref(handle).sandbox_id, labels=labels)
+        info = await self._client_for(handle).snapshot(_ref(handle).sandbox_id, labels=labels)
         return info.snapshot_id
 
     async def delete_snapshot(self, snapshot_id: str) -> None:
@@ -438,7 +457,7 @@ class SandboxdProvider(RuntimeCapabilities):
     async def create_pty(self, handle: SandboxHandle, spec: SandboxPtySpec) -> SandboxdPtySession:
         ref = _ref(handle)
         try:
-            session = await self._client.open_pty(
+            session = await self._client_for(handle).open_pty(
                 ref.sandbox_id,
                 spec.command,
                 cwd=spec.cwd,

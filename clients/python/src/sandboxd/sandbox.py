@@ -13,7 +13,17 @@ from .client import Client, ClientOptions, ExecOptions, PtyOptions, UploadSource
 from .closing import AsyncClosing
 from .events import SandboxStats
 from .pty import PtySession
-from .types import DiffEntry, Endpoint, ExecEvent, ExecResult, SandboxRef, SandboxSpec, SandboxStatus, SnapshotInfo
+from .types import (
+    DiffEntry,
+    Endpoint,
+    ExecEvent,
+    ExecResult,
+    Grant,
+    SandboxRef,
+    SandboxSpec,
+    SandboxStatus,
+    SnapshotInfo,
+)
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -105,6 +115,10 @@ class AsyncSandbox(AsyncClosing):
     @property
     def closed(self) -> bool:
         return self._closed
+
+    async def grant(self, scope: str, *, ttl_s: float | None = None) -> Grant:
+        """A narrower token for this sandbox ("operate" or "read"; see `Client.grant`)."""
+        return await self.client.grant(self.sandbox_id, scope, ttl_s=ttl_s)
 
     def serialize(self) -> dict[str, Any]:
         """A JSON-serializable descriptor `AsyncSandbox.connect` (in any process) takes back."""

@@ -205,6 +205,9 @@ class SandboxRef:
     ports: tuple[int, ...] = ()
     workdir: str | None = None
     metadata: Mapping[str, str] = field(default_factory=dict)
+    #: A capability token for this sandbox ("" when none): the owner token `Create` returned, or
+    #: one from `grant`. Present it as the bearer (`Client.with_token`).
+    token: str = ""
 
     @classmethod
     def from_proto(cls, msg: pb.SandboxRef) -> SandboxRef:
@@ -213,22 +216,28 @@ class SandboxRef:
             ports=tuple(int(p) for p in msg.ports),
             workdir=msg.workdir if msg.HasField("workdir") else None,
             metadata=dict(msg.metadata),
+            token=msg.token,
         )
 
     def to_proto(self) -> pb.SandboxRef:
-        msg = pb.SandboxRef(sandbox_id=self.sandbox_id, ports=list(self.ports), metadata=dict(self.metadata))
+        msg = pb.SandboxRef(
+            sandbox_id=self.sandbox_id, ports=list(self.ports), metadata=dict(self.metadata), token=self.token
+        )
         if self.workdir is not None:
             msg.workdir = self.workdir
         return msg
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serializable form; `from_dict` reads it back."""
-        return {
+        """JSON-serializable form; `from_dict` reads it back (the token only when there is one)."""
+        data: dict[str, Any] = {
             "sandbox_id": self.sandbox_id,
             "ports": list(self.ports),
             "workdir": self.workdir,
             "metadata": dict(self.metadata),
         }
+        if self.token:
+            data["token"] = self.token
+        return data
 
     @classmethod
     def of(cls, ref: SandboxRef | Mapping[str, Any] | str) -> SandboxRef:
@@ -248,7 +257,25 @@ class SandboxRef:
             ports=tuple(int(p) for p in data.get("ports") or ()),
             workdir=str(workdir) if workdir is not None else None,
             metadata={str(k): str(v) for k, v in (data.get("metadata") or {}).items()},
+            token=str(data.get("token") or ""),
         )
+
+
+#: The scopes a token may have, by the names `grant` (and Gym's `serialize_handle`) take.
+TOKEN_SCOPES: Mapping[str, pb.TokenScope] = {
+    "owner": pb.TOKEN_SCOPE_OWNER,
+    "operate": pb.TOKEN_SCOPE_OPERATE,
+    "read": pb.TOKEN_SCOPE_READ,
+}
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A token minted by `Grant`: present `token` as the bearer; `token_id` is for `revoke`."""
+
+    token: str
+    token_id: str
+    expires_at_s: float
 
 
 @dataclass(frozen=True)

@@ -447,3 +447,9 @@ pub fn running_args(name: &str) -> Vec<String> {
         s(name),
     ]
 }
+
+/// `docker inspect` of the host pid of container `name`'s init (0 when it is not running):
+/// its `/proc/<pid>/ns/net` is the sandbox's network namespace.
+pub fn pid_args(name: &str) -> Vec<String> {
+    vec![s("inspect"), s("--type"), s("container"), s("-f"), s("{{.State.Pid}}"), s(name)]
+}

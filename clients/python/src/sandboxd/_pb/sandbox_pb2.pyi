@@ -42,6 +42,12 @@ class SandboxEventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SANDBOX_EVENT_KIND_LEASE_EXPIRED: _ClassVar[SandboxEventKind]
     SANDBOX_EVENT_KIND_REMOVED: _ClassVar[SandboxEventKind]
     SANDBOX_EVENT_KIND_EXISTING: _ClassVar[SandboxEventKind]
+
+class EgressAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EGRESS_ACTION_UNSPECIFIED: _ClassVar[EgressAction]
+    EGRESS_ACTION_ALLOW: _ClassVar[EgressAction]
+    EGRESS_ACTION_DENY: _ClassVar[EgressAction]
 SANDBOX_STATUS_UNSPECIFIED: SandboxStatus
 SANDBOX_STATUS_STARTING: SandboxStatus
 SANDBOX_STATUS_RUNNING: SandboxStatus
@@ -66,9 +72,12 @@ SANDBOX_EVENT_KIND_STOPPED: SandboxEventKind
 SANDBOX_EVENT_KIND_LEASE_EXPIRED: SandboxEventKind
 SANDBOX_EVENT_KIND_REMOVED: SandboxEventKind
 SANDBOX_EVENT_KIND_EXISTING: SandboxEventKind
+EGRESS_ACTION_UNSPECIFIED: EgressAction
+EGRESS_ACTION_ALLOW: EgressAction
+EGRESS_ACTION_DENY: EgressAction
 
 class SandboxSpec(_message.Message):
-    __slots__ = ("image", "ttl_s", "ready_timeout_s", "workdir", "env", "files", "metadata", "resources", "entrypoint", "ports", "provider_options", "snapshot_id", "network", "cap_add", "shm_size_bytes", "volumes")
+    __slots__ = ("image", "ttl_s", "ready_timeout_s", "workdir", "env", "files", "metadata", "resources", "entrypoint", "ports", "provider_options", "snapshot_id", "network_policy", "network", "cap_add", "shm_size_bytes", "volumes")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -102,6 +111,7 @@ class SandboxSpec(_message.Message):
     PORTS_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_OPTIONS_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_POLICY_FIELD_NUMBER: _ClassVar[int]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
     CAP_ADD_FIELD_NUMBER: _ClassVar[int]
     SHM_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -118,11 +128,12 @@ class SandboxSpec(_message.Message):
     ports: _containers.RepeatedScalarFieldContainer[int]
     provider_options: ProviderOptions
     snapshot_id: str
+    network_policy: NetworkPolicy
     network: str
     cap_add: _containers.RepeatedScalarFieldContainer[str]
     shm_size_bytes: int
     volumes: _containers.RepeatedCompositeFieldContainer[VolumeMount]
-    def __init__(self, image: _Optional[str] = ..., ttl_s: _Optional[float] = ..., ready_timeout_s: _Optional[float] = ..., workdir: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., files: _Optional[_Mapping[str, bytes]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[SandboxResources, _Mapping]] = ..., entrypoint: _Optional[_Iterable[str]] = ..., ports: _Optional[_Iterable[int]] = ..., provider_options: _Optional[_Union[ProviderOptions, _Mapping]] = ..., snapshot_id: _Optional[str] = ..., network: _Optional[str] = ..., cap_add: _Optional[_Iterable[str]] = ..., shm_size_bytes: _Optional[int] = ..., volumes: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ...) -> None: ...
+    def __init__(self, image: _Optional[str] = ..., ttl_s: _Optional[float] = ..., ready_timeout_s: _Optional[float] = ..., workdir: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., files: _Optional[_Mapping[str, bytes]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[SandboxResources, _Mapping]] = ..., entrypoint: _Optional[_Iterable[str]] = ..., ports: _Optional[_Iterable[int]] = ..., provider_options: _Optional[_Union[ProviderOptions, _Mapping]] = ..., snapshot_id: _Optional[str] = ..., network_policy: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., network: _Optional[str] = ..., cap_add: _Optional[_Iterable[str]] = ..., shm_size_bytes: _Optional[int] = ..., volumes: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ...) -> None: ...
 
 class VolumeMount(_message.Message):
     __slots__ = ("name", "target", "read_only", "subpath")
@@ -815,3 +826,35 @@ class StatsStreamRequest(_message.Message):
     sandbox_id: str
     interval_s: float
     def __init__(self, sandbox_id: _Optional[str] = ..., interval_s: _Optional[float] = ...) -> None: ...
+
+class NetworkPolicy(_message.Message):
+    __slots__ = ("default_action", "rules", "allow_domains")
+    DEFAULT_ACTION_FIELD_NUMBER: _ClassVar[int]
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_DOMAINS_FIELD_NUMBER: _ClassVar[int]
+    default_action: EgressAction
+    rules: _containers.RepeatedCompositeFieldContainer[EgressRule]
+    allow_domains: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, default_action: _Optional[_Union[EgressAction, str]] = ..., rules: _Optional[_Iterable[_Union[EgressRule, _Mapping]]] = ..., allow_domains: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class EgressRule(_message.Message):
+    __slots__ = ("action", "cidr", "ports")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    CIDR_FIELD_NUMBER: _ClassVar[int]
+    PORTS_FIELD_NUMBER: _ClassVar[int]
+    action: EgressAction
+    cidr: str
+    ports: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, action: _Optional[_Union[EgressAction, str]] = ..., cidr: _Optional[str] = ..., ports: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class SetNetworkPolicyRequest(_message.Message):
+    __slots__ = ("sandbox_id", "policy")
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    policy: NetworkPolicy
+    def __init__(self, sandbox_id: _Optional[str] = ..., policy: _Optional[_Union[NetworkPolicy, _Mapping]] = ...) -> None: ...
+
+class SetNetworkPolicyResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -175,6 +175,11 @@ class SandboxServiceStub:
                 request_serializer=sandbox_dot_v1_dot_sandbox__pb2.StatsStreamRequest.SerializeToString,
                 response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.StatsResponse.FromString,
                 _registered_method=True)
+        self.SetNetworkPolicy = channel.unary_unary(
+                '/sandbox.v1.SandboxService/SetNetworkPolicy',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.SetNetworkPolicyRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.SetNetworkPolicyResponse.FromString,
+                _registered_method=True)
 
 
 class SandboxServiceServicer:
@@ -402,6 +407,15 @@ class SandboxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetNetworkPolicy(self, request, context):
+        """--- egress ---
+        Replace the sandbox's egress policy while it runs (owner scope): new connections follow it
+        at once, and packets of connections it opened before are judged by it from then on.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -544,6 +558,11 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.StatsStream,
                     request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.StatsStreamRequest.FromString,
                     response_serializer=sandbox_dot_v1_dot_sandbox__pb2.StatsResponse.SerializeToString,
+            ),
+            'SetNetworkPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetNetworkPolicy,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.SetNetworkPolicyRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.SetNetworkPolicyResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1303,6 +1322,33 @@ class SandboxService:
             '/sandbox.v1.SandboxService/StatsStream',
             sandbox_dot_v1_dot_sandbox__pb2.StatsStreamRequest.SerializeToString,
             sandbox_dot_v1_dot_sandbox__pb2.StatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetNetworkPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/SetNetworkPolicy',
+            sandbox_dot_v1_dot_sandbox__pb2.SetNetworkPolicyRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.SetNetworkPolicyResponse.FromString,
             options,
             channel_credentials,
             insecure,
