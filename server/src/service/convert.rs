@@ -40,6 +40,7 @@ pub fn spec_from_proto(spec: pb::SandboxSpec) -> Result<SandboxSpec, Status> {
         provider_options: ProviderOptions { volumes: options.volumes, run_args: options.run_args },
         snapshot_id: spec.snapshot_id,
         tenant: None,
+        pool_member: None,
     })
 }
 

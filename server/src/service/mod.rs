@@ -10,6 +10,7 @@ mod exec_stream;
 mod inventory;
 mod limits;
 mod logs;
+mod pools;
 mod pty;
 mod quota;
 mod server;
@@ -52,6 +53,7 @@ pub struct SandboxApi {
     pty_slots: Arc<limits::PtySlots>,
     access: Arc<Access>,
     quotas: Arc<quota::QuotaBook>,
+    pools: Arc<crate::pools::Pools>,
 }
 
 impl SandboxApi {
@@ -61,7 +63,13 @@ impl SandboxApi {
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
         let pty_slots = limits::PtySlots::new(&policy.limits);
-        Self { lifecycle, policy, shutdown, pty_slots, access: Access::ephemeral(), quotas: Arc::default() }
+        let pools = crate::pools::Pools::new(lifecycle.clone(), uuid::Uuid::new_v4().simple().to_string());
+        Self { lifecycle, policy, shutdown, pty_slots, access: Access::ephemeral(), quotas: Arc::default(), pools }
+    }
+
+    /// The same service claiming from `pools`.
+    pub fn with_pools(self, pools: Arc<crate::pools::Pools>) -> Self {
+        Self { pools, ..self }
     }
 
     /// The same service with the server's signing keys and tenants.
@@ -77,10 +85,37 @@ impl SandboxApi {
         self.lifecycle.backend()
     }
 
-    /// The handle of the sandbox a request names in `sandbox_id`.
+    /// The handle of the sandbox a request names in `sandbox_id` (a claimed pool sandbox's
+    /// metadata and tenant are its claim's).
     async fn handle(&self, sandbox_id: &str) -> Result<SandboxHandle, Status> {
         let id = SandboxId::parse("sandbox_id", sandbox_id)?;
-        Ok(self.backend().lookup(&id).await?)
+        Ok(self.claimed(self.backend().lookup(&id).await?))
+    }
+
+    /// `handle` as its pool claim (if any) says: metadata and tenant.
+    fn claimed(&self, mut handle: SandboxHandle) -> SandboxHandle {
+        if let Some(claim) = self.lifecycle.claims().get(&handle.sandbox_id) {
+            handle.metadata = claim.metadata;
+            handle.tenant = claim.tenant;
+        }
+        handle
+    }
+
+    /// The env of an exec or terminal in `handle`: its pool claim's env (if any) under the
+    /// call's own.
+    fn call_env(
+        &self,
+        handle: &SandboxHandle,
+        env: std::collections::BTreeMap<String, String>,
+    ) -> std::collections::BTreeMap<String, String> {
+        match self.lifecycle.claims().get(&handle.sandbox_id) {
+            Some(claim) if !claim.env.is_empty() => {
+                let mut merged = claim.env;
+                merged.extend(env);
+                merged
+            }
+            _ => env,
+        }
     }
 
     /// An exec request as the backend takes it: the sandbox, the command, its parameters with
@@ -98,7 +133,7 @@ impl SandboxApi {
         let handle = self.handle(&req.sandbox_id).await?;
         let params = ExecParams {
             cwd: req.cwd,
-            env: convert::sorted(req.env),
+            env: self.call_env(&handle, convert::sorted(req.env)),
             timeout,
             user: req.user,
             stdin: req.stdin,
@@ -157,17 +192,24 @@ impl SandboxService for SandboxApi {
         let deadline = deadline::grpc_timeout(request.metadata());
         let principal = Principal::of(&request);
         Self::require_key(&principal, "Create")?;
-        let spec = request.into_inner().spec.ok_or_else(|| invalid("spec", "is required"))?;
+        let mut spec = request.into_inner().spec.ok_or_else(|| invalid("spec", "is required"))?;
         tracing::Span::current().record("image", spec.image.as_str());
         self.check_policy(&spec)?;
+        let pool = spec.pool.take();
         let mut spec = convert::spec_from_proto(spec)?;
         spec.tenant = principal.tenant().map(String::from);
         if let Some(snapshot_id) = &spec.snapshot_id {
             self.check_snapshot(&principal, snapshot_id).await?;
         }
-        spec.validate()?;
-        let _permit = self.quotas.create_spec_allowed(self, &principal, &spec).await?;
-        let handle = self.lifecycle.create(spec, deadline).await?;
+        let pooled = pools::create_from_pool(self, &principal, pool.as_deref(), &spec, deadline).await?;
+        let handle = match pooled {
+            Some(handle) => handle,
+            None => {
+                spec.validate()?;
+                let _permit = self.quotas.create_spec_allowed(self, &principal, &spec).await?;
+                self.lifecycle.create(spec, deadline).await?
+            }
+        };
         crate::audit::note_sandbox(&handle.sandbox_id);
         let mut sandbox = convert::sandbox_ref(&handle);
         sandbox.token = self.owner_token(&handle.sandbox_id, handle.tenant.clone());
@@ -187,7 +229,7 @@ impl SandboxService for SandboxApi {
         // The descriptor keeps the token it came with (serialize() carries it).
         let token = sandbox.token.clone();
         let descriptor = convert::descriptor(sandbox)?;
-        let handle = self.backend().connect(&descriptor).await?;
+        let handle = self.claimed(self.backend().connect(&descriptor).await?);
         let mut sandbox = convert::sandbox_ref(&handle);
         sandbox.token = token;
         Ok(Response::new(pb::ConnectResponse {
@@ -466,5 +508,26 @@ impl SandboxService for SandboxApi {
 
     async fn logs(&self, request: Request<pb::LogsRequest>) -> Result<Response<Self::LogsStream>, Status> {
         logs::logs(self, request).await
+    }
+
+    async fn create_pool(
+        &self,
+        request: Request<pb::CreatePoolRequest>,
+    ) -> Result<Response<pb::CreatePoolResponse>, Status> {
+        pools::create_pool(self, request).await
+    }
+
+    async fn list_pools(
+        &self,
+        request: Request<pb::ListPoolsRequest>,
+    ) -> Result<Response<pb::ListPoolsResponse>, Status> {
+        pools::list_pools(self, request).await
+    }
+
+    async fn delete_pool(
+        &self,
+        request: Request<pb::DeletePoolRequest>,
+    ) -> Result<Response<pb::DeletePoolResponse>, Status> {
+        pools::delete_pool(self, request).await
     }
 }

@@ -121,6 +121,7 @@ pub fn run_args(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec
         }
     }
     a.extend(crate::docker::labels::run_args(&spec.metadata));
+    a.extend(crate::docker::labels::pool_run_args(spec.pool_member.as_ref()));
     if cfg.use_init {
         a.push(s("--init"));
     }
