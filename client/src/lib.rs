@@ -22,6 +22,7 @@ mod error;
 mod exec_stream;
 mod inventory;
 mod logs;
+mod pools;
 mod pty;
 mod sandbox;
 
@@ -32,6 +33,7 @@ pub use error::{ClientError, Result};
 pub use exec_stream::{ExecEvent, ExecEventStream, ExecExit};
 pub use inventory::{ListOptions, ListPage, SandboxInfo};
 pub use logs::{LogChunk, LogStream, LogsOptions};
+pub use pools::{from_pool, PoolDefinition, PoolInfo};
 pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession, PtySpec};
 pub use sandbox::{
     spec, Endpoint, ExecOptions, Sandbox, SandboxStatus, DEFAULT_EXEC_TIMEOUT_S, UPLOAD_CHUNK_BYTES,

@@ -15,6 +15,7 @@ mod inventory;
 mod lease;
 mod logs;
 mod parse;
+mod pools;
 mod port;
 mod shell;
 mod terminal;
@@ -81,6 +82,8 @@ enum Command {
     Status(inventory::StatusArgs),
     /// Remove sandboxes by id, or every sandbox carrying the given labels.
     Rm(inventory::RmArgs),
+    /// Warm pools: `pool create NAME IMAGE --target N`, `pool ls`, `pool rm NAME…`.
+    Pool(pools::PoolArgs),
     /// Print a completion script: bash, zsh or fish.
     Completions(completions::CompletionsArgs),
 }
@@ -122,6 +125,7 @@ async fn run(cli: Cli) -> Result<i32, CtlError> {
         Command::Ls(args) => inventory::ls(&client, args).await,
         Command::Status(args) => inventory::status(&client, args).await,
         Command::Rm(args) => inventory::rm(&client, args).await,
+        Command::Pool(args) => pools::run(&client, args).await,
     }
 }
 
