@@ -81,7 +81,8 @@ impl Client {
             target: pool.target,
             max: pool.max,
         };
-        let response = self.raw().create_pool(proto::CreatePoolRequest { pool: Some(spec) }).await?.into_inner();
+        let response =
+            self.raw().create_pool(proto::CreatePoolRequest { pool: Some(spec) }).await?.into_inner();
         PoolInfo::from_proto(
             response.pool.ok_or_else(|| ClientError::Protocol("CreatePoolResponse without a pool".into()))?,
         )
@@ -95,7 +96,8 @@ impl Client {
 
     /// Remove a pool and its unclaimed sandboxes (`DeletePool`); returns how many went.
     pub async fn delete_pool(&self, name: impl Into<String>) -> Result<u32> {
-        let response = self.raw().delete_pool(proto::DeletePoolRequest { name: name.into() }).await?.into_inner();
+        let response =
+            self.raw().delete_pool(proto::DeletePoolRequest { name: name.into() }).await?.into_inner();
         Ok(response.removed)
     }
 }

@@ -596,7 +596,10 @@ impl FileConfig {
         for (i, pool) in config.pools.iter().enumerate() {
             pool.validate(i)?;
             if config.pools[..i].iter().any(|p| p.name == pool.name) {
-                return Err(ConfigError::new(format!("pools[{i}].name"), format!("{:?} is defined twice", pool.name)));
+                return Err(ConfigError::new(
+                    format!("pools[{i}].name"),
+                    format!("{:?} is defined twice", pool.name),
+                ));
             }
         }
         Ok(config)

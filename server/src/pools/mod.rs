@@ -63,6 +63,8 @@ struct Pool {
     generation: u64,
     ready: VecDeque<SandboxHandle>,
     starting: usize,
+    /// Popped from `ready`, claim not yet recorded (still counted against `max`).
+    claiming: usize,
     claimed: u64,
     created: u64,
     retry_at: Option<tokio::time::Instant>,
@@ -161,6 +163,7 @@ impl Pools {
                 generation,
                 ready: VecDeque::new(),
                 starting: 0,
+                claiming: 0,
                 claimed: 0,
                 created: 0,
                 retry_at: None,
@@ -178,7 +181,9 @@ impl Pools {
             .filter(|(owner, _)| tenant.is_none() || owner.is_none() || owner.as_deref() == tenant)
             .cloned()
             .collect();
-        keys.iter().filter_map(|k| self.status_of(k)).collect()
+        let mut found: Vec<PoolStatus> = keys.iter().filter_map(|k| self.status_of(k)).collect();
+        found.sort_by(|a, b| (&a.spec.name, &a.tenant).cmp(&(&b.spec.name, &b.tenant)));
+        found
     }
 
     fn status_of(&self, key: &PoolKey) -> Option<PoolStatus> {
@@ -213,7 +218,9 @@ impl Pools {
         for member in pool.ready {
             match self.lifecycle.close(&member.id()).await {
                 Ok(()) => removed += 1,
-                Err(e) => tracing::warn!(sandbox_id = %member.sandbox_id, error = %e, "could not remove a pool's sandbox"),
+                Err(e) => {
+                    tracing::warn!(sandbox_id = %member.sandbox_id, error = %e, "could not remove a pool's sandbox")
+                }
             }
         }
         tracing::info!(pool = name, removed, "pool deleted");
@@ -256,14 +263,15 @@ impl Pools {
                     let member = pool.ready.pop_front();
                     if member.is_some() {
                         pool.claimed += 1;
+                        pool.claiming += 1;
                     }
                     member
                 }
                 None => None,
             }
         };
-        self.wake.notify_one();
         let Some(mut handle) = member else {
+            self.wake.notify_one();
             return Ok(Claimed::OnDemand(spec.claimed_spec(call)));
         };
         let id = handle.id();
@@ -282,6 +290,11 @@ impl Pools {
             self.lifecycle.claims().set(id.as_str(), claim.clone()).map_err(ProviderError::Io)
         }
         .await;
+        // Recorded (or failed): the claim now counts through the claim store, not here.
+        if let Some(pool) = self.lock().get_mut(key) {
+            pool.claiming = pool.claiming.saturating_sub(1);
+        }
+        self.wake.notify_one();
         if let Err(e) = applied {
             let _ = self.lifecycle.close(&id).await;
             return Err(e);
@@ -327,7 +340,9 @@ impl Pools {
             let Ok(id) = crate::spec::SandboxId::parse("sandbox_id", &member.sandbox_id) else { continue };
             match self.lifecycle.backend().close(&id).await {
                 Ok(()) => removed += 1,
-                Err(e) => tracing::warn!(sandbox_id = %id, error = %e, "could not remove an unclaimed pool sandbox"),
+                Err(e) => {
+                    tracing::warn!(sandbox_id = %id, error = %e, "could not remove an unclaimed pool sandbox")
+                }
             }
         }
         if removed > 0 {
@@ -342,14 +357,17 @@ impl Pools {
         let mut starts = Vec::new();
         {
             let keys: Vec<PoolKey> = self.lock().keys().cloned().collect();
-            let in_use: BTreeMap<PoolKey, usize> =
-                keys.iter().map(|k| (k.clone(), self.lifecycle.claims().count(k.0.as_deref(), &k.1))).collect();
+            let in_use: BTreeMap<PoolKey, usize> = keys
+                .iter()
+                .map(|k| (k.clone(), self.lifecycle.claims().count(k.0.as_deref(), &k.1)))
+                .collect();
             let mut pools = self.lock();
             for (key, pool) in pools.iter_mut() {
                 if pool.retry_at.is_some_and(|at| at > now) {
                     continue;
                 }
-                let alive = pool.ready.len() + pool.starting + in_use.get(key).copied().unwrap_or(0);
+                let alive =
+                    pool.ready.len() + pool.starting + pool.claiming + in_use.get(key).copied().unwrap_or(0);
                 let wanted = (pool.spec.target as usize).saturating_sub(pool.ready.len() + pool.starting);
                 let room = (pool.spec.max as usize).saturating_sub(alive);
                 let n = wanted.min(room).min(REFILLS_AT_ONCE.saturating_sub(pool.starting));

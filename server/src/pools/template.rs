@@ -188,16 +188,25 @@ mod tests {
             (PoolSpec { max: 5000, target: 0, ..pool() }, "pool.max"),
             (PoolSpec { name: "Bad Name".into(), ..pool() }, "pool.name"),
             (PoolSpec { template: SandboxSpec::default(), ..pool() }, "pool.image"),
-            (PoolSpec { template: SandboxSpec { ttl_s: Some(5.0), ..pool().template }, ..pool() }, "pool.template.ttl_s"),
             (
-                PoolSpec { template: SandboxSpec { workdir: Some("rel".into()), ..pool().template }, ..pool() },
+                PoolSpec { template: SandboxSpec { ttl_s: Some(5.0), ..pool().template }, ..pool() },
+                "pool.template.ttl_s",
+            ),
+            (
+                PoolSpec {
+                    template: SandboxSpec { workdir: Some("rel".into()), ..pool().template },
+                    ..pool()
+                },
                 "pool.template.workdir",
             ),
         ];
         for (p, field) in cases {
             assert_eq!(field_of(p.validate("pool").unwrap_err()), field);
         }
-        assert_eq!(field_of(PoolSpec { target: 9, ..pool() }.validate("pools[1]").unwrap_err()), "pools[1].target");
+        assert_eq!(
+            field_of(PoolSpec { target: 9, ..pool() }.validate("pools[1]").unwrap_err()),
+            "pools[1].target"
+        );
     }
 
     #[test]
@@ -214,7 +223,9 @@ mod tests {
         assert!(!p.matches(&SandboxSpec { image: "other".into(), ..call.clone() }));
         assert!(p.check_named(&SandboxSpec::default()).is_ok(), "a named claim may leave everything unset");
         assert_eq!(
-            field_of(p.check_named(&SandboxSpec { workdir: Some("/x".into()), ..Default::default() }).unwrap_err()),
+            field_of(
+                p.check_named(&SandboxSpec { workdir: Some("/x".into()), ..Default::default() }).unwrap_err()
+            ),
             "spec.workdir"
         );
         let spec = p.claimed_spec(&call);

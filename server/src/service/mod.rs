@@ -64,7 +64,15 @@ impl SandboxApi {
     ) -> Self {
         let pty_slots = limits::PtySlots::new(&policy.limits);
         let pools = crate::pools::Pools::new(lifecycle.clone(), uuid::Uuid::new_v4().simple().to_string());
-        Self { lifecycle, policy, shutdown, pty_slots, access: Access::ephemeral(), quotas: Arc::default(), pools }
+        Self {
+            lifecycle,
+            policy,
+            shutdown,
+            pty_slots,
+            access: Access::ephemeral(),
+            quotas: Arc::default(),
+            pools,
+        }
     }
 
     /// The same service claiming from `pools`.

@@ -226,7 +226,14 @@ impl Services {
             ))
             .add_service(InterceptedService::new(reflection_v1, intercept.clone()))
             .add_service(InterceptedService::new(reflection_v1alpha, intercept));
-        Ok(Self { lifecycle, pools, policy: config.server.clone(), routes, health: health_reporter, shutdown_tx })
+        Ok(Self {
+            lifecycle,
+            pools,
+            policy: config.server.clone(),
+            routes,
+            health: health_reporter,
+            shutdown_tx,
+        })
     }
 
     /// What this process owns (the sandboxes it created) above the backend.
