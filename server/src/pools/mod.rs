@@ -86,7 +86,7 @@ pub struct PoolStatus {
 /// to create on demand.
 pub enum Claimed {
     Ready(SandboxHandle),
-    OnDemand(SandboxSpec),
+    OnDemand(Box<SandboxSpec>),
 }
 
 /// Every pool of this server.
@@ -272,7 +272,7 @@ impl Pools {
         };
         let Some(mut handle) = member else {
             self.wake.notify_one();
-            return Ok(Claimed::OnDemand(spec.claimed_spec(call)));
+            return Ok(Claimed::OnDemand(Box::new(spec.claimed_spec(call))));
         };
         let id = handle.id();
         let claim = Claim {

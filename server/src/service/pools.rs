@@ -50,7 +50,7 @@ pub(super) async fn create_from_pool(
         }
         Claimed::OnDemand(spec) => {
             tracing::info!(pool = %key.1, "pool empty: creating on demand");
-            api.lifecycle.create(spec, deadline).await?
+            api.lifecycle.create(*spec, deadline).await?
         }
     };
     tracing::Span::current().record("sandbox_id", handle.sandbox_id.as_str());

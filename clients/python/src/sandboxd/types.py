@@ -109,6 +109,9 @@ class SandboxSpec:
     volumes: Sequence[str] = ()
     run_args: Sequence[str] = ()
     snapshot_id: str | None = None
+    pool: str | None = None
+    """Claim a ready sandbox of this warm pool: only env, files, metadata and ttl_s apply; other
+    fields must be unset or equal the pool's template."""
 
     @classmethod
     def of(cls, spec: SandboxSpec | str | Mapping[str, Any]) -> SandboxSpec:
@@ -160,6 +163,8 @@ class SandboxSpec:
             msg.provider_options.run_args.extend(self.run_args)
         if self.snapshot_id is not None:
             msg.snapshot_id = self.snapshot_id
+        if self.pool is not None:
+            msg.pool = self.pool
         return msg
 
 
@@ -294,6 +299,42 @@ class SandboxInfo:
             status=SandboxStatus.from_proto(msg.status),
             created_at_unix_ms=int(msg.created_at_unix_ms),
             expires_at_unix_ms=int(msg.expires_at_unix_ms) if msg.HasField("expires_at_unix_ms") else None,
+        )
+
+
+@dataclass(frozen=True)
+class PoolInfo:
+    """A warm pool as `Client.list_pools` reports it."""
+
+    name: str
+    image: str
+    target: int
+    max: int
+    ready: int
+    """Started, ready and unclaimed now."""
+    claimed: int
+    """Handed out from ready ones since the server started."""
+    created: int
+    """Started by the pool since the server started."""
+    in_use: int
+    """Claimed from it and still alive."""
+    from_config: bool
+    tenant: str
+    """The tenant it belongs to; "" for everyone's."""
+
+    @classmethod
+    def from_proto(cls, msg: pb.PoolInfo) -> PoolInfo:
+        return cls(
+            name=msg.name,
+            image=msg.spec.image,
+            target=int(msg.target),
+            max=int(msg.max),
+            ready=int(msg.ready),
+            claimed=int(msg.claimed),
+            created=int(msg.created),
+            in_use=int(msg.in_use),
+            from_config=bool(msg.from_config),
+            tenant=msg.tenant,
         )
 
 
