@@ -21,6 +21,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tracing::Instrument;
+
 use crate::claims::Claim;
 use crate::error::{ProviderError, Result};
 use crate::inventory::ListQuery;
@@ -254,8 +256,24 @@ impl Pools {
     }
 
     /// Hand out a ready sandbox of pool `key` for `call` (its env, files, metadata, ttl_s and
-    /// tenant applied), or say what to create on demand when none is ready.
-    pub async fn claim(&self, key: &PoolKey, spec: &PoolSpec, call: &SandboxSpec) -> Result<Claimed> {
+    /// tenant applied), or say what to create on demand when none is ready. The claim runs in a
+    /// task of its own, so a caller that goes away halfway cannot strand a popped sandbox: it is
+    /// removed instead.
+    pub async fn claim(self: &Arc<Self>, key: &PoolKey, spec: &PoolSpec, call: &SandboxSpec) -> Result<Claimed> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (this, key, spec, call) = (self.clone(), key.clone(), spec.clone(), call.clone());
+        let work = async move {
+            let claimed = this.claim_now(&key, &spec, &call).await;
+            if let Err(Ok(Claimed::Ready(handle))) = tx.send(claimed) {
+                tracing::warn!(sandbox_id = %handle.sandbox_id, "the caller went away before its claim finished; removing the sandbox");
+                let _ = this.lifecycle.close(&handle.id()).await;
+            }
+        };
+        tokio::spawn(work.instrument(tracing::Span::current()));
+        rx.await.unwrap_or_else(|_| Err(ProviderError::Docker("the claim task ended without an answer".into())))
+    }
+
+    async fn claim_now(&self, key: &PoolKey, spec: &PoolSpec, call: &SandboxSpec) -> Result<Claimed> {
         let member = {
             let mut pools = self.lock();
             match pools.get_mut(key) {

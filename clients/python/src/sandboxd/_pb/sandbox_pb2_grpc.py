@@ -346,7 +346,8 @@ class SandboxServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListPools(self, request, context):
-        """The pools the caller can claim from, with their ready and claimed counts.
+        """The pools the caller can claim from (its own and everyone's), with their ready and claimed
+        counts; the operator sees every tenant's pools too (`PoolInfo.tenant`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
