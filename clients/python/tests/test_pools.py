@@ -40,10 +40,12 @@ async def test_a_claim_gets_a_ready_sandbox_with_the_calls_env_files_and_metadat
     assert (created.name, created.image, created.target, created.max) == (name, images.busybox, 1, 2)
     try:
         await wait_ready(client, name, 1)
-        spec = SandboxSpec(pool=name, env={"GREETING": "hi"}, files={"/tmp/seed.txt": "seeded"}, metadata={"case": name})
+        spec = SandboxSpec(
+            pool=name, env={"GREETING": "hi"}, files={"/tmp/seed.txt": "seeded"}, metadata={"case": name}
+        )
         async with await client.create(spec) as sandbox:
             out = await sandbox.exec('echo "$GREETING"; cat /tmp/seed.txt; pwd')
-            assert out.stdout_text() == "hi\nseeded/tmp\n"
+            assert out.stdout_text == "hi\nseeded/tmp\n"
             assert sandbox.ref.metadata == {"case": name}
             listed = [info async for info in client.list_all(labels={"case": name})]
             assert [info.ref.sandbox_id for info in listed] == [sandbox.sandbox_id]
