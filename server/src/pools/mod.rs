@@ -259,7 +259,12 @@ impl Pools {
     /// tenant applied), or say what to create on demand when none is ready. The claim runs in a
     /// task of its own, so a caller that goes away halfway cannot strand a popped sandbox: it is
     /// removed instead.
-    pub async fn claim(self: &Arc<Self>, key: &PoolKey, spec: &PoolSpec, call: &SandboxSpec) -> Result<Claimed> {
+    pub async fn claim(
+        self: &Arc<Self>,
+        key: &PoolKey,
+        spec: &PoolSpec,
+        call: &SandboxSpec,
+    ) -> Result<Claimed> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let (this, key, spec, call) = (self.clone(), key.clone(), spec.clone(), call.clone());
         let work = async move {
@@ -270,7 +275,8 @@ impl Pools {
             }
         };
         tokio::spawn(work.instrument(tracing::Span::current()));
-        rx.await.unwrap_or_else(|_| Err(ProviderError::Docker("the claim task ended without an answer".into())))
+        rx.await
+            .unwrap_or_else(|_| Err(ProviderError::Docker("the claim task ended without an answer".into())))
     }
 
     async fn claim_now(&self, key: &PoolKey, spec: &PoolSpec, call: &SandboxSpec) -> Result<Claimed> {
