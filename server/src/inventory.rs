@@ -208,10 +208,17 @@ mod tests {
         let ids: Vec<_> = listed.sandboxes.iter().map(|s| s.sandbox_id.clone()).collect();
         assert_eq!(ids, vec![plain.sandbox_id.clone(), member.sandbox_id.clone()], "claim time orders it");
         assert_eq!(listed.sandboxes[1].metadata.get("run").map(String::as_str), Some("r1"));
+        // The backend filtered the others by labels and tenant; pool members are filtered here
+        // by their claims.
+        let members = vec![member.clone(), unclaimed.clone()];
         let by_label = ListQuery { labels: [("run".to_string(), "r1".to_string())].into(), ..q.clone() };
-        assert_eq!(page(all.clone(), &by_label).sandboxes.len(), 1);
+        assert_eq!(page(members.clone(), &by_label).sandboxes.len(), 1);
+        let other_label = ListQuery { labels: [("run".to_string(), "r2".to_string())].into(), ..q.clone() };
+        assert!(page(members.clone(), &other_label).sandboxes.is_empty());
         let by_tenant = ListQuery { tenant: Some("t".into()), ..q.clone() };
-        assert_eq!(page(all.clone(), &by_tenant).sandboxes[0].sandbox_id, member.sandbox_id);
+        assert_eq!(page(members.clone(), &by_tenant).sandboxes[0].sandbox_id, member.sandbox_id);
+        let other_tenant = ListQuery { tenant: Some("u".into()), ..q.clone() };
+        assert!(page(members, &other_tenant).sandboxes.is_empty());
         let owner = ListQuery { pool_owner: Some("o".into()), ..q };
         assert_eq!(page(all, &owner).sandboxes.len(), 2, "start-up cleanup sees every member");
     }
