@@ -8,6 +8,8 @@
 
 #[path = "compare/branching.rs"]
 mod branching;
+#[path = "compare/pools.rs"]
+mod pools;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -55,6 +57,9 @@ async fn start_server() -> (Client, SocketAddr) {
     let addr = listener.local_addr().unwrap();
     let mut config = FileConfig::default();
     config.docker.create.extra_run_args = vec!["--label".into(), LABEL.into()];
+    // A state directory of its own: the bench's pool never meets another server's claims.
+    let state = std::env::temp_dir().join(format!("sandboxd-bench-{}", uuid::Uuid::new_v4().simple()));
+    config.server.state_dir = Some(state);
     if let Ok(network) = std::env::var("SANDBOXD_BENCH_NETWORK") {
         config.docker.create.network = Some(network);
     }
@@ -481,5 +486,8 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
         density(&mut client, n.unwrap_or(if quick { 5 } else { 20 })).await;
     }
     rows.extend(branching::rows(&mut client, runs).await);
+    if selected("claim") {
+        rows.push(pools::claim(&mut client, runs * 3).await);
+    }
     rows
 }

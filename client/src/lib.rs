@@ -24,6 +24,7 @@ mod events;
 mod exec_stream;
 mod inventory;
 mod logs;
+mod pools;
 mod pty;
 mod sandbox;
 
@@ -36,6 +37,7 @@ pub use events::{EventKind, SandboxEvent, SandboxStats, StatsStream, WatchOption
 pub use exec_stream::{ExecEvent, ExecEventStream, ExecExit};
 pub use inventory::{ListOptions, ListPage, SandboxInfo};
 pub use logs::{LogChunk, LogStream, LogsOptions};
+pub use pools::{from_pool, PoolDefinition, PoolInfo};
 pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession, PtySpec};
 pub use sandbox::{
     spec, Endpoint, ExecOptions, Sandbox, SandboxStatus, DEFAULT_EXEC_TIMEOUT_S, UPLOAD_CHUNK_BYTES,

@@ -8,8 +8,13 @@ use crate::{parse, Output};
 
 #[derive(Debug, Args)]
 pub struct CreateArgs {
-    /// Image to start (must be present on the server's Docker daemon).
-    image: String,
+    /// Image to start (must be present on the server's Docker daemon); optional with `--pool`.
+    #[arg(required_unless_present = "pool")]
+    image: Option<String>,
+    /// Claim a ready sandbox from this warm pool (`sandboxctl pool ls`); --env, --label and
+    /// --ttl apply to it, other options must match the pool's template.
+    #[arg(long, value_name = "NAME")]
+    pool: Option<String>,
     /// Environment of every command in the sandbox (repeatable).
     #[arg(long = "env", short = 'e', value_name = "K=V", value_parser = parse::key_value)]
     env: Vec<(String, String)>,
@@ -49,7 +54,8 @@ pub struct CreateArgs {
 }
 
 pub async fn run(client: &Client, args: CreateArgs) -> Result<i32, CtlError> {
-    let mut spec = spec(args.image);
+    let mut spec = spec(args.image.unwrap_or_default());
+    spec.pool = args.pool;
     spec.env = args.env.into_iter().collect();
     spec.metadata = args.labels.into_iter().collect();
     spec.ports = args.ports.into_iter().map(u32::from).collect();

@@ -18,6 +18,7 @@ mod inventory;
 mod lease;
 mod logs;
 mod parse;
+mod pools;
 mod port;
 mod runtime;
 mod shell;
@@ -101,6 +102,8 @@ enum Command {
     Grant(access::GrantArgs),
     /// Revoke a token by its id (and every token granted from it).
     Revoke(access::RevokeArgs),
+    /// Warm pools: `pool create NAME IMAGE --target N`, `pool ls`, `pool rm NAME…`.
+    Pool(pools::PoolArgs),
     /// Print a completion script: bash, zsh or fish.
     Completions(completions::CompletionsArgs),
 }
@@ -156,6 +159,7 @@ async fn run(cli: Cli) -> Result<i32, CtlError> {
         Command::Stats(args) => events::stats(&client, args).await,
         Command::Grant(args) => access::grant(&client, args).await,
         Command::Revoke(args) => access::revoke(&client, args).await,
+        Command::Pool(args) => pools::run(&client, args).await,
     }
 }
 

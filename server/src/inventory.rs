@@ -20,6 +20,13 @@ pub struct ListQuery {
     pub after: Option<PageKey>,
     /// Only this tenant's sandboxes (`None`: every sandbox, the operator's view).
     pub tenant: Option<String>,
+    /// Claimed warm-pool members by id (`crate::claims`): their metadata, tenant and claim
+    /// time replace the container's. A listed pool member without a claim is left out.
+    pub claims: std::sync::Arc<BTreeMap<String, crate::claims::Claim>>,
+    /// Only the pool members this pool owner started (`crate::pools`), claimed or not, as
+    /// labelled (no claim applied): the pools' start-up cleanup. Backends also narrow such a
+    /// listing to the operator's own labels.
+    pub pool_owner: Option<String>,
 }
 
 /// Where a page ends: the order of `List` is (creation time, id).
@@ -78,6 +85,10 @@ pub struct SandboxSummary {
     /// tenant quotas.
     pub reserved_millicpus: u64,
     pub reserved_memory_mib: u64,
+    /// The warm pool it was started for (`sandboxd.pool`), if any.
+    pub pool: Option<String>,
+    /// The tenant it belongs to (`sandboxd.tenant`); `None`: the operator's.
+    pub tenant: Option<String>,
 }
 
 impl SandboxSummary {
@@ -97,8 +108,31 @@ pub struct ListPage {
     pub next: Option<PageKey>,
 }
 
-/// Filters by status and key, sorts oldest first, and cuts one page.
+/// Applies claims (unclaimed pool members go), filters by status and key, sorts oldest first,
+/// and cuts one page. Backends may hand in pool members beyond what the labels and tenant
+/// select (found apart from those filters, their labels being the template's): they are
+/// filtered here by what their claims say.
 pub fn page(mut found: Vec<SandboxSummary>, query: &ListQuery) -> ListPage {
+    if query.pool_owner.is_some() {
+        found.retain(|s| s.pool.is_some());
+    } else {
+        found.retain_mut(|s| {
+            if s.pool.is_none() {
+                return true;
+            }
+            let Some(claim) = query.claims.get(&s.sandbox_id) else { return false };
+            s.metadata = claim.metadata.clone();
+            s.tenant = claim.tenant.clone();
+            s.created_ns = i128::from(claim.claimed_ms) * 1_000_000;
+            true
+        });
+        // The backend filtered the others by labels and tenant already.
+        found.retain(|s| {
+            s.pool.is_none()
+                || (query.labels.iter().all(|(k, v)| s.metadata.get(k) == Some(v))
+                    && (query.tenant.is_none() || query.tenant == s.tenant))
+        });
+    }
     found.retain(|s| query.statuses.is_empty() || query.statuses.contains(&s.status));
     if let Some(after) = &query.after {
         found.retain(|s| &s.key() > after);
@@ -126,6 +160,8 @@ mod tests {
             expires_at_unix_ms: None,
             reserved_millicpus: 0,
             reserved_memory_mib: 0,
+            pool: None,
+            tenant: None,
         }
     }
 
@@ -149,6 +185,42 @@ mod tests {
         assert!(second.sandboxes[0].sandbox_id < second.sandboxes[1].sandbox_id);
         let running = page(all, &ListQuery { statuses: vec![SandboxStatus::Stopped], ..q });
         assert_eq!(running.sandboxes.len(), 1);
+    }
+
+    #[test]
+    fn unclaimed_pool_members_are_hidden_and_claims_apply() {
+        let mut member = summary('a', 10, SandboxStatus::Running);
+        member.pool = Some("p".into());
+        let mut unclaimed = summary('b', 20, SandboxStatus::Running);
+        unclaimed.pool = Some("p".into());
+        let plain = summary('c', 30, SandboxStatus::Running);
+        let claim = crate::claims::Claim {
+            pool: "p".into(),
+            tenant: Some("t".into()),
+            metadata: [("run".to_string(), "r1".to_string())].into(),
+            claimed_ms: 40,
+            ..Default::default()
+        };
+        let claims = std::sync::Arc::new([(member.sandbox_id.clone(), claim)].into());
+        let all = vec![member.clone(), unclaimed.clone(), plain.clone()];
+        let q = ListQuery { page_size: 10, claims, ..Default::default() };
+        let listed = page(all.clone(), &q);
+        let ids: Vec<_> = listed.sandboxes.iter().map(|s| s.sandbox_id.clone()).collect();
+        assert_eq!(ids, vec![plain.sandbox_id.clone(), member.sandbox_id.clone()], "claim time orders it");
+        assert_eq!(listed.sandboxes[1].metadata.get("run").map(String::as_str), Some("r1"));
+        // The backend filtered the others by labels and tenant; pool members are filtered here
+        // by their claims.
+        let members = vec![member.clone(), unclaimed.clone()];
+        let by_label = ListQuery { labels: [("run".to_string(), "r1".to_string())].into(), ..q.clone() };
+        assert_eq!(page(members.clone(), &by_label).sandboxes.len(), 1);
+        let other_label = ListQuery { labels: [("run".to_string(), "r2".to_string())].into(), ..q.clone() };
+        assert!(page(members.clone(), &other_label).sandboxes.is_empty());
+        let by_tenant = ListQuery { tenant: Some("t".into()), ..q.clone() };
+        assert_eq!(page(members.clone(), &by_tenant).sandboxes[0].sandbox_id, member.sandbox_id);
+        let other_tenant = ListQuery { tenant: Some("u".into()), ..q.clone() };
+        assert!(page(members, &other_tenant).sandboxes.is_empty());
+        let owner = ListQuery { pool_owner: Some("o".into()), ..q };
+        assert_eq!(page(all, &owner).sandboxes.len(), 2, "start-up cleanup sees every member");
     }
 
     #[test]

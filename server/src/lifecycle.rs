@@ -10,7 +10,9 @@ use tracing::Instrument;
 
 use crate::backend::{CreatePlan, SandboxBackend};
 use crate::branching::Forked;
+use crate::claims::ClaimStore;
 use crate::error::{ProviderError, Result};
+use crate::inventory::{ListPage, ListQuery};
 use crate::lease::{self, LeasePolicy, LeaseStore, SweepReport};
 use crate::metrics::{self, GaugeGuard};
 use crate::spec::{SandboxHandle, SandboxId, SandboxSpec};
@@ -44,6 +46,8 @@ pub struct Lifecycle {
     /// The create tasks still running: a removing shutdown waits for them, so a create that
     /// completes during it removes its sandbox before the process exits.
     creates: tokio_util::task::TaskTracker,
+    /// Claims of warm-pool sandboxes (their env, metadata and tenant), read by every call.
+    claims: ClaimStore,
 }
 
 impl Lifecycle {
@@ -54,6 +58,56 @@ impl Lifecycle {
             leases,
             sweep_wake: tokio::sync::Notify::new(),
             creates: tokio_util::task::TaskTracker::new(),
+            claims: ClaimStore::default(),
+        }
+    }
+
+    /// The same lifecycle keeping pool claims in `claims` (the state directory's).
+    pub fn with_claims(self, claims: ClaimStore) -> Self {
+        Self { claims, ..self }
+    }
+
+    /// The claims of warm-pool sandboxes.
+    pub fn claims(&self) -> &ClaimStore {
+        &self.claims
+    }
+
+    /// One page of `List` through the backend, with claimed pool members shown as claimed and
+    /// unclaimed ones left out.
+    pub async fn list(&self, mut query: ListQuery) -> Result<ListPage> {
+        if query.claims.is_empty() && !self.claims.is_empty() {
+            query.claims = Arc::new(self.claims.snapshot());
+        }
+        self.backend.list(&query).await
+    }
+
+    /// Start a warm pool's sandbox (`spec.pool_member` set, no lease: it has none until
+    /// claimed). It counts as created by this process, so `--remove-on-shutdown` removes it and
+    /// one that completes during such a shutdown removes itself.
+    pub async fn create_member(&self, spec: &SandboxSpec) -> Result<SandboxHandle> {
+        spec.validate()?;
+        let plan = CreatePlan { id: SandboxId::generate(), ttl: None, timeout: self.leases.create_timeout };
+        let _in_progress = GaugeGuard::hold(&metrics::global().creates_in_progress);
+        let handle = self.backend.create_planned(spec, &plan).await?;
+        let keep = {
+            let mut created = self.lock_created();
+            let keep = !created.removing && created.ids.insert(plan.id.clone());
+            metrics::global().sandboxes_live.set(created.ids.len() as i64);
+            keep
+        };
+        if !keep {
+            let _ = self.backend.close(&plan.id).await;
+            return Err(ProviderError::Unavailable("the server is shutting down".into()));
+        }
+        Ok(handle)
+    }
+
+    /// A pool's sandbox was handed out: its lease starts now under the one TTL policy, as a
+    /// create's does.
+    pub fn claimed(&self, id: &SandboxId, ttl_s: Option<f64>) {
+        if let Some(ttl) = self.leases.policy.ttl(ttl_s.map(Duration::from_secs_f64)) {
+            self.start_lease(id, ttl);
+            self.sweep_wake.notify_one();
         }
     }
 
@@ -163,6 +217,7 @@ impl Lifecycle {
             metrics::global().sandboxes_live.set(created.ids.len() as i64);
         }
         self.leases.store.remove(id.as_str());
+        self.claims.remove(id.as_str());
         Ok(())
     }
 
@@ -210,6 +265,7 @@ impl Lifecycle {
         for name in ended {
             if let Ok(id) = SandboxId::parse("sandbox_id", name) {
                 created.ids.remove(&id);
+                self.claims.remove(id.as_str());
             }
         }
         metrics::global().sandboxes_live.set(created.ids.len() as i64);

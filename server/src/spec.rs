@@ -239,6 +239,19 @@ pub struct SandboxSpec {
     /// server's default, domains resolved); `None`: nothing enforced. Set by the service.
     #[serde(skip)]
     pub egress: Option<crate::egress::EgressPlan>,
+    /// Set only by the warm pools (`crate::pools`) for a sandbox they start ahead of a claim:
+    /// labelled as that pool's, so `List` hides it until claimed and its starter's next start
+    /// finds it. Never from a request or a config file.
+    #[serde(skip)]
+    pub pool_member: Option<PoolMember>,
+}
+
+/// Which pool a sandbox started ahead of a claim belongs to, and which server (state
+/// directory) started it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolMember {
+    pub pool: String,
+    pub owner: String,
 }
 
 impl SandboxSpec {

@@ -39,6 +39,7 @@ pub async fn refresh(backend: &dyn SandboxBackend, before: HashSet<String>) -> H
         page_size: 1000,
         after: None,
         tenant: None,
+        ..Default::default()
     };
     let mut now = HashSet::new();
     loop {

@@ -193,6 +193,8 @@ mod tests {
                 expires_at_unix_ms: None,
                 reserved_millicpus: 0,
                 reserved_memory_mib: 0,
+                pool: None,
+                tenant: tenant.map(String::from),
             },
             tenant: tenant.map(String::from),
             time_unix_ms: 0,

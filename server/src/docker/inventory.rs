@@ -24,14 +24,25 @@ impl DockerProvider {
         if let Some(tenant) = &query.tenant {
             filters.extend(labels::tenant_filter_args(tenant));
         }
-        let out = self.control(argv::ps_owned_args(&filters)).await?;
-        let names: Vec<String> = out
-            .stdout_text()
-            .lines()
-            .map(str::trim)
-            .filter(|n| SandboxId::parse("sandbox_id", n).is_ok())
-            .map(String::from)
-            .collect();
+        if let Some(owner) = &query.pool_owner {
+            // The pools' start-up cleanup: this server's members of this deployment only.
+            filters = vec!["--filter".into(), format!("label={}={owner}", labels::POOL_OWNER_LABEL)];
+            for label in argv::operator_labels(&self.config.create.extra_run_args) {
+                filters.extend(["--filter".to_string(), format!("label={label}")]);
+            }
+        }
+        let mut names = self.owned_names(&filters).await?;
+        // A claimed pool member's labels and tenant are its claim's, which docker's filters
+        // cannot see: find the members apart and let `page` filter them by their claims.
+        let narrowed = !query.labels.is_empty() || query.tenant.is_some();
+        if query.pool_owner.is_none() && narrowed && !query.claims.is_empty() {
+            let members = vec!["--filter".to_string(), format!("label={}", labels::POOL_LABEL)];
+            for name in self.owned_names(&members).await? {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
         let mut found = Vec::new();
         if !names.is_empty() {
             // A sandbox removed between the two calls makes inspect fail for that name only.
@@ -45,6 +56,18 @@ impl DockerProvider {
             }
         }
         Ok(page(found, query))
+    }
+
+    /// The names of the owned containers matching `filters` that have the shape of an id.
+    async fn owned_names(&self, filters: &[String]) -> Result<Vec<String>> {
+        let out = self.control(argv::ps_owned_args(filters)).await?;
+        Ok(out
+            .stdout_text()
+            .lines()
+            .map(str::trim)
+            .filter(|n| SandboxId::parse("sandbox_id", n).is_ok())
+            .map(String::from)
+            .collect())
     }
 }
 
@@ -86,6 +109,8 @@ fn parse_summary(line: &str) -> Result<SandboxSummary> {
             .and_then(|v| v.parse::<f64>().ok())
             .map_or(0, |c| (c * 1000.0).round() as u64),
         reserved_memory_mib: labels.get(crate::auth::MEMORY_LABEL).and_then(|v| v.parse().ok()).unwrap_or(0),
+        pool: labels.get(labels::POOL_LABEL).cloned(),
+        tenant: labels.get(crate::auth::TENANT_LABEL).cloned(),
     })
 }
 

@@ -22,6 +22,13 @@ pub const SNAPSHOT_LABELS_LABEL: &str = "sandboxd.snapshot.labels";
 /// When the snapshot was taken, in milliseconds since the Unix epoch.
 pub const SNAPSHOT_CREATED_LABEL: &str = "sandboxd.snapshot.created_ms";
 
+/// The warm pool a sandbox was started for, ahead of a claim (`crate::pools`).
+pub const POOL_LABEL: &str = "sandboxd.pool";
+
+/// Which server (state directory) started a pool's sandbox: its start-up cleanup removes only
+/// its own unclaimed ones.
+pub const POOL_OWNER_LABEL: &str = "sandboxd.pool.owner";
+
 /// Prefix of every label that carries a `spec.metadata` entry.
 pub const METADATA_LABEL_PREFIX: &str = "sandboxd.meta.";
 /// `--label sandboxd.meta.KEY=VALUE` for each entry (validated first by the spec).
@@ -35,6 +42,20 @@ pub fn run_args(metadata: &BTreeMap<String, String>) -> Vec<String> {
 /// `--filter label=sandboxd.tenant=NAME`: only that tenant's containers (ANDed with the rest).
 pub fn tenant_filter_args(tenant: &str) -> Vec<String> {
     vec!["--filter".to_string(), format!("label={}={tenant}", crate::auth::TENANT_LABEL)]
+}
+
+/// `--label sandboxd.pool=NAME --label sandboxd.pool.owner=OWNER` for a pool's sandbox.
+pub fn pool_run_args(member: Option<&crate::spec::PoolMember>) -> Vec<String> {
+    member
+        .map(|m| {
+            vec![
+                "--label".to_string(),
+                format!("{POOL_LABEL}={}", m.pool),
+                "--label".to_string(),
+                format!("{POOL_OWNER_LABEL}={}", m.owner),
+            ]
+        })
+        .unwrap_or_default()
 }
 
 /// `--filter label=sandboxd.meta.KEY=VALUE` for each entry: docker ANDs label filters.

@@ -123,6 +123,8 @@ fn summary(sandbox_id: &str, labels: &BTreeMap<String, String>, kind: EventKind)
         metadata: metadata_from_labels(labels),
         expires_at_unix_ms: labels.get(crate::lease::EXPIRES_LABEL).and_then(|v| v.parse().ok()),
         reserved_millicpus: 0,
+        pool: labels.get(crate::docker::labels::POOL_LABEL).cloned(),
+        tenant: labels.get(crate::auth::TENANT_LABEL).cloned(),
         reserved_memory_mib: 0,
     }
 }

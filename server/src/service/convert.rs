@@ -54,6 +54,7 @@ pub fn spec_from_proto(spec: pb::SandboxSpec) -> Result<SandboxSpec, Status> {
             .collect(),
         tenant: None,
         egress: None,
+        pool_member: None,
     })
 }
 

@@ -37,8 +37,13 @@ pub(super) async fn exec_request(
     let requested = req.timeout_s.map(|t| convert::seconds("timeout_s", t)).transpose()?;
     let (timeout, capped) = deadline::cap(requested.or(api.backend().default_exec_timeout()), deadline);
     let handle = api.handle(&req.sandbox_id).await?;
-    let params =
-        ExecParams { cwd: req.cwd, env: convert::sorted(req.env), timeout, user: req.user, stdin: req.stdin };
+    let params = ExecParams {
+        cwd: req.cwd,
+        env: api.call_env(&handle, convert::sorted(req.env)),
+        timeout,
+        user: req.user,
+        stdin: req.stdin,
+    };
     Ok((handle, req.command, params, capped))
 }
 

@@ -24,7 +24,7 @@ pub(super) async fn list(
     async move {
         let mut query = query(req)?;
         query.tenant = principal.tenant().map(String::from);
-        let page = api.backend().list(&query).await?;
+        let page = api.lifecycle().list(query).await?;
         Ok(Response::new(pb::ListResponse {
             sandboxes: page
                 .sandboxes
@@ -58,6 +58,7 @@ fn query(req: pb::ListRequest) -> Result<ListQuery, Status> {
         page_size: page_size as usize,
         after,
         tenant: None,
+        ..Default::default()
     })
 }
 

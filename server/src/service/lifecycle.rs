@@ -29,16 +29,33 @@ pub(super) async fn create(
         tracing::Span::current().record("image", spec.image.as_str());
         check_policy(api, &spec)?;
         let network_policy = spec.network_policy.take();
+        let pool = spec.pool.take();
         let mut spec = convert::spec_from_proto(spec)?;
         spec.tenant = principal.tenant().map(String::from);
         if let Some(snapshot_id) = &spec.snapshot_id {
             api.check_snapshot(&principal, snapshot_id).await?;
         }
-        spec.validate()?;
         let network_policy = api.plan_network(network_policy, &mut spec).await?;
-        let _permit = api.quotas.create_spec_allowed(api, &principal, &spec).await?;
         let plan = spec.egress.clone();
-        let handle = api.lifecycle.create(spec, deadline).await?;
+        let pooled =
+            super::pools::create_from_pool(api, &principal, pool.as_deref(), &spec, deadline).await?;
+        let handle = match pooled {
+            Some(handle) => {
+                // A pool member started before this claim: its egress rules are the claim's.
+                if let Some(plan) = &plan {
+                    if let Err(e) = api.backend().apply_egress(&handle.id(), plan).await {
+                        let _ = api.lifecycle.close(&handle.id()).await;
+                        return Err(e.into());
+                    }
+                }
+                handle
+            }
+            None => {
+                spec.validate()?;
+                let _permit = api.quotas.create_spec_allowed(api, &principal, &spec).await?;
+                api.lifecycle.create(spec, deadline).await?
+            }
+        };
         api.record_network(&handle, network_policy, plan.as_ref());
         crate::audit::note_sandbox(&handle.sandbox_id);
         tracing::Span::current().record("sandbox_id", handle.sandbox_id.as_str());
@@ -64,7 +81,7 @@ pub(super) async fn connect(
         // The descriptor keeps the token it came with (serialize() carries it).
         let token = sandbox.token.clone();
         let descriptor = convert::descriptor(sandbox)?;
-        let handle = api.backend().connect(&descriptor).await?;
+        let handle = api.claimed(api.backend().connect(&descriptor).await?);
         let mut sandbox = convert::sandbox_ref(&handle);
         sandbox.token = token;
         Ok(Response::new(pb::ConnectResponse {
@@ -133,7 +150,7 @@ pub(super) async fn close(
 }
 
 /// Client-supplied host mounts and raw run flags need the operator's consent.
-fn check_policy(api: &SandboxApi, spec: &pb::SandboxSpec) -> Result<(), Status> {
+pub(super) fn check_policy(api: &SandboxApi, spec: &pb::SandboxSpec) -> Result<(), Status> {
     if let Some(options) = &spec.provider_options {
         if !options.volumes.is_empty() && !api.policy.allow_client_volumes {
             return Err(Status::permission_denied(

@@ -14,6 +14,7 @@ mod lifecycle;
 mod limits;
 mod logs;
 mod network_policy;
+mod pools;
 mod pty;
 mod quota;
 mod runtime;
@@ -54,6 +55,7 @@ pub struct SandboxApi {
     access: Arc<Access>,
     quotas: Arc<quota::QuotaBook>,
     egress: Arc<crate::egress::Egress>,
+    pools: Arc<crate::pools::Pools>,
 }
 
 impl SandboxApi {
@@ -64,6 +66,7 @@ impl SandboxApi {
     ) -> Self {
         let pty_slots = limits::PtySlots::new(&policy.limits);
         let egress = Arc::new(crate::egress::Egress::new(&Default::default(), &policy.state_dir()));
+        let pools = crate::pools::Pools::new(lifecycle.clone(), uuid::Uuid::new_v4().simple().to_string());
         Self {
             lifecycle,
             policy,
@@ -72,12 +75,18 @@ impl SandboxApi {
             access: Access::ephemeral(),
             quotas: Arc::default(),
             egress,
+            pools,
         }
     }
 
     /// The same service enforcing egress policies through `egress` (its default and store).
     pub fn with_egress(self, egress: Arc<crate::egress::Egress>) -> Self {
         Self { egress, ..self }
+    }
+
+    /// The same service claiming from `pools`.
+    pub fn with_pools(self, pools: Arc<crate::pools::Pools>) -> Self {
+        Self { pools, ..self }
     }
 
     /// The same service with the server's signing keys and tenants.
@@ -93,10 +102,37 @@ impl SandboxApi {
         self.lifecycle.backend()
     }
 
-    /// The handle of the sandbox a request names in `sandbox_id`.
+    /// The handle of the sandbox a request names in `sandbox_id` (a claimed pool sandbox's
+    /// metadata and tenant are its claim's).
     async fn handle(&self, sandbox_id: &str) -> Result<SandboxHandle, Status> {
         let id = SandboxId::parse("sandbox_id", sandbox_id)?;
-        Ok(self.backend().lookup(&id).await?)
+        Ok(self.claimed(self.backend().lookup(&id).await?))
+    }
+
+    /// `handle` as its pool claim (if any) says: metadata and tenant.
+    fn claimed(&self, mut handle: SandboxHandle) -> SandboxHandle {
+        if let Some(claim) = self.lifecycle.claims().get(&handle.sandbox_id) {
+            handle.metadata = claim.metadata;
+            handle.tenant = claim.tenant;
+        }
+        handle
+    }
+
+    /// The env of an exec or terminal in `handle`: its pool claim's env (if any) under the
+    /// call's own.
+    fn call_env(
+        &self,
+        handle: &SandboxHandle,
+        env: std::collections::BTreeMap<String, String>,
+    ) -> std::collections::BTreeMap<String, String> {
+        match self.lifecycle.claims().get(&handle.sandbox_id) {
+            Some(claim) if !claim.env.is_empty() => {
+                let mut merged = claim.env;
+                merged.extend(env);
+                merged
+            }
+            _ => env,
+        }
     }
 
     fn first_message_timeout(&self) -> Duration {
@@ -303,5 +339,26 @@ impl SandboxService for SandboxApi {
         request: Request<pb::SetNetworkPolicyRequest>,
     ) -> Result<Response<pb::SetNetworkPolicyResponse>, Status> {
         network_policy::set_network_policy(self, request).await
+    }
+
+    async fn create_pool(
+        &self,
+        request: Request<pb::CreatePoolRequest>,
+    ) -> Result<Response<pb::CreatePoolResponse>, Status> {
+        pools::create_pool(self, request).await
+    }
+
+    async fn list_pools(
+        &self,
+        request: Request<pb::ListPoolsRequest>,
+    ) -> Result<Response<pb::ListPoolsResponse>, Status> {
+        pools::list_pools(self, request).await
+    }
+
+    async fn delete_pool(
+        &self,
+        request: Request<pb::DeletePoolRequest>,
+    ) -> Result<Response<pb::DeletePoolResponse>, Status> {
+        pools::delete_pool(self, request).await
     }
 }

@@ -55,9 +55,10 @@ pub(super) async fn serve_pty(
     };
     let span = tracing::info_span!("rpc", rpc = "Pty", sandbox_id = %open.sandbox_id, session_id = tracing::field::Empty);
     let session = async {
-        let spec = PtySpec::from_open(&open).map_err(|e| invalid(e.field, e.message))?;
+        let mut spec = PtySpec::from_open(&open).map_err(|e| invalid(e.field, e.message))?;
         api.authorize(&principal, &open.sandbox_id, crate::auth::Scope::Operate).await?;
         let handle = api.handle(&open.sandbox_id).await?;
+        spec.env = api.call_env(&handle, std::mem::take(&mut spec.env));
         let slot = api.pty_slots.acquire(&handle.sandbox_id)?;
         Ok::<_, Status>((api.backend().open_terminal(&handle, &spec).await?, slot))
     }

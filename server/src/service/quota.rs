@@ -113,7 +113,7 @@ impl QuotaBook {
         if q.sandboxes.is_some() || q.cpus.is_some() || q.memory_mib.is_some() {
             let query =
                 ListQuery { page_size: usize::MAX, tenant: Some(tenant.name.clone()), ..Default::default() };
-            let live = api.backend().list(&query).await?.sandboxes;
+            let live = api.lifecycle.list(query).await?.sandboxes;
             let live: Vec<_> =
                 live.into_iter().filter(|s| s.status != crate::spec::SandboxStatus::Stopped).collect();
             if let Some(limit) = q.sandboxes {

@@ -90,6 +90,8 @@ pub enum ServeError {
     Tenants(String),
     #[error("{0}")]
     Audit(String),
+    #[error("{0}")]
+    Pools(crate::error::ProviderError),
 }
 
 /// The signing keys (the configured file, or one made in the state directory), the
@@ -132,6 +134,7 @@ const SHUTDOWN_REMOVAL_FLOOR: Duration = Duration::from_secs(2);
 /// that for the binary (flags, signals, the listening line). Tests build them in-process.
 pub struct Services {
     lifecycle: Arc<Lifecycle>,
+    pools: Arc<crate::pools::Pools>,
     policy: ServerSection,
     routes: Routes,
     health: HealthReporter,
@@ -175,7 +178,20 @@ impl Services {
             store: leases,
             create_timeout: config.server.create_timeout,
         };
-        let lifecycle = Arc::new(Lifecycle::new(backend, lease_options));
+        let state_dir = config.server.state_dir();
+        let state = |source| ServeError::StateDir { dir: state_dir.clone(), source };
+        let claims = crate::claims::ClaimStore::open(&state_dir).map_err(state)?;
+        let lifecycle = Arc::new(Lifecycle::new(backend, lease_options).with_claims(claims));
+        let pool_specs = config
+            .pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| crate::pools::PoolSpec::from_config(p, i))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(ServeError::Pools)?;
+        let owner = crate::pools::Pools::owner_of_state_dir(&state_dir).map_err(state)?;
+        let pools = crate::pools::Pools::new(lifecycle.clone(), owner);
+        pools.add_from_config(&pool_specs);
         let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
         let access = load_access(config, &config.server.state_dir())?;
         let tenants = access.tenants.clone();
@@ -183,7 +199,8 @@ impl Services {
         let egress = Arc::new(crate::egress::Egress::new(&config.network, &config.server.state_dir()));
         let api = SandboxApi::new(lifecycle.clone(), config.server.clone(), shutdown_rx)
             .with_access(access)
-            .with_egress(egress.clone());
+            .with_egress(egress.clone())
+            .with_pools(pools.clone());
 
         // Per-tenant usage in the metrics; it ends with the service's shutdown signal (or when
         // these services are dropped unserved).
@@ -219,6 +236,7 @@ impl Services {
             .add_service(InterceptedService::new(reflection_v1alpha, intercept));
         Ok(Self {
             lifecycle,
+            pools,
             policy: config.server.clone(),
             routes,
             health: health_reporter,
@@ -253,11 +271,13 @@ impl Services {
         settings: ServeSettings,
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) -> Result<(), ServeError> {
-        let Services { lifecycle, policy, routes, health: health_reporter, shutdown_tx, egress } = self;
+        let Services { lifecycle, pools, policy, routes, health: health_reporter, shutdown_tx, egress } =
+            self;
         let refresher =
             tokio::spawn(egress.refresh_forever(lifecycle.backend().clone(), shutdown_tx.subscribe()));
         let sweeper =
             tokio::spawn(sweep_forever(lifecycle.clone(), policy.sweep_interval, shutdown_tx.subscribe()));
+        let refiller = tokio::spawn(pools.run(shutdown_tx.subscribe()));
         if let Some(ttl) = policy.snapshot_ttl {
             let every = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(300));
             let backend = lifecycle.backend().clone();
@@ -343,6 +363,7 @@ impl Services {
         sweeper.abort();
         prober.abort();
         refresher.abort();
+        refiller.abort();
         let task = cleanup.lock().ok().and_then(|mut slot| slot.take());
         if let Some(task) = task {
             // Removal started with the signal, beside the drain; it gets what is left of the

@@ -61,6 +61,7 @@ pub(super) async fn watch(
             page_size: EXISTING_PAGE,
             after: None,
             tenant: tenant.clone(),
+            ..Default::default()
         };
         loop {
             let page = api.backend().list(&query).instrument(span.clone()).await?;

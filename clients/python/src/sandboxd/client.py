@@ -30,6 +30,7 @@ from .types import (
     ExecUsage,
     Grant,
     NetworkAddress,
+    PoolInfo,
     SandboxInfo,
     SandboxPage,
     SandboxRef,
@@ -590,6 +591,45 @@ class Client(AsyncClosing):
             retry=self._retry,
             channel_options=self._channel_options,
         )
+
+    # --- pools -------------------------------------------------------------------------------
+
+    async def create_pool(
+        self,
+        name: str,
+        image: str,
+        *,
+        target: int,
+        max: int,
+        template: SandboxSpec | Mapping[str, Any] | None = None,
+        deadline_s: float | None = None,
+    ) -> PoolInfo:
+        """Add a warm pool: the server keeps `target` ready sandboxes of `image` started from
+        `template` (no image, ttl_s, snapshot_id or pool), at most `max` alive, claimed ones
+        included. `create(SandboxSpec(pool=name, ...))` then claims one. Raises
+        `InvalidArgument` naming the field (`pool.target`, `pool.max`, ...)."""
+        spec = SandboxSpec.of(template) if template is not None else SandboxSpec()
+        request = pb.CreatePoolRequest(
+            pool=pb.PoolSpec(name=name, image=image, template=spec.to_proto(), target=target, max=max)
+        )
+        response = await self._unary(
+            "CreatePool", request, pb.CreatePoolResponse, deadline_s=deadline_s, idempotent=False
+        )
+        return PoolInfo.from_proto(response.pool)
+
+    async def list_pools(self, *, deadline_s: float | None = None) -> builtins.list[PoolInfo]:
+        """The pools this caller can claim from, by name."""
+        response = await self._unary(
+            "ListPools", pb.ListPoolsRequest(), pb.ListPoolsResponse, deadline_s=deadline_s, idempotent=True
+        )
+        return [PoolInfo.from_proto(p) for p in response.pools]
+
+    async def delete_pool(self, name: str, *, deadline_s: float | None = None) -> int:
+        """Remove a pool and its unclaimed sandboxes (claimed ones stay); returns how many went."""
+        response = await self._unary(
+            "DeletePool", pb.DeletePoolRequest(name=name), pb.DeletePoolResponse, deadline_s=deadline_s, idempotent=True
+        )
+        return int(response.removed)
 
     async def set_timeout(self, sandbox_id: str, ttl_s: float, *, deadline_s: float | None = None) -> int:
         """Move the sandbox's lease to `ttl_s` seconds from now; returns its end (Unix ms)."""

@@ -134,6 +134,9 @@ class SandboxSpec:
     cap_add: Sequence[str] = ()
     shm_size_bytes: int | None = None
     named_volumes: Sequence[VolumeMount] = ()
+    pool: str | None = None
+    """Claim a ready sandbox of this warm pool: only env, files, metadata and ttl_s apply; other
+    fields must be unset or equal the pool's template."""
 
     @classmethod
     def of(cls, spec: SandboxSpec | str | Mapping[str, Any]) -> SandboxSpec:
@@ -194,6 +197,8 @@ class SandboxSpec:
         if self.shm_size_bytes is not None:
             msg.shm_size_bytes = int(self.shm_size_bytes)
         msg.volumes.extend(v.to_proto() for v in self.named_volumes)
+        if self.pool is not None:
+            msg.pool = self.pool
         return msg
 
 
@@ -355,6 +360,42 @@ class SandboxInfo:
             status=SandboxStatus.from_proto(msg.status),
             created_at_unix_ms=int(msg.created_at_unix_ms),
             expires_at_unix_ms=int(msg.expires_at_unix_ms) if msg.HasField("expires_at_unix_ms") else None,
+        )
+
+
+@dataclass(frozen=True)
+class PoolInfo:
+    """A warm pool as `Client.list_pools` reports it."""
+
+    name: str
+    image: str
+    target: int
+    max: int
+    ready: int
+    """Started, ready and unclaimed now."""
+    claimed: int
+    """Handed out from ready ones since the server started."""
+    created: int
+    """Started by the pool since the server started."""
+    in_use: int
+    """Claimed from it and still alive."""
+    from_config: bool
+    tenant: str
+    """The tenant it belongs to; "" for everyone's."""
+
+    @classmethod
+    def from_proto(cls, msg: pb.PoolInfo) -> PoolInfo:
+        return cls(
+            name=msg.name,
+            image=msg.spec.image,
+            target=int(msg.target),
+            max=int(msg.max),
+            ready=int(msg.ready),
+            claimed=int(msg.claimed),
+            created=int(msg.created),
+            in_use=int(msg.in_use),
+            from_config=bool(msg.from_config),
+            tenant=msg.tenant,
         )
 
 

@@ -232,6 +232,7 @@ fn run_flags(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec<St
         }
     }
     a.extend(crate::docker::labels::run_args(&spec.metadata));
+    a.extend(crate::docker::labels::pool_run_args(spec.pool_member.as_ref()));
     if cfg.use_init {
         a.push(s("--init"));
     }

@@ -77,7 +77,7 @@ EGRESS_ACTION_ALLOW: EgressAction
 EGRESS_ACTION_DENY: EgressAction
 
 class SandboxSpec(_message.Message):
-    __slots__ = ("image", "ttl_s", "ready_timeout_s", "workdir", "env", "files", "metadata", "resources", "entrypoint", "ports", "provider_options", "snapshot_id", "network_policy", "network", "cap_add", "shm_size_bytes", "volumes")
+    __slots__ = ("image", "ttl_s", "ready_timeout_s", "workdir", "env", "files", "metadata", "resources", "entrypoint", "ports", "provider_options", "snapshot_id", "pool", "network_policy", "network", "cap_add", "shm_size_bytes", "volumes")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +111,7 @@ class SandboxSpec(_message.Message):
     PORTS_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_OPTIONS_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
     NETWORK_POLICY_FIELD_NUMBER: _ClassVar[int]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
     CAP_ADD_FIELD_NUMBER: _ClassVar[int]
@@ -128,12 +129,13 @@ class SandboxSpec(_message.Message):
     ports: _containers.RepeatedScalarFieldContainer[int]
     provider_options: ProviderOptions
     snapshot_id: str
+    pool: str
     network_policy: NetworkPolicy
     network: str
     cap_add: _containers.RepeatedScalarFieldContainer[str]
     shm_size_bytes: int
     volumes: _containers.RepeatedCompositeFieldContainer[VolumeMount]
-    def __init__(self, image: _Optional[str] = ..., ttl_s: _Optional[float] = ..., ready_timeout_s: _Optional[float] = ..., workdir: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., files: _Optional[_Mapping[str, bytes]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[SandboxResources, _Mapping]] = ..., entrypoint: _Optional[_Iterable[str]] = ..., ports: _Optional[_Iterable[int]] = ..., provider_options: _Optional[_Union[ProviderOptions, _Mapping]] = ..., snapshot_id: _Optional[str] = ..., network_policy: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., network: _Optional[str] = ..., cap_add: _Optional[_Iterable[str]] = ..., shm_size_bytes: _Optional[int] = ..., volumes: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ...) -> None: ...
+    def __init__(self, image: _Optional[str] = ..., ttl_s: _Optional[float] = ..., ready_timeout_s: _Optional[float] = ..., workdir: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., files: _Optional[_Mapping[str, bytes]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[SandboxResources, _Mapping]] = ..., entrypoint: _Optional[_Iterable[str]] = ..., ports: _Optional[_Iterable[int]] = ..., provider_options: _Optional[_Union[ProviderOptions, _Mapping]] = ..., snapshot_id: _Optional[str] = ..., pool: _Optional[str] = ..., network_policy: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., network: _Optional[str] = ..., cap_add: _Optional[_Iterable[str]] = ..., shm_size_bytes: _Optional[int] = ..., volumes: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ...) -> None: ...
 
 class VolumeMount(_message.Message):
     __slots__ = ("name", "target", "read_only", "subpath")
@@ -858,3 +860,75 @@ class SetNetworkPolicyRequest(_message.Message):
 class SetNetworkPolicyResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class PoolSpec(_message.Message):
+    __slots__ = ("name", "image", "template", "target", "max")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    image: str
+    template: SandboxSpec
+    target: int
+    max: int
+    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., template: _Optional[_Union[SandboxSpec, _Mapping]] = ..., target: _Optional[int] = ..., max: _Optional[int] = ...) -> None: ...
+
+class CreatePoolRequest(_message.Message):
+    __slots__ = ("pool",)
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    pool: PoolSpec
+    def __init__(self, pool: _Optional[_Union[PoolSpec, _Mapping]] = ...) -> None: ...
+
+class CreatePoolResponse(_message.Message):
+    __slots__ = ("pool",)
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    pool: PoolInfo
+    def __init__(self, pool: _Optional[_Union[PoolInfo, _Mapping]] = ...) -> None: ...
+
+class ListPoolsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListPoolsResponse(_message.Message):
+    __slots__ = ("pools",)
+    POOLS_FIELD_NUMBER: _ClassVar[int]
+    pools: _containers.RepeatedCompositeFieldContainer[PoolInfo]
+    def __init__(self, pools: _Optional[_Iterable[_Union[PoolInfo, _Mapping]]] = ...) -> None: ...
+
+class PoolInfo(_message.Message):
+    __slots__ = ("name", "spec", "target", "max", "ready", "claimed", "created", "in_use", "from_config", "tenant")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    CLAIMED_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    IN_USE_FIELD_NUMBER: _ClassVar[int]
+    FROM_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    spec: PoolSpec
+    target: int
+    max: int
+    ready: int
+    claimed: int
+    created: int
+    in_use: int
+    from_config: bool
+    tenant: str
+    def __init__(self, name: _Optional[str] = ..., spec: _Optional[_Union[PoolSpec, _Mapping]] = ..., target: _Optional[int] = ..., max: _Optional[int] = ..., ready: _Optional[int] = ..., claimed: _Optional[int] = ..., created: _Optional[int] = ..., in_use: _Optional[int] = ..., from_config: _Optional[bool] = ..., tenant: _Optional[str] = ...) -> None: ...
+
+class DeletePoolRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeletePoolResponse(_message.Message):
+    __slots__ = ("removed",)
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    removed: int
+    def __init__(self, removed: _Optional[int] = ...) -> None: ...

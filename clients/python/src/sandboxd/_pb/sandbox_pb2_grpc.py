@@ -180,6 +180,21 @@ class SandboxServiceStub:
                 request_serializer=sandbox_dot_v1_dot_sandbox__pb2.SetNetworkPolicyRequest.SerializeToString,
                 response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.SetNetworkPolicyResponse.FromString,
                 _registered_method=True)
+        self.CreatePool = channel.unary_unary(
+                '/sandbox.v1.SandboxService/CreatePool',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.CreatePoolRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.CreatePoolResponse.FromString,
+                _registered_method=True)
+        self.ListPools = channel.unary_unary(
+                '/sandbox.v1.SandboxService/ListPools',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.ListPoolsRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.ListPoolsResponse.FromString,
+                _registered_method=True)
+        self.DeletePool = channel.unary_unary(
+                '/sandbox.v1.SandboxService/DeletePool',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.DeletePoolRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.DeletePoolResponse.FromString,
+                _registered_method=True)
 
 
 class SandboxServiceServicer:
@@ -416,6 +431,31 @@ class SandboxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreatePool(self, request, context):
+        """--- pools ---
+        Add a warm pool: the server keeps `target` sandboxes of its template started and ready, so
+        a `Create` naming the pool (or matching its template) is handed one at once. A tenant's
+        pool is that tenant's; the operator's (and the config file's) are everyone's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPools(self, request, context):
+        """The pools the caller can claim from (its own and everyone's), with their ready and claimed
+        counts; the operator sees every tenant's pools too (`PoolInfo.tenant`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeletePool(self, request, context):
+        """Remove a pool and its unclaimed sandboxes; sandboxes already claimed from it stay.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -563,6 +603,21 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.SetNetworkPolicy,
                     request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.SetNetworkPolicyRequest.FromString,
                     response_serializer=sandbox_dot_v1_dot_sandbox__pb2.SetNetworkPolicyResponse.SerializeToString,
+            ),
+            'CreatePool': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreatePool,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.CreatePoolRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.CreatePoolResponse.SerializeToString,
+            ),
+            'ListPools': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPools,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.ListPoolsRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.ListPoolsResponse.SerializeToString,
+            ),
+            'DeletePool': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeletePool,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.DeletePoolRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.DeletePoolResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1349,6 +1404,87 @@ class SandboxService:
             '/sandbox.v1.SandboxService/SetNetworkPolicy',
             sandbox_dot_v1_dot_sandbox__pb2.SetNetworkPolicyRequest.SerializeToString,
             sandbox_dot_v1_dot_sandbox__pb2.SetNetworkPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreatePool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/CreatePool',
+            sandbox_dot_v1_dot_sandbox__pb2.CreatePoolRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.CreatePoolResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPools(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/ListPools',
+            sandbox_dot_v1_dot_sandbox__pb2.ListPoolsRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.ListPoolsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeletePool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/DeletePool',
+            sandbox_dot_v1_dot_sandbox__pb2.DeletePoolRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.DeletePoolResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,65 @@
+"""Warm pools through the typed client against the real server: create_pool, list_pools, a
+claim with its per-call env/files/metadata, delete_pool, and the errors."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from sandboxd import Client, InvalidArgument, NotFound, PoolInfo, SandboxSpec
+
+from support import Images, ServerProcess
+
+
+@pytest.fixture
+async def client(server: ServerProcess) -> AsyncIterator[Client]:
+    async with Client(server.address) as client:
+        yield client
+
+
+async def pool_info(client: Client, name: str) -> PoolInfo:
+    return next(p for p in await client.list_pools() if p.name == name)
+
+
+async def wait_ready(client: Client, name: str, ready: int) -> None:
+    for _ in range(600):
+        if (await pool_info(client, name)).ready == ready:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"pool {name} never had {ready} ready")
+
+
+async def test_a_claim_gets_a_ready_sandbox_with_the_calls_env_files_and_metadata(
+    client: Client, images: Images
+) -> None:
+    name = f"py-{uuid.uuid4().hex[:8]}"
+    created = await client.create_pool(name, images.busybox, target=1, max=2, template={"workdir": "/tmp"})
+    assert (created.name, created.image, created.target, created.max) == (name, images.busybox, 1, 2)
+    try:
+        await wait_ready(client, name, 1)
+        spec = SandboxSpec(
+            pool=name, env={"GREETING": "hi"}, files={"/tmp/seed.txt": "seeded"}, metadata={"case": name}
+        )
+        async with await client.create(spec) as sandbox:
+            out = await sandbox.exec('echo "$GREETING"; cat /tmp/seed.txt; pwd')
+            assert out.stdout_text == "hi\nseeded/tmp\n"
+            assert sandbox.ref.metadata == {"case": name}
+            listed = [info async for info in client.list_all(labels={"case": name})]
+            assert [info.ref.sandbox_id for info in listed] == [sandbox.sandbox_id]
+            assert (await pool_info(client, name)).claimed == 1
+    finally:
+        await wait_ready(client, name, 1)
+        assert await client.delete_pool(name) == 1
+    assert all(p.name != name for p in await client.list_pools())
+
+
+async def test_bad_pools_and_unknown_pools_are_refused(client: Client, images: Images) -> None:
+    with pytest.raises(InvalidArgument, match=r"pool\.target"):
+        await client.create_pool("bad", images.busybox, target=3, max=2)
+    with pytest.raises(NotFound):
+        await client.create(SandboxSpec(pool=f"nope-{uuid.uuid4().hex[:8]}"))
+    with pytest.raises(NotFound):
+        await client.delete_pool(f"nope-{uuid.uuid4().hex[:8]}")
