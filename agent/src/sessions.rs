@@ -446,6 +446,8 @@ pub fn attach(
             ));
         }
         match since {
+            // 0: everything still retained.
+            Some(0) => oldest,
             Some(s) if s < oldest => {
                 return Err((
                     FailureKind::OutOfRange,

@@ -341,6 +341,40 @@ pub struct ServerSection {
     /// Time between two pings of the Docker daemon; health is NOT_SERVING while it fails.
     #[serde(rename = "health_probe_interval_s", deserialize_with = "seconds::required")]
     pub health_probe_interval: Duration,
+    /// Terminal sessions (`server.pty`).
+    pub pty: PtySection,
+}
+
+/// The `server.pty` section: what the sandbox's agent keeps of each terminal session.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PtySection {
+    /// Output bytes retained per session for `PtyAttach.since` replays (a ring: the oldest
+    /// go first).
+    pub retain_bytes: u64,
+}
+
+/// Default output retained per terminal session: 1 MiB.
+pub const DEFAULT_PTY_RETAIN_BYTES: u64 = 1 << 20;
+/// Most output a session may retain (the agent's own bound).
+pub const MAX_PTY_RETAIN_BYTES: u64 = 64 << 20;
+
+impl Default for PtySection {
+    fn default() -> Self {
+        Self { retain_bytes: DEFAULT_PTY_RETAIN_BYTES }
+    }
+}
+
+impl PtySection {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.retain_bytes == 0 || self.retain_bytes > MAX_PTY_RETAIN_BYTES {
+            return Err(ConfigError::new(
+                "server.pty.retain_bytes",
+                format!("must be in 1..={MAX_PTY_RETAIN_BYTES} (got {})", self.retain_bytes),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for ServerSection {
@@ -359,6 +393,7 @@ impl Default for ServerSection {
             health_probe_interval: DEFAULT_HEALTH_PROBE_INTERVAL,
             auth: AuthSection::default(),
             audit: None,
+            pty: PtySection::default(),
         }
     }
 }
@@ -443,6 +478,7 @@ impl ServerSection {
         if matches!(&self.audit, Some(a) if a.is_empty()) {
             return Err(ConfigError::new("server.audit", "must be null, \"stderr\" or a file path"));
         }
+        self.pty.validate()?;
         self.limits.validate()
     }
 

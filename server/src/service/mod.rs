@@ -11,6 +11,7 @@ mod inventory;
 mod limits;
 mod logs;
 mod pty;
+mod pty_sessions;
 mod quota;
 mod server;
 mod status;
@@ -466,5 +467,12 @@ impl SandboxService for SandboxApi {
 
     async fn logs(&self, request: Request<pb::LogsRequest>) -> Result<Response<Self::LogsStream>, Status> {
         logs::logs(self, request).await
+    }
+
+    async fn list_pty_sessions(
+        &self,
+        request: Request<pb::ListPtySessionsRequest>,
+    ) -> Result<Response<pb::ListPtySessionsResponse>, Status> {
+        pty_sessions::list_pty_sessions(self, request).await
     }
 }

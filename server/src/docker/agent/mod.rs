@@ -5,8 +5,10 @@
 pub mod binary;
 pub mod channel;
 mod files;
+pub mod terminal;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,12 +19,13 @@ use self::channel::{AgentChannel, Call, OpenError};
 use super::cli::DockerCli;
 use super::transport::cli::{container_running, DockerExecEngine};
 use super::transport::{
-    note_dropped, output_limit, spawn_stream, timed_out, ExecEngine, ExecSpec, ExecStream, FileDownload,
-    StreamEvent, TerminalSession, UploadSource,
+    no_sessions, note_dropped, output_limit, spawn_stream, timed_out, ExecEngine, ExecSpec, ExecStream,
+    FileDownload, StreamEvent, TerminalSession, UploadSource,
 };
 use crate::error::Result;
 use crate::spec::PtySpec;
 use crate::spec::{ExecErrorType, ExecResult, ExecUsage};
+use crate::terminal::{AttachSpec, TerminalInfo};
 
 /// First look at the container when a command has been silent this long (a paused container
 /// freezes the agent too, so silence alone cannot tell).
@@ -52,6 +55,8 @@ pub struct AgentEngine {
     slots: Mutex<HashMap<String, Slot>>,
     /// Sandboxes without a usable agent: they use `docker exec`.
     without_agent: Mutex<HashSet<String>>,
+    /// Output each terminal session retains for re-attaches (`server.pty.retain_bytes`).
+    retain_bytes: AtomicU64,
 }
 
 /// Where a command's output goes while it runs.
@@ -62,7 +67,17 @@ enum Sink {
 
 impl AgentEngine {
     pub fn new(docker: DockerExecEngine) -> Self {
-        Self { docker, slots: Mutex::default(), without_agent: Mutex::default() }
+        Self {
+            docker,
+            slots: Mutex::default(),
+            without_agent: Mutex::default(),
+            retain_bytes: AtomicU64::new(protocol::DEFAULT_RETAIN_BYTES),
+        }
+    }
+
+    /// Output each terminal session keeps for re-attaches (`server.pty.retain_bytes`).
+    pub fn set_retain_bytes(&self, bytes: u64) {
+        self.retain_bytes.store(bytes, Ordering::Relaxed);
     }
 
     /// Entries of the per-sandbox maps: channel slots, sandboxes without an agent.
@@ -318,7 +333,7 @@ impl ExecEngine for AgentEngine {
         self.docker.download(name, path).await
     }
 
-    /// Terminals do not go through the agent yet: the docker transport's terminal.
+    /// A terminal in the sandbox's agent; the docker transport's where the agent cannot run.
     async fn open_terminal(
         &self,
         name: &str,
@@ -326,7 +341,20 @@ impl ExecEngine for AgentEngine {
         spec: &PtySpec,
         user: Option<&str>,
     ) -> Result<Arc<dyn TerminalSession>> {
-        self.docker.open_terminal(name, shell, spec, user).await
+        let Some(channel) = self.channel(name).await else {
+            return self.docker.open_terminal(name, shell, spec, user).await;
+        };
+        terminal::open(&channel, shell, spec, user, self.retain_bytes.load(Ordering::Relaxed)).await
+    }
+
+    async fn attach_terminal(&self, name: &str, attach: &AttachSpec) -> Result<Arc<dyn TerminalSession>> {
+        let Some(channel) = self.channel(name).await else { return Err(no_sessions(name)) };
+        terminal::attach(&channel, name, attach).await
+    }
+
+    async fn list_terminals(&self, name: &str) -> Result<Vec<TerminalInfo>> {
+        let Some(channel) = self.channel(name).await else { return Err(no_sessions(name)) };
+        terminal::list(&channel).await
     }
 
     fn renamed(&self, from: &str, to: &str) {
