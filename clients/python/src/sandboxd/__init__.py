@@ -39,6 +39,7 @@ from .types import (
     SandboxSpec,
     SandboxStatus,
     SnapshotInfo,
+    PtySessionInfo,
     Stderr,
     Stdout,
 )
@@ -85,6 +86,7 @@ __all__ = [
     "SandboxUnavailable",
     "SandboxdError",
     "SnapshotInfo",
+    "PtySessionInfo",
     "Stderr",
     "Stdout",
     "TlsConfig",

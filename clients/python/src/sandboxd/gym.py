@@ -149,7 +149,10 @@ class SandboxdProvider:
     `token_file` (bearer token); `tls` (bool), `root_certificates_file`,
     `client_certificate_file` + `client_key_file` (mutual TLS), `server_name_override`;
     `deadline_s` (gRPC deadline of every call; None = none); `retry_attempts` (transient
-    UNAVAILABLE retries of idempotent calls, default 4).
+    UNAVAILABLE retries of idempotent calls, default 4); `pty_detach_timeout_s` (how long a
+    PTY session this provider opened outlives a stream that went away without `close`,
+    waiting for `attach_pty`; default 600; None: it ends with its stream and `run_detached`
+    runs attached).
     """
 
     name = "sandboxd"
@@ -167,7 +170,11 @@ class SandboxdProvider:
         server_name_override: str | None = None,
         deadline_s: float | None = None,
         retry_attempts: int = 4,
+        pty_detach_timeout_s: float | None = 600.0,
     ) -> None:
+        if pty_detach_timeout_s is not None and not pty_detach_timeout_s > 0:
+            raise ValueError(f"sandboxd provider: pty_detach_timeout_s must be > 0 or None, got {pty_detach_timeout_s}")
+        self._pty_detach_timeout_s = pty_detach_timeout_s
         if token is not None and token_file is not None:
             raise ValueError("sandboxd provider: give `token` or `token_file`, not both")
         if token_file is not None:
@@ -424,26 +431,62 @@ class SandboxdProvider:
 
     async def create_pty(self, handle: SandboxHandle, spec: SandboxPtySpec) -> SandboxdPtySession:
         ref = _ref(handle)
+        options: dict[str, Any] = {
+            "cwd": spec.cwd,
+            "env": spec.env,
+            "rows": spec.rows,
+            "cols": spec.cols,
+            "user": spec.user,
+            "pipe": not spec.pty,
+        }
+        detachable = self._pty_detach_timeout_s is not None
         try:
-            session = await self._client.open_pty(
-                ref.sandbox_id,
-                spec.command,
-                cwd=spec.cwd,
-                env=spec.env,
-                rows=spec.rows,
-                cols=spec.cols,
-                user=spec.user,
-                pipe=not spec.pty,
-            )
+            try:
+                session = await self._client.open_pty(
+                    ref.sandbox_id, spec.command, detach_timeout_s=self._pty_detach_timeout_s, **options
+                )
+            except Unimplemented:
+                # The server runs this sandbox's terminals through docker exec: the session
+                # lives with its stream.
+                detachable = False
+                session = await self._client.open_pty(ref.sandbox_id, spec.command, **options)
         except InvalidArgument as exc:
             raise ValueError(str(exc)) from exc
         except (SandboxdError, TimeoutError) as exc:
             raise SandboxPtyError(f"sandboxd: cannot open a PTY session: {exc}") from exc
+        return self._pty_session(session, ref.sandbox_id, owner=True, detachable=detachable)
 
+    # --- SupportsSandboxPtyAttach -------------------------------------------------------------
+
+    async def attach_pty(
+        self, handle: SandboxHandle, session_id: str, *, takeover: bool = True, since: int | None = None
+    ) -> SandboxdPtySession:
+        """Re-attach to a session by id, from any process: its retained output from byte offset
+        `since` (0 or None: all that is still retained) replays before live output.
+        `takeover` evicts the current holder (its session then fails with `SandboxPtyError`);
+        without it, a held session fails. Closing the returned session detaches it; the
+        session lives on for its owner."""
+        ref = _ref(handle)
+        try:
+            session = await self._client.attach_pty(ref.sandbox_id, session_id, takeover=takeover, since=since or 0)
+        except ValueError:
+            raise
+        except (SandboxdError, TimeoutError) as exc:
+            raise SandboxPtyError(f"sandboxd: cannot attach to PTY session {session_id}: {exc}") from exc
+        return self._pty_session(session, ref.sandbox_id, owner=False, detachable=True)
+
+    def _pty_session(self, session: Any, sandbox_id: str, *, owner: bool, detachable: bool) -> SandboxdPtySession:
         async def sandbox_gone(exit_code: int | None) -> bool:
-            return await self._sandbox_gone(ref.sandbox_id, exit_code)
+            return await self._sandbox_gone(sandbox_id, exit_code)
 
-        return SandboxdPtySession(session, ref.sandbox_id, sandbox_gone)
+        session_id = session.session_id
+
+        async def reattach(since: int) -> Any:
+            return await self._client.attach_pty(sandbox_id, session_id, takeover=True, since=since)
+
+        return SandboxdPtySession(
+            session, sandbox_id, sandbox_gone, owner=owner, reattach=reattach if detachable else None
+        )
 
     async def _sandbox_gone(self, sandbox_id: str, exit_code: int | None) -> bool:
         """Whether a session that just ended did so because its sandbox went away: closed through
