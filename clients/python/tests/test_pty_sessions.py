@@ -15,6 +15,7 @@ from nemo_gym.sandbox.providers.base import SandboxPtyError, SandboxPtySpec, San
 
 import sandboxd
 from sandboxd import AsyncSandbox, Client
+
 from support import Images, ServerProcess
 
 

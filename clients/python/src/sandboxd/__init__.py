@@ -32,6 +32,7 @@ from .types import (
     ExecExit,
     ExecResult,
     ExecUsage,
+    PtySessionInfo,
     Resources,
     SandboxInfo,
     SandboxPage,
@@ -39,7 +40,6 @@ from .types import (
     SandboxSpec,
     SandboxStatus,
     SnapshotInfo,
-    PtySessionInfo,
     Stderr,
     Stdout,
 )

@@ -26,13 +26,13 @@ from .types import (
     ExecExit,
     ExecResult,
     ExecUsage,
+    PtySessionInfo,
     SandboxInfo,
     SandboxPage,
     SandboxRef,
     SandboxSpec,
     SandboxStatus,
     SnapshotInfo,
-    PtySessionInfo,
     Stderr,
     Stdout,
 )
@@ -574,7 +574,9 @@ class Client(AsyncClosing):
         attaching = pb.PtyAttach(sandbox_id=sandbox_id, session_id=session_id, takeover=takeover, since=since)
         return await PtySession.attach(self._pty_call(), attaching, open_timeout_s=open_timeout_s)
 
-    async def list_pty_sessions(self, sandbox_id: str, *, deadline_s: float | None = None) -> builtins.list[PtySessionInfo]:
+    async def list_pty_sessions(
+        self, sandbox_id: str, *, deadline_s: float | None = None
+    ) -> builtins.list[PtySessionInfo]:
         """The sessions the sandbox's agent keeps (running, or ended and not yet forgotten),
         oldest first."""
         response = await self._unary(

@@ -30,7 +30,10 @@ const OUTPUT_QUEUE: usize = 16;
 const CONTROL_QUEUE: usize = 64;
 
 /// What a call gets when the channel ends under a session's stream.
-const AGENT_LOST: &str = "the sandbox's agent went away (killed inside the sandbox, or the sandbox stopped)";
+const AGENT_LOST: &str =
+    "the sandbox's agent went away: the sandbox is gone or no longer running, or the agent was killed in it";
+/// What a stream gets when its sandbox is closed under it.
+const SANDBOX_GONE: &str = "the session's sandbox is gone (closed under the session)";
 
 /// How a holder's stream ended.
 #[derive(Debug, Clone)]
@@ -51,7 +54,7 @@ enum Control {
     Send(Request),
     /// The stream went away: `Abandon` (the session's detach timeout applies) and stop.
     Release,
-    /// Stop without a word to the agent (the sandbox is gone).
+    /// Stop without a word to the agent: the sandbox is gone (the stream fails).
     Forget,
 }
 
@@ -333,7 +336,7 @@ async fn route(
                     call.send(Request::Abandon).await;
                     return finish(&mut call, End::Detached);
                 }
-                Some(Control::Forget) => return finish(&mut call, End::Detached),
+                Some(Control::Forget) => return finish(&mut call, End::Failed(SANDBOX_GONE.into())),
             },
         }
     }
