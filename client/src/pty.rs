@@ -485,6 +485,7 @@ mod tests {
             inner: Arc::new(SessionInner {
                 id: "s".into(),
                 mode: TerminalMode::Pty,
+                offset: 0,
                 requests: StdMutex::new(Some(req_tx)),
                 output: tokio::sync::Mutex::new(out_rx),
                 stderr: tokio::sync::Mutex::new(err_rx),
