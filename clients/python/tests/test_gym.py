@@ -51,17 +51,17 @@ def test_entry_point_registers_the_provider(server: ServerProcess) -> None:
 
 
 # Gym's optional capabilities this provider implements, and those that need server features
-# of later issues (sandbox networks, runtime requirements, shared storage, PTY re-attach, port
-# forwarding, background services): `isinstance` must be true exactly for the first set.
+# of later issues (sandbox networks, runtime requirements, shared storage, port forwarding,
+# background services): `isinstance` must be true exactly for the first set.
 IMPLEMENTED = (
     "ConnectableProvider",
     "SupportsSandboxEndpoint",
     "SupportsSandboxPty",
+    "SupportsSandboxPtyAttach",
     "SupportsSandboxPauseResume",
     "SupportsSandboxSnapshot",
 )
 NOT_IMPLEMENTED = (
-    "SupportsSandboxPtyAttach",
     "SupportsSandboxPortForwarding",
     "SupportsSandboxBackgroundServices",
     "SupportsSandboxNetwork",
@@ -81,7 +81,7 @@ async def test_create_provider_builds_it_with_exactly_its_capabilities(provider:
     assert set(NOT_IMPLEMENTED) <= set(defined) and {"ConnectableProvider", "SupportsSandboxPty"} <= set(defined)
     observed = {name: isinstance(provider, protocol) for name, protocol in defined.items()}
     assert observed == {name: name in IMPLEMENTED for name in defined}
-    for method in ("snapshot", "delete_snapshot", "pause", "resume", "create_pty", "endpoint"):
+    for method in ("snapshot", "delete_snapshot", "pause", "resume", "create_pty", "attach_pty", "endpoint"):
         assert callable(getattr(provider, method)), method
 
 

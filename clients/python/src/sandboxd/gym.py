@@ -7,7 +7,8 @@ the provider name::
     create_provider({"sandboxd": {"address": "sandboxd.internal:50051", "token_file": "/run/token"}})
 
 It implements `SandboxProvider`, `ConnectableProvider`, `SupportsSandboxEndpoint`,
-`SupportsSandboxPty`, `SupportsSandboxPauseResume` and `SupportsSandboxSnapshot` with Gym's own
+`SupportsSandboxPty`, `SupportsSandboxPtyAttach`, `SupportsSandboxPauseResume` and
+`SupportsSandboxSnapshot` with Gym's own
 types, and behaves like Gym's Docker provider wherever a caller can observe it (the conformance
 tests run one driver against both). Importing this module needs `nemo_gym.sandbox.providers`
 (NeMo Gym installed), and works with every Gym the package may meet: nemo-gym 0.7.0 and Gym's
