@@ -538,3 +538,19 @@ async fn bad_detach_timeouts_are_refused() {
     }
     raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
 }
+
+/// A held session loses nothing when its program writes far more than the ring keeps: output
+/// waits for the stream that reads it.
+#[tokio::test(flavor = "multi_thread")]
+async fn large_output_to_a_reading_holder_is_complete() {
+    let label = TestLabel::new();
+    let server = TestService::start_json(&label, serde_json::json!({}));
+    let mut raw = server.raw().await;
+    let id = create_id(&mut raw, busybox()).await;
+    let size = 24 << 20;
+    let (mut stream, _) =
+        Stream::open(&mut raw, pipe_open(&id, &format!("head -c {size} /dev/zero; exit 3"), None)).await;
+    let end = stream.drain().await;
+    assert_eq!((end.output.len(), end.exit), (size, Some(3)), "{:?}", end.status);
+    raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+}
