@@ -52,6 +52,9 @@ struct State {
     /// Where the current holder's stream has read to: while a holder reads, output waits for
     /// it rather than push unread bytes out of the ring (a held terminal loses nothing).
     held_cursor: Option<u64>,
+    /// The holder read nothing for `HOLDER_STALL` while output waited: output no longer waits
+    /// for it until it reads again.
+    holder_stalled: bool,
     /// The ring's size.
     retain: u64,
 }
@@ -137,9 +140,13 @@ impl Session {
         // A holder that reads slower than the program writes slows the program (as a terminal
         // does); one that stopped reading for long lets the ring drop its oldest bytes.
         let deadline = Instant::now() + HOLDER_STALL;
-        while let Some(cursor) = st.held_cursor {
+        while let Some(cursor) = st.held_cursor.filter(|_| !st.holder_stalled) {
             let unread = (st.ring.end() + data.len() as u64).saturating_sub(cursor);
-            if unread <= st.retain || Instant::now() >= deadline {
+            if unread <= st.retain {
+                break;
+            }
+            if Instant::now() >= deadline {
+                st.holder_stalled = true;
                 break;
             }
             st = match self.changed.wait_timeout(st, Duration::from_millis(50)) {
@@ -161,6 +168,7 @@ impl Session {
             st.holder = Some(holder);
             st.generation += 1;
             st.held_cursor = Some(cursor);
+            st.holder_stalled = false;
             (st.generation, old)
         };
         self.changed.notify_all();
@@ -225,6 +233,7 @@ impl Session {
                 let mut st = self.lock();
                 if st.generation == generation {
                     st.held_cursor = Some(cursor);
+                    st.holder_stalled = false;
                 }
             }
             self.changed.notify_all();
@@ -380,6 +389,7 @@ pub fn open(
             generation: 0,
             size: start.pty,
             held_cursor: None,
+            holder_stalled: false,
             retain,
         }),
         changed: Condvar::new(),
