@@ -243,7 +243,8 @@ pub enum Request {
     /// Start a session (answered by `SessionOpened`). On the stream that holds a session,
     /// `Stdin`, `StdinEnd` and `Credit` act on it and `Kill` closes it.
     SessionOpen(SessionStart),
-    /// Hold a session from this request on: replay from `since` (`None`: live output only).
+    /// Hold a session from this request on: replay from `since` (`Some(0)`: all still
+    /// retained; `None`: live output only).
     SessionAttach {
         session_id: String,
         since: Option<u64>,

@@ -29,6 +29,8 @@ const HANGUP_GRACE: Duration = Duration::from_secs(2);
 /// How long output may keep arriving after the program exits (a background child holding the
 /// terminal or pipes open must not hold the exit back).
 const OUTPUT_GRACE: Duration = Duration::from_millis(200);
+/// How long output waits for a holder that does not read before the ring drops unread bytes.
+const HOLDER_STALL: Duration = Duration::from_secs(5);
 /// Ended sessions kept for listing (their exit code); older ones are forgotten.
 const ENDED_KEPT: usize = 64;
 
@@ -47,6 +49,14 @@ struct State {
     /// Bumped whenever the holder changes; a sender thread of an older generation stops.
     generation: u64,
     size: Option<WindowSize>,
+    /// Where the current holder's stream has read to: while a holder reads, output waits for
+    /// it rather than push unread bytes out of the ring (a held terminal loses nothing).
+    held_cursor: Option<u64>,
+    /// The holder read nothing for `HOLDER_STALL` while output waited: output no longer waits
+    /// for it until it reads again.
+    holder_stalled: bool,
+    /// The ring's size.
+    retain: u64,
 }
 
 pub struct Session {
@@ -126,7 +136,26 @@ impl Session {
     }
 
     fn append(&self, stderr: bool, data: &[u8]) {
-        self.lock().ring.push(stderr, data);
+        let mut st = self.lock();
+        // A holder that reads slower than the program writes slows the program (as a terminal
+        // does); one that stopped reading for long lets the ring drop its oldest bytes.
+        let deadline = Instant::now() + HOLDER_STALL;
+        while let Some(cursor) = st.held_cursor.filter(|_| !st.holder_stalled) {
+            let unread = (st.ring.end() + data.len() as u64).saturating_sub(cursor);
+            if unread <= st.retain {
+                break;
+            }
+            if Instant::now() >= deadline {
+                st.holder_stalled = true;
+                break;
+            }
+            st = match self.changed.wait_timeout(st, Duration::from_millis(50)) {
+                Ok((st, _)) => st,
+                Err(e) => e.into_inner().0,
+            };
+        }
+        st.ring.push(stderr, data);
+        drop(st);
         self.changed.notify_all();
     }
 
@@ -138,6 +167,8 @@ impl Session {
             let old = st.holder.take();
             st.holder = Some(holder);
             st.generation += 1;
+            st.held_cursor = Some(cursor);
+            st.holder_stalled = false;
             (st.generation, old)
         };
         self.changed.notify_all();
@@ -181,6 +212,7 @@ impl Session {
                     }
                     if let Some(code) = st.exit {
                         st.holder = None;
+                        st.held_cursor = None;
                         st.generation += 1;
                         drop(st);
                         channel.send(request, &Event::SessionExit { code });
@@ -197,6 +229,14 @@ impl Session {
             }
             cursor = offset + data.len() as u64;
             channel.send(request, &Event::Output { stderr, offset, data });
+            {
+                let mut st = self.lock();
+                if st.generation == generation {
+                    st.held_cursor = Some(cursor);
+                    st.holder_stalled = false;
+                }
+            }
+            self.changed.notify_all();
         }
     }
 
@@ -207,6 +247,7 @@ impl Session {
             return None;
         }
         st.generation += 1;
+        st.held_cursor = None;
         let holder = st.holder.take();
         if let Some(h) = &holder {
             h.credit.close();
@@ -347,6 +388,9 @@ pub fn open(
             holder: None,
             generation: 0,
             size: start.pty,
+            held_cursor: None,
+            holder_stalled: false,
+            retain,
         }),
         changed: Condvar::new(),
     });
@@ -446,6 +490,8 @@ pub fn attach(
             ));
         }
         match since {
+            // 0: everything still retained.
+            Some(0) => oldest,
             Some(s) if s < oldest => {
                 return Err((
                     FailureKind::OutOfRange,

@@ -38,7 +38,7 @@ pub use exec_stream::{ExecEvent, ExecEventStream, ExecExit};
 pub use inventory::{ListOptions, ListPage, SandboxInfo};
 pub use logs::{LogChunk, LogStream, LogsOptions};
 pub use pools::{from_pool, PoolDefinition, PoolInfo};
-pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession, PtySpec};
+pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession, PtySessionInfo, PtySpec};
 pub use sandbox::{
     spec, Endpoint, ExecOptions, Sandbox, SandboxStatus, DEFAULT_EXEC_TIMEOUT_S, UPLOAD_CHUNK_BYTES,
 };

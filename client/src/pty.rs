@@ -58,7 +58,34 @@ impl<'a> Pty<'a> {
         self.sandbox.ensure_live()?;
         PtySession::open(self.sandbox, spec).await
     }
+
+    /// Holds a session the sandbox's agent keeps (by its [`PtySession::id`]), from any process:
+    /// its retained output from offset `since` (`0`: all still retained) comes first, then live
+    /// output. `takeover` ends the current holder's stream (ABORTED); without it a held session
+    /// is FAILED_PRECONDITION. An unknown id is NOT_FOUND, a `since` older than what is retained
+    /// OUT_OF_RANGE.
+    pub async fn attach(&self, session_id: &str, takeover: bool, since: u64) -> Result<PtySession> {
+        self.sandbox.ensure_live()?;
+        let attach = proto::PtyAttach {
+            sandbox_id: self.sandbox.id().to_string(),
+            session_id: session_id.to_string(),
+            takeover,
+            since,
+        };
+        PtySession::start(self.sandbox, Req::Attach(attach)).await
+    }
+
+    /// The sessions the sandbox's agent keeps (running, or ended and not yet forgotten), oldest
+    /// first.
+    pub async fn list(&self) -> Result<Vec<PtySessionInfo>> {
+        let request = proto::ListPtySessionsRequest { sandbox_id: self.sandbox.id().to_string() };
+        Ok(self.sandbox.rpc().list_pty_sessions(request).await?.into_inner().sessions)
+    }
 }
+
+/// One row of [`Pty::list`]: id, command, mode, size, running or its exit code, whether a
+/// stream holds it, the output bytes retained for an attach's `since`.
+pub use crate::proto::PtySessionInfo;
 
 #[derive(Clone, Debug, Default)]
 struct SessionState {
@@ -71,6 +98,7 @@ struct SessionState {
 struct SessionInner {
     id: String,
     mode: TerminalMode,
+    offset: u64,
     requests: StdMutex<Option<mpsc::Sender<proto::PtyRequest>>>,
     output: tokio::sync::Mutex<mpsc::UnboundedReceiver<Vec<u8>>>,
     stderr: tokio::sync::Mutex<mpsc::UnboundedReceiver<Vec<u8>>>,
@@ -101,11 +129,13 @@ impl std::fmt::Debug for PtySession {
 
 impl PtySession {
     async fn open(sandbox: &dyn PtyHost, spec: PtySpec) -> Result<PtySession> {
-        let open = spec.to_open(sandbox.id());
+        Self::start(sandbox, Req::Open(spec.to_open(sandbox.id()))).await
+    }
+
+    /// A `Pty` call whose first request is `first` (an open or an attach).
+    async fn start(sandbox: &dyn PtyHost, first: Req) -> Result<PtySession> {
         let (tx, rx) = mpsc::channel(REQUEST_QUEUE);
-        tx.send(proto::PtyRequest { request: Some(Req::Open(open)) })
-            .await
-            .map_err(|_| ClientError::Closed)?;
+        tx.send(proto::PtyRequest { request: Some(first) }).await.map_err(|_| ClientError::Closed)?;
         let mut stream = sandbox.rpc().pty(ReceiverStream::new(rx)).await?.into_inner();
         let opened = match stream.message().await? {
             Some(proto::PtyResponse { response: Some(Resp::Opened(opened)) }) => opened,
@@ -124,6 +154,7 @@ impl PtySession {
             inner: Arc::new(SessionInner {
                 id: opened.session_id,
                 mode: TerminalMode::from_wire(&opened.mode).unwrap_or(TerminalMode::Pty),
+                offset: opened.offset,
                 requests: StdMutex::new(Some(tx)),
                 output: tokio::sync::Mutex::new(out_rx),
                 stderr: tokio::sync::Mutex::new(err_rx),
@@ -137,6 +168,12 @@ impl PtySession {
     /// The server's session id.
     pub fn id(&self) -> &str {
         &self.inner.id
+    }
+
+    /// Offset in the session's output of the first byte this stream carried (0 for a session
+    /// this stream opened; the replay point of an attach).
+    pub fn offset(&self) -> u64 {
+        self.inner.offset
     }
 
     /// `"pty"` or `"pipe"`.
@@ -313,6 +350,33 @@ impl PtySession {
         Ok(())
     }
 
+    /// Ends this stream and leaves the session running in the sandbox (re-attach with
+    /// [`Pty::attach`]); reads then see the end. Needs the sandbox's agent (UNIMPLEMENTED on
+    /// the docker exec engine, whose sessions end with their stream). Idempotent.
+    pub async fn detach(&self) -> Result<()> {
+        if self.inner.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let tx = self.inner.requests.lock().ok().and_then(|mut guard| guard.take());
+        if let Some(tx) = tx {
+            let detach = proto::PtyRequest { request: Some(Req::Detach(proto::PtyDetach {})) };
+            let _ = tokio::time::timeout(CLOSE_WAIT, tx.send(detach)).await;
+            // Kept until the server ended the stream: a half-close now would drop the session.
+            let mut state = self.inner.state.clone();
+            let done = tokio::time::timeout(CLOSE_WAIT, state.wait_for(|s| s.done)).await;
+            drop(tx);
+            if !matches!(done, Ok(Ok(_))) {
+                self.inner.reader.abort();
+            }
+        }
+        match self.inner.state.borrow().end.clone() {
+            Some(StreamEnd::Failed { code, message }) if code != tonic::Code::Cancelled => {
+                Err(ClientError::Status { code, message })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Closes without waiting (the sandbox is being removed anyway).
     pub(crate) fn abandon(&self) {
         if self.inner.closed.swap(true, Ordering::SeqCst) {
@@ -421,6 +485,7 @@ mod tests {
             inner: Arc::new(SessionInner {
                 id: "s".into(),
                 mode: TerminalMode::Pty,
+                offset: 0,
                 requests: StdMutex::new(Some(req_tx)),
                 output: tokio::sync::Mutex::new(out_rx),
                 stderr: tokio::sync::Mutex::new(err_rx),

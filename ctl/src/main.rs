@@ -7,6 +7,7 @@
 //! `exec` and `shell` exit with the remote command's own status.
 
 mod access;
+mod attach;
 mod branching;
 mod completions;
 mod cp;
@@ -68,6 +69,11 @@ enum Command {
     Exec(exec::ExecArgs),
     /// An interactive terminal in the sandbox (like `docker exec -it`).
     Shell(shell::ShellArgs),
+    /// Hold a terminal session the sandbox keeps again (its retained output first); SIGTERM
+    /// or SIGHUP detach.
+    Attach(attach::AttachArgs),
+    /// List the terminal sessions the sandbox keeps.
+    Sessions(attach::SessionsArgs),
     /// Copy a file (or with -r a directory): `SRC DST`, one side `ID:/path`; `-` is stdin or stdout.
     Cp(cp::CpArgs),
     /// Print what the sandbox's main process wrote; -f follows it.
@@ -149,6 +155,8 @@ async fn run(cli: Cli) -> Result<i32, CtlError> {
         Command::Create(args) => create::run(&client, args).await,
         Command::Exec(args) => exec::run(&client, args).await,
         Command::Shell(args) => shell::run(&client, args).await,
+        Command::Attach(args) => attach::attach(&client, args).await,
+        Command::Sessions(args) => attach::sessions(&client, args).await,
         Command::Cp(args) => cp::run(&client, args).await,
         Command::Ls(args) => inventory::ls(&client, args).await,
         Command::Status(args) => inventory::status(&client, args).await,

@@ -31,7 +31,7 @@ pub struct ShellArgs {
 /// How long a closing session may take to end the call before we leave anyway.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
-fn request(r: Req) -> proto::PtyRequest {
+pub(crate) fn request(r: Req) -> proto::PtyRequest {
     proto::PtyRequest { request: Some(r) }
 }
 
@@ -71,15 +71,27 @@ pub async fn run(client: &Client, args: ShellArgs) -> Result<i32, CtlError> {
         None => return Err(CtlError::local("the session ended before it opened")),
     }
 
+    let raw = RawMode::enable()?;
+    let outcome = drive(&tx, &mut responses, Req::Close(proto::PtyClose {})).await;
+    drop(raw);
+    outcome
+}
+
+/// Keys, resizes and SIGINT to the session, its output to ours, until it exits (its code), or
+/// SIGTERM / SIGHUP send `leave` (a close, or a detach) and return 128 + the signal.
+pub(crate) async fn drive(
+    tx: &mpsc::Sender<proto::PtyRequest>,
+    responses: &mut tonic::Streaming<proto::PtyResponse>,
+    leave: Req,
+) -> Result<i32, CtlError> {
     let mut winch = signal(SignalKind::window_change())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate = signal(SignalKind::terminate())?;
     let mut hangup = signal(SignalKind::hangup())?;
-    let raw = RawMode::enable()?;
     let mut keys = read_stdin();
     let mut stdout = std::io::stdout();
     let mut stderr = std::io::stderr();
-    let outcome = loop {
+    loop {
         tokio::select! {
             message = responses.message() => match message {
                 Ok(Some(proto::PtyResponse { response: Some(Resp::Output(bytes)) })) => {
@@ -106,21 +118,21 @@ pub async fn run(client: &Client, args: ShellArgs) -> Result<i32, CtlError> {
             _ = interrupt.recv() => {
                 let _ = tx.send(request(Req::Signal(proto::PtySignal { name: "SIGINT".into() }))).await;
             }
-            _ = terminate.recv() => break close(&tx, &mut responses, 128 + libc::SIGTERM).await,
-            _ = hangup.recv() => break close(&tx, &mut responses, 128 + libc::SIGHUP).await,
+            _ = terminate.recv() => break leave_with(tx, responses, leave, 128 + libc::SIGTERM).await,
+            _ = hangup.recv() => break leave_with(tx, responses, leave, 128 + libc::SIGHUP).await,
         }
-    };
-    drop(raw);
-    outcome
+    }
 }
 
-/// Ends the session from our side (its processes in the sandbox are ended) and returns `code`.
-async fn close(
+/// Ends the stream from our side with `leave` (a close ends the session's processes, a detach
+/// leaves them running) and returns `code`.
+async fn leave_with(
     tx: &mpsc::Sender<proto::PtyRequest>,
     responses: &mut tonic::Streaming<proto::PtyResponse>,
+    leave: Req,
     code: i32,
 ) -> Result<i32, CtlError> {
-    let _ = tx.send(request(Req::Close(proto::PtyClose {}))).await;
+    let _ = tx.send(request(leave)).await;
     let _ = tokio::time::timeout(CLOSE_WAIT, async { while let Ok(Some(_)) = responses.message().await {} })
         .await;
     Ok(code)

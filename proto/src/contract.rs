@@ -287,6 +287,9 @@ pub struct PtySpec {
     pub user: Option<String>,
     /// A terminal (default), or pipes with stdout and stderr apart.
     pub mode: TerminalMode,
+    /// How long the session outlives a stream dropped without a detach (`None`: it ends with
+    /// the stream). Seconds on the wire (`PtyOpen.detach_timeout_s`).
+    pub detach_timeout: Option<std::time::Duration>,
 }
 
 /// A `PtyOpen` field out of range.
@@ -308,6 +311,7 @@ impl Default for PtySpec {
             cols: PtySpec::DEFAULT_COLS,
             user: None,
             mode: TerminalMode::Pty,
+            detach_timeout: None,
         }
     }
 }
@@ -317,6 +321,8 @@ impl PtySpec {
     pub const DEFAULT_ROWS: u16 = 24;
     /// Columns when none are asked for.
     pub const DEFAULT_COLS: u16 = 80;
+    /// Longest `detach_timeout_s` a caller may ask for: one year, as every client duration.
+    pub const MAX_DETACH_TIMEOUT_S: f64 = 31_536_000.0;
 
     /// A terminal running `command`.
     pub fn command(command: impl Into<String>) -> Self {
@@ -334,6 +340,7 @@ impl PtySpec {
             cols: u32::from(self.cols),
             user: self.user.clone(),
             pipe: self.mode == TerminalMode::Pipe,
+            detach_timeout_s: self.detach_timeout.map(|d| d.as_secs_f64()),
         }
     }
 
@@ -352,6 +359,21 @@ impl PtySpec {
             cols: dimension("cols", open.cols, PtySpec::DEFAULT_COLS)?,
             user: open.user.clone(),
             mode: if open.pipe { TerminalMode::Pipe } else { TerminalMode::Pty },
+            detach_timeout: match open.detach_timeout_s {
+                None => None,
+                Some(s) if s > 0.0 && s <= Self::MAX_DETACH_TIMEOUT_S => {
+                    Some(std::time::Duration::from_secs_f64(s))
+                }
+                Some(s) => {
+                    return Err(InvalidField {
+                        field: "detach_timeout_s",
+                        message: format!(
+                            "must be > 0 and at most {} seconds (one year), got {s}",
+                            Self::MAX_DETACH_TIMEOUT_S
+                        ),
+                    })
+                }
+            },
         })
     }
 }

@@ -19,7 +19,7 @@ use crate::spec::{
     ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
     SandboxSpec, SandboxStatus,
 };
-use crate::terminal::{PtyError, TerminalMode};
+use crate::terminal::{AttachSpec, PtyError, TerminalInfo, TerminalMode};
 
 /// A byte source for an upload: the gRPC stream or a spool file, boxed so the trait stays
 /// object-safe.
@@ -110,7 +110,24 @@ pub trait SandboxBackend: Send + Sync + 'static {
     async fn open_terminal(&self, handle: &SandboxHandle, spec: &PtySpec)
         -> Result<Arc<dyn TerminalSession>>;
 
-    /// End every terminal session this backend holds (the sandboxes stay).
+    /// Hold a session the sandbox keeps (`PtyAttach`): replay from `attach.since`, then live.
+    /// Unknown id: `SessionNotFound`; held without takeover: `SessionHeld`; `since` older than
+    /// what is retained: `OutOfRange`.
+    async fn attach_terminal(
+        &self,
+        _handle: &SandboxHandle,
+        _attach: &AttachSpec,
+    ) -> Result<Arc<dyn TerminalSession>> {
+        Err(ProviderError::Unimplemented("this backend keeps no terminal sessions to attach to".into()))
+    }
+
+    /// The sessions the sandbox keeps, oldest first (`ListPtySessions`).
+    async fn list_terminals(&self, _handle: &SandboxHandle) -> Result<Vec<TerminalInfo>> {
+        Err(ProviderError::Unimplemented("this backend keeps no terminal sessions to list".into()))
+    }
+
+    /// Let go of every terminal session this backend holds, as a dropped stream would (the
+    /// sandboxes stay; a session with a detach timeout outlives the server).
     async fn close_terminals(&self);
 
     /// One page of the sandboxes this service owns, filtered by metadata labels (all must
@@ -277,6 +294,23 @@ pub trait TerminalSession: Send + Sync {
     async fn wait_exit(&self, timeout: Option<Duration>) -> Result<i32, PtyError>;
     /// End the session's processes and release it.
     async fn close(&self) -> Result<(), PtyError>;
+    /// Offset in the session's output of the first byte this stream carries.
+    fn offset(&self) -> u64 {
+        0
+    }
+    /// End this stream cleanly and leave the session running (`PtyDetach`).
+    async fn detach(&self) -> Result<(), PtyError> {
+        Err(PtyError::Unsupported(
+            "this session cannot outlive its stream (the sandbox runs terminals through docker exec)".into(),
+        ))
+    }
+    /// The stream went away (cancelled, half-closed, the server shutting down): a session
+    /// without a detach timeout ends (HUP, then KILL), one with it waits that long for an attach.
+    async fn release(&self) {
+        if let Err(e) = self.close().await {
+            tracing::warn!(error = %e, "closing pty session failed");
+        }
+    }
     /// Release the session without cleaning up in the sandbox (it is gone with its sandbox).
     async fn abandon(&self);
 }
@@ -285,6 +319,7 @@ impl From<PtyError> for ProviderError {
     fn from(e: PtyError) -> Self {
         match e {
             PtyError::Invalid { field, message } => ProviderError::InvalidArgument { field, message },
+            PtyError::Unsupported(message) => ProviderError::Unimplemented(message),
             other => ProviderError::Pty(other.to_string()),
         }
     }

@@ -357,6 +357,8 @@ pub struct ServerSection {
     pub health_probe_interval: Duration,
     /// What `--metrics-listen` exports beyond the server's own metrics (`server.metrics`).
     pub metrics: MetricsSection,
+    /// Terminal sessions (`server.pty`).
+    pub pty: PtySection,
 }
 
 /// The `server.metrics` section.
@@ -377,6 +379,38 @@ impl Default for MetricsSection {
     }
 }
 
+/// The `server.pty` section: what the sandbox's agent keeps of each terminal session.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PtySection {
+    /// Output bytes retained per session for `PtyAttach.since` replays (a ring: the oldest
+    /// go first).
+    pub retain_bytes: u64,
+}
+
+/// Default output retained per terminal session: 1 MiB.
+pub const DEFAULT_PTY_RETAIN_BYTES: u64 = 1 << 20;
+/// Most output a session may retain (the agent's own bound).
+pub const MAX_PTY_RETAIN_BYTES: u64 = 64 << 20;
+
+impl Default for PtySection {
+    fn default() -> Self {
+        Self { retain_bytes: DEFAULT_PTY_RETAIN_BYTES }
+    }
+}
+
+impl PtySection {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.retain_bytes == 0 || self.retain_bytes > MAX_PTY_RETAIN_BYTES {
+            return Err(ConfigError::new(
+                "server.pty.retain_bytes",
+                format!("must be in 1..={MAX_PTY_RETAIN_BYTES} (got {})", self.retain_bytes),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Default for ServerSection {
     fn default() -> Self {
         Self {
@@ -394,6 +428,7 @@ impl Default for ServerSection {
             auth: AuthSection::default(),
             audit: None,
             metrics: MetricsSection::default(),
+            pty: PtySection::default(),
         }
     }
 }
@@ -483,6 +518,7 @@ impl ServerSection {
         if matches!(&self.audit, Some(a) if a.is_empty()) {
             return Err(ConfigError::new("server.audit", "must be null, \"stderr\" or a file path"));
         }
+        self.pty.validate()?;
         self.limits.validate()
     }
 

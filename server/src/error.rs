@@ -50,6 +50,18 @@ pub enum ProviderError {
     /// A terminal session failed outside a normal process exit.
     #[error("pty session failed: {0}")]
     Pty(String),
+    /// No terminal session with that id in the sandbox.
+    #[error("{0}")]
+    SessionNotFound(String),
+    /// The session has a holder and the attach did not ask to take it over.
+    #[error("{0}")]
+    SessionHeld(String),
+    /// A position outside what is kept (an attach's `since` older than the retained output).
+    #[error("{0}")]
+    OutOfRange(String),
+    /// The backend (or this sandbox's transport) cannot do this.
+    #[error("{0}")]
+    Unimplemented(String),
     /// Any other docker failure.
     #[error("docker failed: {0}")]
     Docker(String),

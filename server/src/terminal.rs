@@ -19,6 +19,44 @@ pub enum PtyError {
     /// Spawning the client failed.
     #[error("cannot start the session: {0}")]
     Spawn(String),
+    /// The holder's stream ended and the session runs on: a `PtyDetach`, or a dropped stream
+    /// of a session with a detach timeout. The stream ends cleanly.
+    #[error("detached; the session runs on")]
+    Detached,
+    /// Another attach took the session over (ABORTED).
+    #[error("{0}")]
+    TakenOver(String),
+    /// This backend's sessions cannot do that (UNIMPLEMENTED).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// One session a sandbox keeps (`ListPtySessions`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TerminalInfo {
+    pub session_id: String,
+    /// What it runs: the `PtyOpen.command`, or the shell it runs interactively.
+    pub command: String,
+    pub mode: TerminalMode,
+    /// The terminal's size now (0 x 0 in pipe mode).
+    pub rows: u16,
+    pub cols: u16,
+    /// Its exit code once it ended.
+    pub exit_code: Option<i32>,
+    /// Whether a stream holds it.
+    pub attached: bool,
+    /// Output bytes retained for replay.
+    pub retained_bytes: u64,
+}
+
+/// Where an attach starts reading a session's retained output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachSpec {
+    pub session_id: String,
+    /// End the current holder's stream.
+    pub takeover: bool,
+    /// Replay from this output offset; 0 replays all that is retained.
+    pub since: u64,
 }
 
 /// Whether a session has a terminal (the shared contract's word for it).

@@ -52,12 +52,13 @@ def test_entry_point_registers_the_provider(server: ServerProcess) -> None:
 
 
 # Gym's optional capabilities this provider implements, and those that need server features
-# of later issues (sandbox networks, runtime requirements, shared storage, PTY re-attach, port
-# forwarding, background services): `isinstance` must be true exactly for the first set.
+# of later issues (sandbox networks, runtime requirements, shared storage, port forwarding,
+# background services): `isinstance` must be true exactly for the first set.
 IMPLEMENTED = (
     "ConnectableProvider",
     "SupportsSandboxEndpoint",
     "SupportsSandboxPty",
+    "SupportsSandboxPtyAttach",
     "SupportsSandboxPauseResume",
     "SupportsSandboxSnapshot",
     "SupportsSandboxNetwork",
@@ -65,7 +66,6 @@ IMPLEMENTED = (
     "SupportsSandboxSharedStorage",
 )
 NOT_IMPLEMENTED = (
-    "SupportsSandboxPtyAttach",
     "SupportsSandboxPortForwarding",
     "SupportsSandboxBackgroundServices",
 )
@@ -85,7 +85,7 @@ async def test_create_provider_builds_it_with_exactly_its_capabilities(provider:
     )
     observed = {name: isinstance(provider, protocol) for name, protocol in defined.items()}
     assert observed == {name: name in IMPLEMENTED for name in defined}
-    for method in ("snapshot", "delete_snapshot", "pause", "resume", "create_pty", "endpoint"):
+    for method in ("snapshot", "delete_snapshot", "pause", "resume", "create_pty", "attach_pty", "endpoint"):
         assert callable(getattr(provider, method)), method
 
 

@@ -87,6 +87,18 @@ impl SandboxBackend for DockerProvider {
         self.open_engine_terminal(handle, spec).await
     }
 
+    async fn attach_terminal(
+        &self,
+        handle: &SandboxHandle,
+        attach: &crate::terminal::AttachSpec,
+    ) -> Result<Arc<dyn TerminalSession>> {
+        self.attach_engine_terminal(handle, attach).await
+    }
+
+    async fn list_terminals(&self, handle: &SandboxHandle) -> Result<Vec<crate::terminal::TerminalInfo>> {
+        self.list_engine_terminals(handle).await
+    }
+
     async fn close_terminals(&self) {
         DockerProvider::close_terminals(self).await
     }

@@ -328,8 +328,8 @@ impl DockerProvider {
         }
     }
 
-    /// Close (or, when the container goes away, abandon) the live sessions of a sandbox.
-    /// Close the terminal sessions still open; the containers belong to their handles.
+    /// Let go of the terminal sessions still open, as their dropped streams would (a session
+    /// without a detach timeout ends; one with it waits for an attach, past this server).
     pub async fn close_terminals(&self) {
         let ids: Vec<String> =
             self.pty_sessions.lock().map(|m| m.keys().cloned().collect()).unwrap_or_default();
@@ -338,14 +338,15 @@ impl DockerProvider {
         }
     }
 
+    /// Release (or, when the container goes away, abandon) the live sessions of a sandbox.
     pub(super) async fn release_pty_sessions(&self, sandbox_id: &str, abandon: bool) {
         let sessions =
             self.pty_sessions.lock().ok().and_then(|mut m| m.remove(sandbox_id)).unwrap_or_default();
         for session in sessions {
             if abandon {
                 session.abandon().await;
-            } else if let Err(e) = session.close().await {
-                tracing::warn!(sandbox_id, error = %e, "closing a pty session failed");
+            } else {
+                session.release().await;
             }
         }
     }

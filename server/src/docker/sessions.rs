@@ -10,6 +10,7 @@ use super::transport::cli::DockerExecEngine;
 use crate::backend::TerminalSession;
 use crate::error::{ProviderError, Result};
 use crate::spec::{PtySpec, SandboxHandle, TerminalCheck, User};
+use crate::terminal::{AttachSpec, TerminalInfo};
 
 impl DockerProvider {
     /// Open a `docker exec -it` terminal in the sandbox (the docker transport's terminal, on
@@ -43,6 +44,32 @@ impl DockerProvider {
             self.engine.open_terminal(&handle.sandbox_id, &handle.shell, spec, user.as_deref()).await?;
         self.opened(&handle.sandbox_id, session.clone()).await?;
         Ok(session)
+    }
+
+    /// `PtyAttach`: hold a session the sandbox's agent keeps, tracked like an opened one.
+    pub(super) async fn attach_engine_terminal(
+        &self,
+        handle: &SandboxHandle,
+        attach: &AttachSpec,
+    ) -> Result<Arc<dyn TerminalSession>> {
+        self.refuse_if_paused(&handle.sandbox_id).await?;
+        let session = self.engine.attach_terminal(&handle.sandbox_id, attach).await?;
+        self.opened(&handle.sandbox_id, session.clone()).await?;
+        Ok(session)
+    }
+
+    /// `ListPtySessions`: the sessions the sandbox's agent keeps.
+    pub(super) async fn list_engine_terminals(&self, handle: &SandboxHandle) -> Result<Vec<TerminalInfo>> {
+        self.refuse_if_paused(&handle.sandbox_id).await?;
+        self.engine.list_terminals(&handle.sandbox_id).await
+    }
+
+    /// Output each terminal session keeps for re-attaches (`server.pty.retain_bytes`); only the
+    /// agent keeps sessions.
+    pub fn set_pty_retain_bytes(&self, bytes: u64) {
+        if let Some(agent) = &self.agent {
+            agent.set_retain_bytes(bytes);
+        }
     }
 
     /// As whom the terminal runs (normalised), once its arguments pass and the sandbox is not

@@ -16,6 +16,7 @@ mod logs;
 mod network_policy;
 mod pools;
 mod pty;
+mod pty_sessions;
 mod quota;
 mod runtime;
 mod server;
@@ -360,5 +361,12 @@ impl SandboxService for SandboxApi {
         request: Request<pb::DeletePoolRequest>,
     ) -> Result<Response<pb::DeletePoolResponse>, Status> {
         pools::delete_pool(self, request).await
+    }
+
+    async fn list_pty_sessions(
+        &self,
+        request: Request<pb::ListPtySessionsRequest>,
+    ) -> Result<Response<pb::ListPtySessionsResponse>, Status> {
+        pty_sessions::list_pty_sessions(self, request).await
     }
 }

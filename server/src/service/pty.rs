@@ -17,7 +17,7 @@ use super::status::invalid;
 use super::{BoxStream, SandboxApi};
 use crate::backend::TerminalSession;
 use crate::spec::{PtySpec, Signal};
-use crate::terminal::{PtyError, TerminalMode};
+use crate::terminal::{AttachSpec, PtyError, TerminalMode};
 
 /// Requests read ahead while an input write is blocked (the stream is still watched for a
 /// half-close or cancel; these wait for the write).
@@ -30,12 +30,35 @@ fn pty_status(e: PtyError) -> Status {
     match e {
         PtyError::Invalid { field, message } => invalid(&field, message),
         PtyError::Timeout(d) => Status::deadline_exceeded(format!("timed out after {d:?}")),
+        PtyError::TakenOver(message) => Status::aborted(message),
+        PtyError::Unsupported(message) => Status::unimplemented(message),
         other => Status::failed_precondition(format!("pty session failed: {other}")),
     }
 }
 
 fn out(response: Out) -> Result<pb::PtyResponse, Status> {
     Ok(pb::PtyResponse { response: Some(response) })
+}
+
+/// What the first request asks for.
+enum First {
+    Open(pb::PtyOpen),
+    Attach(pb::PtyAttach),
+}
+
+/// Longest session id an attach may name (the agent's are 16 hex digits).
+const MAX_SESSION_ID: usize = 128;
+
+/// An attach's session id: 1..=128 characters of `[A-Za-z0-9_-]`.
+pub(super) fn check_session_id(field: &str, id: &str) -> Result<(), Status> {
+    let ok = !id.is_empty()
+        && id.len() <= MAX_SESSION_ID
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(field, format!("must be 1..={MAX_SESSION_ID} characters of A-Z, a-z, 0-9, '-' or '_' (a PtyOpened.session_id)")))
+    }
 }
 
 pub(super) async fn serve_pty(
@@ -49,18 +72,42 @@ pub(super) async fn serve_pty(
             "no PtyOpen within {wait:?} (server.limits.first_message_timeout_s)"
         ))
     })?;
-    let open = match first?.and_then(|m| m.request) {
-        Some(In::Open(open)) => open,
-        _ => return Err(invalid("open", "the first PtyRequest must be a PtyOpen")),
+    let (sandbox_id, first) = match first?.and_then(|m| m.request) {
+        Some(In::Open(open)) => (open.sandbox_id.clone(), First::Open(open)),
+        Some(In::Attach(attach)) => (attach.sandbox_id.clone(), First::Attach(attach)),
+        _ => return Err(invalid("open", "the first PtyRequest must be a PtyOpen or a PtyAttach")),
     };
-    let span = tracing::info_span!("rpc", rpc = "Pty", sandbox_id = %open.sandbox_id, session_id = tracing::field::Empty);
+    let span =
+        tracing::info_span!("rpc", rpc = "Pty", sandbox_id = %sandbox_id, session_id = tracing::field::Empty);
     let session = async {
-        let mut spec = PtySpec::from_open(&open).map_err(|e| invalid(e.field, e.message))?;
-        api.authorize(&principal, &open.sandbox_id, crate::auth::Scope::Operate).await?;
-        let handle = api.handle(&open.sandbox_id).await?;
-        spec.env = api.call_env(&handle, std::mem::take(&mut spec.env));
+        // Arguments first: a bad one changes nothing.
+        let open = match &first {
+            First::Open(open) => Some(PtySpec::from_open(open).map_err(|e| invalid(e.field, e.message))?),
+            First::Attach(attach) => {
+                check_session_id("attach.session_id", &attach.session_id)?;
+                None
+            }
+        };
+        api.authorize(&principal, &sandbox_id, crate::auth::Scope::Operate).await?;
+        let handle = api.handle(&sandbox_id).await?;
+        let open = open.map(|mut spec| {
+            spec.env = api.call_env(&handle, std::mem::take(&mut spec.env));
+            spec
+        });
         let slot = api.pty_slots.acquire(&handle.sandbox_id)?;
-        Ok::<_, Status>((api.backend().open_terminal(&handle, &spec).await?, slot))
+        let session = match (open, &first) {
+            (Some(spec), _) => api.backend().open_terminal(&handle, &spec).await?,
+            (None, First::Attach(attach)) => {
+                let attach = AttachSpec {
+                    session_id: attach.session_id.clone(),
+                    takeover: attach.takeover,
+                    since: attach.since,
+                };
+                api.backend().attach_terminal(&handle, &attach).await?
+            }
+            (None, First::Open(_)) => unreachable!("an open always has its spec"),
+        };
+        Ok::<_, Status>((session, slot))
     }
     .instrument(span.clone())
     .await?;
@@ -68,8 +115,11 @@ pub(super) async fn serve_pty(
     span.record("session_id", session.id());
 
     let (tx, rx) = mpsc::channel::<Result<pb::PtyResponse, Status>>(16);
-    let opened =
-        pb::PtyOpened { session_id: session.id().to_string(), mode: session.mode().as_str().to_string() };
+    let opened = pb::PtyOpened {
+        session_id: session.id().to_string(),
+        mode: session.mode().as_str().to_string(),
+        offset: session.offset(),
+    };
     let _ = tx.send(out(Out::Opened(opened))).await;
 
     let live = crate::metrics::GaugeGuard::hold(&crate::metrics::global().pty_sessions);
@@ -121,8 +171,9 @@ async fn pump_output(session: Arc<dyn TerminalSession>, tx: mpsc::Sender<Result<
                     }
                 }
                 if tx.send(out(Out::Output(chunk))).await.is_err() {
-                    // The caller is gone: end the session's processes.
-                    let _ = session.close().await;
+                    // The caller is gone: what a dropped stream gets (the session ends, or
+                    // waits its detach timeout for an attach).
+                    session.release().await;
                     return;
                 }
             }
@@ -140,6 +191,8 @@ async fn pump_output(session: Arc<dyn TerminalSession>, tx: mpsc::Sender<Result<
         Ok(code) => {
             let _ = tx.send(out(Out::Exit(pb::PtyExit { exit_code: code }))).await;
         }
+        // Detached: the stream ends cleanly, the session runs on.
+        Err(PtyError::Detached) => return,
         Err(e) => {
             let _ = tx.send(Err(pty_status(e))).await;
         }
@@ -147,7 +200,18 @@ async fn pump_output(session: Arc<dyn TerminalSession>, tx: mpsc::Sender<Result<
     let _ = session.close().await;
 }
 
-/// The caller's requests, until it closes, cancels, or the server shuts down.
+/// How the caller's side of a stream ended.
+enum Leave {
+    /// `PtyClose`, or a request that failed: the session ends.
+    Close,
+    /// `PtyDetach`: the stream ends, the session runs on.
+    Detach,
+    /// Cancelled, half-closed, the caller gone or the server shutting down: the session ends,
+    /// or waits its detach timeout for an attach.
+    Release,
+}
+
+/// The caller's requests, until it closes, detaches, cancels, or the server shuts down.
 async fn pump_input(
     session: Arc<dyn TerminalSession>,
     mut requests: Streaming<pb::PtyRequest>,
@@ -156,17 +220,17 @@ async fn pump_input(
 ) {
     // Requests that arrived while an input write was blocked, in order.
     let mut queued = std::collections::VecDeque::new();
-    loop {
+    let leave = loop {
         let message = if let Some(request) = queued.pop_front() {
             Ok(Some(pb::PtyRequest { request }))
         } else {
             tokio::select! {
             m = requests.message() => m,
             _ = shutdown.wait_for(|down| *down) => {
-                tracing::info!("server shutting down: closing pty session");
-                break;
+                tracing::info!("server shutting down: letting go of the pty session");
+                break Leave::Release;
             }
-            _ = tx.closed() => break,
+            _ = tx.closed() => break Leave::Release,
             // The program ended: let go of the stream so it ends after the exit message (the
             // output pump drains what is left and closes the session).
             _ = session.wait_exit(None) => return,
@@ -174,12 +238,14 @@ async fn pump_input(
         };
         let request = match message {
             Ok(Some(m)) => m.request,
-            Ok(None) | Err(_) => break, // half-close or cancel
+            Ok(None) | Err(_) => break Leave::Release, // half-close or cancel
         };
         // A write the program does not read blocks: the caller's cancel, a shutdown or the
         // program's end must still end the session, so the request runs inside the select.
-        if matches!(request, Some(In::Close(_))) {
-            break;
+        match request {
+            Some(In::Close(_)) => break Leave::Close,
+            Some(In::Detach(_)) => break Leave::Detach,
+            _ => {}
         }
         let handle = async {
             match request {
@@ -195,44 +261,68 @@ async fn pump_input(
                     Ok(signal) => session.send_signal(signal).await,
                     Err(e) => Err(PtyError::Invalid { field: "signal".into(), message: e.to_string() }),
                 },
-                Some(In::Close(_)) | Some(In::Open(_)) | None => Err(PtyError::Invalid {
-                    field: "open".into(),
-                    message: "only the first PtyRequest may be a PtyOpen".into(),
+                Some(In::Attach(_)) => Err(PtyError::Invalid {
+                    field: "attach".into(),
+                    message: "only the first PtyRequest may be a PtyAttach".into(),
                 }),
+                Some(In::Close(_)) | Some(In::Detach(_)) | Some(In::Open(_)) | None => {
+                    Err(PtyError::Invalid {
+                        field: "open".into(),
+                        message: "only the first PtyRequest may be a PtyOpen".into(),
+                    })
+                }
             }
         };
-        // The caller's stream is read meanwhile, so a half-close, a cancel or a Close ends the
-        // session even while a write is blocked; other requests wait their turn, in order.
+        // The caller's stream is read meanwhile, so a half-close, a cancel, a Close or a
+        // Detach ends the stream even while a write is blocked; other requests wait their
+        // turn, in order.
         tokio::pin!(handle);
         let mut reading = true;
         let result = loop {
             tokio::select! {
-                r = &mut handle => break Some(r),
-                _ = shutdown.wait_for(|down| *down) => break None,
-                _ = tx.closed() => break None,
+                r = &mut handle => break Ok(r),
+                _ = shutdown.wait_for(|down| *down) => break Err(Leave::Release),
+                _ = tx.closed() => break Err(Leave::Release),
                 _ = session.wait_exit(None) => return,
                 m = requests.message(), if reading => match m {
-                    Ok(Some(m)) if matches!(m.request, Some(In::Close(_))) => break None,
+                    Ok(Some(m)) if matches!(m.request, Some(In::Close(_))) => break Err(Leave::Close),
+                    Ok(Some(m)) if matches!(m.request, Some(In::Detach(_))) => break Err(Leave::Detach),
                     Ok(Some(m)) => {
                         queued.push_back(m.request);
                         // Bounded: past a few requests, wait for the write before reading more.
                         reading = queued.len() < QUEUED_WHILE_BLOCKED;
                     }
-                    Ok(None) | Err(_) => break None,
+                    Ok(None) | Err(_) => break Err(Leave::Release),
                 },
             }
         };
-        // `None`: the caller or the server ends the session.
-        let Some(result) = result else { break };
+        let result = match result {
+            Ok(result) => result,
+            Err(leave) => break leave,
+        };
         if let Err(e) = result {
             if session.closed() && !matches!(e, PtyError::Invalid { .. }) {
                 continue; // the output pump reports how the session ended
             }
             let _ = tx.send(Err(pty_status(e))).await;
-            break;
+            break Leave::Close;
         }
-    }
-    if let Err(e) = session.close().await {
-        tracing::warn!(error = %e, "closing pty session failed");
+    };
+    match leave {
+        Leave::Close => {
+            if let Err(e) = session.close().await {
+                tracing::warn!(error = %e, "closing pty session failed");
+            }
+        }
+        Leave::Release => session.release().await,
+        Leave::Detach => {
+            if let Err(e) = session.detach().await {
+                // A session that cannot outlive its stream: say so, and end it with the stream.
+                let _ = tx.send(Err(pty_status(e))).await;
+                if let Err(e) = session.close().await {
+                    tracing::warn!(error = %e, "closing pty session failed");
+                }
+            }
+        }
     }
 }

@@ -158,8 +158,9 @@ impl Services {
     /// [`Services::build`] over the Docker backend made from `config.docker`: the wiring the
     /// binary (and an in-process test or bench) uses.
     pub async fn build_docker(config: &FileConfig, auth_token: Option<String>) -> Result<Self, ServeError> {
-        let backend: Arc<dyn SandboxBackend> =
-            Arc::new(DockerProvider::new_in(config.docker.clone(), config.server.state_dir())?);
+        let provider = DockerProvider::new_in(config.docker.clone(), config.server.state_dir())?;
+        provider.set_pty_retain_bytes(config.server.pty.retain_bytes);
+        let backend: Arc<dyn SandboxBackend> = Arc::new(provider);
         Self::build(backend, config, auth_token).await
     }
 

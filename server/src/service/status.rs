@@ -11,14 +11,18 @@ impl From<ProviderError> for Status {
             ProviderError::PermissionDenied(_) => Code::PermissionDenied,
             ProviderError::SandboxNotFound(_)
             | ProviderError::FileNotFound(_)
-            | ProviderError::SnapshotNotFound(_) => Code::NotFound,
+            | ProviderError::SnapshotNotFound(_)
+            | ProviderError::SessionNotFound(_) => Code::NotFound,
             ProviderError::Create(_)
             | ProviderError::CreateVerification(_)
             | ProviderError::Stopped(_)
             | ProviderError::Paused(_)
             | ProviderError::SnapshotInUse(_)
             | ProviderError::InUse(_)
-            | ProviderError::Pty(_) => Code::FailedPrecondition,
+            | ProviderError::Pty(_)
+            | ProviderError::SessionHeld(_) => Code::FailedPrecondition,
+            ProviderError::OutOfRange(_) => Code::OutOfRange,
+            ProviderError::Unimplemented(_) => Code::Unimplemented,
             ProviderError::ResourceExhausted(_) => Code::ResourceExhausted,
             ProviderError::Unavailable(_) => Code::Unavailable,
             ProviderError::Timeout(_) => Code::DeadlineExceeded,
@@ -54,6 +58,10 @@ mod tests {
             (ProviderError::SnapshotNotFound("x".into()), Code::NotFound),
             (ProviderError::SnapshotInUse("x".into()), Code::FailedPrecondition),
             (ProviderError::ResourceExhausted("x".into()), Code::ResourceExhausted),
+            (ProviderError::SessionNotFound("x".into()), Code::NotFound),
+            (ProviderError::SessionHeld("x".into()), Code::FailedPrecondition),
+            (ProviderError::OutOfRange("x".into()), Code::OutOfRange),
+            (ProviderError::Unimplemented("x".into()), Code::Unimplemented),
         ];
         for (err, code) in cases {
             assert_eq!(Status::from(err).code(), code);

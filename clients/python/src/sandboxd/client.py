@@ -31,6 +31,7 @@ from .types import (
     Grant,
     NetworkAddress,
     PoolInfo,
+    PtySessionInfo,
     SandboxInfo,
     SandboxPage,
     SandboxRef,
@@ -103,6 +104,7 @@ class PtyOptions(TypedDict, total=False):
     cols: int
     user: str | int | None
     pipe: bool
+    detach_timeout_s: float | None
 
 
 def _check_keywords(call: str, given: Mapping[str, Any], allowed: type) -> None:
@@ -554,13 +556,51 @@ class Client(AsyncClosing):
             pipe=options.get("pipe", False),
         )
         _unset_if_none(opening, command=command, cwd=options.get("cwd"), user=_user(options.get("user")))
+        if options.get("detach_timeout_s") is not None:
+            opening.detach_timeout_s = float(options["detach_timeout_s"])  # type: ignore[arg-type]
+        return await PtySession.open(self._pty_call(), opening, open_timeout_s=open_timeout_s)
+
+    async def attach_pty(
+        self,
+        sandbox_id: str,
+        session_id: str,
+        *,
+        takeover: bool = False,
+        since: int = 0,
+        open_timeout_s: float | None = 60.0,
+    ) -> PtySession:
+        """Hold a session the sandbox's agent keeps (from any process): its retained output
+        from offset `since` (0: all still retained) comes first, then live output. `takeover`
+        ends the current holder's stream (it fails with ABORTED); without it a held session is
+        `PtySessionError`. An unknown id is `NotFound`, a `since` older than the retained output
+        `InvalidArgument` (OUT_OF_RANGE, naming the oldest offset)."""
+        self._check_open()
+        if since < 0:
+            raise ValueError(f"since must be >= 0 (got {since})")
+        attaching = pb.PtyAttach(sandbox_id=sandbox_id, session_id=session_id, takeover=takeover, since=since)
+        return await PtySession.attach(self._pty_call(), attaching, open_timeout_s=open_timeout_s)
+
+    async def list_pty_sessions(
+        self, sandbox_id: str, *, deadline_s: float | None = None
+    ) -> builtins.list[PtySessionInfo]:
+        """The sessions the sandbox's agent keeps (running, or ended and not yet forgotten),
+        oldest first."""
+        response = await self._unary(
+            "ListPtySessions",
+            pb.ListPtySessionsRequest(sandbox_id=sandbox_id),
+            pb.ListPtySessionsResponse,
+            deadline_s=deadline_s,
+            idempotent=True,
+        )
+        return [PtySessionInfo.from_proto(s) for s in response.sessions]
+
+    def _pty_call(self) -> Any:
         callable_ = self._channel.stream_stream(
             SERVICE + "Pty",
             request_serializer=pb.PtyRequest.SerializeToString,
             response_deserializer=pb.PtyResponse.FromString,
         )
-        call = callable_(metadata=self._metadata)
-        return await PtySession.open(call, opening, open_timeout_s=open_timeout_s)
+        return callable_(metadata=self._metadata)
 
     async def grant(
         self, sandbox_id: str, scope: str, *, ttl_s: float | None = None, deadline_s: float | None = None

@@ -7,8 +7,8 @@ the provider name::
     create_provider({"sandboxd": {"address": "sandboxd.internal:50051", "token_file": "/run/token"}})
 
 It implements `SandboxProvider`, `ConnectableProvider`, `SupportsSandboxEndpoint`,
-`SupportsSandboxPty`, `SupportsSandboxPauseResume`, `SupportsSandboxSnapshot`,
-`SupportsSandboxNetwork`, `SupportsSandboxRuntimeRequirements` and
+`SupportsSandboxPty`, `SupportsSandboxPtyAttach`, `SupportsSandboxPauseResume`,
+`SupportsSandboxSnapshot`, `SupportsSandboxNetwork`, `SupportsSandboxRuntimeRequirements` and
 `SupportsSandboxSharedStorage` (those three in `gym_runtime`) with Gym's own types, and
 behaves like Gym's Docker provider wherever a caller can observe it (the conformance tests run
 one driver against both). Importing this module needs `nemo_gym.sandbox.providers`
@@ -155,7 +155,10 @@ class SandboxdProvider(RuntimeCapabilities):
     `deadline_s` (gRPC deadline of every call; None = none); `retry_attempts` (transient
     UNAVAILABLE retries of idempotent calls, default 4); `network` (a server network every
     sandbox joins, so they reach each other by address; a spec's `provider_options["network"]`
-    wins); `shared_volume` (the server volume `shared_volume_options` mounts).
+    wins); `shared_volume` (the server volume `shared_volume_options` mounts);
+    `pty_detach_timeout_s` (how long a PTY session this provider opened outlives a stream that
+    went away without `close`, waiting for `attach_pty`; default 600; None: it ends with its
+    stream and `run_detached` runs attached).
     """
 
     name = "sandboxd"
@@ -175,9 +178,13 @@ class SandboxdProvider(RuntimeCapabilities):
         retry_attempts: int = 4,
         network: str | None = None,
         shared_volume: str | None = None,
+        pty_detach_timeout_s: float | None = 600.0,
     ) -> None:
         self._network = network
         self._shared_volume = shared_volume
+        if pty_detach_timeout_s is not None and not pty_detach_timeout_s > 0:
+            raise ValueError(f"sandboxd provider: pty_detach_timeout_s must be > 0 or None, got {pty_detach_timeout_s}")
+        self._pty_detach_timeout_s = pty_detach_timeout_s
         if token is not None and token_file is not None:
             raise ValueError("sandboxd provider: give `token` or `token_file`, not both")
         if token_file is not None:
@@ -456,26 +463,62 @@ class SandboxdProvider(RuntimeCapabilities):
 
     async def create_pty(self, handle: SandboxHandle, spec: SandboxPtySpec) -> SandboxdPtySession:
         ref = _ref(handle)
+        options: dict[str, Any] = {
+            "cwd": spec.cwd,
+            "env": spec.env,
+            "rows": spec.rows,
+            "cols": spec.cols,
+            "user": spec.user,
+            "pipe": not spec.pty,
+        }
+        detachable = self._pty_detach_timeout_s is not None
         try:
-            session = await self._client_for(handle).open_pty(
-                ref.sandbox_id,
-                spec.command,
-                cwd=spec.cwd,
-                env=spec.env,
-                rows=spec.rows,
-                cols=spec.cols,
-                user=spec.user,
-                pipe=not spec.pty,
-            )
+            try:
+                session = await self._client_for(handle).open_pty(
+                    ref.sandbox_id, spec.command, detach_timeout_s=self._pty_detach_timeout_s, **options
+                )
+            except Unimplemented:
+                # The server runs this sandbox's terminals through docker exec: the session
+                # lives with its stream.
+                detachable = False
+                session = await self._client_for(handle).open_pty(ref.sandbox_id, spec.command, **options)
         except InvalidArgument as exc:
             raise ValueError(str(exc)) from exc
         except (SandboxdError, TimeoutError) as exc:
             raise SandboxPtyError(f"sandboxd: cannot open a PTY session: {exc}") from exc
+        return self._pty_session(session, ref.sandbox_id, owner=True, detachable=detachable)
 
+    # --- SupportsSandboxPtyAttach -------------------------------------------------------------
+
+    async def attach_pty(
+        self, handle: SandboxHandle, session_id: str, *, takeover: bool = True, since: int | None = None
+    ) -> SandboxdPtySession:
+        """Re-attach to a session by id, from any process: its retained output from byte offset
+        `since` (0 or None: all that is still retained) replays before live output.
+        `takeover` evicts the current holder (its session then fails with `SandboxPtyError`);
+        without it, a held session fails. Closing the returned session detaches it; the
+        session lives on for its owner."""
+        ref = _ref(handle)
+        try:
+            session = await self._client.attach_pty(ref.sandbox_id, session_id, takeover=takeover, since=since or 0)
+        except ValueError:
+            raise
+        except (SandboxdError, TimeoutError) as exc:
+            raise SandboxPtyError(f"sandboxd: cannot attach to PTY session {session_id}: {exc}") from exc
+        return self._pty_session(session, ref.sandbox_id, owner=False, detachable=True)
+
+    def _pty_session(self, session: Any, sandbox_id: str, *, owner: bool, detachable: bool) -> SandboxdPtySession:
         async def sandbox_gone(exit_code: int | None) -> bool:
-            return await self._sandbox_gone(ref.sandbox_id, exit_code)
+            return await self._sandbox_gone(sandbox_id, exit_code)
 
-        return SandboxdPtySession(session, ref.sandbox_id, sandbox_gone)
+        session_id = session.session_id
+
+        async def reattach(since: int) -> Any:
+            return await self._client.attach_pty(sandbox_id, session_id, takeover=True, since=since)
+
+        return SandboxdPtySession(
+            session, sandbox_id, sandbox_gone, owner=owner, reattach=reattach if detachable else None
+        )
 
     async def _sandbox_gone(self, sandbox_id: str, exit_code: int | None) -> bool:
         """Whether a session that just ended did so because its sandbox went away: closed through

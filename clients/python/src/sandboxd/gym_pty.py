@@ -15,13 +15,19 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from nemo_gym.sandbox.providers.base import SandboxPtyError
 
 from .closing import AsyncClosing
-from .errors import SandboxdError
+from .errors import InvalidArgument, SandboxdError
 from .pty import PtySession
 
-__all__ = ["SandboxdPtySession", "SandboxGoneProbe"]
+__all__ = ["SandboxdPtySession", "SandboxGoneProbe", "Reattach"]
 
 SandboxGoneProbe = Callable[[int | None], Awaitable[bool]]
 """Whether the session's sandbox is gone, given the program's exit code (None: not known)."""
+
+Reattach = Callable[[int], Awaitable[PtySession]]
+"""Take the session over again, replaying its retained output from the given offset."""
+
+_DRAIN_WAIT_S = 0.2
+"""How long a poll of `run_detached` waits for more output before it lets go again."""
 
 
 @contextlib.contextmanager
@@ -36,8 +42,21 @@ def _pty_errors() -> Iterator[None]:
 class SandboxdPtySession(AsyncClosing):
     """One terminal (or pipe-mode program) in a sandbox, with Gym's `SandboxPtySession` calls."""
 
-    def __init__(self, session: PtySession, sandbox_id: str, sandbox_gone: SandboxGoneProbe) -> None:
+    def __init__(
+        self,
+        session: PtySession,
+        sandbox_id: str,
+        sandbox_gone: SandboxGoneProbe,
+        *,
+        owner: bool = True,
+        reattach: Reattach | None = None,
+    ) -> None:
         self._session = session
+        # The creator's close ends the session; an attacher's close only detaches.
+        self._owner = owner
+        # Set when the session outlives its stream (it lives in the sandbox's agent): then
+        # `run_detached` holds no stream between polls.
+        self._reattach = reattach
         self._sandbox_id = sandbox_id
         self._sandbox_gone = sandbox_gone
         self._gone: bool | None = None  # decided once, when the session's end is first seen
@@ -103,10 +122,14 @@ class SandboxdPtySession(AsyncClosing):
         return code
 
     async def run_detached(self, command: str, *, poll_interval_s: float = 15.0) -> tuple[bytes, int | None]:
-        """Runs `command` in this session's shell, attached (sessions live in the server, and
-        this client keeps one stream per session, so there is no connection to spare); returns
-        the merged output after the command's echo and its exit code (None if the session
-        ended first). `poll_interval_s` is accepted for the protocol and unused."""
+        """Runs `command` in this session's shell; returns the merged output after the command's
+        echo and its exit code (None if the session ended first or the marker came back
+        mangled). On a session that lives in the sandbox (the agent's), no stream is held
+        between polls: the command is written, the stream detached, and every `poll_interval_s`
+        the session is taken over again from the last byte read, its retained output drained.
+        More output between two polls than the server retains (`server.pty.retain_bytes`)
+        raises `SandboxPtyError` rather than returning truncated output. The session ends
+        attached. Elsewhere (the docker exec engine) the command runs attached."""
         token = uuid.uuid4().hex[:16]
         # Markers are printed from two halves so the terminal's echo of this line never matches.
         await self.write(
@@ -115,20 +138,66 @@ class SandboxdPtySession(AsyncClosing):
         )
         start, end = f"SDX{token}S".encode(), f"SDX{token}:".encode()
         buffer = bytearray()
-        while end not in buffer:
-            chunk = await self.read()
-            if not chunk:
-                return bytes(buffer), None
-            buffer.extend(chunk)
-        while b"\n" not in buffer.split(end, 1)[1]:
-            chunk = await self.read()
-            if not chunk:
-                break
-            buffer.extend(chunk)
+
+        def finished() -> bool:
+            return end in buffer and b"\n" in buffer.split(end, 1)[1]
+
+        if self._reattach is None:
+            while not finished():
+                chunk = await self.read()
+                if not chunk:
+                    return bytes(buffer), None
+                buffer.extend(chunk)
+        else:
+            while True:
+                ended = await self._drain(buffer, wait_s=_DRAIN_WAIT_S, finished=finished)
+                if ended:
+                    return bytes(buffer), None
+                if finished():
+                    break
+                since = await self._let_go(buffer)
+                await asyncio.sleep(poll_interval_s)
+                try:
+                    self._session = await self._reattach(since)
+                except InvalidArgument as exc:
+                    raise SandboxPtyError(
+                        f"PTY session {self.session_id}: more output between two polls than the server "
+                        f"retains; lost from offset {since} ({exc})"
+                    ) from exc
+                except SandboxdError as exc:
+                    raise SandboxPtyError(str(exc)) from exc
         before, _, after = bytes(buffer).partition(end)
         output = before.partition(start)[2].partition(b"\n")[2] if start in before else before
         code = after.split(b"\n", 1)[0].strip()
         return output, int(code) if code.isdigit() else None
 
+    async def _drain(self, buffer: bytearray, *, wait_s: float, finished: Callable[[], bool]) -> bool:
+        """Output into `buffer` until none comes for `wait_s` or the marker is complete; True
+        when the session ended."""
+        while not finished():
+            try:
+                chunk = await self.read(timeout_s=wait_s)
+            except TimeoutError:
+                return False
+            if not chunk:
+                return True
+            buffer.extend(chunk)
+        return False
+
+    async def _let_go(self, buffer: bytearray) -> int:
+        """Detach, keep what the stream still carried, and return where to resume."""
+        session = self._session
+        with _pty_errors():
+            await session.detach()
+        while chunk := await session.read(timeout_s=5):
+            buffer.extend(chunk)
+        return session.received
+
     async def close(self) -> None:
-        await self._session.close()
+        """The creator's close ends the session; an attacher's detaches (the session lives on
+        for its owner)."""
+        if self._owner:
+            await self._session.close()
+            return
+        with contextlib.suppress(SandboxdError):
+            await self._session.detach()

@@ -37,10 +37,16 @@ class PtySession(AsyncClosing):
     `async with` closes it.
     """
 
-    def __init__(self, call: Any, session_id: str, mode: str) -> None:
+    def __init__(self, call: Any, session_id: str, mode: str, offset: int = 0) -> None:
         self._call = call
         self.session_id = session_id
         self.mode = mode
+        self.offset = offset
+        """Offset in the session's output of the first byte this stream carried (0 for a session
+        this stream opened; the replay point of an attach)."""
+        self.received = offset
+        """Offset of the next output byte this stream will carry (output and stderr counted)."""
+        self._detached = False
         self._output: asyncio.Queue[bytes | SandboxdError] = asyncio.Queue()
         self._stderr: asyncio.Queue[bytes | SandboxdError] = asyncio.Queue()
         self._exit: asyncio.Future[int] = asyncio.get_running_loop().create_future()
@@ -51,21 +57,30 @@ class PtySession(AsyncClosing):
     @classmethod
     async def open(cls, call: Any, opening: pb.PtyOpen, *, open_timeout_s: float | None) -> PtySession:
         """Send `opening` on `call` and wait for the server's `opened`."""
+        return await cls._start(call, pb.PtyRequest(open=opening), open_timeout_s=open_timeout_s)
+
+    @classmethod
+    async def attach(cls, call: Any, attaching: pb.PtyAttach, *, open_timeout_s: float | None) -> PtySession:
+        """Send `attaching` on `call` and wait for the server's `opened`."""
+        return await cls._start(call, pb.PtyRequest(attach=attaching), open_timeout_s=open_timeout_s)
+
+    @classmethod
+    async def _start(cls, call: Any, first: pb.PtyRequest, *, open_timeout_s: float | None) -> PtySession:
         try:
-            await call.write(pb.PtyRequest(open=opening))
-            first = await asyncio.wait_for(call.read(), open_timeout_s)
+            await call.write(first)
+            reply = await asyncio.wait_for(call.read(), open_timeout_s)
         except asyncio.TimeoutError:
             call.cancel()
             raise TimeoutError(f"the PTY session did not open within {open_timeout_s}s") from None
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, call="pty") from None
-        if first is grpc.aio.EOF or first.WhichOneof("response") != "opened":
+        if reply is grpc.aio.EOF or reply.WhichOneof("response") != "opened":
             # The stream ended or failed before `opened`: its status says why.
             call.cancel()
             code = await call.code()
             details = await call.details()
             raise from_rpc_error(_StatusError(code, details or "the PTY stream ended before opening"), call="pty")
-        session = cls(call, first.opened.session_id, first.opened.mode)
+        session = cls(call, reply.opened.session_id, reply.opened.mode, int(reply.opened.offset))
         session._reader = asyncio.create_task(session._pump())
         return session
 
@@ -83,13 +98,15 @@ class PtySession(AsyncClosing):
                     break
                 which = msg.WhichOneof("response")
                 if which == "output":
+                    self.received += len(msg.output)
                     self._output.put_nowait(bytes(msg.output))
                 elif which == "stderr":
+                    self.received += len(msg.stderr)
                     self._stderr.put_nowait(bytes(msg.stderr))
                 elif which == "exit" and not self._exit.done():
                     self._exit.set_result(int(msg.exit.exit_code))
         except grpc.RpcError as exc:
-            if not self._closed:
+            if not self._closed and not self._detached:
                 failure = from_rpc_error(exc, call="pty")
         except asyncio.CancelledError:
             pass
@@ -172,6 +189,32 @@ class PtySession(AsyncClosing):
             return await asyncio.wait_for(asyncio.shield(self._exit), timeout_s)
         except asyncio.TimeoutError:
             raise TimeoutError(f"the PTY program did not exit within {timeout_s}s") from None
+
+    async def detach(self) -> None:
+        """End this stream and leave the session running in the sandbox (re-attach with
+        `Client.attach_pty`); reads then see the end. Needs the sandbox's agent (the docker
+        exec engine answers `Unimplemented`, and its session ends). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._detached = True
+        if not self._exit.done():
+            try:
+                async with self._write_lock:
+                    await self._call.write(pb.PtyRequest(detach=pb.PtyDetach()))
+            except (grpc.RpcError, asyncio.InvalidStateError, grpc.aio.UsageError):
+                pass
+            # The server ends the stream once it let go of the session; its status says how.
+            if self._reader is not None:
+                with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(self._reader), 10)
+            with contextlib.suppress(Exception):
+                await self._call.done_writing()
+            code = await self._call.code() if self._call.done() else None
+            if code not in (None, grpc.StatusCode.OK, grpc.StatusCode.CANCELLED):
+                details = await self._call.details()
+                raise from_rpc_error(_StatusError(code, details or "the detach failed"), call="pty")
+        self._call.cancel()
 
     async def close(self) -> None:
         """End the session and its processes in the container (idempotent)."""

@@ -20,6 +20,7 @@ __all__ = [
     "SandboxInfo",
     "SandboxPage",
     "SnapshotInfo",
+    "PtySessionInfo",
     "DiffKind",
     "DiffEntry",
     "Stdout",
@@ -425,6 +426,35 @@ class SnapshotInfo:
             labels=dict(msg.labels),
             created_at_unix_ms=int(msg.created_at_unix_ms),
             size_bytes=int(msg.size_bytes),
+        )
+
+
+@dataclass(frozen=True)
+class PtySessionInfo:
+    """A terminal or pipe session the sandbox's agent keeps (`Client.list_pty_sessions`)."""
+
+    session_id: str
+    command: str
+    mode: str
+    rows: int
+    cols: int
+    running: bool
+    exit_code: int | None
+    attached: bool
+    retained_bytes: int
+
+    @classmethod
+    def from_proto(cls, msg: pb.PtySessionInfo) -> PtySessionInfo:
+        return cls(
+            session_id=msg.session_id,
+            command=msg.command,
+            mode=msg.mode,
+            rows=int(msg.rows),
+            cols=int(msg.cols),
+            running=bool(msg.running),
+            exit_code=int(msg.exit_code) if msg.HasField("exit_code") else None,
+            attached=bool(msg.attached),
+            retained_bytes=int(msg.retained_bytes),
         )
 
 

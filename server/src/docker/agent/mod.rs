@@ -7,9 +7,11 @@ pub mod binary;
 pub mod channel;
 mod files;
 pub mod socket;
+pub mod terminal;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,12 +23,13 @@ use super::argv;
 use super::cli::{DockerCli, Pool};
 use super::transport::cli::{container_running, DockerExecEngine};
 use super::transport::{
-    note_dropped, output_limit, spawn_stream, timed_out, ExecEngine, ExecSpec, ExecStream, FileDownload,
-    StreamEvent, TerminalSession, UploadSource,
+    no_sessions, note_dropped, output_limit, spawn_stream, timed_out, ExecEngine, ExecSpec, ExecStream,
+    FileDownload, StreamEvent, TerminalSession, UploadSource,
 };
 use crate::error::Result;
 use crate::spec::PtySpec;
 use crate::spec::{ExecErrorType, ExecResult, ExecUsage};
+use crate::terminal::{AttachSpec, TerminalInfo};
 
 /// Largest download served through the agent's exec channel: it (a `docker exec` stdout, about
 /// 110 MB/s here) wins on small files by skipping `docker cp`'s fixed cost, `docker cp` wins on
@@ -65,6 +68,8 @@ pub struct AgentEngine {
     facts: Mutex<HashMap<String, Facts>>,
     /// Sandboxes whose socket cannot be used: the exec channel serves them (said once).
     exec_only: Mutex<HashSet<String>>,
+    /// Output each terminal session retains for re-attaches (`server.pty.retain_bytes`).
+    retain_bytes: AtomicU64,
 }
 
 /// What reaching a sandbox's agent on its socket needs.
@@ -101,6 +106,7 @@ impl AgentEngine {
             socket_root,
             facts: Mutex::default(),
             exec_only: Mutex::default(),
+            retain_bytes: AtomicU64::new(protocol::DEFAULT_RETAIN_BYTES),
         }
     }
 
@@ -266,6 +272,11 @@ impl AgentEngine {
         let slot = self.slots.lock().ok()?.get(name).cloned()?;
         let guard = slot.try_lock().ok()?;
         guard.as_ref().filter(|c| c.is_alive()).map(|c| c.transport)
+    }
+
+    /// Output each terminal session keeps for re-attaches (`server.pty.retain_bytes`).
+    pub fn set_retain_bytes(&self, bytes: u64) {
+        self.retain_bytes.store(bytes, Ordering::Relaxed);
     }
 
     /// Entries of the per-sandbox maps: channel slots, sandboxes without an agent.
@@ -529,7 +540,7 @@ impl ExecEngine for AgentEngine {
         self.docker.download(name, path).await
     }
 
-    /// Terminals do not go through the agent yet: the docker transport's terminal.
+    /// A terminal in the sandbox's agent; the docker transport's where the agent cannot run.
     async fn open_terminal(
         &self,
         name: &str,
@@ -537,8 +548,21 @@ impl ExecEngine for AgentEngine {
         spec: &PtySpec,
         user: Option<&str>,
     ) -> Result<Arc<dyn TerminalSession>> {
-        let user = self.fallback_user(name, user).await;
-        self.docker.open_terminal(name, shell, spec, user.as_deref()).await
+        let Some(channel) = self.channel(name).await else {
+            let user = self.fallback_user(name, user).await;
+            return self.docker.open_terminal(name, shell, spec, user.as_deref()).await;
+        };
+        terminal::open(&channel, shell, spec, user, self.retain_bytes.load(Ordering::Relaxed)).await
+    }
+
+    async fn attach_terminal(&self, name: &str, attach: &AttachSpec) -> Result<Arc<dyn TerminalSession>> {
+        let Some(channel) = self.channel(name).await else { return Err(no_sessions(name)) };
+        terminal::attach(&channel, name, attach).await
+    }
+
+    async fn list_terminals(&self, name: &str) -> Result<Vec<TerminalInfo>> {
+        let Some(channel) = self.channel(name).await else { return Err(no_sessions(name)) };
+        terminal::list(&channel).await
     }
 
     fn renamed(&self, from: &str, to: &str) {

@@ -65,6 +65,11 @@ impl ExecEngine for DockerExecEngine {
         spec: &PtySpec,
         user: Option<&str>,
     ) -> Result<Arc<dyn TerminalSession>> {
+        if spec.detach_timeout.is_some() {
+            return Err(crate::error::ProviderError::Unimplemented(format!(
+                "detach_timeout_s needs the sandbox's agent; sandbox {name} runs terminals through docker exec"
+            )));
+        }
         let control = DockerExecEngine::new(self.cli.in_pool(Pool::Control), self.config.clone());
         let session =
             pty::open::open_terminal(&self.cli, Arc::new(control), &self.config, name, shell, spec, user)

@@ -15,8 +15,9 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use crate::backend::{ExecStream, FileDownload, StreamEvent, TerminalSession, UploadSource};
 use crate::config::DockerConfig;
-use crate::error::Result;
+use crate::error::{ProviderError, Result};
 use crate::spec::{ExecErrorType, ExecParams, ExecResult, PtySpec, SandboxHandle};
+use crate::terminal::{AttachSpec, TerminalInfo};
 
 /// One command for an engine: `<shell> -c <command>` in container `name`, with `params`, as
 /// `user` (already normalised; `None`: the image's user). `params.timeout` is final: the service
@@ -78,11 +79,29 @@ pub trait ExecEngine: Send + Sync {
         user: Option<&str>,
     ) -> Result<Arc<dyn TerminalSession>>;
 
+    /// Hold a session the sandbox's agent keeps (see `SandboxBackend::attach_terminal`).
+    async fn attach_terminal(&self, name: &str, _attach: &AttachSpec) -> Result<Arc<dyn TerminalSession>> {
+        Err(no_sessions(name))
+    }
+
+    /// The sessions the sandbox's agent keeps, oldest first.
+    async fn list_terminals(&self, name: &str) -> Result<Vec<TerminalInfo>> {
+        Err(no_sessions(name))
+    }
+
     /// Forget what the engine holds for a sandbox that was closed.
     fn forget(&self, _name: &str) {}
 
     /// The container `from` is now named `to` (a create renames it when it is ready).
     fn renamed(&self, _from: &str, _to: &str) {}
+}
+
+/// What an engine without sessions in the sandbox says to an attach or a listing.
+pub fn no_sessions(name: &str) -> ProviderError {
+    ProviderError::Unimplemented(format!(
+        "sandbox {name} runs terminals through docker exec: its sessions live in the server, not in \
+         the sandbox, and cannot be attached to or listed"
+    ))
 }
 
 // ----- how an exec ends: the one place both engines shape results -----

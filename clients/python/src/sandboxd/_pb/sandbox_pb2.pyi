@@ -379,7 +379,7 @@ class CloseResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class PtyOpen(_message.Message):
-    __slots__ = ("sandbox_id", "command", "cwd", "env", "rows", "cols", "user", "pipe")
+    __slots__ = ("sandbox_id", "command", "cwd", "env", "rows", "cols", "user", "pipe", "detach_timeout_s")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -395,6 +395,7 @@ class PtyOpen(_message.Message):
     COLS_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     PIPE_FIELD_NUMBER: _ClassVar[int]
+    DETACH_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     sandbox_id: str
     command: str
     cwd: str
@@ -403,7 +404,8 @@ class PtyOpen(_message.Message):
     cols: int
     user: str
     pipe: bool
-    def __init__(self, sandbox_id: _Optional[str] = ..., command: _Optional[str] = ..., cwd: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., rows: _Optional[int] = ..., cols: _Optional[int] = ..., user: _Optional[str] = ..., pipe: _Optional[bool] = ...) -> None: ...
+    detach_timeout_s: float
+    def __init__(self, sandbox_id: _Optional[str] = ..., command: _Optional[str] = ..., cwd: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., rows: _Optional[int] = ..., cols: _Optional[int] = ..., user: _Optional[str] = ..., pipe: _Optional[bool] = ..., detach_timeout_s: _Optional[float] = ...) -> None: ...
 
 class PtyResize(_message.Message):
     __slots__ = ("rows", "cols")
@@ -424,26 +426,32 @@ class PtyClose(_message.Message):
     def __init__(self) -> None: ...
 
 class PtyRequest(_message.Message):
-    __slots__ = ("open", "input", "resize", "signal", "close")
+    __slots__ = ("open", "input", "resize", "signal", "close", "attach", "detach")
     OPEN_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     RESIZE_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     CLOSE_FIELD_NUMBER: _ClassVar[int]
+    ATTACH_FIELD_NUMBER: _ClassVar[int]
+    DETACH_FIELD_NUMBER: _ClassVar[int]
     open: PtyOpen
     input: bytes
     resize: PtyResize
     signal: PtySignal
     close: PtyClose
-    def __init__(self, open: _Optional[_Union[PtyOpen, _Mapping]] = ..., input: _Optional[bytes] = ..., resize: _Optional[_Union[PtyResize, _Mapping]] = ..., signal: _Optional[_Union[PtySignal, _Mapping]] = ..., close: _Optional[_Union[PtyClose, _Mapping]] = ...) -> None: ...
+    attach: PtyAttach
+    detach: PtyDetach
+    def __init__(self, open: _Optional[_Union[PtyOpen, _Mapping]] = ..., input: _Optional[bytes] = ..., resize: _Optional[_Union[PtyResize, _Mapping]] = ..., signal: _Optional[_Union[PtySignal, _Mapping]] = ..., close: _Optional[_Union[PtyClose, _Mapping]] = ..., attach: _Optional[_Union[PtyAttach, _Mapping]] = ..., detach: _Optional[_Union[PtyDetach, _Mapping]] = ...) -> None: ...
 
 class PtyOpened(_message.Message):
-    __slots__ = ("session_id", "mode")
+    __slots__ = ("session_id", "mode", "offset")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     mode: str
-    def __init__(self, session_id: _Optional[str] = ..., mode: _Optional[str] = ...) -> None: ...
+    offset: int
+    def __init__(self, session_id: _Optional[str] = ..., mode: _Optional[str] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class PtyExit(_message.Message):
     __slots__ = ("exit_code",)
@@ -932,3 +940,53 @@ class DeletePoolResponse(_message.Message):
     REMOVED_FIELD_NUMBER: _ClassVar[int]
     removed: int
     def __init__(self, removed: _Optional[int] = ...) -> None: ...
+
+class PtyAttach(_message.Message):
+    __slots__ = ("sandbox_id", "session_id", "takeover", "since")
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TAKEOVER_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    session_id: str
+    takeover: bool
+    since: int
+    def __init__(self, sandbox_id: _Optional[str] = ..., session_id: _Optional[str] = ..., takeover: _Optional[bool] = ..., since: _Optional[int] = ...) -> None: ...
+
+class PtyDetach(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListPtySessionsRequest(_message.Message):
+    __slots__ = ("sandbox_id",)
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ...) -> None: ...
+
+class PtySessionInfo(_message.Message):
+    __slots__ = ("session_id", "command", "mode", "rows", "cols", "running", "exit_code", "attached", "retained_bytes")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    COLS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    ATTACHED_FIELD_NUMBER: _ClassVar[int]
+    RETAINED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    command: str
+    mode: str
+    rows: int
+    cols: int
+    running: bool
+    exit_code: int
+    attached: bool
+    retained_bytes: int
+    def __init__(self, session_id: _Optional[str] = ..., command: _Optional[str] = ..., mode: _Optional[str] = ..., rows: _Optional[int] = ..., cols: _Optional[int] = ..., running: _Optional[bool] = ..., exit_code: _Optional[int] = ..., attached: _Optional[bool] = ..., retained_bytes: _Optional[int] = ...) -> None: ...
+
+class ListPtySessionsResponse(_message.Message):
+    __slots__ = ("sessions",)
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[PtySessionInfo]
+    def __init__(self, sessions: _Optional[_Iterable[_Union[PtySessionInfo, _Mapping]]] = ...) -> None: ...

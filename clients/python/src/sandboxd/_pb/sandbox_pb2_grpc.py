@@ -195,6 +195,11 @@ class SandboxServiceStub:
                 request_serializer=sandbox_dot_v1_dot_sandbox__pb2.DeletePoolRequest.SerializeToString,
                 response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.DeletePoolResponse.FromString,
                 _registered_method=True)
+        self.ListPtySessions = channel.unary_unary(
+                '/sandbox.v1.SandboxService/ListPtySessions',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.ListPtySessionsRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.ListPtySessionsResponse.FromString,
+                _registered_method=True)
 
 
 class SandboxServiceServicer:
@@ -456,6 +461,15 @@ class SandboxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListPtySessions(self, request, context):
+        """--- terminals ---
+        The terminal and pipe sessions the sandbox's agent keeps (running, or ended and not yet
+        forgotten), oldest first: what a `PtyAttach` can name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -618,6 +632,11 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.DeletePool,
                     request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.DeletePoolRequest.FromString,
                     response_serializer=sandbox_dot_v1_dot_sandbox__pb2.DeletePoolResponse.SerializeToString,
+            ),
+            'ListPtySessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPtySessions,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.ListPtySessionsRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.ListPtySessionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1485,6 +1504,33 @@ class SandboxService:
             '/sandbox.v1.SandboxService/DeletePool',
             sandbox_dot_v1_dot_sandbox__pb2.DeletePoolRequest.SerializeToString,
             sandbox_dot_v1_dot_sandbox__pb2.DeletePoolResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPtySessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/ListPtySessions',
+            sandbox_dot_v1_dot_sandbox__pb2.ListPtySessionsRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.ListPtySessionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
