@@ -493,7 +493,6 @@ async fn read_only_root_and_no_network() {
 
 /// A session with a detach timeout outlives the server: a restarted one attaches to it.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs the socket transport"]
 async fn reattach_after_a_server_restart() {
     if !on_agent() {
         return;
