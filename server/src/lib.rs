@@ -19,6 +19,7 @@ pub mod logs;
 pub mod memory;
 pub mod metadata;
 pub mod metrics;
+pub mod processes;
 pub mod service;
 pub mod snapshot_expiry;
 pub mod spec;

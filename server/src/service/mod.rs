@@ -10,6 +10,8 @@ mod exec_stream;
 mod inventory;
 mod limits;
 mod logs;
+mod port_forward;
+mod processes;
 mod pty;
 mod quota;
 mod server;
@@ -466,5 +468,45 @@ impl SandboxService for SandboxApi {
 
     async fn logs(&self, request: Request<pb::LogsRequest>) -> Result<Response<Self::LogsStream>, Status> {
         logs::logs(self, request).await
+    }
+
+    // --- processes and ports ---
+    async fn start_process(
+        &self,
+        request: Request<pb::StartProcessRequest>,
+    ) -> Result<Response<pb::StartProcessResponse>, Status> {
+        processes::start_process(self, request).await
+    }
+
+    async fn list_processes(
+        &self,
+        request: Request<pb::ListProcessesRequest>,
+    ) -> Result<Response<pb::ListProcessesResponse>, Status> {
+        processes::list_processes(self, request).await
+    }
+
+    type AttachProcessStream = BoxStream<pb::AttachProcessResponse>;
+
+    async fn attach_process(
+        &self,
+        request: Request<pb::AttachProcessRequest>,
+    ) -> Result<Response<Self::AttachProcessStream>, Status> {
+        processes::attach_process(self, request).await
+    }
+
+    async fn signal_process(
+        &self,
+        request: Request<pb::SignalProcessRequest>,
+    ) -> Result<Response<pb::SignalProcessResponse>, Status> {
+        processes::signal_process(self, request).await
+    }
+
+    type PortForwardStream = BoxStream<pb::PortForwardResponse>;
+
+    async fn port_forward(
+        &self,
+        request: Request<Streaming<pb::PortForwardRequest>>,
+    ) -> Result<Response<Self::PortForwardStream>, Status> {
+        port_forward::port_forward(self, request).await
     }
 }

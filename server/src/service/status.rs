@@ -22,6 +22,10 @@ impl From<ProviderError> for Status {
             ProviderError::Unavailable(_) => Code::Unavailable,
             ProviderError::Timeout(_) => Code::DeadlineExceeded,
             ProviderError::Docker(_) | ProviderError::Io(_) => Code::Internal,
+            ProviderError::FailedPrecondition(_) => Code::FailedPrecondition,
+            ProviderError::ProcessNotFound(_) => Code::NotFound,
+            ProviderError::OutOfRange(_) => Code::OutOfRange,
+            ProviderError::Aborted(_) => Code::Aborted,
         };
         Status::new(code, err.to_string())
     }
@@ -53,6 +57,10 @@ mod tests {
             (ProviderError::SnapshotNotFound("x".into()), Code::NotFound),
             (ProviderError::SnapshotInUse("x".into()), Code::FailedPrecondition),
             (ProviderError::ResourceExhausted("x".into()), Code::ResourceExhausted),
+            (ProviderError::FailedPrecondition("x".into()), Code::FailedPrecondition),
+            (ProviderError::ProcessNotFound("x".into()), Code::NotFound),
+            (ProviderError::OutOfRange("x".into()), Code::OutOfRange),
+            (ProviderError::Aborted("x".into()), Code::Aborted),
         ];
         for (err, code) in cases {
             assert_eq!(Status::from(err).code(), code);

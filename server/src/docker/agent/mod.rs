@@ -5,6 +5,8 @@
 pub mod binary;
 pub mod channel;
 mod files;
+mod forward;
+mod procs;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
