@@ -22,6 +22,8 @@ mod error;
 mod exec_stream;
 mod inventory;
 mod logs;
+mod port_forward;
+mod processes;
 mod pty;
 mod sandbox;
 
@@ -32,6 +34,8 @@ pub use error::{ClientError, Result};
 pub use exec_stream::{ExecEvent, ExecEventStream, ExecExit};
 pub use inventory::{ListOptions, ListPage, SandboxInfo};
 pub use logs::{LogChunk, LogStream, LogsOptions};
+pub use port_forward::{Forward, ForwardChunk};
+pub use processes::{ProcessEvent, ProcessInfo, ProcessStream, StartProcess, StartedProcess};
 pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession, PtySpec};
 pub use sandbox::{
     spec, Endpoint, ExecOptions, Sandbox, SandboxStatus, DEFAULT_EXEC_TIMEOUT_S, UPLOAD_CHUNK_BYTES,

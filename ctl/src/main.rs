@@ -16,6 +16,8 @@ mod lease;
 mod logs;
 mod parse;
 mod port;
+mod port_forward;
+mod processes;
 mod shell;
 mod terminal;
 mod tree;
@@ -83,6 +85,17 @@ enum Command {
     Rm(inventory::RmArgs),
     /// Print a completion script: bash, zsh or fish.
     Completions(completions::CompletionsArgs),
+    // --- processes and ports ---
+    /// The sandbox's background processes and terminal sessions.
+    Ps(processes::PsArgs),
+    /// Start a background process (prints its id); it outlives this command.
+    Start(processes::StartArgs),
+    /// A process's output (replayed from --since, then live) until it exits or Ctrl-C.
+    AttachProcess(processes::AttachArgs),
+    /// Signal a process's whole group.
+    Signal(processes::SignalArgs),
+    /// Forward local ports to ports inside the sandbox, until Ctrl-C.
+    PortForward(port_forward::PortForwardArgs),
 }
 
 async fn connect(cli: &Cli) -> Result<Client, CtlError> {
@@ -122,6 +135,11 @@ async fn run(cli: Cli) -> Result<i32, CtlError> {
         Command::Ls(args) => inventory::ls(&client, args).await,
         Command::Status(args) => inventory::status(&client, args).await,
         Command::Rm(args) => inventory::rm(&client, args).await,
+        Command::Ps(args) => processes::ps(&client, args).await,
+        Command::Start(args) => processes::start(&client, args).await,
+        Command::AttachProcess(args) => processes::attach(&client, args).await,
+        Command::Signal(args) => processes::signal(&client, args).await,
+        Command::PortForward(args) => port_forward::run(&client, args).await,
     }
 }
 
