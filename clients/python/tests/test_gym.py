@@ -59,11 +59,11 @@ IMPLEMENTED = (
     "SupportsSandboxPty",
     "SupportsSandboxPauseResume",
     "SupportsSandboxSnapshot",
+    "SupportsSandboxPortForwarding",
+    "SupportsSandboxBackgroundServices",
 )
 NOT_IMPLEMENTED = (
     "SupportsSandboxPtyAttach",
-    "SupportsSandboxPortForwarding",
-    "SupportsSandboxBackgroundServices",
     "SupportsSandboxNetwork",
     "SupportsSandboxRuntimeRequirements",
     "SupportsSandboxSharedStorage",
@@ -79,6 +79,7 @@ async def test_create_provider_builds_it_with_exactly_its_capabilities(provider:
     defined = {name: getattr(gym_base, name) for name in IMPLEMENTED + NOT_IMPLEMENTED if hasattr(gym_base, name)}
     # nemo-gym 0.7.0 defines all but SupportsSandboxSnapshot (newer main's checkpointer protocol).
     assert set(NOT_IMPLEMENTED) <= set(defined) and {"ConnectableProvider", "SupportsSandboxPty"} <= set(defined)
+    assert {"SupportsSandboxPortForwarding", "SupportsSandboxBackgroundServices"} <= set(defined)
     observed = {name: isinstance(provider, protocol) for name, protocol in defined.items()}
     assert observed == {name: name in IMPLEMENTED for name in defined}
     for method in ("snapshot", "delete_snapshot", "pause", "resume", "create_pty", "endpoint"):

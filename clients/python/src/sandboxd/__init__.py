@@ -22,6 +22,7 @@ from .errors import (
     Unauthenticated,
     Unimplemented,
 )
+from .processes import ForwardConnection, ProcessAttached, ProcessEvent, ProcessExited, ProcessInfo, ProcessOutput
 from .pty import SIGNALS, PtySession
 from .sandbox import AsyncSandbox, PtyOpener
 from .types import (
@@ -64,10 +65,16 @@ __all__ = [
     "ExecUsage",
     "FailedPrecondition",
     "FileNotFound",
+    "ForwardConnection",
     "InternalError",
     "InvalidArgument",
     "NotFound",
     "PermissionDenied",
+    "ProcessAttached",
+    "ProcessEvent",
+    "ProcessExited",
+    "ProcessInfo",
+    "ProcessOutput",
     "PtyOpener",
     "PtyOptions",
     "PtySession",
