@@ -7,6 +7,8 @@
 
 #[path = "compare/branching.rs"]
 mod branching;
+#[path = "compare/forward.rs"]
+mod forward;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -419,5 +421,8 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
     }
     close(&mut client, &id).await;
     rows.extend(branching::rows(&mut client, runs).await);
+    if selected("port-forward") && std::env::var("SANDBOXD_BENCH_ENGINE").as_deref() != Ok("docker") {
+        rows.extend(forward::rows(&mut client, runs).await);
+    }
     rows
 }

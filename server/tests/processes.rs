@@ -136,7 +136,7 @@ async fn a_process_outlives_its_clients_and_replays_from_an_offset() {
     assert!(info.retained_bytes as usize >= out.len());
 
     // Past the end is OUT_OF_RANGE naming where it ends.
-    let err = attach(&mut raw, &id, &pid, Some(1 << 40)).await.err().expect("out of range");
+    let Err(err) = attach(&mut raw, &id, &pid, Some(1 << 40)).await else { panic!("out of range") };
     assert_eq!(err.code(), Code::OutOfRange, "{err:?}");
 
     // SIGTERM ends it; an attached stream ends with the exit code; the listing keeps it.
@@ -191,7 +191,7 @@ async fn signals_reach_the_whole_group_and_a_second_attach_takes_over() {
     })
     .await
     .expect("the first stream ends");
-    let status = ended.err().expect("a status");
+    let Err(status) = ended else { panic!("the first stream ended without a status: {ended:?}") };
     assert_eq!(status.code(), Code::Aborted, "{status:?}");
     assert!(status.message().contains("taken over"), "{status:?}");
 
@@ -229,7 +229,7 @@ async fn signals_reach_the_whole_group_and_a_second_attach_takes_over() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::NotFound, "{err:?}");
-    let err = attach(&mut raw, &id, "no/such", None).await.err().unwrap();
+    let Err(err) = attach(&mut raw, &id, "no/such", None).await else { panic!("a bad process id") };
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(err.message().contains("process_id"), "{err:?}");
     for (req, field) in [

@@ -21,9 +21,12 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the agent's table does not keep: the command line and user a caller gave, per
 /// (sandbox, process). Rows of processes the agent no longer lists are dropped when listing.
-static ASKED: Mutex<Option<HashMap<(String, String), (String, String)>>> = Mutex::new(None);
+/// (sandbox, process id) -> (command line, user).
+type Book = HashMap<(String, String), (String, String)>;
 
-fn asked() -> std::sync::MutexGuard<'static, Option<HashMap<(String, String), (String, String)>>> {
+static ASKED: Mutex<Option<Book>> = Mutex::new(None);
+
+fn asked() -> std::sync::MutexGuard<'static, Option<Book>> {
     ASKED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -76,7 +79,7 @@ async fn ask(name: &str, channel: &AgentChannel, request: Request) -> Result<Eve
     }
 }
 
-fn info(name: &str, s: SessionInfo, book: &HashMap<(String, String), (String, String)>) -> ProcessInfo {
+fn info(name: &str, s: SessionInfo, book: &Book) -> ProcessInfo {
     let (command, user) = book
         .get(&(name.to_string(), s.session_id.clone()))
         .cloned()
