@@ -5,8 +5,12 @@ and Docker."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import urllib.request
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -149,3 +153,37 @@ async def test_gym_background_services_outlive_the_command(provider: Any, images
         assert ps.stdout.strip() == "0", "the timed-out command's group was killed"
     finally:
         await provider.close(handle)
+
+
+async def test_grpcurl_starts_lists_and_signals_a_process(
+    client: Client, images: Images, server: ServerProcess
+) -> None:
+    grpcurl = Path(sys.executable).parent / "grpcurl"
+    assert grpcurl.exists(), "grpcurl comes with `bash scripts/install-deps.sh`"
+
+    def call(method: str, body: dict[str, Any]) -> dict[str, Any]:
+        out = subprocess.run(
+            [str(grpcurl), "-plaintext", "-d", json.dumps(body), server.address, f"sandbox.v1.SandboxService/{method}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        return dict(json.loads(out.stdout or "{}"))
+
+    async with await client.create(images.busybox) as sandbox:
+        sid = sandbox.sandbox_id
+        started = await asyncio.to_thread(call, "StartProcess", {"sandbox_id": sid, "command": "exec sleep 4444"})
+        listed = await asyncio.to_thread(call, "ListProcesses", {"sandbox_id": sid})
+        [row] = [p for p in listed["processes"] if p["processId"] == started["processId"]]
+        assert row["running"] and row["command"] == "exec sleep 4444"
+        await asyncio.to_thread(
+            call, "SignalProcess", {"sandbox_id": sid, "process_id": started["processId"], "signal": "KILL"}
+        )
+        [info] = [p for p in await client.list_processes(sid) if p.process_id == started["processId"]]
+        for _ in range(50):
+            if not info.running:
+                break
+            await asyncio.sleep(0.1)
+            [info] = [p for p in await client.list_processes(sid) if p.process_id == started["processId"]]
+        assert info.exit_code == 137
