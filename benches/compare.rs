@@ -8,6 +8,8 @@
 
 #[path = "compare/branching.rs"]
 mod branching;
+#[path = "compare/forward.rs"]
+mod forward;
 #[path = "compare/pools.rs"]
 mod pools;
 
@@ -488,6 +490,9 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
     rows.extend(branching::rows(&mut client, runs).await);
     if selected("claim") {
         rows.push(pools::claim(&mut client, runs * 3).await);
+    }
+    if selected("port-forward") && std::env::var("SANDBOXD_BENCH_ENGINE").as_deref() != Ok("docker") {
+        rows.extend(forward::rows(&mut client, runs).await);
     }
     rows
 }

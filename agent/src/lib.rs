@@ -6,10 +6,12 @@
 
 pub mod channel;
 pub mod files;
+pub mod forward;
 pub mod init;
 pub mod probe;
 pub mod protocol;
 pub mod reaper;
+pub mod relay;
 pub mod ring;
 pub mod serve;
 pub mod sessions;

@@ -8,6 +8,8 @@ const USAGE: &str = "usage:
   sandboxd-agent listen [--run-dir DIR]      serve DIR/agent.sock (default /.sandboxd/run)
   sandboxd-agent init [OPTIONS] [--] [ARGV…] keep the sandbox alive (with ARGV) and serve the socket
   sandboxd-agent ping [--run-dir DIR]        connect to the socket and print its hello (a health check)
+  sandboxd-agent relay [--ready-file PATH] TARGET PORT…
+                                             listen on 127.0.0.1:PORT… and splice each connection to TARGET:PORT
     --run-dir DIR  --user USER  --shell SHELL  --probe CMD  --probe-expect TEXT
     --probe-timeout-ms N  --probe-deadline-ms N  --probe-stable-count N  --probe-stable-delay-ms N";
 
@@ -21,6 +23,10 @@ fn main() {
             Err(e) => fail(&e),
         },
         Some("ping") => ping(&args[1..]),
+        Some("relay") => match sandboxd_agent::relay::run(&args[1..]) {
+            Ok(()) => {}
+            Err(e) => fail(&e),
+        },
         Some("--version") => println!(
             "sandboxd-agent {} (protocol {})",
             env!("CARGO_PKG_VERSION"),

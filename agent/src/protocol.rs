@@ -9,8 +9,9 @@
 use std::io::{self, Read, Write};
 
 /// Bumped on any change; the agent announces it in `Hello`. Version 2 added the socket's
-/// `Readiness` and the session requests; every version-1 frame is unchanged.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// `Readiness` and the session requests; version 3 the port-forward frames (kinds 40-42 and
+/// 140-143); every older frame is unchanged.
+pub const PROTOCOL_VERSION: u32 = 3;
 /// Output a session retains when its opener names no size (`server.pty.retain_bytes`).
 pub const DEFAULT_RETAIN_BYTES: u64 = 1 << 20;
 /// Largest retained output the agent accepts for one session.
@@ -28,6 +29,10 @@ pub const MAX_REQUEST_FRAME: usize = 72 << 20;
 pub const MAX_CHUNK: usize = 256 * 1024;
 /// Output bytes the agent may send for one request before the server grants more credit.
 pub const INITIAL_CREDIT: u64 = 4 << 20;
+/// Bytes of `ForwardData` the server may have sent for one connection that the agent has not
+/// yet written to its socket (`ForwardAck` gives them back): a slow peer in the sandbox
+/// bounds the agent's buffer, not the server's sender.
+pub const FORWARD_WINDOW: u64 = 1 << 20;
 
 /// Why an operation failed inside the sandbox; the server maps each to its own error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -269,6 +274,19 @@ pub enum Request {
     },
     /// Every session (answered by `Sessions`).
     ListSessions,
+    // --- port forwarding (forward.rs) ---
+    /// Connect to `host:port` from inside the sandbox (answered by `ForwardOpened` or
+    /// `Failed`); then `ForwardData`/`ForwardEnd` from the server, `Credit` for the agent's
+    /// data, `Kill` to drop the connection.
+    ForwardOpen {
+        host: String,
+        port: u16,
+    },
+    /// Bytes for the connection (within `FORWARD_WINDOW` of what was acknowledged).
+    ForwardData(Vec<u8>),
+    /// The server's half is done: shut down the connection's write side once the bytes before
+    /// it are written.
+    ForwardEnd,
 }
 
 /// Agent to server.
@@ -326,8 +344,19 @@ pub enum Event {
         message: String,
     },
     Sessions(Vec<SessionInfo>),
-    /// A control request succeeded.
+    /// A control request succeeded; for a forward, both halves of its connection are closed.
     Done,
+    // --- port forwarding (forward.rs) ---
+    /// The connection is up (`ip:port`).
+    ForwardOpened {
+        address: String,
+    },
+    /// Bytes the peer in the sandbox sent (paced by `Credit`).
+    ForwardData(Vec<u8>),
+    /// The peer closed its write side: no more `ForwardData`.
+    ForwardEof,
+    /// This many bytes of `ForwardData` were written to the socket.
+    ForwardAck(u64),
 }
 
 /// One frame: a message and the request it belongs to.
@@ -542,6 +571,17 @@ impl Request {
                 enc.finish()
             }
             Request::ListSessions => Enc::new(19, id).finish(),
+            Request::ForwardOpen { host, port } => {
+                let mut enc = Enc::new(40, id);
+                enc.bytes(host.as_bytes()).u32(u32::from(*port));
+                enc.finish()
+            }
+            Request::ForwardData(d) => {
+                let mut enc = Enc::new(41, id);
+                enc.bytes(d);
+                enc.finish()
+            }
+            Request::ForwardEnd => Enc::new(42, id).finish(),
         }
     }
 
@@ -603,6 +643,13 @@ impl Request {
             17 => Request::SignalSession { session_id: d.string()?, signal: d.u32()? as i32 },
             18 => Request::CloseSession { session_id: d.string()? },
             19 => Request::ListSessions,
+            40 => {
+                let host = d.string()?;
+                let port = u16::try_from(d.u32()?).map_err(|_| short())?;
+                Request::ForwardOpen { host, port }
+            }
+            41 => Request::ForwardData(d.bytes()?),
+            42 => Request::ForwardEnd,
             k => return Err(bad_kind(k)),
         })
     }
@@ -704,6 +751,22 @@ impl Event {
                 enc.finish()
             }
             Event::Done => Enc::new(116, id).finish(),
+            Event::ForwardOpened { address } => {
+                let mut enc = Enc::new(140, id);
+                enc.bytes(address.as_bytes());
+                enc.finish()
+            }
+            Event::ForwardData(d) => {
+                let mut enc = Enc::new(141, id);
+                enc.bytes(d);
+                enc.finish()
+            }
+            Event::ForwardEof => Enc::new(142, id).finish(),
+            Event::ForwardAck(n) => {
+                let mut enc = Enc::new(143, id);
+                enc.u64(*n);
+                enc.finish()
+            }
         }
     }
 
@@ -783,6 +846,10 @@ impl Event {
                 Event::Sessions(list)
             }
             116 => Event::Done,
+            140 => Event::ForwardOpened { address: d.string()? },
+            141 => Event::ForwardData(d.bytes()?),
+            142 => Event::ForwardEof,
+            143 => Event::ForwardAck(d.u64()?),
             k => return Err(bad_kind(k)),
         })
     }
@@ -912,6 +979,9 @@ mod tests {
         request_round_trip(Request::SignalSession { session_id: "x".into(), signal: 15 });
         request_round_trip(Request::CloseSession { session_id: "x".into() });
         request_round_trip(Request::ListSessions);
+        request_round_trip(Request::ForwardOpen { host: "127.0.0.1".into(), port: 65535 });
+        request_round_trip(Request::ForwardData(vec![0, 255, 7]));
+        request_round_trip(Request::ForwardEnd);
     }
 
     #[test]
@@ -955,6 +1025,10 @@ mod tests {
             SessionInfo::default(),
         ]));
         event_round_trip(Event::Done);
+        event_round_trip(Event::ForwardOpened { address: "[::1]:80".into() });
+        event_round_trip(Event::ForwardData(b"HTTP/1.0 200 OK".to_vec()));
+        event_round_trip(Event::ForwardEof);
+        event_round_trip(Event::ForwardAck(1 << 20));
     }
 
     #[test]

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use crate::channel::{Channel, Credit};
 use crate::files::{self, Upload};
+use crate::forward;
 use crate::protocol::{self, Event, ExecExit, ExecStart, FailureKind, Request, SessionStart, Usage};
 use crate::reaper::reaper;
 use crate::sessions;
@@ -177,6 +178,7 @@ impl Agent {
             }
         }
         sessions::connection_ended(self.conn);
+        forward::connection_ended(self.conn);
     }
 }
 
@@ -222,11 +224,14 @@ impl Agent {
                 if let Some(mut upload) = self.uploads.lock().ok().and_then(|mut u| u.remove(&id)) {
                     upload.abort();
                 }
+                forward::kill(self.conn, id);
             }
             Request::Credit(n) => {
                 if let Some(c) = self.credits.lock().ok().and_then(|c| c.get(&id).cloned()) {
                     c.grant(n);
                 } else if let Some(c) = sessions::credit_of(self.conn, id) {
+                    c.grant(n);
+                } else if let Some(c) = forward::credit_of(self.conn, id) {
                     c.grant(n);
                 }
             }
@@ -292,6 +297,13 @@ impl Agent {
                 if let Some(mut upload) = self.uploads.lock().ok().and_then(|mut u| u.remove(&id)) {
                     upload.abort();
                 }
+            }
+            Request::ForwardOpen { host, port } => forward::open(self.conn, &self.channel, id, host, port),
+            Request::ForwardData(data) => {
+                forward::data(self.conn, id, data);
+            }
+            Request::ForwardEnd => {
+                forward::end(self.conn, id);
             }
             Request::Get { path } => {
                 let credit = Credit::new();

@@ -221,7 +221,8 @@ fn an_image_without_a_shell_is_kept_alive_by_the_agent_itself() {
             }),
         );
         session_id(c.next(1));
-        let (text, _) = c.output_until(1, "the version", |t| t.contains("protocol 2"));
+        let version = format!("protocol {}", sandboxd_agent::protocol::PROTOCOL_VERSION);
+        let (text, _) = c.output_until(1, "the version", |t| t.contains(&version));
         assert!(text.starts_with("sandboxd-agent"));
         // docker stop: SIGTERM reaches the agent (through docker's init) and ends it at once.
         let started = Instant::now();

@@ -25,6 +25,8 @@ mod exec_stream;
 mod inventory;
 mod logs;
 mod pools;
+mod port_forward;
+mod processes;
 mod pty;
 mod sandbox;
 
@@ -38,6 +40,8 @@ pub use exec_stream::{ExecEvent, ExecEventStream, ExecExit};
 pub use inventory::{ListOptions, ListPage, SandboxInfo};
 pub use logs::{LogChunk, LogStream, LogsOptions};
 pub use pools::{from_pool, PoolDefinition, PoolInfo};
+pub use port_forward::{Forward, ForwardChunk};
+pub use processes::{ProcessEvent, ProcessInfo, ProcessStream, StartProcess, StartedProcess};
 pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession, PtySessionInfo, PtySpec};
 pub use sandbox::{
     spec, Endpoint, ExecOptions, Sandbox, SandboxStatus, DEFAULT_EXEC_TIMEOUT_S, UPLOAD_CHUNK_BYTES,

@@ -21,6 +21,8 @@ mod logs;
 mod parse;
 mod pools;
 mod port;
+mod port_forward;
+mod processes;
 mod runtime;
 mod shell;
 mod terminal;
@@ -112,6 +114,17 @@ enum Command {
     Pool(pools::PoolArgs),
     /// Print a completion script: bash, zsh or fish.
     Completions(completions::CompletionsArgs),
+    // --- processes and ports ---
+    /// The sandbox's background processes and terminal sessions.
+    Ps(processes::PsArgs),
+    /// Start a background process (prints its id); it outlives this command.
+    Start(processes::StartArgs),
+    /// A process's output (replayed from --since, then live) until it exits or Ctrl-C.
+    AttachProcess(processes::AttachArgs),
+    /// Signal a process's whole group.
+    Signal(processes::SignalArgs),
+    /// Forward local ports to ports inside the sandbox, until Ctrl-C.
+    PortForward(port_forward::PortForwardArgs),
 }
 
 async fn connect(cli: &Cli) -> Result<Client, CtlError> {
@@ -168,6 +181,11 @@ async fn run(cli: Cli) -> Result<i32, CtlError> {
         Command::Grant(args) => access::grant(&client, args).await,
         Command::Revoke(args) => access::revoke(&client, args).await,
         Command::Pool(args) => pools::run(&client, args).await,
+        Command::Ps(args) => processes::ps(&client, args).await,
+        Command::Start(args) => processes::start(&client, args).await,
+        Command::AttachProcess(args) => processes::attach(&client, args).await,
+        Command::Signal(args) => processes::signal(&client, args).await,
+        Command::PortForward(args) => port_forward::run(&client, args).await,
     }
 }
 

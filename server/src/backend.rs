@@ -15,6 +15,7 @@ use crate::branching::{DiffEntry, Forked, SnapshotInfo};
 use crate::error::{ProviderError, Result};
 use crate::inventory::{ListPage, ListQuery};
 use crate::lease::{LeaseStore, SweepReport};
+use crate::processes::{ForwardConnection, ForwardTarget, ProcessInfo, ProcessStart, ProcessStream, Started};
 use crate::spec::{
     ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
     SandboxSpec, SandboxStatus,
@@ -213,6 +214,44 @@ pub trait SandboxBackend: Send + Sync + 'static {
         let _ = (id, plan);
         Err(ProviderError::Create("this backend cannot enforce network policies".into()))
     }
+    // --- processes and ports (crate::processes) ---
+    /// Start a background process (checked already); it outlives every caller.
+    async fn start_process(&self, _handle: &SandboxHandle, _start: &ProcessStart) -> Result<Started> {
+        Err(no_processes())
+    }
+
+    /// Every process and terminal session of the sandbox, oldest first.
+    async fn list_processes(&self, _handle: &SandboxHandle) -> Result<Vec<ProcessInfo>> {
+        Err(no_processes())
+    }
+
+    /// Stream a process's output from `since` (`None`: the oldest retained byte), then its exit.
+    async fn attach_process(
+        &self,
+        _handle: &SandboxHandle,
+        _process_id: &str,
+        _since: Option<u64>,
+    ) -> Result<ProcessStream> {
+        Err(no_processes())
+    }
+
+    /// Signal a process's group.
+    async fn signal_process(&self, _handle: &SandboxHandle, _process_id: &str, _signal: i32) -> Result<()> {
+        Err(no_processes())
+    }
+
+    /// One TCP connection from inside the sandbox to `target`.
+    async fn port_forward(
+        &self,
+        _handle: &SandboxHandle,
+        _target: &ForwardTarget,
+    ) -> Result<ForwardConnection> {
+        Err(ProviderError::FailedPrecondition("this backend cannot forward ports into its sandboxes".into()))
+    }
+}
+
+fn no_processes() -> ProviderError {
+    ProviderError::FailedPrecondition("this backend has no process supervisor in its sandboxes".into())
 }
 
 /// One step of a streamed command.

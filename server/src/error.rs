@@ -67,6 +67,16 @@ pub enum ProviderError {
     Docker(String),
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),
+    // --- processes and ports ---
+    /// The call cannot work on this sandbox or engine (the message says why).
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// No process (agent session) has that id in the sandbox.
+    #[error("{0}")]
+    ProcessNotFound(String),
+    /// The stream was ended by another caller (a takeover).
+    #[error("{0}")]
+    Aborted(String),
 }
 
 impl ProviderError {

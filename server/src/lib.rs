@@ -22,6 +22,7 @@ pub mod memory;
 pub mod metadata;
 pub mod metrics;
 pub mod pools;
+pub mod processes;
 pub mod runtime;
 pub mod service;
 pub mod snapshot_expiry;

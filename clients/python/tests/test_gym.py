@@ -61,14 +61,13 @@ IMPLEMENTED = (
     "SupportsSandboxPtyAttach",
     "SupportsSandboxPauseResume",
     "SupportsSandboxSnapshot",
+    "SupportsSandboxPortForwarding",
+    "SupportsSandboxBackgroundServices",
     "SupportsSandboxNetwork",
     "SupportsSandboxRuntimeRequirements",
     "SupportsSandboxSharedStorage",
 )
-NOT_IMPLEMENTED = (
-    "SupportsSandboxPortForwarding",
-    "SupportsSandboxBackgroundServices",
-)
+NOT_IMPLEMENTED: tuple[str, ...] = ()
 
 
 async def test_create_provider_builds_it_with_exactly_its_capabilities(provider: Any, server: ServerProcess) -> None:
@@ -83,6 +82,7 @@ async def test_create_provider_builds_it_with_exactly_its_capabilities(provider:
     assert {"SupportsSandboxNetwork", "SupportsSandboxRuntimeRequirements", "SupportsSandboxSharedStorage"} <= set(
         defined
     )
+    assert {"SupportsSandboxPortForwarding", "SupportsSandboxBackgroundServices"} <= set(defined)
     observed = {name: isinstance(provider, protocol) for name, protocol in defined.items()}
     assert observed == {name: name in IMPLEMENTED for name in defined}
     for method in ("snapshot", "delete_snapshot", "pause", "resume", "create_pty", "attach_pty", "endpoint"):

@@ -268,3 +268,21 @@ def test_examples_md_grpcurl_examples_run(example_server: ServerProcess, starter
     assert "hello-grpcurl" in out.stdout and "SANDBOX_STATUS_RUNNING" in out.stdout
     assert base64.b64encode(b"uploaded by grpcurl\n").decode() in out.stdout
     assert '"bytesWritten": "20"' in out.stdout
+
+
+def test_processes_and_port_forward_example_runs(example_server: ServerProcess, starter: str, binaries: Path) -> None:
+    block = block_with(README, "sh", "sandboxctl port-forward $SB")
+    out = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", with_image(block, starter)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "PATH": f"{binaries}:{os.environ['PATH']}", "SANDBOXD_ADDR": example_server.address},
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "Forwarding from 127.0.0.1:18080 -> 8080" in lines
+    assert "hi" in lines
+    assert any(line.startswith("PROCESS ID") for line in lines)
+    assert "exit status: 143" in lines

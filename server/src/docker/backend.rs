@@ -12,6 +12,7 @@ use crate::docker::pty::{PtyError, TerminalMode, TerminalProcess};
 use crate::error::Result;
 use crate::inventory::{ListPage, ListQuery};
 use crate::lease::{LeaseStore, SweepReport};
+use crate::processes::{ForwardConnection, ForwardTarget, ProcessInfo, ProcessStart, ProcessStream, Started};
 use crate::spec::{
     ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
     SandboxSpec, SandboxStatus, Signal,
@@ -184,6 +185,35 @@ impl SandboxBackend for DockerProvider {
 
     async fn apply_egress(&self, id: &SandboxId, plan: &crate::egress::EgressPlan) -> Result<()> {
         DockerProvider::apply_egress(self, id.as_str(), plan).await
+    }
+
+    async fn start_process(&self, handle: &SandboxHandle, start: &ProcessStart) -> Result<Started> {
+        DockerProvider::start_process(self, handle, start).await
+    }
+
+    async fn list_processes(&self, handle: &SandboxHandle) -> Result<Vec<ProcessInfo>> {
+        DockerProvider::list_processes(self, handle).await
+    }
+
+    async fn attach_process(
+        &self,
+        handle: &SandboxHandle,
+        process_id: &str,
+        since: Option<u64>,
+    ) -> Result<ProcessStream> {
+        DockerProvider::attach_process(self, handle, process_id, since).await
+    }
+
+    async fn signal_process(&self, handle: &SandboxHandle, process_id: &str, signal: i32) -> Result<()> {
+        DockerProvider::signal_process(self, handle, process_id, signal).await
+    }
+
+    async fn port_forward(
+        &self,
+        handle: &SandboxHandle,
+        target: &ForwardTarget,
+    ) -> Result<ForwardConnection> {
+        DockerProvider::port_forward(self, handle, target).await
     }
 }
 

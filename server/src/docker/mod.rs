@@ -33,6 +33,7 @@ mod lookup;
 pub mod mask;
 mod pause;
 mod ping;
+mod processes;
 pub mod provider;
 pub mod pty;
 pub mod runtime;

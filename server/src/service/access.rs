@@ -5,7 +5,8 @@
 //! | Scope    | RPCs                                                                        |
 //! |----------|-----------------------------------------------------------------------------|
 //! | read     | Status, Connect, Download, Diff, NetworkAddress, Grant (of read)            |
-//! | operate  | Exec, ExecStream, Upload, Pty, Endpoint, Grant (of operate)                 |
+//! | operate  | Exec, ExecStream, Upload, Pty, Endpoint, Grant (of operate), StartProcess,   |
+//! |          | ListProcesses, AttachProcess, SignalProcess, PortForward                    |
 //! | owner    | Close, SetTimeout, Snapshot, Fork, Pause, Resume, Grant (of owner), Revoke, |
 //! |          | SetNetworkPolicy                                                            |
 //! | tenant   | Create, List, ListSnapshots, DeleteSnapshot, ListVolumes, DeleteVolume      |

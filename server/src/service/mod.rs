@@ -15,6 +15,8 @@ mod limits;
 mod logs;
 mod network_policy;
 mod pools;
+mod port_forward;
+mod processes;
 mod pty;
 mod pty_sessions;
 mod quota;
@@ -368,5 +370,45 @@ impl SandboxService for SandboxApi {
         request: Request<pb::ListPtySessionsRequest>,
     ) -> Result<Response<pb::ListPtySessionsResponse>, Status> {
         pty_sessions::list_pty_sessions(self, request).await
+    }
+
+    // --- processes and ports ---
+    async fn start_process(
+        &self,
+        request: Request<pb::StartProcessRequest>,
+    ) -> Result<Response<pb::StartProcessResponse>, Status> {
+        processes::start_process(self, request).await
+    }
+
+    async fn list_processes(
+        &self,
+        request: Request<pb::ListProcessesRequest>,
+    ) -> Result<Response<pb::ListProcessesResponse>, Status> {
+        processes::list_processes(self, request).await
+    }
+
+    type AttachProcessStream = BoxStream<pb::AttachProcessResponse>;
+
+    async fn attach_process(
+        &self,
+        request: Request<pb::AttachProcessRequest>,
+    ) -> Result<Response<Self::AttachProcessStream>, Status> {
+        processes::attach_process(self, request).await
+    }
+
+    async fn signal_process(
+        &self,
+        request: Request<pb::SignalProcessRequest>,
+    ) -> Result<Response<pb::SignalProcessResponse>, Status> {
+        processes::signal_process(self, request).await
+    }
+
+    type PortForwardStream = BoxStream<pb::PortForwardResponse>;
+
+    async fn port_forward(
+        &self,
+        request: Request<Streaming<pb::PortForwardRequest>>,
+    ) -> Result<Response<Self::PortForwardStream>, Status> {
+        port_forward::port_forward(self, request).await
     }
 }

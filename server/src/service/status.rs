@@ -27,6 +27,9 @@ impl From<ProviderError> for Status {
             ProviderError::Unavailable(_) => Code::Unavailable,
             ProviderError::Timeout(_) => Code::DeadlineExceeded,
             ProviderError::Docker(_) | ProviderError::Io(_) => Code::Internal,
+            ProviderError::FailedPrecondition(_) => Code::FailedPrecondition,
+            ProviderError::ProcessNotFound(_) => Code::NotFound,
+            ProviderError::Aborted(_) => Code::Aborted,
         };
         Status::new(code, err.to_string())
     }
@@ -62,6 +65,9 @@ mod tests {
             (ProviderError::SessionHeld("x".into()), Code::FailedPrecondition),
             (ProviderError::OutOfRange("x".into()), Code::OutOfRange),
             (ProviderError::Unimplemented("x".into()), Code::Unimplemented),
+            (ProviderError::FailedPrecondition("x".into()), Code::FailedPrecondition),
+            (ProviderError::ProcessNotFound("x".into()), Code::NotFound),
+            (ProviderError::Aborted("x".into()), Code::Aborted),
         ];
         for (err, code) in cases {
             assert_eq!(Status::from(err).code(), code);

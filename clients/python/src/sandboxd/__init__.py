@@ -23,6 +23,7 @@ from .errors import (
     Unimplemented,
 )
 from .events import SandboxEvent, SandboxEventKind, SandboxStats
+from .processes import ForwardConnection, ProcessAttached, ProcessEvent, ProcessExited, ProcessInfo, ProcessOutput
 from .pty import SIGNALS, PtySession
 from .sandbox import AsyncSandbox, PtyOpener
 from .types import (
@@ -75,11 +76,17 @@ __all__ = [
     "FailedPrecondition",
     "FileNotFound",
     "Grant",
+    "ForwardConnection",
     "InternalError",
     "InvalidArgument",
     "NotFound",
     "PermissionDenied",
     "PoolInfo",
+    "ProcessAttached",
+    "ProcessEvent",
+    "ProcessExited",
+    "ProcessInfo",
+    "ProcessOutput",
     "PtyOpener",
     "PtyOptions",
     "PtySession",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -19,6 +20,7 @@ from .closing import AsyncClosing
 from .connection import DEFAULT_ADDRESS, RetryPolicy, TlsConfig, normalize_address, open_channel
 from .errors import DeadlineExceeded, SandboxdError, Unimplemented, from_rpc_error
 from .events import SandboxEvent, SandboxStats
+from .processes import ForwardConnection, ProcessEvent, ProcessInfo, process_event, request_stream
 from .pty import PtySession
 from .types import (
     TOKEN_SCOPES,
@@ -821,3 +823,121 @@ class Client(AsyncClosing):
             raise from_rpc_error(exc) from None
         finally:
             call.cancel()
+
+    # --- processes and ports -----------------------------------------------------------------
+
+    async def start_process(
+        self,
+        sandbox_id: str,
+        command: str = "",
+        *,
+        argv: Sequence[str] | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        user: str | int | None = None,
+        pty: bool = False,
+        rows: int = 0,
+        cols: int = 0,
+        deadline_s: float | None = None,
+    ) -> str:
+        """Start a background process (`command` through the sandbox's shell, or `argv` as is)
+        and return its id at once; it runs until it exits, the sandbox closes, or a signal."""
+        request = pb.StartProcessRequest(
+            sandbox_id=sandbox_id,
+            command=command,
+            argv=list(argv or ()),
+            env=dict(env or {}),
+            pty=pty,
+            rows=rows,
+            cols=cols,
+        )
+        _unset_if_none(request, cwd=cwd, user=_user(user))
+        response = await self._unary(
+            "StartProcess", request, pb.StartProcessResponse, deadline_s=deadline_s, idempotent=False
+        )
+        return response.process_id
+
+    async def list_processes(self, sandbox_id: str, *, deadline_s: float | None = None) -> builtins.list[ProcessInfo]:
+        """Every process and terminal session of the sandbox, oldest first."""
+        response = await self._unary(
+            "ListProcesses",
+            pb.ListProcessesRequest(sandbox_id=sandbox_id),
+            pb.ListProcessesResponse,
+            deadline_s=deadline_s,
+            idempotent=True,
+        )
+        return [ProcessInfo.from_proto(p) for p in response.processes]
+
+    async def attach_process(
+        self, sandbox_id: str, process_id: str, *, since: int | None = None
+    ) -> AsyncIterator[ProcessEvent]:
+        """`ProcessAttached`, the output from `since` (None: everything still retained), then
+        live output, then `ProcessExited`. Leaving the loop detaches; the process runs on."""
+        request = pb.AttachProcessRequest(sandbox_id=sandbox_id, process_id=process_id)
+        _unset_if_none(request, since=since)
+        call = self._server_stream("AttachProcess", request, pb.AttachProcessResponse, None)
+        try:
+            try:
+                async for msg in call:
+                    yield process_event(msg)
+            except grpc.RpcError as exc:
+                raise from_rpc_error(exc, call="AttachProcess") from None
+        finally:
+            call.cancel()
+
+    async def signal_process(
+        self, sandbox_id: str, process_id: str, signal: str | int = "SIGTERM", *, deadline_s: float | None = None
+    ) -> None:
+        """Signal the process's whole group (a name such as `SIGTERM` or a number)."""
+        await self._unary(
+            "SignalProcess",
+            pb.SignalProcessRequest(sandbox_id=sandbox_id, process_id=process_id, signal=str(signal)),
+            pb.SignalProcessResponse,
+            deadline_s=deadline_s,
+            idempotent=False,
+        )
+
+    async def port_forward(self, sandbox_id: str, port: int, *, host: str = "") -> ForwardConnection:
+        """One TCP connection to `host:port` as the sandbox sees it (works with `network: none`);
+        a connect failure raises `SandboxUnavailable` naming the address."""
+        self._check_open()
+        callable_ = self._channel.stream_stream(
+            SERVICE + "PortForward",
+            request_serializer=pb.PortForwardRequest.SerializeToString,
+            response_deserializer=pb.PortForwardResponse.FromString,
+        )
+        queue: asyncio.Queue[pb.PortForwardRequest | None] = asyncio.Queue(maxsize=8)
+        first = pb.PortForwardRequest(open=pb.PortForwardOpen(sandbox_id=sandbox_id, host=host, port=port))
+        call = callable_(request_stream(first, queue), metadata=self._metadata)
+        try:
+            msg = await call.read()
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, call="PortForward") from None
+        if not isinstance(msg, pb.PortForwardResponse) or msg.WhichOneof("message") != "opened":
+            call.cancel()
+            raise SandboxdError("PortForward did not answer with `opened`")
+        return ForwardConnection(call, queue, msg.opened.address)
+
+    async def forward_port(
+        self,
+        sandbox_id: str,
+        remote_port: int,
+        *,
+        local_port: int = 0,
+        local_host: str = "127.0.0.1",
+        remote_host: str = "",
+    ) -> asyncio.Server:
+        """A local listener (what `sandboxctl port-forward` opens): each accepted connection
+        becomes one `PortForward` call to `remote_host:remote_port` inside the sandbox. Close
+        the returned server to stop; `server.sockets[0].getsockname()` is where it listens."""
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                connection = await self.port_forward(sandbox_id, remote_port, host=remote_host)
+            except SandboxdError:
+                writer.close()
+                return
+            with contextlib.suppress(SandboxdError, ConnectionError):
+                await connection.splice(reader, writer)
+
+        return await asyncio.start_server(handle, local_host, local_port)

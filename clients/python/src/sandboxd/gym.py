@@ -8,7 +8,8 @@ the provider name::
 
 It implements `SandboxProvider`, `ConnectableProvider`, `SupportsSandboxEndpoint`,
 `SupportsSandboxPty`, `SupportsSandboxPtyAttach`, `SupportsSandboxPauseResume`,
-`SupportsSandboxSnapshot`, `SupportsSandboxNetwork`, `SupportsSandboxRuntimeRequirements` and
+`SupportsSandboxSnapshot`, `SupportsSandboxPortForwarding`, `SupportsSandboxBackgroundServices`,
+`SupportsSandboxNetwork`, `SupportsSandboxRuntimeRequirements` and
 `SupportsSandboxSharedStorage` (those three in `gym_runtime`) with Gym's own types, and
 behaves like Gym's Docker provider wherever a caller can observe it (the conformance tests run
 one driver against both). Importing this module needs `nemo_gym.sandbox.providers`
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import contextlib
+import ipaddress
 import os
 import posixpath
 import stat
@@ -55,6 +58,7 @@ from .errors import (
 )
 from .gym_pty import SandboxdPtySession
 from .gym_runtime import RuntimeCapabilities, runtime_spec_fields
+from .processes import ProcessExited, ProcessOutput
 from .sandbox import AsyncSandbox
 from .tree import TreeDownloadError, download_tree
 
@@ -67,6 +71,9 @@ SANDBOX_RUNTIME_RETURN_CODE = 125
 EXEC_START_FAILED_RETURN_CODE = 126
 # A program ended by SIGKILL, which is also how the server ends a session whose sandbox was removed.
 _SIGKILL_EXIT = 128 + 9
+
+# The agent binary inside every sandbox the server made (a read-only bind mount).
+AGENT_IN_SANDBOX = "/.sandboxd/agent"
 
 PAUSED = getattr(SandboxStatus, "PAUSED", SandboxStatus.RUNNING)
 """A paused sandbox's Gym status: `SandboxStatus.PAUSED` where the installed Gym has it (0.7.0,
@@ -541,3 +548,98 @@ class SandboxdProvider(RuntimeCapabilities):
                 return False
             await asyncio.sleep(_GONE_POLL_S)
             waited += _GONE_POLL_S
+
+    # --- SupportsSandboxPortForwarding ------------------------------------------------------
+
+    def validate_port_forwarding(self) -> None:
+        """Always available: the sandbox's agent listens and connects inside the sandbox, so
+        no network setting or tool in the image is needed (a server on `exec.engine: docker`
+        refuses `forward_ports` with FailedPrecondition, raised as NotImplementedError)."""
+        return None
+
+    async def forward_ports(
+        self, handle: SandboxHandle, target_address: str, ports: tuple[int, ...], *, ready_file: str
+    ) -> None:
+        """As Gym's Docker provider: loopback listeners inside the sandbox on each of `ports`,
+        every connection spliced to `target_address` on the same port (a Compose service sharing
+        another's network), until cancelled; `ready_file` (a path in the sandbox) is written once
+        every listener is up. Runs as a process of the sandbox's agent (`sandboxd-agent relay`),
+        so the image needs no Python or socat. Raises RuntimeError if the relay ends."""
+        address = str(ipaddress.ip_address(target_address))
+        checked = SandboxSpec(ports=tuple(ports)).ports
+        if not checked:
+            raise ValueError("forward_ports needs at least one port")
+        sandbox_id = _ref(handle).sandbox_id
+        argv = [AGENT_IN_SANDBOX, "relay", "--ready-file", ready_file, address, *(str(p) for p in checked)]
+        try:
+            process_id = await self._client.start_process(sandbox_id, argv=argv, user=0)
+        except FailedPrecondition as exc:
+            raise NotImplementedError(f"sandboxd cannot forward ports here: {exc.details}") from exc
+        output = bytearray()
+        try:
+            async for event in self._client.attach_process(sandbox_id, process_id):
+                if isinstance(event, ProcessOutput):
+                    output += event.data[-4096:]
+                elif isinstance(event, ProcessExited):
+                    text = output.decode(errors="replace").strip()
+                    raise RuntimeError(f"sandboxd forwarding exited ({event.exit_code}): {text}")
+            raise RuntimeError("sandboxd forwarding stream ended before the relay did")
+        finally:
+            # Cancelled (or failed): the relay must not outlive the collection.
+            with contextlib.suppress(SandboxdError):
+                await asyncio.shield(self._client.signal_process(sandbox_id, process_id, "SIGKILL"))
+
+    # --- SupportsSandboxBackgroundServices --------------------------------------------------
+
+    async def exec_with_background_services(
+        self,
+        handle: SandboxHandle,
+        command: str,
+        *,
+        cwd: str | None = None,
+        timeout_s: int | float | None = None,
+    ) -> SandboxExecResult:
+        """Run `command` as a supervised process of the sandbox's agent rather than an exec:
+        what it starts in the background is reparented to the agent and keeps running after
+        the command returns (no client, no exec session holds it). Returns when the command
+        itself exits; at `timeout_s` its process group is killed and the result is `exec`'s
+        timeout shape (125, `error_type="timeout"`, the output kept so far)."""
+        sandbox_id = _ref(handle).sandbox_id
+        try:
+            process_id = await self._client.start_process(sandbox_id, command, cwd=cwd)
+        except InvalidArgument as exc:
+            raise ValueError(str(exc)) from exc
+        except FailedPrecondition as exc:
+            if "exec.engine: docker" in str(exc):
+                return await self.exec(handle, command, cwd=cwd, timeout_s=timeout_s)
+            return SandboxExecResult(
+                stdout="", stderr=str(exc), return_code=SANDBOX_RUNTIME_RETURN_CODE, error_type="sandbox"
+            )
+        except (NotFound, SandboxUnavailable) as exc:
+            return SandboxExecResult(
+                stdout="", stderr=str(exc), return_code=SANDBOX_RUNTIME_RETURN_CODE, error_type="sandbox"
+            )
+        stdout, stderr = bytearray(), bytearray()
+
+        async def collect() -> int:
+            async for event in self._client.attach_process(sandbox_id, process_id):
+                if isinstance(event, ProcessOutput):
+                    (stderr if event.stderr else stdout).extend(event.data)
+                elif isinstance(event, ProcessExited):
+                    return event.exit_code
+            raise SandboxUnavailable("the process stream ended before the process did")
+
+        try:
+            code = await asyncio.wait_for(collect(), timeout_s)
+        except TimeoutError:
+            with contextlib.suppress(SandboxdError):
+                await self._client.signal_process(sandbox_id, process_id, "SIGKILL")
+            return _timed_out(timeout_s, _text(bytes(stdout)), _text(bytes(stderr)))
+        except SandboxdError as exc:
+            return SandboxExecResult(
+                stdout=_text(bytes(stdout)),
+                stderr=_text(bytes(stderr)) + str(exc),
+                return_code=SANDBOX_RUNTIME_RETURN_CODE,
+                error_type="sandbox",
+            )
+        return SandboxExecResult(stdout=_text(bytes(stdout)), stderr=_text(bytes(stderr)), return_code=code)

@@ -6,6 +6,8 @@
 pub mod binary;
 pub mod channel;
 mod files;
+mod forward;
+mod procs;
 pub mod socket;
 pub mod terminal;
 

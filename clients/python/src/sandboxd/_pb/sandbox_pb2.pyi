@@ -990,3 +990,176 @@ class ListPtySessionsResponse(_message.Message):
     SESSIONS_FIELD_NUMBER: _ClassVar[int]
     sessions: _containers.RepeatedCompositeFieldContainer[PtySessionInfo]
     def __init__(self, sessions: _Optional[_Iterable[_Union[PtySessionInfo, _Mapping]]] = ...) -> None: ...
+
+class StartProcessRequest(_message.Message):
+    __slots__ = ("sandbox_id", "command", "cwd", "env", "user", "pty", "rows", "cols", "argv")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    CWD_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    PTY_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    COLS_FIELD_NUMBER: _ClassVar[int]
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    command: str
+    cwd: str
+    env: _containers.ScalarMap[str, str]
+    user: str
+    pty: bool
+    rows: int
+    cols: int
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, sandbox_id: _Optional[str] = ..., command: _Optional[str] = ..., cwd: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., pty: _Optional[bool] = ..., rows: _Optional[int] = ..., cols: _Optional[int] = ..., argv: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class StartProcessResponse(_message.Message):
+    __slots__ = ("process_id", "pid")
+    PROCESS_ID_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    process_id: str
+    pid: int
+    def __init__(self, process_id: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
+
+class ListProcessesRequest(_message.Message):
+    __slots__ = ("sandbox_id",)
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ...) -> None: ...
+
+class ProcessInfo(_message.Message):
+    __slots__ = ("process_id", "pid", "command", "user", "started_at_unix_ms", "running", "exit_code", "retained_bytes", "pty", "attached", "oldest_offset", "end_offset")
+    PROCESS_ID_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    RETAINED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PTY_FIELD_NUMBER: _ClassVar[int]
+    ATTACHED_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    process_id: str
+    pid: int
+    command: str
+    user: str
+    started_at_unix_ms: int
+    running: bool
+    exit_code: int
+    retained_bytes: int
+    pty: bool
+    attached: bool
+    oldest_offset: int
+    end_offset: int
+    def __init__(self, process_id: _Optional[str] = ..., pid: _Optional[int] = ..., command: _Optional[str] = ..., user: _Optional[str] = ..., started_at_unix_ms: _Optional[int] = ..., running: _Optional[bool] = ..., exit_code: _Optional[int] = ..., retained_bytes: _Optional[int] = ..., pty: _Optional[bool] = ..., attached: _Optional[bool] = ..., oldest_offset: _Optional[int] = ..., end_offset: _Optional[int] = ...) -> None: ...
+
+class ListProcessesResponse(_message.Message):
+    __slots__ = ("processes",)
+    PROCESSES_FIELD_NUMBER: _ClassVar[int]
+    processes: _containers.RepeatedCompositeFieldContainer[ProcessInfo]
+    def __init__(self, processes: _Optional[_Iterable[_Union[ProcessInfo, _Mapping]]] = ...) -> None: ...
+
+class AttachProcessRequest(_message.Message):
+    __slots__ = ("sandbox_id", "process_id", "since")
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_ID_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    process_id: str
+    since: int
+    def __init__(self, sandbox_id: _Optional[str] = ..., process_id: _Optional[str] = ..., since: _Optional[int] = ...) -> None: ...
+
+class ProcessAttached(_message.Message):
+    __slots__ = ("offset", "pid")
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    offset: int
+    pid: int
+    def __init__(self, offset: _Optional[int] = ..., pid: _Optional[int] = ...) -> None: ...
+
+class ProcessOutput(_message.Message):
+    __slots__ = ("data", "offset", "stderr")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    offset: int
+    stderr: bool
+    def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ..., stderr: _Optional[bool] = ...) -> None: ...
+
+class ProcessExited(_message.Message):
+    __slots__ = ("exit_code",)
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    exit_code: int
+    def __init__(self, exit_code: _Optional[int] = ...) -> None: ...
+
+class AttachProcessResponse(_message.Message):
+    __slots__ = ("attached", "output", "exited")
+    ATTACHED_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    EXITED_FIELD_NUMBER: _ClassVar[int]
+    attached: ProcessAttached
+    output: ProcessOutput
+    exited: ProcessExited
+    def __init__(self, attached: _Optional[_Union[ProcessAttached, _Mapping]] = ..., output: _Optional[_Union[ProcessOutput, _Mapping]] = ..., exited: _Optional[_Union[ProcessExited, _Mapping]] = ...) -> None: ...
+
+class SignalProcessRequest(_message.Message):
+    __slots__ = ("sandbox_id", "process_id", "signal")
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_ID_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    process_id: str
+    signal: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., process_id: _Optional[str] = ..., signal: _Optional[str] = ...) -> None: ...
+
+class SignalProcessResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PortForwardOpen(_message.Message):
+    __slots__ = ("sandbox_id", "host", "port")
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    host: str
+    port: int
+    def __init__(self, sandbox_id: _Optional[str] = ..., host: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
+
+class PortForwardRequest(_message.Message):
+    __slots__ = ("open", "data")
+    OPEN_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    open: PortForwardOpen
+    data: bytes
+    def __init__(self, open: _Optional[_Union[PortForwardOpen, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class PortForwardOpened(_message.Message):
+    __slots__ = ("address",)
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    def __init__(self, address: _Optional[str] = ...) -> None: ...
+
+class PortForwardEof(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PortForwardResponse(_message.Message):
+    __slots__ = ("opened", "data", "eof")
+    OPENED_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    EOF_FIELD_NUMBER: _ClassVar[int]
+    opened: PortForwardOpened
+    data: bytes
+    eof: PortForwardEof
+    def __init__(self, opened: _Optional[_Union[PortForwardOpened, _Mapping]] = ..., data: _Optional[bytes] = ..., eof: _Optional[_Union[PortForwardEof, _Mapping]] = ...) -> None: ...

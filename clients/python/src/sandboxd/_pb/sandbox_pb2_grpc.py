@@ -200,6 +200,31 @@ class SandboxServiceStub:
                 request_serializer=sandbox_dot_v1_dot_sandbox__pb2.ListPtySessionsRequest.SerializeToString,
                 response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.ListPtySessionsResponse.FromString,
                 _registered_method=True)
+        self.StartProcess = channel.unary_unary(
+                '/sandbox.v1.SandboxService/StartProcess',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.StartProcessRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.StartProcessResponse.FromString,
+                _registered_method=True)
+        self.ListProcesses = channel.unary_unary(
+                '/sandbox.v1.SandboxService/ListProcesses',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.ListProcessesRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.ListProcessesResponse.FromString,
+                _registered_method=True)
+        self.AttachProcess = channel.unary_stream(
+                '/sandbox.v1.SandboxService/AttachProcess',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.AttachProcessRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.AttachProcessResponse.FromString,
+                _registered_method=True)
+        self.SignalProcess = channel.unary_unary(
+                '/sandbox.v1.SandboxService/SignalProcess',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.SignalProcessRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.SignalProcessResponse.FromString,
+                _registered_method=True)
+        self.PortForward = channel.stream_stream(
+                '/sandbox.v1.SandboxService/PortForward',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.PortForwardRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.PortForwardResponse.FromString,
+                _registered_method=True)
 
 
 class SandboxServiceServicer:
@@ -470,6 +495,53 @@ class SandboxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartProcess(self, request, context):
+        """--- processes and ports ---
+        Start a program in the background under the sandbox's agent and return its id at once. It
+        runs until it exits, the sandbox closes, or `SignalProcess` ends it: no client holds it. Its
+        output is retained (1 MiB ring, byte offsets) for `AttachProcess`. Terminals (`Pty`) and
+        processes are one table: `ListProcesses` shows both. Needs the agent (FAILED_PRECONDITION on
+        `exec.engine: docker`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListProcesses(self, request, context):
+        """Every process and terminal session of the sandbox, oldest first (ended ones keep their exit
+        code until the agent forgets them, the 64 most recent).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AttachProcess(self, request, context):
+        """The process's output from `since` (unset: everything still retained), then live output, then
+        its exit. Leaving the stream does not stop the process. One attach at a time: a new
+        `AttachProcess` takes the process over and the older stream ends with ABORTED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SignalProcess(self, request, context):
+        """Deliver a signal to the process's whole process group (a terminal's foreground group).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PortForward(self, request_iterator, context):
+        """One TCP connection to an address as seen from inside the sandbox (its own network
+        namespace: works with `network: none` and without published ports). First request: `open`;
+        the first response is `opened` (or the call fails: UNAVAILABLE naming the address when the
+        connect fails); then `data` both ways. The client half-closes by ending its request stream;
+        `eof` says the sandbox side closed its half; the call ends OK once both halves are closed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -637,6 +709,31 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.ListPtySessions,
                     request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.ListPtySessionsRequest.FromString,
                     response_serializer=sandbox_dot_v1_dot_sandbox__pb2.ListPtySessionsResponse.SerializeToString,
+            ),
+            'StartProcess': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartProcess,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.StartProcessRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.StartProcessResponse.SerializeToString,
+            ),
+            'ListProcesses': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListProcesses,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.ListProcessesRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.ListProcessesResponse.SerializeToString,
+            ),
+            'AttachProcess': grpc.unary_stream_rpc_method_handler(
+                    servicer.AttachProcess,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.AttachProcessRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.AttachProcessResponse.SerializeToString,
+            ),
+            'SignalProcess': grpc.unary_unary_rpc_method_handler(
+                    servicer.SignalProcess,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.SignalProcessRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.SignalProcessResponse.SerializeToString,
+            ),
+            'PortForward': grpc.stream_stream_rpc_method_handler(
+                    servicer.PortForward,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.PortForwardRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.PortForwardResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1531,6 +1628,141 @@ class SandboxService:
             '/sandbox.v1.SandboxService/ListPtySessions',
             sandbox_dot_v1_dot_sandbox__pb2.ListPtySessionsRequest.SerializeToString,
             sandbox_dot_v1_dot_sandbox__pb2.ListPtySessionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartProcess(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/StartProcess',
+            sandbox_dot_v1_dot_sandbox__pb2.StartProcessRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.StartProcessResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListProcesses(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/ListProcesses',
+            sandbox_dot_v1_dot_sandbox__pb2.ListProcessesRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.ListProcessesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AttachProcess(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/AttachProcess',
+            sandbox_dot_v1_dot_sandbox__pb2.AttachProcessRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.AttachProcessResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SignalProcess(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/SignalProcess',
+            sandbox_dot_v1_dot_sandbox__pb2.SignalProcessRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.SignalProcessResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PortForward(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/sandbox.v1.SandboxService/PortForward',
+            sandbox_dot_v1_dot_sandbox__pb2.PortForwardRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.PortForwardResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,145 @@
+//! `StartProcess`, `ListProcesses`, `AttachProcess`, `SignalProcess`: background processes
+//! supervised by the sandbox's agent. All need `operate` on the sandbox.
+
+use sandboxd_proto::v1 as pb;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+use tracing::Instrument;
+
+use super::{convert, span, BoxStream, SandboxApi};
+use crate::auth::{Principal, Scope};
+use crate::processes::{self, ProcessEvent, ProcessInfo, ProcessStart};
+
+impl From<ProcessInfo> for pb::ProcessInfo {
+    fn from(p: ProcessInfo) -> Self {
+        pb::ProcessInfo {
+            process_id: p.process_id,
+            pid: p.pid,
+            command: p.command,
+            user: p.user,
+            started_at_unix_ms: p.started_at_unix_ms,
+            running: p.exit_code.is_none(),
+            exit_code: p.exit_code,
+            retained_bytes: p.end_offset.saturating_sub(p.oldest_offset),
+            pty: p.pty,
+            attached: p.attached,
+            oldest_offset: p.oldest_offset,
+            end_offset: p.end_offset,
+        }
+    }
+}
+
+impl From<ProcessEvent> for pb::AttachProcessResponse {
+    fn from(e: ProcessEvent) -> Self {
+        use pb::attach_process_response::Event;
+        pb::AttachProcessResponse {
+            event: Some(match e {
+                ProcessEvent::Attached { offset, pid } => {
+                    Event::Attached(pb::ProcessAttached { offset, pid })
+                }
+                ProcessEvent::Output { data, offset, stderr } => {
+                    Event::Output(pb::ProcessOutput { data, offset, stderr })
+                }
+                ProcessEvent::Exited { code } => Event::Exited(pb::ProcessExited { exit_code: code }),
+            }),
+        }
+    }
+}
+
+pub(super) async fn start_process(
+    api: &SandboxApi,
+    request: Request<pb::StartProcessRequest>,
+) -> Result<Response<pb::StartProcessResponse>, Status> {
+    let principal = Principal::of(&request);
+    let req = request.into_inner();
+    async {
+        let start = ProcessStart {
+            command: req.command,
+            argv: req.argv,
+            cwd: req.cwd,
+            env: convert::sorted(req.env),
+            user: req.user,
+            pty: if req.pty { Some(processes::terminal_size(req.rows, req.cols)?) } else { None },
+        };
+        start.check()?;
+        api.authorize(&principal, &req.sandbox_id, Scope::Operate).await?;
+        let handle = api.handle(&req.sandbox_id).await?;
+        let started = api.backend().start_process(&handle, &start).await?;
+        Ok(Response::new(pb::StartProcessResponse { process_id: started.process_id, pid: started.pid }))
+    }
+    .instrument(span("StartProcess", &req.sandbox_id))
+    .await
+}
+
+pub(super) async fn list_processes(
+    api: &SandboxApi,
+    request: Request<pb::ListProcessesRequest>,
+) -> Result<Response<pb::ListProcessesResponse>, Status> {
+    let principal = Principal::of(&request);
+    let req = request.into_inner();
+    async {
+        api.authorize(&principal, &req.sandbox_id, Scope::Operate).await?;
+        let handle = api.handle(&req.sandbox_id).await?;
+        let list = api.backend().list_processes(&handle).await?;
+        Ok(Response::new(pb::ListProcessesResponse { processes: list.into_iter().map(Into::into).collect() }))
+    }
+    .instrument(span("ListProcesses", &req.sandbox_id))
+    .await
+}
+
+pub(super) async fn signal_process(
+    api: &SandboxApi,
+    request: Request<pb::SignalProcessRequest>,
+) -> Result<Response<pb::SignalProcessResponse>, Status> {
+    let principal = Principal::of(&request);
+    let req = request.into_inner();
+    async {
+        let signal = processes::parse_signal("signal", &req.signal)?;
+        api.authorize(&principal, &req.sandbox_id, Scope::Operate).await?;
+        let handle = api.handle(&req.sandbox_id).await?;
+        api.backend().signal_process(&handle, &req.process_id, signal).await?;
+        Ok(Response::new(pb::SignalProcessResponse {}))
+    }
+    .instrument(span("SignalProcess", &req.sandbox_id))
+    .await
+}
+
+/// The stream ends with `exited`, or a status (ABORTED when another attach took over); the
+/// caller leaving detaches and the process runs on.
+pub(super) async fn attach_process(
+    api: &SandboxApi,
+    request: Request<pb::AttachProcessRequest>,
+) -> Result<Response<BoxStream<pb::AttachProcessResponse>>, Status> {
+    let principal = Principal::of(&request);
+    let req = request.into_inner();
+    let span = span("AttachProcess", &req.sandbox_id);
+    let mut events = async {
+        api.authorize(&principal, &req.sandbox_id, Scope::Operate).await?;
+        let handle = api.handle(&req.sandbox_id).await?;
+        Ok::<_, Status>(api.backend().attach_process(&handle, &req.process_id, req.since).await?)
+    }
+    .instrument(span.clone())
+    .await?;
+    let mut shutdown = api.shutdown.clone();
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    tokio::spawn(
+        async move {
+            loop {
+                let event = tokio::select! {
+                    event = events.recv() => event,
+                    _ = tx.closed() => break,
+                    _ = shutdown.wait_for(|down| *down) => Some(Err(crate::error::ProviderError::Unavailable(
+                        "the server is shutting down; the process runs on".into(),
+                    ))),
+                };
+                let Some(event) = event else { break };
+                let last = !matches!(event, Ok(ProcessEvent::Attached { .. } | ProcessEvent::Output { .. }));
+                if tx.send(event.map(Into::into).map_err(Status::from)).await.is_err() || last {
+                    break;
+                }
+            }
+        }
+        .instrument(span),
+    );
+    Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+}
