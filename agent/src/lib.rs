@@ -6,6 +6,7 @@
 
 pub mod channel;
 pub mod files;
+pub mod fs;
 pub mod init;
 pub mod probe;
 pub mod protocol;

@@ -35,6 +35,13 @@ pub enum ProviderError {
     /// The snapshot is still the image of a sandbox.
     #[error("snapshot in use: {0}")]
     SnapshotInUse(String),
+    /// What a file call would make already exists.
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// The request cannot be done in the sandbox's current state (not a directory, directory
+    /// not empty, a sandbox without the agent the call needs).
+    #[error("{0}")]
+    FailedPrecondition(String),
     /// A server limit was reached (for example `server.max_snapshots`).
     #[error("limit reached: {0}")]
     ResourceExhausted(String),

@@ -11,6 +11,7 @@ pub mod branching;
 pub mod config;
 pub mod docker;
 pub mod error;
+pub mod fs;
 pub mod health;
 pub mod inventory;
 pub mod lease;

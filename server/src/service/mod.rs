@@ -7,6 +7,7 @@ mod branching;
 mod convert;
 mod deadline;
 mod exec_stream;
+mod files;
 mod inventory;
 mod limits;
 mod logs;
@@ -466,5 +467,50 @@ impl SandboxService for SandboxApi {
 
     async fn logs(&self, request: Request<pb::LogsRequest>) -> Result<Response<Self::LogsStream>, Status> {
         logs::logs(self, request).await
+    }
+
+    // --- files ---
+
+    type ListDirStream = BoxStream<pb::ListDirResponse>;
+
+    async fn list_dir(
+        &self,
+        request: Request<pb::ListDirRequest>,
+    ) -> Result<Response<Self::ListDirStream>, Status> {
+        files::list_dir(self, request).await
+    }
+
+    async fn stat(&self, request: Request<pb::StatRequest>) -> Result<Response<pb::StatResponse>, Status> {
+        files::stat(self, request).await
+    }
+
+    async fn make_dir(
+        &self,
+        request: Request<pb::MakeDirRequest>,
+    ) -> Result<Response<pb::MakeDirResponse>, Status> {
+        files::make_dir(self, request).await
+    }
+
+    async fn remove(
+        &self,
+        request: Request<pb::RemoveRequest>,
+    ) -> Result<Response<pb::RemoveResponse>, Status> {
+        files::remove(self, request).await
+    }
+
+    async fn rename(
+        &self,
+        request: Request<pb::RenameRequest>,
+    ) -> Result<Response<pb::RenameResponse>, Status> {
+        files::rename(self, request).await
+    }
+
+    type WatchDirStream = BoxStream<pb::WatchDirResponse>;
+
+    async fn watch_dir(
+        &self,
+        request: Request<pb::WatchDirRequest>,
+    ) -> Result<Response<Self::WatchDirStream>, Status> {
+        files::watch_dir(self, request).await
     }
 }

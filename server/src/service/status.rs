@@ -17,7 +17,9 @@ impl From<ProviderError> for Status {
             | ProviderError::Stopped(_)
             | ProviderError::Paused(_)
             | ProviderError::SnapshotInUse(_)
-            | ProviderError::Pty(_) => Code::FailedPrecondition,
+            | ProviderError::Pty(_)
+            | ProviderError::FailedPrecondition(_) => Code::FailedPrecondition,
+            ProviderError::AlreadyExists(_) => Code::AlreadyExists,
             ProviderError::ResourceExhausted(_) => Code::ResourceExhausted,
             ProviderError::Unavailable(_) => Code::Unavailable,
             ProviderError::Timeout(_) => Code::DeadlineExceeded,
@@ -53,6 +55,8 @@ mod tests {
             (ProviderError::SnapshotNotFound("x".into()), Code::NotFound),
             (ProviderError::SnapshotInUse("x".into()), Code::FailedPrecondition),
             (ProviderError::ResourceExhausted("x".into()), Code::ResourceExhausted),
+            (ProviderError::AlreadyExists("x".into()), Code::AlreadyExists),
+            (ProviderError::FailedPrecondition("x".into()), Code::FailedPrecondition),
         ];
         for (err, code) in cases {
             assert_eq!(Status::from(err).code(), code);
