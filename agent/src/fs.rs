@@ -26,6 +26,8 @@ const BATCH_BYTES: usize = 256 * 1024;
 pub const MAX_DEPTH: u32 = 64;
 /// How often a watch looks at its stop flag while the directory is quiet.
 const WATCH_POLL_MS: i32 = 200;
+/// How long a move's first half waits for its second before it counts as a removal.
+const MOVE_PAIR_MS: i32 = 20;
 
 /// A failure as the server receives it.
 pub type FsError = (FailureKind, String);
@@ -518,13 +520,23 @@ fn watch(channel: &Channel, id: u64, path: &[u8], recursive: bool, credit: &Cred
     channel.send(id, &Event::Watching);
     let mut buf = vec![0u8; 64 * 1024];
     let fd = w.inotify.as_raw_fd();
+    // A move's first half, waiting (briefly, across reads) for its second.
+    let mut moving: Option<(u32, Vec<u8>, bool)> = None;
     loop {
         if credit.is_closed() || channel.is_broken() {
             return Ok(());
         }
         let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        let wait = if moving.is_some() { MOVE_PAIR_MS } else { WATCH_POLL_MS };
         // SAFETY: one valid pollfd.
-        if unsafe { libc::poll(&mut pfd, 1, WATCH_POLL_MS) } <= 0 {
+        if unsafe { libc::poll(&mut pfd, 1, wait) } <= 0 {
+            // No second half came: the path left the watch.
+            if let Some((_, old, old_dir)) = moving.take() {
+                if old_dir {
+                    w.forget(&old);
+                }
+                channel.send(id, &Event::Change(removed(old, old_dir)));
+            }
             continue;
         }
         let mut raw = Vec::new();
@@ -543,8 +555,6 @@ fn watch(channel: &Channel, id: u64, path: &[u8], recursive: bool, credit: &Cred
             Err(e) => return Err((FailureKind::Other, format!("reading inotify events: {e}"))),
         }
         let mut changes = Vec::new();
-        // A move's first half, waiting for its second in the same read.
-        let mut moving: Option<(u32, Vec<u8>, bool)> = None;
         let mut ended = false;
         for (wd, mask, cookie, name) in raw {
             if mask.contains(EventMask::Q_OVERFLOW) {
@@ -601,11 +611,10 @@ fn watch(channel: &Channel, id: u64, path: &[u8], recursive: bool, credit: &Cred
                 changes.push(removed(full, is_dir));
             }
         }
-        if let Some((_, old, old_dir)) = moving.take() {
-            if old_dir {
-                w.forget(&old);
+        if ended {
+            if let Some((_, old, old_dir)) = moving.take() {
+                changes.push(removed(old, old_dir));
             }
-            changes.push(removed(old, old_dir));
         }
         for change in changes {
             channel.send(id, &Event::Change(change));

@@ -20,6 +20,7 @@ mod defaults;
 mod descriptor;
 mod error;
 mod exec_stream;
+mod files;
 mod inventory;
 mod logs;
 mod pty;
@@ -30,6 +31,9 @@ pub use client::{BearerAuth, Client, RawClient};
 pub use descriptor::IntoSandboxRef;
 pub use error::{ClientError, Result};
 pub use exec_stream::{ExecEvent, ExecEventStream, ExecExit};
+pub use files::{
+    FileEntry, FileEvent, FileEventType, FileType, ListDirOptions, ListDirStream, MakeDirOptions, WatchStream,
+};
 pub use inventory::{ListOptions, ListPage, SandboxInfo};
 pub use logs::{LogChunk, LogStream, LogsOptions};
 pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession, PtySpec};
