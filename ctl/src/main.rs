@@ -1,6 +1,7 @@
 //! `sandboxctl`: sandboxd from a terminal. Create sandboxes, run commands with live output,
 //! open an interactive shell, copy files and trees, read logs and published ports, snapshot,
-//! fork, pause and resume, move leases, list and remove sandboxes by label.
+//! fork, pause and resume, move leases, list and remove sandboxes by label, and list, stat,
+//! move, make and remove paths (`fs`).
 //!
 //! Every failure is one line on stderr, `sandboxctl: CODE: message`, and exit status 1;
 //! `exec` and `shell` exit with the remote command's own status.
@@ -11,6 +12,7 @@ mod cp;
 mod create;
 mod error;
 mod exec;
+mod fs;
 mod inventory;
 mod lease;
 mod logs;
@@ -81,6 +83,8 @@ enum Command {
     Status(inventory::StatusArgs),
     /// Remove sandboxes by id, or every sandbox carrying the given labels.
     Rm(inventory::RmArgs),
+    /// Files in the sandbox: ls, stat, rm, mv, mkdir (as the sandbox's user or --user).
+    Fs(fs::FsArgs),
     /// Print a completion script: bash, zsh or fish.
     Completions(completions::CompletionsArgs),
 }
@@ -122,6 +126,7 @@ async fn run(cli: Cli) -> Result<i32, CtlError> {
         Command::Ls(args) => inventory::ls(&client, args).await,
         Command::Status(args) => inventory::status(&client, args).await,
         Command::Rm(args) => inventory::rm(&client, args).await,
+        Command::Fs(args) => fs::run(&client, args).await,
     }
 }
 
