@@ -7,6 +7,8 @@
 
 #[path = "compare/branching.rs"]
 mod branching;
+#[path = "compare/files.rs"]
+mod files;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -417,6 +419,7 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
             peak_rss_kib() / 1024
         );
     }
+    rows.extend(files::rows(&mut client, &id, runs).await);
     close(&mut client, &id).await;
     rows.extend(branching::rows(&mut client, runs).await);
     rows
