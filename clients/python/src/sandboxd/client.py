@@ -729,8 +729,12 @@ class Client(AsyncClosing):
         deadline_s: float | None = None,
     ) -> FileEntry:
         """One path's entry (`Stat`): of a link itself unless `follow_links`."""
-        request = pb.StatRequest(sandbox_id=sandbox_id, path=_path(path), follow_links=follow_links, user=_user(user) or "")
-        response = await self._unary("Stat", request, pb.StatResponse, deadline_s=deadline_s, idempotent=True, kind="file")
+        request = pb.StatRequest(
+            sandbox_id=sandbox_id, path=_path(path), follow_links=follow_links, user=_user(user) or ""
+        )
+        response = await self._unary(
+            "Stat", request, pb.StatResponse, deadline_s=deadline_s, idempotent=True, kind="file"
+        )
         return FileEntry.from_proto(response.entry)
 
     async def make_dir(
@@ -792,7 +796,9 @@ class Client(AsyncClosing):
     ) -> WatchDirStream:
         """Watch directory `path` (`WatchDir`); returns once the watch is in place."""
         self._check_open()
-        request = pb.WatchDirRequest(sandbox_id=sandbox_id, path=_path(path), recursive=recursive, user=_user(user) or "")
+        request = pb.WatchDirRequest(
+            sandbox_id=sandbox_id, path=_path(path), recursive=recursive, user=_user(user) or ""
+        )
         callable_ = self._channel.unary_stream(
             SERVICE + "WatchDir",
             request_serializer=pb.WatchDirRequest.SerializeToString,
@@ -803,7 +809,7 @@ class Client(AsyncClosing):
             first = await call.read()
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, call="file") from None
-        if first is grpc.aio.EOF or first.HasField("event"):
+        if not isinstance(first, pb.WatchDirResponse) or first.HasField("event"):
             call.cancel()
             raise SandboxdError("WatchDir did not start with its in-place response")
         return WatchDirStream(call)
