@@ -4,8 +4,8 @@
 //!
 //! | Scope    | RPCs                                                                        |
 //! |----------|-----------------------------------------------------------------------------|
-//! | read     | Status, Connect, Download, Diff, Grant (of read)                            |
-//! | operate  | Exec, ExecStream, Upload, Pty, Endpoint, Grant (of operate)                 |
+//! | read     | Status, Connect, Download, Diff, ListDir, Stat, WatchDir, Grant (of read)   |
+//! | operate  | Exec, ExecStream, Upload, Pty, Endpoint, MakeDir, Remove, Rename, Grant (…) |
 //! | owner    | Close, SetTimeout, Snapshot, Fork, Pause, Resume, Grant (of owner), Revoke  |
 //! | tenant   | Create, List, ListSnapshots, DeleteSnapshot (a tenant key or the operator)  |
 
