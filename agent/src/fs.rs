@@ -395,6 +395,10 @@ fn remove(path: &[u8], recursive: bool) -> Result<(), FsError> {
         return Err((FailureKind::Invalid, "refusing to remove \"/\"".into()));
     }
     let meta = std::fs::symlink_metadata(p).map_err(|e| os_error(path, &e))?;
+    // `/..`, `/./` and the like name the root too.
+    if meta.is_dir() && std::fs::canonicalize(p).is_ok_and(|c| c.parent().is_none()) {
+        return Err((FailureKind::Invalid, format!("refusing to remove {} (it is \"/\")", shown(path))));
+    }
     let result = if !meta.is_dir() {
         std::fs::remove_file(p)
     } else if recursive {

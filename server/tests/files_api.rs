@@ -166,6 +166,7 @@ async fn every_error_has_its_code_and_names_the_path() {
         "destination",
     );
     expect_code(client.remove(&id, "/", true, None).await, Code::InvalidArgument, "/");
+    expect_code(client.remove(&id, "/e/..", true, None).await, Code::InvalidArgument, "/e/..");
     expect_code(client.stat(&id, "/e", false, Some("ghost")).await, Code::InvalidArgument, "ghost");
     expect_code(
         client.make_dir(&id, "/e/m", MakeDirOptions { mode: 0o17777, ..none() }).await,
