@@ -34,7 +34,10 @@ pub type FsError = (FailureKind, String);
 
 /// File calls in flight by (connection, request id): their credit (ListDir batches spend it)
 /// doubles as the stop flag `Kill` and the connection's end set.
-static RUNNING: Mutex<Option<HashMap<(u64, u64), Arc<Credit>>>> = Mutex::new(None);
+static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
+
+/// By (connection, request id).
+type Running = HashMap<(u64, u64), Arc<Credit>>;
 
 fn register(conn: u64, id: u64) -> Arc<Credit> {
     let credit = Credit::new();

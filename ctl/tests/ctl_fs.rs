@@ -3,7 +3,7 @@
 //! line and printed back as its bytes, errors as `CODE: message` naming the path, `--user`.
 
 use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStringExt;
 use std::process::{Command, Output, Stdio};
 
 use testkit::images::BUSYBOX;

@@ -94,7 +94,7 @@ async fn odd_names_round_trip_through_every_call() {
         client.list_dir(&id, p(dir), ListDirOptions::default()).await.unwrap().collect().await.unwrap();
     assert_eq!(inside.len(), 1);
     assert_eq!(inside[0].path, moved);
-    let out = sandbox.exec(&format!("cat \"$(printf '/w/new\\n\\376 dir/\\377 moved')\"")).await.unwrap();
+    let out = sandbox.exec("cat \"$(printf '/w/new\\n\\376 dir/\\377 moved')\"").await.unwrap();
     assert_eq!(out.stdout_str(), "hello", "the shell sees the same bytes");
     client.make_dir(&id, "/w/a/b/c", MakeDirOptions { parents: true, ..Default::default() }).await.unwrap();
     client.make_dir(&id, "/w/a/b", MakeDirOptions { parents: true, ..Default::default() }).await.unwrap();
