@@ -8,6 +8,8 @@
 
 #[path = "compare/branching.rs"]
 mod branching;
+#[path = "compare/files.rs"]
+mod files;
 #[path = "compare/forward.rs"]
 mod forward;
 #[path = "compare/pools.rs"]
@@ -482,6 +484,7 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
             peak_rss_kib() / 1024
         );
     }
+    rows.extend(files::rows(&mut client, &id, runs).await);
     close(&mut client, &id).await;
     if selected("density") {
         let n = std::env::var("SANDBOXD_BENCH_DENSITY").ok().and_then(|v| v.parse().ok());

@@ -266,6 +266,19 @@ sys.stdout.write(out.decode())' <<<"$OUT")"
 check "Download (server streaming) returns the uploaded bytes" \
   "$([[ $RC -eq 0 && "$got" == "${CONTENT%$'\n'}" ]]; echo $?)" "$OUT"
 
+# Files (issue 19): paths are bytes, so base64 in grpcurl's JSON; a name with a space, a
+# newline and a byte that is not UTF-8 made by MakeDir comes back from ListDir as the same bytes.
+ODD_B64="$("$PY" -c 'import base64; print(base64.b64encode(b"/tmp/grpcurl/odd \n\xff dir").decode())')"
+gc -d "{\"sandboxId\": \"$SID\", \"path\": \"$ODD_B64\", \"mode\": 448}" "$MAIN_ADDR" "$SVC/MakeDir"
+check "MakeDir of a non-UTF-8 path (bytes, base64)" "$RC" "$OUT"
+gc -d "{\"sandboxId\": \"$SID\", \"path\": \"$(b64 /tmp/grpcurl)\"}" "$MAIN_ADDR" "$SVC/ListDir"
+check "ListDir returns the odd name's exact bytes, typed a directory with its mode" \
+  "$([[ $RC -eq 0 ]] && [[ "$(json_get '[(e["path"], e["type"], e["mode"]) for e in j["entries"] if e["type"] == "FILE_TYPE_DIR"] == [("'"$ODD_B64"'", "FILE_TYPE_DIR", 448)]' <<<"$OUT")" == True ]]; echo $?)" \
+  "$OUT"
+gc -d "{\"sandboxId\": \"$SID\", \"path\": \"$(b64 /tmp/grpcurl/none)\"}" "$MAIN_ADDR" "$SVC/Stat"
+check "Stat of a missing path: NotFound naming it" \
+  "$([[ $RC -ne 0 ]] && grep -q 'Code: NotFound' <<<"$OUT" && grep -q '/tmp/grpcurl/none' <<<"$OUT"; echo $?)" "$OUT"
+
 gc -d "{\"sandboxId\": \"$SID\"}" "$MAIN_ADDR" "$SVC/Status"
 check "Status is SANDBOX_STATUS_RUNNING" \
   "$([[ $RC -eq 0 ]] && [[ "$(json_get 'j.get("status")' <<<"$OUT")" == SANDBOX_STATUS_RUNNING ]]; echo $?)" \

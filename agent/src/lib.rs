@@ -7,6 +7,7 @@
 pub mod channel;
 pub mod files;
 pub mod forward;
+pub mod fs;
 pub mod init;
 pub mod probe;
 pub mod protocol;

@@ -64,6 +64,14 @@ pub enum FailureKind {
     Held = 12,
     /// `since` is older than the oldest retained byte (the message names it) or past the end.
     OutOfRange = 13,
+    /// The path a file call would make already exists.
+    AlreadyExists = 40,
+    /// A directory that must be empty is not.
+    NotEmpty = 41,
+    /// A watch fell behind (the kernel's event queue overflowed) or reached the watch limit.
+    Overflow = 42,
+    /// A rename across filesystems (rename(2) cannot).
+    CrossDevice = 43,
 }
 
 impl FailureKind {
@@ -81,6 +89,10 @@ impl FailureKind {
             11 => Self::NoSession,
             12 => Self::Held,
             13 => Self::OutOfRange,
+            40 => Self::AlreadyExists,
+            41 => Self::NotEmpty,
+            42 => Self::Overflow,
+            43 => Self::CrossDevice,
             _ => Self::Other,
         }
     }
@@ -217,6 +229,68 @@ impl SessionInfo {
     }
 }
 
+// --- files ---
+
+/// What kind of thing a path is (lstat's file type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum FsKind {
+    #[default]
+    File = 1,
+    Dir = 2,
+    Symlink = 3,
+    Other = 4,
+}
+
+impl FsKind {
+    fn from_u8(v: u8) -> Self {
+        match v {
+            1 => Self::File,
+            2 => Self::Dir,
+            3 => Self::Symlink,
+            _ => Self::Other,
+        }
+    }
+}
+
+/// One path as lstat(2) (or stat(2)) saw it. Names and paths are raw bytes: a Linux file name
+/// need not be UTF-8.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FsEntry {
+    pub name: Vec<u8>,
+    pub path: Vec<u8>,
+    pub kind: FsKind,
+    pub size: u64,
+    /// `st_mode & 0o7777`.
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// Unix milliseconds.
+    pub mtime_ms: i64,
+    /// A symlink's target as stored; empty otherwise.
+    pub link_target: Vec<u8>,
+}
+
+/// What happened below a watched directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FsChangeKind {
+    Create = 1,
+    Modify = 2,
+    Remove = 3,
+    Rename = 4,
+}
+
+/// One change a `WatchDir` saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FsChange {
+    pub kind: FsChangeKind,
+    pub path: Vec<u8>,
+    /// For a rename: where it was.
+    pub old_path: Vec<u8>,
+    pub is_dir: bool,
+}
+
 /// Server to agent.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
@@ -287,6 +361,45 @@ pub enum Request {
     /// The server's half is done: shut down the connection's write side once the bytes before
     /// it are written.
     ForwardEnd,
+    // --- files (kinds 50..=55): each acted on as `user` (`None`: root), answered by `Done`
+    // (or `Entries` batches then `Done`, or `Failed` naming the path).
+    /// A directory's entries to `depth` levels (answered by `Entries` batches, then `Done`).
+    ListDir {
+        path: Vec<u8>,
+        depth: u32,
+        include_hidden: bool,
+        user: Option<String>,
+    },
+    /// One path's entry (answered by one `Entries`).
+    Stat {
+        path: Vec<u8>,
+        follow_links: bool,
+        user: Option<String>,
+    },
+    MakeDir {
+        path: Vec<u8>,
+        parents: bool,
+        mode: u32,
+        user: Option<String>,
+    },
+    Remove {
+        path: Vec<u8>,
+        recursive: bool,
+        user: Option<String>,
+    },
+    Rename {
+        source: Vec<u8>,
+        destination: Vec<u8>,
+        overwrite: bool,
+        user: Option<String>,
+    },
+    /// Watch a directory (answered by `Watching`, then `Change`s until `Kill`, the directory's
+    /// removal (`Done`) or an overflow (`Failed { Overflow }`)).
+    WatchDir {
+        path: Vec<u8>,
+        recursive: bool,
+        user: Option<String>,
+    },
 }
 
 /// Agent to server.
@@ -357,6 +470,12 @@ pub enum Event {
     ForwardEof,
     /// This many bytes of `ForwardData` were written to the socket.
     ForwardAck(u64),
+    /// The next batch of a `ListDir` (or the one entry of a `Stat`).
+    Entries(Vec<FsEntry>),
+    /// A `WatchDir` is in place: changes from now on are reported.
+    Watching,
+    /// One change below a watched directory.
+    Change(FsChange),
 }
 
 /// One frame: a message and the request it belongs to.
@@ -419,6 +538,17 @@ impl Enc {
         }
         self
     }
+    fn entry(&mut self, e: &FsEntry) -> &mut Self {
+        self.bytes(&e.name)
+            .bytes(&e.path)
+            .u8(e.kind as u8)
+            .u64(e.size)
+            .u32(e.mode)
+            .u32(e.uid)
+            .u32(e.gid)
+            .u64(e.mtime_ms as u64)
+            .bytes(&e.link_target)
+    }
     fn finish(mut self) -> Vec<u8> {
         let len = (self.0.len() - 4) as u32;
         self.0[..4].copy_from_slice(&len.to_le_bytes());
@@ -464,6 +594,19 @@ impl<'a> Dec<'a> {
     fn opt_u64(&mut self) -> io::Result<Option<u64>> {
         Ok(if self.u8()? == 1 { Some(self.u64()?) } else { None })
     }
+    fn entry(&mut self) -> io::Result<FsEntry> {
+        Ok(FsEntry {
+            name: self.bytes()?,
+            path: self.bytes()?,
+            kind: FsKind::from_u8(self.u8()?),
+            size: self.u64()?,
+            mode: self.u32()?,
+            uid: self.u32()?,
+            gid: self.u32()?,
+            mtime_ms: self.u64()? as i64,
+            link_target: self.bytes()?,
+        })
+    }
     fn size(&mut self) -> io::Result<WindowSize> {
         let b = self.take(4)?;
         Ok(WindowSize { rows: u16::from_le_bytes([b[0], b[1]]), cols: u16::from_le_bytes([b[2], b[3]]) })
@@ -479,8 +622,27 @@ impl<'a> Dec<'a> {
     }
 }
 
+/// A frame of a kind this build does not know (a newer peer's): the frame itself was well formed.
+#[derive(Debug)]
+pub struct UnknownKind(pub u8);
+
+impl std::fmt::Display for UnknownKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "unknown agent frame kind {}", self.0)
+    }
+}
+
+impl std::error::Error for UnknownKind {}
+
 fn bad_kind(kind: u8) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, format!("unknown agent frame kind {kind}"))
+    io::Error::new(io::ErrorKind::InvalidData, UnknownKind(kind))
+}
+
+/// The request id of a body whose kind this build does not know, so the agent can answer it
+/// with `Failed` instead of ending the channel (a newer server's request on an older agent).
+pub fn unknown_request_id(body: &[u8], error: &io::Error) -> Option<u64> {
+    error.get_ref()?.downcast_ref::<UnknownKind>()?;
+    Some(u64::from_le_bytes(body.get(1..9)?.try_into().ok()?))
 }
 
 impl Request {
@@ -582,6 +744,36 @@ impl Request {
                 enc.finish()
             }
             Request::ForwardEnd => Enc::new(42, id).finish(),
+            Request::ListDir { path, depth, include_hidden, user } => {
+                let mut enc = Enc::new(50, id);
+                enc.bytes(path).u32(*depth).u8(*include_hidden as u8).opt(user.as_deref());
+                enc.finish()
+            }
+            Request::Stat { path, follow_links, user } => {
+                let mut enc = Enc::new(51, id);
+                enc.bytes(path).u8(*follow_links as u8).opt(user.as_deref());
+                enc.finish()
+            }
+            Request::MakeDir { path, parents, mode, user } => {
+                let mut enc = Enc::new(52, id);
+                enc.bytes(path).u8(*parents as u8).u32(*mode).opt(user.as_deref());
+                enc.finish()
+            }
+            Request::Remove { path, recursive, user } => {
+                let mut enc = Enc::new(53, id);
+                enc.bytes(path).u8(*recursive as u8).opt(user.as_deref());
+                enc.finish()
+            }
+            Request::Rename { source, destination, overwrite, user } => {
+                let mut enc = Enc::new(54, id);
+                enc.bytes(source).bytes(destination).u8(*overwrite as u8).opt(user.as_deref());
+                enc.finish()
+            }
+            Request::WatchDir { path, recursive, user } => {
+                let mut enc = Enc::new(55, id);
+                enc.bytes(path).u8(*recursive as u8).opt(user.as_deref());
+                enc.finish()
+            }
         }
     }
 
@@ -650,6 +842,24 @@ impl Request {
             }
             41 => Request::ForwardData(d.bytes()?),
             42 => Request::ForwardEnd,
+            50 => Request::ListDir {
+                path: d.bytes()?,
+                depth: d.u32()?,
+                include_hidden: d.u8()? == 1,
+                user: d.opt()?,
+            },
+            51 => Request::Stat { path: d.bytes()?, follow_links: d.u8()? == 1, user: d.opt()? },
+            52 => {
+                Request::MakeDir { path: d.bytes()?, parents: d.u8()? == 1, mode: d.u32()?, user: d.opt()? }
+            }
+            53 => Request::Remove { path: d.bytes()?, recursive: d.u8()? == 1, user: d.opt()? },
+            54 => Request::Rename {
+                source: d.bytes()?,
+                destination: d.bytes()?,
+                overwrite: d.u8()? == 1,
+                user: d.opt()?,
+            },
+            55 => Request::WatchDir { path: d.bytes()?, recursive: d.u8()? == 1, user: d.opt()? },
             k => return Err(bad_kind(k)),
         })
     }
@@ -767,6 +977,20 @@ impl Event {
                 enc.u64(*n);
                 enc.finish()
             }
+            Event::Entries(list) => {
+                let mut enc = Enc::new(150, id);
+                enc.u32(list.len() as u32);
+                for e in list {
+                    enc.entry(e);
+                }
+                enc.finish()
+            }
+            Event::Watching => Enc::new(151, id).finish(),
+            Event::Change(c) => {
+                let mut enc = Enc::new(152, id);
+                enc.u8(c.kind as u8).bytes(&c.path).bytes(&c.old_path).u8(c.is_dir as u8);
+                enc.finish()
+            }
         }
     }
 
@@ -850,6 +1074,31 @@ impl Event {
             141 => Event::ForwardData(d.bytes()?),
             142 => Event::ForwardEof,
             143 => Event::ForwardAck(d.u64()?),
+            150 => {
+                let n = d.u32()? as usize;
+                // Each entry takes at least 41 bytes: a count beyond what the frame holds is a lie.
+                if n > d.0.len() / 41 {
+                    return Err(short());
+                }
+                let mut list = Vec::with_capacity(n);
+                for _ in 0..n {
+                    list.push(d.entry()?);
+                }
+                Event::Entries(list)
+            }
+            151 => Event::Watching,
+            152 => Event::Change(FsChange {
+                kind: match d.u8()? {
+                    1 => FsChangeKind::Create,
+                    2 => FsChangeKind::Modify,
+                    3 => FsChangeKind::Remove,
+                    4 => FsChangeKind::Rename,
+                    k => return Err(bad_kind(k)),
+                },
+                path: d.bytes()?,
+                old_path: d.bytes()?,
+                is_dir: d.u8()? == 1,
+            }),
             k => return Err(bad_kind(k)),
         })
     }
@@ -982,6 +1231,27 @@ mod tests {
         request_round_trip(Request::ForwardOpen { host: "127.0.0.1".into(), port: 65535 });
         request_round_trip(Request::ForwardData(vec![0, 255, 7]));
         request_round_trip(Request::ForwardEnd);
+        let odd = b"/w/a b\n\xff".to_vec();
+        request_round_trip(Request::ListDir {
+            path: odd.clone(),
+            depth: 3,
+            include_hidden: true,
+            user: None,
+        });
+        request_round_trip(Request::Stat {
+            path: odd.clone(),
+            follow_links: true,
+            user: Some("1000".into()),
+        });
+        request_round_trip(Request::MakeDir { path: odd.clone(), parents: true, mode: 0o700, user: None });
+        request_round_trip(Request::Remove { path: odd.clone(), recursive: true, user: None });
+        request_round_trip(Request::Rename {
+            source: odd.clone(),
+            destination: b"/x".to_vec(),
+            overwrite: false,
+            user: Some("u:g".into()),
+        });
+        request_round_trip(Request::WatchDir { path: odd, recursive: true, user: None });
     }
 
     #[test]
@@ -1029,6 +1299,38 @@ mod tests {
         event_round_trip(Event::ForwardData(b"HTTP/1.0 200 OK".to_vec()));
         event_round_trip(Event::ForwardEof);
         event_round_trip(Event::ForwardAck(1 << 20));
+        event_round_trip(Event::Entries(vec![
+            FsEntry {
+                name: b"a\nb\xfe".to_vec(),
+                path: b"/a\nb\xfe".to_vec(),
+                kind: FsKind::Symlink,
+                size: 5,
+                mode: 0o4755,
+                uid: 1000,
+                gid: 1001,
+                mtime_ms: -5,
+                link_target: b"../t".to_vec(),
+            },
+            FsEntry::default(),
+        ]));
+        event_round_trip(Event::Watching);
+        event_round_trip(Event::Change(FsChange {
+            kind: FsChangeKind::Rename,
+            path: b"/n".to_vec(),
+            old_path: b"/o".to_vec(),
+            is_dir: true,
+        }));
+    }
+
+    #[test]
+    fn an_unknown_request_kind_is_told_apart_from_a_broken_frame() {
+        let mut body = Request::Kill.encode(77)[4..].to_vec();
+        body[0] = 250;
+        let e = decode_request(&body).unwrap_err();
+        assert_eq!(unknown_request_id(&body, &e), Some(77));
+        let body = Request::Get { path: "/x".into() }.encode(1)[4..].to_vec();
+        let e = decode_request(&body[..body.len() - 1]).unwrap_err();
+        assert_eq!(unknown_request_id(&body, &e), None, "a truncated known frame is broken");
     }
 
     #[test]

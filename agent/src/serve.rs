@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use crate::channel::{Channel, Credit};
 use crate::files::{self, Upload};
 use crate::forward;
+use crate::fs;
 use crate::protocol::{self, Event, ExecExit, ExecStart, FailureKind, Request, SessionStart, Usage};
 use crate::reaper::reaper;
 use crate::sessions;
@@ -151,6 +152,14 @@ impl Agent {
             };
             match protocol::decode_request(&body) {
                 Ok(frame) => self.handle(frame.id, frame.message),
+                // A newer server's request: say so and go on (the channel stays usable).
+                Err(e) if protocol::unknown_request_id(&body, &e).is_some() => {
+                    let id = protocol::unknown_request_id(&body, &e).unwrap_or_default();
+                    self.fail(
+                        id,
+                        (FailureKind::Invalid, format!("this agent does not know the request ({e})")),
+                    );
+                }
                 Err(e) => {
                     eprintln!("sandboxd-agent: bad frame on the channel: {e}");
                     return;
@@ -179,6 +188,7 @@ impl Agent {
         }
         sessions::connection_ended(self.conn);
         forward::connection_ended(self.conn);
+        fs::connection_ended(self.conn);
     }
 }
 
@@ -189,6 +199,12 @@ impl Agent {
 
     fn handle(self: &Arc<Self>, id: u64, request: Request) {
         match request {
+            request @ (Request::ListDir { .. }
+            | Request::Stat { .. }
+            | Request::MakeDir { .. }
+            | Request::Remove { .. }
+            | Request::Rename { .. }
+            | Request::WatchDir { .. }) => fs::handle(self.conn, self.channel.clone(), id, request),
             Request::Exec(start) => {
                 if let Err(e) = self.exec(id, start) {
                     self.fail(id, e);
@@ -214,6 +230,7 @@ impl Agent {
                 }
             }
             Request::Kill => {
+                fs::stop(self.conn, id);
                 sessions::close_held(self.conn, id);
                 if let Some(r) = self.running.lock().ok().and_then(|r| r.get(&id).cloned()) {
                     std::thread::spawn(move || r.kill());
@@ -232,6 +249,8 @@ impl Agent {
                 } else if let Some(c) = sessions::credit_of(self.conn, id) {
                     c.grant(n);
                 } else if let Some(c) = forward::credit_of(self.conn, id) {
+                    c.grant(n);
+                } else if let Some(c) = fs::credit_of(self.conn, id) {
                     c.grant(n);
                 }
             }

@@ -22,6 +22,7 @@ mod descriptor;
 mod error;
 mod events;
 mod exec_stream;
+mod files;
 mod inventory;
 mod logs;
 mod pools;
@@ -37,6 +38,10 @@ pub use descriptor::IntoSandboxRef;
 pub use error::{ClientError, Result};
 pub use events::{EventKind, SandboxEvent, SandboxStats, StatsStream, WatchOptions, WatchStream};
 pub use exec_stream::{ExecEvent, ExecEventStream, ExecExit};
+pub use files::{
+    FileEntry, FileEvent, FileEventType, FileType, ListDirOptions, ListDirStream, MakeDirOptions,
+    WatchDirStream,
+};
 pub use inventory::{ListOptions, ListPage, SandboxInfo};
 pub use logs::{LogChunk, LogStream, LogsOptions};
 pub use pools::{from_pool, PoolDefinition, PoolInfo};

@@ -1,7 +1,7 @@
 //! `sandboxctl`: sandboxd from a terminal. Create sandboxes, run commands with live output,
 //! open an interactive shell, copy files and trees, read logs and published ports, snapshot,
 //! fork, pause and resume, move leases, list and remove sandboxes by label, watch their
-//! lifecycle events and read their usage.
+//! lifecycle events and read their usage, and list, stat, move, make and remove paths (`fs`).
 //!
 //! Every failure is one line on stderr, `sandboxctl: CODE: message`, and exit status 1;
 //! `exec` and `shell` exit with the remote command's own status.
@@ -15,6 +15,7 @@ mod create;
 mod error;
 mod events;
 mod exec;
+mod fs;
 mod inventory;
 mod lease;
 mod logs;
@@ -112,6 +113,8 @@ enum Command {
     Revoke(access::RevokeArgs),
     /// Warm pools: `pool create NAME IMAGE --target N`, `pool ls`, `pool rm NAME…`.
     Pool(pools::PoolArgs),
+    /// Files in the sandbox: ls, stat, rm, mv, mkdir (as the sandbox's user or --user).
+    Fs(fs::FsArgs),
     /// Print a completion script: bash, zsh or fish.
     Completions(completions::CompletionsArgs),
     // --- processes and ports ---
@@ -186,6 +189,7 @@ async fn run(cli: Cli) -> Result<i32, CtlError> {
         Command::AttachProcess(args) => processes::attach(&client, args).await,
         Command::Signal(args) => processes::signal(&client, args).await,
         Command::PortForward(args) => port_forward::run(&client, args).await,
+        Command::Fs(args) => fs::run(&client, args).await,
     }
 }
 

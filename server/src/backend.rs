@@ -13,12 +13,13 @@ use tokio::io::AsyncBufRead;
 
 use crate::branching::{DiffEntry, Forked, SnapshotInfo};
 use crate::error::{ProviderError, Result};
+use crate::fs::{EntryStream, FileEntry, FileOp, ListDirQuery, WatchStream};
 use crate::inventory::{ListPage, ListQuery};
 use crate::lease::{LeaseStore, SweepReport};
 use crate::processes::{ForwardConnection, ForwardTarget, ProcessInfo, ProcessStart, ProcessStream, Started};
 use crate::spec::{
     ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
-    SandboxSpec, SandboxStatus,
+    SandboxSpec, SandboxStatus, User,
 };
 use crate::terminal::{AttachSpec, PtyError, TerminalInfo, TerminalMode};
 
@@ -248,10 +249,53 @@ pub trait SandboxBackend: Send + Sync + 'static {
     ) -> Result<ForwardConnection> {
         Err(ProviderError::FailedPrecondition("this backend cannot forward ports into its sandboxes".into()))
     }
+
+    // --- files --- (acted on as `user`, else the sandbox's user; paths checked at the boundary)
+
+    /// A directory's entries to `query.depth` levels, in batches.
+    async fn list_dir(
+        &self,
+        _handle: &SandboxHandle,
+        _query: &ListDirQuery,
+        _user: Option<&User>,
+    ) -> Result<EntryStream> {
+        Err(no_file_calls())
+    }
+
+    /// One path's entry.
+    async fn stat(
+        &self,
+        _handle: &SandboxHandle,
+        _path: &[u8],
+        _follow_links: bool,
+        _user: Option<&User>,
+    ) -> Result<FileEntry> {
+        Err(no_file_calls())
+    }
+
+    /// MakeDir, Remove or Rename.
+    async fn file_op(&self, _handle: &SandboxHandle, _op: &FileOp, _user: Option<&User>) -> Result<()> {
+        Err(no_file_calls())
+    }
+
+    /// Changes below a directory from the moment this returns.
+    async fn watch_dir(
+        &self,
+        _handle: &SandboxHandle,
+        _path: &[u8],
+        _recursive: bool,
+        _user: Option<&User>,
+    ) -> Result<WatchStream> {
+        Err(no_file_calls())
+    }
 }
 
 fn no_processes() -> ProviderError {
     ProviderError::FailedPrecondition("this backend has no process supervisor in its sandboxes".into())
+}
+
+fn no_file_calls() -> ProviderError {
+    ProviderError::FailedPrecondition("this backend has no file calls".into())
 }
 
 /// One step of a streamed command.

@@ -38,6 +38,9 @@ pub enum ProviderError {
     /// A named volume (or another shared resource) is still used by a sandbox.
     #[error("in use: {0}")]
     InUse(String),
+    /// What a file call would make already exists.
+    #[error("{0}")]
+    AlreadyExists(String),
     /// A server limit was reached (for example `server.max_snapshots`).
     #[error("limit reached: {0}")]
     ResourceExhausted(String),

@@ -13,6 +13,7 @@ pub mod config;
 pub mod docker;
 pub mod egress;
 pub mod error;
+pub mod fs;
 pub mod health;
 pub mod inventory;
 pub mod lease;

@@ -10,12 +10,13 @@ use crate::backend::{CreatePlan, ExecStream, FileDownload, SandboxBackend, Termi
 use crate::branching::{DiffEntry, Forked, SnapshotInfo};
 use crate::docker::pty::{PtyError, TerminalMode, TerminalProcess};
 use crate::error::Result;
+use crate::fs::{EntryStream, FileEntry, FileOp, ListDirQuery, WatchStream};
 use crate::inventory::{ListPage, ListQuery};
 use crate::lease::{LeaseStore, SweepReport};
 use crate::processes::{ForwardConnection, ForwardTarget, ProcessInfo, ProcessStart, ProcessStream, Started};
 use crate::spec::{
     ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
-    SandboxSpec, SandboxStatus, Signal,
+    SandboxSpec, SandboxStatus, Signal, User,
 };
 
 #[async_trait::async_trait]
@@ -214,6 +215,39 @@ impl SandboxBackend for DockerProvider {
         target: &ForwardTarget,
     ) -> Result<ForwardConnection> {
         DockerProvider::port_forward(self, handle, target).await
+    }
+
+    async fn list_dir(
+        &self,
+        handle: &SandboxHandle,
+        query: &ListDirQuery,
+        user: Option<&User>,
+    ) -> Result<EntryStream> {
+        DockerProvider::list_dir(self, handle, query, user).await
+    }
+
+    async fn stat(
+        &self,
+        handle: &SandboxHandle,
+        path: &[u8],
+        follow_links: bool,
+        user: Option<&User>,
+    ) -> Result<FileEntry> {
+        DockerProvider::stat(self, handle, path, follow_links, user).await
+    }
+
+    async fn file_op(&self, handle: &SandboxHandle, op: &FileOp, user: Option<&User>) -> Result<()> {
+        DockerProvider::file_op(self, handle, op, user).await
+    }
+
+    async fn watch_dir(
+        &self,
+        handle: &SandboxHandle,
+        path: &[u8],
+        recursive: bool,
+        user: Option<&User>,
+    ) -> Result<WatchStream> {
+        DockerProvider::watch_dir(self, handle, path, recursive, user).await
     }
 }
 

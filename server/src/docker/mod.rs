@@ -26,6 +26,7 @@ mod exec;
 pub mod failure;
 mod files;
 mod fork;
+mod fs;
 mod inventory;
 pub mod labels;
 mod logs;

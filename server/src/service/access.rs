@@ -4,9 +4,11 @@
 //!
 //! | Scope    | RPCs                                                                        |
 //! |----------|-----------------------------------------------------------------------------|
-//! | read     | Status, Connect, Download, Diff, NetworkAddress, Grant (of read)            |
+//! | read     | Status, Connect, Download, Diff, NetworkAddress, ListDir, Stat, WatchDir,    |
+//! |          | Grant (of read)                                                             |
 //! | operate  | Exec, ExecStream, Upload, Pty, Endpoint, Grant (of operate), StartProcess,   |
-//! |          | ListProcesses, AttachProcess, SignalProcess, PortForward                    |
+//! |          | ListProcesses, AttachProcess, SignalProcess, PortForward, MakeDir, Remove,  |
+//! |          | Rename                                                                      |
 //! | owner    | Close, SetTimeout, Snapshot, Fork, Pause, Resume, Grant (of owner), Revoke, |
 //! |          | SetNetworkPolicy                                                            |
 //! | tenant   | Create, List, ListSnapshots, DeleteSnapshot, ListVolumes, DeleteVolume      |

@@ -9,6 +9,7 @@ mod deadline;
 mod exec;
 mod exec_stream;
 mod files;
+mod fs;
 mod inventory;
 mod lifecycle;
 mod limits;
@@ -410,5 +411,50 @@ impl SandboxService for SandboxApi {
         request: Request<Streaming<pb::PortForwardRequest>>,
     ) -> Result<Response<Self::PortForwardStream>, Status> {
         port_forward::port_forward(self, request).await
+    }
+
+    // --- files ---
+
+    type ListDirStream = BoxStream<pb::ListDirResponse>;
+
+    async fn list_dir(
+        &self,
+        request: Request<pb::ListDirRequest>,
+    ) -> Result<Response<Self::ListDirStream>, Status> {
+        fs::list_dir(self, request).await
+    }
+
+    async fn stat(&self, request: Request<pb::StatRequest>) -> Result<Response<pb::StatResponse>, Status> {
+        fs::stat(self, request).await
+    }
+
+    async fn make_dir(
+        &self,
+        request: Request<pb::MakeDirRequest>,
+    ) -> Result<Response<pb::MakeDirResponse>, Status> {
+        fs::make_dir(self, request).await
+    }
+
+    async fn remove(
+        &self,
+        request: Request<pb::RemoveRequest>,
+    ) -> Result<Response<pb::RemoveResponse>, Status> {
+        fs::remove(self, request).await
+    }
+
+    async fn rename(
+        &self,
+        request: Request<pb::RenameRequest>,
+    ) -> Result<Response<pb::RenameResponse>, Status> {
+        fs::rename(self, request).await
+    }
+
+    type WatchDirStream = BoxStream<pb::WatchDirResponse>;
+
+    async fn watch_dir(
+        &self,
+        request: Request<pb::WatchDirRequest>,
+    ) -> Result<Response<Self::WatchDirStream>, Status> {
+        fs::watch_dir(self, request).await
     }
 }

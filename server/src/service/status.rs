@@ -23,6 +23,7 @@ impl From<ProviderError> for Status {
             | ProviderError::SessionHeld(_) => Code::FailedPrecondition,
             ProviderError::OutOfRange(_) => Code::OutOfRange,
             ProviderError::Unimplemented(_) => Code::Unimplemented,
+            ProviderError::AlreadyExists(_) => Code::AlreadyExists,
             ProviderError::ResourceExhausted(_) => Code::ResourceExhausted,
             ProviderError::Unavailable(_) => Code::Unavailable,
             ProviderError::Timeout(_) => Code::DeadlineExceeded,
@@ -68,6 +69,7 @@ mod tests {
             (ProviderError::FailedPrecondition("x".into()), Code::FailedPrecondition),
             (ProviderError::ProcessNotFound("x".into()), Code::NotFound),
             (ProviderError::Aborted("x".into()), Code::Aborted),
+            (ProviderError::AlreadyExists("x".into()), Code::AlreadyExists),
         ];
         for (err, code) in cases {
             assert_eq!(Status::from(err).code(), code);

@@ -1,9 +1,10 @@
 """sandboxd: a typed asyncio client for the sandboxd gRPC service, and a NeMo Gym provider
 (`sandboxd.gym.SandboxdProvider`, entry point `nemo_gym.sandbox_providers:sandboxd`)."""
 
-from .client import Client, ClientOptions, ExecOptions, PtyOptions, UploadSource
+from .client import Client, ClientOptions, ExecOptions, PathArg, PtyOptions, UploadSource, WatchDirStream
 from .connection import DEFAULT_ADDRESS, RetryPolicy, TlsConfig
 from .errors import (
+    AlreadyExists,
     Cancelled,
     CreateFailed,
     CreateVerificationFailed,
@@ -38,6 +39,10 @@ from .types import (
     NetworkAddress,
     PoolInfo,
     PtySessionInfo,
+    FileEntry,
+    FileEvent,
+    FileEventType,
+    FileType,
     Resources,
     SandboxInfo,
     SandboxPage,
@@ -54,7 +59,14 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AlreadyExists",
     "AsyncSandbox",
+    "FileEntry",
+    "FileEvent",
+    "FileEventType",
+    "FileType",
+    "PathArg",
+    "WatchDirStream",
     "Cancelled",
     "Client",
     "ClientOptions",

@@ -34,6 +34,8 @@ from .types import (
     NetworkAddress,
     PoolInfo,
     PtySessionInfo,
+    FileEntry,
+    FileEvent,
     SandboxInfo,
     SandboxPage,
     SandboxRef,
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
 
     from .sandbox import AsyncSandbox
 
-__all__ = ["Client", "ClientOptions", "ExecOptions", "PtyOptions", "UploadSource"]
+__all__ = ["Client", "ClientOptions", "ExecOptions", "PathArg", "PtyOptions", "UploadSource", "WatchDirStream"]
 
 SERVICE = "/sandbox.v1.SandboxService/"
 CHUNK_SIZE = 256 * 1024
@@ -58,6 +60,46 @@ M = TypeVar("M", bound=Message)
 
 UploadSource = bytes | bytearray | memoryview | str | os.PathLike[str] | IO[bytes]
 """What `upload_file` takes: bytes, a local path (str or PathLike), or a binary file object."""
+
+PathArg = str | bytes | os.PathLike[str] | os.PathLike[bytes]
+"""A path in the sandbox for the file calls: `str` (encoded with `os.fsencode`, so a `str` from
+a `FileEntry` names the same bytes) or the raw `bytes`."""
+
+
+def _path(path: PathArg) -> bytes:
+    return os.fsencode(path)
+
+
+class WatchDirStream:
+    """A live `WatchDir` (from `Client.watch_dir`, once the watch is in place): iterate it for
+    `FileEvent`s; it ends when the watched directory goes away. A watcher that stops reading is
+    ended by the server with `ResourceExhausted`. `cancel()` (or leaving `async with`) ends it."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+
+    def __aiter__(self) -> WatchDirStream:
+        return self
+
+    async def __anext__(self) -> FileEvent:
+        while True:
+            try:
+                msg = await self._call.read()
+            except grpc.RpcError as exc:
+                raise from_rpc_error(exc, call="file") from None
+            if msg is grpc.aio.EOF:
+                raise StopAsyncIteration
+            if msg.HasField("event"):
+                return FileEvent.from_proto(msg.event)
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+    async def __aenter__(self) -> WatchDirStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cancel()
 
 
 def _unset_if_none(msg: Any, **fields: Any) -> None:
@@ -941,3 +983,145 @@ class Client(AsyncClosing):
                 await connection.splice(reader, writer)
 
         return await asyncio.start_server(handle, local_host, local_port)
+
+    # --- files -------------------------------------------------------------------------------
+
+    async def iter_list_dir(
+        self,
+        sandbox_id: str,
+        path: PathArg,
+        *,
+        depth: int = 1,
+        include_hidden: bool = False,
+        user: str | int | None = None,
+        deadline_s: float | None = None,
+    ) -> AsyncIterator[FileEntry]:
+        """The entries of directory `path` (`ListDir`) as they stream in: depth first, each
+        directory's sorted by name; links are listed, never followed."""
+        request = pb.ListDirRequest(
+            sandbox_id=sandbox_id,
+            path=_path(path),
+            depth=depth,
+            include_hidden=include_hidden,
+            user=_user(user) or "",
+        )
+        call = self._server_stream("ListDir", request, pb.ListDirResponse, deadline_s)
+        try:
+            async for msg in call:
+                for entry in msg.entries:
+                    yield FileEntry.from_proto(entry)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, call="file") from None
+
+    async def list_dir(
+        self,
+        sandbox_id: str,
+        path: PathArg,
+        *,
+        depth: int = 1,
+        include_hidden: bool = False,
+        user: str | int | None = None,
+        deadline_s: float | None = None,
+    ) -> builtins.list[FileEntry]:
+        """Every entry of `iter_list_dir`."""
+        return [
+            e
+            async for e in self.iter_list_dir(
+                sandbox_id, path, depth=depth, include_hidden=include_hidden, user=user, deadline_s=deadline_s
+            )
+        ]
+
+    async def stat(
+        self,
+        sandbox_id: str,
+        path: PathArg,
+        *,
+        follow_links: bool = False,
+        user: str | int | None = None,
+        deadline_s: float | None = None,
+    ) -> FileEntry:
+        """One path's entry (`Stat`): of a link itself unless `follow_links`."""
+        request = pb.StatRequest(
+            sandbox_id=sandbox_id, path=_path(path), follow_links=follow_links, user=_user(user) or ""
+        )
+        response = await self._unary(
+            "Stat", request, pb.StatResponse, deadline_s=deadline_s, idempotent=True, kind="file"
+        )
+        return FileEntry.from_proto(response.entry)
+
+    async def make_dir(
+        self,
+        sandbox_id: str,
+        path: PathArg,
+        *,
+        parents: bool = False,
+        mode: int = 0,
+        user: str | int | None = None,
+        deadline_s: float | None = None,
+    ) -> None:
+        """Make directory `path` (`MakeDir`; `mode` 0 is 0o755, set exactly)."""
+        request = pb.MakeDirRequest(
+            sandbox_id=sandbox_id, path=_path(path), parents=parents, mode=mode, user=_user(user) or ""
+        )
+        await self._unary("MakeDir", request, pb.MakeDirResponse, deadline_s=deadline_s, idempotent=False, kind="file")
+
+    async def remove(
+        self,
+        sandbox_id: str,
+        path: PathArg,
+        *,
+        recursive: bool = False,
+        user: str | int | None = None,
+        deadline_s: float | None = None,
+    ) -> None:
+        """Remove `path` (`Remove`); a directory with contents only with `recursive`."""
+        request = pb.RemoveRequest(sandbox_id=sandbox_id, path=_path(path), recursive=recursive, user=_user(user) or "")
+        await self._unary("Remove", request, pb.RemoveResponse, deadline_s=deadline_s, idempotent=False, kind="file")
+
+    async def rename(
+        self,
+        sandbox_id: str,
+        source: PathArg,
+        destination: PathArg,
+        *,
+        overwrite: bool = False,
+        user: str | int | None = None,
+        deadline_s: float | None = None,
+    ) -> None:
+        """Move `source` to `destination` (`Rename`); an existing destination only with `overwrite`."""
+        request = pb.RenameRequest(
+            sandbox_id=sandbox_id,
+            source=_path(source),
+            destination=_path(destination),
+            overwrite=overwrite,
+            user=_user(user) or "",
+        )
+        await self._unary("Rename", request, pb.RenameResponse, deadline_s=deadline_s, idempotent=False, kind="file")
+
+    async def watch_dir(
+        self,
+        sandbox_id: str,
+        path: PathArg,
+        *,
+        recursive: bool = False,
+        user: str | int | None = None,
+    ) -> WatchDirStream:
+        """Watch directory `path` (`WatchDir`); returns once the watch is in place."""
+        self._check_open()
+        request = pb.WatchDirRequest(
+            sandbox_id=sandbox_id, path=_path(path), recursive=recursive, user=_user(user) or ""
+        )
+        callable_ = self._channel.unary_stream(
+            SERVICE + "WatchDir",
+            request_serializer=pb.WatchDirRequest.SerializeToString,
+            response_deserializer=pb.WatchDirResponse.FromString,
+        )
+        call = callable_(request, metadata=self._metadata)
+        try:
+            first = await call.read()
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, call="file") from None
+        if not isinstance(first, pb.WatchDirResponse) or first.HasField("event"):
+            call.cancel()
+            raise SandboxdError("WatchDir did not start with its in-place response")
+        return WatchDirStream(call)

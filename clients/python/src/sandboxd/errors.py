@@ -18,6 +18,7 @@ __all__ = [
     "SandboxNotFound",
     "FileNotFound",
     "FailedPrecondition",
+    "AlreadyExists",
     "CreateFailed",
     "CreateVerificationFailed",
     "PtySessionError",
@@ -62,6 +63,10 @@ class FileNotFound(NotFound):
 
 class FailedPrecondition(SandboxdError):
     """FAILED_PRECONDITION: the sandbox is stopped, or create/verification/PTY failed."""
+
+
+class AlreadyExists(SandboxdError):
+    """ALREADY_EXISTS: a path a file call would make (MakeDir, Rename) exists."""
 
 
 class CreateFailed(FailedPrecondition):
@@ -120,6 +125,7 @@ _BY_CODE: dict[grpc.StatusCode, type[SandboxdError]] = {
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
     grpc.StatusCode.UNIMPLEMENTED: Unimplemented,
     grpc.StatusCode.CANCELLED: Cancelled,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,
 }
 
 # The server's wording for an unknown sandbox (`sandbox "ID" not found`); any other NOT_FOUND

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,10 @@ __all__ = [
     "Stderr",
     "ExecExit",
     "ExecEvent",
+    "FileType",
+    "FileEntry",
+    "FileEventType",
+    "FileEvent",
 ]
 
 
@@ -532,3 +537,94 @@ class VolumeInfo:
     @classmethod
     def from_proto(cls, msg: pb.VolumeInfo) -> VolumeInfo:
         return cls(name=msg.name, created_at_unix_ms=msg.created_at_unix_ms)
+
+# --- files -------------------------------------------------------------------------------------
+#
+# Paths come back as `str` decoded like `os.listdir` does (`os.fsdecode`: bytes that are not
+# UTF-8 become surrogate escapes), so `os.fsencode(entry.path)` (or `entry.path_bytes`) is exactly
+# the sandbox's bytes and passing the `str` back names the same file.
+
+
+class FileType(str, enum.Enum):
+    UNSPECIFIED = "unspecified"
+    FILE = "file"
+    DIR = "dir"
+    SYMLINK = "symlink"
+    OTHER = "other"
+
+
+_FILE_TYPE_FROM_PROTO = {
+    int(pb.FILE_TYPE_FILE): FileType.FILE,
+    int(pb.FILE_TYPE_DIR): FileType.DIR,
+    int(pb.FILE_TYPE_SYMLINK): FileType.SYMLINK,
+    int(pb.FILE_TYPE_OTHER): FileType.OTHER,
+}
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One path in the sandbox (`Client.list_dir`, `Client.stat`)."""
+
+    name: str
+    path: str
+    type: FileType
+    size: int
+    mode: int
+    uid: int
+    gid: int
+    mtime_ms: int
+    link_target: str = ""
+
+    @property
+    def path_bytes(self) -> bytes:
+        """The path exactly as the sandbox has it."""
+        return os.fsencode(self.path)
+
+    @classmethod
+    def from_proto(cls, msg: pb.FileEntry) -> FileEntry:
+        return cls(
+            name=os.fsdecode(msg.name),
+            path=os.fsdecode(msg.path),
+            type=_FILE_TYPE_FROM_PROTO.get(int(msg.type), FileType.UNSPECIFIED),
+            size=int(msg.size),
+            mode=int(msg.mode),
+            uid=int(msg.uid),
+            gid=int(msg.gid),
+            mtime_ms=int(msg.mtime),
+            link_target=os.fsdecode(msg.link_target),
+        )
+
+
+class FileEventType(str, enum.Enum):
+    UNSPECIFIED = "unspecified"
+    CREATE = "create"
+    MODIFY = "modify"
+    REMOVE = "remove"
+    RENAME = "rename"
+
+
+_EVENT_FROM_PROTO = {
+    int(pb.FILE_EVENT_TYPE_CREATE): FileEventType.CREATE,
+    int(pb.FILE_EVENT_TYPE_MODIFY): FileEventType.MODIFY,
+    int(pb.FILE_EVENT_TYPE_REMOVE): FileEventType.REMOVE,
+    int(pb.FILE_EVENT_TYPE_RENAME): FileEventType.RENAME,
+}
+
+
+@dataclass(frozen=True)
+class FileEvent:
+    """One change below a watched directory (`Client.watch_dir`)."""
+
+    type: FileEventType
+    path: str
+    old_path: str = ""
+    is_dir: bool = False
+
+    @classmethod
+    def from_proto(cls, msg: pb.FileEvent) -> FileEvent:
+        return cls(
+            type=_EVENT_FROM_PROTO.get(int(msg.type), FileEventType.UNSPECIFIED),
+            path=os.fsdecode(msg.path),
+            old_path=os.fsdecode(msg.old_path),
+            is_dir=bool(msg.is_dir),
+        )

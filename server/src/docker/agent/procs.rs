@@ -44,7 +44,11 @@ pub(super) fn failure(kind: FailureKind, message: String) -> ProviderError {
         | FailureKind::NotDirectory
         | FailureKind::IsDirectory
         | FailureKind::NotRegular
-        | FailureKind::ReadOnly => ProviderError::FailedPrecondition(message),
+        | FailureKind::ReadOnly
+        | FailureKind::NotEmpty
+        | FailureKind::CrossDevice => ProviderError::FailedPrecondition(message),
+        FailureKind::AlreadyExists => ProviderError::AlreadyExists(message),
+        FailureKind::Overflow => ProviderError::ResourceExhausted(message),
         FailureKind::Other => ProviderError::Docker(message),
     }
 }

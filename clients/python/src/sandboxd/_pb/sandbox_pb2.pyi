@@ -48,6 +48,22 @@ class EgressAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EGRESS_ACTION_UNSPECIFIED: _ClassVar[EgressAction]
     EGRESS_ACTION_ALLOW: _ClassVar[EgressAction]
     EGRESS_ACTION_DENY: _ClassVar[EgressAction]
+
+class FileType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FILE_TYPE_UNSPECIFIED: _ClassVar[FileType]
+    FILE_TYPE_FILE: _ClassVar[FileType]
+    FILE_TYPE_DIR: _ClassVar[FileType]
+    FILE_TYPE_SYMLINK: _ClassVar[FileType]
+    FILE_TYPE_OTHER: _ClassVar[FileType]
+
+class FileEventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FILE_EVENT_TYPE_UNSPECIFIED: _ClassVar[FileEventType]
+    FILE_EVENT_TYPE_CREATE: _ClassVar[FileEventType]
+    FILE_EVENT_TYPE_MODIFY: _ClassVar[FileEventType]
+    FILE_EVENT_TYPE_REMOVE: _ClassVar[FileEventType]
+    FILE_EVENT_TYPE_RENAME: _ClassVar[FileEventType]
 SANDBOX_STATUS_UNSPECIFIED: SandboxStatus
 SANDBOX_STATUS_STARTING: SandboxStatus
 SANDBOX_STATUS_RUNNING: SandboxStatus
@@ -75,6 +91,16 @@ SANDBOX_EVENT_KIND_EXISTING: SandboxEventKind
 EGRESS_ACTION_UNSPECIFIED: EgressAction
 EGRESS_ACTION_ALLOW: EgressAction
 EGRESS_ACTION_DENY: EgressAction
+FILE_TYPE_UNSPECIFIED: FileType
+FILE_TYPE_FILE: FileType
+FILE_TYPE_DIR: FileType
+FILE_TYPE_SYMLINK: FileType
+FILE_TYPE_OTHER: FileType
+FILE_EVENT_TYPE_UNSPECIFIED: FileEventType
+FILE_EVENT_TYPE_CREATE: FileEventType
+FILE_EVENT_TYPE_MODIFY: FileEventType
+FILE_EVENT_TYPE_REMOVE: FileEventType
+FILE_EVENT_TYPE_RENAME: FileEventType
 
 class SandboxSpec(_message.Message):
     __slots__ = ("image", "ttl_s", "ready_timeout_s", "workdir", "env", "files", "metadata", "resources", "entrypoint", "ports", "provider_options", "snapshot_id", "pool", "network_policy", "network", "cap_add", "shm_size_bytes", "volumes")
@@ -1163,3 +1189,145 @@ class PortForwardResponse(_message.Message):
     data: bytes
     eof: PortForwardEof
     def __init__(self, opened: _Optional[_Union[PortForwardOpened, _Mapping]] = ..., data: _Optional[bytes] = ..., eof: _Optional[_Union[PortForwardEof, _Mapping]] = ...) -> None: ...
+
+class FileEntry(_message.Message):
+    __slots__ = ("name", "path", "type", "size", "mode", "uid", "gid", "mtime", "link_target")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    GID_FIELD_NUMBER: _ClassVar[int]
+    MTIME_FIELD_NUMBER: _ClassVar[int]
+    LINK_TARGET_FIELD_NUMBER: _ClassVar[int]
+    name: bytes
+    path: bytes
+    type: FileType
+    size: int
+    mode: int
+    uid: int
+    gid: int
+    mtime: int
+    link_target: bytes
+    def __init__(self, name: _Optional[bytes] = ..., path: _Optional[bytes] = ..., type: _Optional[_Union[FileType, str]] = ..., size: _Optional[int] = ..., mode: _Optional[int] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., mtime: _Optional[int] = ..., link_target: _Optional[bytes] = ...) -> None: ...
+
+class ListDirRequest(_message.Message):
+    __slots__ = ("sandbox_id", "path", "depth", "include_hidden", "user")
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_HIDDEN_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    path: bytes
+    depth: int
+    include_hidden: bool
+    user: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., path: _Optional[bytes] = ..., depth: _Optional[int] = ..., include_hidden: _Optional[bool] = ..., user: _Optional[str] = ...) -> None: ...
+
+class ListDirResponse(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[FileEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[FileEntry, _Mapping]]] = ...) -> None: ...
+
+class StatRequest(_message.Message):
+    __slots__ = ("sandbox_id", "path", "follow_links", "user")
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_LINKS_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    path: bytes
+    follow_links: bool
+    user: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., path: _Optional[bytes] = ..., follow_links: _Optional[bool] = ..., user: _Optional[str] = ...) -> None: ...
+
+class StatResponse(_message.Message):
+    __slots__ = ("entry",)
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    entry: FileEntry
+    def __init__(self, entry: _Optional[_Union[FileEntry, _Mapping]] = ...) -> None: ...
+
+class MakeDirRequest(_message.Message):
+    __slots__ = ("sandbox_id", "path", "parents", "mode", "user")
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    PARENTS_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    path: bytes
+    parents: bool
+    mode: int
+    user: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., path: _Optional[bytes] = ..., parents: _Optional[bool] = ..., mode: _Optional[int] = ..., user: _Optional[str] = ...) -> None: ...
+
+class MakeDirResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RemoveRequest(_message.Message):
+    __slots__ = ("sandbox_id", "path", "recursive", "user")
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    RECURSIVE_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    path: bytes
+    recursive: bool
+    user: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., path: _Optional[bytes] = ..., recursive: _Optional[bool] = ..., user: _Optional[str] = ...) -> None: ...
+
+class RemoveResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RenameRequest(_message.Message):
+    __slots__ = ("sandbox_id", "source", "destination", "overwrite", "user")
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    OVERWRITE_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    source: bytes
+    destination: bytes
+    overwrite: bool
+    user: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., source: _Optional[bytes] = ..., destination: _Optional[bytes] = ..., overwrite: _Optional[bool] = ..., user: _Optional[str] = ...) -> None: ...
+
+class RenameResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class WatchDirRequest(_message.Message):
+    __slots__ = ("sandbox_id", "path", "recursive", "user")
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    RECURSIVE_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    path: bytes
+    recursive: bool
+    user: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., path: _Optional[bytes] = ..., recursive: _Optional[bool] = ..., user: _Optional[str] = ...) -> None: ...
+
+class FileEvent(_message.Message):
+    __slots__ = ("type", "path", "old_path", "is_dir")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    OLD_PATH_FIELD_NUMBER: _ClassVar[int]
+    IS_DIR_FIELD_NUMBER: _ClassVar[int]
+    type: FileEventType
+    path: bytes
+    old_path: bytes
+    is_dir: bool
+    def __init__(self, type: _Optional[_Union[FileEventType, str]] = ..., path: _Optional[bytes] = ..., old_path: _Optional[bytes] = ..., is_dir: _Optional[bool] = ...) -> None: ...
+
+class WatchDirResponse(_message.Message):
+    __slots__ = ("event",)
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    event: FileEvent
+    def __init__(self, event: _Optional[_Union[FileEvent, _Mapping]] = ...) -> None: ...

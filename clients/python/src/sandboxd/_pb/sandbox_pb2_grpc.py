@@ -225,6 +225,36 @@ class SandboxServiceStub:
                 request_serializer=sandbox_dot_v1_dot_sandbox__pb2.PortForwardRequest.SerializeToString,
                 response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.PortForwardResponse.FromString,
                 _registered_method=True)
+        self.ListDir = channel.unary_stream(
+                '/sandbox.v1.SandboxService/ListDir',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.ListDirRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.ListDirResponse.FromString,
+                _registered_method=True)
+        self.Stat = channel.unary_unary(
+                '/sandbox.v1.SandboxService/Stat',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.StatRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.StatResponse.FromString,
+                _registered_method=True)
+        self.MakeDir = channel.unary_unary(
+                '/sandbox.v1.SandboxService/MakeDir',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.MakeDirRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.MakeDirResponse.FromString,
+                _registered_method=True)
+        self.Remove = channel.unary_unary(
+                '/sandbox.v1.SandboxService/Remove',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.RemoveRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.RemoveResponse.FromString,
+                _registered_method=True)
+        self.Rename = channel.unary_unary(
+                '/sandbox.v1.SandboxService/Rename',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.RenameRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.RenameResponse.FromString,
+                _registered_method=True)
+        self.WatchDir = channel.unary_stream(
+                '/sandbox.v1.SandboxService/WatchDir',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.WatchDirRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.WatchDirResponse.FromString,
+                _registered_method=True)
 
 
 class SandboxServiceServicer:
@@ -542,6 +572,53 @@ class SandboxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDir(self, request, context):
+        """--- files ---
+        The entries of an absolute directory (and below it, to `depth` levels), streamed in
+        batches; symbolic links are listed, never followed. Acted on as `user`, so the kernel's
+        permissions apply. Needs the sandbox's agent (FAILED_PRECONDITION on the docker engine).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Stat(self, request, context):
+        """One path's entry (of the link itself unless `follow_links`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MakeDir(self, request, context):
+        """Make a directory (`parents`: with missing parents, an existing directory is success).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Remove(self, request, context):
+        """Remove a file, link or empty directory (`recursive`: a whole tree).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Rename(self, request, context):
+        """Move a path within the sandbox (rename(2): the same filesystem only).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchDir(self, request, context):
+        """Changes below a directory as they happen (inotify in the agent). The first response has
+        no event: the watch is in place. A watcher that stops reading is ended with
+        RESOURCE_EXHAUSTED (never buffered without bound); so is one whose kernel queue overflowed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -734,6 +811,36 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.PortForward,
                     request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.PortForwardRequest.FromString,
                     response_serializer=sandbox_dot_v1_dot_sandbox__pb2.PortForwardResponse.SerializeToString,
+            ),
+            'ListDir': grpc.unary_stream_rpc_method_handler(
+                    servicer.ListDir,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.ListDirRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.ListDirResponse.SerializeToString,
+            ),
+            'Stat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Stat,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.StatRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.StatResponse.SerializeToString,
+            ),
+            'MakeDir': grpc.unary_unary_rpc_method_handler(
+                    servicer.MakeDir,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.MakeDirRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.MakeDirResponse.SerializeToString,
+            ),
+            'Remove': grpc.unary_unary_rpc_method_handler(
+                    servicer.Remove,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.RemoveRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.RemoveResponse.SerializeToString,
+            ),
+            'Rename': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rename,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.RenameRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.RenameResponse.SerializeToString,
+            ),
+            'WatchDir': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchDir,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.WatchDirRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.WatchDirResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1763,6 +1870,168 @@ class SandboxService:
             '/sandbox.v1.SandboxService/PortForward',
             sandbox_dot_v1_dot_sandbox__pb2.PortForwardRequest.SerializeToString,
             sandbox_dot_v1_dot_sandbox__pb2.PortForwardResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDir(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/ListDir',
+            sandbox_dot_v1_dot_sandbox__pb2.ListDirRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.ListDirResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Stat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/Stat',
+            sandbox_dot_v1_dot_sandbox__pb2.StatRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.StatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MakeDir(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/MakeDir',
+            sandbox_dot_v1_dot_sandbox__pb2.MakeDirRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.MakeDirResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Remove(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/Remove',
+            sandbox_dot_v1_dot_sandbox__pb2.RemoveRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.RemoveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rename(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/Rename',
+            sandbox_dot_v1_dot_sandbox__pb2.RenameRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.RenameResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchDir(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/WatchDir',
+            sandbox_dot_v1_dot_sandbox__pb2.WatchDirRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.WatchDirResponse.FromString,
             options,
             channel_credentials,
             insecure,
