@@ -47,6 +47,9 @@ pub enum ProviderError {
     /// A terminal session failed outside a normal process exit.
     #[error("pty session failed: {0}")]
     Pty(String),
+    /// The operation exists but not in this mode (for example snapshots in cluster mode).
+    #[error("{0}")]
+    Unimplemented(String),
     /// Any other docker failure.
     #[error("docker failed: {0}")]
     Docker(String),

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod service;
 pub mod snapshot_expiry;
 pub mod spec;
+pub mod swarm;
 pub mod terminal;
 
 pub use error::{ProviderError, Result};

@@ -136,6 +136,9 @@ pub struct Services {
     routes: Routes,
     health: HealthReporter,
     shutdown_tx: tokio::sync::watch::Sender<bool>,
+    /// Relays calls about sandboxes on other nodes (cluster mode); passes everything through
+    /// on a single host.
+    forward: crate::swarm::ForwardLayer,
 }
 
 /// How [`Services::serve_until`] serves its listener and what its shutdown does.
@@ -153,8 +156,30 @@ impl Services {
     /// [`Services::build`] over the Docker backend made from `config.docker`: the wiring the
     /// binary (and an in-process test or bench) uses.
     pub async fn build_docker(config: &FileConfig, auth_token: Option<String>) -> Result<Self, ServeError> {
+        if config.cluster.mode == crate::config::ClusterMode::Swarm {
+            return Self::build_swarm(config, auth_token).await;
+        }
         let backend: Arc<dyn SandboxBackend> = Arc::new(DockerProvider::new(config.docker.clone())?);
         Self::build(backend, config, auth_token).await
+    }
+
+    /// `cluster.mode: swarm`: the Swarm backend over this node's Docker backend, and the layer
+    /// that relays calls to the node a sandbox runs on. The operator key is the cluster token
+    /// the nodes call each other with, so it is required.
+    pub async fn build_swarm(config: &FileConfig, auth_token: Option<String>) -> Result<Self, ServeError> {
+        let token =
+            auth_token.clone().map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).ok_or_else(|| {
+                ServeError::Provider(crate::error::ProviderError::invalid(
+                "cluster.mode",
+                "swarm needs --auth-token-file: its key is the cluster token the nodes present to each other",
+            ))
+            })?;
+        let backend =
+            crate::swarm::SwarmBackend::new(config.docker.clone(), config.cluster.clone(), token).await?;
+        let swarm = backend.swarm().clone();
+        let mut services = Self::build(Arc::new(backend), config, auth_token).await?;
+        services.forward = crate::swarm::ForwardLayer::new(Some(swarm));
+        Ok(services)
     }
 
     /// The lease store, the lifecycle over `backend` and the gRPC services over them; health
@@ -208,7 +233,14 @@ impl Services {
             ))
             .add_service(InterceptedService::new(reflection_v1, intercept.clone()))
             .add_service(InterceptedService::new(reflection_v1alpha, intercept));
-        Ok(Self { lifecycle, policy: config.server.clone(), routes, health: health_reporter, shutdown_tx })
+        Ok(Self {
+            lifecycle,
+            policy: config.server.clone(),
+            routes,
+            health: health_reporter,
+            shutdown_tx,
+            forward: crate::swarm::ForwardLayer::default(),
+        })
     }
 
     /// What this process owns (the sandboxes it created) above the backend.
@@ -237,7 +269,7 @@ impl Services {
         settings: ServeSettings,
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) -> Result<(), ServeError> {
-        let Services { lifecycle, policy, routes, health: health_reporter, shutdown_tx } = self;
+        let Services { lifecycle, policy, routes, health: health_reporter, shutdown_tx, forward } = self;
         let sweeper =
             tokio::spawn(sweep_forever(lifecycle.clone(), policy.sweep_interval, shutdown_tx.subscribe()));
         if let Some(ttl) = policy.snapshot_ttl {
@@ -301,6 +333,7 @@ impl Services {
             )))
             .layer(crate::metrics::RpcLayer)
             .layer(super::stream_limit::StreamLimitLayer::new(policy.limits.max_streams_per_connection))
+            .layer(forward)
             .add_routes(routes)
             .serve_with_incoming_shutdown(incoming, shutdown_signal);
         let drain_timer = async {

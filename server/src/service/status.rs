@@ -21,6 +21,7 @@ impl From<ProviderError> for Status {
             ProviderError::ResourceExhausted(_) => Code::ResourceExhausted,
             ProviderError::Unavailable(_) => Code::Unavailable,
             ProviderError::Timeout(_) => Code::DeadlineExceeded,
+            ProviderError::Unimplemented(_) => Code::Unimplemented,
             ProviderError::Docker(_) | ProviderError::Io(_) => Code::Internal,
         };
         Status::new(code, err.to_string())
