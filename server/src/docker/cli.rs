@@ -225,7 +225,10 @@ impl ContainerAliases {
     /// `args` with every alias swapped for its container (`ALIAS:path` only in `docker cp`).
     pub fn apply(&self, args: &[String]) -> Vec<String> {
         let Ok(names) = self.names.read() else { return args.to_vec() };
-        if names.is_empty() {
+        // Swarm's own nouns name the service, whose name the sandbox id is.
+        let swarm_noun =
+            args.first().is_some_and(|a| ["service", "node", "swarm", "info"].contains(&a.as_str()));
+        if names.is_empty() || swarm_noun {
             return args.to_vec();
         }
         let copy = args.first().is_some_and(|a| a == "cp");
@@ -532,6 +535,7 @@ mod alias_tests {
             args(&["cp", "c0ffee:/a:b", "-"])
         );
         // A filter or label naming the id is not a container reference.
+        assert_eq!(aliases.apply(&args(&["service", "rm", id])), args(&["service", "rm", id]));
         let filter = format!("label=x={id}");
         assert_eq!(aliases.apply(&args(&["ps", "--filter", &filter])), args(&["ps", "--filter", &filter]));
         aliases.remove(id);

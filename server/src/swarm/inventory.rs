@@ -112,13 +112,22 @@ impl SwarmBackend {
     pub(super) async fn list_services(&self, query: &ListQuery) -> Result<ListPage> {
         crate::metadata::validate_metadata("labels", &query.labels)?;
         let (services, tasks) = self.listed(query).await?;
+        // A sandbox on a node Swarm reads as down is `Unknown`: nobody can ask its daemon.
+        let mut down = std::collections::BTreeSet::new();
+        let nodes: std::collections::BTreeSet<&str> = tasks.iter().map(|t| t.node.as_str()).collect();
+        for node in nodes.into_iter().filter(|n| !n.is_empty()) {
+            if self.swarm.node(node).await.is_ok_and(|n| n.is_down()) {
+                down.insert(node.to_string());
+            }
+        }
         let found = services
             .into_iter()
             .filter(|s| SandboxId::has_valid_shape(&s.id))
             .map(|s| {
                 let task = tasks.iter().find(|t| t.service == s.id);
+                let on_down_node = task.is_some_and(|t| down.contains(&t.node));
                 SandboxSummary {
-                    status: task_status(task),
+                    status: if on_down_node { SandboxStatus::Unknown } else { task_status(task) },
                     expires_at_unix_ms: s.labels.get(lease::EXPIRES_LABEL).and_then(|v| v.parse().ok()),
                     reserved_millicpus: s
                         .labels
