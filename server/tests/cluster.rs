@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use sandboxd_client::{spec, Client, ListOptions, PtySpec, Sandbox, SandboxStatus};
+use sandboxd_client::{spec, Client, ExecEvent, ExecOptions, ListOptions, PtySpec, Sandbox, SandboxStatus};
 use testkit::cluster::{ClusterNode, TestCluster};
 use testkit::images;
 
@@ -131,7 +131,54 @@ fn a_swarm_of_three_answers_for_every_sandbox_from_every_node() {
         session.write(b"exit 3\n").await.unwrap();
         assert_eq!(session.wait_exit(T).await.unwrap(), 3);
 
-        // List is cluster-wide, from every node.
+        // A server stream through a node that does not own the sandbox, in order, exit last.
+        let mut stream =
+            via1.exec_stream("echo out; echo err >&2; exit 4", ExecOptions::default()).await.unwrap();
+        let (mut out, mut err_bytes, mut exit) = (Vec::new(), Vec::new(), None);
+        while let Some(event) = stream.next().await.unwrap() {
+            match event {
+                ExecEvent::Stdout(b) => out.extend(b),
+                ExecEvent::Stderr(b) => err_bytes.extend(b),
+                ExecEvent::Exit(e) => exit = Some(e.return_code),
+            }
+        }
+        assert_eq!((out.as_slice(), err_bytes.as_slice(), exit), (&b"out\n"[..], &b"err\n"[..], Some(4)));
+
+        // The caller's deadline travels with the relayed call.
+        let mut request = tonic::Request::new(sandboxd_client::proto::ExecRequest {
+            sandbox_id: far.clone(),
+            command: "sleep 20".into(),
+            ..Default::default()
+        });
+        request.set_timeout(Duration::from_secs(2));
+        let started = Instant::now();
+        let status = clients[0].raw().exec(request).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::DeadlineExceeded, "{status:?}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+
+        // A node the operator pauses gets no new sandboxes; the ones it has work on.
+        let paused = &cluster.nodes[1];
+        let update = |availability: &str| {
+            let out =
+                cluster.nodes[0].docker(&["node", "update", "--availability", availability, &paused.name]);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        };
+        update("pause");
+        let mut extra = Vec::new();
+        for _ in 0..3 {
+            extra.push(Sandbox::start(entry, spec(images::BUSYBOX)).await.unwrap());
+        }
+        let placed_now = placements(&cluster.nodes[0]);
+        for s in &extra {
+            assert_ne!(placed_now.get(s.id()), Some(&paused.name), "placed on the paused node");
+        }
+        assert_eq!(via3.exec("echo on-paused").await.unwrap().stdout_str(), "on-paused\n");
+        for s in extra {
+            s.stop().await.unwrap();
+        }
+        update("active");
+
+        // List is cluster-wide, from every node (the closed extra ones gone from it).
         for client in &clients {
             let mut options = ListOptions::default();
             options.labels.insert("run".into(), "cluster".into());
