@@ -244,3 +244,73 @@ fn a_swarm_of_three_answers_for_every_sandbox_from_every_node() {
     assert!(cluster.down(), "cluster-down.sh failed");
     assert_eq!(cluster.leftovers(), Vec::<String>::new());
 }
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Bench rows (run on demand, with the binary the cluster runs):
+/// `SANDBOXD_CLUSTER_BIN=target/release/sandboxd cargo test -p sandboxd --test cluster figures -- --ignored --nocapture`.
+/// Exec through a node that relays vs on the owning node, a create placed by Swarm vs a
+/// `docker run -d` on one node's daemon, and where 24 creates through one entry node land.
+#[test]
+#[ignore]
+fn figures() {
+    images::ensure_images().expect("test images");
+    let bin = std::env::var_os("SANDBOXD_CLUSTER_BIN").map(std::path::PathBuf::from);
+    let bin = bin.as_deref().unwrap_or(sandboxd_bin());
+    let cluster = TestCluster::up_with(3, bin, &[("SANDBOXD_CLUSTER_IMAGES", images::BUSYBOX)]);
+    let token = cluster.token();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut clients = Vec::new();
+        for node in &cluster.nodes {
+            clients.push(Client::connect_with_token(node.url(), token.clone()).await.unwrap());
+        }
+        let mut creates = Vec::new();
+        let mut ids = Vec::new();
+        for _ in 0..24 {
+            let start = Instant::now();
+            let sandbox = Sandbox::start(&clients[0], spec(images::BUSYBOX)).await.unwrap();
+            creates.push(start.elapsed());
+            ids.push(sandbox.id().to_string());
+        }
+        let placed = placements(&cluster.nodes[0]);
+        let mut per_node: BTreeMap<&str, usize> = BTreeMap::new();
+        for id in &ids {
+            *per_node.entry(placed[id].as_str()).or_default() += 1;
+        }
+        let mut runs = Vec::new();
+        for i in 0..10 {
+            let name = format!("figures-run-{i}");
+            let start = Instant::now();
+            let out = cluster.nodes[0].docker(&["run", "-d", "--name", &name, images::BUSYBOX, "sleep", "600"]);
+            runs.push(start.elapsed());
+            assert!(out.status.success());
+            cluster.nodes[0].docker(&["rm", "-f", &name]);
+        }
+        let far = ids.iter().find(|id| placed[id.as_str()] == cluster.nodes[1].name).unwrap();
+        let owner = Sandbox::connect(&clients[1], far.as_str()).await.unwrap();
+        let relay = Sandbox::connect(&clients[0], far.as_str()).await.unwrap();
+        let (mut direct, mut relayed) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            owner.exec("true").await.unwrap();
+            relay.exec("true").await.unwrap();
+        }
+        for _ in 0..40 {
+            let start = Instant::now();
+            owner.exec("true").await.unwrap();
+            direct.push(start.elapsed());
+            let start = Instant::now();
+            relay.exec("true").await.unwrap();
+            relayed.push(start.elapsed());
+        }
+        let (d, r) = (median(direct), median(relayed));
+        println!("exec `true` on the owning node: median {d:?}; through a relaying node: median {r:?}; ratio {:.2}", r.as_secs_f64() / d.as_secs_f64());
+        let (c, run) = (median(creates), median(runs));
+        println!("create placed by Swarm (through node 1): median {c:?}; docker run -d on one node: median {run:?}; ratio {:.2}", c.as_secs_f64() / run.as_secs_f64());
+        println!("24 creates through node 1 landed: {per_node:?}");
+    });
+    assert!(cluster.down());
+}
