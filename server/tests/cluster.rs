@@ -234,6 +234,11 @@ fn a_swarm_of_three_answers_for_every_sandbox_from_every_node() {
                 }
             }
         }
+        // List still answers for the whole cluster; the lost node's sandboxes are UNKNOWN.
+        let listed = clients[0].list_all(ListOptions::default()).await.unwrap();
+        let status_of = |id: &str| listed.iter().find(|s| s.sandbox_id == id).map(|s| s.status);
+        assert_eq!(status_of(&lost), Some(SandboxStatus::Unknown), "{listed:?}");
+        assert_eq!(status_of(&kept), Some(SandboxStatus::Running), "{listed:?}");
         for via in [0, 1] {
             let sandbox = Sandbox::connect(&clients[via], kept.as_str()).await.unwrap();
             let out = sandbox.exec("echo still-here").await.unwrap();
