@@ -78,9 +78,7 @@ impl SwarmBackend {
             let tasks = self.swarm.tasks(&[id.to_string()]).await?;
             if let Some(task) = tasks.iter().find(|t| t.service == id) {
                 if task.current == "running" && !task.node.is_empty() {
-                    if let Some(p) = self.swarm.locate(id).await? {
-                        return Ok(p);
-                    }
+                    return self.swarm.placed(id, &task.node).await;
                 }
                 if FINAL_STATES.contains(&task.current.as_str()) {
                     return Err(ProviderError::Create(format!(

@@ -217,9 +217,17 @@ impl Swarm {
     /// Where sandbox `id` runs; `None` when Swarm has no such sandbox (or has not placed it).
     pub async fn locate(&self, id: &str) -> Result<Option<Placement>> {
         let Some(hostname) = self.node_of(id).await? else { return Ok(None) };
-        let node = self.node(&hostname).await?;
+        self.placed(id, &hostname).await.map(Some)
+    }
+
+    /// Sandbox `id` runs on node `hostname` (its task says so): remembered, and that node.
+    pub async fn placed(&self, id: &str, hostname: &str) -> Result<Placement> {
+        if let Ok(mut owners) = self.owners.lock() {
+            owners.insert(id.to_string(), hostname.to_string());
+        }
+        let node = self.node(hostname).await?;
         let local = node.id == self.self_id;
-        Ok(Some(Placement { node, local }))
+        Ok(Placement { node, local })
     }
 
     /// Forget a removed sandbox's node.
