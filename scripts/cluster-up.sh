@@ -18,6 +18,8 @@
 #   SANDBOXD_BIN             the sandboxd binary (default target/release/sandboxd, else debug)
 #   SANDBOXD_CLUSTER_CONFIG  a YAML fragment appended to every node's sandboxd config
 #   SANDBOXD_CLUSTER_PORT    first loopback port on the host (default 50150: node i gets +i)
+#   SANDBOXD_CLUSTER_MODE    the sandboxds' cluster.mode: swarm (default: one service answers for
+#                            every node's sandboxes) or single (each node on its own)
 #
 # Why namespaces and private daemons: the machine's own daemon is never touched (never put in
 # swarm mode); each test host has its own containerd, socket, data root, exec root, hostname and
@@ -32,6 +34,8 @@ N="${1:-3}"
 [[ "$N" =~ ^[1-9][0-9]?$ && "$N" -le 20 ]] || die "N must be a number of nodes from 1 to 20, got '$N'"
 IMAGES="${SANDBOXD_CLUSTER_IMAGES:-sandboxd-test/busybox:1 sandboxd-test/bash:1 sandboxd-test/nonroot:1 sandboxd-test/readonly:1}"
 FIRST_PORT="${SANDBOXD_CLUSTER_PORT:-50150}"
+MODE="${SANDBOXD_CLUSTER_MODE:-swarm}"
+[[ "$MODE" == swarm || "$MODE" == single ]] || die "SANDBOXD_CLUSTER_MODE must be swarm or single, got '$MODE'"
 
 if [[ -z "${SANDBOXD_BIN:-}" ]]; then
   if [[ -x "$REPO_ROOT/target/release/sandboxd" ]]; then
@@ -154,9 +158,13 @@ for i in $(seq 1 "$N"); do
   addr="$(node_addr "$i")"
   host_port=$((FIRST_PORT + i))
   mkdir -p "$dir/state"
+  # In swarm mode the token below is also the cluster token the nodes call each other with.
   cat >"$dir/sandboxd.yaml" <<EOF
 server:
   state_dir: $dir/state
+cluster:
+  mode: $MODE
+  peer_port: $SANDBOXD_PORT
 EOF
   if [[ -n "${SANDBOXD_CLUSTER_CONFIG:-}" ]]; then
     printf '%s\n' "$SANDBOXD_CLUSTER_CONFIG" >>"$dir/sandboxd.yaml"

@@ -189,13 +189,21 @@ pub trait SandboxBackend: Send + Sync + 'static {
     async fn logs(&self, id: &SandboxId, options: crate::logs::LogOptions) -> Result<crate::logs::LogStream>;
 
     /// The sandbox's address on its `spec.network` (or on the network it runs on).
-    async fn network_address(&self, id: &SandboxId) -> Result<crate::runtime::NetworkAddress>;
+    async fn network_address(&self, id: &SandboxId) -> Result<crate::runtime::NetworkAddress> {
+        Err(ProviderError::Unimplemented(format!("this backend does not tell the network address of {id}")))
+    }
 
     /// The named volumes this service owns for `tenant` (`None`: the tenant-less ones).
-    async fn list_volumes(&self, tenant: Option<&str>) -> Result<Vec<crate::runtime::VolumeInfo>>;
+    async fn list_volumes(&self, tenant: Option<&str>) -> Result<Vec<crate::runtime::VolumeInfo>> {
+        let _ = tenant;
+        Err(ProviderError::Unimplemented("this backend has no named volumes".into()))
+    }
 
     /// Remove `tenant`'s volume `name`; gone is success, one a sandbox mounts is `InUse`.
-    async fn delete_volume(&self, tenant: Option<&str>, name: &str) -> Result<()>;
+    async fn delete_volume(&self, tenant: Option<&str>, name: &str) -> Result<()> {
+        let _ = (tenant, name);
+        Err(ProviderError::Unimplemented("this backend has no named volumes".into()))
+    }
     // --- events and usage ---
 
     /// Where the lifecycle events of the sandboxes this service owns are published (`Watch`),

@@ -29,7 +29,8 @@ fn node_list(node: &ClusterNode) -> Vec<(String, String, String)> {
 #[test]
 fn cluster_up_forms_a_swarm_whose_nodes_serve_and_down_leaves_nothing() {
     images::ensure_images().expect("test images");
-    let cluster = TestCluster::up(3, sandboxd_bin());
+    // Each node on its own: this test is about the scripts (cluster mode is `cluster.rs`'s).
+    let cluster = TestCluster::up_with(3, sandboxd_bin(), &[("SANDBOXD_CLUSTER_MODE", "single")]);
 
     let names: Vec<&str> = cluster.nodes.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(names, [1, 2, 3].map(|i| format!("{}-n{i}", cluster.name)));

@@ -189,6 +189,63 @@ pub struct DockerCli {
     /// Added to the client's environment: env values travel here (`--env KEY` on the argv),
     /// never on a command line every host user can read.
     env: Arc<Vec<(String, String)>>,
+    /// Sandbox ids that name a container of another name (a Swarm task's), shared by every
+    /// copy of this CLI.
+    aliases: Arc<ContainerAliases>,
+}
+
+/// Sandbox id -> the container that answers to it. A Swarm task's container is named
+/// `<service>.<slot>.<task>` by Swarm and must keep that name (Swarm's executor finds its
+/// containers by it), so the id every argv builder passes is swapped for the container's id
+/// here, the one place a docker command line is started: an argument that is exactly an alias,
+/// or `ALIAS:path` (`docker cp`). Empty on a single host.
+#[derive(Debug, Default)]
+pub struct ContainerAliases {
+    names: std::sync::RwLock<std::collections::HashMap<String, String>>,
+}
+
+impl ContainerAliases {
+    /// `id` now means `container` on this daemon.
+    pub fn insert(&self, id: &str, container: &str) {
+        if let Ok(mut names) = self.names.write() {
+            names.insert(id.to_string(), container.to_string());
+        }
+    }
+
+    pub fn remove(&self, id: &str) {
+        if let Ok(mut names) = self.names.write() {
+            names.remove(id);
+        }
+    }
+
+    pub fn get(&self, id: &str) -> Option<String> {
+        self.names.read().ok().and_then(|n| n.get(id).cloned())
+    }
+
+    /// `args` with every alias swapped for its container (`ALIAS:path` only in `docker cp`).
+    pub fn apply(&self, args: &[String]) -> Vec<String> {
+        let Ok(names) = self.names.read() else { return args.to_vec() };
+        // Swarm's own nouns name the service, whose name the sandbox id is.
+        let swarm_noun =
+            args.first().is_some_and(|a| ["service", "node", "swarm", "info"].contains(&a.as_str()));
+        if names.is_empty() || swarm_noun {
+            return args.to_vec();
+        }
+        let copy = args.first().is_some_and(|a| a == "cp");
+        args.iter()
+            .map(|arg| {
+                if let Some(container) = names.get(arg) {
+                    return container.clone();
+                }
+                if let Some((head, path)) = arg.split_once(':').filter(|_| copy) {
+                    if let Some(container) = names.get(head) {
+                        return format!("{container}:{path}");
+                    }
+                }
+                arg.clone()
+            })
+            .collect()
+    }
 }
 
 impl DockerCli {
@@ -205,7 +262,13 @@ impl DockerCli {
             control: pool(sizes.control),
             transfer: pool(sizes.transfer),
         };
-        Self { binary, pools: Arc::new(pools), pool: Pool::Exec, env: Arc::default() }
+        Self {
+            binary,
+            pools: Arc::new(pools),
+            pool: Pool::Exec,
+            env: Arc::default(),
+            aliases: Arc::default(),
+        }
     }
 
     /// The same CLI, counting its commands against `pool`.
@@ -216,6 +279,11 @@ impl DockerCli {
     /// The same CLI, its clients started with `env` added to their environment.
     pub fn with_env(&self, env: Vec<(String, String)>) -> Self {
         Self { env: Arc::new(env), ..self.clone() }
+    }
+
+    /// The sandbox ids this CLI swaps for their containers' ids.
+    pub fn aliases(&self) -> &Arc<ContainerAliases> {
+        &self.aliases
     }
 
     fn semaphore(&self) -> &Arc<Semaphore> {
@@ -256,7 +324,10 @@ impl DockerCli {
 
     fn command(&self, args: &[String]) -> Command {
         let mut cmd = Command::new(&self.binary);
-        cmd.args(args).envs(self.env.iter().map(|(k, v)| (k, v))).process_group(0).kill_on_drop(true);
+        cmd.args(self.aliases.apply(args))
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .process_group(0)
+            .kill_on_drop(true);
         reset_signal_dispositions(cmd.as_std_mut());
         cmd
     }
@@ -443,4 +514,31 @@ async fn read_all<R: tokio::io::AsyncRead + Unpin>(reader: Option<&mut R>, limit
 pub fn exit_code(status: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
     status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+#[cfg(test)]
+mod alias_tests {
+    use super::ContainerAliases;
+
+    #[test]
+    fn an_alias_replaces_whole_arguments_and_cp_sources_only() {
+        let aliases = ContainerAliases::default();
+        let id = "sandboxd-0123456789abcdef0123456789abcdef";
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(aliases.apply(&args(&["exec", id, "true"])), args(&["exec", id, "true"]));
+        aliases.insert(id, "c0ffee");
+        assert_eq!(aliases.apply(&args(&["exec", id, "true"])), args(&["exec", "c0ffee", "true"]));
+        let typed = format!("{id}:x");
+        assert_eq!(aliases.apply(&args(&["exec", id, &typed])), args(&["exec", "c0ffee", &typed]));
+        assert_eq!(
+            aliases.apply(&args(&["cp", &format!("{id}:/a:b"), "-"])),
+            args(&["cp", "c0ffee:/a:b", "-"])
+        );
+        // A filter or label naming the id is not a container reference.
+        assert_eq!(aliases.apply(&args(&["service", "rm", id])), args(&["service", "rm", id]));
+        let filter = format!("label=x={id}");
+        assert_eq!(aliases.apply(&args(&["ps", "--filter", &filter])), args(&["ps", "--filter", &filter]));
+        aliases.remove(id);
+        assert_eq!(aliases.apply(&args(&["exec", id])), args(&["exec", id]));
+    }
 }

@@ -141,6 +141,9 @@ pub struct Services {
     shutdown_tx: tokio::sync::watch::Sender<bool>,
     /// Egress policies: their domains are resolved again while serving.
     egress: Arc<crate::egress::Egress>,
+    /// Relays calls about sandboxes on other nodes (cluster mode); passes everything through
+    /// on a single host.
+    forward: crate::swarm::ForwardLayer,
 }
 
 /// How [`Services::serve_until`] serves its listener and what its shutdown does.
@@ -158,10 +161,32 @@ impl Services {
     /// [`Services::build`] over the Docker backend made from `config.docker`: the wiring the
     /// binary (and an in-process test or bench) uses.
     pub async fn build_docker(config: &FileConfig, auth_token: Option<String>) -> Result<Self, ServeError> {
+        if config.cluster.mode == crate::config::ClusterMode::Swarm {
+            return Self::build_swarm(config, auth_token).await;
+        }
         let provider = DockerProvider::new_in(config.docker.clone(), config.server.state_dir())?;
         provider.set_pty_retain_bytes(config.server.pty.retain_bytes);
         let backend: Arc<dyn SandboxBackend> = Arc::new(provider);
         Self::build(backend, config, auth_token).await
+    }
+
+    /// `cluster.mode: swarm`: the Swarm backend over this node's Docker backend, and the layer
+    /// that relays calls to the node a sandbox runs on. The operator key is the cluster token
+    /// the nodes call each other with, so it is required.
+    pub async fn build_swarm(config: &FileConfig, auth_token: Option<String>) -> Result<Self, ServeError> {
+        let token =
+            auth_token.clone().map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).ok_or_else(|| {
+                ServeError::Provider(crate::error::ProviderError::invalid(
+                "cluster.mode",
+                "swarm needs --auth-token-file: its key is the cluster token the nodes present to each other",
+            ))
+            })?;
+        let backend =
+            crate::swarm::SwarmBackend::new(config.docker.clone(), config.cluster.clone(), token).await?;
+        let swarm = backend.swarm().clone();
+        let mut services = Self::build(Arc::new(backend), config, auth_token).await?;
+        services.forward = crate::swarm::ForwardLayer::new(Some(swarm));
+        Ok(services)
     }
 
     /// The lease store, the lifecycle over `backend` and the gRPC services over them; health
@@ -243,6 +268,7 @@ impl Services {
             health: health_reporter,
             shutdown_tx,
             egress,
+            forward: crate::swarm::ForwardLayer::default(),
         })
     }
 
@@ -272,8 +298,16 @@ impl Services {
         settings: ServeSettings,
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) -> Result<(), ServeError> {
-        let Services { lifecycle, pools, policy, routes, health: health_reporter, shutdown_tx, egress } =
-            self;
+        let Services {
+            lifecycle,
+            pools,
+            policy,
+            routes,
+            health: health_reporter,
+            shutdown_tx,
+            egress,
+            forward,
+        } = self;
         let refresher =
             tokio::spawn(egress.refresh_forever(lifecycle.backend().clone(), shutdown_tx.subscribe()));
         let sweeper =
@@ -347,6 +381,7 @@ impl Services {
             )))
             .layer(crate::metrics::RpcLayer)
             .layer(super::stream_limit::StreamLimitLayer::new(policy.limits.max_streams_per_connection))
+            .layer(forward)
             .add_routes(routes)
             .serve_with_incoming_shutdown(incoming, shutdown_signal);
         let drain_timer = async {

@@ -117,7 +117,8 @@ pub(crate) async fn open_terminal(
     let span = tracing::info_span!("pty", sandbox_id = %name, session_id = %session_id);
     span.in_scope(|| tracing::info!(cmd = %mask::masked(&cli.argv(&args)), "opening pty session"));
     spawn(SpawnOptions {
-        argv: cli.argv(&args),
+        // Spawned on a pty of its own, not through `DockerCli::command`: the aliases apply here.
+        argv: cli.argv(&cli.aliases().apply(&args)),
         env,
         use_pty: spec.mode == TerminalMode::Pty,
         rows: spec.rows,

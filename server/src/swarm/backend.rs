@@ -1,0 +1,265 @@
+//! `SwarmBackend`: the backend of `cluster.mode: swarm`. It wraps this node's Docker backend:
+//! creates, `List`, `Close` and the sweep go through Swarm (any manager answers them for the
+//! whole cluster); every call about one sandbox that reaches this backend is about a sandbox
+//! on this node (the forwarding layer sent the others away), and is the docker backend's, on
+//! the task's container (its sandbox id is made an alias of that container for the docker CLI).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::argv;
+use super::placement::Swarm;
+use crate::backend::{CreatePlan, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource};
+use crate::branching::{DiffEntry, Forked, SnapshotInfo};
+use crate::config::{ClusterSection, DockerConfig};
+use crate::docker::cli::{DockerCli, Pool};
+use crate::docker::failure::CliError;
+use crate::docker::DockerProvider;
+use crate::error::{ProviderError, Result};
+use crate::inventory::{ListPage, ListQuery};
+use crate::lease::{LeaseStore, SweepReason, SweepReport};
+use crate::spec::{
+    ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
+    SandboxSpec, SandboxStatus,
+};
+
+/// Snapshots and forks are images on one node, and there is no registry to move them through.
+const NO_SNAPSHOTS: &str = "snapshots and forks are not available in cluster mode (cluster.mode swarm): a \
+                            snapshot is an image on one node and there is no registry to move it through";
+
+/// The cluster backend over this node's Docker backend.
+pub struct SwarmBackend {
+    pub(super) local: Arc<DockerProvider>,
+    pub(super) swarm: Arc<Swarm>,
+    pub(super) cli: DockerCli,
+    pub(super) docker_config: DockerConfig,
+    pub(super) cluster: ClusterSection,
+}
+
+impl SwarmBackend {
+    /// This node's docker backend on the `docker` exec engine (a Swarm task has no agent
+    /// socket: its host directory would have to exist on whichever node Swarm picks), and the
+    /// swarm it is a manager of; `token` is the cluster token (the operator key).
+    pub async fn new(mut docker: DockerConfig, cluster: ClusterSection, token: String) -> Result<Self> {
+        argv::check_config(&docker.create)
+            .map_err(|e| ProviderError::invalid(format!("docker.{}", e.field), e.message))?;
+        docker.exec.engine = crate::config::ExecEngineKind::Docker;
+        let local = Arc::new(DockerProvider::new(docker.clone())?);
+        let cli = local.cli().in_pool(Pool::Control);
+        let swarm = Arc::new(Swarm::join(cli.clone(), &cluster, token).await?);
+        Ok(Self { local, swarm, cli, docker_config: docker, cluster })
+    }
+
+    pub fn swarm(&self) -> &Arc<Swarm> {
+        &self.swarm
+    }
+
+    /// Makes `id` name its task's container on this daemon; `SandboxNotFound` when it has none
+    /// here.
+    pub(super) async fn alias(&self, id: &str) -> Result<()> {
+        if !SandboxId::has_valid_shape(id) {
+            return Err(ProviderError::SandboxNotFound(id.into()));
+        }
+        let aliases = self.cli.aliases();
+        if aliases.get(id).is_some() {
+            return Ok(());
+        }
+        let out = self.swarm.docker(argv::local_task_container_args(id)).await?;
+        match out.stdout_text().lines().map(str::trim).find(|l| !l.is_empty()) {
+            Some(container) => {
+                aliases.insert(id, container);
+                Ok(())
+            }
+            None => Err(ProviderError::SandboxNotFound(id.into())),
+        }
+    }
+
+    /// `docker service rm`; already gone is success. Forgets the alias and placement.
+    pub(super) async fn remove_service(&self, id: &str) -> bool {
+        let removed = match self.swarm.docker(argv::service_rm_args(&[id.to_string()])).await {
+            Ok(_) => true,
+            Err(CliError::Failed(f)) if f.stderr.to_ascii_lowercase().contains("not found") => true,
+            Err(e) => {
+                tracing::warn!(sandbox_id = %id, error = %e, "docker service rm failed");
+                false
+            }
+        };
+        if removed {
+            self.cli.aliases().remove(id);
+            self.swarm.forget(id);
+        }
+        removed
+    }
+
+    /// A handle from the service's labels, for a sandbox on another node (the entry node's
+    /// authorization reads its tenant).
+    async fn remote_handle(&self, id: &str) -> Result<SandboxHandle> {
+        let services = self.inspect_services(&[id.to_string()]).await?;
+        let Some(s) = services.into_iter().find(|s| s.id == id) else {
+            return Err(ProviderError::SandboxNotFound(id.into()));
+        };
+        Ok(SandboxHandle {
+            sandbox_id: id.to_string(),
+            image: s.image,
+            shell: "sh".into(),
+            ports: s.ports,
+            workdir: s.workdir,
+            metadata: s.metadata,
+            tenant: s.tenant,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl SandboxBackend for SwarmBackend {
+    async fn create_planned(&self, spec: &SandboxSpec, plan: &CreatePlan) -> Result<SandboxHandle> {
+        self.create_in_swarm(spec, plan).await
+    }
+
+    async fn sweep(&self, leases: &LeaseStore) -> Result<SweepReport> {
+        self.sweep_services(leases).await
+    }
+
+    async fn ping(&self) -> Result<()> {
+        SandboxBackend::ping(&*self.local).await
+    }
+
+    async fn lookup(&self, id: &SandboxId) -> Result<SandboxHandle> {
+        match self.alias(id.as_str()).await {
+            Ok(()) => SandboxBackend::lookup(&*self.local, id).await,
+            Err(ProviderError::SandboxNotFound(_)) => self.remote_handle(id.as_str()).await,
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn connect(&self, descriptor: &SandboxDescriptor) -> Result<SandboxHandle> {
+        self.alias(&descriptor.sandbox_id).await?;
+        SandboxBackend::connect(&*self.local, descriptor).await
+    }
+
+    async fn exec(&self, handle: &SandboxHandle, command: &str, params: &ExecParams) -> Result<ExecResult> {
+        self.alias(&handle.sandbox_id).await?;
+        SandboxBackend::exec(&*self.local, handle, command, params).await
+    }
+
+    async fn exec_stream(
+        &self,
+        handle: &SandboxHandle,
+        command: &str,
+        params: &ExecParams,
+    ) -> Result<ExecStream> {
+        self.alias(&handle.sandbox_id).await?;
+        SandboxBackend::exec_stream(&*self.local, handle, command, params).await
+    }
+
+    async fn upload(
+        &self,
+        handle: &SandboxHandle,
+        source: UploadSource<'_>,
+        size: u64,
+        path: &str,
+        mode: Option<u32>,
+    ) -> Result<u64> {
+        self.alias(&handle.sandbox_id).await?;
+        SandboxBackend::upload(&*self.local, handle, source, size, path, mode).await
+    }
+
+    async fn download(&self, handle: &SandboxHandle, path: &str) -> Result<Box<dyn FileDownload>> {
+        self.alias(&handle.sandbox_id).await?;
+        SandboxBackend::download(&*self.local, handle, path).await
+    }
+
+    async fn status(&self, id: &SandboxId) -> Result<SandboxStatus> {
+        match self.alias(id.as_str()).await {
+            Ok(()) => SandboxBackend::status(&*self.local, id).await,
+            Err(ProviderError::SandboxNotFound(_)) => self.service_status(id.as_str()).await,
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn endpoint(&self, handle: &SandboxHandle, port: u16) -> Result<SandboxEndpoint> {
+        self.alias(&handle.sandbox_id).await?;
+        SandboxBackend::endpoint(&*self.local, handle, port).await
+    }
+
+    async fn close(&self, id: &SandboxId) -> Result<()> {
+        if !self.remove_service(id.as_str()).await {
+            return Err(ProviderError::Unavailable(format!("Swarm did not remove the service of {id}")));
+        }
+        Ok(())
+    }
+
+    async fn open_terminal(
+        &self,
+        handle: &SandboxHandle,
+        spec: &PtySpec,
+    ) -> Result<Arc<dyn TerminalSession>> {
+        self.alias(&handle.sandbox_id).await?;
+        SandboxBackend::open_terminal(&*self.local, handle, spec).await
+    }
+
+    async fn close_terminals(&self) {
+        SandboxBackend::close_terminals(&*self.local).await
+    }
+
+    async fn list(&self, query: &ListQuery) -> Result<ListPage> {
+        self.list_services(query).await
+    }
+
+    fn default_exec_timeout(&self) -> Option<Duration> {
+        SandboxBackend::default_exec_timeout(&*self.local)
+    }
+
+    fn shutdown(&self) {
+        SandboxBackend::shutdown(&*self.local)
+    }
+
+    async fn snapshot(&self, _: &SandboxId, _: &BTreeMap<String, String>, _: usize) -> Result<SnapshotInfo> {
+        Err(ProviderError::Unimplemented(NO_SNAPSHOTS.into()))
+    }
+
+    async fn list_snapshots(&self, _: &BTreeMap<String, String>) -> Result<Vec<SnapshotInfo>> {
+        Err(ProviderError::Unimplemented(NO_SNAPSHOTS.into()))
+    }
+
+    async fn delete_snapshot(&self, _: &str) -> Result<()> {
+        Err(ProviderError::Unimplemented(NO_SNAPSHOTS.into()))
+    }
+
+    async fn remove_expired_snapshots(&self, _: Duration) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
+    async fn fork(&self, _: &SandboxId, _: u32, _: &BTreeMap<String, String>, _: usize) -> Result<Forked> {
+        Err(ProviderError::Unimplemented(NO_SNAPSHOTS.into()))
+    }
+
+    async fn diff(&self, id: &SandboxId, path_prefix: Option<&str>) -> Result<Vec<DiffEntry>> {
+        self.alias(id.as_str()).await?;
+        SandboxBackend::diff(&*self.local, id, path_prefix).await
+    }
+
+    async fn pause(&self, id: &SandboxId) -> Result<()> {
+        self.alias(id.as_str()).await?;
+        SandboxBackend::pause(&*self.local, id).await
+    }
+
+    async fn resume(&self, id: &SandboxId) -> Result<()> {
+        self.alias(id.as_str()).await?;
+        SandboxBackend::resume(&*self.local, id).await
+    }
+
+    async fn logs(&self, id: &SandboxId, options: crate::logs::LogOptions) -> Result<crate::logs::LogStream> {
+        self.alias(id.as_str()).await?;
+        SandboxBackend::logs(&*self.local, id, options).await
+    }
+}
+
+/// Why the sweep removes a service.
+pub(super) fn sweep_reason(expires_ms: Option<i64>, task_dead: bool, now_ms: i64) -> Option<SweepReason> {
+    if task_dead {
+        return Some(SweepReason::CreateAbandoned);
+    }
+    expires_ms.filter(|at| *at <= now_ms).map(|_| SweepReason::LeaseExpired)
+}

@@ -1,0 +1,341 @@
+//! Any node answers any RPC: a tower layer in front of the gRPC routes reads the sandbox id of a
+//! call about one sandbox (field 1 of its first message, or field 1 of the message there),
+//! asks Swarm where that sandbox runs and, when it is another node, relays the whole HTTP/2
+//! call to that node's sandboxd: unary, server-streaming and the bidirectional `Pty` and
+//! `Upload` streams alike, bytes untouched. The caller's headers go along (its bearer is
+//! checked by the owning node, as on one host), the deadline is what is left of the caller's,
+//! and a caller that goes away resets the relayed stream. The cluster token marks a relayed
+//! call, so the owning node serves it itself and a call never travels twice.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes, BytesMut};
+use futures_util::StreamExt;
+use http_body_util::BodyExt;
+use subtle::ConstantTimeEq;
+use tonic::body::Body;
+use tonic::Status;
+
+use super::placement::{Swarm, CLUSTER_TOKEN_HEADER};
+
+/// The service whose calls are relayed.
+const SERVICE_PREFIX: &str = "/sandbox.v1.SandboxService/";
+
+/// How long a call may take to send its first message before it is refused here.
+const FIRST_MESSAGE_WAIT: Duration = Duration::from_secs(30);
+
+/// Where a call's sandbox id sits in its first message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IdAt {
+    /// `string sandbox_id = 1`.
+    Field1,
+    /// Field 1 is a message (`UploadHeader`, `PtyOpen`, `SandboxRef`) whose field 1 is the id.
+    Nested,
+}
+
+/// The calls about one sandbox that run where it runs. `Create`, `List`, `Close` (a `docker
+/// service rm` any manager does), tokens and snapshots are answered by the entry node.
+fn routed(method: &str) -> Option<IdAt> {
+    use IdAt::*;
+    Some(match method {
+        "Exec" | "ExecStream" | "Download" | "Status" | "Endpoint" | "SetTimeout" | "Diff" | "Pause"
+        | "Resume" | "Logs" => Field1,
+        "Upload" | "Pty" | "Connect" => Nested,
+        _ => return None,
+    })
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct ById {
+    #[prost(string, tag = "1")]
+    sandbox_id: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct NestedId {
+    #[prost(message, optional, tag = "1")]
+    inner: Option<ById>,
+}
+
+/// The sandbox id in one (uncompressed) message, when it has one.
+fn sandbox_id(at: IdAt, message: &[u8]) -> Option<String> {
+    use prost::Message;
+    let id = match at {
+        IdAt::Field1 => ById::decode(message).ok()?.sandbox_id,
+        IdAt::Nested => NestedId::decode(message).ok()?.inner?.sandbox_id,
+    };
+    (!id.is_empty()).then_some(id)
+}
+
+/// `grpc-timeout` as a duration (`<digits><unit>`, units H M S m u n).
+fn parse_grpc_timeout(value: &str) -> Option<Duration> {
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n.saturating_mul(3600)),
+        "M" => Duration::from_secs(n.saturating_mul(60)),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+/// The layer; `None` (single host) passes every call through untouched.
+#[derive(Clone, Default)]
+pub struct ForwardLayer {
+    swarm: Option<Arc<Swarm>>,
+}
+
+impl ForwardLayer {
+    pub fn new(swarm: Option<Arc<Swarm>>) -> Self {
+        Self { swarm }
+    }
+}
+
+impl<S> tower_layer::Layer<S> for ForwardLayer {
+    type Service = Forward<S>;
+    fn layer(&self, inner: S) -> Forward<S> {
+        Forward { inner, swarm: self.swarm.clone() }
+    }
+}
+
+#[derive(Clone)]
+pub struct Forward<S> {
+    inner: S,
+    swarm: Option<Arc<Swarm>>,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<S, B> tower_service::Service<http::Request<B>> for Forward<S>
+where
+    S: tower_service::Service<http::Request<Body>, Response = http::Response<Body>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = http::Response<Body>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn std::future::Future<Output = Result<Self::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        // The ready clone serves this call; a fresh clone takes its place (tower's rule).
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let method = request.uri().path().strip_prefix(SERVICE_PREFIX).map(str::to_string);
+        let at = method.as_deref().and_then(routed);
+        let (Some(swarm), Some(at)) = (self.swarm.clone(), at) else {
+            let (parts, body) = request.into_parts();
+            return Box::pin(inner.call(http::Request::from_parts(parts, Body::new(body))));
+        };
+        Box::pin(async move {
+            let started = Instant::now();
+            let (parts, body) = request.into_parts();
+            // A call another node relayed: served here, or refused when its token is wrong.
+            if let Some(token) = parts.headers.get(CLUSTER_TOKEN_HEADER) {
+                if !bool::from(token.as_bytes().ct_eq(swarm.token().as_bytes())) {
+                    return Ok(Status::unauthenticated("wrong cluster token").into_http());
+                }
+                return inner.call(http::Request::from_parts(parts, Body::new(body))).await;
+            }
+            let (head, rest) = match tokio::time::timeout(FIRST_MESSAGE_WAIT, first_message(body)).await {
+                Ok(read) => read,
+                Err(_) => return Ok(Status::deadline_exceeded("no request message within 30 s").into_http()),
+            };
+            let body = rejoin(head.clone(), rest);
+            let id = message_of(&head).and_then(|m| sandbox_id(at, m));
+            let placement = match &id {
+                Some(id) => match swarm.locate(id).await {
+                    Ok(p) => p,
+                    Err(e) => {
+                        return Ok(Status::unavailable(format!(
+                            "cannot ask Swarm where sandbox {id} runs: {e}"
+                        ))
+                        .into_http())
+                    }
+                },
+                None => None,
+            };
+            let Some(placement) = placement.filter(|p| !p.local) else {
+                return inner.call(http::Request::from_parts(parts, body)).await;
+            };
+            let id = id.unwrap_or_default();
+            let node = &placement.node;
+            if node.is_down() {
+                return Ok(Status::unavailable(format!(
+                    "sandbox {id} runs on node {} ({}), which Swarm reads as {}",
+                    node.hostname, node.addr, node.state
+                ))
+                .into_http());
+            }
+            let mut channel = match swarm.channel(&node.addr) {
+                Ok(c) => c,
+                Err(e) => return Ok(Status::from(e).into_http()),
+            };
+            let mut relayed = http::Request::from_parts(parts, body);
+            let headers = relayed.headers_mut();
+            if let Ok(token) = http::HeaderValue::from_str(swarm.token()) {
+                headers.insert(CLUSTER_TOKEN_HEADER, token);
+            }
+            // What is left of the caller's deadline after the look-up.
+            if let Some(timeout) =
+                headers.get("grpc-timeout").and_then(|v| v.to_str().ok()).and_then(parse_grpc_timeout)
+            {
+                let left = timeout.saturating_sub(started.elapsed()).as_millis().max(1);
+                if let Ok(v) = http::HeaderValue::from_str(&format!("{left}m")) {
+                    headers.insert("grpc-timeout", v);
+                }
+            }
+            if let Err(e) =
+                std::future::poll_fn(|cx| tower_service::Service::poll_ready(&mut channel, cx)).await
+            {
+                return Ok(unreachable_node(&id, &node.hostname, &node.addr, &e).into_http());
+            }
+            match tower_service::Service::call(&mut channel, relayed).await {
+                Ok(response) => Ok(response),
+                Err(e) => Ok(unreachable_node(&id, &node.hostname, &node.addr, &e).into_http()),
+            }
+        })
+    }
+}
+
+fn unreachable_node(id: &str, node: &str, addr: &str, e: &dyn std::fmt::Display) -> Status {
+    Status::unavailable(format!(
+        "sandbox {id} runs on node {node}, whose sandboxd ({addr}) did not answer: {e}"
+    ))
+}
+
+type Rest = Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, BoxError>> + Send>>;
+
+/// Reads the body until one whole gRPC message is in (or the body ends): those bytes, and the
+/// rest of the body still to come.
+async fn first_message<B>(body: B) -> (Bytes, Rest)
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let mut body = Box::pin(body);
+    let mut head = BytesMut::new();
+    loop {
+        if let Some(needed) = frame_len(&head) {
+            if head.len() >= needed {
+                break;
+            }
+        }
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                if let Ok(mut data) = frame.into_data() {
+                    head.extend_from_slice(&data.copy_to_bytes(data.remaining()));
+                }
+            }
+            Some(Err(e)) => {
+                let e: BoxError = e.into();
+                let rest: Rest = Box::pin(futures_util::stream::once(async move { Err(e) }));
+                return (head.freeze(), rest);
+            }
+            None => break,
+        }
+    }
+    let rest: Rest = Box::pin(body.into_data_stream().map(|r| r.map_err(Into::into)));
+    (head.freeze(), rest)
+}
+
+/// The length of the first gRPC frame (5-byte prefix + message) once its prefix is in.
+fn frame_len(buf: &[u8]) -> Option<usize> {
+    let len = u32::from_be_bytes(buf.get(1..5)?.try_into().ok()?) as usize;
+    Some(5 + len)
+}
+
+/// The first message of `head`, when it is whole and not compressed.
+fn message_of(head: &[u8]) -> Option<&[u8]> {
+    let end = frame_len(head)?;
+    (head.first() == Some(&0)).then(|| head.get(5..end)).flatten()
+}
+
+/// The body again: what was read, then the rest.
+fn rejoin(head: Bytes, rest: Rest) -> Body {
+    let first = futures_util::stream::once(async move { Ok::<_, BoxError>(head) });
+    let stream = first.chain(rest).filter(|r| std::future::ready(!matches!(r, Ok(b) if b.is_empty())));
+    Body::new(http_body_util::StreamBody::new(stream.map(|r| r.map(http_body::Frame::data))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+    use sandboxd_proto::v1 as pb;
+
+    fn framed(message: &impl Message) -> Vec<u8> {
+        let bytes = message.encode_to_vec();
+        let mut out = vec![0];
+        out.extend((bytes.len() as u32).to_be_bytes());
+        out.extend(bytes);
+        out
+    }
+
+    #[test]
+    fn the_sandbox_id_is_read_from_every_routed_request() {
+        let id = "sandboxd-0123456789abcdef0123456789abcdef".to_string();
+        let exec =
+            framed(&pb::ExecRequest { sandbox_id: id.clone(), command: "true".into(), ..Default::default() });
+        assert_eq!(message_of(&exec).and_then(|m| sandbox_id(IdAt::Field1, m)), Some(id.clone()));
+        let upload = framed(&pb::UploadRequest {
+            request: Some(pb::upload_request::Request::Header(pb::UploadHeader {
+                sandbox_id: id.clone(),
+                path: "/x".into(),
+                ..Default::default()
+            })),
+        });
+        assert_eq!(message_of(&upload).and_then(|m| sandbox_id(IdAt::Nested, m)), Some(id.clone()));
+        let chunk =
+            framed(&pb::UploadRequest { request: Some(pb::upload_request::Request::Chunk(vec![1, 2])) });
+        assert_eq!(message_of(&chunk).and_then(|m| sandbox_id(IdAt::Nested, m)), None);
+        let connect = framed(&pb::ConnectRequest {
+            sandbox: Some(pb::SandboxRef { sandbox_id: id.clone(), ..Default::default() }),
+        });
+        assert_eq!(message_of(&connect).and_then(|m| sandbox_id(IdAt::Nested, m)), Some(id));
+        // A half-read frame has no message yet; a compressed one is not read.
+        assert_eq!(message_of(&exec[..exec.len() - 1]), None);
+        let mut compressed = exec.clone();
+        compressed[0] = 1;
+        assert_eq!(message_of(&compressed), None);
+        assert_eq!(routed("Create"), None);
+        assert_eq!(routed("List"), None);
+        assert_eq!(routed("Close"), None);
+        assert_eq!(routed("Pty"), Some(IdAt::Nested));
+    }
+
+    #[test]
+    fn grpc_timeouts_parse() {
+        assert_eq!(parse_grpc_timeout("1500m"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_grpc_timeout("2S"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_grpc_timeout("1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_grpc_timeout("x"), None);
+        assert_eq!(parse_grpc_timeout(""), None);
+    }
+
+    #[tokio::test]
+    async fn a_body_read_up_to_its_first_message_comes_back_whole() {
+        let exec = framed(&pb::ExecRequest { sandbox_id: "s".into(), ..Default::default() });
+        let mut all = exec.clone();
+        all.extend_from_slice(b"more");
+        let chunks: Vec<Result<http_body::Frame<Bytes>, std::convert::Infallible>> = vec![
+            Ok(http_body::Frame::data(Bytes::copy_from_slice(&all[..3]))),
+            Ok(http_body::Frame::data(Bytes::copy_from_slice(&all[3..]))),
+        ];
+        let body = http_body_util::StreamBody::new(futures_util::stream::iter(chunks));
+        let (head, rest) = first_message(body).await;
+        assert!(head.len() >= exec.len());
+        let joined = rejoin(head, rest).collect().await.unwrap().to_bytes();
+        assert_eq!(&joined[..], &all[..]);
+    }
+}

@@ -1,0 +1,243 @@
+//! What exists, cluster-wide, from Swarm's state: `List` (services carrying the ownership label,
+//! their labels, their tasks' states), one sandbox's status from its task, and the sweep (a
+//! lease that ended, a task that will never run again).
+
+use std::collections::BTreeMap;
+use std::time::UNIX_EPOCH;
+
+use super::argv;
+use super::backend::{sweep_reason, SwarmBackend};
+use super::placement::TaskLine;
+use crate::docker::failure::CliError;
+use crate::error::{ProviderError, Result};
+use crate::inventory::{page, ListPage, ListQuery, SandboxSummary};
+use crate::lease::{self, LeaseStore, SweepReport};
+use crate::spec::{SandboxId, SandboxStatus};
+
+/// One sandbox service as `docker service inspect` describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ServiceInfo {
+    pub id: String,
+    pub created_ns: i128,
+    pub labels: BTreeMap<String, String>,
+    pub image: String,
+    pub workdir: Option<String>,
+    pub ports: Vec<u16>,
+    pub metadata: BTreeMap<String, String>,
+    pub tenant: Option<String>,
+}
+
+/// One line of [`argv::service_inspect_args`].
+pub(super) fn parse_service(line: &str) -> Option<ServiceInfo> {
+    let mut f = line.splitn(5, '\t');
+    let id = f.next()?.trim().to_string();
+    let created: String = serde_json::from_str(f.next()?).ok()?;
+    let labels: BTreeMap<String, String> =
+        serde_json::from_str::<Option<BTreeMap<String, String>>>(f.next()?).ok()?.unwrap_or_default();
+    let image = f.next().unwrap_or_default().trim().to_string();
+    let workdir = f.next().map(str::trim).filter(|w| !w.is_empty()).map(String::from);
+    let created = humantime::parse_rfc3339(created.trim()).ok()?;
+    let created_ns = created.duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i128).unwrap_or(0);
+    let ports = labels
+        .get(crate::docker::argv::PORTS_LABEL)
+        .map(|p| p.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_default();
+    Some(ServiceInfo {
+        id,
+        created_ns,
+        image,
+        workdir,
+        ports,
+        metadata: crate::docker::labels::metadata_from_labels(&labels),
+        tenant: labels.get(crate::auth::TENANT_LABEL).cloned(),
+        labels,
+    })
+}
+
+/// A sandbox's state from its newest task.
+pub(super) fn task_status(task: Option<&TaskLine>) -> SandboxStatus {
+    let Some(task) = task else { return SandboxStatus::Stopped };
+    match task.current.as_str() {
+        "running" => SandboxStatus::Running,
+        "new" | "pending" | "assigned" | "accepted" | "preparing" | "ready" | "starting" => {
+            SandboxStatus::Starting
+        }
+        "failed" | "rejected" => SandboxStatus::Error,
+        _ => SandboxStatus::Stopped,
+    }
+}
+
+/// Whether a task will never run again: ended, or told to stop while not running.
+fn task_dead(task: Option<&TaskLine>) -> bool {
+    match task {
+        None => true,
+        Some(t) => {
+            matches!(t.current.as_str(), "failed" | "rejected" | "complete" | "shutdown" | "orphaned")
+                || (t.desired == "shutdown" && t.current != "running")
+        }
+    }
+}
+
+impl SwarmBackend {
+    pub(super) async fn inspect_services(&self, ids: &[String]) -> Result<Vec<ServiceInfo>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let stdout = match self.swarm.docker(argv::service_inspect_args(ids)).await {
+            Ok(out) => out.stdout,
+            // A service removed between the listing and this call is left out.
+            Err(CliError::Failed(f)) if f.stderr.to_ascii_lowercase().contains("no such service") => f.stdout,
+            Err(e) => return Err(e.into()),
+        };
+        Ok(String::from_utf8_lossy(&stdout)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .filter_map(parse_service)
+            .filter(|s| s.labels.get(crate::docker::argv::SANDBOX_LABEL).is_some_and(|v| v == "1"))
+            .collect())
+    }
+
+    /// The sandbox services (every node's) matching the query's labels and tenant.
+    async fn listed(&self, query: &ListQuery) -> Result<(Vec<ServiceInfo>, Vec<TaskLine>)> {
+        let filters = argv::list_filters(&query.labels, query.tenant.as_deref());
+        let out = self.swarm.docker(argv::service_ls_args(&filters)).await?;
+        let ids: Vec<String> =
+            out.stdout_text().lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect();
+        let services = self.inspect_services(&ids).await?;
+        let names: Vec<String> = services.iter().map(|s| s.id.clone()).collect();
+        let tasks = self.swarm.tasks(&names).await?;
+        Ok((services, tasks))
+    }
+
+    pub(super) async fn list_services(&self, query: &ListQuery) -> Result<ListPage> {
+        crate::metadata::validate_metadata("labels", &query.labels)?;
+        let (services, tasks) = self.listed(query).await?;
+        // A sandbox on a node Swarm reads as down is `Unknown`: nobody can ask its daemon.
+        let mut down = std::collections::BTreeSet::new();
+        let nodes: std::collections::BTreeSet<&str> = tasks.iter().map(|t| t.node.as_str()).collect();
+        for node in nodes.into_iter().filter(|n| !n.is_empty()) {
+            if self.swarm.node(node).await.is_ok_and(|n| n.is_down()) {
+                down.insert(node.to_string());
+            }
+        }
+        let found = services
+            .into_iter()
+            .filter(|s| SandboxId::has_valid_shape(&s.id))
+            .map(|s| {
+                let task = tasks.iter().find(|t| t.service == s.id);
+                let on_down_node = task.is_some_and(|t| down.contains(&t.node));
+                SandboxSummary {
+                    status: if on_down_node { SandboxStatus::Unknown } else { task_status(task) },
+                    expires_at_unix_ms: s.labels.get(lease::EXPIRES_LABEL).and_then(|v| v.parse().ok()),
+                    reserved_millicpus: s
+                        .labels
+                        .get(crate::auth::CPUS_LABEL)
+                        .and_then(|v| v.parse::<f64>().ok())
+                        .map_or(0, |c| (c * 1000.0).round() as u64),
+                    reserved_memory_mib: s
+                        .labels
+                        .get(crate::auth::MEMORY_LABEL)
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0),
+                    sandbox_id: s.id,
+                    image: s.image,
+                    created_ns: s.created_ns,
+                    ports: s.ports,
+                    workdir: s.workdir,
+                    tenant: s.labels.get(crate::auth::TENANT_LABEL).cloned(),
+                    pool: None,
+                    metadata: s.metadata,
+                }
+            })
+            .collect();
+        Ok(page(found, query))
+    }
+
+    /// The status of a sandbox on another node (or on none), from its task; a sandbox Swarm
+    /// does not know is `Stopped`, as on one host.
+    pub(super) async fn service_status(&self, id: &str) -> Result<SandboxStatus> {
+        if !SandboxId::has_valid_shape(id) {
+            return Err(ProviderError::SandboxNotFound(id.into()));
+        }
+        let tasks = self.swarm.tasks(&[id.to_string()]).await?;
+        Ok(task_status(tasks.iter().find(|t| t.service == id)))
+    }
+
+    /// Removes the services of this node whose lease ended (the moved lease in this node's
+    /// state directory wins: `SetTimeout` runs on the owning node), and any service whose task
+    /// will never run again, from whichever node sees it first.
+    pub(super) async fn sweep_services(&self, leases: &LeaseStore) -> Result<SweepReport> {
+        let (services, tasks) = self.listed(&ListQuery::default()).await?;
+        let self_node = self.swarm.node(self.swarm.self_id()).await?.hostname;
+        let now = lease::now_ms();
+        let mut report = SweepReport::default();
+        for s in services.iter().filter(|s| SandboxId::has_valid_shape(&s.id)) {
+            let task = tasks.iter().find(|t| t.service == s.id);
+            let created = s.labels.get(lease::CREATED_LABEL).and_then(|v| v.parse::<i64>().ok());
+            let deadline = s.labels.get(lease::CREATE_DEADLINE_LABEL).and_then(|v| v.parse::<i64>().ok());
+            // A create still within its deadline is its creator's to finish or remove.
+            let creating = deadline.is_some_and(|d| d > now) && task.is_none_or(|t| t.current != "running");
+            let dead = !creating && created.is_some() && task_dead(task);
+            let ours = task.is_some_and(|t| t.node == self_node);
+            let expires = if ours {
+                leases.get(&s.id).or_else(|| s.labels.get(lease::EXPIRES_LABEL).and_then(|v| v.parse().ok()))
+            } else {
+                None
+            };
+            match sweep_reason(expires, dead, now) {
+                Some(reason) => {
+                    if self.remove_service(&s.id).await {
+                        leases.remove(&s.id);
+                        tracing::info!(sandbox_id = %s.id, reason = reason.as_str(), "sweep removed a sandbox service");
+                        report.removed.push((s.id.clone(), reason));
+                    }
+                }
+                None => {
+                    if let Some(at) = expires {
+                        report.next_expiry_ms = Some(report.next_expiry_ms.map_or(at, |n| n.min(at)));
+                    }
+                }
+            }
+        }
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_service_line_parses() {
+        let line = "sandboxd-0123456789abcdef0123456789abcdef\t\"2026-12-01T23:59:01.123456789Z\"\t\
+                    {\"sandboxd.sandbox\":\"1\",\"sandboxd.meta.run\":\"r1\",\"sandboxd.tenant\":\"red\"}\t\
+                    sandboxd-test/busybox:1\t/work";
+        let s = parse_service(line).unwrap();
+        assert_eq!(s.id, "sandboxd-0123456789abcdef0123456789abcdef");
+        assert_eq!(s.metadata.get("run").map(String::as_str), Some("r1"));
+        assert_eq!(s.tenant.as_deref(), Some("red"));
+        assert_eq!(s.workdir.as_deref(), Some("/work"));
+        assert!(s.created_ns > 0);
+    }
+
+    #[test]
+    fn task_states_map_to_sandbox_states() {
+        let task = |desired: &str, current: &str| TaskLine {
+            service: "s".into(),
+            node: "n1".into(),
+            desired: desired.into(),
+            current: current.into(),
+            error: String::new(),
+        };
+        assert_eq!(task_status(Some(&task("running", "running"))), SandboxStatus::Running);
+        assert_eq!(task_status(Some(&task("running", "preparing"))), SandboxStatus::Starting);
+        assert_eq!(task_status(Some(&task("shutdown", "failed"))), SandboxStatus::Error);
+        assert_eq!(task_status(None), SandboxStatus::Stopped);
+        assert!(task_dead(Some(&task("shutdown", "shutdown"))));
+        assert!(!task_dead(Some(&task("running", "running"))));
+        // A task on a node that went down keeps running there until Swarm hears back.
+        assert!(!task_dead(Some(&task("shutdown", "running"))));
+        assert_eq!(sweep_reason(Some(5), false, 10), Some(crate::lease::SweepReason::LeaseExpired));
+        assert_eq!(sweep_reason(Some(50), false, 10), None);
+    }
+}
