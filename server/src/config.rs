@@ -125,9 +125,13 @@ impl DockerCreateConfig {
             return Err(ConfigError::new("create.keepalive_cmd", "must be a non-empty command"));
         }
         for cap in &self.allowed_cap_add {
-            let name = crate::runtime::capability("create.allowed_cap_add", cap)
-                .map_err(|e| ConfigError::new("create.allowed_cap_add", e.to_string()))?;
-            if crate::runtime::NEVER_ADDED.contains(&name.as_str()) {
+            let name = capability_name(cap).ok_or_else(|| {
+                ConfigError::new(
+                    "create.allowed_cap_add",
+                    format!("{cap:?} is not a capability name (for example SYS_PTRACE)"),
+                )
+            })?;
+            if NEVER_ADDED.contains(&name.as_str()) {
                 return Err(ConfigError::new(
                     "create.allowed_cap_add",
                     format!("{name} is never given to a sandbox (it would undo its isolation)"),
@@ -136,6 +140,35 @@ impl DockerCreateConfig {
         }
         Ok(())
     }
+}
+
+/// Capabilities no sandbox gets, whatever the operator's allow-list says: each undoes the
+/// isolation sandboxd promises (egress rules, the mount namespace, the host's kernel, raw
+/// devices, file handles outside the container's root).
+pub const NEVER_ADDED: &[&str] = &[
+    "ALL",
+    "NET_ADMIN",
+    "SYS_ADMIN",
+    "SYS_MODULE",
+    "SYS_RAWIO",
+    "SYS_BOOT",
+    "SYS_TIME",
+    "DAC_READ_SEARCH",
+    "MAC_ADMIN",
+    "MAC_OVERRIDE",
+    "BPF",
+    "PERFMON",
+    "SYSLOG",
+];
+
+/// A capability as Docker spells it (`SYS_PTRACE`) from `SYS_PTRACE`, `sys_ptrace` or
+/// `CAP_SYS_PTRACE`; `None` for anything but letters, digits and `_`.
+pub fn capability_name(name: &str) -> Option<String> {
+    let upper = name.trim().to_ascii_uppercase();
+    let bare = upper.strip_prefix("CAP_").unwrap_or(&upper);
+    let ok =
+        !bare.is_empty() && bare.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+    ok.then(|| bare.to_string())
 }
 
 /// How a command reaches the sandbox (`exec.engine`).

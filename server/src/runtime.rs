@@ -16,24 +16,7 @@ pub const MIN_SHM_SIZE_BYTES: u64 = 1 << 20;
 /// Where volumes shown through a `subpath` are mounted; a sandbox's `target` is a link into it.
 pub const VOLUMES_DIR_IN_SANDBOX: &str = "/.sandboxd/volumes";
 
-/// Capabilities no sandbox gets, whatever the operator's allow-list says: each undoes the
-/// isolation sandboxd promises (egress rules, the mount namespace, the host's kernel, raw
-/// devices, file handles outside the container's root).
-pub const NEVER_ADDED: &[&str] = &[
-    "ALL",
-    "NET_ADMIN",
-    "SYS_ADMIN",
-    "SYS_MODULE",
-    "SYS_RAWIO",
-    "SYS_BOOT",
-    "SYS_TIME",
-    "DAC_READ_SEARCH",
-    "MAC_ADMIN",
-    "MAC_OVERRIDE",
-    "BPF",
-    "PERFMON",
-    "SYSLOG",
-];
+pub use crate::config::NEVER_ADDED;
 
 /// A sandbox's address on a network (`NetworkAddress`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,15 +67,9 @@ pub fn validate_name(field: &str, name: &str) -> Result<(), ProviderError> {
 /// A capability as Docker spells it (`SYS_PTRACE`), from `SYS_PTRACE`, `sys_ptrace` or
 /// `CAP_SYS_PTRACE`; anything but letters, digits and `_` is INVALID_ARGUMENT.
 pub fn capability(field: &str, name: &str) -> Result<String, ProviderError> {
-    let upper = name.trim().to_ascii_uppercase();
-    let bare = upper.strip_prefix("CAP_").unwrap_or(&upper);
-    if bare.is_empty() || !bare.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_') {
-        return Err(ProviderError::invalid(
-            field,
-            format!("{name:?} is not a capability name (for example SYS_PTRACE)"),
-        ));
-    }
-    Ok(bare.to_string())
+    crate::config::capability_name(name).ok_or_else(|| {
+        ProviderError::invalid(field, format!("{name:?} is not a capability name (for example SYS_PTRACE)"))
+    })
 }
 
 /// The checks that need no policy: names, paths and sizes.

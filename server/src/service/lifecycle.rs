@@ -27,7 +27,7 @@ pub(super) async fn create(
         SandboxApi::require_key(&principal, "Create")?;
         let mut spec = request.into_inner().spec.ok_or_else(|| invalid("spec", "is required"))?;
         tracing::Span::current().record("image", spec.image.as_str());
-        check_policy(api, &spec)?;
+        api.check_policy(&spec)?;
         let network_policy = spec.network_policy.take();
         let pool = spec.pool.take();
         let mut spec = convert::spec_from_proto(spec)?;
@@ -147,21 +147,4 @@ pub(super) async fn close(
     }
     .instrument(span)
     .await
-}
-
-/// Client-supplied host mounts and raw run flags need the operator's consent.
-pub(super) fn check_policy(api: &SandboxApi, spec: &pb::SandboxSpec) -> Result<(), Status> {
-    if let Some(options) = &spec.provider_options {
-        if !options.volumes.is_empty() && !api.policy.allow_client_volumes {
-            return Err(Status::permission_denied(
-                "spec.provider_options.volumes is disabled on this server (server.allow_client_volumes)",
-            ));
-        }
-        if !options.run_args.is_empty() && !api.policy.allow_client_run_args {
-            return Err(Status::permission_denied(
-                "spec.provider_options.run_args is disabled on this server (server.allow_client_run_args)",
-            ));
-        }
-    }
-    Ok(())
 }

@@ -139,6 +139,23 @@ impl SandboxApi {
         }
     }
 
+    /// Client-supplied host mounts and raw run flags need the operator's consent.
+    pub(super) fn check_policy(&self, spec: &pb::SandboxSpec) -> Result<(), Status> {
+        if let Some(options) = &spec.provider_options {
+            if !options.volumes.is_empty() && !self.policy.allow_client_volumes {
+                return Err(Status::permission_denied(
+                    "spec.provider_options.volumes is disabled on this server (server.allow_client_volumes)",
+                ));
+            }
+            if !options.run_args.is_empty() && !self.policy.allow_client_run_args {
+                return Err(Status::permission_denied(
+                    "spec.provider_options.run_args is disabled on this server (server.allow_client_run_args)",
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn first_message_timeout(&self) -> Duration {
         self.policy.limits.first_message_timeout
     }

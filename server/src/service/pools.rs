@@ -66,7 +66,7 @@ pub(super) async fn create_pool(
     let pool = request.into_inner().pool.ok_or_else(|| invalid("pool", "is required"))?;
     async move {
         if let Some(template) = &pool.template {
-            super::lifecycle::check_policy(api, template)?;
+            api.check_policy(template)?;
         }
         let spec = spec_from_proto(pool)?;
         let status = api.pools.create(principal.tenant().map(String::from), spec)?;
