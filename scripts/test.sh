@@ -68,7 +68,7 @@ step "no import cycles (scripts/check-import-cycles.py server/src client/src)"
 python3 scripts/check-import-cycles.py server/src client/src
 
 step "cargo test --workspace --all-targets (exec engine: agent)"
-bounded 45m cargo test --workspace --all-targets
+bounded 45m cargo test --workspace --all-targets --no-fail-fast
 
 step "provider, service, client and daemon-fault suites again on the docker exec engine"
 SANDBOXD_TEST_ENGINE=docker bounded 20m cargo test -p sandboxd --test provider --test e2e_server --test e2e_client --test daemon_faults
