@@ -21,8 +21,8 @@ never assumed at import (see `PAUSED`).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import contextlib
+import dataclasses
 import ipaddress
 import os
 import posixpath

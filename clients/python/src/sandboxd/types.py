@@ -538,6 +538,7 @@ class VolumeInfo:
     def from_proto(cls, msg: pb.VolumeInfo) -> VolumeInfo:
         return cls(name=msg.name, created_at_unix_ms=msg.created_at_unix_ms)
 
+
 # --- files -------------------------------------------------------------------------------------
 #
 # Paths come back as `str` decoded like `os.listdir` does (`os.fsdecode`: bytes that are not
