@@ -3,7 +3,7 @@
 //! capabilities and the size of `/dev/shm`. The rules any backend applies to them live here;
 //! how a backend provides them (Docker networks and volumes) lives behind the seam.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::ProviderError;
 
@@ -33,15 +33,16 @@ pub struct VolumeInfo {
     pub created_at_unix_ms: i64,
 }
 
-/// A named volume of this service mounted in a sandbox.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+/// A named volume of this service mounted in a sandbox (also as a sandbox's runtime label
+/// keeps it, so a fork's children mount the same).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VolumeMount {
     pub name: String,
     pub target: String,
     #[serde(default)]
     pub read_only: bool,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subpath: Option<String>,
 }
 

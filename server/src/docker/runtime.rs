@@ -114,10 +114,14 @@ impl DockerProvider {
     /// After a sandbox is removed: remove its service network if no container is left on it
     /// (Docker refuses to remove a network in use, so one another sandbox uses stays).
     pub(super) async fn release_network(&self, sandbox_id: &str) {
-        let Some(name) = self.networks.lock().ok().and_then(|mut m| m.remove(sandbox_id)) else { return };
-        if self.networks.lock().is_ok_and(|m| m.values().any(|n| *n == name)) {
-            return;
-        }
+        // Forgotten, and whether another sandbox known here is still on it, under one lock.
+        let name = match self.networks.lock() {
+            Ok(mut map) => match map.remove(sandbox_id) {
+                Some(name) if !map.values().any(|n| *n == name) => name,
+                _ => return,
+            },
+            Err(_) => return,
+        };
         if let Err(e) = self.control(argv::resource_rm_args("network", &name)).await {
             tracing::debug!(network = %name, error = %e, "network kept (still in use, or gone)");
         }

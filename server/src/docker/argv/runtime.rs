@@ -28,18 +28,7 @@ pub struct RuntimeLabel {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shm_size_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub volumes: Vec<LabelledVolume>,
-}
-
-/// One volume in `RUNTIME_LABEL`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct LabelledVolume {
-    pub name: String,
-    pub target: String,
-    #[serde(default)]
-    pub read_only: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub subpath: Option<String>,
+    pub volumes: Vec<VolumeMount>,
 }
 
 impl RuntimeLabel {
@@ -49,16 +38,7 @@ impl RuntimeLabel {
             network: spec.network.clone(),
             cap_add: spec.cap_add.clone(),
             shm_size_bytes: spec.shm_size_bytes,
-            volumes: spec
-                .volumes
-                .iter()
-                .map(|v| LabelledVolume {
-                    name: v.name.clone(),
-                    target: v.target.clone(),
-                    read_only: v.read_only,
-                    subpath: v.subpath.clone(),
-                })
-                .collect(),
+            volumes: spec.volumes.clone(),
         };
         (label != Self::default()).then_some(label)
     }
@@ -74,16 +54,7 @@ impl RuntimeLabel {
         spec.network = self.network.clone();
         spec.cap_add = self.cap_add.clone();
         spec.shm_size_bytes = self.shm_size_bytes;
-        spec.volumes = self
-            .volumes
-            .iter()
-            .map(|v| VolumeMount {
-                name: v.name.clone(),
-                target: v.target.clone(),
-                read_only: v.read_only,
-                subpath: v.subpath.clone(),
-            })
-            .collect();
+        spec.volumes = self.volumes.clone();
     }
 }
 
