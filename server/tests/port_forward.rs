@@ -64,11 +64,7 @@ async fn round_trip(
 }
 
 async fn exec(raw: &mut RawClient, id: &str, command: &str) {
-    let out = raw
-        .exec(proto::ExecRequest { sandbox_id: id.into(), command: command.into(), ..Default::default() })
-        .await
-        .expect("exec")
-        .into_inner();
+    let out = testkit::raw::exec(raw, id, command).await;
     assert_eq!(out.return_code, 0, "{command}: {}", String::from_utf8_lossy(&out.stderr));
 }
 

@@ -34,11 +34,7 @@ async fn find(raw: &mut RawClient, id: &str, process_id: &str) -> proto::Process
 }
 
 async fn exec(raw: &mut RawClient, id: &str, command: &str) -> String {
-    let out = raw
-        .exec(proto::ExecRequest { sandbox_id: id.into(), command: command.into(), ..Default::default() })
-        .await
-        .expect("exec")
-        .into_inner();
+    let out = testkit::raw::exec(raw, id, command).await;
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 

@@ -15,11 +15,7 @@ fn unique(prefix: &str) -> String {
 }
 
 async fn exec(raw: &mut RawClient, id: &str, command: &str) -> (i32, String, String) {
-    let r = raw
-        .exec(proto::ExecRequest { sandbox_id: id.into(), command: command.into(), ..Default::default() })
-        .await
-        .expect("exec")
-        .into_inner();
+    let r = testkit::raw::exec(raw, id, command).await;
     (
         r.return_code,
         String::from_utf8_lossy(&r.stdout).into_owned(),

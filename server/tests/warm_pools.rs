@@ -56,11 +56,7 @@ async fn create(raw: &mut RawClient, spec: proto::SandboxSpec) -> Result<proto::
 }
 
 async fn exec(raw: &mut RawClient, id: &str, command: &str) -> String {
-    let out = raw
-        .exec(proto::ExecRequest { sandbox_id: id.into(), command: command.into(), ..Default::default() })
-        .await
-        .expect("exec")
-        .into_inner();
+    let out = testkit::raw::exec(raw, id, command).await;
     assert_eq!(out.return_code, 0, "{command}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }

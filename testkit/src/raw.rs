@@ -35,6 +35,15 @@ pub async fn create_id(raw: &mut RawClient, spec: proto::SandboxSpec) -> String 
         .sandbox_id
 }
 
+/// `command` through unary `Exec` in sandbox `id`, defaults otherwise; the call must succeed
+/// (the command's own exit is in the response).
+pub async fn exec(raw: &mut RawClient, id: &str, command: &str) -> proto::ExecResponse {
+    raw.exec(proto::ExecRequest { sandbox_id: id.into(), command: command.into(), ..Default::default() })
+        .await
+        .expect("exec")
+        .into_inner()
+}
+
 /// The header of an upload of `size` bytes (`None`: sizeless, spooled) to `path`.
 pub fn upload_header(sandbox_id: &str, path: &str, size: Option<u64>) -> proto::UploadRequest {
     proto::UploadRequest {
