@@ -29,7 +29,6 @@ pub mod service;
 pub mod snapshot_expiry;
 pub mod spec;
 pub mod stats;
-pub mod swarm;
 pub mod terminal;
 pub mod usage_metrics;
 pub mod watch;

@@ -43,6 +43,7 @@ mod snapshot;
 pub mod state;
 mod stats;
 mod status;
+pub mod swarm;
 pub mod sweep;
 pub mod tarstream;
 mod transfer;

@@ -143,7 +143,7 @@ pub struct Services {
     egress: Arc<crate::egress::Egress>,
     /// Relays calls about sandboxes on other nodes (cluster mode); passes everything through
     /// on a single host.
-    forward: crate::swarm::ForwardLayer,
+    forward: crate::docker::swarm::ForwardLayer,
 }
 
 /// How [`Services::serve_until`] serves its listener and what its shutdown does.
@@ -182,10 +182,10 @@ impl Services {
             ))
             })?;
         let backend =
-            crate::swarm::SwarmBackend::new(config.docker.clone(), config.cluster.clone(), token).await?;
+            crate::docker::swarm::SwarmBackend::new(config.docker.clone(), config.cluster.clone(), token).await?;
         let swarm = backend.swarm().clone();
         let mut services = Self::build(Arc::new(backend), config, auth_token).await?;
-        services.forward = crate::swarm::ForwardLayer::new(Some(swarm));
+        services.forward = crate::docker::swarm::ForwardLayer::new(Some(swarm));
         Ok(services)
     }
 
@@ -268,7 +268,7 @@ impl Services {
             health: health_reporter,
             shutdown_tx,
             egress,
-            forward: crate::swarm::ForwardLayer::default(),
+            forward: crate::docker::swarm::ForwardLayer::default(),
         })
     }
 
