@@ -55,7 +55,8 @@ pub struct DockerCreateConfig {
     /// (shared deployments: only images already on the daemon), `always`.
     pub pull_policy: String,
     /// Capabilities a sandbox may ask for in `spec.cap_add` (for example `SYS_PTRACE`); none by
-    /// default. Those in `runtime::NEVER_ADDED` (NET_ADMIN, SYS_ADMIN, …) are refused here.
+    /// default. Those in `NEVER_ADDED` (NET_ADMIN, SYS_ADMIN, …) are refused here; the names
+    /// are held in Docker's spelling once checked ([`DockerConfig::checked`]).
     pub allowed_cap_add: Vec<String>,
 }
 
@@ -322,5 +323,18 @@ impl DockerConfig {
         self.create.validate()?;
         self.exec.validate()?;
         self.probe.validate()
+    }
+
+    /// Validated, with `create.allowed_cap_add` in Docker's spelling (`cap_sys_ptrace` ->
+    /// `SYS_PTRACE`): done once where a config enters (the file's load, a backend made from a
+    /// config built in code), so the create path compares names as they are.
+    pub fn checked(mut self) -> Result<Self, ConfigError> {
+        self.validate()?;
+        for cap in &mut self.create.allowed_cap_add {
+            if let Some(name) = capability_name(cap) {
+                *cap = name;
+            }
+        }
+        Ok(self)
     }
 }

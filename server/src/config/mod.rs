@@ -54,7 +54,7 @@ impl FileConfig {
     /// From the parsed file. A value of the wrong type is named by its path
     /// (`docker.create.pids_limit`), which `serde_path_to_error` tracks for us.
     pub fn from_json_value(root: &serde_json::Value) -> Result<Self, ConfigError> {
-        let config: FileConfig = serde_path_to_error::deserialize(root.clone()).map_err(|e| {
+        let mut config: FileConfig = serde_path_to_error::deserialize(root.clone()).map_err(|e| {
             let path = e.path().to_string();
             let message = e.into_inner().to_string();
             let field = if path == "." || path.is_empty() {
@@ -68,7 +68,7 @@ impl FileConfig {
             };
             ConfigError::new(field, message)
         })?;
-        config.docker.validate()?;
+        config.docker = config.docker.checked()?;
         config.server.validate()?;
         config.network.validate(&config.docker.create)?;
         for (i, pool) in config.pools.iter().enumerate() {

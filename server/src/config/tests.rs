@@ -163,3 +163,18 @@ fn cluster_mode_defaults_to_single_and_is_checked() {
     let err = FileConfig::from_json_value(&json!({"cluster": {"mode": "k8s"}})).unwrap_err();
     assert!(err.message.contains("swarm"), "{err}");
 }
+
+#[test]
+fn allowed_capabilities_are_spelled_as_docker_does_once_loaded() {
+    let c = load(json!({"docker": {"create": {"allowed_cap_add": ["cap_sys_ptrace", "SYS_NICE"]}}})).unwrap();
+    assert_eq!(c.create.allowed_cap_add, ["SYS_PTRACE", "SYS_NICE"]);
+    for (cap, why) in [("CAP_NET_ADMIN", "never given"), ("sys-ptrace", "not a capability")] {
+        let err = load(json!({"docker": {"create": {"allowed_cap_add": [cap]}}})).unwrap_err();
+        assert_eq!(err.field, "create.allowed_cap_add");
+        assert!(err.message.contains(why), "{err}");
+    }
+    // A config made in code is spelled the same way when a backend takes it.
+    let mut code = DockerConfig::default();
+    code.create.allowed_cap_add = vec!["Cap_Sys_Ptrace".into()];
+    assert_eq!(code.checked().unwrap().create.allowed_cap_add, ["SYS_PTRACE"]);
+}
