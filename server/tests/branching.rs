@@ -444,7 +444,10 @@ async fn one_failing_child_removes_its_started_siblings_and_the_snapshot() {
     let source = provider.create(&SandboxSpec::new(BUSYBOX)).await.expect("source");
     provider.exec(&source, "touch /fail-one", &Default::default()).await.expect("mark");
     let fork_labels: BTreeMap<String, String> = [("one-fails".to_string(), "1".to_string())].into();
-    let err = provider.fork(&source.id(), 4, &fork_labels, 100).await.expect_err("one child fails");
+    let err = provider
+        .fork(&source.id(), 4, &fork_labels, 100, &Default::default())
+        .await
+        .expect_err("one child fails");
     assert!(matches!(err, ProviderError::CreateVerification(_)), "{err}");
     assert!(shared.path().join("claimed").exists(), "exactly one child claimed the token and failed");
     let left = cleanup.label.containers();
@@ -469,7 +472,10 @@ async fn max_snapshots_is_resource_exhausted_and_changes_nothing() {
     let err = provider.snapshot(&source.id(), &BTreeMap::new(), before + 1).await.expect_err("bound");
     assert!(matches!(err, ProviderError::ResourceExhausted(_)), "{err}");
     assert!(err.to_string().contains("server.max_snapshots"), "{err}");
-    let err = provider.fork(&source.id(), 1, &BTreeMap::new(), before + 1).await.expect_err("fork bound");
+    let err = provider
+        .fork(&source.id(), 1, &BTreeMap::new(), before + 1, &Default::default())
+        .await
+        .expect_err("fork bound");
     assert!(matches!(err, ProviderError::ResourceExhausted(_)), "{err}");
     assert_eq!(provider.list_snapshots(&BTreeMap::new()).await.unwrap().len(), before + 1);
     assert_eq!(cleanup.label.containers().len(), 1, "the refused fork started nothing");
