@@ -2,8 +2,8 @@
 # Polyglot end-to-end checks of the sandboxd gRPC server, driven by clients that are not Rust:
 #   1. grpcurl (reflection, doc comments, Create/Exec/Upload/Download/Status/Close, error codes,
 #      health),
-#   2. Python grpcio (tests/polyglot/python_client.py, with polyglot_support.py: files/env, exec, 3 MiB upload/download,
-#      interactive and pipe-mode Pty, close),
+#   2. Python grpcio (tests/polyglot/python_client.py with polyglot_support.py: files/env, exec,
+#      3 MiB upload/download, interactive and pipe-mode Pty, close),
 #   3. bearer auth against a second server started with --auth-token-file.
 # Needs a reachable Docker daemon and the venv made by scripts/install-deps.sh (grpcurl, grpcio).
 # Always stops the servers it started and removes the containers they created (all of them carry
