@@ -15,6 +15,7 @@ pub mod egress;
 pub mod error;
 pub mod expiry;
 pub mod fs;
+pub mod grpc_timeout;
 pub mod health;
 pub mod inventory;
 pub mod lease;
