@@ -6,6 +6,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStringExt;
 use std::process::{Command, Output, Stdio};
 
+use testkit::ctl::text;
 use testkit::images::BUSYBOX;
 use testkit::service::TestService;
 use testkit::TestLabel;
@@ -27,10 +28,6 @@ fn ctl(addr: &str, args: &[&OsStr]) -> Output {
 
 fn os(s: &str) -> &OsStr {
     OsStr::new(s)
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 #[test]

@@ -33,6 +33,18 @@ pub fn ctl(binary: impl AsRef<Path>, addr: &str, args: &[&str], stdin: Option<&[
     child.wait_with_output().expect("sandboxctl output")
 }
 
+/// A command's output as text (lossy UTF-8).
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs `BINARY --addr ADDR ARGS…` with no input; it must succeed. Its stdout.
+pub fn ok(binary: impl AsRef<Path>, addr: &str, args: &[&str]) -> String {
+    let out = ctl(binary, addr, args, None);
+    assert!(out.status.success(), "sandboxctl {args:?}: {}", text(&out.stderr));
+    text(&out.stdout)
+}
+
 /// A tmux server of its own (a socket in a temp dir, removed with it) with one window running a
 /// local shell.
 pub struct Tmux {

@@ -102,6 +102,19 @@ impl Drop for TestLabel {
     }
 }
 
+/// A provider on the agent engine whatever the engine under test, `edit` applied after.
+pub fn agent_provider(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) -> DockerProvider {
+    provider_with(label, |c| {
+        c.exec.engine = ExecEngineKind::Agent;
+        edit(c)
+    })
+}
+
+/// Exec parameters with a 60 s timeout, nothing else set.
+pub fn exec_params() -> sandboxd::spec::ExecParams {
+    sandboxd::spec::ExecParams { timeout: Some(std::time::Duration::from_secs(60)), ..Default::default() }
+}
+
 /// Fail (never skip) when the daemon is unreachable, and build the test images.
 pub fn require_docker() {
     images::host_has_docker().expect("Docker must be reachable for integration tests");
