@@ -73,15 +73,14 @@ cleanup() {
     stop_server "$pid" || true
   done
   # The sandboxes we know of, then anything else this run's servers created (a Create whose
-  # reply never arrived): both labels must match, so no other container is touched.
-  ids="$(sort -u "$IDS_FILE" 2>/dev/null || true)"
-  ids+=$'\n'"$(docker ps -aq --filter label=sandboxd.test=1 \
-    --filter "label=sandboxd.e2e-run=$RUN_ID" 2>/dev/null || true)"
-  ids="$(tr -s '[:space:]' '\n' <<<"$ids" | sed '/^$/d' | sort -u)"
+  # reply never arrived) and what they used: all carry this run's label, so nothing else is
+  # touched.
+  ids="$(sort -u "$IDS_FILE" 2>/dev/null | sed '/^$/d' || true)"
   if [[ -n "$ids" ]]; then
     # shellcheck disable=SC2086 # one id per word
     docker rm -f $ids >/dev/null 2>&1 || true
   fi
+  bash scripts/remove-test-leftovers.sh --case "$RUN_ID" 2>/dev/null || true
   rm -rf "$WORK"
   exit "$rc"
 }
@@ -160,7 +159,7 @@ cargo build -q -p sandboxd --bin sandboxd
 echo "built $SERVER_BIN"
 
 cat >"$WORK/config.json" <<EOF
-{"docker": {"create": {"extra_run_args": ["--label", "sandboxd.test=1", "--label", "sandboxd.e2e-run=$RUN_ID"]}}}
+{"docker": {"create": {"extra_run_args": ["--label", "sandboxd.test=1", "--label", "sandboxd.test.case=$RUN_ID"]}}}
 EOF
 
 section "server"

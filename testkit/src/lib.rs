@@ -77,21 +77,21 @@ impl TestLabel {
         String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect()
     }
 
-    /// Removes this label's containers, then the networks and volumes the service made for
-    /// them (they carry the operator's labels, so the test's too).
+    /// Removes this label's containers, then the networks, volumes and snapshot images that
+    /// carry it (the operator's labels, so the test's too) and the containers' run directories
+    /// in the default state directory: `scripts/remove-test-leftovers.sh --case`, the one place
+    /// that knows what a test leaves.
     pub fn remove_all(&self) {
-        let ids = self.containers();
-        if !ids.is_empty() {
-            let _ = Command::new("docker").arg("rm").arg("-f").args(&ids).output();
-        }
-        let filter = format!("label=sandboxd.test.case={}", self.value);
-        for kind in ["network", "volume"] {
-            let out = docker(&[kind, "ls", "-q", "--filter", &filter]);
-            let names: Vec<String> =
-                String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect();
-            if !names.is_empty() {
-                let _ = Command::new("docker").args([kind, "rm"]).args(&names).output();
-            }
+        let script = cluster::repo_root().join("scripts").join("remove-test-leftovers.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .args(["--case", &self.value])
+            .stdin(std::process::Stdio::null())
+            .output();
+        match out {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => eprintln!("{}: {}", script.display(), String::from_utf8_lossy(&out.stderr)),
+            Err(e) => eprintln!("{}: {e}", script.display()),
         }
     }
 }
