@@ -25,13 +25,8 @@ struct Running {
 
 impl Running {
     fn start(addr: &str, args: &[&str]) -> Running {
-        let mut cmd = Command::new(SANDBOXCTL);
-        let mut child = cmd
-            .arg("--addr")
-            .arg(addr)
+        let mut child = testkit::ctl::command(SANDBOXCTL, addr)
             .args(args)
-            .env_remove("SANDBOXD_ADDR")
-            .env_remove("SANDBOXD_TOKEN_FILE")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -6,20 +6,25 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-/// Runs `BINARY --addr ADDR ARGS…` (`BINARY` is sandboxctl) with `stdin` as its input (none:
-/// an empty pipe).
-pub fn ctl(binary: impl AsRef<Path>, addr: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
-    use std::io::Write;
+/// `BINARY --addr ADDR` (`BINARY` is sandboxctl) with none of the environment that would point
+/// it elsewhere, its SIGINT as a terminal gives it: add the arguments and the stdio.
+pub fn command(binary: impl AsRef<Path>, addr: &str) -> Command {
     let mut cmd = Command::new(binary.as_ref());
     // A test run started with `&` inherits SIGINT ignored; sandboxctl must not (issue 9).
     sandboxd::docker::cli::reset_signal_dispositions(&mut cmd);
-    let mut child = cmd
-        .arg("--addr")
+    cmd.arg("--addr")
         .arg(addr)
-        .args(args)
         .env_remove("SANDBOXD_ADDR")
         .env_remove("SANDBOXD_TOKEN_FILE")
-        .env_remove("SANDBOXD_TOKEN")
+        .env_remove("SANDBOXD_TOKEN");
+    cmd
+}
+
+/// Runs `BINARY --addr ADDR ARGS…` with `stdin` as its input (none: an empty pipe).
+pub fn ctl(binary: impl AsRef<Path>, addr: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    use std::io::Write;
+    let mut child = command(binary, addr)
+        .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
