@@ -32,10 +32,7 @@ mod tests {
         assert_eq!(parse("2M"), Some(Duration::from_secs(120)));
         assert_eq!(parse("x"), None);
         assert_eq!(parse("5Q"), None);
-    }
-
-    #[test]
-    fn grpc_timeouts_parse() {
+        // (The cluster relay's own cases.)
         assert_eq!(parse("1500m"), Some(Duration::from_millis(1500)));
         assert_eq!(parse("2S"), Some(Duration::from_secs(2)));
         assert_eq!(parse("1H"), Some(Duration::from_secs(3600)));
