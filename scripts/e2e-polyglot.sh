@@ -2,8 +2,8 @@
 # Polyglot end-to-end checks of the sandboxd gRPC server, driven by clients that are not Rust:
 #   1. grpcurl (reflection, doc comments, Create/Exec/Upload/Download/Status/Close, error codes,
 #      health),
-#   2. Python grpcio (tests/polyglot/python_client.py: files/env, exec, 3 MiB upload/download,
-#      interactive and pipe-mode Pty, close),
+#   2. Python grpcio (tests/polyglot/python_client.py with polyglot_support.py: files/env, exec,
+#      3 MiB upload/download, interactive and pipe-mode Pty, close),
 #   3. bearer auth against a second server started with --auth-token-file.
 # Needs a reachable Docker daemon and the venv made by scripts/install-deps.sh (grpcurl, grpcio).
 # Always stops the servers it started and removes the containers they created (all of them carry
@@ -17,7 +17,7 @@ cd "$REPO_ROOT"
 VENV="${SANDBOXD_VENV:-$REPO_ROOT/.venv}"
 PY="$VENV/bin/python"
 GRPCURL="$VENV/bin/grpcurl"
-SERVER_BIN="$REPO_ROOT/target/debug/sandboxd"
+SERVER_BIN="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug/sandboxd"
 BUSYBOX_IMAGE="sandboxd-test/busybox:1"
 SVC="sandbox.v1.SandboxService"
 NOT_FOUND_ID="sandboxd-00000000000000000000000000000000"
@@ -73,15 +73,14 @@ cleanup() {
     stop_server "$pid" || true
   done
   # The sandboxes we know of, then anything else this run's servers created (a Create whose
-  # reply never arrived): both labels must match, so no other container is touched.
-  ids="$(sort -u "$IDS_FILE" 2>/dev/null || true)"
-  ids+=$'\n'"$(docker ps -aq --filter label=sandboxd.test=1 \
-    --filter "label=sandboxd.e2e-run=$RUN_ID" 2>/dev/null || true)"
-  ids="$(tr -s '[:space:]' '\n' <<<"$ids" | sed '/^$/d' | sort -u)"
+  # reply never arrived) and what they used: all carry this run's label, so nothing else is
+  # touched.
+  ids="$(sort -u "$IDS_FILE" 2>/dev/null | sed '/^$/d' || true)"
   if [[ -n "$ids" ]]; then
     # shellcheck disable=SC2086 # one id per word
     docker rm -f $ids >/dev/null 2>&1 || true
   fi
+  bash scripts/remove-test-leftovers.sh --case "$RUN_ID" 2>/dev/null || true
   rm -rf "$WORK"
   exit "$rc"
 }
@@ -160,7 +159,7 @@ cargo build -q -p sandboxd --bin sandboxd
 echo "built $SERVER_BIN"
 
 cat >"$WORK/config.json" <<EOF
-{"docker": {"create": {"extra_run_args": ["--label", "sandboxd.test=1", "--label", "sandboxd.e2e-run=$RUN_ID"]}}}
+{"docker": {"create": {"extra_run_args": ["--label", "sandboxd.test=1", "--label", "sandboxd.test.case=$RUN_ID"]}}}
 EOF
 
 section "server"

@@ -33,27 +33,15 @@ The test suite needs a real Docker daemon and never skips; start dockerd and ret
 fi
 printf 'docker engine %s\n' "$out" >&2
 
-# Removes leftover test containers: only those labelled sandboxd.test=1.
-cleanup_test_containers() {
-  local ids
-  ids="$(docker ps -aq --filter label=sandboxd.test=1)" || return 0
-  if [[ -n "$ids" ]]; then
-    printf 'removing %s leftover sandboxd.test=1 container(s)\n' "$(wc -w <<<"$ids")" >&2
-    # shellcheck disable=SC2086 # one id per word
-    docker rm -f $ids >/dev/null || true
-  fi
-  # The networks and volumes the service made for them (spec.network, spec.volumes).
-  local kind names
-  for kind in network volume; do
-    names="$(docker "$kind" ls -q --filter label=sandboxd.test=1)" || continue
-    # shellcheck disable=SC2086 # one name per word
-    [[ -n "$names" ]] && docker "$kind" rm $names >/dev/null 2>&1 || true
-  done
+# What earlier test runs left (containers, networks, volumes, snapshot images labelled
+# sandboxd.test=1, their run directories, test clusters, private daemons): one script knows.
+cleanup_test_leftovers() {
+  bash scripts/remove-test-leftovers.sh || true
 }
 
-step "removing leftover test containers (before)"
-cleanup_test_containers
-trap cleanup_test_containers EXIT
+step "removing test leftovers (before): scripts/remove-test-leftovers.sh"
+cleanup_test_leftovers
+trap cleanup_test_leftovers EXIT
 
 export PATH="$REPO_ROOT/.venv/bin:$PATH"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-always}"
@@ -100,8 +88,8 @@ else
   printf 'test.sh: SANDBOXD_SOAK=0: the soak is skipped\n' >&2
 fi
 
-step "removing leftover test containers (after)"
+step "removing test leftovers (after): scripts/remove-test-leftovers.sh"
 trap - EXIT
-cleanup_test_containers
+cleanup_test_leftovers
 
 printf '\nALL CHECKS PASSED\n' >&2

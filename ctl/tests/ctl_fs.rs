@@ -4,8 +4,9 @@
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStringExt;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
+use testkit::ctl::text;
 use testkit::images::BUSYBOX;
 use testkit::service::TestService;
 use testkit::TestLabel;
@@ -14,23 +15,11 @@ const SANDBOXCTL: &str = env!("CARGO_BIN_EXE_sandboxctl");
 
 /// `sandboxctl --addr ADDR ARGS…` with arguments of any bytes.
 fn ctl(addr: &str, args: &[&OsStr]) -> Output {
-    Command::new(SANDBOXCTL)
-        .arg("--addr")
-        .arg(addr)
-        .args(args)
-        .env_remove("SANDBOXD_ADDR")
-        .env_remove("SANDBOXD_TOKEN_FILE")
-        .stdin(Stdio::null())
-        .output()
-        .expect("sandboxctl")
+    testkit::ctl::command(SANDBOXCTL, addr).args(args).stdin(Stdio::null()).output().expect("sandboxctl")
 }
 
 fn os(s: &str) -> &OsStr {
     OsStr::new(s)
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 #[test]

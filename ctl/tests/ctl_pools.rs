@@ -4,6 +4,7 @@
 use std::process::Output;
 use std::time::{Duration, Instant};
 
+use testkit::ctl::text;
 use testkit::images::BUSYBOX;
 use testkit::service::TestService;
 use testkit::TestLabel;
@@ -15,14 +16,8 @@ fn ctl(addr: &str, args: &[&str]) -> Output {
     testkit::ctl::ctl(SANDBOXCTL, addr, args, None)
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 fn ok(addr: &str, args: &[&str]) -> String {
-    let out = ctl(addr, args);
-    assert!(out.status.success(), "sandboxctl {args:?}: {}", text(&out.stderr));
-    text(&out.stdout)
+    testkit::ctl::ok(SANDBOXCTL, addr, args)
 }
 
 /// `pool ls -o json`'s entry for `name`.

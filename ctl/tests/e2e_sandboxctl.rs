@@ -3,6 +3,7 @@
 
 use std::process::Output;
 
+use testkit::ctl::text;
 use testkit::images::BASH;
 use testkit::service::TestService;
 use testkit::TestLabel;
@@ -13,10 +14,6 @@ const SANDBOXCTL: &str = env!("CARGO_BIN_EXE_sandboxctl");
 /// `sandboxctl --addr ADDR ARGS…` with `stdin` as its input.
 fn ctl(addr: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
     testkit::ctl::ctl(SANDBOXCTL, addr, args, stdin)
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[test]

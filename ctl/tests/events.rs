@@ -6,20 +6,15 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use testkit::ctl::text;
 use testkit::service::TestService;
 use testkit::TestLabel;
 
 /// The sandboxctl binary Cargo built for these tests.
 const SANDBOXCTL: &str = env!("CARGO_BIN_EXE_sandboxctl");
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 fn ctl(addr: &str, args: &[&str]) -> String {
-    let out = testkit::ctl::ctl(SANDBOXCTL, addr, args, None);
-    assert!(out.status.success(), "sandboxctl {args:?}: {}", text(&out.stderr));
-    text(&out.stdout)
+    testkit::ctl::ok(SANDBOXCTL, addr, args)
 }
 
 /// A long-running sandboxctl whose stdout lines arrive on a channel; killed on drop.
@@ -30,13 +25,8 @@ struct Running {
 
 impl Running {
     fn start(addr: &str, args: &[&str]) -> Running {
-        let mut cmd = Command::new(SANDBOXCTL);
-        let mut child = cmd
-            .arg("--addr")
-            .arg(addr)
+        let mut child = testkit::ctl::command(SANDBOXCTL, addr)
             .args(args)
-            .env_remove("SANDBOXD_ADDR")
-            .env_remove("SANDBOXD_TOKEN_FILE")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

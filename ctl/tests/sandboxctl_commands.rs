@@ -7,6 +7,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output};
 
+use testkit::ctl::text;
 use testkit::images::BUSYBOX;
 use testkit::service::TestService;
 use testkit::TestLabel;
@@ -16,10 +17,6 @@ const SANDBOXCTL: &str = env!("CARGO_BIN_EXE_sandboxctl");
 
 fn ctl(addr: &str, args: &[&str]) -> Output {
     testkit::ctl::ctl(SANDBOXCTL, addr, args, None)
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// `sandboxctl create ARGS…`'s id, asserting it succeeded.

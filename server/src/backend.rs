@@ -13,9 +13,10 @@ use tokio::io::AsyncBufRead;
 
 use crate::branching::{DiffEntry, Forked, SnapshotInfo};
 use crate::error::{ProviderError, Result};
+use crate::expiry::{Owned, OwnedListing};
 use crate::fs::{EntryStream, FileEntry, FileOp, ListDirQuery, WatchStream};
 use crate::inventory::{ListPage, ListQuery};
-use crate::lease::{LeaseStore, SweepReport};
+use crate::lease::LeasePolicy;
 use crate::processes::{ForwardConnection, ForwardTarget, ProcessInfo, ProcessStart, ProcessStream, Started};
 use crate::spec::{
     ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
@@ -27,8 +28,8 @@ use crate::terminal::{AttachSpec, PtyError, TerminalInfo, TerminalMode};
 /// object-safe.
 pub type UploadSource<'a> = Box<dyn AsyncBufRead + Send + Unpin + 'a>;
 
-/// How one create runs: the id it will have, its lease (already capped by the operator's
-/// policy), and the bound on the whole create (run, readiness, files).
+/// How one create runs: the id it will have, its lease (already under the operator's policy,
+/// [`CreatePolicy`]), and the bound on the whole create (run, readiness, files).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreatePlan {
     pub id: SandboxId,
@@ -48,6 +49,36 @@ impl CreatePlan {
     }
 }
 
+/// The one policy every path that makes a sandbox is planned by (create, create from a
+/// snapshot, a fork's children; a pool member's lease when it is claimed): the operator's lease
+/// cap and default, and the bound on one create. Decided above the seam; a backend that makes
+/// sandboxes of its own accord (a fork's children) plans each with it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CreatePolicy {
+    pub lease: LeasePolicy,
+    /// The operator's bound on one create (`server.create_timeout_s`).
+    pub timeout: Duration,
+}
+
+impl Default for CreatePolicy {
+    /// No lease cap or default, the default create bound.
+    fn default() -> Self {
+        Self { lease: LeasePolicy::default(), timeout: crate::config::DEFAULT_CREATE_TIMEOUT }
+    }
+}
+
+impl CreatePolicy {
+    /// A fresh id, the lease `requested` under the policy, the create bound (the caller's
+    /// `deadline` when that is shorter).
+    pub fn plan(&self, requested: Option<Duration>, deadline: Option<Duration>) -> CreatePlan {
+        CreatePlan {
+            id: SandboxId::generate(),
+            ttl: self.lease.ttl(requested),
+            timeout: deadline.map_or(self.timeout, |d| d.min(self.timeout)),
+        }
+    }
+}
+
 /// Creates, finds, drives and removes sandboxes. Every method takes ids already validated at
 /// the boundary and returns neutral types; failures are `ProviderError`s the service maps to
 /// status codes.
@@ -55,12 +86,16 @@ impl CreatePlan {
 pub trait SandboxBackend: Send + Sync + 'static {
     /// Create sandbox `plan.id` with `spec.files` written, leased for `plan.ttl`, within
     /// `plan.timeout`: complete, or failed with nothing left behind. A create whose process
-    /// dies halfway must be recognisable as unfinished by `sweep`.
+    /// dies halfway must be listed as unfinished by `list_owned`.
     async fn create_planned(&self, spec: &SandboxSpec, plan: &CreatePlan) -> Result<SandboxHandle>;
 
-    /// Remove what this service owns and nobody can use: creates that never completed, and
-    /// sandboxes past their lease (`leases` holds leases moved by `SetTimeout`).
-    async fn sweep(&self, leases: &LeaseStore) -> Result<SweepReport>;
+    /// Everything this service owns, sandboxes and unfinished creates, with the facts the
+    /// expiry rule needs (`crate::expiry`), and what was destroyed since the last listing. The
+    /// backend lists; it does not decide what expires.
+    async fn list_owned(&self) -> Result<OwnedListing>;
+
+    /// Remove one thing `list_owned` listed, as the sweep decided (already gone is success).
+    async fn remove_owned(&self, owned: &Owned) -> Result<()>;
 
     /// Whether the backend's daemon answers now (the health probe); `Unavailable` when not.
     async fn ping(&self) -> Result<()> {
@@ -165,13 +200,15 @@ pub trait SandboxBackend: Send + Sync + 'static {
     async fn remove_expired_snapshots(&self, ttl: Duration) -> Result<Vec<String>>;
 
     /// `count` new sandboxes from one fresh snapshot of `id`, with its env, workdir, ports (new
-    /// host ports), limits and lease length, all or nothing. The source keeps running.
+    /// host ports), limits and lease length, all or nothing, each planned by `policy` (its lease
+    /// the source's length under the operator's cap). The source keeps running.
     async fn fork(
         &self,
         id: &SandboxId,
         count: u32,
         labels: &BTreeMap<String, String>,
         max_snapshots: usize,
+        policy: &CreatePolicy,
     ) -> Result<Forked>;
 
     /// The paths added, changed and deleted since the sandbox started (or since its

@@ -23,8 +23,8 @@ pub struct SnapshotInfo {
 pub struct Forked {
     pub snapshot: SnapshotInfo,
     pub sandboxes: Vec<SandboxHandle>,
-    /// The lease the children were asked for (the source's length), before the operator's
-    /// policy: `Lifecycle::fork` applies the policy to it, as to every path that makes a sandbox.
+    /// The children's lease: the source's length under the operator's policy (the
+    /// `CreatePolicy` the fork was planned by); `Lifecycle::fork` starts it when the fork ends.
     pub ttl: Option<std::time::Duration>,
 }
 

@@ -111,34 +111,8 @@ impl LeaseStore {
     }
 }
 
-/// Why the sweep removed a container.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SweepReason {
-    /// Its create never completed (the server died mid-create).
-    CreateAbandoned,
-    /// Its lease ended.
-    LeaseExpired,
-}
-
-impl SweepReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::CreateAbandoned => "create never completed",
-            Self::LeaseExpired => "lease expired",
-        }
-    }
-}
-
-/// What one sweep did.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct SweepReport {
-    /// Removed containers and why.
-    pub removed: Vec<(String, SweepReason)>,
-    /// The earliest lease end still ahead, so the caller can wake for it.
-    pub next_expiry_ms: Option<i64>,
-    /// Containers destroyed since the last sweep (by anyone), so the caller can forget them.
-    pub gone: Vec<String>,
-}
+/// What the sweep reports, where the expiry rule lives (the names kept here for callers).
+pub use crate::expiry::{SweepReason, SweepReport};
 
 #[cfg(test)]
 mod tests {

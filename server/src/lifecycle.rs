@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
-use crate::backend::{CreatePlan, SandboxBackend};
+use crate::backend::{CreatePlan, CreatePolicy, SandboxBackend};
 use crate::branching::Forked;
 use crate::claims::ClaimStore;
 use crate::error::{ProviderError, Result};
+use crate::expiry::SweepReport;
 use crate::inventory::{ListPage, ListQuery};
-use crate::lease::{self, LeasePolicy, LeaseStore, SweepReport};
+use crate::lease::{self, LeasePolicy, LeaseStore};
 use crate::metrics::{self, GaugeGuard};
 use crate::spec::{SandboxHandle, SandboxId, SandboxSpec};
 
@@ -86,7 +87,8 @@ impl Lifecycle {
     /// one that completes during such a shutdown removes itself.
     pub async fn create_member(&self, spec: &SandboxSpec) -> Result<SandboxHandle> {
         spec.validate()?;
-        let plan = CreatePlan { id: SandboxId::generate(), ttl: None, timeout: self.leases.create_timeout };
+        // No lease until it is claimed (`claimed` starts it under the same policy).
+        let plan = CreatePlan { ttl: None, ..self.create_policy().plan(None, None) };
         let _in_progress = GaugeGuard::hold(&metrics::global().creates_in_progress);
         let handle = self.backend.create_planned(spec, &plan).await?;
         let keep = {
@@ -125,12 +127,7 @@ impl Lifecycle {
         deadline: Option<Duration>,
     ) -> Result<SandboxHandle> {
         spec.validate()?;
-        let bound = self.leases.create_timeout;
-        let plan = CreatePlan {
-            id: SandboxId::generate(),
-            ttl: self.leases.policy.ttl(spec.ttl_s.map(Duration::from_secs_f64)),
-            timeout: deadline.map_or(bound, |d| d.min(bound)),
-        };
+        let plan = self.create_policy().plan(spec.ttl_s.map(Duration::from_secs_f64), deadline);
         tracing::Span::current().record("sandbox_id", plan.id.as_str());
         let (tx, rx) = tokio::sync::oneshot::channel();
         let this = self.clone();
@@ -171,9 +168,10 @@ impl Lifecycle {
             .unwrap_or_else(|_| Err(ProviderError::Docker("the create task ended without an answer".into())))
     }
 
-    /// Fork through the backend; the children count as created by this process (a fork that
-    /// completes while a shutdown removes this process's sandboxes removes its children) and
-    /// get their leases under the one TTL policy.
+    /// Fork through the backend, each child planned by the one create policy (its lease capped
+    /// as a create's, on the backend's record too); the children count as created by this
+    /// process (a fork that completes while a shutdown removes this process's sandboxes removes
+    /// its children).
     pub async fn fork(
         &self,
         id: &SandboxId,
@@ -181,7 +179,7 @@ impl Lifecycle {
         labels: &BTreeMap<String, String>,
         max_snapshots: usize,
     ) -> Result<Forked> {
-        let forked = self.backend.fork(id, count, labels, max_snapshots).await?;
+        let forked = self.backend.fork(id, count, labels, max_snapshots, &self.create_policy()).await?;
         let keep = {
             let mut created = self.lock_created();
             if !created.removing {
@@ -197,14 +195,20 @@ impl Lifecycle {
                 "the server is shutting down; the fork's children were removed".into(),
             ));
         }
-        // The operator's policy (`server.max_ttl_s`, `server.default_ttl_s`), as at create: each
-        // child's lease runs from the end of the fork, capped.
-        if let Some(ttl) = self.leases.policy.ttl(forked.ttl) {
+        // As at create, each child's lease (already under the policy) runs from the end of the
+        // fork.
+        if let Some(ttl) = forked.ttl {
             for child in &forked.sandboxes {
                 self.start_lease(&child.id(), ttl);
             }
         }
         Ok(forked)
+    }
+
+    /// The one policy every path that makes a sandbox is planned by: `server.max_ttl_s`,
+    /// `server.default_ttl_s` and `server.create_timeout_s`.
+    pub fn create_policy(&self) -> CreatePolicy {
+        CreatePolicy { lease: self.leases.policy, timeout: self.leases.create_timeout }
     }
 
     /// Remove a sandbox (already gone is success), forget that this process made it and its
@@ -255,11 +259,11 @@ impl Lifecycle {
         self.leases.store.get(id).or(at_create)
     }
 
-    /// One sweep of the backend (expired leases, creates that never completed).
-    /// Sandboxes this process created that the sweep removed or that were removed elsewhere
-    /// are forgotten, so the set holds only live sandboxes.
+    /// One sweep (`crate::sweep`: the backend lists, `crate::expiry` decides: expired leases,
+    /// creates that never completed). Sandboxes this process created that the sweep removed or
+    /// that were removed elsewhere are forgotten, so the set holds only live sandboxes.
     pub async fn sweep(&self) -> Result<SweepReport> {
-        let report = self.backend.sweep(&self.leases.store).await?;
+        let report = crate::sweep::sweep(&*self.backend, &self.leases.store).await?;
         let ended = report.gone.iter().chain(report.removed.iter().map(|(name, _)| name));
         let mut created = self.lock_created();
         for name in ended {

@@ -6,22 +6,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use sandboxd::backend::SandboxBackend;
-use sandboxd::config::{DockerConfig, ExecEngineKind};
-use sandboxd::docker::DockerProvider;
+use sandboxd::config::ExecEngineKind;
 use sandboxd::spec::{ExecErrorType, ExecParams, SandboxHandle, SandboxSpec};
 use testkit::images;
-use testkit::{docker, provider_with, TestLabel};
-
-fn agent_provider(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) -> DockerProvider {
-    provider_with(label, |c| {
-        c.exec.engine = ExecEngineKind::Agent;
-        edit(c)
-    })
-}
-
-fn params() -> ExecParams {
-    ExecParams { timeout: Some(Duration::from_secs(60)), ..Default::default() }
-}
+use testkit::{agent_provider, docker, exec_params as params, provider_with, TestLabel};
 
 /// Run as root through `docker exec` (outside the agent), for inspecting the sandbox.
 fn outside(h: &SandboxHandle, script: &str) -> String {

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use sandboxd::config::{DockerConfig, ExecEngineKind};
+use sandboxd::config::ExecEngineKind;
 use sandboxd::docker::agent::channel::Transport;
 use sandboxd::docker::DockerProvider;
 use sandboxd::spec::{ExecParams, SandboxHandle, SandboxSpec};
@@ -13,18 +13,7 @@ use sandboxd_client::proto;
 use testkit::images;
 use testkit::raw::{busybox, create_id};
 use testkit::service::TestService;
-use testkit::{provider_with, provider_with_binary, TestLabel};
-
-fn agent_provider(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) -> DockerProvider {
-    provider_with(label, |c| {
-        c.exec.engine = ExecEngineKind::Agent;
-        edit(c)
-    })
-}
-
-fn params() -> ExecParams {
-    ExecParams { timeout: Some(Duration::from_secs(60)), ..Default::default() }
-}
+use testkit::{agent_provider, exec_params as params, provider_with_binary, TestLabel};
 
 fn nobody() -> ExecParams {
     ExecParams { user: Some("nobody".into()), ..params() }

@@ -2,7 +2,7 @@
 //! (in-process) and the Rust client, plus the provider for what needs an operator's config.
 //!
 //! Snapshot images inherit their sandbox's labels, so every image a test makes carries its
-//! `sandboxd.test.case` label: [`Cleanup`] removes the test's containers, then its images.
+//! `sandboxd.test.case` label: the test's [`TestLabel`] removes its containers, then its images.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -16,36 +16,6 @@ use testkit::raw::RawClient;
 use testkit::service::TestService;
 use testkit::{container_exists, docker, labels, TestLabel};
 
-/// The test's label; on drop removes its containers first, then the images carrying it.
-struct Cleanup {
-    label: TestLabel,
-}
-
-impl Cleanup {
-    fn new() -> Self {
-        Self { label: TestLabel::new() }
-    }
-
-    /// Images (snapshots and crafted ones) carrying the test's label.
-    fn images(&self) -> Vec<String> {
-        let filter = format!("label=sandboxd.test.case={}", self.label.value);
-        let out = docker(&["images", "-q", "--filter", &filter]);
-        let mut ids: Vec<String> =
-            String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect();
-        ids.dedup();
-        ids
-    }
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        self.label.remove_all();
-        for id in self.images() {
-            let _ = docker(&["rmi", "-f", &id]);
-        }
-    }
-}
-
 /// Tests that count or expire snapshots daemon-wide hold it for writing, the others (which
 /// make snapshots) for reading.
 static DAEMON_WIDE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
@@ -54,15 +24,15 @@ static DAEMON_WIDE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(())
 /// Fields drop in order: the server stops before its containers and images are removed.
 struct Served {
     _server: TestService,
-    cleanup: Cleanup,
+    cleanup: TestLabel,
     _daemon: tokio::sync::RwLockReadGuard<'static, ()>,
 }
 
 /// What the tests through the server start from: a served test, its Rust client and raw stubs.
 async fn served() -> (Served, sandboxd_client::Client, RawClient) {
     let daemon = DAEMON_WIDE.read().await;
-    let cleanup = Cleanup::new();
-    let server = TestService::start(&cleanup.label, None);
+    let cleanup = TestLabel::new();
+    let server = TestService::start(&cleanup, None);
     let client = server.client().await;
     let raw = server.raw().await;
     (Served { _server: server, cleanup, _daemon: daemon }, client, raw)
@@ -240,7 +210,7 @@ async fn create_from_snapshot_and_unknown_or_foreign_ids() {
     // Unknown and foreign sandboxes cannot be snapshotted, forked, diffed or paused.
     let stranger = format!("sandboxd-{}", uuid::Uuid::new_v4().simple());
     let mut args = vec!["run", "-d", "--name", &stranger];
-    let test_labels = test.cleanup.label.run_args();
+    let test_labels = test.cleanup.run_args();
     args.extend(test_labels.iter().map(String::as_str));
     args.extend([BUSYBOX, "sleep", "600"]);
     assert!(docker(&args).status.success());
@@ -415,7 +385,7 @@ async fn fork_refuses_bad_counts_and_a_failed_start_leaves_no_child_and_no_snaps
     let fork_label = labels(&[("doomed", "1")]);
     let err = source.fork(3, fork_label.clone()).await.expect_err("children cannot start");
     assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err}");
-    let left = test.cleanup.label.containers();
+    let left = test.cleanup.containers();
     assert!(
         left.len() == 1 && inspect(source.id(), "{{.Id}}").starts_with(&left[0]),
         "only the source is left: {left:?}"
@@ -430,11 +400,11 @@ async fn fork_refuses_bad_counts_and_a_failed_start_leaves_no_child_and_no_snaps
 #[tokio::test(flavor = "multi_thread")]
 async fn one_failing_child_removes_its_started_siblings_and_the_snapshot() {
     let _daemon = DAEMON_WIDE.read().await;
-    let cleanup = Cleanup::new();
+    let cleanup = TestLabel::new();
     let shared = tempfile::tempdir().expect("tempdir");
     std::fs::set_permissions(shared.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let mount = format!("{}:/shared", shared.path().display());
-    let provider = testkit::provider_with(&cleanup.label, |c| {
+    let provider = testkit::provider_with(&cleanup, |c| {
         c.create.extra_run_args.extend(["-v".to_string(), mount.clone()]);
         c.probe.command = Some(
             "if [ -e /fail-one ] && mkdir /shared/claimed 2>/dev/null; then exit 1; fi; printf docker-sandbox-ready"
@@ -444,17 +414,20 @@ async fn one_failing_child_removes_its_started_siblings_and_the_snapshot() {
     let source = provider.create(&SandboxSpec::new(BUSYBOX)).await.expect("source");
     provider.exec(&source, "touch /fail-one", &Default::default()).await.expect("mark");
     let fork_labels: BTreeMap<String, String> = [("one-fails".to_string(), "1".to_string())].into();
-    let err = provider.fork(&source.id(), 4, &fork_labels, 100).await.expect_err("one child fails");
+    let err = provider
+        .fork(&source.id(), 4, &fork_labels, 100, &Default::default())
+        .await
+        .expect_err("one child fails");
     assert!(matches!(err, ProviderError::CreateVerification(_)), "{err}");
     assert!(shared.path().join("claimed").exists(), "exactly one child claimed the token and failed");
-    let left = cleanup.label.containers();
+    let left = cleanup.containers();
     assert_eq!(left.len(), 1, "only the source is left: {left:?}");
     assert!(provider.list_snapshots(&fork_labels).await.unwrap().is_empty());
     provider.close(&source.id()).await.unwrap();
 }
 
-async fn provider_source(cleanup: &Cleanup) -> (DockerProvider, SandboxHandle) {
-    let provider = testkit::provider(&cleanup.label);
+async fn provider_source(cleanup: &TestLabel) -> (DockerProvider, SandboxHandle) {
+    let provider = testkit::provider(cleanup);
     let source = provider.create(&SandboxSpec::new(BUSYBOX)).await.expect("source");
     (provider, source)
 }
@@ -462,17 +435,20 @@ async fn provider_source(cleanup: &Cleanup) -> (DockerProvider, SandboxHandle) {
 #[tokio::test(flavor = "multi_thread")]
 async fn max_snapshots_is_resource_exhausted_and_changes_nothing() {
     let _daemon = DAEMON_WIDE.write().await;
-    let cleanup = Cleanup::new();
+    let cleanup = TestLabel::new();
     let (provider, source) = provider_source(&cleanup).await;
     let before = provider.list_snapshots(&BTreeMap::new()).await.unwrap().len();
     let first = provider.snapshot(&source.id(), &BTreeMap::new(), before + 1).await.expect("within bound");
     let err = provider.snapshot(&source.id(), &BTreeMap::new(), before + 1).await.expect_err("bound");
     assert!(matches!(err, ProviderError::ResourceExhausted(_)), "{err}");
     assert!(err.to_string().contains("server.max_snapshots"), "{err}");
-    let err = provider.fork(&source.id(), 1, &BTreeMap::new(), before + 1).await.expect_err("fork bound");
+    let err = provider
+        .fork(&source.id(), 1, &BTreeMap::new(), before + 1, &Default::default())
+        .await
+        .expect_err("fork bound");
     assert!(matches!(err, ProviderError::ResourceExhausted(_)), "{err}");
     assert_eq!(provider.list_snapshots(&BTreeMap::new()).await.unwrap().len(), before + 1);
-    assert_eq!(cleanup.label.containers().len(), 1, "the refused fork started nothing");
+    assert_eq!(cleanup.containers().len(), 1, "the refused fork started nothing");
     provider.delete_snapshot(&first.snapshot_id).await.unwrap();
     provider.close(&source.id()).await.unwrap();
 }
@@ -482,7 +458,7 @@ async fn max_snapshots_is_resource_exhausted_and_changes_nothing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn expiry_removes_old_unused_snapshots_and_keeps_used_ones() {
     let _daemon = DAEMON_WIDE.write().await;
-    let cleanup = Cleanup::new();
+    let cleanup = TestLabel::new();
     let (provider, source) = provider_source(&cleanup).await;
     let craft = |id: &str| {
         let out = docker(&[

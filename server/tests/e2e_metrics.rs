@@ -1,14 +1,13 @@
 //! End to end: `--metrics-listen` after a known sequence of calls, scraped as Prometheus would,
 //! with exact counts; and one log line per failed call, with its code and message.
 
-use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use sandboxd_client::{proto, spec, Client, ExecOptions, PtyOptions, Sandbox};
 use testkit::images::BUSYBOX;
-use testkit::server::TestServer;
+use testkit::server::{scrape, TestServer};
 use testkit::TestLabel;
 
 /// The server binary Cargo built for these tests.
@@ -24,19 +23,6 @@ fn start(label: &TestLabel) -> TestServer {
     assert!(server.addr.starts_with("127.0.0.1:"), "localhost resolves to loopback IPv4: {}", server.addr);
     assert!(server.metrics_addr.is_some(), "the metrics line comes before the listening line");
     server
-}
-
-/// `GET /metrics` over plain HTTP/1.0.
-fn scrape(addr: &str) -> String {
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect to metrics");
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
-    assert!(head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(head.to_lowercase().contains("content-type: application/openmetrics-text"), "{head}");
-    body.to_string()
 }
 
 /// The value of the sample `name{labels}` (labels as they appear, in order); 0 when absent.

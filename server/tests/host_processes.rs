@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use sandboxd_client::proto;
 use testkit::procs::children_named;
-use testkit::raw::{busybox, create_id};
+use testkit::raw::{busybox, create_id, open_pty};
 use testkit::server::TestServer;
 use testkit::TestLabel;
 
@@ -114,21 +114,9 @@ async fn processes_the_server_spawns_do_not_inherit_ignored_signals() {
     );
     let mut raw = server.raw().await;
     let id = create_id(&mut raw, busybox()).await;
-    let (tx, rx) = tokio::sync::mpsc::channel(4);
-    tx.send(proto::PtyRequest {
-        request: Some(proto::pty_request::Request::Open(proto::PtyOpen {
-            sandbox_id: id.clone(),
-            command: Some("sleep 1234".into()),
-            ..Default::default()
-        })),
-    })
-    .await
-    .unwrap();
-    let mut stream = raw.pty(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
-    assert!(matches!(
-        stream.message().await.unwrap().unwrap().response,
-        Some(proto::pty_response::Response::Opened(_))
-    ));
+    let open =
+        proto::PtyOpen { sandbox_id: id.clone(), command: Some("sleep 1234".into()), ..Default::default() };
+    let (tx, mut stream) = open_pty(&mut raw, open).await;
     // The agent's channel (and, on the docker engine, the PTY session's client) are docker
     // clients of the server; through the agent a terminal starts no client of its own.
     let clients = children_named(server_pid, "docker");

@@ -2,6 +2,7 @@
 //! operator's policy caps and defaults leases, and a lease runs from the end of its create
 //! (in-process).
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use sandboxd_client::proto;
@@ -172,4 +173,106 @@ async fn a_forks_children_get_the_capped_lease() {
         capped.close(&child.id()).await.expect("close child");
     }
     uncapped.close(&source.id()).await.expect("close source");
+}
+
+/// Every path that makes a sandbox is capped by `server.max_ttl_s`: a create, a create from a
+/// snapshot, a fork's child (its source leased for an hour) and a warm-pool claim, each asking
+/// for an hour under a 10-minute cap. Both what the server reports (`List`) and the lease label a server that dies leaves
+/// behind (where one is set at create) end within the cap (in-process, real daemon).
+#[tokio::test(flavor = "multi_thread")]
+async fn every_path_that_makes_a_sandbox_is_capped_by_max_ttl() {
+    let label = TestLabel::new();
+    let state = tempfile::tempdir().unwrap();
+    let cap_ms: i64 = 600_000;
+    let mine = HashMap::from([("case".to_string(), label.value.clone())]);
+    let server = TestService::start_json(
+        &label,
+        serde_json::json!({
+            "server": {"max_ttl_s": cap_ms / 1000, "state_dir": state.path(), "max_snapshots": 100_000},
+            "pools": [{"name": "capped", "image": testkit::images::BUSYBOX, "target": 1, "max": 1,
+                       "template": {"workdir": "/tmp", "metadata": {"case": label.value}}}],
+        }),
+    );
+    let mut raw = server.raw().await;
+    let hour =
+        |spec: proto::SandboxSpec| proto::SandboxSpec { ttl_s: Some(3600.0), metadata: mine.clone(), ..spec };
+
+    // The source of the snapshot and the fork holds an hour's lease: made by a server without a cap.
+    let uncapped_state = tempfile::tempdir().unwrap();
+    let uncapped =
+        TestService::start_json(&label, serde_json::json!({"server": {"state_dir": uncapped_state.path()}}));
+    let mut uncapped_raw = uncapped.raw().await;
+    let source = create_id(&mut uncapped_raw, hour(busybox())).await;
+
+    let created = create_id(&mut raw, hour(busybox())).await;
+    let snapshot = raw
+        .snapshot(proto::SnapshotRequest { sandbox_id: source.clone(), labels: mine.clone() })
+        .await
+        .expect("snapshot")
+        .into_inner()
+        .snapshot
+        .expect("the snapshot")
+        .snapshot_id;
+    let from_snapshot = create_id(
+        &mut raw,
+        hour(proto::SandboxSpec { snapshot_id: Some(snapshot.clone()), ..Default::default() }),
+    )
+    .await;
+    let forked = raw
+        .fork(proto::ForkRequest { sandbox_id: source.clone(), count: 1, labels: mine.clone() })
+        .await
+        .expect("fork")
+        .into_inner();
+    let child = forked.sandboxes[0].sandbox_id.clone();
+    let pool = |raw: &mut testkit::raw::RawClient| {
+        let mut raw = raw.clone();
+        async move {
+            let pools =
+                raw.list_pools(proto::ListPoolsRequest {}).await.expect("ListPools").into_inner().pools;
+            pools.into_iter().find(|p| p.name == "capped").expect("the pool")
+        }
+    };
+    let start = std::time::Instant::now();
+    while pool(&mut raw).await.ready < 1 {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the pool never had a ready sandbox: {:?}",
+            pool(&mut raw).await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let claimed =
+        create_id(&mut raw, hour(proto::SandboxSpec { pool: Some("capped".into()), ..Default::default() }))
+            .await;
+    assert_eq!(pool(&mut raw).await.claimed, 1, "the claim came from the pool's ready sandbox");
+
+    let listed = raw
+        .list(proto::ListRequest { labels: mine.clone(), ..Default::default() })
+        .await
+        .expect("List")
+        .into_inner()
+        .sandboxes;
+    let bound = sandboxd::lease::now_ms() + cap_ms;
+    for (path, id) in
+        [("create", &created), ("snapshot", &from_snapshot), ("fork", &child), ("pool claim", &claimed)]
+    {
+        let info = listed
+            .iter()
+            .find(|s| s.sandbox.as_ref().is_some_and(|r| &r.sandbox_id == id))
+            .unwrap_or_else(|| panic!("{path}: {id} is not listed: {listed:?}"));
+        let ends = info.expires_at_unix_ms.unwrap_or_else(|| panic!("{path}: no lease"));
+        assert!(ends <= bound, "{path}: the lease ends {} ms past the cap", ends - bound);
+        let out = testkit::docker(&["inspect", "-f", "{{index .Config.Labels \"sandboxd.expires_ms\"}}", id]);
+        let kept = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if let Ok(kept) = kept.parse::<i64>() {
+            assert!(kept <= bound, "{path}: the lease label ends {} ms past the cap", kept - bound);
+        }
+    }
+    for id in [&created, &from_snapshot, &child, &claimed] {
+        raw.close(proto::CloseRequest { sandbox_id: id.clone() }).await.expect("close");
+    }
+    uncapped_raw.close(proto::CloseRequest { sandbox_id: source }).await.expect("close the source");
+    for snapshot_id in [snapshot, forked.snapshot_id] {
+        raw.delete_snapshot(proto::DeleteSnapshotRequest { snapshot_id }).await.expect("delete snapshot");
+    }
 }

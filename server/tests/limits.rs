@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use sandboxd_client::proto;
-use testkit::raw::{busybox, chunk, create_id, upload_header};
+use testkit::raw::{busybox, chunk, create_id, open_pty, upload_header};
 use testkit::server::TestServer;
 use testkit::service::TestService;
 use testkit::TestLabel;
@@ -97,24 +97,15 @@ async fn calls_past_the_per_connection_limit_are_resource_exhausted() {
     let id = create_id(&mut setup, busybox()).await;
 
     let mut raw = server.raw().await; // one connection
-    let open = || proto::PtyRequest {
-        request: Some(proto::pty_request::Request::Open(proto::PtyOpen {
-            sandbox_id: id.clone(),
-            command: Some("cat".into()),
-            pipe: true,
-            ..Default::default()
-        })),
+    let open = || proto::PtyOpen {
+        sandbox_id: id.clone(),
+        command: Some("cat".into()),
+        pipe: true,
+        ..Default::default()
     };
     let mut held = Vec::new();
     for _ in 0..2 {
-        let (tx, rx) = tokio::sync::mpsc::channel(4);
-        tx.send(open()).await.unwrap();
-        let mut stream = raw.pty(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
-        assert!(matches!(
-            stream.message().await.unwrap().unwrap().response,
-            Some(proto::pty_response::Response::Opened(_))
-        ));
-        held.push((tx, stream));
+        held.push(open_pty(&mut raw, open()).await);
     }
     let third = tokio::time::timeout(
         Duration::from_secs(30),

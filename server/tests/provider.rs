@@ -228,7 +228,7 @@ async fn sweep_until_gone(
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut removed = Vec::new();
     loop {
-        removed.extend(p.sweep(leases).await.expect("sweep").removed);
+        removed.extend(sandboxd::sweep::sweep(p, leases).await.expect("sweep").removed);
         if !exists(gone) {
             return removed;
         }

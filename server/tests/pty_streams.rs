@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use sandboxd_client::proto;
-use testkit::raw::{busybox, create_id};
+use testkit::raw::{busybox, create_id, open_pty};
 use testkit::service::TestService;
 use testkit::wait::eventually;
 use testkit::TestLabel;
@@ -26,22 +26,13 @@ async fn pty_with_a_blocked_write_ends(half_close: bool) {
     let server = TestService::start_json(&label, serde_json::json!({}));
     let mut raw = server.raw().await;
     let id = create_id(&mut raw, busybox()).await;
-    let (tx, rx) = tokio::sync::mpsc::channel(64);
-    tx.send(proto::PtyRequest {
-        request: Some(proto::pty_request::Request::Open(proto::PtyOpen {
-            sandbox_id: id.clone(),
-            command: Some("exec sleep 1234".into()),
-            pipe: true,
-            ..Default::default()
-        })),
-    })
-    .await
-    .unwrap();
-    let mut stream = raw.pty(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
-    assert!(matches!(
-        stream.message().await.unwrap().unwrap().response,
-        Some(proto::pty_response::Response::Opened(_))
-    ));
+    let open = proto::PtyOpen {
+        sandbox_id: id.clone(),
+        command: Some("exec sleep 1234".into()),
+        pipe: true,
+        ..Default::default()
+    };
+    let (tx, mut stream) = open_pty(&mut raw, open).await;
     // The program never reads: 8 MiB of input fills every pipe on the way, and the server's
     // write blocks.
     for _ in 0..8 {

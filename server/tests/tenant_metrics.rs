@@ -2,24 +2,14 @@
 //! reserved (counted from the daemon), execs in flight and creates, each labelled by tenant, and
 //! one tenant's use never in another's series.
 
-use std::io::{Read, Write};
 use std::time::Duration;
 
 use sandboxd_client::{proto, Client, Sandbox};
 use testkit::images::BUSYBOX;
-use testkit::server::TestServer;
+use testkit::server::{scrape, TestServer};
 use testkit::TestLabel;
 
 const SANDBOXD: &str = env!("CARGO_BIN_EXE_sandboxd");
-
-fn scrape(addr: &str) -> String {
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect to metrics");
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    response.split_once("\r\n\r\n").expect("an HTTP response").1.to_string()
-}
 
 /// The value of `metric{tenant="…"}` in a scrape, if present.
 fn value(scrape: &str, metric: &str, tenant: &str) -> Option<f64> {

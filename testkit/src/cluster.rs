@@ -171,7 +171,7 @@ impl Drop for TestCluster {
 }
 
 /// The repository root (testkit lives one level below it).
-fn repo_root() -> PathBuf {
+pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("repository root").to_path_buf()
 }
 

@@ -6,20 +6,25 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-/// Runs `BINARY --addr ADDR ARGS…` (`BINARY` is sandboxctl) with `stdin` as its input (none:
-/// an empty pipe).
-pub fn ctl(binary: impl AsRef<Path>, addr: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
-    use std::io::Write;
+/// `BINARY --addr ADDR` (`BINARY` is sandboxctl) with none of the environment that would point
+/// it elsewhere, its SIGINT as a terminal gives it: add the arguments and the stdio.
+pub fn command(binary: impl AsRef<Path>, addr: &str) -> Command {
     let mut cmd = Command::new(binary.as_ref());
     // A test run started with `&` inherits SIGINT ignored; sandboxctl must not (issue 9).
     sandboxd::docker::cli::reset_signal_dispositions(&mut cmd);
-    let mut child = cmd
-        .arg("--addr")
+    cmd.arg("--addr")
         .arg(addr)
-        .args(args)
         .env_remove("SANDBOXD_ADDR")
         .env_remove("SANDBOXD_TOKEN_FILE")
-        .env_remove("SANDBOXD_TOKEN")
+        .env_remove("SANDBOXD_TOKEN");
+    cmd
+}
+
+/// Runs `BINARY --addr ADDR ARGS…` with `stdin` as its input (none: an empty pipe).
+pub fn ctl(binary: impl AsRef<Path>, addr: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    use std::io::Write;
+    let mut child = command(binary, addr)
+        .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -31,6 +36,18 @@ pub fn ctl(binary: impl AsRef<Path>, addr: &str, args: &[&str], stdin: Option<&[
     }
     drop(pipe);
     child.wait_with_output().expect("sandboxctl output")
+}
+
+/// A command's output as text (lossy UTF-8).
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs `BINARY --addr ADDR ARGS…` with no input; it must succeed. Its stdout.
+pub fn ok(binary: impl AsRef<Path>, addr: &str, args: &[&str]) -> String {
+    let out = ctl(binary, addr, args, None);
+    assert!(out.status.success(), "sandboxctl {args:?}: {}", text(&out.stderr));
+    text(&out.stdout)
 }
 
 /// A tmux server of its own (a socket in a temp dir, removed with it) with one window running a

@@ -77,21 +77,21 @@ impl TestLabel {
         String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect()
     }
 
-    /// Removes this label's containers, then the networks and volumes the service made for
-    /// them (they carry the operator's labels, so the test's too).
+    /// Removes this label's containers, then the networks, volumes and snapshot images that
+    /// carry it (the operator's labels, so the test's too) and the containers' run directories
+    /// in the default state directory: `scripts/remove-test-leftovers.sh --case`, the one place
+    /// that knows what a test leaves.
     pub fn remove_all(&self) {
-        let ids = self.containers();
-        if !ids.is_empty() {
-            let _ = Command::new("docker").arg("rm").arg("-f").args(&ids).output();
-        }
-        let filter = format!("label=sandboxd.test.case={}", self.value);
-        for kind in ["network", "volume"] {
-            let out = docker(&[kind, "ls", "-q", "--filter", &filter]);
-            let names: Vec<String> =
-                String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect();
-            if !names.is_empty() {
-                let _ = Command::new("docker").args([kind, "rm"]).args(&names).output();
-            }
+        let script = cluster::repo_root().join("scripts").join("remove-test-leftovers.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .args(["--case", &self.value])
+            .stdin(std::process::Stdio::null())
+            .output();
+        match out {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => eprintln!("{}: {}", script.display(), String::from_utf8_lossy(&out.stderr)),
+            Err(e) => eprintln!("{}: {e}", script.display()),
         }
     }
 }
@@ -100,6 +100,19 @@ impl Drop for TestLabel {
     fn drop(&mut self) {
         self.remove_all();
     }
+}
+
+/// A provider on the agent engine whatever the engine under test, `edit` applied after.
+pub fn agent_provider(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) -> DockerProvider {
+    provider_with(label, |c| {
+        c.exec.engine = ExecEngineKind::Agent;
+        edit(c)
+    })
+}
+
+/// Exec parameters with a 60 s timeout, nothing else set.
+pub fn exec_params() -> sandboxd::spec::ExecParams {
+    sandboxd::spec::ExecParams { timeout: Some(std::time::Duration::from_secs(60)), ..Default::default() }
 }
 
 /// Fail (never skip) when the daemon is unreachable, and build the test images.

@@ -60,3 +60,20 @@ pub fn upload_header(sandbox_id: &str, path: &str, size: Option<u64>) -> proto::
 pub fn chunk(bytes: Vec<u8>) -> proto::UploadRequest {
     proto::UploadRequest { request: Some(proto::upload_request::Request::Chunk(bytes)) }
 }
+
+/// A `Pty` stream opened with `open`: the sender of its later requests and the stream, its
+/// first answer (`Opened`) already read.
+pub async fn open_pty(
+    raw: &mut RawClient,
+    open: proto::PtyOpen,
+) -> (tokio::sync::mpsc::Sender<proto::PtyRequest>, tonic::Streaming<proto::PtyResponse>) {
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tx.send(proto::PtyRequest { request: Some(proto::pty_request::Request::Open(open)) })
+        .await
+        .expect("queue the open");
+    let mut stream =
+        raw.pty(tokio_stream::wrappers::ReceiverStream::new(rx)).await.expect("Pty").into_inner();
+    let first = stream.message().await.expect("the Pty stream's first answer").expect("an answer");
+    assert!(matches!(first.response, Some(proto::pty_response::Response::Opened(_))), "{first:?}");
+    (tx, stream)
+}

@@ -279,3 +279,18 @@ impl Drop for TestServer {
         }
     }
 }
+
+/// `GET /metrics` from a `--metrics-listen` address over plain HTTP/1.0: it answers 200 with the
+/// OpenMetrics content type; the body.
+pub fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to metrics");
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.to_lowercase().contains("content-type: application/openmetrics-text"), "{head}");
+    body.to_string()
+}

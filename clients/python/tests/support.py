@@ -108,14 +108,16 @@ class ContainerLabel:
         return out.stdout.split()
 
     def remove_all(self) -> None:
-        ids = self.containers()
-        if ids:
-            docker("rm", "-f", *ids, check=False)
-        # The networks and volumes the server made for them carry the same labels.
-        for kind in ("network", "volume"):
-            names = docker(kind, "ls", "-q", "--filter", f"label=sandboxd.test.case={self.value}", check=False)
-            if names.stdout.split():
-                docker(kind, "rm", *names.stdout.split(), check=False)
+        """This label's containers, networks, volumes, snapshot images and run directories:
+        `scripts/remove-test-leftovers.sh --case`, the one place that knows what a test leaves."""
+        script = REPO_ROOT / "scripts" / "remove-test-leftovers.sh"
+        subprocess.run(
+            ["bash", str(script), "--case", self.value],
+            check=False,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=300,
+        )
 
 
 class ServerProcess:

@@ -6,13 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::provider::DockerProvider;
-use crate::backend::{CreatePlan, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource};
+use crate::backend::{
+    CreatePlan, CreatePolicy, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource,
+};
 use crate::branching::{DiffEntry, Forked, SnapshotInfo};
 use crate::docker::pty::{PtyError, TerminalMode, TerminalProcess};
 use crate::error::Result;
+use crate::expiry::{Owned, OwnedListing};
 use crate::fs::{EntryStream, FileEntry, FileOp, ListDirQuery, WatchStream};
 use crate::inventory::{ListPage, ListQuery};
-use crate::lease::{LeaseStore, SweepReport};
 use crate::processes::{ForwardConnection, ForwardTarget, ProcessInfo, ProcessStart, ProcessStream, Started};
 use crate::spec::{
     ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
@@ -25,8 +27,12 @@ impl SandboxBackend for DockerProvider {
         DockerProvider::create_planned(self, spec, plan).await
     }
 
-    async fn sweep(&self, leases: &LeaseStore) -> Result<SweepReport> {
-        DockerProvider::sweep(self, leases).await
+    async fn list_owned(&self) -> Result<OwnedListing> {
+        DockerProvider::list_owned(self).await
+    }
+
+    async fn remove_owned(&self, owned: &Owned) -> Result<()> {
+        DockerProvider::remove_owned(self, owned).await
     }
 
     async fn ping(&self) -> Result<()> {
@@ -144,8 +150,9 @@ impl SandboxBackend for DockerProvider {
         count: u32,
         labels: &BTreeMap<String, String>,
         max_snapshots: usize,
+        policy: &CreatePolicy,
     ) -> Result<Forked> {
-        DockerProvider::fork(self, id, count, labels, max_snapshots).await
+        DockerProvider::fork(self, id, count, labels, max_snapshots, policy).await
     }
 
     async fn diff(&self, id: &SandboxId, path_prefix: Option<&str>) -> Result<Vec<DiffEntry>> {

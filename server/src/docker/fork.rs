@@ -4,7 +4,8 @@
 //! image (`docker commit` records the container's `Env` and `WorkingDir`), its declared ports
 //! (published anew on new host ports), cpu / memory / gpu limits (read back from the container)
 //! and its lease length (`sandboxd.expires_ms` - `sandboxd.created_ms`: a child's lease is
-//! as long as the source's was at its create; a lease moved by `SetTimeout` is not read).
+//! as long as the source's was at its create, under the operator's policy the caller passes;
+//! a lease moved by `SetTimeout` is not read).
 //! Children run the service's keep-alive like any
 //! sandbox.
 
@@ -17,7 +18,7 @@ use super::argv;
 use super::failure::CliError;
 use super::provider::DockerProvider;
 use super::snapshot::validate_labels;
-use crate::backend::CreatePlan;
+use crate::backend::CreatePolicy;
 use crate::branching::{Forked, MAX_FORK_COUNT};
 use crate::error::{ProviderError, Result};
 use crate::lease;
@@ -97,15 +98,17 @@ fn child_spec(source: &ContainerJson, labels: &BTreeMap<String, String>) -> Sand
 }
 
 impl DockerProvider {
-    /// Snapshot `sandbox_id` once, then start `count` children from it in parallel. When any
-    /// child fails, the others and the snapshot are removed and the first failure is returned.
-    /// The source keeps running (or stays paused).
+    /// Snapshot `sandbox_id` once, then start `count` children from it in parallel, each
+    /// planned by `policy` (the source's lease length under the operator's cap, the create
+    /// bound). When any child fails, the others and the snapshot are removed and the first
+    /// failure is returned. The source keeps running (or stays paused).
     pub async fn fork(
         &self,
         id: &SandboxId,
         count: u32,
         labels: &BTreeMap<String, String>,
         max_snapshots: usize,
+        policy: &CreatePolicy,
     ) -> Result<Forked> {
         let sandbox_id = id.as_str();
         if !(1..=MAX_FORK_COUNT).contains(&count) {
@@ -120,8 +123,9 @@ impl DockerProvider {
         let spec =
             SandboxSpec { snapshot_id: Some(snapshot.snapshot_id.clone()), ..child_spec(&source, labels) };
         let spec = &spec;
+        let requested = spec.ttl_s.and_then(|s| std::time::Duration::try_from_secs_f64(s).ok());
         let children = (0..count).map(|_| async move {
-            let plan = CreatePlan::for_spec(spec);
+            let plan = policy.plan(requested, None);
             self.create_planned(spec, &plan).await
         });
         let results: Vec<Result<SandboxHandle>> =
@@ -135,8 +139,7 @@ impl DockerProvider {
             return Err(first);
         }
         tracing::info!(sandbox_id, count, snapshot_id = %snapshot.snapshot_id, "sandbox forked");
-        let ttl = spec.ttl_s.map(std::time::Duration::from_secs_f64);
-        Ok(Forked { snapshot, sandboxes, ttl })
+        Ok(Forked { snapshot, sandboxes, ttl: policy.lease.ttl(requested) })
     }
 
     /// The full inspect of a sandbox this service owns.

@@ -20,24 +20,20 @@ impl DockerProvider {
     /// The owned sandboxes matching `query`, one page.
     pub async fn list(&self, query: &ListQuery) -> Result<ListPage> {
         crate::metadata::validate_metadata("labels", &query.labels)?;
-        let mut filters = labels::filter_args(&query.labels);
+        let mut filters = argv::metadata_filter_args(&query.labels);
         if let Some(tenant) = &query.tenant {
-            filters.extend(labels::tenant_filter_args(tenant));
+            filters.extend(argv::tenant_filter_args(tenant));
         }
         if let Some(owner) = &query.pool_owner {
             // The pools' start-up cleanup: this server's members of this deployment only.
-            filters = vec!["--filter".into(), format!("label={}={owner}", labels::POOL_OWNER_LABEL)];
-            for label in argv::operator_labels(&self.config.create.extra_run_args) {
-                filters.extend(["--filter".to_string(), format!("label={label}")]);
-            }
+            filters = argv::pool_owner_filter_args(owner, &self.config.create.extra_run_args);
         }
         let mut names = self.owned_names(&filters).await?;
         // A claimed pool member's labels and tenant are its claim's, which docker's filters
         // cannot see: find the members apart and let `page` filter them by their claims.
         let narrowed = !query.labels.is_empty() || query.tenant.is_some();
         if query.pool_owner.is_none() && narrowed && !query.claims.is_empty() {
-            let members = vec!["--filter".to_string(), format!("label={}", labels::POOL_LABEL)];
-            for name in self.owned_names(&members).await? {
+            for name in self.owned_names(&argv::pool_member_filter_args()).await? {
                 if !names.contains(&name) {
                     names.push(name);
                 }

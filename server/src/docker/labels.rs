@@ -31,40 +31,6 @@ pub const POOL_OWNER_LABEL: &str = "sandboxd.pool.owner";
 
 /// Prefix of every label that carries a `spec.metadata` entry.
 pub const METADATA_LABEL_PREFIX: &str = "sandboxd.meta.";
-/// `--label sandboxd.meta.KEY=VALUE` for each entry (validated first by the spec).
-pub fn run_args(metadata: &BTreeMap<String, String>) -> Vec<String> {
-    metadata
-        .iter()
-        .flat_map(|(k, v)| ["--label".to_string(), format!("{METADATA_LABEL_PREFIX}{k}={v}")])
-        .collect()
-}
-
-/// `--filter label=sandboxd.tenant=NAME`: only that tenant's containers (ANDed with the rest).
-pub fn tenant_filter_args(tenant: &str) -> Vec<String> {
-    vec!["--filter".to_string(), format!("label={}={tenant}", crate::auth::TENANT_LABEL)]
-}
-
-/// `--label sandboxd.pool=NAME --label sandboxd.pool.owner=OWNER` for a pool's sandbox.
-pub fn pool_run_args(member: Option<&crate::spec::PoolMember>) -> Vec<String> {
-    member
-        .map(|m| {
-            vec![
-                "--label".to_string(),
-                format!("{POOL_LABEL}={}", m.pool),
-                "--label".to_string(),
-                format!("{POOL_OWNER_LABEL}={}", m.owner),
-            ]
-        })
-        .unwrap_or_default()
-}
-
-/// `--filter label=sandboxd.meta.KEY=VALUE` for each entry: docker ANDs label filters.
-pub fn filter_args(labels: &BTreeMap<String, String>) -> Vec<String> {
-    labels
-        .iter()
-        .flat_map(|(k, v)| ["--filter".to_string(), format!("label={METADATA_LABEL_PREFIX}{k}={v}")])
-        .collect()
-}
 
 /// The metadata entries among a container's labels, prefix removed.
 pub fn metadata_from_labels(labels: &BTreeMap<String, String>) -> BTreeMap<String, String> {
@@ -73,6 +39,13 @@ pub fn metadata_from_labels(labels: &BTreeMap<String, String>) -> BTreeMap<Strin
         .filter_map(|(k, v)| k.strip_prefix(METADATA_LABEL_PREFIX).map(|k| (k.to_string(), v.clone())))
         .collect()
 }
+
+/// The flags these labels are set and filtered with, under their old names (the command lines
+/// are built in `argv/labels.rs`).
+pub use super::argv::{
+    metadata_filter_args as filter_args, metadata_label_args as run_args, pool_label_args as pool_run_args,
+    tenant_filter_args,
+};
 
 #[cfg(test)]
 mod tests {
@@ -85,8 +58,14 @@ mod tests {
     #[test]
     fn round_trip_through_labels() {
         let meta = map(&[("run", "r1"), ("team", "a=b")]);
-        assert_eq!(run_args(&meta), ["--label", "sandboxd.meta.run=r1", "--label", "sandboxd.meta.team=a=b"]);
-        assert_eq!(filter_args(&map(&[("run", "r1")])), ["--filter", "label=sandboxd.meta.run=r1"]);
+        assert_eq!(
+            super::super::argv::metadata_label_args(&meta),
+            ["--label", "sandboxd.meta.run=r1", "--label", "sandboxd.meta.team=a=b"]
+        );
+        assert_eq!(
+            super::super::argv::metadata_filter_args(&map(&[("run", "r1")])),
+            ["--filter", "label=sandboxd.meta.run=r1"]
+        );
         let mut labels = map(&[("sandboxd.sandbox", "1"), ("sandboxd.ports", "80")]);
         labels.insert("sandboxd.meta.run".into(), "r1".into());
         assert_eq!(metadata_from_labels(&labels), map(&[("run", "r1")]));

@@ -130,7 +130,7 @@ impl DockerProvider {
 
     /// As `with_binary`, sandboxes' run directories under `state_dir/sandboxes`.
     pub fn with_binary_in(config: DockerConfig, binary: PathBuf, state_dir: PathBuf) -> Result<Self> {
-        config.validate()?;
+        let config = config.checked()?;
         let size = |n: i64| usize::try_from(n).unwrap_or(1);
         let cli = DockerCli::with_pools(
             binary,

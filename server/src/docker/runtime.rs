@@ -6,8 +6,9 @@
 use std::collections::BTreeMap;
 
 use super::argv;
-use super::failure::CliError;
+use super::failure::{CliError, DockerFailureKind};
 use super::provider::DockerProvider;
+use super::state::ContainerState;
 use super::transport::ExecSpec;
 use crate::error::{ProviderError, Result};
 use crate::runtime::{unscoped_name, NetworkAddress, VolumeInfo, NEVER_ADDED};
@@ -19,11 +20,8 @@ impl DockerProvider {
     /// `none`.
     pub(super) fn check_runtime_policy(&self, spec: &SandboxSpec) -> Result<()> {
         let create = &self.config.create;
-        let allowed: Vec<String> = create
-            .allowed_cap_add
-            .iter()
-            .filter_map(|c| crate::runtime::capability("create.allowed_cap_add", c).ok())
-            .collect();
+        // Checked and in Docker's spelling since the config was loaded.
+        let allowed = &create.allowed_cap_add;
         for cap in &spec.cap_add {
             let name = crate::runtime::capability("spec.cap_add", cap)?;
             if NEVER_ADDED.contains(&name.as_str()) || !allowed.contains(&name) {
@@ -127,42 +125,17 @@ impl DockerProvider {
         }
     }
 
-    /// The sandbox's address on its spec network, else on the first network it is on.
+    /// The sandbox's address on its spec network, else on the first network it is on: one
+    /// `docker inspect` for ownership, state and addresses.
     pub async fn network_address(&self, id: &SandboxId) -> Result<NetworkAddress> {
         let sandbox_id = id.as_str();
-        let found = self.inspect(sandbox_id).await?.filter(|f| f.owned);
-        let Some(found) = found else { return Err(ProviderError::SandboxNotFound(sandbox_id.into())) };
-        if !found.state.is_running() {
-            return Err(ProviderError::Stopped(sandbox_id.into()));
-        }
-        let tenant = found.tenant.as_deref();
-        let wanted = found.network.clone();
-        let out = self.control(argv::network_addresses_args(sandbox_id)).await?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        let networks: BTreeMap<&str, &str> = text
-            .lines()
-            .filter_map(|l| l.split_once('\t'))
-            .filter(|(_, ip)| !ip.trim().is_empty())
-            .map(|(n, ip)| (n.trim(), ip.trim()))
-            .collect();
-        let (network, address) = match &wanted {
-            Some(net) => {
-                let docker_name = argv::network_name(tenant, net);
-                let ip = networks.get(docker_name.as_str()).ok_or_else(|| {
-                    ProviderError::Stopped(format!("{sandbox_id} has no address on network {net:?}"))
-                })?;
-                (net.clone(), ip.to_string())
+        match self.control(argv::network_addresses_args(sandbox_id)).await {
+            Ok(out) => address_of(sandbox_id, &out.stdout_text()),
+            Err(e) if e.kind() == Some(DockerFailureKind::MissingContainer) => {
+                Err(ProviderError::SandboxNotFound(sandbox_id.into()))
             }
-            None => match networks.iter().next() {
-                Some((_, ip)) => (String::new(), ip.to_string()),
-                None => {
-                    return Err(ProviderError::Stopped(format!(
-                        "{sandbox_id} has no network address (network none)"
-                    )))
-                }
-            },
-        };
-        Ok(NetworkAddress { address, network })
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The tenant's named volumes.
@@ -244,4 +217,88 @@ fn has_all(found: &BTreeMap<String, String>, labels: &[String]) -> bool {
         let (k, v) = l.split_once('=').unwrap_or((l, ""));
         found.get(k).is_some_and(|x| x == v)
     })
+}
+
+/// The address [`argv::network_addresses_args`]' output gives: `labels-json \t state`, then
+/// `network \t ip` lines. A container without the ownership label is not found; one not running
+/// has no address.
+fn address_of(sandbox_id: &str, text: &str) -> Result<NetworkAddress> {
+    let mut lines = text.lines();
+    let head = lines.next().unwrap_or_default();
+    let (labels_json, state) = head.split_once('\t').unwrap_or((head, ""));
+    let labels: BTreeMap<String, String> =
+        serde_json::from_str::<Option<BTreeMap<String, String>>>(labels_json)
+            .map_err(|e| ProviderError::Docker(format!("unexpected docker inspect output: {e}")))?
+            .unwrap_or_default();
+    if labels.get(argv::SANDBOX_LABEL).is_none_or(|v| v != "1") {
+        return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
+    }
+    if !ContainerState::parse(state.trim()).is_running() {
+        return Err(ProviderError::Stopped(sandbox_id.into()));
+    }
+    let tenant = labels.get(crate::auth::TENANT_LABEL).map(String::as_str);
+    let wanted = labels.get(argv::RUNTIME_LABEL).and_then(|l| argv::RuntimeLabel::parse(l).network);
+    let networks: BTreeMap<&str, &str> = lines
+        .filter_map(|l| l.split_once('\t'))
+        .filter(|(_, ip)| !ip.trim().is_empty())
+        .map(|(n, ip)| (n.trim(), ip.trim()))
+        .collect();
+    let (network, address) = match &wanted {
+        Some(net) => {
+            let docker_name = argv::network_name(tenant, net);
+            let ip = networks.get(docker_name.as_str()).ok_or_else(|| {
+                ProviderError::Stopped(format!("{sandbox_id} has no address on network {net:?}"))
+            })?;
+            (net.clone(), ip.to_string())
+        }
+        None => match networks.iter().next() {
+            Some((_, ip)) => (String::new(), ip.to_string()),
+            None => {
+                return Err(ProviderError::Stopped(format!(
+                    "{sandbox_id} has no network address (network none)"
+                )))
+            }
+        },
+    };
+    Ok(NetworkAddress { address, network })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "sandboxd-0123456789abcdef0123456789abcdef";
+
+    fn inspected(labels: &str, state: &str, networks: &[(&str, &str)]) -> String {
+        let lines: String = networks.iter().map(|(n, ip)| format!("{n}\t{ip}\n")).collect();
+        format!("{labels}\t{state}\n{lines}")
+    }
+
+    #[test]
+    fn the_address_comes_from_one_inspect() {
+        let owned = r#"{"sandboxd.sandbox":"1"}"#;
+        let bridge = inspected(owned, "running", &[("bridge", "172.17.0.5")]);
+        assert_eq!(
+            address_of(ID, &bridge).unwrap(),
+            NetworkAddress { address: "172.17.0.5".into(), network: String::new() }
+        );
+        let lab = argv::network_name(Some("red"), "lab");
+        let labels = serde_json::json!({
+            "sandboxd.sandbox": "1",
+            "sandboxd.tenant": "red",
+            "sandboxd.runtime": r#"{"network":"lab"}"#,
+        });
+        let on_lab =
+            inspected(&labels.to_string(), "running", &[("bridge", "172.17.0.5"), (&lab, "10.0.0.7")]);
+        assert_eq!(
+            address_of(ID, &on_lab).unwrap(),
+            NetworkAddress { address: "10.0.0.7".into(), network: "lab".into() }
+        );
+        let off_lab = inspected(&labels.to_string(), "running", &[("bridge", "172.17.0.5")]);
+        assert!(matches!(address_of(ID, &off_lab), Err(ProviderError::Stopped(_))));
+        assert!(matches!(address_of(ID, &inspected(owned, "running", &[])), Err(ProviderError::Stopped(_))));
+        assert!(matches!(address_of(ID, &inspected(owned, "exited", &[])), Err(ProviderError::Stopped(_))));
+        let stranger = inspected("null", "running", &[("bridge", "172.17.0.9")]);
+        assert!(matches!(address_of(ID, &stranger), Err(ProviderError::SandboxNotFound(_))));
+    }
 }

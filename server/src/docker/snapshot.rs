@@ -129,12 +129,15 @@ impl DockerProvider {
         let _place = self.reserve_snapshot_place(max_snapshots).await?;
         let snapshot_id = argv::new_snapshot_id();
         let encoded = encode_labels(labels);
-        let marks = SnapshotMarks { source: sandbox_id, labels: &encoded, created_ms: now_ms() };
-        let mut args = argv::commit_args(sandbox_id, &snapshot_id, &marks);
         // A sandbox whose agent runs as root (`-u 0`) keeps its image's user in the snapshot.
-        if let Some(user) = self.agent_started_as(sandbox_id).await {
-            args.splice(1..1, ["--change".to_string(), format!("USER {user}")]);
-        }
+        let user = self.agent_started_as(sandbox_id).await;
+        let marks = SnapshotMarks {
+            source: sandbox_id,
+            labels: &encoded,
+            created_ms: now_ms(),
+            user: user.as_deref(),
+        };
+        let args = argv::commit_args(sandbox_id, &snapshot_id, &marks);
         let timeout = self.config.create.start_timeout;
         match self.cli.run(&args, timeout, None).await {
             Ok(_) => {}

@@ -10,19 +10,12 @@ use crate::error::{ProviderError, Result};
 use crate::spec::SandboxId;
 use crate::stats::SandboxStats;
 
-/// `docker inspect` of the id, the init pid and the state, tab-separated.
-fn stats_inspect_args(name: &str) -> Vec<String> {
-    ["inspect", "--type", "container", "-f", "{{.Id}}\t{{.State.Pid}}\t{{.State.Status}}", name]
-        .map(String::from)
-        .to_vec()
-}
-
 impl DockerProvider {
     /// The sandbox's usage now. A stopped sandbox has none (`Stopped`).
     pub async fn stats(&self, id: &SandboxId) -> Result<SandboxStats> {
         let sandbox_id = id.as_str();
         self.handle(sandbox_id).await?;
-        let out = match self.control(stats_inspect_args(sandbox_id)).await {
+        let out = match self.control(super::argv::stats_inspect_args(sandbox_id)).await {
             Ok(out) => out,
             Err(e) if e.kind() == Some(DockerFailureKind::MissingContainer) => {
                 return Err(ProviderError::SandboxNotFound(sandbox_id.into()))

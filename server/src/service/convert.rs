@@ -1,4 +1,5 @@
-//! Between the wire types of `sandbox.v1` and the provider's own types.
+//! Between the wire types of `sandbox.v1` and the service's own types: specs, descriptors,
+//! durations, and the warm pools' specs and counts.
 
 use std::collections::BTreeMap;
 
@@ -6,6 +7,7 @@ use sandboxd_proto::v1 as pb;
 use tonic::Status;
 
 use super::status::invalid;
+use crate::pools::{PoolSpec, PoolStatus};
 use crate::spec::{ProviderOptions, SandboxDescriptor, SandboxHandle, SandboxResources, SandboxSpec};
 
 /// A port on the wire (`uint32`) as a TCP port.
@@ -91,6 +93,88 @@ pub fn seconds(field: &str, value: f64) -> Result<std::time::Duration, Status> {
     }
 }
 
+/// A wire `PoolSpec` as the pools take it (checked there, fields named `pool.…`).
+pub fn pool_spec_from_proto(pool: pb::PoolSpec) -> Result<PoolSpec, Status> {
+    let template = pool.template.unwrap_or_default();
+    if template.pool.is_some() {
+        return Err(invalid("pool.template.pool", "must be unset"));
+    }
+    if !template.image.is_empty() && template.image != pool.image {
+        return Err(invalid("pool.template.image", "must be unset or equal pool.image"));
+    }
+    let mut template = spec_from_proto(template).map_err(|s| {
+        Status::new(s.code(), s.message().replacen("invalid spec.", "invalid pool.template.", 1))
+    })?;
+    template.image = pool.image;
+    Ok(PoolSpec { name: pool.name, template, target: pool.target, max: pool.max })
+}
+
+/// A pool's spec on the wire.
+pub fn pool_spec_to_proto(spec: &PoolSpec) -> pb::PoolSpec {
+    let t = &spec.template;
+    let template = pb::SandboxSpec {
+        image: String::new(),
+        ttl_s: None,
+        ready_timeout_s: t.ready_timeout_s,
+        workdir: t.workdir.clone(),
+        env: t.env.clone().into_iter().collect(),
+        files: t.files.clone().into_iter().collect(),
+        metadata: t.metadata.clone().into_iter().collect(),
+        resources: Some(pb::SandboxResources {
+            cpu: t.resources.cpu,
+            memory_mib: t.resources.memory_mib,
+            disk_gib: t.resources.disk_gib,
+            gpu: t.resources.gpu,
+            gpu_type: t.resources.gpu_type.clone(),
+        }),
+        entrypoint: t.entrypoint.clone().unwrap_or_default(),
+        ports: t.ports.iter().map(|p| u32::from(*p)).collect(),
+        provider_options: Some(pb::ProviderOptions {
+            volumes: t.provider_options.volumes.clone(),
+            run_args: t.provider_options.run_args.clone(),
+        }),
+        snapshot_id: None,
+        pool: None,
+        network: t.network.clone(),
+        cap_add: t.cap_add.clone(),
+        shm_size_bytes: t.shm_size_bytes,
+        volumes: t
+            .volumes
+            .iter()
+            .map(|v| pb::VolumeMount {
+                name: v.name.clone(),
+                target: v.target.clone(),
+                read_only: v.read_only,
+                subpath: v.subpath.clone(),
+            })
+            .collect(),
+        network_policy: None,
+    };
+    pb::PoolSpec {
+        name: spec.name.clone(),
+        image: t.image.clone(),
+        template: Some(template),
+        target: spec.target,
+        max: spec.max,
+    }
+}
+
+/// A pool and its counts on the wire.
+pub fn pool_info(status: PoolStatus) -> pb::PoolInfo {
+    pb::PoolInfo {
+        name: status.spec.name.clone(),
+        spec: Some(pool_spec_to_proto(&status.spec)),
+        target: status.spec.target,
+        max: status.spec.max,
+        ready: status.ready,
+        claimed: status.claimed,
+        created: status.created,
+        in_use: status.in_use,
+        from_config: status.from_config,
+        tenant: status.tenant.unwrap_or_default(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,5 +197,38 @@ mod tests {
         assert!(seconds("timeout_s", 0.0).is_err() && seconds("timeout_s", f64::NAN).is_err());
         let err = seconds("timeout_s", 1e20).unwrap_err();
         assert!(err.message().contains("timeout_s") && err.message().contains("31536000"), "{err:?}");
+    }
+
+    #[test]
+    fn a_pool_spec_round_trips_and_its_template_is_checked() {
+        let template = pb::SandboxSpec {
+            workdir: Some("/tmp".into()),
+            env: [("A".to_string(), "1".to_string())].into(),
+            ports: vec![8080],
+            ..Default::default()
+        };
+        let wire = pb::PoolSpec {
+            name: "py".into(),
+            image: "img".into(),
+            template: Some(template.clone()),
+            target: 2,
+            max: 4,
+        };
+        let spec = pool_spec_from_proto(wire.clone()).unwrap();
+        assert_eq!((spec.template.image.as_str(), spec.target, spec.max), ("img", 2, 4));
+        let back = pool_spec_to_proto(&spec);
+        assert_eq!(
+            (back.name, back.image, back.target, back.max),
+            (wire.name.clone(), wire.image.clone(), 2, 4)
+        );
+        let t = back.template.unwrap();
+        assert_eq!(
+            (t.workdir, t.env, t.ports, t.image),
+            (template.workdir.clone(), template.env.clone(), vec![8080], String::new())
+        );
+        let claimed =
+            pb::PoolSpec { template: Some(pb::SandboxSpec { pool: Some("x".into()), ..template }), ..wire };
+        let err = pool_spec_from_proto(claimed).unwrap_err();
+        assert!(err.message().contains("pool.template.pool"), "{err:?}");
     }
 }

@@ -9,23 +9,8 @@ pub fn grpc_timeout(metadata: &MetadataMap) -> Option<Duration> {
     parse(metadata.get("grpc-timeout")?.to_str().ok()?)
 }
 
-/// `grpc-timeout` values: up to 8 digits and a unit (H, M, S, m, u, n).
-pub fn parse(value: &str) -> Option<Duration> {
-    if value.len() < 2 {
-        return None;
-    }
-    let (digits, unit) = value.split_at(value.len() - 1);
-    let n: u64 = digits.parse().ok()?;
-    Some(match unit {
-        "H" => Duration::from_secs(n.saturating_mul(3600)),
-        "M" => Duration::from_secs(n.saturating_mul(60)),
-        "S" => Duration::from_secs(n),
-        "m" => Duration::from_millis(n),
-        "u" => Duration::from_micros(n),
-        "n" => Duration::from_nanos(n),
-        _ => return None,
-    })
-}
+/// `grpc-timeout` values (`crate::grpc_timeout`, shared with the cluster relay).
+pub use crate::grpc_timeout::parse;
 
 /// The exec timeout: the one asked for, capped by the call's deadline less a margin for the
 /// answer to travel back. Returns the timeout and whether the deadline set it.
@@ -42,15 +27,6 @@ pub fn cap(requested: Option<Duration>, deadline: Option<Duration>) -> (Option<D
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_units() {
-        assert_eq!(parse("5S"), Some(Duration::from_secs(5)));
-        assert_eq!(parse("100m"), Some(Duration::from_millis(100)));
-        assert_eq!(parse("2M"), Some(Duration::from_secs(120)));
-        assert_eq!(parse("x"), None);
-        assert_eq!(parse("5Q"), None);
-    }
 
     #[test]
     fn caps() {

@@ -8,7 +8,7 @@ use tracing::Instrument;
 use super::status::invalid;
 use super::{convert, SandboxApi};
 use crate::auth::Principal;
-use crate::pools::{Claimed, PoolError, PoolSpec, PoolStatus};
+use crate::pools::{Claimed, PoolError};
 use crate::spec::{SandboxHandle, SandboxSpec};
 
 impl From<PoolError> for Status {
@@ -68,10 +68,10 @@ pub(super) async fn create_pool(
         if let Some(template) = &pool.template {
             api.check_policy(template)?;
         }
-        let spec = spec_from_proto(pool)?;
+        let spec = convert::pool_spec_from_proto(pool)?;
         let status = api.pools.create(principal.tenant().map(String::from), spec)?;
         tracing::info!(pool = %status.spec.name, target = status.spec.target, max = status.spec.max, "pool created");
-        Ok(Response::new(pb::CreatePoolResponse { pool: Some(info(status)) }))
+        Ok(Response::new(pb::CreatePoolResponse { pool: Some(convert::pool_info(status)) }))
     }
     .instrument(tracing::info_span!("rpc", rpc = "CreatePool"))
     .await
@@ -83,7 +83,7 @@ pub(super) async fn list_pools(
 ) -> Result<Response<pb::ListPoolsResponse>, Status> {
     let principal = Principal::of(&request);
     SandboxApi::require_key(&principal, "ListPools")?;
-    let pools = api.pools.list(principal.tenant()).into_iter().map(info).collect();
+    let pools = api.pools.list(principal.tenant()).into_iter().map(convert::pool_info).collect();
     Ok(Response::new(pb::ListPoolsResponse { pools }))
 }
 
@@ -101,85 +101,4 @@ pub(super) async fn delete_pool(
     }
     .instrument(tracing::info_span!("rpc", rpc = "DeletePool"))
     .await
-}
-
-/// A wire `PoolSpec` as the pools take it (checked there, fields named `pool.…`).
-fn spec_from_proto(pool: pb::PoolSpec) -> Result<PoolSpec, Status> {
-    let template = pool.template.unwrap_or_default();
-    if template.pool.is_some() {
-        return Err(invalid("pool.template.pool", "must be unset"));
-    }
-    if !template.image.is_empty() && template.image != pool.image {
-        return Err(invalid("pool.template.image", "must be unset or equal pool.image"));
-    }
-    let mut template = convert::spec_from_proto(template).map_err(|s| {
-        Status::new(s.code(), s.message().replacen("invalid spec.", "invalid pool.template.", 1))
-    })?;
-    template.image = pool.image;
-    Ok(PoolSpec { name: pool.name, template, target: pool.target, max: pool.max })
-}
-
-/// A pool's spec on the wire.
-fn spec_to_proto(spec: &PoolSpec) -> pb::PoolSpec {
-    let t = &spec.template;
-    let template = pb::SandboxSpec {
-        image: String::new(),
-        ttl_s: None,
-        ready_timeout_s: t.ready_timeout_s,
-        workdir: t.workdir.clone(),
-        env: t.env.clone().into_iter().collect(),
-        files: t.files.clone().into_iter().collect(),
-        metadata: t.metadata.clone().into_iter().collect(),
-        resources: Some(pb::SandboxResources {
-            cpu: t.resources.cpu,
-            memory_mib: t.resources.memory_mib,
-            disk_gib: t.resources.disk_gib,
-            gpu: t.resources.gpu,
-            gpu_type: t.resources.gpu_type.clone(),
-        }),
-        entrypoint: t.entrypoint.clone().unwrap_or_default(),
-        ports: t.ports.iter().map(|p| u32::from(*p)).collect(),
-        provider_options: Some(pb::ProviderOptions {
-            volumes: t.provider_options.volumes.clone(),
-            run_args: t.provider_options.run_args.clone(),
-        }),
-        snapshot_id: None,
-        pool: None,
-        network: t.network.clone(),
-        cap_add: t.cap_add.clone(),
-        shm_size_bytes: t.shm_size_bytes,
-        volumes: t
-            .volumes
-            .iter()
-            .map(|v| pb::VolumeMount {
-                name: v.name.clone(),
-                target: v.target.clone(),
-                read_only: v.read_only,
-                subpath: v.subpath.clone(),
-            })
-            .collect(),
-        network_policy: None,
-    };
-    pb::PoolSpec {
-        name: spec.name.clone(),
-        image: t.image.clone(),
-        template: Some(template),
-        target: spec.target,
-        max: spec.max,
-    }
-}
-
-fn info(status: PoolStatus) -> pb::PoolInfo {
-    pb::PoolInfo {
-        name: status.spec.name.clone(),
-        spec: Some(spec_to_proto(&status.spec)),
-        target: status.spec.target,
-        max: status.spec.max,
-        ready: status.ready,
-        claimed: status.claimed,
-        created: status.created,
-        in_use: status.in_use,
-        from_config: status.from_config,
-        tenant: status.tenant.unwrap_or_default(),
-    }
 }

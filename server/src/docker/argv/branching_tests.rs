@@ -24,7 +24,7 @@ fn snapshot_ids_are_checked_by_shape() {
 
 #[test]
 fn commit_blanks_sandbox_labels_and_marks_the_snapshot() {
-    let marks = SnapshotMarks { source: "sandboxd-a", labels: "e30", created_ms: 7 };
+    let marks = SnapshotMarks { source: "sandboxd-a", labels: "e30", created_ms: 7, user: None };
     assert_eq!(
         commit_args("sandboxd-a", "sandboxd-snapshot:b", &marks),
         v(&[
@@ -52,6 +52,10 @@ fn commit_blanks_sandbox_labels_and_marks_the_snapshot() {
             "sandboxd-snapshot:b"
         ])
     );
+    // An agent started as root keeps the image's own user in the snapshot.
+    let as_user =
+        commit_args("sandboxd-a", "sandboxd-snapshot:b", &SnapshotMarks { user: Some("app"), ..marks });
+    assert_eq!(as_user[..4], v(&["commit", "--change", "USER app", "--pause=true"]));
 }
 
 #[test]

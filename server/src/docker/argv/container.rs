@@ -231,8 +231,8 @@ fn run_flags(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec<St
             a.extend([s("--label"), format!("{}={mib}", crate::auth::MEMORY_LABEL)]);
         }
     }
-    a.extend(crate::docker::labels::run_args(&spec.metadata));
-    a.extend(crate::docker::labels::pool_run_args(spec.pool_member.as_ref()));
+    a.extend(metadata_label_args(&spec.metadata));
+    a.extend(pool_label_args(spec.pool_member.as_ref()));
     if cfg.use_init {
         a.push(s("--init"));
     }
@@ -327,6 +327,18 @@ pub fn inspect_args(name: &str) -> Vec<String> {
         s("container"),
         s("-f"),
         s("{{json .Config.Labels}}\t{{.Config.Image}}\t{{.State.Status}}\t{{.Config.WorkingDir}}"),
+        s(name),
+    ]
+}
+
+/// `Stats`' `docker inspect`: the full id, the init pid and the state, tab-separated.
+pub fn stats_inspect_args(name: &str) -> Vec<String> {
+    vec![
+        s("inspect"),
+        s("--type"),
+        s("container"),
+        s("-f"),
+        s("{{.Id}}\t{{.State.Pid}}\t{{.State.Status}}"),
         s(name),
     ]
 }

@@ -24,6 +24,9 @@ pub struct SnapshotMarks<'a> {
     /// `SNAPSHOT_LABELS_LABEL`'s value (already encoded).
     pub labels: &'a str,
     pub created_ms: i64,
+    /// The user the image keeps (`--change USER`): the image's own user of a sandbox whose agent
+    /// runs as root (`-u 0`).
+    pub user: Option<&'a str>,
 }
 
 /// `docker commit --pause=true …`: the container is frozen for the commit (docker resumes it
@@ -32,7 +35,11 @@ pub struct SnapshotMarks<'a> {
 /// sandbox (a container run from it elsewhere is not ours) and a child never inherits its
 /// source's lease, and the snapshot's own labels are set.
 pub fn commit_args(name: &str, snapshot_id: &str, marks: &SnapshotMarks<'_>) -> Vec<String> {
-    let mut a = vec![s("commit"), s("--pause=true")];
+    let mut a = vec![s("commit")];
+    if let Some(user) = marks.user {
+        a.extend([s("--change"), format!("USER {user}")]);
+    }
+    a.push(s("--pause=true"));
     use crate::lease::{CREATED_LABEL, CREATE_DEADLINE_LABEL, EXPIRES_LABEL};
     for label in [
         format!("{SANDBOX_LABEL}="),

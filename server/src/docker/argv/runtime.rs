@@ -163,14 +163,15 @@ pub fn containers_using_volume_args(name: &str) -> Vec<String> {
     vec![s("ps"), s("-aq"), s("--filter"), format!("volume={name}")]
 }
 
-/// A sandbox's addresses, one `network-name \t ip` line per network it is on.
+/// What `NetworkAddress` needs of a container in one inspect: `labels-json \t state`, then one
+/// `network-name \t ip` line per network it is on.
 pub fn network_addresses_args(sandbox_id: &str) -> Vec<String> {
     vec![
         s("inspect"),
         s("--type"),
         s("container"),
         s("--format"),
-        s("{{range $k, $v := .NetworkSettings.Networks}}{{$k}}\t{{$v.IPAddress}}\n{{end}}"),
+        s("{{json .Config.Labels}}\t{{.State.Status}}\n{{range $k, $v := .NetworkSettings.Networks}}{{$k}}\t{{$v.IPAddress}}\n{{end}}"),
         s(sandbox_id),
     ]
 }

@@ -353,3 +353,25 @@ fn the_agent_starts_as_the_keep_alive_wrapping_the_entrypoint() {
     assert!(sets_user_or_entrypoint(&v(&["--entrypoint=/x"])));
     assert!(!sets_user_or_entrypoint(&v(&["--ulimit", "nofile=1", "--label", "a=b"])));
 }
+
+#[test]
+fn stats_and_list_filters() {
+    assert_eq!(
+        stats_inspect_args("sandboxd-a"),
+        v(&[
+            "inspect",
+            "--type",
+            "container",
+            "-f",
+            "{{.Id}}\t{{.State.Pid}}\t{{.State.Status}}",
+            "sandboxd-a"
+        ])
+    );
+    let operator = v(&["--label", "team=a", "-e", "X=1"]);
+    assert_eq!(
+        pool_owner_filter_args("/state/mark", &operator),
+        v(&["--filter", "label=sandboxd.pool.owner=/state/mark", "--filter", "label=team=a"])
+    );
+    assert_eq!(pool_member_filter_args(), v(&["--filter", "label=sandboxd.pool"]));
+    assert_eq!(tenant_filter_args("red"), v(&["--filter", "label=sandboxd.tenant=red"]));
+}

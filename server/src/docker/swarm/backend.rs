@@ -10,15 +10,17 @@ use std::time::Duration;
 
 use super::argv;
 use super::placement::Swarm;
-use crate::backend::{CreatePlan, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource};
+use crate::backend::{
+    CreatePlan, CreatePolicy, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource,
+};
 use crate::branching::{DiffEntry, Forked, SnapshotInfo};
 use crate::config::{ClusterSection, DockerConfig};
 use crate::docker::cli::{DockerCli, Pool};
 use crate::docker::failure::CliError;
 use crate::docker::DockerProvider;
 use crate::error::{ProviderError, Result};
+use crate::expiry::{Owned, OwnedListing};
 use crate::inventory::{ListPage, ListQuery};
-use crate::lease::{LeaseStore, SweepReason, SweepReport};
 use crate::spec::{
     ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
     SandboxSpec, SandboxStatus,
@@ -117,8 +119,15 @@ impl SandboxBackend for SwarmBackend {
         self.create_in_swarm(spec, plan).await
     }
 
-    async fn sweep(&self, leases: &LeaseStore) -> Result<SweepReport> {
-        self.sweep_services(leases).await
+    async fn list_owned(&self) -> Result<OwnedListing> {
+        self.list_owned_services().await
+    }
+
+    async fn remove_owned(&self, owned: &Owned) -> Result<()> {
+        match self.remove_service(&owned.name).await {
+            true => Ok(()),
+            false => Err(ProviderError::Unavailable(format!("docker service rm {} failed", owned.name))),
+        }
     }
 
     async fn ping(&self) -> Result<()> {
@@ -231,7 +240,14 @@ impl SandboxBackend for SwarmBackend {
         Ok(Vec::new())
     }
 
-    async fn fork(&self, _: &SandboxId, _: u32, _: &BTreeMap<String, String>, _: usize) -> Result<Forked> {
+    async fn fork(
+        &self,
+        _: &SandboxId,
+        _: u32,
+        _: &BTreeMap<String, String>,
+        _: usize,
+        _: &CreatePolicy,
+    ) -> Result<Forked> {
         Err(ProviderError::Unimplemented(NO_SNAPSHOTS.into()))
     }
 
@@ -254,12 +270,4 @@ impl SandboxBackend for SwarmBackend {
         self.alias(id.as_str()).await?;
         SandboxBackend::logs(&*self.local, id, options).await
     }
-}
-
-/// Why the sweep removes a service.
-pub(super) fn sweep_reason(expires_ms: Option<i64>, task_dead: bool, now_ms: i64) -> Option<SweepReason> {
-    if task_dead {
-        return Some(SweepReason::CreateAbandoned);
-    }
-    expires_ms.filter(|at| *at <= now_ms).map(|_| SweepReason::LeaseExpired)
 }

@@ -70,21 +70,6 @@ fn sandbox_id(at: IdAt, message: &[u8]) -> Option<String> {
     (!id.is_empty()).then_some(id)
 }
 
-/// `grpc-timeout` as a duration (`<digits><unit>`, units H M S m u n).
-fn parse_grpc_timeout(value: &str) -> Option<Duration> {
-    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
-    let n: u64 = digits.parse().ok()?;
-    Some(match unit {
-        "H" => Duration::from_secs(n.saturating_mul(3600)),
-        "M" => Duration::from_secs(n.saturating_mul(60)),
-        "S" => Duration::from_secs(n),
-        "m" => Duration::from_millis(n),
-        "u" => Duration::from_micros(n),
-        "n" => Duration::from_nanos(n),
-        _ => return None,
-    })
-}
-
 /// The layer; `None` (single host) passes every call through untouched.
 #[derive(Clone, Default)]
 pub struct ForwardLayer {
@@ -188,7 +173,7 @@ where
             }
             // What is left of the caller's deadline after the look-up.
             if let Some(timeout) =
-                headers.get("grpc-timeout").and_then(|v| v.to_str().ok()).and_then(parse_grpc_timeout)
+                headers.get("grpc-timeout").and_then(|v| v.to_str().ok()).and_then(crate::grpc_timeout::parse)
             {
                 let left = timeout.saturating_sub(started.elapsed()).as_millis().max(1);
                 if let Ok(v) = http::HeaderValue::from_str(&format!("{left}m")) {
@@ -312,15 +297,6 @@ mod tests {
         assert_eq!(routed("List"), None);
         assert_eq!(routed("Close"), None);
         assert_eq!(routed("Pty"), Some(IdAt::Nested));
-    }
-
-    #[test]
-    fn grpc_timeouts_parse() {
-        assert_eq!(parse_grpc_timeout("1500m"), Some(Duration::from_millis(1500)));
-        assert_eq!(parse_grpc_timeout("2S"), Some(Duration::from_secs(2)));
-        assert_eq!(parse_grpc_timeout("1H"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_grpc_timeout("x"), None);
-        assert_eq!(parse_grpc_timeout(""), None);
     }
 
     #[tokio::test]

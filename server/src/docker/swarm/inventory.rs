@@ -1,17 +1,19 @@
 //! What exists, cluster-wide, from Swarm's state: `List` (services carrying the ownership label,
-//! their labels, their tasks' states), one sandbox's status from its task, and the sweep (a
-//! lease that ended, a task that will never run again).
+//! their labels, their tasks' states), one sandbox's status from its task, and what the sweep
+//! needs to know of each (its lease, whether its task will never run again; `crate::expiry`
+//! decides).
 
 use std::collections::BTreeMap;
 use std::time::UNIX_EPOCH;
 
 use super::argv;
-use super::backend::{sweep_reason, SwarmBackend};
+use super::backend::SwarmBackend;
 use super::placement::TaskLine;
 use crate::docker::failure::CliError;
 use crate::error::{ProviderError, Result};
+use crate::expiry::{Owned, OwnedListing, Stage};
 use crate::inventory::{page, ListPage, ListQuery, SandboxSummary};
-use crate::lease::{self, LeaseStore, SweepReport};
+use crate::lease;
 use crate::spec::{SandboxId, SandboxStatus};
 
 /// One sandbox service as `docker service inspect` describes it.
@@ -163,43 +165,29 @@ impl SwarmBackend {
         Ok(task_status(tasks.iter().find(|t| t.service == id)))
     }
 
-    /// Removes the services of this node whose lease ended (the moved lease in this node's
-    /// state directory wins: `SetTimeout` runs on the owning node), and any service whose task
-    /// will never run again, from whichever node sees it first.
-    pub(super) async fn sweep_services(&self, leases: &LeaseStore) -> Result<SweepReport> {
+    /// Every sandbox service, cluster-wide, for the sweep: the lease of those on this node
+    /// (`SetTimeout` runs on the owning node, whose state directory holds the moved lease), and
+    /// which tasks will never run again (any node may remove those, whichever sees it first).
+    pub(super) async fn list_owned_services(&self) -> Result<OwnedListing> {
         let (services, tasks) = self.listed(&ListQuery::default()).await?;
         let self_node = self.swarm.node(self.swarm.self_id()).await?.hostname;
-        let now = lease::now_ms();
-        let mut report = SweepReport::default();
-        for s in services.iter().filter(|s| SandboxId::has_valid_shape(&s.id)) {
-            let task = tasks.iter().find(|t| t.service == s.id);
-            let created = s.labels.get(lease::CREATED_LABEL).and_then(|v| v.parse::<i64>().ok());
-            let deadline = s.labels.get(lease::CREATE_DEADLINE_LABEL).and_then(|v| v.parse::<i64>().ok());
-            // A create still within its deadline is its creator's to finish or remove.
-            let creating = deadline.is_some_and(|d| d > now) && task.is_none_or(|t| t.current != "running");
-            let dead = !creating && created.is_some() && task_dead(task);
-            let ours = task.is_some_and(|t| t.node == self_node);
-            let expires = if ours {
-                leases.get(&s.id).or_else(|| s.labels.get(lease::EXPIRES_LABEL).and_then(|v| v.parse().ok()))
-            } else {
-                None
-            };
-            match sweep_reason(expires, dead, now) {
-                Some(reason) => {
-                    if self.remove_service(&s.id).await {
-                        leases.remove(&s.id);
-                        tracing::info!(sandbox_id = %s.id, reason = reason.as_str(), "sweep removed a sandbox service");
-                        report.removed.push((s.id.clone(), reason));
-                    }
+        let owned = services
+            .iter()
+            .filter(|s| SandboxId::has_valid_shape(&s.id))
+            .map(|s| {
+                let task = tasks.iter().find(|t| t.service == s.id);
+                let label = |key: &str| s.labels.get(key).and_then(|v| v.parse::<i64>().ok());
+                let ended = label(lease::CREATED_LABEL).is_some() && task_dead(task);
+                Owned {
+                    name: s.id.clone(),
+                    stage: if ended { Stage::Ended } else { Stage::Made },
+                    expires_ms: label(lease::EXPIRES_LABEL),
+                    create_deadline_ms: label(lease::CREATE_DEADLINE_LABEL),
+                    lease_here: task.is_some_and(|t| t.node == self_node),
                 }
-                None => {
-                    if let Some(at) = expires {
-                        report.next_expiry_ms = Some(report.next_expiry_ms.map_or(at, |n| n.min(at)));
-                    }
-                }
-            }
-        }
-        Ok(report)
+            })
+            .collect();
+        Ok(OwnedListing { owned, gone: Vec::new() })
     }
 }
 
@@ -237,7 +225,5 @@ mod tests {
         assert!(!task_dead(Some(&task("running", "running"))));
         // A task on a node that went down keeps running there until Swarm hears back.
         assert!(!task_dead(Some(&task("shutdown", "running"))));
-        assert_eq!(sweep_reason(Some(5), false, 10), Some(crate::lease::SweepReason::LeaseExpired));
-        assert_eq!(sweep_reason(Some(50), false, 10), None);
     }
 }

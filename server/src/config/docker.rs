@@ -1,0 +1,340 @@
+//! The `docker` section: how containers are created (`docker.create`), how commands run
+//! (`docker.exec`) and the readiness probe (`docker.probe`), with the seed's fields, defaults and
+//! checks; and which capabilities an operator may allow.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::rules::{nonzero, ConfigError};
+use super::seconds;
+use super::server::default_state_dir;
+
+/// Readiness probe run in every new container.
+pub const READY_PROBE_COMMAND: &str = "printf docker-sandbox-ready";
+/// What the probe must print.
+pub const READY_PROBE_EXPECTED: &str = "docker-sandbox-ready";
+/// The keep-alive's shell (the image ENTRYPOINT is overridden with it).
+pub const DEFAULT_KEEPALIVE_SHELL: &str = "/bin/sh";
+/// The keep-alive loop: sleeps forever without busy-waiting.
+pub const DEFAULT_KEEPALIVE_CMD: &str = "while :; do sleep 2147483647; done";
+
+/// Default bound on one exec's stdout (and on its stderr): 16 MiB.
+pub const DEFAULT_MAX_OUTPUT_BYTES: i64 = 16 << 20;
+/// The largest bound: an exec's answer must fit one 64 MiB gRPC message.
+pub const MAX_OUTPUT_BYTES_LIMIT: i64 = 30 << 20;
+
+/// How containers are created (`docker.create`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DockerCreateConfig {
+    pub keepalive_shell: String,
+    pub keepalive_cmd: String,
+    /// Bound on one `docker run`; `null` waits forever.
+    #[serde(rename = "start_timeout_s", deserialize_with = "seconds::optional")]
+    pub start_timeout: Option<Duration>,
+    pub use_init: bool,
+    /// `None`: the default bridge; `"none"`: no network; else a named network.
+    pub network: Option<String>,
+    pub read_only: bool,
+    pub cap_drop: Vec<String>,
+    pub security_opt: Vec<String>,
+    pub pids_limit: Option<i64>,
+    /// Operator-chosen `docker run` flags, added to every create.
+    pub extra_run_args: Vec<String>,
+    pub apply_resource_limits: bool,
+    /// Host address published ports bind to; must be an IP address.
+    pub publish_host: String,
+    /// How many times an ambiguous `docker run` (timeout, transport error) is retried.
+    pub transport_retries: i64,
+    #[serde(rename = "transport_retry_delay_s", deserialize_with = "seconds::required")]
+    pub transport_retry_delay: Duration,
+    /// When `docker run` pulls the image: `missing` (Docker's and Compose's default), `never`
+    /// (shared deployments: only images already on the daemon), `always`.
+    pub pull_policy: String,
+    /// Capabilities a sandbox may ask for in `spec.cap_add` (for example `SYS_PTRACE`); none by
+    /// default. Those in `NEVER_ADDED` (NET_ADMIN, SYS_ADMIN, …) are refused here; the names
+    /// are held in Docker's spelling once checked ([`DockerConfig::checked`]).
+    pub allowed_cap_add: Vec<String>,
+}
+
+impl Default for DockerCreateConfig {
+    fn default() -> Self {
+        Self {
+            keepalive_shell: DEFAULT_KEEPALIVE_SHELL.into(),
+            keepalive_cmd: DEFAULT_KEEPALIVE_CMD.into(),
+            start_timeout: Some(Duration::from_secs(600)),
+            use_init: true,
+            network: None,
+            read_only: false,
+            cap_drop: Vec::new(),
+            security_opt: Vec::new(),
+            pids_limit: None,
+            extra_run_args: Vec::new(),
+            apply_resource_limits: true,
+            publish_host: "127.0.0.1".into(),
+            transport_retries: 2,
+            transport_retry_delay: Duration::from_secs(1),
+            pull_policy: "missing".into(),
+            allowed_cap_add: Vec::new(),
+        }
+    }
+}
+
+impl DockerCreateConfig {
+    /// The checks of the seed's `__post_init__`.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        nonzero("create.start_timeout_s", self.start_timeout)?;
+        if let Some(limit) = self.pids_limit {
+            if limit <= 0 {
+                return Err(ConfigError::new("create.pids_limit", format!("must be > 0 (got {limit})")));
+            }
+        }
+        if self.publish_host.parse::<IpAddr>().is_err() {
+            return Err(ConfigError::new(
+                "create.publish_host",
+                format!("must be an IPv4 or IPv6 address (got {:?})", self.publish_host),
+            ));
+        }
+        if self.transport_retries < 0 {
+            return Err(ConfigError::new(
+                "create.transport_retries",
+                format!("must be >= 0 (got {})", self.transport_retries),
+            ));
+        }
+        if !["missing", "never", "always"].contains(&self.pull_policy.as_str()) {
+            return Err(ConfigError::new(
+                "create.pull_policy",
+                format!("must be one of missing, never, always (got {:?})", self.pull_policy),
+            ));
+        }
+        if self.keepalive_shell.is_empty() {
+            return Err(ConfigError::new("create.keepalive_shell", "must be a non-empty path"));
+        }
+        if self.keepalive_cmd.is_empty() {
+            return Err(ConfigError::new("create.keepalive_cmd", "must be a non-empty command"));
+        }
+        for cap in &self.allowed_cap_add {
+            let name = capability_name(cap).ok_or_else(|| {
+                ConfigError::new(
+                    "create.allowed_cap_add",
+                    format!("{cap:?} is not a capability name (for example SYS_PTRACE)"),
+                )
+            })?;
+            if NEVER_ADDED.contains(&name.as_str()) {
+                return Err(ConfigError::new(
+                    "create.allowed_cap_add",
+                    format!("{name} is never given to a sandbox (it would undo its isolation)"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Capabilities no sandbox gets, whatever the operator's allow-list says: each undoes the
+/// isolation sandboxd promises (egress rules, the mount namespace, the host's kernel, raw
+/// devices, file handles outside the container's root).
+pub const NEVER_ADDED: &[&str] = &[
+    "ALL",
+    "NET_ADMIN",
+    "SYS_ADMIN",
+    "SYS_MODULE",
+    "SYS_RAWIO",
+    "SYS_BOOT",
+    "SYS_TIME",
+    "DAC_READ_SEARCH",
+    "MAC_ADMIN",
+    "MAC_OVERRIDE",
+    "BPF",
+    "PERFMON",
+    "SYSLOG",
+];
+
+/// A capability as Docker spells it (`SYS_PTRACE`) from `SYS_PTRACE`, `sys_ptrace` or
+/// `CAP_SYS_PTRACE`; `None` for anything but letters, digits and `_`.
+pub fn capability_name(name: &str) -> Option<String> {
+    let upper = name.trim().to_ascii_uppercase();
+    let bare = upper.strip_prefix("CAP_").unwrap_or(&upper);
+    let ok =
+        !bare.is_empty() && bare.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+    ok.then(|| bare.to_string())
+}
+
+/// How a command reaches the sandbox (`exec.engine`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecEngineKind {
+    /// The resident agent in the sandbox (one persistent channel per sandbox); `docker exec`
+    /// where it cannot run.
+    #[default]
+    Agent,
+    /// One `docker exec` per command.
+    Docker,
+}
+
+/// How commands run (`docker.exec`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DockerExecConfig {
+    /// Timeout of an exec that names none; `null` waits forever.
+    #[serde(rename = "default_timeout_s", deserialize_with = "seconds::optional")]
+    pub default_timeout: Option<Duration>,
+    /// Operator-chosen `docker exec` flags, added to every exec.
+    pub extra_exec_args: Vec<String>,
+    /// How many `docker exec` clients of client commands may run at once.
+    pub concurrency: i64,
+    /// How many creates (`docker run` and, on the docker engine, their readiness probes) may
+    /// run at once; their own pool, so a create never waits behind client execs.
+    pub create_concurrency: i64,
+    /// How many control commands (inspect, rm, port, the PTY pid reads and cleanup) may run at
+    /// once; they have their own pool so they never wait behind execs or transfers.
+    pub control_concurrency: i64,
+    /// How many file transfers (`docker cp`) may run at once.
+    pub transfer_concurrency: i64,
+    /// `<shell> -c <cmd>`; `None` detects bash, else sh.
+    pub exec_shell: Option<String>,
+    /// sandboxd's own bound on what one exec returns, per stream (stdout, stderr): a command
+    /// that floods its output keeps running, its excess is dropped and said so on stderr.
+    pub max_output_bytes: i64,
+    /// `"agent"` (default) or `"docker"`.
+    pub engine: ExecEngineKind,
+    /// Host directory the agent binary is written to and bind-mounted from; `null`: the
+    /// default state directory ([`default_state_dir`]).
+    pub agent_dir: Option<String>,
+}
+
+impl Default for DockerExecConfig {
+    fn default() -> Self {
+        Self {
+            default_timeout: Some(Duration::from_secs(180)),
+            extra_exec_args: Vec::new(),
+            concurrency: 32,
+            create_concurrency: 8,
+            control_concurrency: 16,
+            transfer_concurrency: 16,
+            exec_shell: None,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            engine: ExecEngineKind::Agent,
+            agent_dir: None,
+        }
+    }
+}
+
+impl DockerExecConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        nonzero("exec.default_timeout_s", self.default_timeout)?;
+        for (field, n) in [
+            ("exec.concurrency", self.concurrency),
+            ("exec.create_concurrency", self.create_concurrency),
+            ("exec.control_concurrency", self.control_concurrency),
+            ("exec.transfer_concurrency", self.transfer_concurrency),
+        ] {
+            if n < 1 {
+                return Err(ConfigError::new(field, format!("must be >= 1 (got {n})")));
+            }
+        }
+        if !(1..=MAX_OUTPUT_BYTES_LIMIT).contains(&self.max_output_bytes) {
+            return Err(ConfigError::new(
+                "exec.max_output_bytes",
+                format!("must be in 1..={MAX_OUTPUT_BYTES_LIMIT} (got {})", self.max_output_bytes),
+            ));
+        }
+        if matches!(&self.agent_dir, Some(d) if !d.starts_with('/')) {
+            return Err(ConfigError::new("exec.agent_dir", "must be null or an absolute host path"));
+        }
+        if matches!(&self.exec_shell, Some(s) if s.is_empty()) {
+            return Err(ConfigError::new(
+                "exec.exec_shell",
+                "must be null (auto) or a non-empty shell name/path",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `agent_dir`, or the default state directory.
+    pub fn agent_dir(&self) -> PathBuf {
+        self.agent_dir.as_ref().map(PathBuf::from).unwrap_or_else(default_state_dir)
+    }
+}
+
+/// The readiness probe (`docker.probe`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DockerProbeConfig {
+    /// `None` disables the probe.
+    pub command: Option<String>,
+    /// `None` accepts any output of a successful probe.
+    pub expected_stdout: Option<String>,
+    /// Timeout of one probe exec.
+    #[serde(rename = "timeout_s", deserialize_with = "seconds::required")]
+    pub timeout: Duration,
+    /// Overall deadline; `None` means one round of `stable_count` attempts.
+    #[serde(rename = "deadline_s", deserialize_with = "seconds::optional")]
+    pub deadline: Option<Duration>,
+    /// Consecutive passes needed.
+    pub stable_count: i64,
+    #[serde(rename = "stable_delay_s", deserialize_with = "seconds::required")]
+    pub stable_delay: Duration,
+}
+
+impl Default for DockerProbeConfig {
+    fn default() -> Self {
+        Self {
+            command: Some(READY_PROBE_COMMAND.into()),
+            expected_stdout: Some(READY_PROBE_EXPECTED.into()),
+            timeout: Duration::from_secs(30),
+            deadline: None,
+            stable_count: 1,
+            stable_delay: Duration::ZERO,
+        }
+    }
+}
+
+impl DockerProbeConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.command.is_some() {
+            nonzero("probe.timeout_s", Some(self.timeout))?;
+        }
+        nonzero("probe.deadline_s", self.deadline)?;
+        if self.stable_count < 1 {
+            return Err(ConfigError::new(
+                "probe.stable_count",
+                format!("must be >= 1 (got {})", self.stable_count),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The `docker` section: everything the provider is configured with.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DockerConfig {
+    pub create: DockerCreateConfig,
+    pub exec: DockerExecConfig,
+    pub probe: DockerProbeConfig,
+}
+
+impl DockerConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.create.validate()?;
+        self.exec.validate()?;
+        self.probe.validate()
+    }
+
+    /// Validated, with `create.allowed_cap_add` in Docker's spelling (`cap_sys_ptrace` ->
+    /// `SYS_PTRACE`): done once where a config enters (the file's load, a backend made from a
+    /// config built in code), so the create path compares names as they are.
+    pub fn checked(mut self) -> Result<Self, ConfigError> {
+        self.validate()?;
+        for cap in &mut self.create.allowed_cap_add {
+            if let Some(name) = capability_name(cap) {
+                *cap = name;
+            }
+        }
+        Ok(self)
+    }
+}
