@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -122,9 +123,20 @@ def example_env(binaries: Path, address: str, **extra: str) -> dict[str, str]:
 def run_shell(
     script: str, env: dict[str, str], *, cwd: Path = REPO_ROOT, strict: bool = True, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    """Runs `script` with bash (`strict`: -euo pipefail, and a non-zero exit fails the test)."""
+    """Runs `script` with bash (`strict`: -euo pipefail, and a non-zero exit fails the test), in
+    a process group of its own: past `timeout` the whole group is killed, so a server or a
+    forwarder the example started in the background never outlives a failed run."""
     argv = ["bash", "-euo", "pipefail", "-c", script] if strict else ["bash", "-c", script]
-    out = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    process = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        raise AssertionError(f"not done within {timeout} s\nstdout:\n{stdout}\nstderr:\n{stderr}") from None
+    out = subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
     if strict:
         assert out.returncode == 0, f"exit {out.returncode}\nstdout:\n{out.stdout}\nstderr:\n{out.stderr}"
     return out
