@@ -22,6 +22,7 @@ fi
 PY="$VENV/bin/python"
 PIP=("$PY" -m pip install -q --disable-pip-version-check)
 
+# The READMEs' example package-install: `pip install ./clients/python`, with the test extras.
 step "pip install ./clients/python[test] (from the working tree)"
 "${PIP[@]}" "$PKG[test]"
 # The package itself is always rebuilt from the working tree, even at an unchanged version.

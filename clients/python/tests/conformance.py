@@ -3,10 +3,13 @@ Gym's `AsyncSandbox` does and returns every observable result, normalized only w
 is unique per run (sandbox ids, host ports) or provider-specific text (a timeout's message, the
 runtime's words for a command that could not start).
 
-It covers exec (cwd, env, users, stdin, failure, timeout, a missing cwd, an unknown user), files
-(permissions, an upload onto a directory, a missing local source, a missing remote file, a
-directory download to a new path and into an existing directory, a file into a directory),
-status, endpoint, serialize/connect, a PTY program and close.
+It covers exec (cwd, env, users, stdin, failure, timeout, a missing cwd, an unknown user, a
+missing program, output that is not UTF-8), files (permissions, an upload onto a directory, a
+missing local source, a missing remote file, a directory download to a new path and into an
+existing directory, a file into a directory), status, endpoint, serialize/connect (plain and
+with a scope), a PTY program and close; and, in a sandbox of their own, resource limits (as the
+sandbox's cgroup reads them) and a custom entrypoint (what it ran, with the spec's env), and a
+create without an image.
 
 `run_conformance` is called with Gym's own Docker provider and with
 `create_provider({"sandboxd": ...})`; the test asserts the two observation dicts are equal.
@@ -40,6 +43,13 @@ from nemo_gym.sandbox.providers import (
 )
 
 PTY_PROGRAM = "printf 'out\\n'; printf 'err\\n' >&2; exit 3"
+# The cgroup's CPU quota and memory limit as the sandbox sees them (cgroup v2, else v1).
+LIMITS = (
+    "cat /sys/fs/cgroup/cpu.max 2>/dev/null || "
+    "echo $(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu/cpu.cfs_period_us); "
+    "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes"
+)
+ENTRYPOINT = ["/bin/sh", "-c", 'echo "$GREETING from the entrypoint" > /tmp/entrypoint.out; exec sleep 100000']
 BLOB = bytes(range(256)) * 64 + b"tail"
 
 
@@ -187,6 +197,10 @@ async def run_conformance(make_provider: Callable[[], Any], image: str) -> dict[
         obs["exec_user_uid"] = _result(await provider.exec(handle, "id -u", cwd=cwd, user=65534))
         obs["exec_stdin"] = _result(await provider.exec(handle, "tr a-z A-Z; echo", cwd=cwd, stdin=b"piped in"))
         obs["exec_failure"] = _result(await provider.exec(handle, "echo out; echo err >&2; exit 7", cwd=cwd))
+        obs["exec_not_utf8"] = _result(
+            await provider.exec(handle, "printf '\\377\\376 ok\\n'; printf 'caf\\351\\n' >&2")
+        )
+        obs["exec_missing_program"] = (await provider.exec(handle, "no-such-program-here")).return_code
         # A command that cannot start: Gym's Docker provider answers 126 with the reason in stdout.
         missing_cwd = await provider.exec(handle, "pwd", cwd="/no/such/dir")
         obs["exec_missing_cwd"] = _start_failure(missing_cwd, "/no/such/dir")
@@ -247,6 +261,16 @@ async def run_conformance(make_provider: Callable[[], Any], image: str) -> dict[
                 "exec": _result(await other.exec(again, 'echo "$GREETING"; pwd', cwd=spec.workdir)),
                 "endpoint_same": (await other.endpoint(again, 8080)).endpoint == endpoint.endpoint,
             }
+            # With a scope (Gym's lease scopes): sandboxd mints a token of that scope, Gym's Docker
+            # provider ignores it; what the verifier may do with it is the same.
+            scoped = json.loads(json.dumps(await provider.serialize_handle(handle, scope="operate")))
+            scoped = {**scoped, "workdir": spec.workdir, "ports": list(spec.ports)}
+            verifier = await other.connect(scoped)
+            obs["connect_scoped"] = {
+                "same_id": verifier.sandbox_id == handle.sandbox_id,
+                "exec": _result(await other.exec(verifier, "echo graded")),
+                "status": (await other.status(verifier)).value,
+            }
             missing = {"sandbox_id": handle.sandbox_id[:-8] + "00000000"}
             obs["connect_missing"] = await _raises(other.connect(missing))
         finally:
@@ -261,11 +285,34 @@ async def run_conformance(make_provider: Callable[[], Any], image: str) -> dict[
         obs["exec_after_close"] = {
             k: v for k, v in _result(await provider.exec(handle, "true")).items() if k in ("return_code", "error_type")
         }
+        obs.update(await _limits_and_entrypoint(provider, image))
+        obs["create_without_image"] = await _raises(provider.create(SandboxSpec(image=None)))
     finally:
         if not closed:
             await provider.close(handle)
         await provider.aclose()
     return obs
+
+
+async def _limits_and_entrypoint(provider: Any, image: str) -> dict[str, Any]:
+    """A sandbox with resource limits and an entrypoint of its own: the limits its cgroup reads,
+    what the entrypoint ran (with the spec's env), and that commands still run beside it."""
+    spec = SandboxSpec(
+        image=image,
+        env={"GREETING": "hello"},
+        resources={"cpu": 0.5, "memory_mib": 96},
+        entrypoint=ENTRYPOINT,
+    )
+    handle = await provider.create(spec)
+    try:
+        limits = await provider.exec(handle, LIMITS)
+        ran = await provider.exec(handle, "cat /tmp/entrypoint.out; echo beside it")
+        return {
+            "limits": {"lines": (limits.stdout or "").split(), "return_code": limits.return_code},
+            "entrypoint": _result(ran),
+        }
+    finally:
+        await provider.close(handle)
 
 
 EXPECTED_HIGHLIGHTS: dict[str, Any] = {
@@ -275,6 +322,21 @@ EXPECTED_HIGHLIGHTS: dict[str, Any] = {
     "exec_user_name": {"stdout": "65534\n65534\n", "stderr": "", "return_code": 0, "error_type": None},
     "exec_stdin": {"stdout": "PIPED IN\n", "stderr": "", "return_code": 0, "error_type": None},
     "exec_timeout": {"stdout": None, "return_code": 125, "error_type": "timeout", "stderr_mentions_timeout": True},
+    "exec_not_utf8": {"stdout": "\ufffd\ufffd ok\n", "stderr": "caf\ufffd\n", "return_code": 0, "error_type": None},
+    "exec_missing_program": 127,
+    "connect_scoped": {
+        "same_id": True,
+        "exec": {"stdout": "graded\n", "stderr": "", "return_code": 0, "error_type": None},
+        "status": SandboxStatus.RUNNING.value,
+    },
+    "limits": {"lines": ["50000", "100000", str(96 << 20)], "return_code": 0},
+    "entrypoint": {
+        "stdout": "hello from the entrypoint\nbeside it\n",
+        "stderr": "",
+        "return_code": 0,
+        "error_type": None,
+    },
+    "create_without_image": "SandboxCreateError",
     "download_equal": True,
     "status_running": SandboxStatus.RUNNING.value,
     "status_after_close": SandboxStatus.STOPPED.value,

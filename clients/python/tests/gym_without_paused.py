@@ -32,13 +32,20 @@ def strip_paused() -> None:
 
 
 async def main(address: str, image: str) -> None:
-    from nemo_gym.sandbox.providers import SandboxSpec, SandboxStatus, create_provider
+    from nemo_gym.sandbox.providers import SandboxSpec, SandboxStatus, base, create_provider
 
     import sandboxd.gym
 
     provider = create_provider({"sandboxd": {"address": address, "retry_attempts": 2}})
     print("imported:", provider.name)
     print("PAUSED is RUNNING:", sandboxd.gym.PAUSED is SandboxStatus.RUNNING)
+    # Every capability this Gym defines, the provider implements (it has none it lacks).
+    checkable = [
+        value
+        for name, value in vars(base).items()
+        if name.startswith(("Supports", "Connectable")) and getattr(value, "_is_runtime_protocol", False)
+    ]
+    print("capabilities:", "all" if all(isinstance(provider, p) for p in checkable) else "missing", len(checkable))
     handle = await provider.create(SandboxSpec(image=image))
     try:
         await provider.pause(handle)

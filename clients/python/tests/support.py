@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,6 +107,14 @@ class ContainerLabel:
     def containers(self) -> list[str]:
         out = docker("ps", "-aq", "--filter", f"label=sandboxd.test.case={self.value}", check=False)
         return out.stdout.split()
+
+    def settle(self, before: set[str], deadline_s: float = 60) -> None:
+        """Waits until no container is left beyond `before` (a removal the server finishes in the
+        background included); fails naming what is left after `deadline_s`."""
+        deadline = time.monotonic() + deadline_s
+        while (left := set(self.containers()) - before) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not left, f"left behind: {sorted(left)}"
 
     def remove_all(self) -> None:
         """This label's containers, networks, volumes, snapshot images and run directories:

@@ -208,6 +208,7 @@ def test_provider_works_with_a_gym_without_paused(server: ServerProcess, images:
     assert out.stdout.splitlines() == [
         "imported: sandboxd",
         "PAUSED is RUNNING: True",
+        "capabilities: all 9",
         "paused status: running",
         "resumed status: running",
         "exec after resume: ok",

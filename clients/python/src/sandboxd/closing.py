@@ -21,7 +21,8 @@ class AsyncClosing:
     async def __aenter__(self) -> Self:
         return self
 
+    # Gym's parameter names (`SandboxPtySession.__aexit__`), for every closeable alike.
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
     ) -> None:
         await self.close()

@@ -183,14 +183,23 @@ class RuntimeCapabilities:
 
     # --- SupportsSandboxSharedStorage -------------------------------------------------------
 
+    def _require_shared_volume(self) -> str:
+        """The configured shared volume; NotImplementedError naming the option without one (as
+        Gym's Docker provider says when its `shared_storage.host_path` is missing)."""
+        if self._shared_volume is None:
+            raise NotImplementedError(
+                "sandboxd provider: shared storage needs the provider option `shared_volume` "
+                '(the name of a server volume, e.g. {"sandboxd": {"shared_volume": "shared"}})'
+            )
+        return self._shared_volume
+
     def shared_volume_options(self, source: str | None, target: str, *, read_only: bool = False) -> dict[str, Any]:
         """Provider options mounting the shared volume (`source=None`: its root) or the
         directory `source` inside it at `target`."""
-        if self._shared_volume is None:
-            raise ValueError("sandboxd provider: shared storage needs the `shared_volume` config (a volume name)")
+        volume = self._require_shared_volume()
         if not str(target).startswith("/"):
             raise ValueError(f"shared volume target must be an absolute path, got {target!r}")
-        descriptor: dict[str, Any] = {VOLUME_DESCRIPTOR_KEY: self._shared_volume, "target": str(target)}
+        descriptor: dict[str, Any] = {VOLUME_DESCRIPTOR_KEY: volume, "target": str(target)}
         if read_only:
             descriptor["read_only"] = True
         if source is not None:
@@ -201,5 +210,7 @@ class RuntimeCapabilities:
         return {"volumes": [descriptor]}
 
     def shared_volume_metadata(self) -> dict[str, str]:
-        """No placement settings: every sandbox of one server reaches its volumes."""
+        """No placement settings: every sandbox of one server reaches its volumes. Without the
+        `shared_volume` option, NotImplementedError (there is no shared storage to place)."""
+        self._require_shared_volume()
         return {}
