@@ -257,3 +257,74 @@ async fn a_non_root_image_runs_its_keep_alive_and_commands_as_its_user() {
     assert!(!keepalive.trim_start().starts_with("root"), "the keep-alive runs as the image's user: {out}");
     p.close(&h.id()).await.unwrap();
 }
+
+/// An image with no program at all (not even a shell): the agent keeps it alive and skips the
+/// probe; a shell command answers 125 / `sandbox` naming the missing shell, a program runs by
+/// its argv, files move through the agent, and Close removes the container and its run dir.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_without_a_shell_creates_runs_programs_by_path_and_moves_files() {
+    let label = TestLabel::new();
+    testkit::require_docker();
+    let service = TestService::start_with(&label, None, |c| c.docker.exec.engine = ExecEngineKind::Agent);
+    let mut raw = service.raw().await;
+    let spec = proto::SandboxSpec { image: images::NOSHELL.into(), ..Default::default() };
+    let id = create_id(&mut raw, spec).await;
+    let r = testkit::raw::exec(&mut raw, &id, "echo hi").await;
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!((r.return_code, r.error_type.as_str()), (125, "sandbox"), "{stderr}");
+    assert!(stderr.contains("\"sh\" is not in the sandbox's PATH"), "{stderr}");
+    // A program by its argv: the agent's own binary is the one program in the sandbox.
+    let started = raw
+        .start_process(proto::StartProcessRequest {
+            sandbox_id: id.clone(),
+            argv: vec!["/.sandboxd/agent".into(), "--version".into()],
+            ..Default::default()
+        })
+        .await
+        .expect("start by argv")
+        .into_inner();
+    let attach = proto::AttachProcessRequest {
+        sandbox_id: id.clone(),
+        process_id: started.process_id,
+        since: Some(0),
+    };
+    let mut events = raw.attach_process(attach).await.expect("attach").into_inner();
+    let (mut out, mut code) = (Vec::new(), None);
+    let read = tokio::time::timeout(Duration::from_secs(60), async {
+        use proto::attach_process_response::Event;
+        while let Some(m) = events.message().await.expect("attach stream") {
+            match m.event {
+                Some(Event::Output(o)) => out.extend(o.data),
+                Some(Event::Exited(e)) => code = Some(e.exit_code),
+                _ => {}
+            }
+        }
+    });
+    read.await.expect("the process's stream ended within 60 s");
+    let text = String::from_utf8_lossy(&out);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.starts_with("sandboxd-agent"), "{text}");
+    // Files both ways, through the agent.
+    let body = b"no shell needed\n".to_vec();
+    let upload = raw
+        .upload(tokio_stream::iter(vec![
+            testkit::raw::upload_header(&id, "/tmp/f", Some(body.len() as u64)),
+            testkit::raw::chunk(body.clone()),
+        ]))
+        .await
+        .expect("upload")
+        .into_inner();
+    assert_eq!(upload.bytes_written, body.len() as u64);
+    let mut download =
+        raw.download(proto::DownloadRequest { sandbox_id: id.clone(), path: "/tmp/f".into() }).await.unwrap();
+    let mut got = Vec::new();
+    while let Some(m) = download.get_mut().message().await.unwrap() {
+        got.extend(m.chunk);
+    }
+    assert_eq!(got, body);
+    let dir = run_dir(&id);
+    assert!(dir.join("agent.sock").exists(), "served on its socket");
+    raw.close(proto::CloseRequest { sandbox_id: id.clone() }).await.unwrap();
+    assert!(!testkit::container_exists(&id), "Close removed the container");
+    assert!(!dir.parent().unwrap().exists(), "Close removed the run directory");
+}
