@@ -183,6 +183,20 @@ pub enum ExecEngineKind {
     Docker,
 }
 
+/// How the agent engine reaches a new sandbox's agent (`exec.transport`). Sandboxes made
+/// either way are served either way: one with a socket on it, one without through its channel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecTransport {
+    /// The agent is the sandbox's keep-alive and answers on a root-only unix socket in a host
+    /// directory bind-mounted into the sandbox (a local daemon and a root server); the channel
+    /// where that cannot work.
+    #[default]
+    Socket,
+    /// One persistent `docker exec -i` channel per sandbox: no host directory is mounted.
+    Channel,
+}
+
 /// How commands run (`docker.exec`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -209,6 +223,8 @@ pub struct DockerExecConfig {
     pub max_output_bytes: i64,
     /// `"agent"` (default) or `"docker"`.
     pub engine: ExecEngineKind,
+    /// On the agent engine: `"socket"` (default) or `"channel"`.
+    pub transport: ExecTransport,
     /// Host directory the agent binary is written to and bind-mounted from; `null`: the
     /// default state directory ([`default_state_dir`]).
     pub agent_dir: Option<String>,
@@ -226,6 +242,7 @@ impl Default for DockerExecConfig {
             exec_shell: None,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             engine: ExecEngineKind::Agent,
+            transport: ExecTransport::Socket,
             agent_dir: None,
         }
     }
@@ -1033,6 +1050,16 @@ mod tests {
         );
         let err = load(json!({"docker": {"exec": {"engine": "ssh"}}})).unwrap_err();
         assert!(err.message.contains("agent") && err.message.contains("docker"), "{err}");
+    }
+
+    #[test]
+    fn exec_transport_is_socket_or_channel() {
+        assert_eq!(load(json!({})).unwrap().exec.transport, ExecTransport::Socket);
+        let c = load(json!({"docker": {"exec": {"engine": "agent", "transport": "channel"}}})).unwrap();
+        assert_eq!(c.exec.transport, ExecTransport::Channel);
+        let err = load(json!({"docker": {"exec": {"transport": "ssh"}}})).unwrap_err();
+        assert_eq!(err.field, "docker.exec.transport");
+        assert!(err.message.contains("`socket`") && err.message.contains("`channel`"), "{err:?}");
     }
 
     #[test]

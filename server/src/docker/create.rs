@@ -268,7 +268,7 @@ impl DockerProvider {
     async fn agent_start(&self, spec: &SandboxSpec, sandbox_id: &str, image: &str) -> Option<argv::AgentRun> {
         let agent = self.agent.as_ref()?;
         let binary = self.agent_binary.clone()?;
-        let run_dir = agent.run_dir_for(sandbox_id)?;
+        let run_dir = agent.new_run_dir(sandbox_id)?;
         if argv::sets_user_or_entrypoint(&self.config.create.extra_run_args)
             || argv::sets_user_or_entrypoint(&spec.provider_options.run_args)
         {

@@ -15,7 +15,7 @@ use super::failure::CliError;
 use super::failure::DockerFailureKind;
 use super::transport::cli::DockerExecEngine;
 use super::transport::ExecEngine;
-use crate::config::{DockerConfig, ExecEngineKind};
+use crate::config::{DockerConfig, ExecEngineKind, ExecTransport};
 use crate::error::{ProviderError, Result};
 use crate::spec::SandboxHandle;
 
@@ -156,8 +156,13 @@ impl DockerProvider {
             }
         };
         let socket_root = agent_binary.as_ref().and_then(|_| socket_root(&state_dir));
-        let agent =
-            agent_binary.as_ref().map(|_| Arc::new(AgentEngine::new(docker.clone(), socket_root.clone())));
+        let new_sockets = config.exec.transport == ExecTransport::Socket;
+        if agent_binary.is_some() && !new_sockets {
+            tracing::info!("exec.transport is channel: new sandboxes' agents answer through docker exec -i");
+        }
+        let agent = agent_binary
+            .as_ref()
+            .map(|_| Arc::new(AgentEngine::new(docker.clone(), socket_root.clone(), new_sockets)));
         let (engine, create_engine): (Arc<dyn ExecEngine>, Arc<dyn ExecEngine>) = match &agent {
             Some(agent) => (agent.clone(), agent.clone()),
             None => {
@@ -182,10 +187,10 @@ impl DockerProvider {
         })
     }
 
-    /// Whether new sandboxes get the agent's socket (the agent engine, a local daemon, this
-    /// server as root).
+    /// Whether new sandboxes get the agent's socket (the agent engine on `exec.transport:
+    /// socket`, a local daemon, this server as root).
     pub fn agent_socket(&self) -> bool {
-        self.agent.as_ref().is_some_and(|a| a.run_dir_for("x").is_some())
+        self.agent.as_ref().is_some_and(|a| a.new_run_dir("x").is_some())
     }
 
     /// The image's user of a sandbox whose agent was started as root for it (`-u 0`), `None`

@@ -66,6 +66,9 @@ pub struct AgentEngine {
     /// Where run directories live (`<root>/<sandbox id>/run`); `None`: no socket transport
     /// (the reason was logged when the server started).
     socket_root: Option<PathBuf>,
+    /// Whether new sandboxes get a socket (`exec.transport: socket`); sandboxes that have one
+    /// are reached on it either way.
+    new_sockets: bool,
     /// What is known about a sandbox's container (id, image user, run directory), by name.
     facts: Mutex<HashMap<String, Facts>>,
     /// Sandboxes whose socket cannot be used: the exec channel serves them (said once).
@@ -99,23 +102,35 @@ enum Sink {
 }
 
 impl AgentEngine {
-    /// `socket_root`: where sandbox run directories live, `None` for no socket transport.
-    pub fn new(docker: DockerExecEngine, socket_root: Option<PathBuf>) -> Self {
+    /// `socket_root`: where sandbox run directories live, `None` for no socket transport;
+    /// `new_sockets`: whether new sandboxes get one there (`exec.transport`).
+    pub fn new(docker: DockerExecEngine, socket_root: Option<PathBuf>, new_sockets: bool) -> Self {
         Self {
             docker,
             slots: Mutex::default(),
             without_agent: Mutex::default(),
             socket_root,
+            new_sockets,
             facts: Mutex::default(),
             exec_only: Mutex::default(),
             retain_bytes: AtomicU64::new(protocol::DEFAULT_RETAIN_BYTES),
         }
     }
 
-    /// The run directory a new sandbox `sandbox_id` gets, when sandboxes get sockets.
+    /// Where sandbox `sandbox_id`'s run directory is, when this server can reach sockets.
     pub fn run_dir_for(&self, sandbox_id: &str) -> Option<PathBuf> {
         let root = self.socket_root.as_ref().filter(|_| plain_component(sandbox_id))?;
         Some(root.join(sandbox_id).join("run"))
+    }
+
+    /// The run directory a new sandbox `sandbox_id` gets, when new sandboxes get sockets.
+    pub fn new_run_dir(&self, sandbox_id: &str) -> Option<PathBuf> {
+        self.run_dir_for(sandbox_id).filter(|_| self.new_sockets)
+    }
+
+    /// Where every sandbox's run directory lives (`None`: no socket transport here).
+    pub fn runs_root(&self) -> Option<&Path> {
+        self.socket_root.as_deref()
     }
 
     /// Make `run_dir` (0700, owned by this server): the agent's socket will appear in it.
