@@ -44,16 +44,14 @@ fn nobody() -> ExecParams {
 /// Host `docker exec` clients, children of this process, into one of `sandboxes` (by the hex
 /// of their ids, which their creating names share): the other tests of this binary run beside.
 fn docker_exec_children(sandboxes: &[&SandboxHandle]) -> Vec<i32> {
-    let hexes: Vec<&str> =
-        sandboxes.iter().map(|h| h.sandbox_id.trim_start_matches("sandboxd-")).collect();
+    let hexes: Vec<&str> = sandboxes.iter().map(|h| h.sandbox_id.trim_start_matches("sandboxd-")).collect();
     testkit::procs::children_named(std::process::id() as i32, "docker")
         .into_iter()
         .filter(|pid| {
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let args: Vec<String> =
                 cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-            args.iter().any(|a| a == "exec")
-                && args.iter().any(|a| hexes.iter().any(|hex| a.ends_with(hex)))
+            args.iter().any(|a| a == "exec") && args.iter().any(|a| hexes.iter().any(|hex| a.ends_with(hex)))
         })
         .collect()
 }

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use sandboxd::config::ExecEngineKind;
+use sandboxd::config::{ExecEngineKind, ExecTransport};
 use sandboxd_client::proto;
 use sandboxd_client::proto::pty_request::Request as In;
 use sandboxd_client::proto::pty_response::Response as Out;
@@ -491,7 +491,8 @@ async fn read_only_root_and_no_network() {
     raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
 }
 
-/// A session with a detach timeout outlives the server: a restarted one attaches to it.
+/// A session with a detach timeout outlives the server: a restarted one attaches to it (on the
+/// socket transport).
 #[tokio::test(flavor = "multi_thread")]
 async fn reattach_after_a_server_restart() {
     if !on_agent() {
@@ -510,7 +511,15 @@ async fn reattach_after_a_server_restart() {
     drop(stream);
     let server = testkit::server::TestServer::launch(SANDBOXD, &label).config(config).start();
     let mut raw = server.raw().await;
-    let (mut stream, _) = Stream::attach(&mut raw, &id, &opened.session_id, true, 0).await.expect("attach");
+    let attached = Stream::attach(&mut raw, &id, &opened.session_id, true, 0).await;
+    if testkit::transport() == ExecTransport::Channel {
+        // On the exec channel the session lived in the channel's agent, which ended with the
+        // server (the socket's agent is the sandbox's keep-alive and outlives it).
+        assert_eq!(attached.err().map(|s| s.code()), Some(Code::NotFound));
+        raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+        return;
+    }
+    let (mut stream, _) = attached.expect("attach");
     stream.read_until("before\n").await;
     stream.send(In::Input(b"restart\n".to_vec())).await;
     let seen = stream.read_until("after:restart\n").await;

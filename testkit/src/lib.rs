@@ -151,6 +151,16 @@ pub fn provider_with(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) ->
     DockerProvider::new(test_config(label, edit)).expect("provider")
 }
 
+/// As `provider_with`, sandboxes' run directories under `state_dir` (`server.state_dir`).
+pub fn provider_in(
+    label: &TestLabel,
+    state_dir: &std::path::Path,
+    edit: impl FnOnce(&mut DockerConfig),
+) -> DockerProvider {
+    require_docker();
+    DockerProvider::new_in(test_config(label, edit), state_dir.to_path_buf()).expect("provider")
+}
+
 /// As `provider_with`, running `binary` as docker (a wrapper that slows or records commands).
 pub fn provider_with_binary(
     label: &TestLabel,

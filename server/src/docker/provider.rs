@@ -44,7 +44,7 @@ fn socket_root(state_dir: &std::path::Path) -> Option<PathBuf> {
             .then(|| format!("{} holds a comma, which a docker --mount cannot name", root.display()))
     });
     let reason = reason.or_else(|| {
-        super::agent::AgentEngine::make_run_dir(&root)
+        super::agent::run_dirs::make_private_dir(&root)
             .err()
             .map(|e| format!("cannot make {}: {e}", root.display()))
     });
@@ -197,6 +197,15 @@ impl DockerProvider {
     /// for any other sandbox.
     pub(super) async fn agent_started_as(&self, name: &str) -> Option<String> {
         self.agent.as_ref()?.image_user_of(name).await
+    }
+
+    /// Prune now the run directories sandboxes left behind at least `min_age` ago (the sweep
+    /// does this every few minutes with `run_dirs::PRUNE_AGE`): the sandbox ids.
+    pub async fn prune_run_dirs(&self, min_age: Duration) -> Vec<String> {
+        match &self.agent {
+            Some(agent) => agent.prune_run_dirs(min_age).await,
+            None => Vec::new(),
+        }
     }
 
     /// How the sandbox `name`'s agent channel reaches it now (`None`: no channel open).

@@ -40,6 +40,9 @@ impl DockerProvider {
         // Containers destroyed since the last sweep, by anyone: their caches go now, and the
         // caller forgets them too.
         let mut report = SweepReport { gone: self.prune_gone(), ..SweepReport::default() };
+        if let Some(agent) = &self.agent {
+            agent.prune_run_dirs_due().await; // run directories sandboxes left behind
+        }
         for item in &listed {
             let decision = decide(item, now, |id| leases.get(id));
             match decision {

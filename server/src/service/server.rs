@@ -182,7 +182,8 @@ impl Services {
             ))
             })?;
         let backend =
-            crate::docker::swarm::SwarmBackend::new(config.docker.clone(), config.cluster.clone(), token).await?;
+            crate::docker::swarm::SwarmBackend::new(config.docker.clone(), config.cluster.clone(), token)
+                .await?;
         let swarm = backend.swarm().clone();
         let mut services = Self::build(Arc::new(backend), config, auth_token).await?;
         services.forward = crate::docker::swarm::ForwardLayer::new(Some(swarm));
