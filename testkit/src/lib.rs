@@ -6,10 +6,11 @@
 //! ([`service::TestService`]), the `sandboxd` binary as a fixture ([`server::TestServer`], for
 //! CLI, signal and listener tests; the one place that knows the server's command line), the
 //! test defaults as a config file spells them ([`config`]), the generated stub and its common
-//! requests ([`raw`]), bounded waits ([`wait`]), the host's process tree ([`procs`]),
-//! `sandboxctl` in a real terminal ([`ctl`]), a private Docker daemon for daemon faults
-//! ([`private_docker::PrivateDocker`]) and the test cluster of `scripts/cluster-up.sh`
-//! ([`cluster::TestCluster`]). A helper two suites need lives here, never as a copy in each.
+//! requests ([`raw`]), a `Pty` call and the session listing ([`pty`]), bounded waits
+//! ([`wait`]), the host's process tree ([`procs`]), `sandboxctl` in a real terminal ([`ctl`]),
+//! a private Docker daemon for daemon faults ([`private_docker::PrivateDocker`]) and the test
+//! cluster of `scripts/cluster-up.sh` ([`cluster::TestCluster`]). A helper two suites need
+//! lives here, never as a copy in each.
 
 pub mod cluster;
 pub mod config;
@@ -17,6 +18,7 @@ pub mod ctl;
 pub mod images;
 pub mod private_docker;
 pub mod procs;
+pub mod pty;
 pub mod raw;
 pub mod server;
 pub mod service;
