@@ -142,7 +142,13 @@ pub fn run(options: Options) -> ! {
     // Without a command the agent itself keeps the sandbox alive (an image needs no shell).
     let child = if options.argv.is_empty() {
         None
-    } else if options.keep_alive && !has_program(&options.argv[0]) {
+    } else if !has_program(&options.argv[0]) {
+        // Said here rather than by a failed spawn: std's spawn waits for a child whose exec
+        // failed, and the reaper (`wait4(-1)`) may have reaped it first.
+        if !options.keep_alive {
+            eprintln!("sandboxd-agent: cannot start {:?}: not found (or not executable)", options.argv[0]);
+            std::process::exit(127);
+        }
         eprintln!(
             "sandboxd-agent: the image has no {:?}: the agent keeps the sandbox alive itself",
             options.argv[0]
