@@ -1,5 +1,6 @@
 //! Files for the server: uploads written beside their target and renamed into place on success
-//! (an interrupted upload leaves the old file intact), downloads streamed with credit.
+//! (an interrupted upload leaves the old file intact) by a writer thread of their own,
+//! downloads streamed with credit.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -8,7 +9,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::protocol::FailureKind;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+
+use crate::channel::Channel;
+use crate::protocol::{Event, FailureKind};
 
 /// A failure as the server receives it.
 pub type FileError = (FailureKind, String);
@@ -139,6 +144,82 @@ impl Drop for Upload {
         if self.file.is_some() {
             self.abort();
         }
+    }
+}
+
+/// Chunks an upload's writer may hold before the connection's reader waits for the disk.
+const WRITE_QUEUE: usize = 16;
+
+/// What the connection's reader hands an upload's writer.
+enum WriteOp {
+    Data(Vec<u8>),
+    /// `PutEnd`: check the length, land the file, answer.
+    End(u64),
+}
+
+/// An upload written by a thread of its own: the connection's reader hands it chunks and only
+/// waits on the disk when [`WRITE_QUEUE`] chunks already wait, so the disk and the socket work
+/// at once; the writer sends the answer (`PutDone` or the failure) when the upload ends.
+pub struct UploadWriter {
+    ops: mpsc::SyncSender<WriteOp>,
+    aborted: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl UploadWriter {
+    /// Hand `upload` (request `id`) to its writer thread, which answers on `channel`.
+    pub fn spawn(upload: Upload, channel: Channel, id: u64) -> Self {
+        let (ops, queue) = mpsc::sync_channel(WRITE_QUEUE);
+        let aborted = Arc::new(AtomicBool::new(false));
+        let stop = aborted.clone();
+        let thread = std::thread::spawn(move || {
+            let mut upload = upload;
+            for op in queue {
+                match op {
+                    WriteOp::Data(data) if !stop.load(Ordering::SeqCst) => upload.write(&data),
+                    WriteOp::Data(_) => {}
+                    WriteOp::End(_) if stop.load(Ordering::SeqCst) => break,
+                    WriteOp::End(size) => {
+                        let event = match upload.finish(size) {
+                            Ok(size) => Event::PutDone { size },
+                            Err((kind, message)) => Event::Failed { kind, message },
+                        };
+                        channel.send(id, &event);
+                        return;
+                    }
+                }
+            }
+            // Aborted, or the connection ended first: dropping the upload removes its file.
+        });
+        Self { ops, aborted, thread }
+    }
+
+    /// A sender of this upload's chunks (the map's lock need not be held while it waits).
+    pub fn chunks(&self) -> UploadChunks {
+        UploadChunks(self.ops.clone())
+    }
+
+    /// `PutEnd`: the writer lands the file once every chunk before it is written.
+    pub fn end(self, size: u64) {
+        let _ = self.ops.send(WriteOp::End(size));
+    }
+
+    /// Drop the partial file (the chunks still queued are skipped) before returning, so a
+    /// request after the abort never sees it; the target is untouched.
+    pub fn abort(self) {
+        self.aborted.store(true, Ordering::SeqCst);
+        drop(self.ops);
+        let _ = self.thread.join();
+    }
+}
+
+/// Hands chunks to one upload's writer.
+pub struct UploadChunks(mpsc::SyncSender<WriteOp>);
+
+impl UploadChunks {
+    /// Queue a chunk, waiting while the writer's queue is full.
+    pub fn write(&self, data: Vec<u8>) {
+        let _ = self.0.send(WriteOp::Data(data));
     }
 }
 

@@ -11,8 +11,10 @@
 //!   by its one reaper (not left to pid 1, which would not know them),
 //! - runs the readiness probe and shell detection and reports both on every connection.
 //!
-//! Without `argv` the agent is the keep-alive itself (an image without a shell can be a
-//! sandbox); SIGTERM, SIGINT, SIGHUP and SIGQUIT then end it with 128 + the signal.
+//! Without `argv`, or with `--keep-alive` when `argv` is the server's keep-alive command and the
+//! image lacks its program (an image without a shell), the agent is the keep-alive itself;
+//! SIGTERM, SIGINT, SIGHUP and SIGQUIT then end it with 128 + the signal. A spec's entrypoint is
+//! never passed with `--keep-alive`: a missing entrypoint program fails the sandbox as before.
 
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -39,6 +41,9 @@ pub struct Options {
     /// The configured exec shell (`docker.exec.exec_shell`); detected when unset.
     pub shell: Option<String>,
     pub probe: Probe,
+    /// `argv` is only the server's keep-alive: the agent stands in for it when its program is
+    /// not in the image.
+    pub keep_alive: bool,
     pub argv: Vec<String>,
 }
 
@@ -62,6 +67,11 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             o.argv = args[i..].to_vec();
             break;
         }
+        if flag == "--keep-alive" {
+            o.keep_alive = true;
+            i += 1;
+            continue;
+        }
         let value = args.get(i + 1).ok_or_else(|| format!("{flag} needs a value"))?;
         match flag {
             "--run-dir" => o.run_dir = Some(PathBuf::from(value)),
@@ -81,8 +91,9 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             "--probe-stable-delay-ms" => o.probe.stable_delay = millis(flag, value)?,
             other => {
                 return Err(format!(
-                    "unknown option {other:?} (known: --run-dir, --user, --shell, --probe, --probe-expect, \
-                     --probe-timeout-ms, --probe-deadline-ms, --probe-stable-count, --probe-stable-delay-ms)"
+                    "unknown option {other:?} (known: --run-dir, --user, --shell, --keep-alive, --probe, \
+                     --probe-expect, --probe-timeout-ms, --probe-deadline-ms, --probe-stable-count, \
+                     --probe-stable-delay-ms)"
                 ))
             }
         }
@@ -130,6 +141,18 @@ pub fn run(options: Options) -> ! {
     };
     // Without a command the agent itself keeps the sandbox alive (an image needs no shell).
     let child = if options.argv.is_empty() {
+        None
+    } else if !has_program(&options.argv[0]) {
+        // Said here rather than by a failed spawn: std's spawn waits for a child whose exec
+        // failed, and the reaper (`wait4(-1)`) may have reaped it first.
+        if !options.keep_alive {
+            eprintln!("sandboxd-agent: cannot start {:?}: not found (or not executable)", options.argv[0]);
+            std::process::exit(127);
+        }
+        eprintln!(
+            "sandboxd-agent: the image has no {:?}: the agent keeps the sandbox alive itself",
+            options.argv[0]
+        );
         None
     } else {
         match spawn_wrapped(&options) {
@@ -182,6 +205,16 @@ pub fn run(options: Options) -> ! {
 }
 
 type Wrapped = (libc::pid_t, std::sync::mpsc::Receiver<crate::reaper::Status>);
+
+/// Whether `program` can be started here (found in the agent's `PATH`, as `execvp` would).
+fn has_program(program: &str) -> bool {
+    let path = std::env::var("PATH").ok();
+    crate::spawn::find_program(program, path.as_deref()).is_some_and(|found| {
+        let Ok(c) = std::ffi::CString::new(found) else { return false };
+        // SAFETY: valid C string; access(2) only reads it.
+        unsafe { libc::access(c.as_ptr(), libc::X_OK) == 0 }
+    })
+}
 
 /// Start the wrapped command with the agent's own stdio, environment and directory.
 fn spawn_wrapped(options: &Options) -> Result<Wrapped, String> {
@@ -260,6 +293,10 @@ mod tests {
         // The wrapped argv may itself hold `--` flags.
         assert_eq!(parse(&args(&["--", "app", "--port", "1"])).unwrap().argv, args(&["app", "--port", "1"]));
         assert_eq!(parse(&args(&["app", "--x"])).unwrap().argv, args(&["app", "--x"]));
+        let o = parse(&args(&["--keep-alive", "--shell", "sh", "--", "/bin/sh", "-c", "k"])).unwrap();
+        assert!(o.keep_alive && o.shell.as_deref() == Some("sh"));
+        assert_eq!(o.argv, args(&["/bin/sh", "-c", "k"]));
+        assert!(!parse(&args(&["--", "app"])).unwrap().keep_alive);
     }
 
     #[test]

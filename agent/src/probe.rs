@@ -1,7 +1,9 @@
 //! What a create used to learn with one `docker exec` (see the server's `create.rs`), done by
 //! the agent itself: the readiness probe (`sh -c <probe>` until it passes `stable_count` times in
 //! a row; its stdout must hold the expected text) and the shell (the configured one, else bash
-//! when the sandbox's `PATH` has it, else sh; `""` when there is no shell at all).
+//! when the sandbox's `PATH` has it, else sh; `""` when there is no shell at all). Without a
+//! `sh` the probe cannot run and is skipped: an image without a shell is ready once its agent
+//! is (its programs run by path, its files move through the agent).
 
 use std::io::Read;
 use std::time::{Duration, Instant};
@@ -82,6 +84,11 @@ fn attempt(
 /// Run the probe to its verdict (as the server's `verify_and_detect_shell` did), with its detail.
 pub fn run(probe: &Probe, env: &[(String, String)]) -> (ReadyState, String) {
     let Some(command) = &probe.command else { return (ReadyState::Ready, String::new()) };
+    let path = env.iter().rev().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str());
+    if spawn::find_program("sh", path).is_none() {
+        eprintln!("sandboxd-agent: no sh in the sandbox's PATH: the readiness probe is skipped");
+        return (ReadyState::Ready, String::new());
+    }
     let deadline = probe.deadline.map(|d| Instant::now() + d);
     let mut consecutive = 0;
     loop {

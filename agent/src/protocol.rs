@@ -10,12 +10,16 @@ use std::io::{self, Read, Write};
 
 /// Bumped on any change; the agent announces it in `Hello`. Version 2 added the socket's
 /// `Readiness` and the session requests; version 3 the port-forward frames (kinds 40-42 and
-/// 140-143); every older frame is unchanged.
+/// 140-143); every older frame is unchanged. `Detached`'s reason `InputFull` (3) came within 3:
+/// only an agent that bounds its input sends it, and an older reader takes it for `Requested`.
 pub const PROTOCOL_VERSION: u32 = 3;
 /// Output a session retains when its opener names no size (`server.pty.retain_bytes`).
 pub const DEFAULT_RETAIN_BYTES: u64 = 1 << 20;
 /// Largest retained output the agent accepts for one session.
 pub const MAX_RETAIN_BYTES: u64 = 64 << 20;
+/// Most input a session queues for a program that does not read it (the server's largest
+/// message); past it the holder's stream ends with `Detached { InputFull }`.
+pub const MAX_QUEUED_INPUT: u64 = 64 << 20;
 /// `SessionStart::detach_timeout_ms` that never ends a session whose holder dropped (a
 /// process: it outlives every client).
 pub const DETACH_NEVER: u64 = u64::MAX;
@@ -201,6 +205,9 @@ pub enum DetachReason {
     Requested = 1,
     /// Another attach took the session over.
     TakenOver = 2,
+    /// The holder wrote more input than the program read, past the bound the agent queues
+    /// (`MAX_QUEUED_INPUT`): its stream ends, the session runs on.
+    InputFull = 3,
 }
 
 /// One row of `ListSessions`.
@@ -1033,7 +1040,11 @@ impl Event {
             112 => Event::Output { stderr: d.u8()? == 1, offset: d.u64()?, data: d.bytes()? },
             113 => Event::SessionExit { code: d.u32()? as i32 },
             114 => Event::Detached {
-                reason: if d.u8()? == 2 { DetachReason::TakenOver } else { DetachReason::Requested },
+                reason: match d.u8()? {
+                    2 => DetachReason::TakenOver,
+                    3 => DetachReason::InputFull,
+                    _ => DetachReason::Requested,
+                },
                 message: String::from_utf8_lossy(&d.bytes()?).into_owned(),
             },
             115 => {
@@ -1280,6 +1291,7 @@ mod tests {
         event_round_trip(Event::Output { stderr: true, offset: 5, data: b"err".to_vec() });
         event_round_trip(Event::SessionExit { code: 130 });
         event_round_trip(Event::Detached { reason: DetachReason::TakenOver, message: "m".into() });
+        event_round_trip(Event::Detached { reason: DetachReason::InputFull, message: "f".into() });
         event_round_trip(Event::Sessions(vec![
             SessionInfo {
                 session_id: "a".into(),

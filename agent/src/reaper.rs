@@ -27,18 +27,20 @@ pub fn reaper() -> &'static Reaper {
 }
 
 impl Reaper {
-    /// Fork through `spawn` with the table locked, so the child's status cannot be reaped before
-    /// its pid is registered; the receiver gets its status.
+    /// Fork through `spawn` with the table locked until the child's pid is registered (`spawn`
+    /// calls `register` right after its fork), so its status cannot be reaped unclaimed; the
+    /// lock is let go there, so spawns on other threads need not wait for this one's `execve`.
+    /// The receiver gets the child's status.
     pub fn spawn_registered<T, E>(
         &self,
         spawn: impl FnOnce(&mut dyn FnMut(libc::pid_t)) -> Result<T, E>,
     ) -> Result<(T, mpsc::Receiver<Status>), E> {
         let (tx, rx) = mpsc::channel();
-        let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        let mut waiting = Some(self.waiting.lock().unwrap_or_else(|e| e.into_inner()));
         let mut tx = Some(tx);
         let result = spawn(&mut |pid| {
-            if let Some(tx) = tx.take() {
-                waiting.insert(pid, tx);
+            if let (Some(mut table), Some(tx)) = (waiting.take(), tx.take()) {
+                table.insert(pid, tx);
             }
         });
         drop(waiting);

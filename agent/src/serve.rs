@@ -8,13 +8,13 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::channel::{Channel, Credit};
-use crate::files::{self, Upload};
+use crate::files::{self, Upload, UploadWriter};
 use crate::forward;
 use crate::fs;
 use crate::protocol::{self, Event, ExecExit, ExecStart, FailureKind, Request, SessionStart, Usage};
@@ -35,9 +35,11 @@ const DRAIN_WAIT: Duration = Duration::from_secs(2);
 /// still be writing).
 const DRAIN_MAX: u64 = 1 << 20;
 
-/// A command the agent is running for the server.
+/// A command the agent is running for the server (from the moment its `Exec` is read: its
+/// stdin and a `Kill` may come before it has started).
 struct Running {
-    shim: libc::pid_t,
+    /// The shim's pid once started (0 before).
+    shim: AtomicI32,
     stdin: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
     killed: AtomicBool,
 }
@@ -48,7 +50,19 @@ impl Running {
         if let Ok(mut s) = self.stdin.lock() {
             s.take();
         }
-        tree::kill_descendants(self.shim);
+        // Not started yet: its starter sees `killed` once it has the pid.
+        let shim = self.shim.load(Ordering::SeqCst);
+        if shim > 0 {
+            tree::kill_descendants(shim);
+        }
+    }
+
+    /// The command started as `shim`; a kill that came first takes effect now.
+    fn started(&self, shim: libc::pid_t) {
+        self.shim.store(shim, Ordering::SeqCst);
+        if self.killed.load(Ordering::SeqCst) {
+            tree::kill_descendants(shim);
+        }
     }
 }
 
@@ -60,7 +74,7 @@ pub struct Agent {
     channel: Channel,
     running: Mutex<HashMap<u64, Arc<Running>>>,
     credits: Mutex<HashMap<u64, Arc<Credit>>>,
-    uploads: Mutex<HashMap<u64, Upload>>,
+    uploads: Mutex<HashMap<u64, UploadWriter>>,
     /// The environment the agent was started with: the sandbox's, the base of every command's.
     base_env: Arc<Vec<(String, String)>>,
 }
@@ -182,7 +196,7 @@ impl Agent {
             }
         }
         if let Ok(mut uploads) = self.uploads.lock() {
-            for (_, mut u) in uploads.drain() {
+            for (_, u) in uploads.drain() {
                 u.abort();
             }
         }
@@ -238,7 +252,7 @@ impl Agent {
                 if let Some(c) = self.credits.lock().ok().and_then(|c| c.get(&id).cloned()) {
                     c.close();
                 }
-                if let Some(mut upload) = self.uploads.lock().ok().and_then(|mut u| u.remove(&id)) {
+                if let Some(upload) = self.uploads.lock().ok().and_then(|mut u| u.remove(&id)) {
                     upload.abort();
                 }
                 forward::kill(self.conn, id);
@@ -293,27 +307,26 @@ impl Agent {
             Request::ListSessions => self.channel.send(id, &Event::Sessions(sessions::list())),
             Request::PutStart { path, mode } => match Upload::start(id, &path, mode) {
                 Ok(upload) => {
+                    let writer = UploadWriter::spawn(upload, self.channel.clone(), id);
                     if let Ok(mut u) = self.uploads.lock() {
-                        u.insert(id, upload);
+                        u.insert(id, writer);
                     }
                 }
                 Err(e) => self.fail(id, e),
             },
             Request::PutData(data) => {
-                if let Some(u) = self.uploads.lock().ok().as_mut().and_then(|u| u.get_mut(&id)) {
-                    u.write(&data);
+                let chunks = self.uploads.lock().ok().and_then(|u| u.get(&id).map(UploadWriter::chunks));
+                if let Some(chunks) = chunks {
+                    chunks.write(data);
                 }
             }
             Request::PutEnd { size } => {
                 if let Some(upload) = self.uploads.lock().ok().and_then(|mut u| u.remove(&id)) {
-                    match upload.finish(size) {
-                        Ok(size) => self.channel.send(id, &Event::PutDone { size }),
-                        Err(e) => self.fail(id, e),
-                    }
+                    upload.end(size);
                 }
             }
             Request::PutAbort => {
-                if let Some(mut upload) = self.uploads.lock().ok().and_then(|mut u| u.remove(&id)) {
+                if let Some(upload) = self.uploads.lock().ok().and_then(|mut u| u.remove(&id)) {
                     upload.abort();
                 }
             }
@@ -409,13 +422,11 @@ impl Agent {
         let env = self.environment(&start.env, &user, &root_home);
         let prepared =
             Prepared::new(&start.shell, &start.command, &env, start.cwd.as_deref(), user, start.stdin)?;
-        let started = Instant::now();
-        let (spawned, exit_rx) = reaper().spawn_registered(|register| spawn::spawn(&prepared, register))?;
         let credit = Credit::new();
         let (stdin_tx, stdin_rx) = mpsc::channel::<Vec<u8>>();
         let running = Arc::new(Running {
-            shim: spawned.shim,
-            stdin: Mutex::new(spawned.stdin.is_some().then_some(stdin_tx)),
+            shim: AtomicI32::new(0),
+            stdin: Mutex::new(start.stdin.then_some(stdin_tx)),
             killed: AtomicBool::new(false),
         });
         if let Ok(mut r) = self.running.lock() {
@@ -424,6 +435,38 @@ impl Agent {
         if let Ok(mut c) = self.credits.lock() {
             c.insert(id, credit.clone());
         }
+        // The fork and the wait for its `execve` happen off the connection's reader, which
+        // goes on to the next request (execs in flight start side by side).
+        let agent = self.clone();
+        let limit = start.output_limit;
+        std::thread::spawn(move || agent.run_command(id, prepared, limit, running, credit, stdin_rx));
+        Ok(())
+    }
+
+    /// Start a command the reader accepted, forward its output, and report its exit (or why it
+    /// did not start).
+    fn run_command(
+        self: Arc<Self>,
+        id: u64,
+        prepared: Prepared,
+        limit: u64,
+        running: Arc<Running>,
+        credit: Arc<Credit>,
+        stdin_rx: mpsc::Receiver<Vec<u8>>,
+    ) {
+        let started = Instant::now();
+        let (spawned, exit_rx) = match reaper().spawn_registered(|register| spawn::spawn(&prepared, register))
+        {
+            Ok(spawned) => spawned,
+            Err(e) => {
+                credit.close();
+                self.forget_command(id);
+                self.fail(id, e);
+                return;
+            }
+        };
+        drop(prepared);
+        running.started(spawned.shim);
         if let Some(mut stdin) = spawned.stdin {
             std::thread::spawn(move || {
                 for chunk in stdin_rx {
@@ -434,50 +477,50 @@ impl Agent {
             });
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let limit = start.output_limit;
         let out = self.pump(id, spawned.stdout, true, limit, &credit, &stop);
         let err = self.pump(id, spawned.stderr, false, limit, &credit, &stop);
-        let agent = self.clone();
-        std::thread::spawn(move || {
-            let (status, usage) = exit_rx.recv().unwrap_or((125 << 8, unsafe { std::mem::zeroed() }));
-            let wall = started.elapsed();
-            let deadline = Instant::now() + OUTPUT_GRACE;
-            let mut dropped = [0u64; 2];
-            let mut late = Vec::new();
-            for (i, pump) in [out, err].into_iter().enumerate() {
-                let left = deadline.saturating_duration_since(Instant::now());
-                match pump.recv_timeout(left) {
-                    Ok(n) => dropped[i] = n,
-                    Err(_) => late.push((i, pump)),
-                }
+        let (status, usage) = exit_rx.recv().unwrap_or((125 << 8, unsafe { std::mem::zeroed() }));
+        let wall = started.elapsed();
+        let deadline = Instant::now() + OUTPUT_GRACE;
+        let mut dropped = [0u64; 2];
+        let mut late = Vec::new();
+        for (i, pump) in [out, err].into_iter().enumerate() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match pump.recv_timeout(left) {
+                Ok(n) => dropped[i] = n,
+                Err(_) => late.push((i, pump)),
             }
-            // Pumps still running forward what their pipe holds now, then stop.
-            stop.store(true, Ordering::Relaxed);
-            for (i, pump) in late {
-                dropped[i] = pump.recv_timeout(DRAIN_WAIT).unwrap_or(0);
-            }
-            credit.close();
-            if let Ok(mut r) = agent.running.lock() {
-                r.remove(&id);
-            }
-            if let Ok(mut c) = agent.credits.lock() {
-                c.remove(&id);
-            }
-            let exit = ExecExit {
-                code: spawn::exit_code(status),
-                killed: running.killed.load(Ordering::SeqCst),
-                dropped_stdout: dropped[0],
-                dropped_stderr: dropped[1],
-                usage: Usage {
-                    wall_us: wall.as_micros() as u64,
-                    user_us: micros(usage.ru_utime),
-                    system_us: micros(usage.ru_stime),
-                    peak_rss_bytes: (usage.ru_maxrss.max(0) as u64) * 1024,
-                },
-            };
-            agent.channel.send(id, &Event::Exit(exit));
-        });
-        Ok(())
+        }
+        // Pumps still running forward what their pipe holds now, then stop.
+        stop.store(true, Ordering::Relaxed);
+        for (i, pump) in late {
+            dropped[i] = pump.recv_timeout(DRAIN_WAIT).unwrap_or(0);
+        }
+        credit.close();
+        self.forget_command(id);
+        let exit = ExecExit {
+            code: spawn::exit_code(status),
+            killed: running.killed.load(Ordering::SeqCst),
+            dropped_stdout: dropped[0],
+            dropped_stderr: dropped[1],
+            usage: Usage {
+                wall_us: wall.as_micros() as u64,
+                user_us: micros(usage.ru_utime),
+                system_us: micros(usage.ru_stime),
+                peak_rss_bytes: (usage.ru_maxrss.max(0) as u64) * 1024,
+            },
+        };
+        self.channel.send(id, &Event::Exit(exit));
+    }
+
+    /// The command's entries, once it ended or could not start.
+    fn forget_command(&self, id: u64) {
+        if let Ok(mut r) = self.running.lock() {
+            r.remove(&id);
+        }
+        if let Ok(mut c) = self.credits.lock() {
+            c.remove(&id);
+        }
     }
 
     /// Forward one output pipe as frames until EOF or `stop`; the receiver gets the count of

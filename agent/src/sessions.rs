@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -69,6 +70,8 @@ pub struct Session {
     master: Option<File>,
     /// Input for the program (the master's or the stdin pipe's writer thread).
     input: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
+    /// Input bytes queued for the writer and not yet written (at most `MAX_QUEUED_INPUT`).
+    queued: Arc<AtomicU64>,
     state: Mutex<State>,
     changed: Condvar,
 }
@@ -374,6 +377,7 @@ pub fn open(
         Ends::Pipes { stdin, stdout, stderr } => (None, Some(stdin), vec![(false, stdout), (true, stderr)]),
     };
     let (input_tx, input_rx) = mpsc::channel::<Vec<u8>>();
+    let queued = Arc::new(AtomicU64::new(0));
     let session = Arc::new(Session {
         id: new_id(),
         argv: start.argv.clone(),
@@ -382,6 +386,7 @@ pub fn open(
         detach_timeout_ms: start.detach_timeout_ms,
         master,
         input: Mutex::new(Some(input_tx)),
+        queued: queued.clone(),
         state: Mutex::new(State {
             ring: crate::ring::Ring::new(retain),
             exit: None,
@@ -397,7 +402,9 @@ pub fn open(
     if let Some(mut writer) = input_file {
         std::thread::spawn(move || {
             for chunk in input_rx {
-                if writer.write_all(&chunk).is_err() {
+                let written = writer.write_all(&chunk);
+                queued.fetch_sub(chunk.len() as u64, Ordering::SeqCst);
+                if written.is_err() {
                     break;
                 }
             }
@@ -509,12 +516,29 @@ pub fn attach(
     Ok(())
 }
 
-/// Input for the held session.
+/// Input for the held session. Input its program does not read is queued up to
+/// `MAX_QUEUED_INPUT`; past it the holder's stream ends (`Detached { InputFull }`) and the
+/// session runs on, to be attached again.
 pub fn input(conn: u64, request: u64, data: Vec<u8>) {
-    if let Some(s) = held(conn, request) {
-        if let Some(tx) = s.input.lock().ok().and_then(|i| i.clone()) {
-            let _ = tx.send(data);
+    let Some(s) = held(conn, request) else { return };
+    let Some(tx) = s.input.lock().ok().and_then(|i| i.clone()) else { return };
+    let n = data.len() as u64;
+    let before = s.queued.fetch_add(n, Ordering::SeqCst);
+    if before + n <= protocol::MAX_QUEUED_INPUT {
+        if tx.send(data).is_err() {
+            s.queued.fetch_sub(n, Ordering::SeqCst);
         }
+        return;
+    }
+    s.queued.fetch_sub(n, Ordering::SeqCst);
+    if let Some(h) = s.release(conn, request) {
+        let message = format!(
+            "session {} has {before} bytes of input its program has not read (at most {} are queued): \
+             this stream ends, the session runs on (attach again to go on)",
+            s.id,
+            protocol::MAX_QUEUED_INPUT
+        );
+        h.channel.send(request, &Event::Detached { reason: DetachReason::InputFull, message });
     }
 }
 

@@ -62,6 +62,21 @@ impl Sandbox {
         init_args: &[&str],
         argv: &[&str],
     ) -> Self {
+        let (name, out) = Self::run(&run, image, docker_args, init_args, argv);
+        let sandbox = Self { name, run };
+        assert!(out.status.success(), "docker run: {}", String::from_utf8_lossy(&out.stderr));
+        wait_for_socket(&sandbox.socket());
+        sandbox
+    }
+
+    /// The container's `docker run` alone (no wait for its socket): its name and the output.
+    fn run(
+        run: &tempfile::TempDir,
+        image: &str,
+        docker_args: &[&str],
+        init_args: &[&str],
+        argv: &[&str],
+    ) -> (String, Output) {
         testkit::require_docker();
         if image.starts_with("sandboxd-test/") {
             images::ensure(image).unwrap();
@@ -88,9 +103,15 @@ impl Sandbox {
         args.push("--");
         args.extend(argv);
         let out = docker(&args);
+        (name, out)
+    }
+
+    /// A container whose agent may end at once: it is removed when the result drops.
+    fn start_unchecked(image: &str, init_args: &[&str], argv: &[&str]) -> Self {
+        let run = tempfile::tempdir().unwrap();
+        let (name, out) = Self::run(&run, image, &[], init_args, argv);
         let sandbox = Self { name, run };
         assert!(out.status.success(), "docker run: {}", String::from_utf8_lossy(&out.stderr));
-        wait_for_socket(&sandbox.socket());
         sandbox
     }
 
@@ -194,47 +215,38 @@ fn the_hello_carries_readiness_and_the_shell_and_docker_logs_keep_the_wrapped_ou
 
 #[test]
 fn an_image_without_a_shell_is_kept_alive_by_the_agent_itself() {
-    testkit::require_docker();
-    let tag = format!("sandboxd-agent-test/noshell:{}", uuid_like());
-    let root = tempfile::tempdir().unwrap();
-    std::fs::create_dir(root.path().join("etc")).unwrap();
-    std::fs::write(root.path().join("etc/passwd"), "root:x:0:0:root:/root:/nonexistent\n").unwrap();
-    let tar = Command::new("sh")
-        .arg("-c")
-        .arg(format!("tar -C {} -c . | docker import - {tag}", root.path().display()))
-        .output()
-        .unwrap();
-    assert!(tar.status.success(), "{}", String::from_utf8_lossy(&tar.stderr));
-    let result = std::panic::catch_unwind(|| {
-        let sandbox = Sandbox::start(&tag, &[], &PROBE, &[]);
-        let mut c = sandbox.connect();
-        let (state, shell, detail) = c.settled_readiness();
-        assert_eq!((state, shell.as_str()), (ReadyState::Failed, ""));
-        assert!(detail.contains("\"sh\" is not in the sandbox's PATH"), "{detail}");
-        // Sessions need no shell: the agent runs a program by path.
-        c.send(
-            1,
-            Request::SessionOpen(SessionStart {
-                argv: vec!["/.sandboxd/agent".into(), "--version".into()],
-                attach: true,
-                ..Default::default()
-            }),
-        );
-        session_id(c.next(1));
-        let version = format!("protocol {}", sandboxd_agent::protocol::PROTOCOL_VERSION);
-        let (text, _) = c.output_until(1, "the version", |t| t.contains(&version));
-        assert!(text.starts_with("sandboxd-agent"));
-        // docker stop: SIGTERM reaches the agent (through docker's init) and ends it at once.
-        let started = Instant::now();
-        assert!(docker(&["stop", "-t", "20", &sandbox.name]).status.success());
-        assert!(started.elapsed() < Duration::from_secs(10), "stop took {:?}", started.elapsed());
-        let code = docker(&["inspect", "-f", "{{.State.ExitCode}}", &sandbox.name]);
-        assert_eq!(String::from_utf8_lossy(&code.stdout).trim(), "143");
-    });
-    docker(&["rmi", "-f", &tag]);
-    if let Err(e) = result {
-        std::panic::resume_unwind(e);
-    }
+    // The server passes its keep-alive with `--keep-alive`: the image lacks its program, so the
+    // agent keeps the sandbox alive itself; without `sh` the probe is skipped.
+    let mut init = vec!["--keep-alive"];
+    init.extend(PROBE);
+    let sandbox = Sandbox::start(images::NOSHELL, &[], &init, &KEEPALIVE);
+    let mut c = sandbox.connect();
+    assert_eq!(c.settled_readiness(), (ReadyState::Ready, String::new(), String::new()));
+    let logs = docker(&["logs", &sandbox.name]);
+    assert!(String::from_utf8_lossy(&logs.stderr).contains("keeps the sandbox alive itself"), "{logs:?}");
+    // Sessions need no shell: the agent runs a program by path.
+    c.send(
+        1,
+        Request::SessionOpen(SessionStart {
+            argv: vec!["/.sandboxd/agent".into(), "--version".into()],
+            attach: true,
+            ..Default::default()
+        }),
+    );
+    session_id(c.next(1));
+    let version = format!("protocol {}", sandboxd_agent::protocol::PROTOCOL_VERSION);
+    let (text, _) = c.output_until(1, "the version", |t| t.contains(&version));
+    assert!(text.starts_with("sandboxd-agent"));
+    // docker stop: SIGTERM reaches the agent (through docker's init) and ends it at once.
+    let started = Instant::now();
+    assert!(docker(&["stop", "-t", "20", &sandbox.name]).status.success());
+    assert!(started.elapsed() < Duration::from_secs(10), "stop took {:?}", started.elapsed());
+    let code = docker(&["inspect", "-f", "{{.State.ExitCode}}", &sandbox.name]);
+    assert_eq!(String::from_utf8_lossy(&code.stdout).trim(), "143");
+    // A spec's entrypoint is never replaced: without `--keep-alive` a missing program ends it.
+    let missing = Sandbox::start_unchecked(images::NOSHELL, &[], &KEEPALIVE);
+    let wait = docker(&["wait", &missing.name]);
+    assert_eq!(String::from_utf8_lossy(&wait.stdout).trim(), "127");
 }
 
 #[test]

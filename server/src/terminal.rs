@@ -26,6 +26,10 @@ pub enum PtyError {
     /// Another attach took the session over (ABORTED).
     #[error("{0}")]
     TakenOver(String),
+    /// The stream wrote more input than the session queues for a program that does not read
+    /// it (RESOURCE_EXHAUSTED): the stream ends, the session runs on.
+    #[error("{0}")]
+    Exhausted(String),
     /// This backend's sessions cannot do that (UNIMPLEMENTED).
     #[error("{0}")]
     Unsupported(String),

@@ -1,12 +1,14 @@
 //! The agent exec engine against the real daemon: what it fixes beyond `docker exec` (whole
 //! command trees stopped, accounting, private channel, read-only and network-less sandboxes,
-//! agent death, restarts, sandboxes without an agent). Always runs on the agent engine.
+//! agent death, restarts, sandboxes without an agent). Always runs on the agent engine, on the
+//! transport under test (`SANDBOXD_TEST_TRANSPORT`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use sandboxd::backend::SandboxBackend;
-use sandboxd::config::ExecEngineKind;
+use sandboxd::config::{ExecEngineKind, ExecTransport};
+use sandboxd::docker::agent::channel::Transport;
 use sandboxd::spec::{ExecErrorType, ExecParams, SandboxHandle, SandboxSpec};
 use testkit::images;
 use testkit::{agent_provider, docker, exec_params as params, provider_with, TestLabel};
@@ -127,6 +129,11 @@ async fn read_only_root_without_tmp_and_no_network() {
     let r = p.exec(&h, "printf ok; test -e /tmp || printf ' no-tmp'", &params()).await.unwrap();
     assert_eq!(r.stdout_str(), "ok no-tmp");
     assert!(r.usage.is_some(), "the agent runs in a read-only, network-less sandbox");
+    let on = match testkit::transport() {
+        ExecTransport::Socket => Transport::Socket,
+        ExecTransport::Channel => Transport::Exec,
+    };
+    assert_eq!(p.agent_transport(&h.sandbox_id), Some(on), "served on the transport under test");
     let mut download = p.download(&h, "/etc/passwd").await.unwrap();
     assert!(download.next_chunk().await.unwrap().is_some_and(|c| c.starts_with(b"root:")));
     p.close(&h.id()).await.unwrap();

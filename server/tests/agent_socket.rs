@@ -1,11 +1,12 @@
 //! The agent on its unix socket against the real daemon: a create is one `docker run` plus the
 //! agent's hello, calls reach the agent with no host process per sandbox, a stalled reader
-//! holds up only itself, and nothing in the sandbox can redirect the server. Always on the
-//! agent engine.
+//! holds up only itself, nothing in the sandbox can redirect the server, an image without a
+//! shell is a sandbox, and sandboxes made on either transport are served by a server on the
+//! other. Always on the agent engine.
 
 use std::time::{Duration, Instant};
 
-use sandboxd::config::ExecEngineKind;
+use sandboxd::config::{DockerConfig, ExecEngineKind, ExecTransport};
 use sandboxd::docker::agent::channel::Transport;
 use sandboxd::docker::DockerProvider;
 use sandboxd::spec::{ExecParams, SandboxHandle, SandboxSpec};
@@ -13,19 +14,40 @@ use sandboxd_client::proto;
 use testkit::images;
 use testkit::raw::{busybox, create_id};
 use testkit::service::TestService;
-use testkit::{agent_provider, exec_params as params, provider_with_binary, TestLabel};
+use testkit::{exec_params as params, provider_with, provider_with_binary, TestLabel};
+
+/// The agent engine on the socket transport, whatever `SANDBOXD_TEST_TRANSPORT` says.
+fn agent_provider(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) -> DockerProvider {
+    provider_with(label, |c| {
+        c.exec.engine = ExecEngineKind::Agent;
+        c.exec.transport = ExecTransport::Socket;
+        edit(c)
+    })
+}
+
+/// The service on the agent engine's socket transport.
+fn socket_service(label: &TestLabel) -> TestService {
+    TestService::start_with(label, None, |c| {
+        c.docker.exec.engine = ExecEngineKind::Agent;
+        c.docker.exec.transport = ExecTransport::Socket;
+    })
+}
 
 fn nobody() -> ExecParams {
     ExecParams { user: Some("nobody".into()), ..params() }
 }
 
-/// Host `docker exec` clients that are children of this process.
-fn docker_exec_children() -> Vec<i32> {
+/// Host `docker exec` clients, children of this process, into one of `sandboxes` (by the hex
+/// of their ids, which their creating names share): the other tests of this binary run beside.
+fn docker_exec_children(sandboxes: &[&SandboxHandle]) -> Vec<i32> {
+    let hexes: Vec<&str> = sandboxes.iter().map(|h| h.sandbox_id.trim_start_matches("sandboxd-")).collect();
     testkit::procs::children_named(std::process::id() as i32, "docker")
         .into_iter()
         .filter(|pid| {
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            cmdline.split(|b| *b == 0).any(|arg| arg == b"exec")
+            let args: Vec<String> =
+                cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+            args.iter().any(|a| a == "exec") && args.iter().any(|a| hexes.iter().any(|hex| a.ends_with(hex)))
         })
         .collect()
 }
@@ -54,7 +76,10 @@ async fn a_create_is_one_docker_run_and_the_agents_hello() {
     );
     std::fs::write(&wrapper, script).unwrap();
     std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let p = provider_with_binary(&label, wrapper, |c| c.exec.engine = ExecEngineKind::Agent);
+    let p = provider_with_binary(&label, wrapper, |c| {
+        c.exec.engine = ExecEngineKind::Agent;
+        c.exec.transport = ExecTransport::Socket;
+    });
     assert!(p.agent_socket(), "this machine can use the agent's socket (root, local daemon)");
     // The image's user is read once per image (kept a while): the second create shows the
     // steady state.
@@ -93,13 +118,14 @@ async fn idle_sandboxes_cost_no_host_process() {
         assert_eq!(stdout(&p, &h, "printf ok", &params()).await, ("ok".into(), 0));
         handles.push(h);
     }
-    let mut left = docker_exec_children();
+    let all: Vec<&SandboxHandle> = handles.iter().collect();
+    let mut left = docker_exec_children(&all);
     for _ in 0..20 {
         if left.is_empty() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-        left = docker_exec_children();
+        left = docker_exec_children(&all);
     }
     assert!(left.is_empty(), "docker exec clients held for idle sandboxes: {left:?}");
     // The fallback does hold one per sandbox (so this count can fail).
@@ -108,7 +134,7 @@ async fn idle_sandboxes_cost_no_host_process() {
     let old = p.create(&spec).await.unwrap();
     assert_eq!(stdout(&p, &old, "printf ok", &params()).await, ("ok".into(), 0));
     assert_eq!(p.agent_transport(&old.sandbox_id), Some(Transport::Exec));
-    assert_eq!(docker_exec_children().len(), 1, "the exec channel's client");
+    assert_eq!(docker_exec_children(&[&old]).len(), 1, "the exec channel's client");
     for h in handles.iter().chain([&old]) {
         p.close(&h.id()).await.unwrap();
     }
@@ -117,7 +143,7 @@ async fn idle_sandboxes_cost_no_host_process() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stalled_download_holds_up_no_other_client() {
     let label = TestLabel::new();
-    let service = TestService::start_with(&label, None, |c| c.docker.exec.engine = ExecEngineKind::Agent);
+    let service = socket_service(&label);
     let mut a = service.raw().await;
     let id = create_id(&mut a, busybox()).await;
     let size = 32usize << 20;
@@ -245,4 +271,103 @@ async fn a_non_root_image_runs_its_keep_alive_and_commands_as_its_user() {
     let keepalive = lines.next().unwrap_or_default();
     assert!(!keepalive.trim_start().starts_with("root"), "the keep-alive runs as the image's user: {out}");
     p.close(&h.id()).await.unwrap();
+}
+
+/// An image with no program at all (not even a shell): the agent keeps it alive and skips the
+/// probe; a shell command answers 125 / `sandbox` naming the missing shell, a program runs by
+/// its argv, files move through the agent, and Close removes the container and its run dir.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_without_a_shell_creates_runs_programs_by_path_and_moves_files() {
+    let label = TestLabel::new();
+    testkit::require_docker();
+    let service = socket_service(&label);
+    let mut raw = service.raw().await;
+    let spec = proto::SandboxSpec { image: images::NOSHELL.into(), ..Default::default() };
+    let id = create_id(&mut raw, spec).await;
+    let r = testkit::raw::exec(&mut raw, &id, "echo hi").await;
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!((r.return_code, r.error_type.as_str()), (125, "sandbox"), "{stderr}");
+    assert!(stderr.contains("\"sh\" is not in the sandbox's PATH"), "{stderr}");
+    // A program by its argv: the agent's own binary is the one program in the sandbox.
+    let started = raw
+        .start_process(proto::StartProcessRequest {
+            sandbox_id: id.clone(),
+            argv: vec!["/.sandboxd/agent".into(), "--version".into()],
+            ..Default::default()
+        })
+        .await
+        .expect("start by argv")
+        .into_inner();
+    let attach = proto::AttachProcessRequest {
+        sandbox_id: id.clone(),
+        process_id: started.process_id,
+        since: Some(0),
+    };
+    let mut events = raw.attach_process(attach).await.expect("attach").into_inner();
+    let (mut out, mut code) = (Vec::new(), None);
+    let read = tokio::time::timeout(Duration::from_secs(60), async {
+        use proto::attach_process_response::Event;
+        while let Some(m) = events.message().await.expect("attach stream") {
+            match m.event {
+                Some(Event::Output(o)) => out.extend(o.data),
+                Some(Event::Exited(e)) => code = Some(e.exit_code),
+                _ => {}
+            }
+        }
+    });
+    read.await.expect("the process's stream ended within 60 s");
+    let text = String::from_utf8_lossy(&out);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.starts_with("sandboxd-agent"), "{text}");
+    // Files both ways, through the agent.
+    let body = b"no shell needed\n".to_vec();
+    let upload = raw
+        .upload(tokio_stream::iter(vec![
+            testkit::raw::upload_header(&id, "/tmp/f", Some(body.len() as u64)),
+            testkit::raw::chunk(body.clone()),
+        ]))
+        .await
+        .expect("upload")
+        .into_inner();
+    assert_eq!(upload.bytes_written, body.len() as u64);
+    let mut download =
+        raw.download(proto::DownloadRequest { sandbox_id: id.clone(), path: "/tmp/f".into() }).await.unwrap();
+    let mut got = Vec::new();
+    while let Some(m) = download.get_mut().message().await.unwrap() {
+        got.extend(m.chunk);
+    }
+    assert_eq!(got, body);
+    let dir = run_dir(&id);
+    assert!(dir.join("agent.sock").exists(), "served on its socket");
+    raw.close(proto::CloseRequest { sandbox_id: id.clone() }).await.unwrap();
+    assert!(!testkit::container_exists(&id), "Close removed the container");
+    assert!(!dir.parent().unwrap().exists(), "Close removed the run directory");
+}
+
+/// `exec.transport: channel` makes sandboxes without a socket; a server on either transport
+/// serves a sandbox made on the other (a socket where it has one, its channel where not), with
+/// the image's user kept.
+#[tokio::test(flavor = "multi_thread")]
+async fn sandboxes_made_on_either_transport_are_served_by_a_server_on_the_other() {
+    let label = TestLabel::new();
+    let on_socket = agent_provider(&label, |_| {});
+    let on_channel = agent_provider(&label, |c| c.exec.transport = ExecTransport::Channel);
+    assert!(on_socket.agent_socket() && !on_channel.agent_socket());
+    let with_socket = on_socket.create(&SandboxSpec::new(images::NONROOT)).await.unwrap();
+    let with_channel = on_channel.create(&SandboxSpec::new(images::NONROOT)).await.unwrap();
+    assert!(run_dir(&with_socket.sandbox_id).join("agent.sock").exists());
+    assert!(!run_dir(&with_channel.sandbox_id).exists(), "no run directory on the channel");
+    for (p, h, transport) in [
+        (&on_socket, &with_socket, Transport::Socket),
+        (&on_socket, &with_channel, Transport::Exec),
+        (&on_channel, &with_socket, Transport::Socket),
+        (&on_channel, &with_channel, Transport::Exec),
+    ] {
+        let h = p.handle(&h.sandbox_id).await.unwrap();
+        assert_eq!(stdout(p, &h, "id -u", &params()).await, ("1000\n".into(), 0), "{}", h.sandbox_id);
+        assert_eq!(p.agent_transport(&h.sandbox_id), Some(transport), "{}", h.sandbox_id);
+    }
+    on_channel.close(&with_socket.id()).await.unwrap();
+    assert!(!run_dir(&with_socket.sandbox_id).parent().unwrap().exists(), "its run directory went too");
+    on_socket.close(&with_channel.id()).await.unwrap();
 }

@@ -4,7 +4,7 @@
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use testkit::images::{self, BASH, BUSYBOX, DASH, NONROOT, READONLY};
+use testkit::images::{self, BASH, BUSYBOX, DASH, NONROOT, NOSHELL, READONLY};
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -165,4 +165,21 @@ fn readonly_image_has_no_tmp_and_shm_is_writable() {
     );
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines, ["x", "done"], "{out}");
+}
+
+#[test]
+fn noshell_image_has_no_program_at_all() {
+    setup();
+    // `docker run IMAGE sh -c …` cannot start: there is no `sh` (docker's 127).
+    let r = run(NOSHELL, &[], "true");
+    assert_eq!(r.code, 127, "{NOSHELL} started sh: {} {}", r.stdout, r.stderr);
+    // Busybox's own static binary mounted in runs there, and sees no other program.
+    let out = Command::new("docker")
+        .args(["run", "--rm", "--label", "sandboxd.test=1", "-v", "/bin/busybox:/busybox:ro"])
+        .args([NOSHELL, "/busybox", "sh", "-c", "ls /bin | wc -l; stat -c %a /tmp; cat /etc/passwd | wc -l"])
+        .output()
+        .expect("docker run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    assert_eq!(lines, ["0", "1777", "2"], "{text} {}", String::from_utf8_lossy(&out.stderr));
 }

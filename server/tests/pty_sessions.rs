@@ -6,150 +6,19 @@
 
 use std::time::{Duration, Instant};
 
-use sandboxd::config::ExecEngineKind;
+use sandboxd::config::{ExecEngineKind, ExecTransport};
 use sandboxd_client::proto;
 use sandboxd_client::proto::pty_request::Request as In;
-use sandboxd_client::proto::pty_response::Response as Out;
-use testkit::raw::{busybox, create_id, raw_client, RawClient};
+use testkit::pty::{pipe_open, session, sessions, Stream};
+use testkit::raw::{busybox, create_id, raw_client};
 use testkit::service::TestService;
 use testkit::TestLabel;
-use tokio::sync::mpsc;
-use tonic::{Code, Streaming};
+use tonic::Code;
 
 const SANDBOXD: &str = env!("CARGO_BIN_EXE_sandboxd");
 
 fn on_agent() -> bool {
     testkit::engine() == ExecEngineKind::Agent
-}
-
-/// One `Pty` stream: its requests and its responses.
-struct Stream {
-    tx: mpsc::Sender<proto::PtyRequest>,
-    rx: Streaming<proto::PtyResponse>,
-}
-
-fn req(request: In) -> proto::PtyRequest {
-    proto::PtyRequest { request: Some(request) }
-}
-
-/// What a stream delivered until it ended.
-#[derive(Debug, Default)]
-struct Seen {
-    output: Vec<u8>,
-    exit: Option<i32>,
-    status: Option<tonic::Status>,
-}
-
-impl Stream {
-    /// Start a `Pty` call whose first request is `first`; the error when the call is refused.
-    async fn start(raw: &mut RawClient, first: In) -> Result<(Stream, proto::PtyOpened), tonic::Status> {
-        let (tx, requests) = mpsc::channel(64);
-        tx.send(req(first)).await.unwrap();
-        let mut rx = raw.pty(tokio_stream::wrappers::ReceiverStream::new(requests)).await?.into_inner();
-        match rx.message().await?.and_then(|m| m.response) {
-            Some(Out::Opened(opened)) => Ok((Stream { tx, rx }, opened)),
-            other => panic!("expected opened, got {other:?}"),
-        }
-    }
-
-    async fn open(raw: &mut RawClient, open: proto::PtyOpen) -> (Stream, proto::PtyOpened) {
-        Self::start(raw, In::Open(open)).await.expect("open")
-    }
-
-    async fn attach(
-        raw: &mut RawClient,
-        sandbox_id: &str,
-        session_id: &str,
-        takeover: bool,
-        since: u64,
-    ) -> Result<(Stream, proto::PtyOpened), tonic::Status> {
-        let attach = proto::PtyAttach {
-            sandbox_id: sandbox_id.into(),
-            session_id: session_id.into(),
-            takeover,
-            since,
-        };
-        Self::start(raw, In::Attach(attach)).await
-    }
-
-    async fn send(&self, request: In) {
-        self.tx.send(req(request)).await.expect("the stream takes requests");
-    }
-
-    /// Output until it holds `needle` (or the stream ends, or 30 s pass).
-    async fn read_until(&mut self, needle: &str) -> Seen {
-        let mut seen = Seen::default();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !String::from_utf8_lossy(&seen.output).contains(needle) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(left, self.rx.message()).await {
-                Err(_) => {
-                    panic!("no {needle:?} within 30 s; got {:?}", String::from_utf8_lossy(&seen.output))
-                }
-                Ok(Ok(Some(m))) => match m.response {
-                    Some(Out::Output(d)) | Some(Out::Stderr(d)) => seen.output.extend(d),
-                    Some(Out::Exit(e)) => seen.exit = Some(e.exit_code),
-                    _ => {}
-                },
-                Ok(Ok(None)) => break,
-                Ok(Err(status)) => {
-                    seen.status = Some(status);
-                    break;
-                }
-            }
-        }
-        seen
-    }
-
-    /// Everything until the stream ends.
-    async fn drain(&mut self) -> Seen {
-        let mut seen = Seen::default();
-        let ended = tokio::time::timeout(Duration::from_secs(30), async {
-            loop {
-                match self.rx.message().await {
-                    Ok(Some(m)) => match m.response {
-                        Some(Out::Output(d)) | Some(Out::Stderr(d)) => seen.output.extend(d),
-                        Some(Out::Exit(e)) => seen.exit = Some(e.exit_code),
-                        _ => {}
-                    },
-                    Ok(None) => break,
-                    Err(status) => {
-                        seen.status = Some(status);
-                        break;
-                    }
-                }
-            }
-        })
-        .await;
-        assert!(ended.is_ok(), "the stream did not end within 30 s; so far {seen:?}");
-        seen
-    }
-}
-
-fn pipe_open(sandbox_id: &str, command: &str, detach_timeout_s: Option<f64>) -> proto::PtyOpen {
-    proto::PtyOpen {
-        sandbox_id: sandbox_id.into(),
-        command: Some(command.into()),
-        pipe: true,
-        detach_timeout_s,
-        ..Default::default()
-    }
-}
-
-async fn sessions(raw: &mut RawClient, sandbox_id: &str) -> Vec<proto::PtySessionInfo> {
-    raw.list_pty_sessions(proto::ListPtySessionsRequest { sandbox_id: sandbox_id.into() })
-        .await
-        .expect("ListPtySessions")
-        .into_inner()
-        .sessions
-}
-
-async fn session(raw: &mut RawClient, sandbox_id: &str, session_id: &str) -> proto::PtySessionInfo {
-    sessions(raw, sandbox_id)
-        .await
-        .into_iter()
-        .find(|s| s.session_id == session_id)
-        .unwrap_or_else(|| panic!("session {session_id} is not listed"))
 }
 
 /// Whether a process whose command line holds `needle` runs in the sandbox.
@@ -491,7 +360,8 @@ async fn read_only_root_and_no_network() {
     raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
 }
 
-/// A session with a detach timeout outlives the server: a restarted one attaches to it.
+/// A session with a detach timeout outlives the server: a restarted one attaches to it (on the
+/// socket transport).
 #[tokio::test(flavor = "multi_thread")]
 async fn reattach_after_a_server_restart() {
     if !on_agent() {
@@ -510,7 +380,15 @@ async fn reattach_after_a_server_restart() {
     drop(stream);
     let server = testkit::server::TestServer::launch(SANDBOXD, &label).config(config).start();
     let mut raw = server.raw().await;
-    let (mut stream, _) = Stream::attach(&mut raw, &id, &opened.session_id, true, 0).await.expect("attach");
+    let attached = Stream::attach(&mut raw, &id, &opened.session_id, true, 0).await;
+    if testkit::transport() == ExecTransport::Channel {
+        // On the exec channel the session lived in the channel's agent, which ended with the
+        // server (the socket's agent is the sandbox's keep-alive and outlives it).
+        assert_eq!(attached.err().map(|s| s.code()), Some(Code::NotFound));
+        raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+        return;
+    }
+    let (mut stream, _) = attached.expect("attach");
     stream.read_until("before\n").await;
     stream.send(In::Input(b"restart\n".to_vec())).await;
     let seen = stream.read_until("after:restart\n").await;
@@ -551,5 +429,48 @@ async fn large_output_to_a_reading_holder_is_complete() {
         Stream::open(&mut raw, pipe_open(&id, &format!("head -c {size} /dev/zero; exit 3"), None)).await;
     let end = stream.drain().await;
     assert_eq!((end.output.len(), end.exit), (size, Some(3)), "{:?}", end.status);
+    raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+}
+
+/// Input the program never reads is queued in the agent only up to a bound: past it the
+/// holder's stream ends RESOURCE_EXHAUSTED, and the session runs on, to be attached again.
+#[tokio::test(flavor = "multi_thread")]
+async fn input_a_program_never_reads_is_bounded_and_the_session_survives_it() {
+    if !on_agent() {
+        return;
+    }
+    let label = TestLabel::new();
+    let server = TestService::start_json(&label, serde_json::json!({}));
+    let mut raw = server.raw().await;
+    let id = create_id(&mut raw, busybox()).await;
+    let (mut stream, opened) = Stream::open(&mut raw, pipe_open(&id, "echo up; exec sleep 4323", None)).await;
+    stream.read_until("up\n").await;
+    // 80 MiB, 1 MiB a message, from a task of its own: the stream may stop taking them.
+    let sender = stream.sender();
+    let writer = tokio::spawn(async move {
+        for _ in 0..80 {
+            if sender.send(testkit::pty::req(In::Input(vec![b'x'; 1 << 20]))).await.is_err() {
+                break;
+            }
+        }
+    });
+    // 64 MiB through gRPC and the agent's socket: generous on a loaded machine.
+    let end = stream.drain_within(Duration::from_secs(180)).await;
+    let status = end.status.expect("the stream ends with a status");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().contains("input"), "{status:?}");
+    writer.abort();
+    // The session runs on, unheld, and a plain attach holds it again.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while session(&mut raw, &id, &opened.session_id).await.attached {
+        assert!(Instant::now() < deadline, "the session is still held after its stream ended");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(session(&mut raw, &id, &opened.session_id).await.running);
+    assert!(running_in(&id, "sleep 4323"));
+    let (mut again, _) = Stream::attach(&mut raw, &id, &opened.session_id, false, 0).await.expect("attach");
+    again.read_until("up\n").await;
+    again.send(In::Close(proto::PtyClose {})).await;
+    assert_eq!(again.drain().await.exit, Some(129), "HUP ends sleep");
     raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
 }

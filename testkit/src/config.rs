@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use crate::TestLabel;
 
-/// The test defaults (`label` on every container, a 60 s exec timeout, the exec engine under
-/// test) with the sections of `extra` merged in (`extra` wins).
+/// The test defaults (`label` on every container, a 60 s exec timeout, the exec engine and
+/// transport under test) with the sections of `extra` merged in (`extra` wins).
 pub fn test_config(label: &TestLabel, extra: Value) -> Value {
     with_run_args(label.run_args(), extra)
 }
@@ -17,7 +17,11 @@ pub(crate) fn with_run_args(run_args: Vec<String>, extra: Value) -> Value {
     let mut body = serde_json::json!({
         "docker": {
             "create": {"extra_run_args": run_args},
-            "exec": {"default_timeout_s": 60.0, "engine": crate::engine_name()},
+            "exec": {
+                "default_timeout_s": 60.0,
+                "engine": crate::engine_name(),
+                "transport": crate::transport_name(),
+            },
         }
     });
     merge(&mut body, extra);

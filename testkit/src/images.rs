@@ -3,8 +3,9 @@
 //! Every image is a `docker import` of a root filesystem tar written here: Debian's static
 //! busybox (`busybox-static`, `/bin/busybox`) with a symlink per applet in `/bin`, plus
 //! Debian's `bash-static` as `/bin/bash` and/or Debian's dynamically linked `dash` as `/bin/sh`
-//! depending on the image. `/usr/bin` is a symlink to `/bin` (so `/usr/bin/env` works);
-//! `/sbin`, `/usr/sbin` and `/usr/local/bin` are empty directories.
+//! depending on the image (the `noshell` image has none of them: no program at all).
+//! `/usr/bin` is a symlink to `/bin` (so `/usr/bin/env` works); `/sbin`, `/usr/sbin` and
+//! `/usr/local/bin` are empty directories.
 //!
 //! Images carry the label `sandboxd.test-image=<BUILD_VERSION>`; [`ensure_images`] and
 //! [`ensure`] build only the images that are missing or carry another version, under a host
@@ -28,9 +29,12 @@ pub const DASH: &str = "sandboxd-test/dash:1";
 pub const NONROOT: &str = "sandboxd-test/nonroot:1";
 /// Busybox without any `/tmp` directory, meant for `docker run --read-only`.
 pub const READONLY: &str = "sandboxd-test/readonly:1";
+/// No program at all (no shell, no busybox): the directories, `/tmp` and `/etc/passwd` only.
+/// A sandbox of it runs programs by path (the agent's own `/.sandboxd/agent`).
+pub const NOSHELL: &str = "sandboxd-test/noshell:1";
 
 /// Every test image tag, in build order.
-pub const ALL: [&str; 5] = [BUSYBOX, BASH, DASH, NONROOT, READONLY];
+pub const ALL: [&str; 6] = [BUSYBOX, BASH, DASH, NONROOT, READONLY, NOSHELL];
 
 /// Value of the `sandboxd.test-image` label; bump it when a recipe below changes.
 pub const BUILD_VERSION: &str = "2026.11-r3";
@@ -51,18 +55,20 @@ static READY: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
 #[derive(Clone, Copy, Debug)]
 struct Recipe {
     tag: &'static str,
+    busybox: bool,
     bash: bool,
     dash: bool,
     nonroot: bool,
     tmp: bool,
 }
 
-const RECIPES: [Recipe; 5] = [
-    Recipe { tag: BUSYBOX, bash: false, dash: false, nonroot: false, tmp: true },
-    Recipe { tag: BASH, bash: true, dash: false, nonroot: false, tmp: true },
-    Recipe { tag: DASH, bash: false, dash: true, nonroot: false, tmp: true },
-    Recipe { tag: NONROOT, bash: true, dash: false, nonroot: true, tmp: true },
-    Recipe { tag: READONLY, bash: false, dash: false, nonroot: false, tmp: false },
+const RECIPES: [Recipe; 6] = [
+    Recipe { tag: BUSYBOX, busybox: true, bash: false, dash: false, nonroot: false, tmp: true },
+    Recipe { tag: BASH, busybox: true, bash: true, dash: false, nonroot: false, tmp: true },
+    Recipe { tag: DASH, busybox: true, bash: false, dash: true, nonroot: false, tmp: true },
+    Recipe { tag: NONROOT, busybox: true, bash: true, dash: false, nonroot: true, tmp: true },
+    Recipe { tag: READONLY, busybox: true, bash: false, dash: false, nonroot: false, tmp: false },
+    Recipe { tag: NOSHELL, busybox: false, bash: false, dash: false, nonroot: false, tmp: true },
 ];
 
 /// `Ok` when `docker info` reaches a daemon; otherwise an error that says so. Integration
@@ -357,12 +363,14 @@ fn rootfs(r: &Recipe, inputs: &HostInputs) -> Result<Vec<u8>, String> {
     fs.dir("usr/sbin", 0o755, 0)?;
     fs.dir("sbin", 0o755, 0)?;
 
-    fs.file("bin/busybox", 0o755, &inputs.busybox)?;
-    for applet in &inputs.applets {
-        if applet == "sh" && r.dash {
-            continue;
+    if r.busybox {
+        fs.file("bin/busybox", 0o755, &inputs.busybox)?;
+        for applet in &inputs.applets {
+            if applet == "sh" && r.dash {
+                continue;
+            }
+            fs.symlink(&format!("bin/{applet}"), "busybox")?;
         }
-        fs.symlink(&format!("bin/{applet}"), "busybox")?;
     }
     if r.bash {
         let bash = inputs.bash.as_ref().ok_or("bash-static not loaded")?;

@@ -1,15 +1,16 @@
 //! What sandboxd's integration suites (`server/tests/`, `ctl/tests/`) and benches share, in the
 //! manner of tonic's `tests/integration_tests`: the test images ([`images`]), a per-test label on
 //! every container so each test can prove it left nothing behind and clean-up never touches
-//! anyone else's ([`TestLabel`]), the exec engine under test ([`engine`]), a provider with test
-//! defaults, the service in-process ([`service::TestService`]), the `sandboxd` binary as a fixture
-//! ([`server::TestServer`], for CLI, signal and listener tests; the one place that knows the
-//! server's command line), the test defaults as a config file spells them ([`config`]), the
-//! generated stub and its common requests ([`raw`]), bounded waits ([`wait`]), the host's
-//! process tree ([`procs`]), `sandboxctl` in a real terminal ([`ctl`]), a private Docker
-//! daemon for daemon faults ([`private_docker::PrivateDocker`]) and the test cluster of
-//! `scripts/cluster-up.sh` ([`cluster::TestCluster`]). A helper two suites need lives
-//! here, never as a copy in each.
+//! anyone else's ([`TestLabel`]), the exec engine and agent transport under test ([`engine`],
+//! [`transport`]), a provider with test defaults, the service in-process
+//! ([`service::TestService`]), the `sandboxd` binary as a fixture ([`server::TestServer`], for
+//! CLI, signal and listener tests; the one place that knows the server's command line), the
+//! test defaults as a config file spells them ([`config`]), the generated stub and its common
+//! requests ([`raw`]), a `Pty` call and the session listing ([`pty`]), bounded waits
+//! ([`wait`]), the host's process tree ([`procs`]), `sandboxctl` in a real terminal ([`ctl`]),
+//! a private Docker daemon for daemon faults ([`private_docker::PrivateDocker`]) and the test
+//! cluster of `scripts/cluster-up.sh` ([`cluster::TestCluster`]). A helper two suites need
+//! lives here, never as a copy in each.
 
 pub mod cluster;
 pub mod config;
@@ -17,6 +18,7 @@ pub mod ctl;
 pub mod images;
 pub mod private_docker;
 pub mod procs;
+pub mod pty;
 pub mod raw;
 pub mod server;
 pub mod service;
@@ -27,7 +29,7 @@ use std::collections::HashMap;
 use std::process::Command;
 
 use sandboxd::backend::SandboxBackend;
-use sandboxd::config::{DockerConfig, ExecEngineKind};
+use sandboxd::config::{DockerConfig, ExecEngineKind, ExecTransport};
 use sandboxd::docker::DockerProvider;
 
 /// A label every test container carries (the test script sweeps it) plus one unique per test.
@@ -139,10 +141,39 @@ pub fn engine_name() -> &'static str {
     }
 }
 
+/// How the agent engine reaches new sandboxes in the suites: `SANDBOXD_TEST_TRANSPORT=channel`
+/// (the `docker exec -i` fallback) or `socket` (the default). `scripts/test.sh` reruns the
+/// provider, client, files and terminal-session suites on the channel.
+pub fn transport() -> ExecTransport {
+    match std::env::var("SANDBOXD_TEST_TRANSPORT").as_deref() {
+        Ok("channel") => ExecTransport::Channel,
+        Ok("socket") | Ok("") | Err(_) => ExecTransport::Socket,
+        Ok(other) => panic!("SANDBOXD_TEST_TRANSPORT must be socket or channel (got {other:?})"),
+    }
+}
+
+/// `transport()` as the config file spells it.
+pub fn transport_name() -> &'static str {
+    match transport() {
+        ExecTransport::Socket => "socket",
+        ExecTransport::Channel => "channel",
+    }
+}
+
 /// A provider with test-friendly defaults whose containers carry `label`.
 pub fn provider_with(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) -> DockerProvider {
     require_docker();
     DockerProvider::new(test_config(label, edit)).expect("provider")
+}
+
+/// As `provider_with`, sandboxes' run directories under `state_dir` (`server.state_dir`).
+pub fn provider_in(
+    label: &TestLabel,
+    state_dir: &std::path::Path,
+    edit: impl FnOnce(&mut DockerConfig),
+) -> DockerProvider {
+    require_docker();
+    DockerProvider::new_in(test_config(label, edit), state_dir.to_path_buf()).expect("provider")
 }
 
 /// As `provider_with`, running `binary` as docker (a wrapper that slows or records commands).
@@ -155,12 +186,14 @@ pub fn provider_with_binary(
     DockerProvider::with_binary(test_config(label, edit), binary).expect("provider")
 }
 
-/// The test defaults: `label` on every container, a 60 s exec timeout, the engine under test.
+/// The test defaults: `label` on every container, a 60 s exec timeout, the engine and
+/// transport under test.
 fn test_config(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) -> DockerConfig {
     let mut config = DockerConfig::default();
     config.create.extra_run_args = label.run_args();
     config.exec.default_timeout = Some(std::time::Duration::from_secs(60));
     config.exec.engine = engine();
+    config.exec.transport = transport();
     edit(&mut config);
     config
 }

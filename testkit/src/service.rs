@@ -31,8 +31,8 @@ pub struct TestService {
 }
 
 impl TestService {
-    /// The test config (containers labelled with `label`, a 60 s exec default, the engine under
-    /// test) and, with `token`, bearer auth.
+    /// The test config (containers labelled with `label`, a 60 s exec default, the engine and
+    /// transport under test) and, with `token`, bearer auth.
     pub fn start(label: &TestLabel, token: Option<&str>) -> TestService {
         Self::start_with(label, token, |_| {})
     }
@@ -47,6 +47,7 @@ impl TestService {
         config.docker.create.extra_run_args = label.run_args();
         config.docker.exec.default_timeout = Some(Duration::from_secs(60));
         config.docker.exec.engine = crate::engine();
+        config.docker.exec.transport = crate::transport();
         edit(&mut config);
         Self::start_config(config, token)
     }

@@ -148,4 +148,9 @@ pub fn wait_for_socket(path: &Path) {
         assert!(Instant::now() < deadline, "{} never appeared", path.display());
         std::thread::sleep(Duration::from_millis(20));
     }
+    // The file appears at bind(2), a moment before listen(2): until then a connect is refused.
+    while let Err(e) = UnixStream::connect(path) {
+        assert!(Instant::now() < deadline, "{} never took a connection: {e}", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

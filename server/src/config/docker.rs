@@ -175,6 +175,20 @@ pub enum ExecEngineKind {
     Docker,
 }
 
+/// How the agent engine reaches a new sandbox's agent (`exec.transport`). Sandboxes made
+/// either way are served either way: one with a socket on it, one without through its channel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecTransport {
+    /// The agent is the sandbox's keep-alive and answers on a root-only unix socket in a host
+    /// directory bind-mounted into the sandbox (a local daemon and a root server); the channel
+    /// where that cannot work.
+    #[default]
+    Socket,
+    /// One persistent `docker exec -i` channel per sandbox: no host directory is mounted.
+    Channel,
+}
+
 /// How commands run (`docker.exec`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -201,6 +215,8 @@ pub struct DockerExecConfig {
     pub max_output_bytes: i64,
     /// `"agent"` (default) or `"docker"`.
     pub engine: ExecEngineKind,
+    /// On the agent engine: `"socket"` (default) or `"channel"`.
+    pub transport: ExecTransport,
     /// Host directory the agent binary is written to and bind-mounted from; `null`: the
     /// default state directory ([`default_state_dir`]).
     pub agent_dir: Option<String>,
@@ -218,6 +234,7 @@ impl Default for DockerExecConfig {
             exec_shell: None,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             engine: ExecEngineKind::Agent,
+            transport: ExecTransport::Socket,
             agent_dir: None,
         }
     }

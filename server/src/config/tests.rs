@@ -130,6 +130,16 @@ fn exec_engine_is_agent_or_docker() {
 }
 
 #[test]
+fn exec_transport_is_socket_or_channel() {
+    assert_eq!(load(json!({})).unwrap().exec.transport, ExecTransport::Socket);
+    let c = load(json!({"docker": {"exec": {"engine": "agent", "transport": "channel"}}})).unwrap();
+    assert_eq!(c.exec.transport, ExecTransport::Channel);
+    let err = load(json!({"docker": {"exec": {"transport": "ssh"}}})).unwrap_err();
+    assert_eq!(err.field, "docker.exec.transport");
+    assert!(err.message.contains("`socket`") && err.message.contains("`channel`"), "{err:?}");
+}
+
+#[test]
 fn nulls_and_ipv6_are_accepted() {
     let c = load(json!({"docker": {
         "create": {"start_timeout_s": null, "publish_host": "::1", "pids_limit": 64},

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use tracing::Instrument;
 
+use super::agent::run_dirs::InFlight;
 use super::argv;
 use super::cli::Pool;
 use super::failure::CliError;
@@ -62,7 +63,10 @@ impl DockerProvider {
             labels.push((lease::EXPIRES_LABEL, lease::after_ms(now, ttl).to_string()));
         }
         // The agent as the keep-alive, on its socket, when this sandbox can have it.
-        let agent_start = self.agent_start(spec, sandbox_id, &image).await;
+        let (agent_start, _run_dir_hold) = match self.agent_start(spec, sandbox_id, &image).await {
+            Some((run, hold)) => (Some(run), Some(hold)),
+            None => (None, None),
+        };
         let mut args = match &agent_start {
             Some(run) => argv::agent_run_args(&self.config.create, spec, &creating, run),
             None => {
@@ -265,10 +269,16 @@ impl DockerProvider {
     /// How this create starts the agent as its keep-alive on a socket: the `docker run`
     /// additions and the image's user, or `None` for the exec channel's way (no socket here,
     /// flags that set the user or entrypoint themselves, an image not on the daemon yet).
-    async fn agent_start(&self, spec: &SandboxSpec, sandbox_id: &str, image: &str) -> Option<argv::AgentRun> {
+    /// The directory stays the create's own (the prune leaves it alone) while the hold lives.
+    async fn agent_start(
+        &self,
+        spec: &SandboxSpec,
+        sandbox_id: &str,
+        image: &str,
+    ) -> Option<(argv::AgentRun, InFlight<'_>)> {
         let agent = self.agent.as_ref()?;
         let binary = self.agent_binary.clone()?;
-        let run_dir = agent.run_dir_for(sandbox_id)?;
+        agent.new_run_dir(sandbox_id)?;
         if argv::sets_user_or_entrypoint(&self.config.create.extra_run_args)
             || argv::sets_user_or_entrypoint(&spec.provider_options.run_args)
         {
@@ -276,11 +286,14 @@ impl DockerProvider {
             return None;
         }
         let image_user = self.image_user(image).await?;
-        if let Err(e) = super::agent::AgentEngine::make_run_dir(&run_dir) {
-            tracing::warn!(sandbox_id = %sandbox_id, error = %e, "cannot make the sandbox's run directory: no agent socket for it");
-            return None;
-        }
-        Some(argv::AgentRun { binary, run_dir, image_user, init_flags: self.init_flags(spec) })
+        let (run_dir, hold) = match agent.make_run_dir(sandbox_id).await? {
+            Ok(made) => made,
+            Err(e) => {
+                tracing::warn!(sandbox_id = %sandbox_id, error = %e, "cannot make the sandbox's run directory: no agent socket for it");
+                return None;
+            }
+        };
+        Some((argv::AgentRun { binary, run_dir, image_user, init_flags: self.init_flags(spec) }, hold))
     }
 
     /// `init`'s options: the probe (`docker.probe`, the spec's `ready_timeout_s`) and shell.

@@ -14,6 +14,9 @@ impl DockerProvider {
     /// Every owned container, and the containers destroyed since the last listing (their
     /// caches go now; the caller forgets them too).
     pub async fn list_owned(&self) -> Result<OwnedListing> {
+        if let Some(agent) = &self.agent {
+            agent.prune_run_dirs_due().await; // run directories sandboxes left behind
+        }
         let out = self.control(argv::sweep_list_args(&self.config.create)).await?;
         let owned = parse_listing(&out.stdout_text());
         Ok(OwnedListing { owned, gone: self.prune_gone() })

@@ -15,7 +15,7 @@ use super::failure::CliError;
 use super::failure::DockerFailureKind;
 use super::transport::cli::DockerExecEngine;
 use super::transport::ExecEngine;
-use crate::config::{DockerConfig, ExecEngineKind};
+use crate::config::{DockerConfig, ExecEngineKind, ExecTransport};
 use crate::error::{ProviderError, Result};
 use crate::spec::SandboxHandle;
 
@@ -44,7 +44,7 @@ fn socket_root(state_dir: &std::path::Path) -> Option<PathBuf> {
             .then(|| format!("{} holds a comma, which a docker --mount cannot name", root.display()))
     });
     let reason = reason.or_else(|| {
-        super::agent::AgentEngine::make_run_dir(&root)
+        super::agent::run_dirs::make_private_dir(&root)
             .err()
             .map(|e| format!("cannot make {}: {e}", root.display()))
     });
@@ -156,8 +156,13 @@ impl DockerProvider {
             }
         };
         let socket_root = agent_binary.as_ref().and_then(|_| socket_root(&state_dir));
-        let agent =
-            agent_binary.as_ref().map(|_| Arc::new(AgentEngine::new(docker.clone(), socket_root.clone())));
+        let new_sockets = config.exec.transport == ExecTransport::Socket;
+        if agent_binary.is_some() && !new_sockets {
+            tracing::info!("exec.transport is channel: new sandboxes' agents answer through docker exec -i");
+        }
+        let agent = agent_binary
+            .as_ref()
+            .map(|_| Arc::new(AgentEngine::new(docker.clone(), socket_root.clone(), new_sockets)));
         let (engine, create_engine): (Arc<dyn ExecEngine>, Arc<dyn ExecEngine>) = match &agent {
             Some(agent) => (agent.clone(), agent.clone()),
             None => {
@@ -182,16 +187,25 @@ impl DockerProvider {
         })
     }
 
-    /// Whether new sandboxes get the agent's socket (the agent engine, a local daemon, this
-    /// server as root).
+    /// Whether new sandboxes get the agent's socket (the agent engine on `exec.transport:
+    /// socket`, a local daemon, this server as root).
     pub fn agent_socket(&self) -> bool {
-        self.agent.as_ref().is_some_and(|a| a.run_dir_for("x").is_some())
+        self.agent.as_ref().is_some_and(|a| a.new_run_dir("x").is_some())
     }
 
     /// The image's user of a sandbox whose agent was started as root for it (`-u 0`), `None`
     /// for any other sandbox.
     pub(super) async fn agent_started_as(&self, name: &str) -> Option<String> {
         self.agent.as_ref()?.image_user_of(name).await
+    }
+
+    /// Prune now the run directories sandboxes left behind at least `min_age` ago (the sweep
+    /// does this every few minutes with `run_dirs::PRUNE_AGE`): the sandbox ids.
+    pub async fn prune_run_dirs(&self, min_age: Duration) -> Vec<String> {
+        match &self.agent {
+            Some(agent) => agent.prune_run_dirs(min_age).await,
+            None => Vec::new(),
+        }
     }
 
     /// How the sandbox `name`'s agent channel reaches it now (`None`: no channel open).

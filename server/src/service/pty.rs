@@ -31,6 +31,7 @@ fn pty_status(e: PtyError) -> Status {
         PtyError::Invalid { field, message } => invalid(&field, message),
         PtyError::Timeout(d) => Status::deadline_exceeded(format!("timed out after {d:?}")),
         PtyError::TakenOver(message) => Status::aborted(message),
+        PtyError::Exhausted(message) => Status::resource_exhausted(message),
         PtyError::Unsupported(message) => Status::unimplemented(message),
         other => Status::failed_precondition(format!("pty session failed: {other}")),
     }

@@ -8,6 +8,7 @@ pub mod channel;
 mod files;
 mod forward;
 mod procs;
+pub mod run_dirs;
 pub mod socket;
 pub mod terminal;
 
@@ -21,6 +22,7 @@ use sandboxd_agent::protocol::{self, Event, ExecStart, Request};
 use tokio::sync::{mpsc, oneshot};
 
 use self::channel::{parse_facts, AgentChannel, Call, OpenError, Transport};
+use self::run_dirs::{InFlight, RunDirs};
 use super::argv;
 use super::cli::{DockerCli, Pool};
 use super::transport::cli::{container_running, DockerExecEngine};
@@ -65,7 +67,10 @@ pub struct AgentEngine {
     without_agent: Mutex<HashSet<String>>,
     /// Where run directories live (`<root>/<sandbox id>/run`); `None`: no socket transport
     /// (the reason was logged when the server started).
-    socket_root: Option<PathBuf>,
+    run_dirs: Option<RunDirs>,
+    /// Whether new sandboxes get a socket (`exec.transport: socket`); sandboxes that have one
+    /// are reached on it either way.
+    new_sockets: bool,
     /// What is known about a sandbox's container (id, image user, run directory), by name.
     facts: Mutex<HashMap<String, Facts>>,
     /// Sandboxes whose socket cannot be used: the exec channel serves them (said once).
@@ -99,30 +104,55 @@ enum Sink {
 }
 
 impl AgentEngine {
-    /// `socket_root`: where sandbox run directories live, `None` for no socket transport.
-    pub fn new(docker: DockerExecEngine, socket_root: Option<PathBuf>) -> Self {
+    /// `socket_root`: where sandbox run directories live, `None` for no socket transport;
+    /// `new_sockets`: whether new sandboxes get one there (`exec.transport`).
+    pub fn new(docker: DockerExecEngine, socket_root: Option<PathBuf>, new_sockets: bool) -> Self {
         Self {
             docker,
             slots: Mutex::default(),
             without_agent: Mutex::default(),
-            socket_root,
+            run_dirs: socket_root.map(RunDirs::new),
+            new_sockets,
             facts: Mutex::default(),
             exec_only: Mutex::default(),
             retain_bytes: AtomicU64::new(protocol::DEFAULT_RETAIN_BYTES),
         }
     }
 
-    /// The run directory a new sandbox `sandbox_id` gets, when sandboxes get sockets.
+    /// Where sandbox `sandbox_id`'s run directory is, when this server can reach sockets.
     pub fn run_dir_for(&self, sandbox_id: &str) -> Option<PathBuf> {
-        let root = self.socket_root.as_ref().filter(|_| plain_component(sandbox_id))?;
-        Some(root.join(sandbox_id).join("run"))
+        let dirs = self.run_dirs.as_ref().filter(|_| plain_component(sandbox_id))?;
+        Some(dirs.root().join(sandbox_id).join("run"))
     }
 
-    /// Make `run_dir` (0700, owned by this server): the agent's socket will appear in it.
-    pub fn make_run_dir(run_dir: &Path) -> std::io::Result<()> {
-        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(run_dir)?;
-        std::fs::set_permissions(run_dir, std::fs::Permissions::from_mode(0o700))
+    /// The run directory a new sandbox `sandbox_id` gets, when new sandboxes get sockets.
+    pub fn new_run_dir(&self, sandbox_id: &str) -> Option<PathBuf> {
+        self.run_dir_for(sandbox_id).filter(|_| self.new_sockets)
+    }
+
+    /// Make a new sandbox's run directory (0700, owned by this server, the daemon recorded
+    /// beside it): its path and the create's hold on it, or `None` when new sandboxes get no
+    /// socket.
+    pub async fn make_run_dir(&self, sandbox_id: &str) -> Option<std::io::Result<(PathBuf, InFlight<'_>)>> {
+        let run_dir = self.new_run_dir(sandbox_id)?;
+        let dirs = self.run_dirs.as_ref()?;
+        Some(dirs.make(self.cli(), sandbox_id, &run_dir).await.map(|hold| (run_dir, hold)))
+    }
+
+    /// Prune the run directories sandboxes left behind ([`run_dirs`]'s rules), at most every few
+    /// minutes (the sweep calls this on each pass).
+    pub async fn prune_run_dirs_due(&self) {
+        if let Some(dirs) = &self.run_dirs {
+            dirs.prune_due(self.cli()).await;
+        }
+    }
+
+    /// Prune now the run directories left behind at least `min_age` ago: the sandbox ids.
+    pub async fn prune_run_dirs(&self, min_age: Duration) -> Vec<String> {
+        match &self.run_dirs {
+            Some(dirs) => dirs.prune(self.cli(), min_age).await,
+            None => Vec::new(),
+        }
     }
 
     /// A create tells what it knows about its container (the name it runs under now).
@@ -152,7 +182,7 @@ impl AgentEngine {
 
     /// The image's user of a sandbox started on the socket with `-u 0` (a non-root image).
     pub async fn image_user_of(&self, name: &str) -> Option<String> {
-        self.socket_root.as_ref()?;
+        self.run_dirs.as_ref()?;
         let facts = self.facts(name).await?;
         facts.run_dir.as_ref()?;
         facts.default_user
@@ -164,7 +194,7 @@ impl AgentEngine {
         if let Some(user) = user {
             return Some(user.to_string());
         }
-        self.socket_root.as_ref()?;
+        self.run_dirs.as_ref()?;
         self.facts(name).await.and_then(|f| f.default_user)
     }
 
@@ -177,7 +207,7 @@ impl AgentEngine {
 
     /// A channel on the sandbox's socket, or `None` (the exec channel answers instead).
     async fn open_socket(&self, name: &str) -> Option<AgentChannel> {
-        self.socket_root.as_ref()?;
+        self.run_dirs.as_ref()?;
         if self.exec_only.lock().is_ok_and(|e| e.contains(name)) {
             return None;
         }

@@ -251,6 +251,9 @@ async fn follow(name: String, mut call: Call, tx: mpsc::Sender<Result<ProcessEve
             Some(Event::Detached { reason: DetachReason::Requested, message }) => {
                 Err(ProviderError::Aborted(message))
             }
+            Some(Event::Detached { reason: DetachReason::InputFull, message }) => {
+                Err(ProviderError::ResourceExhausted(message))
+            }
             Some(Event::Failed { kind, message }) => Err(failure(kind, message)),
             Some(_) => continue,
             None => Err(lost(&name)),

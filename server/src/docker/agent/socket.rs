@@ -173,6 +173,15 @@ pub fn connect(dir: &Path, container_id: &str) -> Result<std::os::unix::net::Uni
     Ok(stream)
 }
 
+/// Whether something listens on `dir`'s socket (reached as `connect` reaches it, never through
+/// a link); the connection is closed at once.
+pub fn answers(dir: &Path) -> bool {
+    let Ok(dirfd) = open_run_dir(dir) else { return false };
+    let Ok(inode) = open_socket_inode(&dirfd, dir) else { return false };
+    let through = PathBuf::from(format!("/proc/self/fd/{}", inode.as_raw_fd()));
+    std::os::unix::net::UnixStream::connect(through).is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -44,6 +44,9 @@ enum End {
     Detached,
     /// Another attach took the session over.
     TakenOver(String),
+    /// The holder wrote more input than the agent queues for a program that does not read it;
+    /// the session runs on.
+    InputFull(String),
     /// The channel to the agent ended.
     Failed(String),
 }
@@ -244,6 +247,7 @@ impl AgentTerminal {
     fn after_end(&self) -> Result<Vec<u8>, PtyError> {
         match self.ended() {
             Some(End::TakenOver(message)) => Err(PtyError::TakenOver(message)),
+            Some(End::InputFull(message)) => Err(PtyError::Exhausted(message)),
             Some(End::Failed(message)) => Err(PtyError::Failed(message)),
             _ => Ok(Vec::new()),
         }
@@ -307,6 +311,9 @@ async fn route(
                 Some(Event::SessionExit { code }) => return finish(&mut call, End::Exit(code)),
                 Some(Event::Detached { reason: DetachReason::TakenOver, message }) => {
                     return finish(&mut call, End::TakenOver(message))
+                }
+                Some(Event::Detached { reason: DetachReason::InputFull, message }) => {
+                    return finish(&mut call, End::InputFull(message))
                 }
                 Some(Event::Detached { .. }) => return finish(&mut call, End::Detached),
                 // A resize or signal the agent could not do: the session goes on.
@@ -400,6 +407,7 @@ impl TerminalSession for AgentTerminal {
             Some(End::Exit(code)) => Ok(code),
             Some(End::Detached) => Err(PtyError::Detached),
             Some(End::TakenOver(message)) => Err(PtyError::TakenOver(message)),
+            Some(End::InputFull(message)) => Err(PtyError::Exhausted(message)),
             Some(End::Failed(message)) => Err(PtyError::Failed(message)),
             None => Err(PtyError::Failed(AGENT_LOST.into())),
         }

@@ -133,7 +133,7 @@ fn wrapped_argv(cfg: &DockerCreateConfig, spec: &SandboxSpec) -> Vec<String> {
 }
 
 /// `docker run` with the agent as the sandbox's keep-alive: `--entrypoint /.sandboxd/agent
-/// IMAGE init <init_flags> -- <the entrypoint or keep-alive>`, its run directory mounted at
+/// IMAGE init <init_flags> [--keep-alive] -- <the entrypoint or keep-alive>`, its run directory mounted at
 /// `/.sandboxd/run` and the agent binary read-only, the agent as root (`-u 0`) when the image
 /// has a user of its own (`init --user` runs the wrapped command as it), and that user kept in
 /// the [`AGENT_USER_LABEL`] label (the container's own user is then root).
@@ -165,9 +165,18 @@ pub fn agent_run_args(
         a.extend([s("--user"), agent.image_user.clone()]);
     }
     a.extend(agent.init_flags.iter().cloned());
+    if !has_entrypoint(spec) {
+        // The wrapped command is only the keep-alive: an image without its program (without a
+        // shell) is kept alive by the agent itself.
+        a.push(s("--keep-alive"));
+    }
     a.push(s("--"));
     a.extend(wrapped_argv(cfg, spec));
     a
+}
+
+fn has_entrypoint(spec: &SandboxSpec) -> bool {
+    spec.entrypoint.as_ref().is_some_and(|e| !e.is_empty())
 }
 
 /// The label holding the image's user of a sandbox whose agent runs as root (`-u 0`): the

@@ -330,9 +330,9 @@ fn the_agent_starts_as_the_keep_alive_wrapping_the_entrypoint() {
     let tail = a.iter().position(|x| x == "--entrypoint").unwrap();
     assert_eq!(
         a[tail..],
-        v(&["--entrypoint", "/.sandboxd/agent", "img", "init", "--probe", "true", "--", "/bin/sh", "-c"])[..]
-            .iter()
-            .cloned()
+        v(&["--entrypoint", "/.sandboxd/agent", "img", "init", "--probe", "true", "--keep-alive", "--"])
+            .into_iter()
+            .chain(v(&["/bin/sh", "-c"]))
             .chain([cfg.keepalive_cmd.clone()])
             .collect::<Vec<_>>()[..]
     );
