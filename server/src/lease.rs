@@ -118,6 +118,9 @@ pub enum SweepReason {
     CreateAbandoned,
     /// Its lease ended.
     LeaseExpired,
+    /// What ran it ended and will never run again (cluster mode: its Swarm task ended, e.g.
+    /// its node was drained, or came back after it was lost).
+    TaskEnded,
 }
 
 impl SweepReason {
@@ -125,6 +128,7 @@ impl SweepReason {
         match self {
             Self::CreateAbandoned => "create never completed",
             Self::LeaseExpired => "lease expired",
+            Self::TaskEnded => "its task ended",
         }
     }
 }

@@ -56,7 +56,9 @@ impl DockerProvider {
                     }
                     let removed = match reason {
                         SweepReason::CreateAbandoned => self.remove_abandoned(&item.name).await,
-                        SweepReason::LeaseExpired => self.remove_by_id(&item.name).await,
+                        SweepReason::LeaseExpired | SweepReason::TaskEnded => {
+                            self.remove_by_id(&item.name).await
+                        }
                     };
                     match removed {
                         Ok(()) => {

@@ -8,10 +8,12 @@ use std::time::UNIX_EPOCH;
 use super::argv;
 use super::backend::{sweep_reason, SwarmBackend};
 use super::placement::TaskLine;
+use super::records;
+use crate::claims::Claim;
 use crate::docker::failure::CliError;
 use crate::error::{ProviderError, Result};
 use crate::inventory::{page, ListPage, ListQuery, SandboxSummary};
-use crate::lease::{self, LeaseStore, SweepReport};
+use crate::lease::{self, LeaseStore, SweepReason, SweepReport};
 use crate::spec::{SandboxId, SandboxStatus};
 
 /// One sandbox service as `docker service inspect` describes it.
@@ -97,21 +99,47 @@ impl SwarmBackend {
             .collect())
     }
 
-    /// The sandbox services (every node's) matching the query's labels and tenant.
+    /// The sandbox services (every node's) matching the query's labels and tenant. Docker's
+    /// label filter cannot see a claim's metadata or tenant, so a filtered listing takes every
+    /// pool member too ([`page`] filters those by their claims).
     async fn listed(&self, query: &ListQuery) -> Result<(Vec<ServiceInfo>, Vec<TaskLine>)> {
         let filters = argv::list_filters(&query.labels, query.tenant.as_deref());
-        let out = self.swarm.docker(argv::service_ls_args(&filters)).await?;
-        let ids: Vec<String> =
-            out.stdout_text().lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect();
+        let mut ids = self.service_ids(&filters).await?;
+        if !filters.is_empty() {
+            ids.extend(self.service_ids(&[format!("label={}", records::POOL_KEY_LABEL)]).await?);
+            ids.sort();
+            ids.dedup();
+        }
         let services = self.inspect_services(&ids).await?;
         let names: Vec<String> = services.iter().map(|s| s.id.clone()).collect();
         let tasks = self.swarm.tasks(&names).await?;
         Ok((services, tasks))
     }
 
+    async fn service_ids(&self, filters: &[String]) -> Result<Vec<String>> {
+        let out = self.swarm.docker(argv::service_ls_args(filters)).await?;
+        Ok(out.stdout_text().lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect())
+    }
+
+    /// Every pool claim in Swarm: the claim, and its lease end.
+    pub(super) async fn claim_records(&self) -> Result<BTreeMap<String, (Claim, Option<i64>)>> {
+        let configs = self.engine.configs(&[&format!("{}=1", records::CLAIM_LABEL)]).await?;
+        Ok(configs
+            .iter()
+            .filter_map(|c| {
+                let id = c.label(records::CLAIM_SANDBOX_LABEL)?.to_string();
+                let expires = c.label(lease::EXPIRES_LABEL).and_then(|v| v.parse().ok());
+                Some((id, (records::read_claim(&c.data())?, expires)))
+            })
+            .collect())
+    }
+
     pub(super) async fn list_services(&self, query: &ListQuery) -> Result<ListPage> {
         crate::metadata::validate_metadata("labels", &query.labels)?;
         let (services, tasks) = self.listed(query).await?;
+        // Claims of pool members are the cluster's: read from Swarm when members are listed.
+        let members = services.iter().any(|s| s.labels.contains_key(records::POOL_KEY_LABEL));
+        let claims = if members { self.claim_records().await? } else { BTreeMap::new() };
         // A sandbox on a node Swarm reads as down is `Unknown`: nobody can ask its daemon.
         let mut down = std::collections::BTreeSet::new();
         let nodes: std::collections::BTreeSet<&str> = tasks.iter().map(|t| t.node.as_str()).collect();
@@ -126,9 +154,11 @@ impl SwarmBackend {
             .map(|s| {
                 let task = tasks.iter().find(|t| t.service == s.id);
                 let on_down_node = task.is_some_and(|t| down.contains(&t.node));
+                let claim_end = claims.get(&s.id).and_then(|(_, end)| *end);
                 SandboxSummary {
                     status: if on_down_node { SandboxStatus::Unknown } else { task_status(task) },
-                    expires_at_unix_ms: s.labels.get(lease::EXPIRES_LABEL).and_then(|v| v.parse().ok()),
+                    expires_at_unix_ms: claim_end
+                        .or_else(|| s.labels.get(lease::EXPIRES_LABEL).and_then(|v| v.parse().ok())),
                     reserved_millicpus: s
                         .labels
                         .get(crate::auth::CPUS_LABEL)
@@ -145,12 +175,17 @@ impl SwarmBackend {
                     ports: s.ports,
                     workdir: s.workdir,
                     tenant: s.labels.get(crate::auth::TENANT_LABEL).cloned(),
-                    pool: None,
+                    pool: s.labels.get(crate::docker::labels::POOL_LABEL).cloned(),
                     metadata: s.metadata,
                 }
             })
             .collect();
-        Ok(page(found, query))
+        if !members {
+            return Ok(page(found, query));
+        }
+        let mut all = (*query.claims).clone();
+        all.extend(claims.into_iter().map(|(id, (claim, _))| (id, claim)));
+        Ok(page(found, &ListQuery { claims: std::sync::Arc::new(all), ..query.clone() }))
     }
 
     /// The status of a sandbox on another node (or on none), from its task; a sandbox Swarm
@@ -164,11 +199,18 @@ impl SwarmBackend {
     }
 
     /// Removes the services of this node whose lease ended (the moved lease in this node's
-    /// state directory wins: `SetTimeout` runs on the owning node), and any service whose task
-    /// will never run again, from whichever node sees it first.
+    /// state directory wins: `SetTimeout` runs on the owning node; a claimed pool member's lease
+    /// is its claim's), and any service whose task will never run again (its node drained, or
+    /// back after it was lost), from whichever node sees it first. What this node kept about
+    /// sandboxes gone since (aliases, nodes, claims) is forgotten, and reported as gone.
     pub(super) async fn sweep_services(&self, leases: &LeaseStore) -> Result<SweepReport> {
+        // Known before the listing: each had its service then, so one missing from it is gone.
+        let known = self.known();
         let (services, tasks) = self.listed(&ListQuery::default()).await?;
         let self_node = self.swarm.node(self.swarm.self_id()).await?.hostname;
+        let members = services.iter().any(|s| s.labels.contains_key(records::POOL_KEY_LABEL));
+        let claims = if members { self.claim_records().await? } else { BTreeMap::new() };
+        let hub = crate::backend::SandboxBackend::event_hub(&*self.local);
         let now = lease::now_ms();
         let mut report = SweepReport::default();
         for s in services.iter().filter(|s| SandboxId::has_valid_shape(&s.id)) {
@@ -180,12 +222,21 @@ impl SwarmBackend {
             let dead = !creating && created.is_some() && task_dead(task);
             let ours = task.is_some_and(|t| t.node == self_node);
             let expires = if ours {
-                leases.get(&s.id).or_else(|| s.labels.get(lease::EXPIRES_LABEL).and_then(|v| v.parse().ok()))
+                leases
+                    .get(&s.id)
+                    .or_else(|| claims.get(&s.id).and_then(|(_, end)| *end))
+                    .or_else(|| s.labels.get(lease::EXPIRES_LABEL).and_then(|v| v.parse().ok()))
             } else {
                 None
             };
             match sweep_reason(expires, dead, now) {
                 Some(reason) => {
+                    if let Some(hub) = &hub {
+                        if reason == SweepReason::LeaseExpired {
+                            hub.expect_expiry(&s.id);
+                        }
+                        hub.expect_removal(&s.id, reason.as_str());
+                    }
                     if self.remove_service(&s.id).await {
                         leases.remove(&s.id);
                         tracing::info!(sandbox_id = %s.id, reason = reason.as_str(), "sweep removed a sandbox service");
@@ -198,6 +249,11 @@ impl SwarmBackend {
                     }
                 }
             }
+        }
+        let alive: std::collections::HashSet<&str> = services.iter().map(|s| s.id.as_str()).collect();
+        for id in known.into_iter().filter(|id| !alive.contains(id.as_str())) {
+            self.forget(&id);
+            report.gone.push(id);
         }
         Ok(report)
     }
@@ -238,6 +294,7 @@ mod tests {
         // A task on a node that went down keeps running there until Swarm hears back.
         assert!(!task_dead(Some(&task("shutdown", "running"))));
         assert_eq!(sweep_reason(Some(5), false, 10), Some(crate::lease::SweepReason::LeaseExpired));
+        assert_eq!(sweep_reason(None, true, 10), Some(crate::lease::SweepReason::TaskEnded));
         assert_eq!(sweep_reason(Some(50), false, 10), None);
     }
 }
