@@ -3,6 +3,7 @@
 //! on drop. The scripts are what a person runs ("try it on one machine"), so the suites drive
 //! exactly them rather than a second copy of their steps.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -44,6 +45,48 @@ impl ClusterNode {
             .stdin(Stdio::null())
             .output()
             .expect("docker -H")
+    }
+
+    /// The node (hostname) each sandbox service's task runs on, asked of this node's daemon.
+    pub fn placements(&self) -> BTreeMap<String, String> {
+        let ids = self.docker(&["service", "ls", "-q", "--filter", "label=sandboxd.sandbox=1"]);
+        let ids: Vec<String> =
+            String::from_utf8_lossy(&ids.stdout).split_whitespace().map(String::from).collect();
+        if ids.is_empty() {
+            return BTreeMap::new();
+        }
+        let mut args = vec!["service", "ps", "--format", "{{.Name}} {{.Node}}"];
+        args.extend(ids.iter().map(String::as_str));
+        let out = self.docker(&args);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let (task, host) = l.split_once(' ')?;
+                Some((
+                    task.rsplit_once('.')?.0.trim_start_matches(['\\', '_', ' ']).to_string(),
+                    host.to_string(),
+                ))
+            })
+            .collect()
+    }
+
+    /// The names of the Swarm objects of `kind` (`service`, `config`) this node's daemon lists,
+    /// sorted; `None` when the daemon does not answer.
+    pub fn swarm_names(&self, kind: &str) -> Option<Vec<String>> {
+        let out = self.docker(&[kind, "ls", "--format", "{{.Name}}"]);
+        if !out.status.success() {
+            return None;
+        }
+        let mut names: Vec<String> =
+            String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect();
+        names.sort();
+        Some(names)
+    }
+
+    /// `docker node update --availability AVAILABILITY NODE`, asked of this node.
+    pub fn set_availability(&self, node: &str, availability: &str) {
+        let out = self.docker(&["node", "update", "--availability", availability, node]);
+        assert!(out.status.success(), "node update {node}: {}", String::from_utf8_lossy(&out.stderr));
     }
 }
 
@@ -122,6 +165,22 @@ impl TestCluster {
     /// The bearer token every node's sandboxd requires.
     pub fn token(&self) -> String {
         std::fs::read_to_string(self.dir.join("token")).expect("cluster token").trim().to_string()
+    }
+
+    /// `scripts/cluster-node.sh ACTION NODE WHAT` (`kill|stop|start|restart`,
+    /// `dockerd|sandboxd|all`); panics with what it said when it fails.
+    pub fn node_action(&self, action: &str, node: &ClusterNode, what: &str) {
+        let out = self
+            .script("cluster-node.sh")
+            .args([action, &node.name, what])
+            .output()
+            .expect("cluster-node.sh");
+        assert!(
+            out.status.success(),
+            "cluster-node.sh {action} {} {what}: {}",
+            node.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// `cluster-down.sh`; true when it succeeded. Safe to call more than once.

@@ -73,11 +73,13 @@ pub(super) fn task_status(task: Option<&TaskLine>) -> SandboxStatus {
 fn task_dead(task: Option<&TaskLine>) -> bool {
     match task {
         None => true,
-        Some(t) => {
-            matches!(t.current.as_str(), "failed" | "rejected" | "complete" | "shutdown" | "orphaned")
-                || (t.desired == "shutdown" && t.current != "running")
-        }
+        Some(t) => task_ended(t) || (t.desired == "shutdown" && t.current != "running"),
     }
+}
+
+/// Whether a task is in a final state (`restart-condition none`: nothing runs it again).
+fn task_ended(task: &TaskLine) -> bool {
+    matches!(task.current.as_str(), "failed" | "rejected" | "complete" | "shutdown" | "orphaned")
 }
 
 impl SwarmBackend {
@@ -188,6 +190,20 @@ impl SwarmBackend {
         Ok(page(found, &ListQuery { claims: std::sync::Arc::new(all), ..query.clone() }))
     }
 
+    /// Whether this node removes a service whose task ended on another node: only when that
+    /// node is not up and this node is the Swarm leader (asked once per sweep).
+    async fn sweeps_for_others(&self, task: Option<&TaskLine>, leader: &mut Option<bool>) -> bool {
+        if let Some(node) = task.map(|t| t.node.as_str()).filter(|n| !n.is_empty()) {
+            if self.swarm.node(node).await.is_ok_and(|n| !n.is_down()) {
+                return false;
+            }
+        }
+        if leader.is_none() {
+            *leader = Some(self.engine.node(self.swarm.self_id()).await.is_ok_and(|n| n.is_leader()));
+        }
+        leader.unwrap_or(false)
+    }
+
     /// The status of a sandbox on another node (or on none), from its task; a sandbox Swarm
     /// does not know is `Stopped`, as on one host.
     pub(super) async fn service_status(&self, id: &str) -> Result<SandboxStatus> {
@@ -211,16 +227,23 @@ impl SwarmBackend {
         let members = services.iter().any(|s| s.labels.contains_key(records::POOL_KEY_LABEL));
         let claims = if members { self.claim_records().await? } else { BTreeMap::new() };
         let hub = crate::backend::SandboxBackend::event_hub(&*self.local);
+        let mut leader = None;
         let now = lease::now_ms();
         let mut report = SweepReport::default();
         for s in services.iter().filter(|s| SandboxId::has_valid_shape(&s.id)) {
             let task = tasks.iter().find(|t| t.service == s.id);
             let created = s.labels.get(lease::CREATED_LABEL).and_then(|v| v.parse::<i64>().ok());
             let deadline = s.labels.get(lease::CREATE_DEADLINE_LABEL).and_then(|v| v.parse::<i64>().ok());
-            // A create still within its deadline is its creator's to finish or remove.
-            let creating = deadline.is_some_and(|d| d > now) && task.is_none_or(|t| t.current != "running");
+            // A create still within its deadline is its creator's to finish or remove, until its
+            // task ended (then nobody will finish it: its node was lost or drained meanwhile).
+            let creating = deadline.is_some_and(|d| d > now) && task.is_none_or(|t| !task_ended(t));
             let dead = !creating && created.is_some() && task_dead(task);
             let ours = task.is_some_and(|t| t.node == self_node);
+            // A task that ended is removed by its node (whose watchers then learn why), or by
+            // the Swarm leader when it has no node that answers.
+            if dead && !ours && !self.sweeps_for_others(task, &mut leader).await {
+                continue;
+            }
             let expires = if ours {
                 leases
                     .get(&s.id)
@@ -251,6 +274,7 @@ impl SwarmBackend {
             }
         }
         let alive: std::collections::HashSet<&str> = services.iter().map(|s| s.id.as_str()).collect();
+        // Known on this node, gone from Swarm: forget (and report) them.
         for id in known.into_iter().filter(|id| !alive.contains(id.as_str())) {
             self.forget(&id);
             report.gone.push(id);
