@@ -29,7 +29,7 @@ const STARTS_AT_ONCE: usize = 4;
 /// A pool whose member failed to start waits this long before the next try.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 /// A claim record younger than this is never cleaned away (its claim may be under way).
-const CLAIM_GRACE: Duration = Duration::from_secs(30);
+const CLAIM_GRACE: Duration = Duration::from_secs(10);
 
 /// One pool as this node knows it.
 #[derive(Debug, Clone)]
