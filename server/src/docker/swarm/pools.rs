@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::backend::SwarmBackend;
 use super::engine::{Config, Engine, Service};
+use super::placement::{NodeInfo, Placement};
 use super::records::{self, PoolRecord};
 use crate::claims::{Claim, ClaimStore};
 use crate::error::{ProviderError, Result};
@@ -43,8 +44,8 @@ struct Def {
 #[derive(Debug, Clone, PartialEq)]
 struct Member {
     id: String,
-    /// The node (hostname) it runs on.
-    node: String,
+    /// The node it runs on.
+    node: NodeInfo,
     image: String,
     workdir: Option<String>,
     shell: String,
@@ -81,8 +82,8 @@ struct Reading {
     claims: Vec<Config>,
     /// Service id → (node id, task state) of every task Swarm wants running.
     tasks: HashMap<String, (String, String)>,
-    /// Node id → (hostname, ready).
-    nodes: HashMap<String, (String, bool)>,
+    /// Every node, by id.
+    nodes: HashMap<String, NodeInfo>,
     leader: bool,
 }
 
@@ -153,8 +154,7 @@ impl ClusterPools {
                 if node.id == self.backend.swarm.self_id() {
                     leader = node.is_leader();
                 }
-                let ready = node.status.state.eq_ignore_ascii_case("ready");
-                nodes.insert(node.id.clone(), (node.description.hostname.clone(), ready));
+                nodes.insert(node.id.clone(), NodeInfo::from_engine(&node, self.backend.cluster.peer_port));
             }
         }
         let reading = Reading { defs, members, claims, tasks, nodes, leader };
@@ -204,10 +204,13 @@ impl ClusterPools {
     async fn win(&self, member: &Member, key: &str, claim: &Claim, expires_ms: Option<i64>) -> Result<bool> {
         let (labels, data) = records::claim_config(&member.id, key, claim, expires_ms);
         let name = records::claim_config_name(&member.id);
-        if !self.engine.create_config(&name, &labels, &data).await? {
+        // The record and the check that the member is still there, at once (one round trip).
+        let (made, service) =
+            tokio::join!(self.engine.create_config(&name, &labels, &data), self.engine.service(&member.id));
+        if !made? {
             return Ok(false);
         }
-        if self.engine.service(&member.id).await?.is_none() {
+        if service?.is_none() {
             let _ = self.engine.remove_config(&name).await;
             return Ok(false);
         }
@@ -218,7 +221,8 @@ impl ClusterPools {
     /// kept on this node. Removed when that fails.
     async fn hand_over(&self, member: &Member, claim: Claim, call: &SandboxSpec) -> Result<SandboxHandle> {
         let written = async {
-            let placement = self.backend.swarm.placed(&member.id, &member.node).await?;
+            let local = member.node.id == self.backend.swarm.self_id();
+            let placement = Placement { node: member.node.clone(), local };
             for (path, content) in &call.files {
                 self.backend.upload_on(&placement, &member.id, path, content).await?;
             }
@@ -366,14 +370,14 @@ fn take_into(view: &mut View, r: &Reading) {
             count.claimed += 1;
             continue;
         }
-        let node = r.nodes.get(node_id);
-        match service.label(records::POOL_READY_LABEL) {
-            Some(shell) if state == "running" && node.is_some_and(|(_, up)| *up) => {
+        let node = r.nodes.get(node_id).filter(|n| !n.is_down());
+        match (service.label(records::POOL_READY_LABEL), node) {
+            (Some(shell), Some(node)) if state == "running" => {
                 count.ready += 1;
                 let container = &service.spec.task_template.container;
                 ready.entry(key.to_string()).or_default().push_back(Member {
                     id: service.name().to_string(),
-                    node: node.map(|(h, _)| h.clone()).unwrap_or_default(),
+                    node: node.clone(),
                     image: container.image.clone(),
                     workdir: Some(container.dir.clone()).filter(|d| !d.is_empty()),
                     shell: shell.to_string(),
@@ -605,11 +609,17 @@ mod tests {
             ("svc-claimed".to_string(), running("n1")),
             ("svc-on-down-node".to_string(), running("n3")),
         ]);
-        let nodes = HashMap::from([
-            ("n1".to_string(), ("h1".to_string(), true)),
-            ("n2".to_string(), ("h2".to_string(), true)),
-            ("n3".to_string(), ("h3".to_string(), false)),
-        ]);
+        let node = |id: &str, state: &str| {
+            let info = NodeInfo {
+                id: id.into(),
+                hostname: format!("h{}", &id[1..]),
+                state: state.into(),
+                addr: String::new(),
+                availability: "active".into(),
+            };
+            (id.to_string(), info)
+        };
+        let nodes = HashMap::from([node("n1", "ready"), node("n2", "ready"), node("n3", "down")]);
         let reading = Reading {
             defs: BTreeMap::new(),
             members,
