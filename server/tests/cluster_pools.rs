@@ -173,9 +173,9 @@ fn pools_are_the_clusters_and_a_member_goes_to_one_caller() {
         step("the pool refills; a claim from a full pool, timed");
         ready(&clients[1], "warm", 3).await;
         let mut timed = Vec::new();
-        for i in 0..3 {
+        for client in &clients {
             let started = Instant::now();
-            let sandbox = Sandbox::start(&clients[i], from_pool("warm")).await.unwrap();
+            let sandbox = Sandbox::start(client, from_pool("warm")).await.unwrap();
             timed.push(started.elapsed());
             assert!(records(n1).0.contains(sandbox.id()), "claimed from the pool");
         }

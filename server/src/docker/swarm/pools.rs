@@ -631,7 +631,7 @@ mod tests {
         let mut view = View::default();
         take_into(&mut view, &reading);
         let ready: Vec<(&str, &str)> =
-            view.ready["k"].iter().map(|m| (m.id.as_str(), m.node.as_str())).collect();
+            view.ready["k"].iter().map(|m| (m.id.as_str(), m.node.hostname.as_str())).collect();
         assert_eq!(ready, [("a", "h1"), ("b", "h2")]);
         assert_eq!(view.counts["k"], Counts { ready: 2, claimed: 1, unready: 2 });
         assert!(view.leader);
