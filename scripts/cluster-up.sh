@@ -146,5 +146,10 @@ for i in $(seq 1 "$N"); do
   printf '%s %s:%s\n' "$name" "$addr" "$SANDBOXD_PORT" >>"$CLUSTER_DIR/nodes"
 done
 
+# Up when each host port takes a connection (its socat listens).
+for i in $(seq 1 "$N"); do
+  wait_for 30 "the host port of $(node_name "$i")" bash -c "exec 3<>/dev/tcp/127.0.0.1/$((FIRST_PORT + i))"
+done
+
 trap - EXIT
 cat "$CLUSTER_DIR/nodes.host"

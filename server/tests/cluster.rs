@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sandboxd_client::{
-    proto, spec, Client, EventKind, ExecEvent, ExecOptions, ListOptions, PtySpec, Sandbox, SandboxEvent,
-    SandboxStatus, WatchOptions,
+    from_pool, proto, spec, Client, EventKind, ExecEvent, ExecOptions, ListOptions, PoolDefinition, PtySpec,
+    Sandbox, SandboxEvent, SandboxStatus, WatchOptions,
 };
 use testkit::cluster::TestCluster;
 use testkit::images;
@@ -397,7 +397,8 @@ fn median(mut v: Vec<Duration>) -> Duration {
 /// Bench rows (run on demand, with the binary the cluster runs):
 /// `SANDBOXD_CLUSTER_BIN=target/release/sandboxd cargo test -p sandboxd --test cluster figures -- --ignored --nocapture`.
 /// Exec through a node that relays vs on the owning node, a create placed by Swarm vs a
-/// `docker run -d` on one node's daemon, and where 64 creates through one entry node land.
+/// `docker run -d` on one node's daemon, where 64 creates through one entry node land, and a
+/// claim from a ready pool.
 #[test]
 #[ignore]
 fn figures() {
@@ -455,6 +456,27 @@ fn figures() {
         println!("exec `true` on the owning node: median {d:?}; through a relaying node: median {r:?}; ratio {:.2}", r.as_secs_f64() / d.as_secs_f64());
         let (c, run) = (median(creates), median(runs));
         println!("create placed by Swarm (through node 1): median {c:?}; docker run -d on one node: median {run:?}; ratio {:.2}", c.as_secs_f64() / run.as_secs_f64());
+        // Claims from a ready pool through a node that does not lead the swarm (the leader
+        // refills), two rounds of eight.
+        clients[0].create_pool(PoolDefinition::new("bench", images::BUSYBOX, 8, 64)).await.unwrap();
+        let mut claims = Vec::new();
+        for _ in 0..2 {
+            until(WAIT, "the bench pool full", || async {
+                let pools = clients[1].list_pools().await.map_err(|e| e.to_string())?;
+                match pools.iter().find(|p| p.name == "bench") {
+                    Some(p) if p.ready == 8 => Ok(()),
+                    other => Err(format!("{other:?}")),
+                }
+            })
+            .await;
+            for _ in 0..8 {
+                let start = Instant::now();
+                Sandbox::start(&clients[1], from_pool("bench")).await.unwrap();
+                claims.push(start.elapsed());
+            }
+        }
+        let claim = median(claims);
+        println!("claim from a ready pool (through node 2): median {claim:?}; docker run -d on one node: median {run:?}; ratio {:.3}", claim.as_secs_f64() / run.as_secs_f64());
         let even = ids.len() as f64 / cluster.nodes.len() as f64;
         let worst = per_node.values().map(|n| (*n as f64 - even).abs() / even).fold(0.0, f64::max);
         println!("{} creates through node 1 landed: {per_node:?} (farthest from even: {:.0} %)", ids.len(), worst * 100.0);

@@ -378,9 +378,14 @@ impl Engine {
         }
     }
 
-    /// Every task Swarm still wants running.
-    pub async fn running_tasks(&self) -> Result<Vec<Task>, EngineError> {
-        self.get(&format!("/tasks{}", filters(&[("desired-state", "running".to_string())]))).await
+    /// The tasks of services `names` that Swarm still wants running.
+    pub async fn running_tasks(&self, names: &[&str]) -> Result<Vec<Task>, EngineError> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut f = vec![("desired-state", "running".to_string())];
+        f.extend(names.iter().map(|n| ("service", n.to_string())));
+        self.get(&format!("/tasks{}", filters(&f))).await
     }
 
     /// Every node of the swarm.

@@ -190,7 +190,10 @@ where
                 Err(_) => return Ok(Status::deadline_exceeded("no request message within 30 s").into_http()),
             };
             let body = rejoin(head.clone(), rest);
-            let id = message_of(&head).and_then(|m| sandbox_id(at, m));
+            // Only an id of this service's shape is looked up (it goes on a docker command line).
+            let id = message_of(&head)
+                .and_then(|m| sandbox_id(at, m))
+                .filter(|id| crate::spec::SandboxId::has_valid_shape(id));
             let placement = match &id {
                 Some(id) => match swarm.locate(id).await {
                     Ok(p) => p,

@@ -123,8 +123,8 @@ impl ClusterPools {
         self.view.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Reads Swarm's pools, members, claims, tasks and nodes (five Engine API calls; only the
-    /// first when there is neither a pool nor a member) into the view.
+    /// Reads Swarm's pools, members, claims, the members' tasks and the nodes (five Engine API
+    /// calls; three when there is neither a pool nor a member nor a claim) into the view.
     async fn refresh(&self) -> Result<Reading> {
         let mut defs: BTreeMap<PoolKey, Def> = BTreeMap::new();
         for config in self.engine.configs(&[&format!("{}=1", records::POOL_DEF_LABEL)]).await? {
@@ -147,7 +147,8 @@ impl ClusterPools {
         let claims = self.engine.configs(&[&format!("{}=1", records::CLAIM_LABEL)]).await?;
         let (mut tasks, mut nodes, mut leader) = (HashMap::new(), HashMap::new(), false);
         if !defs.is_empty() || !members.is_empty() || !claims.is_empty() {
-            for task in self.engine.running_tasks().await? {
+            let names: Vec<&str> = members.iter().map(Service::name).collect();
+            for task in self.engine.running_tasks(&names).await? {
                 tasks.insert(task.service_id.clone(), (task.node_id.clone(), task.status.state.clone()));
             }
             for node in self.engine.nodes().await? {
@@ -471,7 +472,11 @@ impl SharedPools for ClusterPools {
         named: Option<&str>,
         call: &SandboxSpec,
     ) -> Result<Option<(PoolKey, PoolSpec)>, PoolError> {
-        self.fresh(TICK * 5).await?;
+        // Every create asks: one that names no pool must not fail because Swarm's state could
+        // not be read just now (the view a moment old serves).
+        if let Err(e) = self.fresh(TICK * 5).await {
+            tracing::warn!(error = %e, "cannot read the pools from Swarm; using the last reading");
+        }
         if let Some(name) = named {
             // A pool made through another node a moment ago is read before it is refused.
             let found = match self.find(tenant, name) {
