@@ -236,6 +236,7 @@ fn pools_are_the_clusters_and_a_member_goes_to_one_caller() {
         assert_eq!(err.code(), tonic::Code::NotFound, "{err}");
 
         step("DeletePool through node 3 removes the unclaimed members; claimed ones work on");
+        ready(&clients[2], "warm", 3).await;
         let removed = clients[2].delete_pool("warm").await.unwrap();
         assert!(removed >= 1, "{removed}");
         red[0].delete_pool("mine").await.unwrap();

@@ -33,7 +33,11 @@ fn step(what: &str) {
 
 /// A sandbox created through `client` on `node` (the other nodes paused meanwhile; node 1
 /// is asked, it is never the one lost).
-async fn create_on(cluster: &TestCluster, client: &Client, node: &ClusterNode) -> Sandbox {
+async fn try_create_on(
+    cluster: &TestCluster,
+    client: &Client,
+    node: &ClusterNode,
+) -> Result<Sandbox, String> {
     let manager = &cluster.nodes[0];
     let others: Vec<&ClusterNode> = cluster.nodes.iter().filter(|n| n.name != node.name).collect();
     for other in &others {
@@ -41,12 +45,19 @@ async fn create_on(cluster: &TestCluster, client: &Client, node: &ClusterNode) -
     }
     let mut s = spec(images::BUSYBOX);
     s.metadata.insert("run".into(), "recovery".into());
-    let sandbox = Sandbox::start(client, s).await.unwrap();
+    let made = Sandbox::start(client, s).await;
     for other in &others {
         manager.set_availability(&other.name, "active");
     }
-    assert_eq!(manager.placements().get(sandbox.id()), Some(&node.name), "placed elsewhere");
-    sandbox
+    let sandbox = made.map_err(|e| e.to_string())?;
+    match manager.placements().get(sandbox.id()) {
+        Some(placed) if *placed == node.name => Ok(sandbox),
+        other => Err(format!("placed on {other:?}")),
+    }
+}
+
+async fn create_on(cluster: &TestCluster, client: &Client, node: &ClusterNode) -> Sandbox {
+    try_create_on(cluster, client, node).await.unwrap()
 }
 
 /// Waits until node 1 reads `node` as Ready in the swarm.
@@ -167,8 +178,9 @@ fn the_cluster_survives_a_lost_node_a_drain_and_a_restarted_entry_node() {
         let err = Sandbox::connect(&clients[0], lost.id()).await.unwrap_err();
         assert_eq!(err.code(), tonic::Code::NotFound, "{err}");
         let again = until(WAIT, "node 3 takes (and serves) a new sandbox", || async {
-            let sandbox = create_on(&cluster, &clients[0], n3).await;
-            let out = Sandbox::connect(&clients[1], sandbox.id()).await.unwrap().exec("echo back").await;
+            let sandbox = try_create_on(&cluster, &clients[0], n3).await?;
+            let out = async { Sandbox::connect(&clients[1], sandbox.id()).await?.exec("echo back").await };
+            let out = out.await;
             match out {
                 Ok(out) if out.stdout_str() == "back\n" => Ok(sandbox),
                 other => Err(format!("{other:?}")),

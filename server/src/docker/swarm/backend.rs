@@ -62,6 +62,9 @@ impl SwarmBackend {
         let cli = local.cli().in_pool(Pool::Control);
         let swarm = Arc::new(Swarm::join(cli.clone(), &cluster, token).await?);
         let peers = Peers::new(swarm.clone(), engine.clone(), cluster.peer_port);
+        // This node's events from the start: another node merging them must not wait for the
+        // `docker events` stream to come up (see `watch.rs`).
+        let _ = SandboxBackend::event_hub(&*local);
         Ok(Self {
             local,
             swarm,

@@ -25,7 +25,7 @@ use crate::watch::{EventKind, PeerEvents, SandboxEvent, WatchFilter};
 /// How often the node list is read again (and how long one reading serves every watcher).
 const NODES_REREAD: Duration = Duration::from_secs(5);
 /// How long a new watch waits for the peers to subscribe before it lists and streams anyway.
-const SUBSCRIBE_WAIT: Duration = Duration::from_secs(3);
+const SUBSCRIBE_WAIT: Duration = Duration::from_secs(5);
 /// A peer whose stream failed is tried again after this, doubling up to [`RETRY_MAX`].
 const RETRY_FIRST: Duration = Duration::from_millis(500);
 const RETRY_MAX: Duration = Duration::from_secs(5);
