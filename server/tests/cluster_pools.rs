@@ -108,7 +108,7 @@ fn pools_are_the_clusters_and_a_member_goes_to_one_caller() {
         let n1 = &cluster.nodes[0];
 
         step("a pool made through node 1 is filled by the leader and listed by every node");
-        let mut warm = PoolDefinition::new("warm", images::BUSYBOX, 3, 8);
+        let mut warm = PoolDefinition::new("warm", images::BUSYBOX, 3, 20);
         warm.template.env.insert("BASE".into(), "from-template".into());
         warm.template.files.insert("/etc/pool-file".into(), b"template file\n".to_vec());
         clients[0].create_pool(warm).await.unwrap();

@@ -10,82 +10,25 @@
 //! The config file's pools are the operator's on every node (each node reads its own file, so
 //! they must be the same on every node); pools made by `CreatePool` live in Swarm.
 
+mod lead;
+mod view;
+
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::backend::SwarmBackend;
-use super::engine::{Config, Engine, Service};
+use super::engine::{Engine, Service};
 use super::placement::{NodeInfo, Placement};
 use super::records::{self, PoolRecord};
 use crate::claims::{Claim, ClaimStore};
 use crate::error::{ProviderError, Result};
 use crate::pools::{Claimed, PoolError, PoolKey, PoolSpec, PoolStatus, SharedPools, MAX_POOLS_PER_OWNER};
-use crate::spec::{PoolMember, SandboxHandle, SandboxSpec};
+use crate::spec::{SandboxHandle, SandboxSpec};
+use view::{take_into, Def, Member, Reading, View};
 
 /// How often each node reads the pools again (the leader refills on the same beat).
 const TICK: Duration = Duration::from_secs(1);
-/// Members of one pool the leader starts at once.
-const STARTS_AT_ONCE: usize = 4;
-/// A pool whose member failed to start waits this long before the next try.
-const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
-/// A claim record younger than this is never cleaned away (its claim may be under way).
-const CLAIM_GRACE: Duration = Duration::from_secs(10);
-
-/// One pool as this node knows it.
-#[derive(Debug, Clone)]
-struct Def {
-    spec: PoolSpec,
-    key: String,
-    from_config: bool,
-}
-
-/// A member ready to be claimed.
-#[derive(Debug, Clone, PartialEq)]
-struct Member {
-    id: String,
-    /// The node it runs on.
-    node: NodeInfo,
-    image: String,
-    workdir: Option<String>,
-    shell: String,
-}
-
-/// What one reading of Swarm says, per pool key.
-#[derive(Debug, Default, Clone, PartialEq)]
-struct Counts {
-    ready: usize,
-    claimed: usize,
-    /// Members alive but not ready (starting, or whose start was abandoned).
-    unready: usize,
-}
-
-/// This node's view of the pools, as of the last reading.
-#[derive(Default)]
-struct View {
-    read_at: Option<Instant>,
-    defs: BTreeMap<PoolKey, Def>,
-    ready: HashMap<String, VecDeque<Member>>,
-    counts: HashMap<String, Counts>,
-    leader: bool,
-    /// Members being claimed through this node right now: never offered twice here.
-    taking: HashSet<String>,
-    /// The leader's starts under way, and its back-off after a failed one, per pool key.
-    starting: HashMap<String, usize>,
-    retry_at: HashMap<String, Instant>,
-}
-
-/// One full reading of the pools' state in Swarm.
-struct Reading {
-    defs: BTreeMap<PoolKey, Def>,
-    members: Vec<Service>,
-    claims: Vec<Config>,
-    /// Service id → (node id, task state) of every task Swarm wants running.
-    tasks: HashMap<String, (String, String)>,
-    /// Every node, by id.
-    nodes: HashMap<String, NodeInfo>,
-    leader: bool,
-}
 
 /// The cluster's pools, as one node serves them.
 pub struct ClusterPools {
@@ -246,104 +189,6 @@ impl ClusterPools {
         })
     }
 
-    /// The leader's round: start what each pool lacks, remove what no longer belongs.
-    async fn lead(self: &Arc<Self>, r: &Reading) {
-        self.refill(r);
-        self.clean(r).await;
-    }
-
-    /// Starts up to `target` ready members per pool within `max` alive, a few at a time.
-    fn refill(self: &Arc<Self>, r: &Reading) {
-        let now = Instant::now();
-        let mut starts = Vec::new();
-        {
-            let mut view = self.lock();
-            for (owner, def) in &r.defs {
-                if view.retry_at.get(&def.key).is_some_and(|at| *at > now) {
-                    continue;
-                }
-                let counts = view.counts.get(&def.key).cloned().unwrap_or_default();
-                let starting = view.starting.get(&def.key).copied().unwrap_or(0);
-                // A start under way is either not in Swarm yet (`starting`) or unready there.
-                let coming = counts.unready.max(starting);
-                let wanted = (def.spec.target as usize).saturating_sub(counts.ready + coming);
-                let room = (def.spec.max as usize).saturating_sub(counts.ready + counts.claimed + coming);
-                let n = wanted.min(room).min(STARTS_AT_ONCE.saturating_sub(starting));
-                if n > 0 {
-                    *view.starting.entry(def.key.clone()).or_default() += n;
-                    starts.extend(std::iter::repeat_n((owner.clone(), def.clone()), n));
-                }
-            }
-        }
-        for (owner, def) in starts {
-            let this = self.clone();
-            tokio::spawn(async move { this.start_member(owner, def).await });
-        }
-    }
-
-    async fn start_member(self: Arc<Self>, owner: PoolKey, def: Def) {
-        let mut spec = def.spec.template.clone();
-        spec.tenant = owner.0.clone();
-        spec.pool_member = Some(PoolMember { pool: owner.1.clone(), owner: def.key.clone() });
-        let made = self.backend.create_member(&spec, self.create_timeout).await;
-        {
-            let mut view = self.lock();
-            if let Some(n) = view.starting.get_mut(&def.key) {
-                *n = n.saturating_sub(1);
-            }
-            match &made {
-                Ok(handle) => {
-                    view.retry_at.remove(&def.key);
-                    tracing::info!(pool = %owner.1, sandbox_id = %handle.sandbox_id, "pool member ready");
-                }
-                Err(e) => {
-                    tracing::warn!(pool = %owner.1, error = %e, "a pool's sandbox failed to start; retrying later");
-                    view.retry_at.insert(def.key.clone(), Instant::now() + RETRY_AFTER_FAILURE);
-                }
-            }
-        }
-        self.wake.notify_one();
-    }
-
-    /// Removes claims of sandboxes gone, unclaimed members of pools that are gone, and
-    /// members whose start nobody is finishing.
-    async fn clean(&self, r: &Reading) {
-        let services: HashSet<&str> = r.members.iter().map(Service::name).collect();
-        for config in &r.claims {
-            let gone = config.label(records::CLAIM_SANDBOX_LABEL).is_none_or(|id| !services.contains(id));
-            if gone && config.age().is_some_and(|a| a > CLAIM_GRACE) {
-                match self.engine.remove_config(config.name()).await {
-                    Ok(()) => {
-                        tracing::info!(config = config.name(), "removed the claim of a sandbox that is gone")
-                    }
-                    Err(e) => {
-                        tracing::warn!(config = config.name(), error = %e, "cannot remove a stale claim")
-                    }
-                }
-            }
-        }
-        let claimed: HashSet<&str> =
-            r.claims.iter().filter_map(|c| c.label(records::CLAIM_SANDBOX_LABEL)).collect();
-        let keys: HashSet<&str> = r.defs.values().map(|d| d.key.as_str()).collect();
-        let starting = self.lock().starting.values().sum::<usize>();
-        for service in &r.members {
-            if claimed.contains(service.name()) {
-                continue;
-            }
-            let orphan = service.label(records::POOL_KEY_LABEL).is_some_and(|k| !keys.contains(k));
-            // Unready past the create bound while this leader starts nothing: its starter died.
-            let abandoned = service.label(records::POOL_READY_LABEL).is_none()
-                && starting == 0
-                && service.age().is_some_and(|a| a > self.create_timeout + CLAIM_GRACE);
-            if orphan || abandoned {
-                let why = if orphan { "its pool is gone" } else { "its start was abandoned" };
-                if self.backend.remove_service(service.name()).await {
-                    tracing::info!(sandbox_id = %service.name(), why, "removed an unclaimed pool sandbox");
-                }
-            }
-        }
-    }
-
     /// The pool `tenant` names `name` (its own, else everyone's), as [`crate::pools::Pools`] does.
     fn find(&self, tenant: Option<&str>, name: &str) -> Option<(PoolKey, Def)> {
         let view = self.lock();
@@ -352,49 +197,6 @@ impl ClusterPools {
         let key = own.filter(|k| view.defs.contains_key(k)).unwrap_or(global);
         view.defs.get(&key).map(|d| (key, d.clone()))
     }
-}
-
-/// The view from one reading: each pool's ready members (oldest first) and counts.
-fn take_into(view: &mut View, r: &Reading) {
-    let claimed: HashSet<&str> =
-        r.claims.iter().filter_map(|c| c.label(records::CLAIM_SANDBOX_LABEL)).collect();
-    let mut ready: HashMap<String, VecDeque<Member>> = HashMap::new();
-    let mut counts: HashMap<String, Counts> = HashMap::new();
-    let mut members: Vec<&Service> = r.members.iter().collect();
-    members.sort_by(|a, b| a.created_at.cmp(&b.created_at));
-    for service in members {
-        let Some(key) = service.label(records::POOL_KEY_LABEL) else { continue };
-        // A member without a task Swarm wants running is over (the sweep removes it).
-        let Some((node_id, state)) = r.tasks.get(&service.id) else { continue };
-        let count = counts.entry(key.to_string()).or_default();
-        if claimed.contains(service.name()) {
-            count.claimed += 1;
-            continue;
-        }
-        let node = r.nodes.get(node_id).filter(|n| !n.is_down());
-        match (service.label(records::POOL_READY_LABEL), node) {
-            (Some(shell), Some(node)) if state == "running" => {
-                count.ready += 1;
-                let container = &service.spec.task_template.container;
-                ready.entry(key.to_string()).or_default().push_back(Member {
-                    id: service.name().to_string(),
-                    node: node.clone(),
-                    image: container.image.clone(),
-                    workdir: Some(container.dir.clone()).filter(|d| !d.is_empty()),
-                    shell: shell.to_string(),
-                });
-            }
-            _ => count.unready += 1,
-        }
-    }
-    for queue in ready.values_mut() {
-        queue.retain(|m| !view.taking.contains(&m.id));
-    }
-    view.defs = r.defs.clone();
-    view.ready = ready;
-    view.counts = counts;
-    view.leader = r.leader;
-    view.read_at = Some(Instant::now());
 }
 
 #[async_trait::async_trait]
@@ -565,80 +367,5 @@ impl SharedPools for ClusterPools {
                 _ = shutdown.changed() => return,
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn service(name: &str, key: &str, ready: Option<&str>, created: &str) -> Service {
-        let mut labels = serde_json::json!({ records::POOL_KEY_LABEL: key });
-        if let Some(shell) = ready {
-            labels[records::POOL_READY_LABEL] = serde_json::json!(shell);
-        }
-        serde_json::from_value(serde_json::json!({
-            "ID": format!("svc-{name}"),
-            "CreatedAt": created,
-            "Spec": { "Name": name, "Labels": labels, "TaskTemplate": { "ContainerSpec": { "Image": "img", "Dir": "" } } }
-        }))
-        .unwrap()
-    }
-
-    fn claim(id: &str) -> Config {
-        serde_json::from_value(serde_json::json!({
-            "ID": format!("cfg-{id}"),
-            "CreatedAt": "2026-12-01T00:00:00Z",
-            "Spec": { "Name": records::claim_config_name(id), "Labels": { records::CLAIM_LABEL: "1", records::CLAIM_SANDBOX_LABEL: id }, "Data": "" }
-        }))
-        .unwrap()
-    }
-
-    /// The view a reading gives: ready members oldest first, only running ones on ready nodes,
-    /// claimed and unready ones counted apart, members without a running task left out.
-    #[test]
-    fn a_reading_becomes_ready_members_and_counts() {
-        let members = vec![
-            service("b", "k", Some("/bin/sh"), "2026-12-01T00:00:02Z"),
-            service("a", "k", Some("/bin/sh"), "2026-12-01T00:00:01Z"),
-            service("starting", "k", None, "2026-12-01T00:00:03Z"),
-            service("claimed", "k", Some("sh"), "2026-12-01T00:00:00Z"),
-            service("on-down-node", "k", Some("sh"), "2026-12-01T00:00:00Z"),
-            service("over", "k", Some("sh"), "2026-12-01T00:00:00Z"),
-        ];
-        let running = |node: &str| (node.to_string(), "running".to_string());
-        let tasks = HashMap::from([
-            ("svc-a".to_string(), running("n1")),
-            ("svc-b".to_string(), running("n2")),
-            ("svc-starting".to_string(), ("n1".to_string(), "preparing".to_string())),
-            ("svc-claimed".to_string(), running("n1")),
-            ("svc-on-down-node".to_string(), running("n3")),
-        ]);
-        let node = |id: &str, state: &str| {
-            let info = NodeInfo {
-                id: id.into(),
-                hostname: format!("h{}", &id[1..]),
-                state: state.into(),
-                addr: String::new(),
-                availability: "active".into(),
-            };
-            (id.to_string(), info)
-        };
-        let nodes = HashMap::from([node("n1", "ready"), node("n2", "ready"), node("n3", "down")]);
-        let reading = Reading {
-            defs: BTreeMap::new(),
-            members,
-            claims: vec![claim("claimed")],
-            tasks,
-            nodes,
-            leader: true,
-        };
-        let mut view = View::default();
-        take_into(&mut view, &reading);
-        let ready: Vec<(&str, &str)> =
-            view.ready["k"].iter().map(|m| (m.id.as_str(), m.node.hostname.as_str())).collect();
-        assert_eq!(ready, [("a", "h1"), ("b", "h2")]);
-        assert_eq!(view.counts["k"], Counts { ready: 2, claimed: 1, unready: 2 });
-        assert!(view.leader);
     }
 }
