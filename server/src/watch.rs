@@ -180,9 +180,11 @@ pub struct WatchFilter {
 }
 
 /// Events of the sandboxes on the other nodes of a cluster, merged into one watcher's stream
-/// (see `SandboxBackend::peer_events`). It never ends by itself: a node that cannot be reached
-/// is retried, its events meanwhile are missed.
-pub type PeerEvents = std::pin::Pin<Box<dyn futures_util::Stream<Item = SandboxEvent> + Send>>;
+/// (see `SandboxBackend::peer_events`). A node that cannot be reached never ends it (it is
+/// retried, its events meanwhile are missed); `Err` says the watcher itself fell behind on a
+/// node (that node ended its stream for it), which ends the watch as falling behind the hub does.
+pub type PeerEvents =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<SandboxEvent, String>> + Send>>;
 
 /// Set on a `Watch` that another node of the cluster makes to merge this node's events: it is
 /// served this node's own events only (never merged again), for `tenant` (`None`: all), which

@@ -113,7 +113,12 @@ pub(super) async fn watch(
             let end = loop {
                 let event = tokio::select! {
                     event = events.recv() => event,
-                    Some(event) = next_peer_event(&mut peers) => Ok(Arc::new(event)),
+                    Some(event) = next_peer_event(&mut peers) => match event {
+                        Ok(event) => Ok(Arc::new(event)),
+                        Err(why) => break Status::resource_exhausted(format!(
+                            "watcher fell behind: {why}; watch again (with include_existing)"
+                        )),
+                    },
                     _ = tx.closed() => return,
                     _ = shutdown.wait_for(|down| *down) => {
                         break Status::unavailable("the server is shutting down");
@@ -159,7 +164,7 @@ pub(super) async fn watch(
 }
 
 /// The next event of the other nodes of a cluster; never, on one host.
-async fn next_peer_event(peers: &mut Option<PeerEvents>) -> Option<SandboxEvent> {
+async fn next_peer_event(peers: &mut Option<PeerEvents>) -> Option<Result<SandboxEvent, String>> {
     match peers {
         Some(peers) => peers.next().await,
         None => std::future::pending().await,

@@ -6,7 +6,8 @@
 //! joins is followed and one that leaves is dropped). Each peer is followed on its own and
 //! retried when its stream ends or cannot open: a dead peer never ends nor stalls the caller's
 //! stream, and its events while it is unreachable are missed (a watcher that must not miss any
-//! lists again, or watches with `include_existing`).
+//! lists again, or watches with `include_existing`). A watcher that falls behind a peer's
+//! events is ended as on one host (RESOURCE_EXHAUSTED).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -102,7 +103,7 @@ impl Drop for AbortOnDrop {
 async fn follow_all(
     peers: Arc<Peers>,
     filter: WatchFilter,
-    tx: tokio::sync::mpsc::Sender<SandboxEvent>,
+    tx: tokio::sync::mpsc::Sender<Result<SandboxEvent, String>>,
     first: tokio::sync::oneshot::Sender<()>,
 ) {
     let mut following: HashMap<String, AbortOnDrop> = HashMap::new();
@@ -146,7 +147,7 @@ async fn follow_one(
     swarm: Arc<Swarm>,
     node: NodeInfo,
     filter: WatchFilter,
-    tx: tokio::sync::mpsc::Sender<SandboxEvent>,
+    tx: tokio::sync::mpsc::Sender<Result<SandboxEvent, String>>,
     answered: tokio::sync::oneshot::Sender<()>,
 ) {
     let mut answered = Some(answered);
@@ -164,12 +165,18 @@ async fn follow_one(
                         message = stream.message() => match message {
                             Ok(Some(message)) => {
                                 if let Some(event) = event_of(message, &filter) {
-                                    if tx.send(event).await.is_err() {
+                                    if tx.send(Ok(event)).await.is_err() {
                                         return;
                                     }
                                 }
                             }
                             Ok(None) => break,
+                            // The watcher did not keep up with that node's events: it learns so.
+                            Err(status) if status.code() == tonic::Code::ResourceExhausted => {
+                                let why = format!("on node {}: {}", node.hostname, status.message());
+                                let _ = tx.send(Err(why)).await;
+                                return;
+                            }
                             Err(status) => {
                                 tracing::info!(node = %node.hostname, error = %status.message(), "a node's event stream ended; following it again");
                                 break;
