@@ -95,6 +95,9 @@ pub struct TestCluster {
     pub name: String,
     pub dir: PathBuf,
     pub nodes: Vec<ClusterNode>,
+    /// The ids of the containers its daemons made, read before `down` removes their data roots,
+    /// so [`TestCluster::leftovers`] can find a container process that outlived them.
+    containers: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// What `cluster-up.sh` printed and returned, for tests of its failures.
@@ -128,7 +131,7 @@ impl TestCluster {
         // A letter then hex: the scripts allow 1-8 lowercase letters or digits.
         let name = format!("t{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
         let dir = PathBuf::from(format!("/tmp/{name}"));
-        let cluster = TestCluster { name, dir, nodes: Vec::new() };
+        let cluster = TestCluster { name, dir, nodes: Vec::new(), containers: Default::default() };
         let mut command = cluster.script("cluster-up.sh");
         command
             .arg(nodes.to_string())
@@ -185,13 +188,31 @@ impl TestCluster {
 
     /// `cluster-down.sh`; true when it succeeded. Safe to call more than once.
     pub fn down(&self) -> bool {
+        self.remember_containers();
         self.script("cluster-down.sh").output().is_ok_and(|o| o.status.success())
     }
 
-    /// What of the cluster is still there: processes naming its directory, its network
-    /// namespaces, mounts under its directory, the directory itself. Empty after `down`.
+    /// Notes the ids of the containers in every node's data root.
+    fn remember_containers(&self) {
+        let mut containers = self.containers.lock().unwrap_or_else(|p| p.into_inner());
+        for node in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+            for entry in
+                std::fs::read_dir(node.path().join("data/containers")).into_iter().flatten().flatten()
+            {
+                let id = entry.file_name().to_string_lossy().into_owned();
+                if id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    containers.insert(id);
+                }
+            }
+        }
+    }
+
+    /// What of the cluster is still there: processes naming its directory, processes of the
+    /// containers its daemons made (orphans of a killed shim), its network namespaces, mounts
+    /// under its directory, the directory itself. Empty after `down`.
     pub fn leftovers(&self) -> Vec<String> {
         let dir = format!("{}/", self.dir.display());
+        let containers = self.containers.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut left = Vec::new();
         for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
             let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
@@ -201,6 +222,13 @@ impl TestCluster {
                 .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&dir))
             {
                 left.push(format!("process {pid}"));
+            }
+            // A zombie is dead already, waiting for its reaper.
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z'));
+            let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+            if let Some(id) = containers.iter().find(|id| !zombie && cgroup.contains(id.as_str())) {
+                left.push(format!("process {pid} of container {}", &id[..12]));
             }
         }
         let netns = Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
