@@ -36,3 +36,77 @@ wait_for() {
     sleep 0.2
   done
 }
+
+# --- a node's daemons and server: started the same way by cluster-up.sh and cluster-node.sh --
+
+# start_containerd I: the node's containerd, in the node's network namespace (so the shims and
+# containers it starts are there); waits for its socket.
+start_containerd() {
+  local i="$1" name ns dir
+  name="$(node_name "$i")"
+  ns="$(node_ns "$i")"
+  dir="$CLUSTER_DIR/$name"
+  if [[ ! -f "$dir/containerd.toml" ]]; then
+    cat >"$dir/containerd.toml" <<EOF
+version = 2
+root = "$dir/containerd-root"
+state = "$dir/containerd-state"
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = "$dir/containerd.sock"
+[ttrpc]
+  address = "$dir/containerd.sock.ttrpc"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+EOF
+  fi
+  setsid nsenter --net="/run/netns/$ns" containerd --config "$dir/containerd.toml" \
+    </dev/null >>"$dir/containerd.log" 2>&1 &
+  echo $! >"$dir/containerd.pid"
+  wait_for 30 "containerd of $name" test -S "$dir/containerd.sock"
+}
+
+# start_dockerd I: the node's dockerd (its own data root, exec root, bridge and hostname).
+# nsenter, not `ip netns exec`: that remounts /sys and dockerd then fails ("Devices cgroup
+# isn't mounted"). A UTS namespace of its own gives the node its own name in the swarm.
+start_dockerd() {
+  local i="$1" name ns dir
+  name="$(node_name "$i")"
+  ns="$(node_ns "$i")"
+  dir="$CLUSTER_DIR/$name"
+  [[ -f "$dir/daemon.json" ]] || echo '{}' >"$dir/daemon.json"
+  setsid nsenter --net="/run/netns/$ns" unshare --uts -- sh -c 'hostname "$1"; shift; exec "$@"' sh "$name" \
+    dockerd --config-file "$dir/daemon.json" -H "unix://$dir/docker.sock" \
+    --containerd "$dir/containerd.sock" --containerd-namespace "sbxc-$name" \
+    --containerd-plugins-namespace "sbxc-$name-plugins" \
+    --data-root "$dir/data" --exec-root "$dir/exec" --pidfile "$dir/docker.pid" \
+    --bip "172.$((29 + i)).0.1/16" </dev/null >>"$dir/dockerd.log" 2>&1 &
+  echo $! >"$dir/dockerd.launcher.pid"
+}
+
+# wait_dockerd I: until the node's dockerd answers.
+wait_dockerd() {
+  wait_for 60 "dockerd of $(node_name "$1")" docker -H "$(node_docker_host "$1")" info --format '{{.ServerVersion}}'
+}
+
+# start_sandboxd I: the node's sandboxd on the node's address, with the binary and config
+# cluster-up.sh recorded; returns once it listens (dies with its log's tail if it exits).
+start_sandboxd() {
+  local i="$1" name ns dir since end
+  name="$(node_name "$i")"
+  ns="$(node_ns "$i")"
+  dir="$CLUSTER_DIR/$name"
+  since="$(stat -c %s "$dir/sandboxd.log" 2>/dev/null || echo 0)"
+  DOCKER_HOST="$(node_docker_host "$i")" setsid nsenter --net="/run/netns/$ns" \
+    "$(cat "$CLUSTER_DIR/sandboxd.bin")" --config "$dir/sandboxd.yaml" --listen "$(node_addr "$i"):$SANDBOXD_PORT" \
+    --auth-token-file "$CLUSTER_DIR/token" </dev/null >>"$dir/sandboxd.log" 2>&1 &
+  echo $! >"$dir/sandboxd.pid"
+  end=$((SECONDS + 60))
+  until tail -c "+$((since + 1))" "$dir/sandboxd.log" 2>/dev/null | grep -q 'listening on'; do
+    kill -0 "$(cat "$dir/sandboxd.pid")" 2>/dev/null || die "the sandboxd of $name exited: $(tail -n 5 "$dir/sandboxd.log")"
+    ((SECONDS < end)) || die "the sandboxd of $name did not listen within 60s: $(tail -n 5 "$dir/sandboxd.log")"
+    sleep 0.2
+  done
+}

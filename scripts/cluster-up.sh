@@ -16,7 +16,8 @@
 #   SANDBOXD_CLUSTER_DIR     state directory (default /tmp/$SANDBOXD_CLUSTER_NAME; short: socket paths)
 #   SANDBOXD_CLUSTER_IMAGES  images to load on every node (default: the test images)
 #   SANDBOXD_BIN             the sandboxd binary (default target/release/sandboxd, else debug)
-#   SANDBOXD_CLUSTER_CONFIG  a YAML fragment appended to every node's sandboxd config
+#   SANDBOXD_CLUSTER_CONFIG  a YAML fragment added to every node's sandboxd config (block style;
+#                            a `server:` section of its own gets the node's state_dir)
 #   SANDBOXD_CLUSTER_PORT    first loopback port on the host (default 50150: node i gets +i)
 #   SANDBOXD_CLUSTER_MODE    the sandboxds' cluster.mode: swarm (default: one service answers for
 #                            every node's sandboxes) or single (each node on its own)
@@ -82,49 +83,12 @@ for i in $(seq 1 "$N"); do
   mkdir -p "$CLUSTER_DIR/$name"
 done
 
-# --- a containerd and a dockerd per node -----------------------------------------------------
-start_daemons() {
-  local i="$1" name ns dir bip
-  name="$(node_name "$i")"
-  ns="$(node_ns "$i")"
-  dir="$CLUSTER_DIR/$name"
-  bip="172.$((29 + i)).0.1/16"
-  cat >"$dir/containerd.toml" <<EOF
-version = 2
-root = "$dir/containerd-root"
-state = "$dir/containerd-state"
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
-[grpc]
-  address = "$dir/containerd.sock"
-[ttrpc]
-  address = "$dir/containerd.sock.ttrpc"
-[debug]
-  address = ""
-[metrics]
-  address = ""
-EOF
-  echo '{}' >"$dir/daemon.json"
-  # containerd in the node's namespace too, so the shims and containers it starts are there.
-  setsid nsenter --net="/run/netns/$ns" containerd --config "$dir/containerd.toml" \
-    </dev/null >>"$dir/containerd.log" 2>&1 &
-  echo $! >"$dir/containerd.pid"
-  wait_for 30 "containerd of $name" test -S "$dir/containerd.sock"
-  # nsenter, not `ip netns exec`: that remounts /sys and dockerd then fails ("Devices cgroup
-  # isn't mounted"). A UTS namespace of its own gives the node its own name in the swarm.
-  setsid nsenter --net="/run/netns/$ns" unshare --uts -- sh -c 'hostname "$1"; shift; exec "$@"' sh "$name" \
-    dockerd --config-file "$dir/daemon.json" -H "unix://$dir/docker.sock" \
-    --containerd "$dir/containerd.sock" --containerd-namespace "sbxc-$name" \
-    --containerd-plugins-namespace "sbxc-$name-plugins" \
-    --data-root "$dir/data" --exec-root "$dir/exec" --pidfile "$dir/docker.pid" \
-    --bip "$bip" </dev/null >>"$dir/dockerd.log" 2>&1 &
-  echo $! >"$dir/dockerd.launcher.pid"
-}
-
-for i in $(seq 1 "$N"); do start_daemons "$i"; done
+# --- a containerd and a dockerd per node (cluster-lib.sh) ------------------------------------
 for i in $(seq 1 "$N"); do
-  name="$(node_name "$i")"
-  wait_for 60 "dockerd of $name" docker -H "$(node_docker_host "$i")" info --format '{{.ServerVersion}}'
+  start_containerd "$i"
+  start_dockerd "$i"
 done
+for i in $(seq 1 "$N"); do wait_dockerd "$i"; done
 
 # --- the swarm: every node a manager (raft keeps working with one of three gone) ------------
 log "forming the swarm"
@@ -150,6 +114,8 @@ for pid in "${loads[@]}"; do wait "$pid" || die "docker load on a node failed"; 
 rm -f "$CLUSTER_DIR/images.tar"
 
 # --- a sandboxd per node, and a loopback port on the host forwarded to it --------------------
+# The binary every node runs (and runs again when scripts/cluster-node.sh starts it).
+printf '%s\n' "$SANDBOXD_BIN" >"$CLUSTER_DIR/sandboxd.bin"
 : >"$CLUSTER_DIR/nodes"
 for i in $(seq 1 "$N"); do
   name="$(node_name "$i")"
@@ -159,20 +125,17 @@ for i in $(seq 1 "$N"); do
   host_port=$((FIRST_PORT + i))
   mkdir -p "$dir/state"
   # In swarm mode the token below is also the cluster token the nodes call each other with.
-  cat >"$dir/sandboxd.yaml" <<EOF
-server:
-  state_dir: $dir/state
-cluster:
-  mode: $MODE
-  peer_port: $SANDBOXD_PORT
-EOF
-  if [[ -n "${SANDBOXD_CLUSTER_CONFIG:-}" ]]; then
-    printf '%s\n' "$SANDBOXD_CLUSTER_CONFIG" >>"$dir/sandboxd.yaml"
-  fi
-  DOCKER_HOST="$(node_docker_host "$i")" setsid nsenter --net="/run/netns/$ns" \
-    "$SANDBOXD_BIN" --config "$dir/sandboxd.yaml" --listen "$addr:$SANDBOXD_PORT" \
-    --auth-token-file "$CLUSTER_DIR/token" </dev/null >>"$dir/sandboxd.log" 2>&1 &
-  echo $! >"$dir/sandboxd.pid"
+  {
+    printf 'cluster:\n  mode: %s\n  peer_port: %s\n' "$MODE" "$SANDBOXD_PORT"
+    if grep -q '^server:' <<<"${SANDBOXD_CLUSTER_CONFIG:-}"; then
+      # The fragment's own (block-style) server section gets the node's state directory.
+      awk -v dir="$dir/state" '{ print } /^server:/ { print "  state_dir: " dir }' <<<"$SANDBOXD_CLUSTER_CONFIG"
+    else
+      printf 'server:\n  state_dir: %s\n' "$dir/state"
+      if [[ -n "${SANDBOXD_CLUSTER_CONFIG:-}" ]]; then printf '%s\n' "$SANDBOXD_CLUSTER_CONFIG"; fi
+    fi
+  } >"$dir/sandboxd.yaml"
+  start_sandboxd "$i"
   # The host's way in: 127.0.0.1:PORT, each connection carried into the node's namespace.
   printf '#!/bin/sh\nexec nsenter --net=/run/netns/%s socat STDIO TCP:%s:%s\n' "$ns" "$addr" "$SANDBOXD_PORT" >"$dir/forward.sh"
   chmod 0700 "$dir/forward.sh"
@@ -182,20 +145,10 @@ EOF
   printf '%s %s %s %s\n' "$name" "127.0.0.1:$host_port" "$(node_docker_host "$i")" "$(cat "$dir/docker.pid" 2>/dev/null || echo '?')" >>"$CLUSTER_DIR/nodes.host"
   printf '%s %s:%s\n' "$name" "$addr" "$SANDBOXD_PORT" >>"$CLUSTER_DIR/nodes"
 done
-# Up when it says it listens; a sandboxd that exits (a bad SANDBOXD_CLUSTER_CONFIG) fails at once.
-sandboxd_up() {
-  local dir="$CLUSTER_DIR/$1"
-  grep -q 'listening on' "$dir/sandboxd.log" && return 0
-  kill -0 "$(cat "$dir/sandboxd.pid")" 2>/dev/null || die "the sandboxd of $1 exited: $(tail -n 5 "$dir/sandboxd.log")"
-  return 1
-}
+
+# Up when each host port takes a connection (its socat listens).
 for i in $(seq 1 "$N"); do
-  name="$(node_name "$i")"
-  end=$((SECONDS + 60))
-  until sandboxd_up "$name"; do
-    ((SECONDS < end)) || die "the sandboxd of $name did not listen within 60s: $(tail -n 5 "$CLUSTER_DIR/$name/sandboxd.log")"
-    sleep 0.2
-  done
+  wait_for 30 "the host port of $(node_name "$i")" bash -c "exec 3<>/dev/tcp/127.0.0.1/$((FIRST_PORT + i))"
 done
 
 trap - EXIT

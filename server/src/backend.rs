@@ -249,6 +249,15 @@ pub trait SandboxBackend: Send + Sync + 'static {
         None
     }
 
+    /// A cluster's other nodes' events for one watcher, merged into its stream beside
+    /// [`Self::event_hub`]'s (which tells this node's own); resolves once each node answering
+    /// now is subscribed (or a few seconds passed), so a listing made after it misses little.
+    /// `None`: this backend is all there is (one host).
+    async fn peer_events(&self, filter: &crate::watch::WatchFilter) -> Option<crate::watch::PeerEvents> {
+        let _ = filter;
+        None
+    }
+
     /// The sandbox's resource usage now (running or paused; `Stopped` otherwise).
     async fn stats(&self, id: &SandboxId) -> Result<crate::stats::SandboxStats> {
         Err(ProviderError::Unavailable(format!("this backend cannot read the usage of sandbox {id}")))

@@ -66,8 +66,9 @@ pub enum SweepReason {
     CreateAbandoned,
     /// Its lease ended.
     LeaseExpired,
-    /// It will never run again (its task in the cluster ended).
-    Ended,
+    /// What ran it ended and will never run again (cluster mode: its Swarm task ended, e.g.
+    /// its node was drained, or came back after it was lost).
+    TaskEnded,
 }
 
 impl SweepReason {
@@ -75,7 +76,7 @@ impl SweepReason {
         match self {
             Self::CreateAbandoned => "create never completed",
             Self::LeaseExpired => "lease expired",
-            Self::Ended => "it ended and will never run again",
+            Self::TaskEnded => "its task ended",
         }
     }
 }
@@ -117,7 +118,7 @@ pub fn decide(item: &Owned, now_ms: i64, moved: impl Fn(&str) -> Option<i64>) ->
         }
         // A create still within its deadline is its creator's to finish or remove.
         Stage::Ended if item.create_deadline_ms.is_none_or(|d| d <= now_ms) => {
-            return Decision::Remove(SweepReason::Ended);
+            return Decision::Remove(SweepReason::TaskEnded);
         }
         Stage::Made | Stage::Ended => {}
     }
@@ -197,8 +198,8 @@ mod tests {
     fn an_ended_sandbox_goes_once_no_create_protects_it() {
         let ended =
             |deadline| Owned { stage: Stage::Ended, create_deadline_ms: deadline, ..Owned::made(ID, None) };
-        assert_eq!(decide(&ended(None), 10, none), Decision::Remove(SweepReason::Ended));
-        assert_eq!(decide(&ended(Some(10)), 10, none), Decision::Remove(SweepReason::Ended));
+        assert_eq!(decide(&ended(None), 10, none), Decision::Remove(SweepReason::TaskEnded));
+        assert_eq!(decide(&ended(Some(10)), 10, none), Decision::Remove(SweepReason::TaskEnded));
         assert_eq!(decide(&ended(Some(11)), 10, none), Decision::Keep { expires_ms: None });
         // Within its create's deadline its lease still counts.
         let leased = Owned { expires_ms: Some(5), ..ended(Some(11)) };
@@ -211,6 +212,6 @@ mod tests {
         let moved = |_: &str| Some(1);
         assert_eq!(decide(&elsewhere, 10, moved), Decision::Keep { expires_ms: None });
         let ended = Owned { stage: Stage::Ended, ..elsewhere };
-        assert_eq!(decide(&ended, 10, moved), Decision::Remove(SweepReason::Ended));
+        assert_eq!(decide(&ended, 10, moved), Decision::Remove(SweepReason::TaskEnded));
     }
 }

@@ -104,6 +104,11 @@ impl Lifecycle {
         Ok(handle)
     }
 
+    /// The lease a sandbox asking for `ttl_s` gets under the one TTL policy (`None`: none).
+    pub fn lease_ttl(&self, ttl_s: Option<f64>) -> Option<Duration> {
+        self.leases.policy.ttl(ttl_s.map(Duration::from_secs_f64))
+    }
+
     /// A pool's sandbox was handed out: its lease starts now under the one TTL policy, as a
     /// create's does.
     pub fn claimed(&self, id: &SandboxId, ttl_s: Option<f64>) {

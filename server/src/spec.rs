@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::ProviderError;
 
@@ -152,7 +152,7 @@ pub struct SandboxEndpoint {
 }
 
 /// Resource limits; unknown keys in JSON are refused with the allowed ones named.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxResources {
     pub cpu: Option<f64>,
@@ -195,7 +195,7 @@ impl SandboxResources {
 }
 
 /// Docker-specific options a client may ask for (only when the operator allows them).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderOptions {
     #[serde(default)]
@@ -204,8 +204,9 @@ pub struct ProviderOptions {
     pub run_args: Vec<String>,
 }
 
-/// What to start.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+/// What to start (serialized as a cluster's pool template is kept: the fields skipped here are
+/// never a template's, but `files`, which that record keeps beside it).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxSpec {
     pub image: String,

@@ -29,9 +29,12 @@ pub async fn sweep(backend: &dyn SandboxBackend, leases: &LeaseStore) -> Result<
             }
             Decision::Remove(reason) => reason,
         };
-        if reason == SweepReason::LeaseExpired {
+        // Watchers learn why a sandbox went (an unfinished create was never one).
+        if reason != SweepReason::CreateAbandoned {
             if let Some(hub) = backend.event_hub() {
-                hub.expect_expiry(&item.name);
+                if reason == SweepReason::LeaseExpired {
+                    hub.expect_expiry(&item.name);
+                }
                 hub.expect_removal(&item.name, reason.as_str());
             }
         }

@@ -170,6 +170,31 @@ impl EventHub {
     }
 }
 
+/// What one watcher asks for: every label must match, any of the statuses (empty: all), only
+/// the tenant's sandboxes (`None`: every sandbox, the operator's view).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WatchFilter {
+    pub labels: BTreeMap<String, String>,
+    pub statuses: Vec<SandboxStatus>,
+    pub tenant: Option<String>,
+}
+
+/// Events of the sandboxes on the other nodes of a cluster, merged into one watcher's stream
+/// (see `SandboxBackend::peer_events`). A node that cannot be reached never ends it (it is
+/// retried, its events meanwhile are missed); `Err` says the watcher itself fell behind on a
+/// node (that node ended its stream for it), which ends the watch as falling behind the hub does.
+pub type PeerEvents =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<SandboxEvent, String>> + Send>>;
+
+/// Set on a `Watch` that another node of the cluster makes to merge this node's events: it is
+/// served this node's own events only (never merged again), for `tenant` (`None`: all), which
+/// the calling node authenticated. Only the cluster layer sets it, after checking the cluster
+/// token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeOnly {
+    pub tenant: Option<String>,
+}
+
 /// Milliseconds since the Unix epoch now.
 pub fn now_ms() -> i64 {
     crate::lease::now_ms()

@@ -3,6 +3,7 @@
 //! on drop. The scripts are what a person runs ("try it on one machine"), so the suites drive
 //! exactly them rather than a second copy of their steps.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -45,6 +46,48 @@ impl ClusterNode {
             .output()
             .expect("docker -H")
     }
+
+    /// The node (hostname) each sandbox service's task runs on, asked of this node's daemon.
+    pub fn placements(&self) -> BTreeMap<String, String> {
+        let ids = self.docker(&["service", "ls", "-q", "--filter", "label=sandboxd.sandbox=1"]);
+        let ids: Vec<String> =
+            String::from_utf8_lossy(&ids.stdout).split_whitespace().map(String::from).collect();
+        if ids.is_empty() {
+            return BTreeMap::new();
+        }
+        let mut args = vec!["service", "ps", "--format", "{{.Name}} {{.Node}}"];
+        args.extend(ids.iter().map(String::as_str));
+        let out = self.docker(&args);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let (task, host) = l.split_once(' ')?;
+                Some((
+                    task.rsplit_once('.')?.0.trim_start_matches(['\\', '_', ' ']).to_string(),
+                    host.to_string(),
+                ))
+            })
+            .collect()
+    }
+
+    /// The names of the Swarm objects of `kind` (`service`, `config`) this node's daemon lists,
+    /// sorted; `None` when the daemon does not answer.
+    pub fn swarm_names(&self, kind: &str) -> Option<Vec<String>> {
+        let out = self.docker(&[kind, "ls", "--format", "{{.Name}}"]);
+        if !out.status.success() {
+            return None;
+        }
+        let mut names: Vec<String> =
+            String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect();
+        names.sort();
+        Some(names)
+    }
+
+    /// `docker node update --availability AVAILABILITY NODE`, asked of this node.
+    pub fn set_availability(&self, node: &str, availability: &str) {
+        let out = self.docker(&["node", "update", "--availability", availability, node]);
+        assert!(out.status.success(), "node update {node}: {}", String::from_utf8_lossy(&out.stderr));
+    }
 }
 
 /// A running test cluster; removed (whatever its state) when dropped.
@@ -52,6 +95,9 @@ pub struct TestCluster {
     pub name: String,
     pub dir: PathBuf,
     pub nodes: Vec<ClusterNode>,
+    /// The ids of the containers its daemons made, read before `down` removes their data roots,
+    /// so [`TestCluster::leftovers`] can find a container process that outlived them.
+    containers: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// What `cluster-up.sh` printed and returned, for tests of its failures.
@@ -85,7 +131,7 @@ impl TestCluster {
         // A letter then hex: the scripts allow 1-8 lowercase letters or digits.
         let name = format!("t{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
         let dir = PathBuf::from(format!("/tmp/{name}"));
-        let cluster = TestCluster { name, dir, nodes: Vec::new() };
+        let cluster = TestCluster { name, dir, nodes: Vec::new(), containers: Default::default() };
         let mut command = cluster.script("cluster-up.sh");
         command
             .arg(nodes.to_string())
@@ -124,15 +170,49 @@ impl TestCluster {
         std::fs::read_to_string(self.dir.join("token")).expect("cluster token").trim().to_string()
     }
 
+    /// `scripts/cluster-node.sh ACTION NODE WHAT` (`kill|stop|start|restart`,
+    /// `dockerd|sandboxd|all`); panics with what it said when it fails.
+    pub fn node_action(&self, action: &str, node: &ClusterNode, what: &str) {
+        let out = self
+            .script("cluster-node.sh")
+            .args([action, &node.name, what])
+            .output()
+            .expect("cluster-node.sh");
+        assert!(
+            out.status.success(),
+            "cluster-node.sh {action} {} {what}: {}",
+            node.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// `cluster-down.sh`; true when it succeeded. Safe to call more than once.
     pub fn down(&self) -> bool {
+        self.remember_containers();
         self.script("cluster-down.sh").output().is_ok_and(|o| o.status.success())
     }
 
-    /// What of the cluster is still there: processes naming its directory, its network
-    /// namespaces, mounts under its directory, the directory itself. Empty after `down`.
+    /// Notes the ids of the containers in every node's data root.
+    fn remember_containers(&self) {
+        let mut containers = self.containers.lock().unwrap_or_else(|p| p.into_inner());
+        for node in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+            for entry in
+                std::fs::read_dir(node.path().join("data/containers")).into_iter().flatten().flatten()
+            {
+                let id = entry.file_name().to_string_lossy().into_owned();
+                if id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    containers.insert(id);
+                }
+            }
+        }
+    }
+
+    /// What of the cluster is still there: processes naming its directory, processes of the
+    /// containers its daemons made (orphans of a killed shim), its network namespaces, mounts
+    /// under its directory, the directory itself. Empty after `down`.
     pub fn leftovers(&self) -> Vec<String> {
         let dir = format!("{}/", self.dir.display());
+        let containers = self.containers.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut left = Vec::new();
         for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
             let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
@@ -142,6 +222,13 @@ impl TestCluster {
                 .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&dir))
             {
                 left.push(format!("process {pid}"));
+            }
+            // A zombie is dead already, waiting for its reaper.
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z'));
+            let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+            if let Some(id) = containers.iter().find(|id| !zombie && cgroup.contains(id.as_str())) {
+                left.push(format!("process {pid} of container {}", &id[..12]));
             }
         }
         let netns = Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");

@@ -12,6 +12,23 @@ pub async fn eventually(within: Duration, what: &str, mut done: impl FnMut() -> 
     }
 }
 
+/// Poll the async `check` every 250 ms until it gives a value, failing past `within` with `what`
+/// and the last thing `check` said (`Err`).
+pub async fn until<T, F, Fut>(within: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        match check().await {
+            Ok(value) => return value,
+            Err(last) => assert!(Instant::now() < deadline, "{what} (waited {within:?}; last: {last})"),
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// Polls `check` every 100 ms until it holds (`Some`) or `within` passes (`None`); blocks the
 /// thread (for code outside a runtime, and for callers that report the failure themselves).
 pub fn wait_until(within: Duration, mut check: impl FnMut() -> bool) -> Option<()> {

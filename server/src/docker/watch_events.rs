@@ -48,7 +48,14 @@ impl Follower {
             .or_else(|| event.get("time").and_then(|t| t.as_i64()).map(|s| s * 1000))
             .unwrap_or_else(crate::watch::now_ms);
         let creating = name.strip_prefix(CREATING_NAME_PREFIX).map(|hex| format!("sandboxd-{hex}"));
-        let sandbox_id = creating.clone().unwrap_or_else(|| name.clone());
+        // A Swarm task's container (cluster mode) is `<service>.<slot>.<task>`, never renamed: its
+        // service is the sandbox. Its create is the sandbox's CREATED; READY is told by the node
+        // whose create completed (`docker/swarm/create.rs`), once the files are written.
+        let task_of = attributes
+            .get(super::swarm::argv::SERVICE_NAME_LABEL)
+            .filter(|s| crate::spec::SandboxId::has_valid_shape(s))
+            .cloned();
+        let sandbox_id = task_of.clone().or_else(|| creating.clone()).unwrap_or_else(|| name.clone());
         if !crate::spec::SandboxId::has_valid_shape(&sandbox_id) {
             return;
         }
@@ -67,6 +74,7 @@ impl Follower {
             }
         };
         match (action, creating.is_some()) {
+            ("create", _) if task_of.is_some() => hub.publish(make(EventKind::Created)),
             ("create", true) => hub.publish(make(EventKind::Created)),
             ("rename", false) => {
                 // A create's last step (from its creating name); any container renamed to an id
@@ -170,6 +178,26 @@ mod tests {
         assert_eq!((got[3].exit_code, got[3].oom_killed), (Some(137), true));
         assert_eq!(got[4].reason, "closed by the operator");
         assert_eq!(got[4].time_unix_ms, 5);
+    }
+
+    #[test]
+    fn a_swarm_tasks_container_is_its_services_sandbox() {
+        let hub = EventHub::new(64);
+        let mut rx = hub.subscribe();
+        let mut f = Follower::default();
+        let id = format!("sandboxd-{HEX}");
+        let task = format!(r#","com.docker.swarm.service.name":"{id}""#);
+        let container = format!("{id}.1.x7fh2kq9");
+        for action in ["create", "start", "pause", "unpause", "die", "destroy"] {
+            f.line(&hub, &line(action, &container, &task));
+        }
+        let got: Vec<std::sync::Arc<SandboxEvent>> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+        use EventKind::*;
+        assert_eq!(
+            got.iter().map(|e| e.kind).collect::<Vec<_>>(),
+            [Created, Paused, Resumed, Stopped, Removed]
+        );
+        assert!(got.iter().all(|e| e.sandbox.sandbox_id == id));
     }
 
     #[test]

@@ -12,13 +12,19 @@
 //! Pools belong to the tenant that created them (`None`: the operator's and the config
 //! file's, which every caller may claim from); a tenant never sees another tenant's pool.
 //! Everything goes through `Lifecycle` and `SandboxBackend`, so any backend gets pools.
+//!
+//! In a cluster the pools are the cluster's, not one process's: the wiring hands [`Pools`] a
+//! [`SharedPools`] (kept in the cluster's replicated state) and every call goes there; the
+//! single-host registry below is then unused. What stays here for both is the caller's lease
+//! policy and the rule that a claim the caller left behind is removed.
 
 pub mod rules;
+pub mod shared;
 pub mod template;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tracing::Instrument;
@@ -28,6 +34,7 @@ use crate::error::{ProviderError, Result};
 use crate::inventory::ListQuery;
 use crate::lifecycle::Lifecycle;
 use crate::spec::{PoolMember, SandboxHandle, SandboxSpec};
+pub use shared::SharedPools;
 pub use template::PoolSpec;
 
 /// How many members of one pool are started at once.
@@ -40,7 +47,7 @@ const REFILL_TICK: Duration = Duration::from_secs(1);
 pub const MAX_POOLS_PER_OWNER: usize = 64;
 
 /// A pool is found by its owner (a tenant, `None` for the operator) and name.
-type PoolKey = (Option<String>, String);
+pub type PoolKey = (Option<String>, String);
 
 /// Why a pool call failed (the service maps each to its status code).
 #[derive(Debug, thiserror::Error)]
@@ -99,6 +106,8 @@ pub struct Pools {
     pools: Mutex<BTreeMap<PoolKey, Pool>>,
     next_generation: std::sync::atomic::AtomicU64,
     wake: tokio::sync::Notify,
+    /// The cluster's pools, when this server is one node of a cluster.
+    shared: OnceLock<Arc<dyn SharedPools>>,
 }
 
 impl Pools {
@@ -110,7 +119,18 @@ impl Pools {
             pools: Mutex::default(),
             next_generation: std::sync::atomic::AtomicU64::new(1),
             wake: tokio::sync::Notify::new(),
+            shared: OnceLock::new(),
         })
+    }
+
+    /// From now on every pool call goes to `shared` (a cluster's pools); set once, before
+    /// serving.
+    pub fn share_through(&self, shared: Arc<dyn SharedPools>) {
+        let _ = self.shared.set(shared);
+    }
+
+    fn shared(&self) -> Option<&Arc<dyn SharedPools>> {
+        self.shared.get()
     }
 
     /// This server's owner mark, kept in `<state_dir>/pool-owner` (made on first use), so a
@@ -139,8 +159,11 @@ impl Pools {
     }
 
     /// `CreatePool`: a pool of `tenant`'s (`None`: everyone's).
-    pub fn create(&self, tenant: Option<String>, spec: PoolSpec) -> Result<PoolStatus, PoolError> {
+    pub async fn create(&self, tenant: Option<String>, spec: PoolSpec) -> Result<PoolStatus, PoolError> {
         spec.validate("pool")?;
+        if let Some(shared) = self.shared() {
+            return shared.create(tenant, spec).await;
+        }
         let key = (tenant.clone(), spec.name.clone());
         self.insert(tenant, spec, false)?;
         self.wake.notify_one();
@@ -176,7 +199,10 @@ impl Pools {
 
     /// The pools `tenant` can claim from (its own and everyone's); the operator (`None`) sees
     /// every pool.
-    pub fn list(&self, tenant: Option<&str>) -> Vec<PoolStatus> {
+    pub async fn list(&self, tenant: Option<&str>) -> Result<Vec<PoolStatus>, PoolError> {
+        if let Some(shared) = self.shared() {
+            return shared.list(tenant).await;
+        }
         let keys: Vec<PoolKey> = self
             .lock()
             .keys()
@@ -185,7 +211,7 @@ impl Pools {
             .collect();
         let mut found: Vec<PoolStatus> = keys.iter().filter_map(|k| self.status_of(k)).collect();
         found.sort_by(|a, b| (&a.spec.name, &a.tenant).cmp(&(&b.spec.name, &b.tenant)));
-        found
+        Ok(found)
     }
 
     fn status_of(&self, key: &PoolKey) -> Option<PoolStatus> {
@@ -207,6 +233,9 @@ impl Pools {
     /// returns how many were removed. A tenant reaches only its own pools, the operator only
     /// everyone's.
     pub async fn delete(&self, tenant: Option<&str>, name: &str) -> Result<u32, PoolError> {
+        if let Some(shared) = self.shared() {
+            return shared.delete(tenant, name).await;
+        }
         let key = (tenant.map(String::from), name.to_string());
         let pool = {
             let mut pools = self.lock();
@@ -232,12 +261,15 @@ impl Pools {
     /// The pool a `Create` is for: the one it names (`NotFound` when `tenant` sees none of that
     /// name; its other fields must fit the template), else the first, by name, whose template
     /// it matches; `None`: no pool, an ordinary create.
-    pub fn pool_for(
+    pub async fn pool_for(
         &self,
         tenant: Option<&str>,
         named: Option<&str>,
         call: &SandboxSpec,
     ) -> Result<Option<(PoolKey, PoolSpec)>, PoolError> {
+        if let Some(shared) = self.shared() {
+            return shared.pool_for(tenant, named, call).await;
+        }
         let pools = self.lock();
         if let Some(name) = named {
             let own = tenant.map(|t| (Some(t.to_string()), name.to_string()));
@@ -268,7 +300,13 @@ impl Pools {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let (this, key, spec, call) = (self.clone(), key.clone(), spec.clone(), call.clone());
         let work = async move {
-            let claimed = this.claim_now(&key, &spec, &call).await;
+            let claimed = match this.shared() {
+                Some(shared) => {
+                    let ttl = this.lifecycle.lease_ttl(call.ttl_s);
+                    shared.claim(&key, &spec, &call, ttl).await
+                }
+                None => this.claim_now(&key, &spec, &call).await,
+            };
             if let Err(Ok(Claimed::Ready(handle))) = tx.send(claimed) {
                 tracing::warn!(sandbox_id = %handle.sandbox_id, "the caller went away before its claim finished; removing the sandbox");
                 let _ = this.lifecycle.close(&handle.id()).await;
@@ -332,6 +370,9 @@ impl Pools {
     /// Keep every pool at its target until `shutdown` turns true. Before the first refill, the
     /// unclaimed members an earlier run of this server left are removed.
     pub async fn run(self: Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        if let Some(shared) = self.shared().cloned() {
+            return shared.run(shutdown).await;
+        }
         if let Err(e) = self.remove_leftovers().await {
             tracing::warn!(error = %e, "could not list the pools' sandboxes left by an earlier run");
         }

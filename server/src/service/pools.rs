@@ -36,7 +36,7 @@ pub(super) async fn create_from_pool(
     if let Some(name) = named {
         crate::pools::rules::check_name("spec.pool", name).map_err(|(f, m)| invalid(&f, m))?;
     }
-    let Some((key, pool)) = api.pools.pool_for(call.tenant.as_deref(), named, call)? else {
+    let Some((key, pool)) = api.pools.pool_for(call.tenant.as_deref(), named, call).await? else {
         return Ok(None);
     };
     let effective = pool.claimed_spec(call);
@@ -69,7 +69,7 @@ pub(super) async fn create_pool(
             api.check_policy(template)?;
         }
         let spec = convert::pool_spec_from_proto(pool)?;
-        let status = api.pools.create(principal.tenant().map(String::from), spec)?;
+        let status = api.pools.create(principal.tenant().map(String::from), spec).await?;
         tracing::info!(pool = %status.spec.name, target = status.spec.target, max = status.spec.max, "pool created");
         Ok(Response::new(pb::CreatePoolResponse { pool: Some(convert::pool_info(status)) }))
     }
@@ -83,7 +83,7 @@ pub(super) async fn list_pools(
 ) -> Result<Response<pb::ListPoolsResponse>, Status> {
     let principal = Principal::of(&request);
     SandboxApi::require_key(&principal, "ListPools")?;
-    let pools = api.pools.list(principal.tenant()).into_iter().map(convert::pool_info).collect();
+    let pools = api.pools.list(principal.tenant()).await?.into_iter().map(convert::pool_info).collect();
     Ok(Response::new(pb::ListPoolsResponse { pools }))
 }
 

@@ -181,12 +181,31 @@ impl Services {
                 "swarm needs --auth-token-file: its key is the cluster token the nodes present to each other",
             ))
             })?;
-        let backend =
+        let backend = Arc::new(
             crate::docker::swarm::SwarmBackend::new(config.docker.clone(), config.cluster.clone(), token)
-                .await?;
+                .await?,
+        );
         let swarm = backend.swarm().clone();
-        let mut services = Self::build(Arc::new(backend), config, auth_token).await?;
+        let mut services = Self::build(backend.clone(), config, auth_token).await?;
         services.forward = crate::docker::swarm::ForwardLayer::new(Some(swarm));
+        // Pools and their claims are the cluster's (kept in Swarm); the node's claim store
+        // keeps the claims its calls need.
+        let claims = services.lifecycle.claims().clone();
+        backend.use_claims(claims.clone());
+        let config_pools = config
+            .pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| crate::pools::PoolSpec::from_config(p, i))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(ServeError::Pools)?;
+        let shared = crate::docker::swarm::ClusterPools::new(
+            backend,
+            config_pools,
+            claims,
+            config.server.create_timeout,
+        );
+        services.pools.share_through(shared);
         Ok(services)
     }
 

@@ -5,6 +5,9 @@
 //! full (it stopped reading) or who fell behind the hub is ended with RESOURCE_EXHAUSTED after
 //! what it had queued, so no watcher makes the server buffer without bound. A watcher is ended
 //! with UNAVAILABLE when the event source stops (it could not know what it missed).
+//!
+//! In a cluster the other nodes' events are merged in (`SandboxBackend::peer_events`); a `Watch`
+//! another node makes for that ([`NodeOnly`]) is served this node's own events only.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +24,7 @@ use super::inventory::{info, status_from_proto};
 use super::{convert, BoxStream, SandboxApi};
 use crate::auth::Principal;
 use crate::inventory::ListQuery;
-use crate::watch::{EventKind, SandboxEvent};
+use crate::watch::{EventKind, NodeOnly, PeerEvents, SandboxEvent, WatchFilter};
 
 /// How long a new watch waits for the event source to come up.
 const SOURCE_WAIT: Duration = Duration::from_secs(10);
@@ -35,12 +38,16 @@ pub(super) async fn watch(
 ) -> Result<Response<BoxStream<pb::WatchResponse>>, Status> {
     let principal = Principal::of(&request);
     SandboxApi::require_key(&principal, "Watch")?;
+    let node_only = request.extensions().get::<NodeOnly>().cloned();
     let req = request.into_inner();
     let span = tracing::info_span!("rpc", rpc = "Watch");
     let labels = convert::sorted(req.labels);
     crate::metadata::validate_metadata("labels", &labels)?;
     let statuses = req.statuses.iter().map(|&s| status_from_proto(s)).collect::<Result<Vec<_>, _>>()?;
-    let tenant = principal.tenant().map(String::from);
+    let tenant = match &node_only {
+        Some(merging) => merging.tenant.clone(),
+        None => principal.tenant().map(String::from),
+    };
     let hub = api
         .backend()
         .event_hub()
@@ -53,6 +60,14 @@ pub(super) async fn watch(
             "the server's event source (docker events) is not running; try again",
         ));
     }
+    let mut peers = match node_only {
+        Some(_) => None,
+        None => {
+            let filter =
+                WatchFilter { labels: labels.clone(), statuses: statuses.clone(), tenant: tenant.clone() };
+            api.backend().peer_events(&filter).await
+        }
+    };
     let mut existing = Vec::new();
     if req.include_existing {
         let mut query = ListQuery {
@@ -98,6 +113,12 @@ pub(super) async fn watch(
             let end = loop {
                 let event = tokio::select! {
                     event = events.recv() => event,
+                    Some(event) = next_peer_event(&mut peers) => match event {
+                        Ok(event) => Ok(Arc::new(event)),
+                        Err(why) => break Status::resource_exhausted(format!(
+                            "watcher fell behind: {why}; watch again (with include_existing)"
+                        )),
+                    },
                     _ = tx.closed() => return,
                     _ = shutdown.wait_for(|down| *down) => {
                         break Status::unavailable("the server is shutting down");
@@ -140,6 +161,14 @@ pub(super) async fn watch(
     // What was queued is delivered first, then the reason the watch ended.
     let ended = futures_util::stream::once(end_rx).filter_map(|end| async move { end.ok().map(Err) });
     Ok(Response::new(Box::pin(ReceiverStream::new(rx).chain(ended))))
+}
+
+/// The next event of the other nodes of a cluster; never, on one host.
+async fn next_peer_event(peers: &mut Option<PeerEvents>) -> Option<Result<SandboxEvent, String>> {
+    match peers {
+        Some(peers) => peers.next().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Who closed a sandbox, for its REMOVED event.

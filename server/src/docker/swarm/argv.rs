@@ -111,6 +111,12 @@ fn sandbox_labels(spec: &SandboxSpec) -> Vec<(String, String)> {
     for (k, v) in &spec.metadata {
         labels.push((format!("{}{k}", crate::docker::labels::METADATA_LABEL_PREFIX), v.clone()));
     }
+    // A cluster pool's member: its pool, and the pool's key (`PoolMember::owner` in cluster
+    // mode: the pool is the cluster's, not one server's).
+    if let Some(member) = &spec.pool_member {
+        labels.push((s(crate::docker::labels::POOL_LABEL), member.pool.clone()));
+        labels.push((s(super::records::POOL_KEY_LABEL), member.owner.clone()));
+    }
     labels
 }
 
@@ -278,15 +284,31 @@ pub fn swarm_info_args() -> Vec<String> {
     ]
 }
 
-/// The container of service `id`'s task on this daemon (full id), if it is here.
+/// The container of service `id`'s task on this daemon, if it is here: `full id \t pool key`
+/// (the key empty unless it is a pool's member).
 pub fn local_task_container_args(id: &str) -> Vec<String> {
     vec![
         s("ps"),
         s("-a"),
-        s("-q"),
         s("--no-trunc"),
         s("--filter"),
         format!("label={SERVICE_NAME_LABEL}={id}"),
+        s("--format"),
+        format!("{{{{.ID}}}}\t{{{{.Label \"{}\"}}}}", super::records::POOL_KEY_LABEL),
+    ]
+}
+
+/// Marks pool member `id` ready to be claimed, with the shell its node found (a label-only
+/// update: the task is not restarted).
+pub fn mark_ready_args(id: &str, shell: &str) -> Vec<String> {
+    vec![
+        s("service"),
+        s("update"),
+        s("--detach"),
+        s("--quiet"),
+        s("--label-add"),
+        format!("{}={shell}", super::records::POOL_READY_LABEL),
+        s(id),
     ]
 }
 
@@ -419,11 +441,16 @@ mod tests {
             [
                 "ps",
                 "-a",
-                "-q",
                 "--no-trunc",
                 "--filter",
-                &format!("label=com.docker.swarm.service.name={ID}")
+                &format!("label=com.docker.swarm.service.name={ID}"),
+                "--format",
+                "{{.ID}}\t{{.Label \"sandboxd.pool.key\"}}"
             ]
+        );
+        assert_eq!(
+            mark_ready_args(ID, "/bin/sh"),
+            ["service", "update", "--detach", "--quiet", "--label-add", "sandboxd.pool.ready=/bin/sh", ID]
         );
         assert_eq!(
             node_inspect_args("n1")[3],

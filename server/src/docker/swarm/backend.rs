@@ -3,17 +3,23 @@
 //! whole cluster); every call about one sandbox that reaches this backend is about a sandbox
 //! on this node (the forwarding layer sent the others away), and is the docker backend's, on
 //! the task's container (its sandbox id is made an alias of that container for the docker CLI).
+//! A claimed pool member's claim (its env, metadata, tenant) is read from Swarm the first time
+//! a call about it reaches a node, into the node's claim store that every call reads.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use super::argv;
+use super::engine::Engine;
 use super::placement::Swarm;
+use super::records;
+use super::watch::Peers;
 use crate::backend::{
     CreatePlan, CreatePolicy, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource,
 };
 use crate::branching::{DiffEntry, Forked, SnapshotInfo};
+use crate::claims::ClaimStore;
 use crate::config::{ClusterSection, DockerConfig};
 use crate::docker::cli::{DockerCli, Pool};
 use crate::docker::failure::CliError;
@@ -35,8 +41,14 @@ pub struct SwarmBackend {
     pub(super) local: Arc<DockerProvider>,
     pub(super) swarm: Arc<Swarm>,
     pub(super) cli: DockerCli,
+    pub(super) engine: Engine,
     pub(super) docker_config: DockerConfig,
     pub(super) cluster: ClusterSection,
+    pub(super) peers: Arc<Peers>,
+    /// The node's claim store (the lifecycle's), once the wiring handed it over.
+    claims: OnceLock<ClaimStore>,
+    /// The sandboxes of this node that got an alias, and whether each is a pool's member.
+    here: Mutex<HashMap<String, bool>>,
 }
 
 impl SwarmBackend {
@@ -46,15 +58,40 @@ impl SwarmBackend {
     pub async fn new(mut docker: DockerConfig, cluster: ClusterSection, token: String) -> Result<Self> {
         argv::check_config(&docker.create)
             .map_err(|e| ProviderError::invalid(format!("docker.{}", e.field), e.message))?;
+        let engine = Engine::local().map_err(ProviderError::Unavailable)?;
         docker.exec.engine = crate::config::ExecEngineKind::Docker;
         let local = Arc::new(DockerProvider::new(docker.clone())?);
         let cli = local.cli().in_pool(Pool::Control);
         let swarm = Arc::new(Swarm::join(cli.clone(), &cluster, token).await?);
-        Ok(Self { local, swarm, cli, docker_config: docker, cluster })
+        let peers = Peers::new(swarm.clone(), engine.clone(), cluster.peer_port);
+        // This node's events from the start: another node merging them must not wait for the
+        // `docker events` stream to come up (see `watch.rs`).
+        let _ = SandboxBackend::event_hub(&*local);
+        Ok(Self {
+            local,
+            swarm,
+            cli,
+            engine,
+            docker_config: docker,
+            cluster,
+            peers,
+            claims: OnceLock::new(),
+            here: Mutex::default(),
+        })
     }
 
     pub fn swarm(&self) -> &Arc<Swarm> {
         &self.swarm
+    }
+
+    /// Keep pool claims read from Swarm in `claims` (the lifecycle's store, which every call
+    /// reads); set once by the wiring.
+    pub fn use_claims(&self, claims: ClaimStore) {
+        let _ = self.claims.set(claims);
+    }
+
+    pub(super) fn claims(&self) -> Option<&ClaimStore> {
+        self.claims.get()
     }
 
     /// Makes `id` name its task's container on this daemon; `SandboxNotFound` when it has none
@@ -68,16 +105,46 @@ impl SwarmBackend {
             return Ok(());
         }
         let out = self.swarm.docker(argv::local_task_container_args(id)).await?;
-        match out.stdout_text().lines().map(str::trim).find(|l| !l.is_empty()) {
-            Some(container) => {
-                aliases.insert(id, container);
-                Ok(())
-            }
-            None => Err(ProviderError::SandboxNotFound(id.into())),
+        let text = out.stdout_text();
+        let Some(line) = text.lines().map(str::trim).find(|l| !l.is_empty()) else {
+            return Err(ProviderError::SandboxNotFound(id.into()));
+        };
+        let (container, pool_key) = line.split_once('\t').unwrap_or((line, ""));
+        aliases.insert(id, container);
+        if let Ok(mut here) = self.here.lock() {
+            here.insert(id.to_string(), !pool_key.trim().is_empty());
+        }
+        Ok(())
+    }
+
+    /// Whether sandbox `id` (aliased on this node) is a pool's member.
+    fn is_local_member(&self, id: &str) -> bool {
+        self.here.lock().ok().and_then(|h| h.get(id).copied()).unwrap_or(false)
+    }
+
+    /// A pool member's claim, read from Swarm into the node's claim store when the store does
+    /// not have it yet (claims never change; an unclaimed member is asked again next time).
+    pub(super) async fn learn_claim(&self, id: &str) {
+        let Some(claims) = self.claims() else { return };
+        if claims.get(id).is_some() {
+            return;
+        }
+        match self.engine.config(&records::claim_config_name(id)).await {
+            Ok(Some(config)) => match records::read_claim(&config.data()) {
+                Some(claim) => {
+                    if let Err(e) = claims.set(id, claim) {
+                        tracing::warn!(sandbox_id = %id, error = %e, "cannot keep a pool claim read from Swarm");
+                    }
+                }
+                None => tracing::warn!(sandbox_id = %id, "unreadable pool claim in Swarm"),
+            },
+            Ok(None) => {}
+            Err(e) => tracing::warn!(sandbox_id = %id, error = %e, "cannot read a pool claim from Swarm"),
         }
     }
 
-    /// `docker service rm`; already gone is success. Forgets the alias and placement.
+    /// `docker service rm`; already gone is success. Forgets what this node kept about it, and
+    /// removes its claim's config when it had one.
     pub(super) async fn remove_service(&self, id: &str) -> bool {
         let removed = match self.swarm.docker(argv::service_rm_args(&[id.to_string()])).await {
             Ok(_) => true,
@@ -88,10 +155,38 @@ impl SwarmBackend {
             }
         };
         if removed {
-            self.cli.aliases().remove(id);
-            self.swarm.forget(id);
+            let claimed = self.claims().is_some_and(|c| c.get(id).is_some()) || self.is_local_member(id);
+            if claimed {
+                if let Err(e) = self.engine.remove_config(&records::claim_config_name(id)).await {
+                    tracing::warn!(sandbox_id = %id, error = %e, "cannot remove a pool claim; the leader's clean-up will");
+                }
+            }
+            self.forget(id);
         }
         removed
+    }
+
+    /// Forget what this node keeps about sandbox `id` (it is gone): its alias, node, claim.
+    pub(super) fn forget(&self, id: &str) {
+        self.cli.aliases().remove(id);
+        self.swarm.forget(id);
+        if let Ok(mut here) = self.here.lock() {
+            here.remove(id);
+        }
+        if let Some(claims) = self.claims() {
+            claims.remove(id);
+        }
+    }
+
+    /// The sandboxes this node keeps something about (aliases, nodes).
+    pub(super) fn known(&self) -> Vec<String> {
+        let mut ids = self.swarm.known();
+        if let Ok(here) = self.here.lock() {
+            ids.extend(here.keys().cloned());
+        }
+        ids.sort();
+        ids.dedup();
+        ids
     }
 
     /// A handle from the service's labels, for a sandbox on another node (the entry node's
@@ -101,6 +196,9 @@ impl SwarmBackend {
         let Some(s) = services.into_iter().find(|s| s.id == id) else {
             return Err(ProviderError::SandboxNotFound(id.into()));
         };
+        if s.labels.contains_key(records::POOL_KEY_LABEL) {
+            self.learn_claim(id).await;
+        }
         Ok(SandboxHandle {
             sandbox_id: id.to_string(),
             image: s.image,
@@ -136,7 +234,13 @@ impl SandboxBackend for SwarmBackend {
 
     async fn lookup(&self, id: &SandboxId) -> Result<SandboxHandle> {
         match self.alias(id.as_str()).await {
-            Ok(()) => SandboxBackend::lookup(&*self.local, id).await,
+            Ok(()) => {
+                let handle = SandboxBackend::lookup(&*self.local, id).await?;
+                if self.is_local_member(id.as_str()) {
+                    self.learn_claim(id.as_str()).await;
+                }
+                Ok(handle)
+            }
             Err(ProviderError::SandboxNotFound(_)) => self.remote_handle(id.as_str()).await,
             Err(e) => Err(e),
         }
@@ -144,7 +248,11 @@ impl SandboxBackend for SwarmBackend {
 
     async fn connect(&self, descriptor: &SandboxDescriptor) -> Result<SandboxHandle> {
         self.alias(&descriptor.sandbox_id).await?;
-        SandboxBackend::connect(&*self.local, descriptor).await
+        let handle = SandboxBackend::connect(&*self.local, descriptor).await?;
+        if self.is_local_member(&descriptor.sandbox_id) {
+            self.learn_claim(&descriptor.sandbox_id).await;
+        }
+        Ok(handle)
     }
 
     async fn exec(&self, handle: &SandboxHandle, command: &str, params: &ExecParams) -> Result<ExecResult> {
@@ -269,5 +377,18 @@ impl SandboxBackend for SwarmBackend {
     async fn logs(&self, id: &SandboxId, options: crate::logs::LogOptions) -> Result<crate::logs::LogStream> {
         self.alias(id.as_str()).await?;
         SandboxBackend::logs(&*self.local, id, options).await
+    }
+
+    async fn stats(&self, id: &SandboxId) -> Result<crate::stats::SandboxStats> {
+        self.alias(id.as_str()).await?;
+        SandboxBackend::stats(&*self.local, id).await
+    }
+
+    fn event_hub(&self) -> Option<Arc<crate::watch::EventHub>> {
+        SandboxBackend::event_hub(&*self.local)
+    }
+
+    async fn peer_events(&self, filter: &crate::watch::WatchFilter) -> Option<crate::watch::PeerEvents> {
+        Some(self.peers.merge(filter.clone()).await)
     }
 }

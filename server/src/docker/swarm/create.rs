@@ -14,8 +14,10 @@ use super::backend::SwarmBackend;
 use super::placement::{Placement, CLUSTER_TOKEN_HEADER};
 use crate::backend::{CreatePlan, SandboxBackend};
 use crate::error::{ProviderError, Result};
+use crate::inventory::SandboxSummary;
 use crate::lease;
-use crate::spec::{SandboxDescriptor, SandboxHandle, SandboxSpec};
+use crate::spec::{SandboxDescriptor, SandboxHandle, SandboxId, SandboxSpec, SandboxStatus};
+use crate::watch::{EventKind, SandboxEvent};
 
 /// Task states after which it never runs (`restart-condition none`).
 const FINAL_STATES: [&str; 6] = ["failed", "rejected", "complete", "shutdown", "orphaned", "remove"];
@@ -67,6 +69,51 @@ impl SwarmBackend {
         }
         let handle = result?;
         tracing::info!(sandbox_id = %id, shell = %handle.shell, "sandbox created in the swarm");
+        self.tell_ready(spec, &handle, &labels);
+        Ok(handle)
+    }
+
+    /// READY for watchers, from the node whose create completed (the owning node's daemon
+    /// told CREATED; files are written only now).
+    fn tell_ready(&self, spec: &SandboxSpec, handle: &SandboxHandle, lease: &[(&str, String)]) {
+        let Some(hub) = SandboxBackend::event_hub(&*self.local) else { return };
+        let label =
+            |key: &str| lease.iter().find(|(k, _)| *k == key).and_then(|(_, v)| v.parse::<i64>().ok());
+        let sandbox = SandboxSummary {
+            sandbox_id: handle.sandbox_id.clone(),
+            image: crate::spec::normalize_image(&spec.image).to_string(),
+            status: SandboxStatus::Running,
+            created_ns: label(lease::CREATED_LABEL).map_or(0, |ms| i128::from(ms) * 1_000_000),
+            ports: handle.ports.clone(),
+            workdir: handle.workdir.clone(),
+            metadata: handle.metadata.clone(),
+            expires_at_unix_ms: label(lease::EXPIRES_LABEL),
+            reserved_millicpus: 0,
+            reserved_memory_mib: 0,
+            pool: spec.pool_member.as_ref().map(|m| m.pool.clone()),
+            tenant: handle.tenant.clone(),
+        };
+        hub.publish(SandboxEvent {
+            kind: EventKind::Ready,
+            sandbox,
+            tenant: handle.tenant.clone(),
+            time_unix_ms: lease::now_ms(),
+            exit_code: None,
+            oom_killed: false,
+            reason: String::new(),
+        });
+    }
+
+    /// A warm pool's member (`spec.pool_member` set: its pool and the pool's key), with no lease
+    /// until it is claimed, then marked ready to be claimed. Removed when any step fails.
+    pub(super) async fn create_member(&self, spec: &SandboxSpec, timeout: Duration) -> Result<SandboxHandle> {
+        let plan = CreatePlan { id: SandboxId::generate(), ttl: None, timeout };
+        let handle = self.create_in_swarm(spec, &plan).await?;
+        let ready = argv::mark_ready_args(&handle.sandbox_id, &handle.shell);
+        if let Err(e) = self.swarm.docker(ready).await {
+            self.remove_service(&handle.sandbox_id).await;
+            return Err(e.into());
+        }
         Ok(handle)
     }
 
@@ -104,23 +151,11 @@ impl SwarmBackend {
             self.alias(id).await?;
             let handle = SandboxBackend::connect(&*self.local, &descriptor).await?;
             for (path, content) in &spec.files {
-                SandboxBackend::upload(
-                    &*self.local,
-                    &handle,
-                    Box::new(content.as_slice()),
-                    content.len() as u64,
-                    path,
-                    None,
-                )
-                .await?;
+                self.upload_on(placement, id, path, content).await?;
             }
             return Ok(handle);
         }
-        let channel = self.swarm.channel(&placement.node.addr)?;
-        let mut client = SandboxServiceClient::new(channel)
-            .max_decoding_message_size(64 << 20)
-            .max_encoding_message_size(64 << 20);
-        let node = &placement.node.hostname;
+        let mut client = self.peer_client(placement)?;
         let connect = pb::ConnectRequest {
             sandbox: Some(pb::SandboxRef {
                 sandbox_id: id.to_string(),
@@ -131,24 +166,10 @@ impl SwarmBackend {
         let answer = client
             .connect(self.peer_request(connect)?)
             .await
-            .map_err(|s| peer_failure(node, "Connect", s))?
+            .map_err(|s| peer_failure(&placement.node.hostname, "Connect", s))?
             .into_inner();
         for (path, content) in &spec.files {
-            let mut messages = vec![pb::UploadRequest {
-                request: Some(pb::upload_request::Request::Header(pb::UploadHeader {
-                    sandbox_id: id.to_string(),
-                    path: path.clone(),
-                    mode: None,
-                    size: Some(content.len() as u64),
-                })),
-            }];
-            messages.extend(content.chunks(CHUNK).map(|c| pb::UploadRequest {
-                request: Some(pb::upload_request::Request::Chunk(c.to_vec())),
-            }));
-            client
-                .upload(self.peer_request(futures_util::stream::iter(messages))?)
-                .await
-                .map_err(|s| peer_failure(node, "Upload", s))?;
+            self.upload_on(placement, id, path, content).await?;
         }
         Ok(SandboxHandle {
             sandbox_id: id.to_string(),
@@ -159,6 +180,49 @@ impl SwarmBackend {
             metadata: spec.metadata.clone(),
             tenant: spec.tenant.clone(),
         })
+    }
+
+    /// Writes one file into sandbox `id`, on this node's docker backend or through the owning
+    /// node's sandboxd.
+    pub(super) async fn upload_on(
+        &self,
+        placement: &Placement,
+        id: &str,
+        path: &str,
+        content: &[u8],
+    ) -> Result<()> {
+        if placement.local {
+            self.alias(id).await?;
+            let handle = SandboxBackend::lookup(&*self.local, &SandboxId::parse("sandbox_id", id)?).await?;
+            let size = content.len() as u64;
+            SandboxBackend::upload(&*self.local, &handle, Box::new(content), size, path, None).await?;
+            return Ok(());
+        }
+        let mut messages = vec![pb::UploadRequest {
+            request: Some(pb::upload_request::Request::Header(pb::UploadHeader {
+                sandbox_id: id.to_string(),
+                path: path.to_string(),
+                mode: None,
+                size: Some(content.len() as u64),
+            })),
+        }];
+        messages.extend(
+            content
+                .chunks(CHUNK)
+                .map(|c| pb::UploadRequest { request: Some(pb::upload_request::Request::Chunk(c.to_vec())) }),
+        );
+        self.peer_client(placement)?
+            .upload(self.peer_request(futures_util::stream::iter(messages))?)
+            .await
+            .map_err(|s| peer_failure(&placement.node.hostname, "Upload", s))?;
+        Ok(())
+    }
+
+    fn peer_client(&self, placement: &Placement) -> Result<SandboxServiceClient<tonic::transport::Channel>> {
+        let channel = self.swarm.channel(&placement.node.addr)?;
+        Ok(SandboxServiceClient::new(channel)
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(64 << 20))
     }
 
     /// A request to another node: the cluster token as bearer and as the relayed-call mark.

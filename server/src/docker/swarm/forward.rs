@@ -1,11 +1,13 @@
 //! Any node answers any RPC: a tower layer in front of the gRPC routes reads the sandbox id of a
 //! call about one sandbox (field 1 of its first message, or field 1 of the message there),
 //! asks Swarm where that sandbox runs and, when it is another node, relays the whole HTTP/2
-//! call to that node's sandboxd: unary, server-streaming and the bidirectional `Pty` and
-//! `Upload` streams alike, bytes untouched. The caller's headers go along (its bearer is
-//! checked by the owning node, as on one host), the deadline is what is left of the caller's,
-//! and a caller that goes away resets the relayed stream. The cluster token marks a relayed
-//! call, so the owning node serves it itself and a call never travels twice.
+//! call to that node's sandboxd: unary, server-streaming and the bidirectional `Pty`,
+//! `PortForward` and `Upload` streams alike, bytes untouched. The caller's headers go along (its
+//! bearer is checked by the owning node, as on one host), the deadline is what is left of the
+//! caller's, and a caller that goes away resets the relayed stream. The cluster token marks a
+//! relayed call, so the owning node serves it itself and a call never travels twice. A `Watch`
+//! carrying the cluster token is another node merging this node's events: it is served with
+//! this node's own events only, for the tenant the merging node names ([`NodeOnly`]).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -19,7 +21,8 @@ use subtle::ConstantTimeEq;
 use tonic::body::Body;
 use tonic::Status;
 
-use super::placement::{Swarm, CLUSTER_TOKEN_HEADER};
+use super::placement::{Swarm, CLUSTER_TOKEN_HEADER, TENANT_HEADER};
+use crate::watch::NodeOnly;
 
 /// The service whose calls are relayed.
 const SERVICE_PREFIX: &str = "/sandbox.v1.SandboxService/";
@@ -32,18 +35,26 @@ const FIRST_MESSAGE_WAIT: Duration = Duration::from_secs(30);
 enum IdAt {
     /// `string sandbox_id = 1`.
     Field1,
-    /// Field 1 is a message (`UploadHeader`, `PtyOpen`, `SandboxRef`) whose field 1 is the id.
+    /// Field 1 is a message (`UploadHeader`, `SandboxRef`, `PortForwardOpen`) whose field 1 is
+    /// the id.
     Nested,
+    /// A `PtyRequest`: `open` (1) or `attach` (6), each with the id in its field 1.
+    Pty,
 }
 
-/// The calls about one sandbox that run where it runs. `Create`, `List`, `Close` (a `docker
-/// service rm` any manager does), tokens and snapshots are answered by the entry node.
+/// The calls about one sandbox, which run where it runs (`Close` too, so the owning node tells
+/// its watchers why; a node that is down is closed from here: `docker service rm` works on any
+/// manager). `Create`, `List`, `Watch`, pools, tokens, volumes and snapshots (which cluster mode
+/// does not offer) are answered by the node called.
 fn routed(method: &str) -> Option<IdAt> {
     use IdAt::*;
     Some(match method {
-        "Exec" | "ExecStream" | "Download" | "Status" | "Endpoint" | "SetTimeout" | "Diff" | "Pause"
-        | "Resume" | "Logs" => Field1,
-        "Upload" | "Pty" | "Connect" => Nested,
+        "Exec" | "ExecStream" | "Download" | "Status" | "Endpoint" | "Close" | "SetTimeout" | "Diff"
+        | "Pause" | "Resume" | "Logs" | "NetworkAddress" | "Stats" | "StatsStream" | "SetNetworkPolicy"
+        | "ListPtySessions" | "StartProcess" | "ListProcesses" | "AttachProcess" | "SignalProcess"
+        | "ListDir" | "Stat" | "MakeDir" | "Remove" | "Rename" | "WatchDir" => Field1,
+        "Upload" | "Connect" | "PortForward" => Nested,
+        "Pty" => Pty,
         _ => return None,
     })
 }
@@ -60,12 +71,24 @@ struct NestedId {
     inner: Option<ById>,
 }
 
+#[derive(Clone, PartialEq, prost::Message)]
+struct PtyFirst {
+    #[prost(message, optional, tag = "1")]
+    open: Option<ById>,
+    #[prost(message, optional, tag = "6")]
+    attach: Option<ById>,
+}
+
 /// The sandbox id in one (uncompressed) message, when it has one.
 fn sandbox_id(at: IdAt, message: &[u8]) -> Option<String> {
     use prost::Message;
     let id = match at {
         IdAt::Field1 => ById::decode(message).ok()?.sandbox_id,
         IdAt::Nested => NestedId::decode(message).ok()?.inner?.sandbox_id,
+        IdAt::Pty => {
+            let first = PtyFirst::decode(message).ok()?;
+            first.open.or(first.attach)?.sandbox_id
+        }
     };
     (!id.is_empty()).then_some(id)
 }
@@ -118,16 +141,31 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let method = request.uri().path().strip_prefix(SERVICE_PREFIX).map(str::to_string);
         let at = method.as_deref().and_then(routed);
-        let (Some(swarm), Some(at)) = (self.swarm.clone(), at) else {
+        let Some(swarm) = self.swarm.clone() else {
             let (parts, body) = request.into_parts();
             return Box::pin(inner.call(http::Request::from_parts(parts, Body::new(body))));
         };
+        let Some(at) = at else {
+            let (mut parts, body) = request.into_parts();
+            if method.as_deref() == Some("Watch") && parts.headers.contains_key(CLUSTER_TOKEN_HEADER) {
+                // Another node merging this node's events, for the tenant it names.
+                if !token_matches(&parts.headers, &swarm) {
+                    return Box::pin(async {
+                        Ok(Status::unauthenticated("wrong cluster token").into_http())
+                    });
+                }
+                let tenant = parts.headers.get(TENANT_HEADER).and_then(|t| t.to_str().ok()).map(String::from);
+                parts.extensions.insert(NodeOnly { tenant });
+            }
+            return Box::pin(inner.call(http::Request::from_parts(parts, Body::new(body))));
+        };
+        let closing = method.as_deref() == Some("Close");
         Box::pin(async move {
             let started = Instant::now();
             let (parts, body) = request.into_parts();
             // A call another node relayed: served here, or refused when its token is wrong.
-            if let Some(token) = parts.headers.get(CLUSTER_TOKEN_HEADER) {
-                if !bool::from(token.as_bytes().ct_eq(swarm.token().as_bytes())) {
+            if parts.headers.contains_key(CLUSTER_TOKEN_HEADER) {
+                if !token_matches(&parts.headers, &swarm) {
                     return Ok(Status::unauthenticated("wrong cluster token").into_http());
                 }
                 return inner.call(http::Request::from_parts(parts, Body::new(body))).await;
@@ -137,7 +175,10 @@ where
                 Err(_) => return Ok(Status::deadline_exceeded("no request message within 30 s").into_http()),
             };
             let body = rejoin(head.clone(), rest);
-            let id = message_of(&head).and_then(|m| sandbox_id(at, m));
+            // Only an id of this service's shape is looked up (it goes on a docker command line).
+            let id = message_of(&head)
+                .and_then(|m| sandbox_id(at, m))
+                .filter(|id| crate::spec::SandboxId::has_valid_shape(id));
             let placement = match &id {
                 Some(id) => match swarm.locate(id).await {
                     Ok(p) => p,
@@ -155,7 +196,15 @@ where
             };
             let id = id.unwrap_or_default();
             let node = &placement.node;
+            // A `Close` whose node cannot answer is this node's: Swarm removes the service.
+            let mut local_close = |parts: http::request::Parts| {
+                let body = rejoin(head.clone(), Box::pin(futures_util::stream::empty()));
+                inner.call(http::Request::from_parts(parts, body))
+            };
             if node.is_down() {
+                if closing {
+                    return local_close(parts).await;
+                }
                 return Ok(Status::unavailable(format!(
                     "sandbox {id} runs on node {} ({}), which Swarm reads as {}",
                     node.hostname, node.addr, node.state
@@ -166,6 +215,7 @@ where
                 Ok(c) => c,
                 Err(e) => return Ok(Status::from(e).into_http()),
             };
+            let kept = closing.then(|| parts.clone());
             let mut relayed = http::Request::from_parts(parts, body);
             let headers = relayed.headers_mut();
             if let Ok(token) = http::HeaderValue::from_str(swarm.token()) {
@@ -180,17 +230,25 @@ where
                     headers.insert("grpc-timeout", v);
                 }
             }
-            if let Err(e) =
-                std::future::poll_fn(|cx| tower_service::Service::poll_ready(&mut channel, cx)).await
-            {
-                return Ok(unreachable_node(&id, &node.hostname, &node.addr, &e).into_http());
-            }
-            match tower_service::Service::call(&mut channel, relayed).await {
-                Ok(response) => Ok(response),
-                Err(e) => Ok(unreachable_node(&id, &node.hostname, &node.addr, &e).into_http()),
+            let answer =
+                match std::future::poll_fn(|cx| tower_service::Service::poll_ready(&mut channel, cx)).await {
+                    Ok(()) => tower_service::Service::call(&mut channel, relayed).await,
+                    Err(e) => Err(e),
+                };
+            match (answer, kept) {
+                (Ok(response), _) => Ok(response),
+                (Err(_), Some(parts)) => local_close(parts).await,
+                (Err(e), None) => Ok(unreachable_node(&id, &node.hostname, &node.addr, &e).into_http()),
             }
         })
     }
+}
+
+/// Whether a call's cluster token is this cluster's (compared in constant time).
+fn token_matches(headers: &http::HeaderMap, swarm: &Swarm) -> bool {
+    headers
+        .get(CLUSTER_TOKEN_HEADER)
+        .is_some_and(|token| bool::from(token.as_bytes().ct_eq(swarm.token().as_bytes())))
 }
 
 fn unreachable_node(id: &str, node: &str, addr: &str, e: &dyn std::fmt::Display) -> Status {
@@ -295,8 +353,18 @@ mod tests {
         assert_eq!(message_of(&compressed), None);
         assert_eq!(routed("Create"), None);
         assert_eq!(routed("List"), None);
-        assert_eq!(routed("Close"), None);
-        assert_eq!(routed("Pty"), Some(IdAt::Nested));
+        assert_eq!(routed("Watch"), None);
+        assert_eq!(routed("Close"), Some(IdAt::Field1));
+        assert_eq!(routed("ListDir"), Some(IdAt::Field1));
+        assert_eq!(routed("PortForward"), Some(IdAt::Nested));
+        assert_eq!(routed("Pty"), Some(IdAt::Pty));
+        let attach = framed(&pb::PtyRequest {
+            request: Some(pb::pty_request::Request::Attach(pb::PtyAttach {
+                sandbox_id: "sandboxd-x".into(),
+                ..Default::default()
+            })),
+        });
+        assert_eq!(message_of(&attach).and_then(|m| sandbox_id(IdAt::Pty, m)), Some("sandboxd-x".into()));
     }
 
     #[tokio::test]

@@ -9,6 +9,8 @@ use std::time::UNIX_EPOCH;
 use super::argv;
 use super::backend::SwarmBackend;
 use super::placement::TaskLine;
+use super::records;
+use crate::claims::Claim;
 use crate::docker::failure::CliError;
 use crate::error::{ProviderError, Result};
 use crate::expiry::{Owned, OwnedListing, Stage};
@@ -73,11 +75,13 @@ pub(super) fn task_status(task: Option<&TaskLine>) -> SandboxStatus {
 fn task_dead(task: Option<&TaskLine>) -> bool {
     match task {
         None => true,
-        Some(t) => {
-            matches!(t.current.as_str(), "failed" | "rejected" | "complete" | "shutdown" | "orphaned")
-                || (t.desired == "shutdown" && t.current != "running")
-        }
+        Some(t) => task_ended(t) || (t.desired == "shutdown" && t.current != "running"),
     }
+}
+
+/// Whether a task is in a final state (`restart-condition none`: nothing runs it again).
+fn task_ended(task: &TaskLine) -> bool {
+    matches!(task.current.as_str(), "failed" | "rejected" | "complete" | "shutdown" | "orphaned")
 }
 
 impl SwarmBackend {
@@ -99,21 +103,47 @@ impl SwarmBackend {
             .collect())
     }
 
-    /// The sandbox services (every node's) matching the query's labels and tenant.
+    /// The sandbox services (every node's) matching the query's labels and tenant. Docker's
+    /// label filter cannot see a claim's metadata or tenant, so a filtered listing takes every
+    /// pool member too ([`page`] filters those by their claims).
     async fn listed(&self, query: &ListQuery) -> Result<(Vec<ServiceInfo>, Vec<TaskLine>)> {
         let filters = argv::list_filters(&query.labels, query.tenant.as_deref());
-        let out = self.swarm.docker(argv::service_ls_args(&filters)).await?;
-        let ids: Vec<String> =
-            out.stdout_text().lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect();
+        let mut ids = self.service_ids(&filters).await?;
+        if !filters.is_empty() {
+            ids.extend(self.service_ids(&[format!("label={}", records::POOL_KEY_LABEL)]).await?);
+            ids.sort();
+            ids.dedup();
+        }
         let services = self.inspect_services(&ids).await?;
         let names: Vec<String> = services.iter().map(|s| s.id.clone()).collect();
         let tasks = self.swarm.tasks(&names).await?;
         Ok((services, tasks))
     }
 
+    async fn service_ids(&self, filters: &[String]) -> Result<Vec<String>> {
+        let out = self.swarm.docker(argv::service_ls_args(filters)).await?;
+        Ok(out.stdout_text().lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect())
+    }
+
+    /// Every pool claim in Swarm: the claim, and its lease end.
+    pub(super) async fn claim_records(&self) -> Result<BTreeMap<String, (Claim, Option<i64>)>> {
+        let configs = self.engine.configs(&[&format!("{}=1", records::CLAIM_LABEL)]).await?;
+        Ok(configs
+            .iter()
+            .filter_map(|c| {
+                let id = c.label(records::CLAIM_SANDBOX_LABEL)?.to_string();
+                let expires = c.label(lease::EXPIRES_LABEL).and_then(|v| v.parse().ok());
+                Some((id, (records::read_claim(&c.data())?, expires)))
+            })
+            .collect())
+    }
+
     pub(super) async fn list_services(&self, query: &ListQuery) -> Result<ListPage> {
         crate::metadata::validate_metadata("labels", &query.labels)?;
         let (services, tasks) = self.listed(query).await?;
+        // Claims of pool members are the cluster's: read from Swarm when members are listed.
+        let members = services.iter().any(|s| s.labels.contains_key(records::POOL_KEY_LABEL));
+        let claims = if members { self.claim_records().await? } else { BTreeMap::new() };
         // A sandbox on a node Swarm reads as down is `Unknown`: nobody can ask its daemon.
         let mut down = std::collections::BTreeSet::new();
         let nodes: std::collections::BTreeSet<&str> = tasks.iter().map(|t| t.node.as_str()).collect();
@@ -128,9 +158,11 @@ impl SwarmBackend {
             .map(|s| {
                 let task = tasks.iter().find(|t| t.service == s.id);
                 let on_down_node = task.is_some_and(|t| down.contains(&t.node));
+                let claim_end = claims.get(&s.id).and_then(|(_, end)| *end);
                 SandboxSummary {
                     status: if on_down_node { SandboxStatus::Unknown } else { task_status(task) },
-                    expires_at_unix_ms: s.labels.get(lease::EXPIRES_LABEL).and_then(|v| v.parse().ok()),
+                    expires_at_unix_ms: claim_end
+                        .or_else(|| s.labels.get(lease::EXPIRES_LABEL).and_then(|v| v.parse().ok())),
                     reserved_millicpus: s
                         .labels
                         .get(crate::auth::CPUS_LABEL)
@@ -147,12 +179,31 @@ impl SwarmBackend {
                     ports: s.ports,
                     workdir: s.workdir,
                     tenant: s.labels.get(crate::auth::TENANT_LABEL).cloned(),
-                    pool: None,
+                    pool: s.labels.get(crate::docker::labels::POOL_LABEL).cloned(),
                     metadata: s.metadata,
                 }
             })
             .collect();
-        Ok(page(found, query))
+        if !members {
+            return Ok(page(found, query));
+        }
+        let mut all = (*query.claims).clone();
+        all.extend(claims.into_iter().map(|(id, (claim, _))| (id, claim)));
+        Ok(page(found, &ListQuery { claims: std::sync::Arc::new(all), ..query.clone() }))
+    }
+
+    /// Whether this node removes a service whose task ended on another node: only when that
+    /// node is not up and this node is the Swarm leader (asked once per sweep).
+    async fn sweeps_for_others(&self, task: Option<&TaskLine>, leader: &mut Option<bool>) -> bool {
+        if let Some(node) = task.map(|t| t.node.as_str()).filter(|n| !n.is_empty()) {
+            if self.swarm.node(node).await.is_ok_and(|n| !n.is_down()) {
+                return false;
+            }
+        }
+        if leader.is_none() {
+            *leader = Some(self.engine.node(self.swarm.self_id()).await.is_ok_and(|n| n.is_leader()));
+        }
+        leader.unwrap_or(false)
     }
 
     /// The status of a sandbox on another node (or on none), from its task; a sandbox Swarm
@@ -165,29 +216,52 @@ impl SwarmBackend {
         Ok(task_status(tasks.iter().find(|t| t.service == id)))
     }
 
-    /// Every sandbox service, cluster-wide, for the sweep: the lease of those on this node
-    /// (`SetTimeout` runs on the owning node, whose state directory holds the moved lease), and
-    /// which tasks will never run again (any node may remove those, whichever sees it first).
+    /// Every sandbox service, cluster-wide, for the sweep. A lease is enforced by the node the
+    /// sandbox runs on (`SetTimeout` runs there, whose state directory holds the moved lease; a
+    /// claimed pool member's lease is its claim's). A service whose task will never run again
+    /// (its node drained, or back after it was lost) is listed as ended for its own node to
+    /// remove (whose watchers then learn why), or for the Swarm leader when that node does not
+    /// answer. What this node kept about sandboxes gone since (aliases, nodes, claims) is
+    /// forgotten here and reported as gone.
     pub(super) async fn list_owned_services(&self) -> Result<OwnedListing> {
+        // Known before the listing: each had its service then, so one missing from it is gone.
+        let known = self.known();
         let (services, tasks) = self.listed(&ListQuery::default()).await?;
         let self_node = self.swarm.node(self.swarm.self_id()).await?.hostname;
-        let owned = services
-            .iter()
-            .filter(|s| SandboxId::has_valid_shape(&s.id))
-            .map(|s| {
-                let task = tasks.iter().find(|t| t.service == s.id);
-                let label = |key: &str| s.labels.get(key).and_then(|v| v.parse::<i64>().ok());
-                let ended = label(lease::CREATED_LABEL).is_some() && task_dead(task);
-                Owned {
-                    name: s.id.clone(),
-                    stage: if ended { Stage::Ended } else { Stage::Made },
-                    expires_ms: label(lease::EXPIRES_LABEL),
-                    create_deadline_ms: label(lease::CREATE_DEADLINE_LABEL),
-                    lease_here: task.is_some_and(|t| t.node == self_node),
-                }
-            })
-            .collect();
-        Ok(OwnedListing { owned, gone: Vec::new() })
+        let members = services.iter().any(|s| s.labels.contains_key(records::POOL_KEY_LABEL));
+        let claims = if members { self.claim_records().await? } else { BTreeMap::new() };
+        let mut leader = None;
+        let mut owned = Vec::new();
+        for s in services.iter().filter(|s| SandboxId::has_valid_shape(&s.id)) {
+            let task = tasks.iter().find(|t| t.service == s.id);
+            let label = |key: &str| s.labels.get(key).and_then(|v| v.parse::<i64>().ok());
+            let ours = task.is_some_and(|t| t.node == self_node);
+            let mut ended = label(lease::CREATED_LABEL).is_some() && task_dead(task);
+            if ended && !ours && !self.sweeps_for_others(task, &mut leader).await {
+                ended = false; // its own node removes it
+            }
+            // A create still within its deadline is its creator's to finish or remove, until its
+            // task ended (then nobody will finish it: its node was lost or drained meanwhile).
+            let create_deadline_ms =
+                if task.is_some_and(task_ended) { None } else { label(lease::CREATE_DEADLINE_LABEL) };
+            let expires_ms =
+                claims.get(&s.id).and_then(|(_, end)| *end).or_else(|| label(lease::EXPIRES_LABEL));
+            owned.push(Owned {
+                name: s.id.clone(),
+                stage: if ended { Stage::Ended } else { Stage::Made },
+                expires_ms,
+                create_deadline_ms,
+                lease_here: ours,
+            });
+        }
+        let alive: std::collections::HashSet<&str> = services.iter().map(|s| s.id.as_str()).collect();
+        let mut gone = Vec::new();
+        // Known on this node, gone from Swarm: forget (and report) them.
+        for id in known.into_iter().filter(|id| !alive.contains(id.as_str())) {
+            self.forget(&id);
+            gone.push(id);
+        }
+        Ok(OwnedListing { owned, gone })
     }
 }
 

@@ -20,6 +20,10 @@ use crate::error::{ProviderError, Result};
 /// node serves such a call itself, never forwarding it again.
 pub const CLUSTER_TOKEN_HEADER: &str = "x-sandboxd-cluster-token";
 
+/// The metadata key that names, on another node's `Watch` merging this node's events, the
+/// tenant of the caller it merges for (absent: the operator, who sees every sandbox).
+pub const TENANT_HEADER: &str = "x-sandboxd-tenant";
+
 /// A Swarm node as this server needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeInfo {
@@ -36,6 +40,29 @@ pub struct NodeInfo {
 impl NodeInfo {
     pub fn is_down(&self) -> bool {
         self.state != "ready"
+    }
+
+    /// A node as the Engine API describes it (the same rules as [`parse_node`]).
+    pub fn from_engine(node: &super::engine::Node, peer_port: u16) -> Self {
+        let label = node.spec.labels.as_ref().and_then(|l| l.get(argv::NODE_ADDR_LABEL)).map(String::as_str);
+        NodeInfo {
+            id: node.id.clone(),
+            hostname: node.description.hostname.clone(),
+            state: node.status.state.to_ascii_lowercase(),
+            addr: node_addr(label.unwrap_or(""), &node.status.addr, peer_port),
+            availability: node.spec.availability.to_ascii_lowercase(),
+        }
+    }
+}
+
+/// A node's sandboxd: the `sandboxd.addr` label when set, else its Swarm address and `peer_port`.
+fn node_addr(label: &str, swarm_addr: &str, peer_port: u16) -> String {
+    if !label.is_empty() && label != "<no value>" {
+        label.to_string()
+    } else if swarm_addr.contains(':') {
+        format!("[{swarm_addr}]:{peer_port}")
+    } else {
+        format!("{swarm_addr}:{peer_port}")
     }
 }
 
@@ -95,13 +122,7 @@ pub fn parse_node(text: &str, peer_port: u16) -> Option<NodeInfo> {
     let swarm_addr = f.next()?.trim().to_string();
     let availability = f.next().unwrap_or_default().trim().to_ascii_lowercase();
     let label = f.next().unwrap_or_default().trim();
-    let addr = if !label.is_empty() && label != "<no value>" {
-        label.to_string()
-    } else if swarm_addr.contains(':') {
-        format!("[{swarm_addr}]:{peer_port}")
-    } else {
-        format!("{swarm_addr}:{peer_port}")
-    };
+    let addr = node_addr(label, &swarm_addr, peer_port);
     (!id.is_empty()).then_some(NodeInfo { id, hostname, state, addr, availability })
 }
 
@@ -228,6 +249,11 @@ impl Swarm {
         let node = self.node(hostname).await?;
         let local = node.id == self.self_id;
         Ok(Placement { node, local })
+    }
+
+    /// The sandboxes whose node is remembered.
+    pub fn known(&self) -> Vec<String> {
+        self.owners.lock().map(|o| o.keys().cloned().collect()).unwrap_or_default()
     }
 
     /// Forget a removed sandbox's node.
