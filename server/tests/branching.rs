@@ -370,7 +370,15 @@ async fn pause_refuses_exec_and_pty_and_a_paused_source_snapshots_and_forks_and_
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fork_refuses_bad_counts_and_a_failed_start_leaves_no_child_and_no_snapshot() {
-    let (test, client, mut raw) = served().await;
+    let _daemon = DAEMON_WIDE.read().await;
+    let cleanup = TestLabel::new();
+    // A probe that fails once /doomed exists: a fork of a marked source has no child that can
+    // become ready (the keep-alive itself needs nothing of the image, not even a shell).
+    let server = TestService::start_with(&cleanup, None, |c| {
+        c.docker.probe.command = Some("test ! -e /doomed && printf docker-sandbox-ready".into());
+    });
+    let client = server.client().await;
+    let mut raw = server.raw().await;
     let source = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
     for count in [0, 65] {
         let e = raw
@@ -380,12 +388,11 @@ async fn fork_refuses_bad_counts_and_a_failed_start_leaves_no_child_and_no_snaps
         assert_eq!(e.code(), tonic::Code::InvalidArgument);
         assert!(e.message().contains("count") && e.message().contains("1..=64"), "{}", e.message());
     }
-    // Without /bin/sh the snapshot cannot run the keep-alive: every child fails to start.
-    stdout(&source, "rm /bin/sh").await;
+    stdout(&source, "touch /doomed").await;
     let fork_label = labels(&[("doomed", "1")]);
     let err = source.fork(3, fork_label.clone()).await.expect_err("children cannot start");
     assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err}");
-    let left = test.cleanup.containers();
+    let left = cleanup.containers();
     assert!(
         left.len() == 1 && inspect(source.id(), "{{.Id}}").starts_with(&left[0]),
         "only the source is left: {left:?}"
