@@ -5,6 +5,7 @@
 
 pub mod binary;
 pub mod channel;
+mod exec;
 mod files;
 mod forward;
 mod procs;
@@ -18,21 +19,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sandboxd_agent::protocol::{self, Event, ExecStart, Request};
-use tokio::sync::{mpsc, oneshot};
+use sandboxd_agent::protocol;
 
-use self::channel::{parse_facts, AgentChannel, Call, OpenError, Transport};
+use self::channel::{parse_facts, AgentChannel, OpenError, Transport};
+use self::exec::{drive, Sink, AGENT_LOST, FIRST_CHECK};
 use self::run_dirs::{InFlight, RunDirs};
 use super::argv;
 use super::cli::{DockerCli, Pool};
 use super::transport::cli::{container_running, DockerExecEngine};
 use super::transport::{
-    no_sessions, note_dropped, output_limit, spawn_stream, timed_out, ExecEngine, ExecSpec, ExecStream,
-    FileDownload, StreamEvent, TerminalSession, UploadSource,
+    no_sessions, output_limit, spawn_stream, ExecEngine, ExecSpec, ExecStream, FileDownload, StreamEvent,
+    TerminalSession, UploadSource,
 };
 use crate::error::Result;
 use crate::spec::PtySpec;
-use crate::spec::{ExecErrorType, ExecResult, ExecUsage};
+use crate::spec::{ExecErrorType, ExecResult};
 use crate::terminal::{AttachSpec, TerminalInfo};
 
 /// Largest download served through the agent's exec channel: it (a `docker exec` stdout, about
@@ -40,22 +41,8 @@ use crate::terminal::{AttachSpec, TerminalInfo};
 /// large ones (about 220 MB/s out). On the socket every size goes through the agent.
 const AGENT_DOWNLOAD_MAX: u64 = 8 << 20;
 
-/// First look at the container when a command has been silent this long (a paused container
-/// freezes the agent too, so silence alone cannot tell).
-const FIRST_CHECK: Duration = Duration::from_secs(1);
 /// Bound on the inspect that learns how to reach a sandbox's agent.
 const HELLO_INSPECT_TIMEOUT: Duration = Duration::from_secs(20);
-/// Then this often.
-const NEXT_CHECK: Duration = Duration::from_secs(10);
-/// How long a killed command has to report its end before the call returns anyway.
-const KILL_GRACE: Duration = Duration::from_secs(5);
-
-/// What a call gets when the channel ends under it.
-const AGENT_LOST: &str = "the sandbox's exec agent went away during the call (killed inside the sandbox, or \
-     the sandbox stopped); the next call starts a new one";
-
-/// What a call gets when its caller went away first (it is logged, never seen).
-const CALLER_LEFT: &str = "the caller went away";
 
 type Slot = Arc<tokio::sync::Mutex<Option<Arc<AgentChannel>>>>;
 
@@ -95,12 +82,6 @@ fn plain_component(name: &str) -> bool {
     !name.is_empty()
         && !name.starts_with('.')
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
-}
-
-/// Where a command's output goes while it runs.
-enum Sink {
-    Buffer { stdout: Vec<u8>, stderr: Vec<u8> },
-    Stream(mpsc::Sender<StreamEvent>),
 }
 
 impl AgentEngine {
@@ -357,142 +338,6 @@ impl AgentEngine {
             }
         }
     }
-
-    /// Send the command (and its stdin) to the agent.
-    async fn start(channel: &AgentChannel, spec: ExecSpec<'_>, output_limit: u64) -> Option<Call> {
-        let params = spec.params;
-        let user = spec.user.map(String::from).or_else(|| channel.default_user.clone());
-        let start = ExecStart {
-            shell: spec.shell.to_string(),
-            command: spec.command.as_bytes().to_vec(),
-            env: params.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            cwd: params.cwd.clone(),
-            user,
-            stdin: params.stdin.is_some(),
-            output_limit,
-        };
-        let call = channel.call(Request::Exec(start)).await?;
-        if let Some(stdin) = &params.stdin {
-            for chunk in stdin.chunks(protocol::MAX_CHUNK) {
-                if !call.send(Request::Stdin(chunk.to_vec())).await {
-                    return None;
-                }
-            }
-            call.send(Request::StdinEnd).await;
-        }
-        Some(call)
-    }
-}
-
-/// Follow a call to its end: output into `sink`, the timeout, the container's health, and
-/// `stop` (the stream's consumer went away).
-async fn drive(
-    cli: &DockerCli,
-    name: &str,
-    mut call: Call,
-    timeout: Option<Duration>,
-    sink: &mut Sink,
-    mut stop: Option<oneshot::Receiver<()>>,
-    limit: usize,
-) -> ExecResult {
-    let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
-    let mut next_check = tokio::time::Instant::now() + FIRST_CHECK;
-    loop {
-        let wake = deadline.map_or(next_check, |d| d.min(next_check));
-        let stopped = async {
-            match stop.as_mut() {
-                Some(rx) => {
-                    let _ = rx.await;
-                }
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            event = call.events.recv() => {
-                let chunk = match event {
-                    Some(Event::Stdout(data)) => StreamEvent::Stdout(data),
-                    Some(Event::Stderr(data)) => StreamEvent::Stderr(data),
-                    Some(Event::Exit(exit)) => {
-                        call.finish();
-                        let mut result = ExecResult {
-                            return_code: exit.code,
-                            usage: Some(ExecUsage {
-                                wall_time: Duration::from_micros(exit.usage.wall_us),
-                                user_cpu: Duration::from_micros(exit.usage.user_us),
-                                system_cpu: Duration::from_micros(exit.usage.system_us),
-                                peak_rss_bytes: exit.usage.peak_rss_bytes,
-                            }),
-                            ..Default::default()
-                        };
-                        note_dropped(&mut result.stderr, limit, exit.dropped_stdout + exit.dropped_stderr);
-                        return result;
-                    }
-                    Some(Event::Failed { message, .. }) => {
-                        call.finish();
-                        return ExecResult::failed(ExecErrorType::Sandbox, message);
-                    }
-                    Some(_) => continue,
-                    None => {
-                        call.finish();
-                        return ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST);
-                    }
-                };
-                let n = match &chunk {
-                    StreamEvent::Stdout(d) | StreamEvent::Stderr(d) => d.len() as u64,
-                    StreamEvent::Exit(_) => 0,
-                };
-                if !sink.push(chunk).await {
-                    return ExecResult::failed(ExecErrorType::Sandbox, CALLER_LEFT);
-                }
-                call.send(Request::Credit(n)).await;
-            }
-            _ = tokio::time::sleep_until(wake) => {
-                if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
-                    kill_and_wait(&mut call).await;
-                    return timed_out(timeout, None);
-                }
-                if !container_running(cli, name).await {
-                    kill_and_wait(&mut call).await;
-                    return ExecResult::failed(
-                        ExecErrorType::Sandbox,
-                        format!("sandbox {name} is not running (stopped or paused)"),
-                    );
-                }
-                next_check = tokio::time::Instant::now() + NEXT_CHECK;
-            }
-            _ = stopped => {
-                kill_and_wait(&mut call).await;
-                return ExecResult::failed(ExecErrorType::Sandbox, CALLER_LEFT);
-            }
-        }
-    }
-}
-
-/// Stop the command's tree and wait (briefly) for the agent to report it ended.
-async fn kill_and_wait(call: &mut Call) {
-    call.send(Request::Kill).await;
-    let _ = tokio::time::timeout(KILL_GRACE, async {
-        while let Some(event) = call.events.recv().await {
-            if matches!(event, Event::Exit(_) | Event::Failed { .. }) {
-                break;
-            }
-        }
-    })
-    .await;
-    call.finish();
-}
-
-impl Sink {
-    /// Keep or forward one chunk; false when a stream's consumer is gone.
-    async fn push(&mut self, event: StreamEvent) -> bool {
-        match (self, event) {
-            (Sink::Buffer { stdout, .. }, StreamEvent::Stdout(d)) => stdout.extend_from_slice(&d),
-            (Sink::Buffer { stderr, .. }, StreamEvent::Stderr(d)) => stderr.extend_from_slice(&d),
-            (Sink::Stream(tx), event) => return tx.send(event).await.is_ok(),
-            (Sink::Buffer { .. }, StreamEvent::Exit(_)) => {}
-        }
-        true
-    }
 }
 
 #[tonic::async_trait]
@@ -503,7 +348,7 @@ impl ExecEngine for AgentEngine {
             return self.docker.exec(ExecSpec { user: user.as_deref(), ..spec }).await;
         };
         let limit = output_limit(&self.docker.config);
-        let Some(call) = Self::start(&channel, spec, limit as u64).await else {
+        let Some(call) = exec::start(&channel, spec, limit as u64).await else {
             return ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST);
         };
         let timeout = spec.params.timeout;
@@ -526,7 +371,7 @@ impl ExecEngine for AgentEngine {
             let user = self.fallback_user(spec.name, spec.user).await;
             return self.docker.exec_stream(ExecSpec { user: user.as_deref(), ..spec }).await;
         };
-        let Some(call) = Self::start(&channel, spec, u64::MAX).await else {
+        let Some(call) = exec::start(&channel, spec, u64::MAX).await else {
             return ExecStream::finished(ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST));
         };
         let timeout = spec.params.timeout;
