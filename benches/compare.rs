@@ -56,14 +56,15 @@ fn timed_docker(args: &[&str]) -> Duration {
     t.elapsed()
 }
 
-async fn start_server() -> (Client, SocketAddr) {
+async fn start_server() -> (Client, SocketAddr, tempfile::TempDir) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let mut config = FileConfig::default();
     config.docker.create.extra_run_args = vec!["--label".into(), LABEL.into()];
     // A state directory of its own: the bench's pool never meets another server's claims.
-    let state = std::env::temp_dir().join(format!("sandboxd-bench-{}", uuid::Uuid::new_v4().simple()));
-    config.server.state_dir = Some(state);
+    // Removed when the run ends (the caller holds it while the server serves).
+    let state = tempfile::Builder::new().prefix("sandboxd-bench-").tempdir().expect("bench state dir");
+    config.server.state_dir = Some(state.path().to_path_buf());
     if let Ok(network) = std::env::var("SANDBOXD_BENCH_NETWORK") {
         config.docker.create.network = Some(network);
     }
@@ -84,7 +85,7 @@ async fn start_server() -> (Client, SocketAddr) {
         .max_frame_size(Some(1 << 20));
     for _ in 0..100 {
         if let Ok(ch) = endpoint.connect().await {
-            return (SandboxServiceClient::new(ch).max_decoding_message_size(64 << 20), addr);
+            return (SandboxServiceClient::new(ch).max_decoding_message_size(64 << 20), addr, state);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -284,7 +285,7 @@ fn selected(op: &str) -> bool {
 }
 
 async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
-    let (mut client, _addr) = start_server().await;
+    let (mut client, _addr, _state) = start_server().await;
     let mut rows = Vec::new();
     let dir = tempfile::tempdir().unwrap();
 
