@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -25,6 +26,25 @@ from support import LISTENING, ContainerLabel, ServerProcess, free_port
 EXAMPLES = DOCS / "examples.md"
 ACCESS = DOCS / "access.md"
 TOKEN_ADDRESS = "127.0.0.1:50052"
+
+
+# What docs/examples.md's blocks write outside the test's own directories, as a reader's would.
+EXAMPLE_TMP_PATHS = (Path("/tmp/sandboxd.token"), Path("/tmp/sandboxd-py"))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def remove_what_the_examples_write() -> Iterator[None]:
+    """The examples' files in /tmp are removed after this module (those that were there before
+    are someone else's and stay)."""
+    existed = {path for path in EXAMPLE_TMP_PATHS if path.exists()}
+    yield
+    for path in EXAMPLE_TMP_PATHS:
+        if path in existed:
+            continue
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def with_binaries(text: str, binaries: Path) -> str:

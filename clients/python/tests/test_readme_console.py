@@ -11,12 +11,13 @@ never a sleep.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +68,10 @@ class Tmux:
     """One tmux server of this test's own (its own socket), one pane of ROWS x COLS."""
 
     def __init__(self, env: dict[str, str], cwd: Path) -> None:
-        self.socket = f"sandboxd-readme-{uuid.uuid4().hex[:8]}"
+        # A socket in a directory of its own (short: unix socket paths are limited to 108 bytes),
+        # removed with the server: `-L` would leave its socket under /tmp/tmux-UID.
+        self.dir = tempfile.mkdtemp(prefix="sandboxd-readme-tmux-")
+        self.socket = os.path.join(self.dir, "s")
         # The reader's shell after the quick start, from an rc file of its own (what tmux passes
         # on of its client's environment is tmux's business).
         rc = cwd / ".bashrc-readme"
@@ -79,7 +83,7 @@ class Tmux:
 
     def run(self, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
         out = subprocess.run(
-            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=30, env=env, cwd=cwd
+            ["tmux", "-S", self.socket, *args], capture_output=True, text=True, timeout=30, env=env, cwd=cwd
         )
         assert out.returncode == 0, f"tmux {args}: {out.stderr}"
         return out.stdout
@@ -93,7 +97,8 @@ class Tmux:
         return self.run("capture-pane", "-p", "-J", "-S", "-", "-t", "t").rstrip("\n").split("\n")
 
     def kill(self) -> None:
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
+        subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True, timeout=30)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @pytest.fixture
