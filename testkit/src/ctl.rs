@@ -80,7 +80,7 @@ impl Shell {
 }
 
 /// A tmux server of its own (a socket in a temp dir, removed with it) with one window running a
-/// local shell.
+/// local shell whose HOME is in that dir too.
 pub struct Tmux {
     socket: std::path::PathBuf,
     _dir: tempfile::TempDir,
@@ -100,7 +100,11 @@ impl Tmux {
             have.is_ok_and(|o| o.status.success()),
             "tmux is required for the terminal tests (scripts/install-deps.sh installs it)"
         );
+        // The socket and the shell's HOME (its history, zsh's compdump, fish's config) in one
+        // temp dir, removed with it.
         let dir = tempfile::tempdir().expect("tempdir for the tmux socket");
+        let home = dir.path().join("home");
+        std::fs::create_dir(&home).expect("the shell's HOME");
         let tmux = Tmux { socket: dir.path().join("tmux.sock"), _dir: dir };
         let out = tmux.run(&[
             "-f",
@@ -113,7 +117,11 @@ impl Tmux {
             &cols.to_string(),
             "-y",
             &rows.to_string(),
-            &format!("env -i PATH=/usr/bin:/bin TERM=xterm HOME=/tmp PS1='local$ ' {}", shell.command()),
+            &format!(
+                "env -i PATH=/usr/bin:/bin TERM=xterm HOME={} PS1='local$ ' {}",
+                home.display(),
+                shell.command()
+            ),
         ]);
         assert!(out.status.success(), "tmux new-session: {}", String::from_utf8_lossy(&out.stderr));
         tmux.wait_for("the local prompt", |s| s.contains("local$"));
