@@ -66,7 +66,7 @@ impl AuditLog {
             _ => None,
         };
         let line = serde_json::json!({
-            "ts_ms": crate::lease::now_ms(),
+            "ts_ms": crate::core::lease::now_ms(),
             "tenant": principal.and_then(Principal::tenant),
             "token_id": principal.and_then(Principal::token_id),
             "sandbox_id": sandbox_id.or(token_sandbox),

@@ -9,7 +9,7 @@ use sandboxd_proto::v1::sandbox_service_server::SandboxServiceServer;
 use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
-use crate::backend::SandboxBackend;
+use crate::core::backend::SandboxBackend;
 use crate::service::SandboxApi;
 
 /// Ping every `interval` until shutdown; report only changes (and log them once).

@@ -1,39 +1,24 @@
 //! sandboxd: Docker-container sandboxes for AI agents and RL trainers, served over gRPC.
 //!
-//! Layers, bottom up: `docker::cli` runs docker subprocesses; `docker` builds their argv and
-//! implements the provider (`DockerProvider`), its terminals in `docker::pty`; `service` maps the
-//! provider onto `sandbox.v1.SandboxService`.
+//! Layers, bottom up: `core` is the seam (`core::backend::SandboxBackend`) and the neutral rules;
+//! `backends/docker` implements it with the docker CLI (its terminals in `backends::docker::pty`),
+//! `backends/swarm` wraps it for cluster mode; `agent_client` speaks the in-sandbox agent's
+//! protocol; `service` maps a backend onto `sandbox.v1.SandboxService`; `wiring` builds the
+//! backend and its layers from the configuration.
 
+pub mod agent_client;
 pub mod audit;
 pub mod auth;
-pub mod backend;
-pub mod branching;
-pub mod claims;
+pub mod backends;
 pub mod config;
-pub mod docker;
+pub mod core;
 pub mod egress;
 pub mod error;
-pub mod expiry;
-pub mod fs;
 pub mod grpc_timeout;
 pub mod health;
-pub mod inventory;
-pub mod lease;
-pub mod lifecycle;
-pub mod logs;
 pub mod memory;
-pub mod metadata;
 pub mod metrics;
-pub mod pools;
-pub mod processes;
-pub mod runtime;
 pub mod service;
-pub mod snapshot_expiry;
-pub mod spec;
-pub mod stats;
-pub mod sweep;
-pub mod terminal;
-pub mod usage_metrics;
-pub mod watch;
+pub mod wiring;
 
 pub use error::{ProviderError, Result};

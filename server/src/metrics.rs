@@ -54,7 +54,7 @@ pub struct SandboxLabels {
     pub sandbox_id: String,
 }
 
-/// Per-sandbox usage gauges (`server.metrics.per_sandbox`), refreshed by [`crate::usage_metrics`].
+/// Per-sandbox usage gauges (`server.metrics.per_sandbox`), refreshed by [`crate::core::usage_metrics`].
 #[derive(Default)]
 pub struct SandboxUsage {
     pub cpu_seconds: Family<SandboxLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
@@ -101,7 +101,7 @@ impl SandboxUsage {
     }
 
     /// Sets every gauge of `sandbox_id` from one reading.
-    pub fn set(&self, sandbox_id: &str, s: &crate::stats::SandboxStats) {
+    pub fn set(&self, sandbox_id: &str, s: &crate::core::stats::SandboxStats) {
         let key = SandboxLabels { sandbox_id: sandbox_id.to_string() };
         let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         self.cpu_seconds.get_or_create(&key).set(s.cpu_usage_ns as f64 / 1e9);

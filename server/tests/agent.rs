@@ -6,10 +6,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use sandboxd::backend::SandboxBackend;
+use sandboxd::agent_client::channel::Transport;
 use sandboxd::config::{ExecEngineKind, ExecTransport};
-use sandboxd::docker::agent::channel::Transport;
-use sandboxd::spec::{ExecErrorType, ExecParams, SandboxHandle, SandboxSpec};
+use sandboxd::core::backend::SandboxBackend;
+use sandboxd::core::spec::{ExecErrorType, ExecParams, SandboxHandle, SandboxSpec};
 use testkit::images;
 use testkit::{agent_provider, docker, exec_params as params, provider_with, TestLabel};
 
@@ -197,7 +197,7 @@ async fn a_sandbox_without_an_agent_uses_docker_exec() {
 async fn an_agent_slow_to_say_hello_is_tried_again_on_the_next_call() {
     let label = TestLabel::new();
     let dir = tempfile::tempdir().unwrap();
-    let real = sandboxd::docker::cli::DockerCli::locate().expect("docker on PATH");
+    let real = sandboxd::backends::docker::cli::DockerCli::locate().expect("docker on PATH");
     let wrapper = dir.path().join("docker");
     // The first `docker exec … serve` (the agent's start) takes longer than the hello timeout.
     let script = format!(

@@ -6,10 +6,10 @@
 
 use std::time::{Duration, Instant};
 
+use sandboxd::agent_client::channel::Transport;
+use sandboxd::backends::docker::DockerProvider;
 use sandboxd::config::{DockerConfig, ExecEngineKind, ExecTransport};
-use sandboxd::docker::agent::channel::Transport;
-use sandboxd::docker::DockerProvider;
-use sandboxd::spec::{ExecParams, SandboxHandle, SandboxSpec};
+use sandboxd::core::spec::{ExecParams, SandboxHandle, SandboxSpec};
 use sandboxd_client::proto;
 use testkit::images;
 use testkit::raw::{busybox, create_id};
@@ -66,7 +66,7 @@ async fn stdout(p: &DockerProvider, h: &SandboxHandle, cmd: &str, params: &ExecP
 async fn a_create_is_one_docker_run_and_the_agents_hello() {
     let label = TestLabel::new();
     let dir = tempfile::tempdir().unwrap();
-    let real = sandboxd::docker::cli::DockerCli::locate().expect("docker on PATH");
+    let real = sandboxd::backends::docker::cli::DockerCli::locate().expect("docker on PATH");
     let log = dir.path().join("calls");
     let wrapper = dir.path().join("docker");
     let script = format!(

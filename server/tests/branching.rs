@@ -7,9 +7,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use sandboxd::docker::DockerProvider;
+use sandboxd::backends::docker::DockerProvider;
+use sandboxd::core::spec::{SandboxHandle, SandboxSpec};
 use sandboxd::error::ProviderError;
-use sandboxd::spec::{SandboxHandle, SandboxSpec};
 use sandboxd_client::{proto, spec, DiffEntry, DiffKind, PtyOptions, Sandbox, SandboxStatus};
 use testkit::images::BUSYBOX;
 use testkit::raw::RawClient;

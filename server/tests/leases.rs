@@ -26,14 +26,15 @@ async fn set_timeout_moves_the_lease_and_a_restarted_server_keeps_it() {
 
     // Extended: created with a 3 s lease, moved to an hour, outlives both the label and a restart.
     let extended = create_id(&mut raw, proto::SandboxSpec { ttl_s: Some(3.0), ..busybox() }).await;
-    let before = sandboxd::lease::now_ms();
+    let before = sandboxd::core::lease::now_ms();
     let moved = raw
         .set_timeout(proto::SetTimeoutRequest { sandbox_id: extended.clone(), ttl_s: 3600.0 })
         .await
         .unwrap()
         .into_inner();
     assert!(
-        (before + 3_590_000..=sandboxd::lease::now_ms() + 3_600_000).contains(&moved.expires_at_unix_ms),
+        (before + 3_590_000..=sandboxd::core::lease::now_ms() + 3_600_000)
+            .contains(&moved.expires_at_unix_ms),
         "{moved:?}"
     );
     // Shortened: no lease at create, then two seconds.
@@ -84,14 +85,14 @@ async fn operator_lease_policy_caps_and_defaults() {
     let mut raw = server.raw().await;
     let defaulted = create_id(&mut raw, busybox()).await;
     let capped = create_id(&mut raw, busybox()).await;
-    let t = sandboxd::lease::now_ms();
+    let t = sandboxd::core::lease::now_ms();
     let moved = raw
         .set_timeout(proto::SetTimeoutRequest { sandbox_id: capped.clone(), ttl_s: 86_400.0 })
         .await
         .unwrap()
         .into_inner();
     assert!(
-        moved.expires_at_unix_ms <= sandboxd::lease::now_ms() + 30_000
+        moved.expires_at_unix_ms <= sandboxd::core::lease::now_ms() + 30_000
             && moved.expires_at_unix_ms >= t + 29_000,
         "capped at max_ttl_s: {moved:?}"
     );
@@ -135,8 +136,8 @@ async fn a_lease_runs_from_the_end_of_its_create() {
 /// create, capped by `server.max_ttl_s` even when the source's lease is longer (in-process).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_forks_children_get_the_capped_lease() {
-    use sandboxd::lease::{self, LeasePolicy, LeaseStore};
-    use sandboxd::lifecycle::{LeaseOptions, Lifecycle};
+    use sandboxd::core::lease::{self, LeasePolicy, LeaseStore};
+    use sandboxd::core::lifecycle::{LeaseOptions, Lifecycle};
     use std::sync::Arc;
     let label = TestLabel::new();
     let provider = Arc::new(testkit::provider(&label));
@@ -154,9 +155,9 @@ async fn a_forks_children_get_the_capped_lease() {
     let uncapped = Arc::new(lifecycle(LeasePolicy::default()));
     let max = Duration::from_secs(30);
     let capped = Arc::new(lifecycle(LeasePolicy { max_ttl: Some(max), default_ttl: None }));
-    let spec = sandboxd::spec::SandboxSpec {
+    let spec = sandboxd::core::spec::SandboxSpec {
         ttl_s: Some(3600.0),
-        ..sandboxd::spec::SandboxSpec::new(testkit::images::BUSYBOX)
+        ..sandboxd::core::spec::SandboxSpec::new(testkit::images::BUSYBOX)
     };
     let source = uncapped.create(spec, None).await.expect("create");
     let forked = capped.fork(&source.id(), 2, &std::collections::BTreeMap::new(), 100).await.expect("fork");
@@ -252,7 +253,7 @@ async fn every_path_that_makes_a_sandbox_is_capped_by_max_ttl() {
         .expect("List")
         .into_inner()
         .sandboxes;
-    let bound = sandboxd::lease::now_ms() + cap_ms;
+    let bound = sandboxd::core::lease::now_ms() + cap_ms;
     for (path, id) in
         [("create", &created), ("snapshot", &from_snapshot), ("fork", &child), ("pool claim", &claimed)]
     {

@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use sandboxd::lease::{LeaseStore, SweepReason};
-use sandboxd::spec::{ExecErrorType, SandboxSpec, SandboxStatus};
-use sandboxd::spec::{ExecParams, SandboxDescriptor};
+use sandboxd::core::lease::{LeaseStore, SweepReason};
+use sandboxd::core::spec::{ExecErrorType, SandboxSpec, SandboxStatus};
+use sandboxd::core::spec::{ExecParams, SandboxDescriptor};
 use sandboxd::ProviderError;
 use sha2::{Digest, Sha256};
 use testkit::images;
@@ -221,14 +221,14 @@ async fn paused_container_reports_paused() {
 
 /// Sweep until `gone` is removed (each sweep lists the whole daemon's owned containers).
 async fn sweep_until_gone(
-    p: &sandboxd::docker::DockerProvider,
+    p: &sandboxd::backends::docker::DockerProvider,
     leases: &LeaseStore,
     gone: &str,
 ) -> Vec<(String, SweepReason)> {
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut removed = Vec::new();
     loop {
-        removed.extend(sandboxd::sweep::sweep(p, leases).await.expect("sweep").removed);
+        removed.extend(sandboxd::core::sweep::sweep(p, leases).await.expect("sweep").removed);
         if !exists(gone) {
             return removed;
         }
@@ -267,8 +267,8 @@ async fn the_sweep_ends_leases_even_with_a_custom_entrypoint_and_keeps_the_rest(
     assert_eq!(p.exec(&long, "echo ok", &params()).await.unwrap().stdout, b"ok\n");
 
     // A lease moved into the store wins over the label, both ways.
-    leases.set(&long.sandbox_id, sandboxd::lease::now_ms() - 1).unwrap();
-    leases.set(&forever.sandbox_id, sandboxd::lease::now_ms() + 3_600_000).unwrap();
+    leases.set(&long.sandbox_id, sandboxd::core::lease::now_ms() - 1).unwrap();
+    leases.set(&forever.sandbox_id, sandboxd::core::lease::now_ms() + 3_600_000).unwrap();
     sweep_until_gone(&p, &leases, &long.sandbox_id).await;
     assert_eq!(leases.get(&long.sandbox_id), None, "a removed sandbox's moved lease is forgotten");
     assert!(exists(&forever.sandbox_id));
@@ -283,7 +283,7 @@ async fn the_sweep_removes_creates_that_never_completed_and_nothing_else() {
     let dir = tempfile::tempdir().unwrap();
     let leases = LeaseStore::open(dir.path()).unwrap();
     let p = provider(&label);
-    let now = sandboxd::lease::now_ms();
+    let now = sandboxd::core::lease::now_ms();
     let start = |name: &str, owned: bool, deadline_ms: i64| {
         let mut args: Vec<String> = vec!["run".into(), "-d".into(), "--name".into(), name.into()];
         args.extend(label.run_args());

@@ -5,10 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
+use sandboxd::backends::docker::DockerProvider;
 use sandboxd::config::DockerConfig;
-use sandboxd::docker::DockerProvider;
-use sandboxd::spec::ExecParams;
-use sandboxd::spec::SandboxSpec;
+use sandboxd::core::spec::ExecParams;
+use sandboxd::core::spec::SandboxSpec;
 use sandboxd::ProviderError;
 
 /// A fake docker: logs each argv (one line, args joined by `|`) and answers per subcommand with
@@ -56,8 +56,8 @@ esac
     /// events` and the `docker ps` that resynchronises it) starts in the background at the
     /// first state question and is left out, so its timing cannot shift the indexes.
     fn calls(&self) -> Vec<Vec<String>> {
-        let table_stream = sandboxd::docker::argv::events_args();
-        let table_resync = sandboxd::docker::argv::owned_states_args();
+        let table_stream = sandboxd::backends::docker::argv::events_args();
+        let table_resync = sandboxd::backends::docker::argv::owned_states_args();
         read_calls(&self.dir.path().join("calls.log"))
             .into_iter()
             .filter(|c| *c != table_stream && *c != table_resync)
@@ -100,7 +100,7 @@ async fn lost_run_response_is_reconciled_by_name_and_started() {
     assert_eq!(h.shell, "bash");
     let calls = fake.calls();
     assert_eq!(subcommands(&calls), ["run", "inspect", "start", "exec", "rename"]);
-    let creating = sandboxd::docker::argv::creating_name(&h.sandbox_id);
+    let creating = sandboxd::backends::docker::argv::creating_name(&h.sandbox_id);
     assert_eq!(calls[1].last(), Some(&creating), "inspects the exact name");
     assert_eq!(calls[2], ["start".to_string(), creating.clone()]);
     assert_eq!(calls[4], ["rename".to_string(), creating, h.sandbox_id.clone()], "renamed once complete");
@@ -208,8 +208,13 @@ async fn pty_session_marker_is_the_last_env_flag() {
     let env =
         [("SANDBOXD_PTY_SESSION".to_string(), "forged".to_string()), ("A".to_string(), "1".to_string())]
             .into();
-    let spec =
-        sandboxd::spec::PtySpec { env, user: Some("root".into()), rows: 30, cols: 90, ..Default::default() };
+    let spec = sandboxd::core::spec::PtySpec {
+        env,
+        user: Some("root".into()),
+        rows: 30,
+        cols: 90,
+        ..Default::default()
+    };
     let session = p.create_pty(&h, &spec).await.unwrap();
     let _ = session.wait_exit(Some(std::time::Duration::from_secs(10))).await;
     session.close().await.unwrap();
@@ -255,7 +260,7 @@ async fn env_values_travel_in_the_docker_clients_environment_never_on_its_argv()
     .into();
     p.exec(&h, "echo hi", &ExecParams { env, ..Default::default() }).await.unwrap();
     let pty_env = [("TOKEN".to_string(), "tok-SECRET-pty".to_string())].into();
-    let spec = sandboxd::spec::PtySpec { env: pty_env, rows: 30, cols: 90, ..Default::default() };
+    let spec = sandboxd::core::spec::PtySpec { env: pty_env, rows: 30, cols: 90, ..Default::default() };
     let session = p.create_pty(&h, &spec).await.unwrap();
     let _ = session.wait_exit(Some(std::time::Duration::from_secs(10))).await;
     session.close().await.unwrap();

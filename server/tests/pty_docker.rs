@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sandboxd::docker::pty::{PtyError, TerminalProcess};
-use sandboxd::docker::DockerProvider;
-use sandboxd::spec::SandboxSpec;
-use sandboxd::spec::{ExecParams, PtySpec, SandboxHandle, TerminalMode};
+use sandboxd::backends::docker::pty::{PtyError, TerminalProcess};
+use sandboxd::backends::docker::DockerProvider;
+use sandboxd::core::spec::SandboxSpec;
+use sandboxd::core::spec::{ExecParams, PtySpec, SandboxHandle, TerminalMode};
 use testkit::images;
 use testkit::{docker, provider, provider_with, TestLabel};
 

@@ -6,11 +6,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use sandboxd::docker::pty::{
+use sandboxd::backends::docker::pty::{
     fallback_pid_file_for, launcher_argv, session_marker, spawn, PtyError, RunInContainer, SpawnOptions,
     TerminalProcess,
 };
-use sandboxd::spec::ExecResult;
+use sandboxd::core::spec::ExecResult;
 
 const T: Duration = Duration::from_secs(10);
 
@@ -319,7 +319,7 @@ async fn close_is_idempotent_and_kills_the_local_group() {
 }
 
 fn daemon_refusal(stderr: &str) -> bool {
-    sandboxd::docker::classify::is_runtime_failure(stderr)
+    sandboxd::backends::docker::classify::is_runtime_failure(stderr)
 }
 
 #[tokio::test]
@@ -407,7 +407,7 @@ impl RunInContainer for LocalContainer {
                     error_type: None,
                     usage: None,
                 },
-                _ => ExecResult::failed(sandboxd::spec::ExecErrorType::Timeout, "timeout"),
+                _ => ExecResult::failed(sandboxd::core::spec::ExecErrorType::Timeout, "timeout"),
             }
         })
     }

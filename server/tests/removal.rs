@@ -81,31 +81,31 @@ async fn an_upload_into_a_sandbox_killed_from_outside_names_its_state() {
 /// sessions that ended leave no entry behind.
 #[tokio::test(flavor = "multi_thread")]
 async fn per_sandbox_caches_shrink_when_sandboxes_end_however_they_end() {
-    use sandboxd::backend::SandboxBackend;
-    use sandboxd::lifecycle::{LeaseOptions, Lifecycle};
+    use sandboxd::core::backend::SandboxBackend;
+    use sandboxd::core::lifecycle::{LeaseOptions, Lifecycle};
     let label = TestLabel::new();
     let provider = std::sync::Arc::new(testkit::provider(&label));
     let state = tempfile::tempdir().unwrap();
     let lifecycle = std::sync::Arc::new(Lifecycle::new(
         provider.clone(),
         LeaseOptions {
-            policy: sandboxd::lease::LeasePolicy::default(),
-            store: sandboxd::lease::LeaseStore::open(state.path()).unwrap(),
+            policy: sandboxd::core::lease::LeasePolicy::default(),
+            store: sandboxd::core::lease::LeaseStore::open(state.path()).unwrap(),
             create_timeout: Duration::from_secs(300),
         },
     ));
     let mut handles = Vec::new();
     for _ in 0..6 {
-        let spec = sandboxd::spec::SandboxSpec::new(BUSYBOX);
+        let spec = sandboxd::core::spec::SandboxSpec::new(BUSYBOX);
         let handle = lifecycle.create(spec, None).await.expect("create");
         let ran = provider.exec(&handle, "echo hi", &Default::default()).await.unwrap();
         assert_eq!(ran.return_code, 0);
         handles.push(handle);
     }
     // A terminal session that ends by itself.
-    let pty = sandboxd::spec::PtySpec {
+    let pty = sandboxd::core::spec::PtySpec {
         command: Some("true".into()),
-        mode: sandboxd::docker::pty::TerminalMode::Pipe,
+        mode: sandboxd::backends::docker::pty::TerminalMode::Pipe,
         ..Default::default()
     };
     let session = provider.open_terminal(&handles[0], &pty).await.unwrap();

@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use sandboxd::agent_client::run_dirs::PRUNE_AGE;
 use sandboxd::config::{ExecEngineKind, ExecTransport};
-use sandboxd::docker::agent::run_dirs::PRUNE_AGE;
-use sandboxd::spec::SandboxSpec;
+use sandboxd::core::spec::SandboxSpec;
 use testkit::{docker, images, provider_in, TestLabel};
 
 fn daemon_id() -> String {
@@ -30,7 +30,7 @@ fn left(root: &Path, id: &str, daemon: Option<&str>, age: Duration) -> PathBuf {
 }
 
 fn fresh_id() -> String {
-    sandboxd::spec::SandboxId::generate().to_string()
+    sandboxd::core::spec::SandboxId::generate().to_string()
 }
 
 #[tokio::test(flavor = "multi_thread")]

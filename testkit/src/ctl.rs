@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 pub fn command(binary: impl AsRef<Path>, addr: &str) -> Command {
     let mut cmd = Command::new(binary.as_ref());
     // A test run started with `&` inherits SIGINT ignored; sandboxctl must not (issue 9).
-    sandboxd::docker::cli::reset_signal_dispositions(&mut cmd);
+    sandboxd::backends::docker::cli::reset_signal_dispositions(&mut cmd);
     cmd.arg("--addr")
         .arg(addr)
         .env_remove("SANDBOXD_ADDR")

@@ -28,9 +28,9 @@ use std::collections::HashMap;
 
 use std::process::Command;
 
-use sandboxd::backend::SandboxBackend;
+use sandboxd::backends::docker::DockerProvider;
 use sandboxd::config::{DockerConfig, ExecEngineKind, ExecTransport};
-use sandboxd::docker::DockerProvider;
+use sandboxd::core::backend::SandboxBackend;
 
 /// A label every test container carries (the test script sweeps it) plus one unique per test.
 pub struct TestLabel {
@@ -113,8 +113,11 @@ pub fn agent_provider(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) -
 }
 
 /// Exec parameters with a 60 s timeout, nothing else set.
-pub fn exec_params() -> sandboxd::spec::ExecParams {
-    sandboxd::spec::ExecParams { timeout: Some(std::time::Duration::from_secs(60)), ..Default::default() }
+pub fn exec_params() -> sandboxd::core::spec::ExecParams {
+    sandboxd::core::spec::ExecParams {
+        timeout: Some(std::time::Duration::from_secs(60)),
+        ..Default::default()
+    }
 }
 
 /// Fail (never skip) when the daemon is unreachable, and build the test images.
@@ -219,7 +222,7 @@ pub fn labels(pairs: &[(&str, &str)]) -> HashMap<String, String> {
 /// Upload one host file through the backend (what a caller of the seam does with a file).
 pub async fn upload_file(
     backend: &dyn SandboxBackend,
-    handle: &sandboxd::spec::SandboxHandle,
+    handle: &sandboxd::core::spec::SandboxHandle,
     source: &std::path::Path,
     target: &str,
 ) -> sandboxd::Result<u64> {
@@ -240,7 +243,7 @@ pub async fn upload_file(
 /// Download one sandbox file to the host through the backend (parents of `target` created).
 pub async fn download_file(
     backend: &dyn SandboxBackend,
-    handle: &sandboxd::spec::SandboxHandle,
+    handle: &sandboxd::core::spec::SandboxHandle,
     source: &str,
     target: &std::path::Path,
 ) -> sandboxd::Result<u64> {

@@ -120,7 +120,7 @@ impl Launch {
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null());
         // A test run started with `&` inherits SIGINT ignored; the server must not (issue 9).
-        sandboxd::docker::cli::reset_signal_dispositions(&mut cmd);
+        sandboxd::backends::docker::cli::reset_signal_dispositions(&mut cmd);
         cmd
     }
 

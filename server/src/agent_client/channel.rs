@@ -16,8 +16,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::binary::AGENT_PATH_IN_SANDBOX;
-use crate::docker::argv;
-use crate::docker::cli::{DockerChild, DockerCli, Pool};
+use crate::backends::docker::argv;
+use crate::backends::docker::cli::{DockerChild, DockerCli, Pool};
 
 /// How long a new agent has to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(20);

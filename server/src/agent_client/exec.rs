@@ -7,10 +7,10 @@ use sandboxd_agent::protocol::{self, Event, ExecStart, Request};
 use tokio::sync::{mpsc, oneshot};
 
 use super::channel::{AgentChannel, Call};
-use crate::docker::cli::DockerCli;
-use crate::docker::transport::cli::container_running;
-use crate::docker::transport::{note_dropped, timed_out, ExecSpec, StreamEvent};
-use crate::spec::{ExecErrorType, ExecResult, ExecUsage};
+use crate::backends::docker::cli::DockerCli;
+use crate::backends::docker::transport::cli::container_running;
+use crate::backends::docker::transport::{note_dropped, timed_out, ExecSpec, StreamEvent};
+use crate::core::spec::{ExecErrorType, ExecResult, ExecUsage};
 
 /// First look at the container when a command has been silent this long (a paused container
 /// freezes the agent too, so silence alone cannot tell).

@@ -5,7 +5,7 @@ use sandboxd_agent::protocol::{self, Event, FailureKind, Request};
 use tokio::io::AsyncBufReadExt;
 
 use super::channel::{AgentChannel, Call};
-use crate::backend::{FileDownload, UploadSource};
+use crate::core::backend::{FileDownload, UploadSource};
 use crate::error::{ProviderError, Result};
 
 /// The provider error for a failure the agent reported about `path` in sandbox `name`.
@@ -52,7 +52,7 @@ pub async fn upload(
         }
         // A client that stopped sending is DEADLINE_EXCEEDED, as on the docker engine; dropping
         // the call aborts the transfer in the sandbox (the old file stays).
-        let buf = reader.fill_buf().await.map_err(crate::docker::files::upload_source_error)?;
+        let buf = reader.fill_buf().await.map_err(crate::backends::docker::files::upload_source_error)?;
         if buf.is_empty() {
             break;
         }

@@ -11,8 +11,8 @@ use tokio::sync::mpsc;
 use super::channel::Call;
 use super::procs::lost;
 use super::AgentEngine;
+use crate::core::processes::{ForwardConnection, ForwardInput, ForwardOutput, ForwardTarget};
 use crate::error::{ProviderError, Result};
-use crate::processes::{ForwardConnection, ForwardInput, ForwardOutput, ForwardTarget};
 
 /// How long the agent's connect may take (it gives up after 10 s itself).
 const OPEN_TIMEOUT: Duration = Duration::from_secs(15);

@@ -24,17 +24,17 @@ use sandboxd_agent::protocol;
 use self::channel::{parse_facts, AgentChannel, OpenError, Transport};
 use self::exec::{drive, Sink, AGENT_LOST, FIRST_CHECK};
 use self::run_dirs::{InFlight, RunDirs};
-use super::argv;
-use super::cli::{DockerCli, Pool};
-use super::transport::cli::{container_running, DockerExecEngine};
-use super::transport::{
+use crate::backends::docker::argv;
+use crate::backends::docker::cli::{DockerCli, Pool};
+use crate::backends::docker::transport::cli::{container_running, DockerExecEngine};
+use crate::backends::docker::transport::{
     no_sessions, output_limit, spawn_stream, ExecEngine, ExecSpec, ExecStream, FileDownload, StreamEvent,
     TerminalSession, UploadSource,
 };
+use crate::core::spec::PtySpec;
+use crate::core::spec::{ExecErrorType, ExecResult};
+use crate::core::terminal::{AttachSpec, TerminalInfo};
 use crate::error::Result;
-use crate::spec::PtySpec;
-use crate::spec::{ExecErrorType, ExecResult};
-use crate::terminal::{AttachSpec, TerminalInfo};
 
 /// Largest download served through the agent's exec channel: it (a `docker exec` stdout, about
 /// 110 MB/s here) wins on small files by skipping `docker cp`'s fixed cost, `docker cp` wins on
@@ -395,7 +395,7 @@ impl ExecEngine for AgentEngine {
             return self.docker.upload(name, source, size, path, mode).await;
         };
         match files::upload(&channel, name, source, size, path, mode).await {
-            Err(e) => Err(crate::docker::files::explain_by_state(self.cli(), name, e).await),
+            Err(e) => Err(crate::backends::docker::files::explain_by_state(self.cli(), name, e).await),
             ok => ok,
         }
     }
@@ -406,7 +406,7 @@ impl ExecEngine for AgentEngine {
         };
         let download = match files::AgentDownload::open(&channel, name, path).await {
             Ok(download) => download,
-            Err(e) => return Err(crate::docker::files::explain_by_state(self.cli(), name, e).await),
+            Err(e) => return Err(crate::backends::docker::files::explain_by_state(self.cli(), name, e).await),
         };
         if channel.transport == Transport::Socket || download.size() <= AGENT_DOWNLOAD_MAX {
             return Ok(Box::new(download));

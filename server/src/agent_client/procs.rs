@@ -13,8 +13,8 @@ use tokio::sync::mpsc;
 
 use super::channel::{AgentChannel, Call};
 use super::AgentEngine;
+use crate::core::processes::{ProcessEvent, ProcessInfo, ProcessStart, ProcessStream, Started};
 use crate::error::{ProviderError, Result};
-use crate::processes::{ProcessEvent, ProcessInfo, ProcessStart, ProcessStream, Started};
 
 /// How long a control request (start, list, signal, attach) may wait for the agent's answer.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);

@@ -15,10 +15,10 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::OnceCell;
 
 use super::socket;
-use crate::docker::argv;
-use crate::docker::cli::{DockerCli, Pool};
-use crate::docker::failure::{CliError, DockerFailureKind};
-use crate::spec::SandboxId;
+use crate::backends::docker::argv;
+use crate::backends::docker::cli::{DockerCli, Pool};
+use crate::backends::docker::failure::{CliError, DockerFailureKind};
+use crate::core::spec::SandboxId;
 
 /// How old a directory must be before it may be pruned: well past any create's `docker run`.
 pub const PRUNE_AGE: Duration = Duration::from_secs(600);

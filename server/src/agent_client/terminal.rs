@@ -13,10 +13,10 @@ use sandboxd_agent::protocol::{
 use tokio::sync::{mpsc, watch, Mutex};
 
 use super::channel::{AgentChannel, Call};
-use crate::backend::TerminalSession;
+use crate::core::backend::TerminalSession;
+use crate::core::spec::{PtySpec, Signal};
+use crate::core::terminal::{AttachSpec, PtyError, TerminalInfo, TerminalMode};
 use crate::error::{ProviderError, Result};
-use crate::spec::{PtySpec, Signal};
-use crate::terminal::{AttachSpec, PtyError, TerminalInfo, TerminalMode};
 
 /// How long the agent has to answer an open, an attach or a listing.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);

@@ -87,7 +87,7 @@ pub fn load_or_generate(path: &Path) -> Result<Vec<SigningKey>, KeyError> {
         let mut raw = [0u8; 32];
         getrandom::getrandom(&mut raw).map_err(|e| KeyError::Random(e.to_string()))?;
         let secret: String = raw.iter().map(|b| format!("{b:02x}")).collect();
-        let kid = format!("k{}", crate::lease::now_ms());
+        let kid = format!("k{}", crate::core::lease::now_ms());
         let shown = path.display().to_string();
         let io = |source| KeyError::Io { path: shown.clone(), source };
         // Written whole under a private name, then linked into place: two servers starting on

@@ -25,14 +25,14 @@ impl PoolConfig {
     /// sandbox spec's rules when the server starts.
     pub fn validate(&self, index: usize) -> Result<(), ConfigError> {
         let prefix = format!("pools[{index}]");
-        let refused = |(field, message): crate::pools::rules::Refusal| ConfigError::new(field, message);
-        crate::pools::rules::check_name(&format!("{prefix}.name"), &self.name).map_err(refused)?;
+        let refused = |(field, message): crate::core::pools::rules::Refusal| ConfigError::new(field, message);
+        crate::core::pools::rules::check_name(&format!("{prefix}.name"), &self.name).map_err(refused)?;
         if self.image.is_empty() {
             return Err(ConfigError::new(format!("{prefix}.image"), "is required"));
         }
         if !(self.template.is_null() || self.template.is_object()) {
             return Err(ConfigError::new(format!("{prefix}.template"), "must be a mapping (a sandbox spec)"));
         }
-        crate::pools::rules::check_sizes(&prefix, self.target, self.max).map_err(refused)
+        crate::core::pools::rules::check_sizes(&prefix, self.target, self.max).map_err(refused)
     }
 }

@@ -3,7 +3,7 @@
 //! The service and the lifecycle layer hold an `Arc<dyn SandboxBackend>`; `docker::DockerProvider`
 //! is today's implementation. A second backend (Kubernetes, a remote Docker host) implements this
 //! trait in a sibling module and nothing above it changes. Types crossing the seam are neutral
-//! (`crate::spec`); Docker's words (container states, CLI errors, argv) stay below `docker/`.
+//! (`crate::core::spec`); Docker's words (container states, CLI errors, argv) stay below `docker/`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,18 +11,20 @@ use std::time::Duration;
 
 use tokio::io::AsyncBufRead;
 
-use crate::branching::{DiffEntry, Forked, SnapshotInfo};
-use crate::error::{ProviderError, Result};
-use crate::expiry::{Owned, OwnedListing};
-use crate::fs::{EntryStream, FileEntry, FileOp, ListDirQuery, WatchStream};
-use crate::inventory::{ListPage, ListQuery};
-use crate::lease::LeasePolicy;
-use crate::processes::{ForwardConnection, ForwardTarget, ProcessInfo, ProcessStart, ProcessStream, Started};
-use crate::spec::{
+use crate::core::branching::{DiffEntry, Forked, SnapshotInfo};
+use crate::core::expiry::{Owned, OwnedListing};
+use crate::core::fs::{EntryStream, FileEntry, FileOp, ListDirQuery, WatchStream};
+use crate::core::inventory::{ListPage, ListQuery};
+use crate::core::lease::LeasePolicy;
+use crate::core::processes::{
+    ForwardConnection, ForwardTarget, ProcessInfo, ProcessStart, ProcessStream, Started,
+};
+use crate::core::spec::{
     ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
     SandboxSpec, SandboxStatus, User,
 };
-use crate::terminal::{AttachSpec, PtyError, TerminalInfo, TerminalMode};
+use crate::core::terminal::{AttachSpec, PtyError, TerminalInfo, TerminalMode};
+use crate::error::{ProviderError, Result};
 
 /// A byte source for an upload: the gRPC stream or a spool file, boxed so the trait stays
 /// object-safe.
@@ -90,7 +92,7 @@ pub trait SandboxBackend: Send + Sync + 'static {
     async fn create_planned(&self, spec: &SandboxSpec, plan: &CreatePlan) -> Result<SandboxHandle>;
 
     /// Everything this service owns, sandboxes and unfinished creates, with the facts the
-    /// expiry rule needs (`crate::expiry`), and what was destroyed since the last listing. The
+    /// expiry rule needs (`crate::core::expiry`), and what was destroyed since the last listing. The
     /// backend lists; it does not decide what expires.
     async fn list_owned(&self) -> Result<OwnedListing>;
 
@@ -223,15 +225,19 @@ pub trait SandboxBackend: Send + Sync + 'static {
 
     /// What the sandbox's main process wrote to stdout and stderr (and, with
     /// `options.follow`, writes next); running or stopped sandboxes alike.
-    async fn logs(&self, id: &SandboxId, options: crate::logs::LogOptions) -> Result<crate::logs::LogStream>;
+    async fn logs(
+        &self,
+        id: &SandboxId,
+        options: crate::core::logs::LogOptions,
+    ) -> Result<crate::core::logs::LogStream>;
 
     /// The sandbox's address on its `spec.network` (or on the network it runs on).
-    async fn network_address(&self, id: &SandboxId) -> Result<crate::runtime::NetworkAddress> {
+    async fn network_address(&self, id: &SandboxId) -> Result<crate::core::runtime::NetworkAddress> {
         Err(ProviderError::Unimplemented(format!("this backend does not tell the network address of {id}")))
     }
 
     /// The named volumes this service owns for `tenant` (`None`: the tenant-less ones).
-    async fn list_volumes(&self, tenant: Option<&str>) -> Result<Vec<crate::runtime::VolumeInfo>> {
+    async fn list_volumes(&self, tenant: Option<&str>) -> Result<Vec<crate::core::runtime::VolumeInfo>> {
         let _ = tenant;
         Err(ProviderError::Unimplemented("this backend has no named volumes".into()))
     }
@@ -245,7 +251,7 @@ pub trait SandboxBackend: Send + Sync + 'static {
 
     /// Where the lifecycle events of the sandboxes this service owns are published (`Watch`),
     /// its source started; `None`: this backend cannot tell them.
-    fn event_hub(&self) -> Option<Arc<crate::watch::EventHub>> {
+    fn event_hub(&self) -> Option<Arc<crate::core::watch::EventHub>> {
         None
     }
 
@@ -253,13 +259,16 @@ pub trait SandboxBackend: Send + Sync + 'static {
     /// [`Self::event_hub`]'s (which tells this node's own); resolves once each node answering
     /// now is subscribed (or a few seconds passed), so a listing made after it misses little.
     /// `None`: this backend is all there is (one host).
-    async fn peer_events(&self, filter: &crate::watch::WatchFilter) -> Option<crate::watch::PeerEvents> {
+    async fn peer_events(
+        &self,
+        filter: &crate::core::watch::WatchFilter,
+    ) -> Option<crate::core::watch::PeerEvents> {
         let _ = filter;
         None
     }
 
     /// The sandbox's resource usage now (running or paused; `Stopped` otherwise).
-    async fn stats(&self, id: &SandboxId) -> Result<crate::stats::SandboxStats> {
+    async fn stats(&self, id: &SandboxId) -> Result<crate::core::stats::SandboxStats> {
         Err(ProviderError::Unavailable(format!("this backend cannot read the usage of sandbox {id}")))
     }
 
@@ -269,7 +278,7 @@ pub trait SandboxBackend: Send + Sync + 'static {
         let _ = (id, plan);
         Err(ProviderError::Create("this backend cannot enforce network policies".into()))
     }
-    // --- processes and ports (crate::processes) ---
+    // --- processes and ports (crate::core::processes) ---
     /// Start a background process (checked already); it outlives every caller.
     async fn start_process(&self, _handle: &SandboxHandle, _start: &ProcessStart) -> Result<Started> {
         Err(no_processes())
@@ -426,7 +435,7 @@ pub trait TerminalSession: Send + Sync {
     /// A new terminal size.
     async fn resize(&self, rows: u16, cols: u16) -> Result<(), PtyError>;
     /// Deliver a signal to the session's foreground group.
-    async fn send_signal(&self, signal: crate::spec::Signal) -> Result<(), PtyError>;
+    async fn send_signal(&self, signal: crate::core::spec::Signal) -> Result<(), PtyError>;
     /// The program's exit code (128 + n for signal n).
     async fn wait_exit(&self, timeout: Option<Duration>) -> Result<i32, PtyError>;
     /// End the session's processes and release it.

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::spec::SandboxHandle;
+use crate::core::spec::SandboxHandle;
 
 /// Most children one `Fork` may start.
 pub const MAX_FORK_COUNT: u32 = 64;

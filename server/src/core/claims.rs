@@ -52,7 +52,7 @@ impl ClaimStore {
         let mut claims = BTreeMap::new();
         for entry in std::fs::read_dir(&dir)?.filter_map(|e| e.ok()) {
             let Ok(name) = entry.file_name().into_string() else { continue };
-            if !crate::spec::SandboxId::has_valid_shape(&name) {
+            if !crate::core::spec::SandboxId::has_valid_shape(&name) {
                 continue;
             }
             match std::fs::read(entry.path()).map(|b| serde_json::from_slice::<Claim>(&b)) {
@@ -122,7 +122,7 @@ mod tests {
     #[test]
     fn claims_survive_a_reopen_and_removal_forgets_them() {
         let dir = tempfile::tempdir().unwrap();
-        let id = crate::spec::SandboxId::generate();
+        let id = crate::core::spec::SandboxId::generate();
         let store = ClaimStore::open(dir.path()).unwrap();
         let claim = Claim {
             pool: "p".into(),

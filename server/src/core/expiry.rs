@@ -11,7 +11,7 @@
 //!
 //! A completed sandbox within its lease is never touched, nor a name of any other shape.
 
-use crate::spec::SandboxId;
+use crate::core::spec::SandboxId;
 
 /// Margin past a create's deadline before an unfinished create counts as abandoned (clock skew
 /// between the create's own timer and the sweep's; the create removes itself at its deadline).

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::core::spec::{SandboxId, SandboxStatus};
 use crate::error::{ProviderError, Result};
-use crate::spec::{SandboxId, SandboxStatus};
 
 /// What to list.
 #[derive(Debug, Clone, Default)]
@@ -20,10 +20,10 @@ pub struct ListQuery {
     pub after: Option<PageKey>,
     /// Only this tenant's sandboxes (`None`: every sandbox, the operator's view).
     pub tenant: Option<String>,
-    /// Claimed warm-pool members by id (`crate::claims`): their metadata, tenant and claim
+    /// Claimed warm-pool members by id (`crate::core::claims`): their metadata, tenant and claim
     /// time replace the container's. A listed pool member without a claim is left out.
-    pub claims: std::sync::Arc<BTreeMap<String, crate::claims::Claim>>,
-    /// Only the pool members this pool owner started (`crate::pools`), claimed or not, as
+    pub claims: std::sync::Arc<BTreeMap<String, crate::core::claims::Claim>>,
+    /// Only the pool members this pool owner started (`crate::core::pools`), claimed or not, as
     /// labelled (no claim applied): the pools' start-up cleanup. Backends also narrow such a
     /// listing to the operator's own labels.
     pub pool_owner: Option<String>,
@@ -194,7 +194,7 @@ mod tests {
         let mut unclaimed = summary('b', 20, SandboxStatus::Running);
         unclaimed.pool = Some("p".into());
         let plain = summary('c', 30, SandboxStatus::Running);
-        let claim = crate::claims::Claim {
+        let claim = crate::core::claims::Claim {
             pool: "p".into(),
             tenant: Some("t".into()),
             metadata: [("run".to_string(), "r1".to_string())].into(),

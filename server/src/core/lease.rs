@@ -112,7 +112,7 @@ impl LeaseStore {
 }
 
 /// What the sweep reports, where the expiry rule lives (the names kept here for callers).
-pub use crate::expiry::{SweepReason, SweepReport};
+pub use crate::core::expiry::{SweepReason, SweepReport};
 
 #[cfg(test)]
 mod tests {

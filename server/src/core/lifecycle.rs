@@ -8,15 +8,15 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
-use crate::backend::{CreatePlan, CreatePolicy, SandboxBackend};
-use crate::branching::Forked;
-use crate::claims::ClaimStore;
+use crate::core::backend::{CreatePlan, CreatePolicy, SandboxBackend};
+use crate::core::branching::Forked;
+use crate::core::claims::ClaimStore;
+use crate::core::expiry::SweepReport;
+use crate::core::inventory::{ListPage, ListQuery};
+use crate::core::lease::{self, LeasePolicy, LeaseStore};
+use crate::core::spec::{SandboxHandle, SandboxId, SandboxSpec};
 use crate::error::{ProviderError, Result};
-use crate::expiry::SweepReport;
-use crate::inventory::{ListPage, ListQuery};
-use crate::lease::{self, LeasePolicy, LeaseStore};
 use crate::metrics::{self, GaugeGuard};
-use crate::spec::{SandboxHandle, SandboxId, SandboxSpec};
 
 /// How many sandboxes a shutdown removes at once.
 const SHUTDOWN_REMOVALS_AT_ONCE: usize = 8;
@@ -264,11 +264,11 @@ impl Lifecycle {
         self.leases.store.get(id).or(at_create)
     }
 
-    /// One sweep (`crate::sweep`: the backend lists, `crate::expiry` decides: expired leases,
+    /// One sweep (`crate::core::sweep`: the backend lists, `crate::core::expiry` decides: expired leases,
     /// creates that never completed). Sandboxes this process created that the sweep removed or
     /// that were removed elsewhere are forgotten, so the set holds only live sandboxes.
     pub async fn sweep(&self) -> Result<SweepReport> {
-        let report = crate::sweep::sweep(&*self.backend, &self.leases.store).await?;
+        let report = crate::core::sweep::sweep(&*self.backend, &self.leases.store).await?;
         let ended = report.gone.iter().chain(report.removed.iter().map(|(name, _)| name));
         let mut created = self.lock_created();
         for name in ended {

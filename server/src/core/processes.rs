@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use tokio::sync::mpsc;
 
+use crate::core::spec::{validate_abs_path, validate_env, User};
 use crate::error::{ProviderError, Result};
-use crate::spec::{validate_abs_path, validate_env, User};
 
 /// Largest accepted command line (as `Exec`'s agent path takes it in one frame, well under).
 const MAX_COMMAND: usize = 1 << 20;

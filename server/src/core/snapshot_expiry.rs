@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend::SandboxBackend;
+use crate::core::backend::SandboxBackend;
 
 /// Every `every`, remove the snapshots taken more than `ttl` ago that no sandbox uses, until
 /// `shutdown` turns true.

@@ -231,7 +231,7 @@ pub struct SandboxSpec {
     /// Size of `/dev/shm` in bytes.
     pub shm_size_bytes: Option<u64>,
     /// Named volumes this service owns, mounted in the sandbox.
-    pub volumes: Vec<crate::runtime::VolumeMount>,
+    pub volumes: Vec<crate::core::runtime::VolumeMount>,
     /// The tenant the sandbox is made for, labelled at `docker run`; set by the server from
     /// the caller's key, never from a request or a config file.
     #[serde(skip)]
@@ -240,7 +240,7 @@ pub struct SandboxSpec {
     /// server's default, domains resolved); `None`: nothing enforced. Set by the service.
     #[serde(skip)]
     pub egress: Option<crate::egress::EgressPlan>,
-    /// Set only by the warm pools (`crate::pools`) for a sandbox they start ahead of a claim:
+    /// Set only by the warm pools (`crate::core::pools`) for a sandbox they start ahead of a claim:
     /// labelled as that pool's, so `List` hides it until claimed and its starter's next start
     /// finds it. Never from a request or a config file.
     #[serde(skip)]
@@ -300,8 +300,8 @@ impl SandboxSpec {
             }
         }
         validate_ports(&self.ports)?;
-        crate::metadata::validate_metadata("spec.metadata", &self.metadata)?;
-        crate::runtime::validate(
+        crate::core::metadata::validate_metadata("spec.metadata", &self.metadata)?;
+        crate::core::runtime::validate(
             self.network.as_deref(),
             &self.cap_add,
             self.shm_size_bytes,

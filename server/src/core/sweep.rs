@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use crate::backend::SandboxBackend;
+use crate::core::backend::SandboxBackend;
+use crate::core::expiry::{self, Decision, SweepReason, SweepReport};
+use crate::core::lease::{self, LeaseStore};
+use crate::core::spec::SandboxId;
 use crate::error::Result;
-use crate::expiry::{self, Decision, SweepReason, SweepReport};
-use crate::lease::{self, LeaseStore};
-use crate::spec::SandboxId;
 
 /// Moved-lease files older than this whose sandbox no longer exists are pruned (a file for a
 /// sandbox created since the listing is young).

@@ -64,4 +64,4 @@ pub struct AttachSpec {
 }
 
 /// Whether a session has a terminal (the shared contract's word for it).
-pub use crate::spec::TerminalMode;
+pub use crate::core::spec::TerminalMode;

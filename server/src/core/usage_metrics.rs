@@ -6,9 +6,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend::SandboxBackend;
-use crate::inventory::ListQuery;
-use crate::spec::{SandboxId, SandboxStatus};
+use crate::core::backend::SandboxBackend;
+use crate::core::inventory::ListQuery;
+use crate::core::spec::{SandboxId, SandboxStatus};
 
 /// Every `every` until `shutdown` turns true: list the sandboxes this service owns, read
 /// each running or paused one's usage, set its gauges, and drop those of the rest.

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
 
-use crate::inventory::SandboxSummary;
-use crate::spec::SandboxStatus;
+use crate::core::inventory::SandboxSummary;
+use crate::core::spec::SandboxStatus;
 
 /// Events the hub holds for its slowest subscriber; one further behind is ended.
 pub const HUB_CAPACITY: usize = 4096;
@@ -197,7 +197,7 @@ pub struct NodeOnly {
 
 /// Milliseconds since the Unix epoch now.
 pub fn now_ms() -> i64 {
-    crate::lease::now_ms()
+    crate::core::lease::now_ms()
 }
 
 #[cfg(test)]

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use super::store::PolicyStore;
 use super::{resolve, EgressPlan, NetworkPolicy};
-use crate::backend::SandboxBackend;
 use crate::config::NetworkSection;
+use crate::core::backend::SandboxBackend;
+use crate::core::spec::SandboxId;
 use crate::error::{ProviderError, Result};
-use crate::spec::SandboxId;
 
 /// How long one name may take to resolve.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);

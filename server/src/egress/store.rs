@@ -44,7 +44,7 @@ impl PolicyStore {
         entries
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
             .filter_map(|name| name.strip_suffix(".json").map(String::from))
-            .filter(|id| crate::spec::SandboxId::has_valid_shape(id))
+            .filter(|id| crate::core::spec::SandboxId::has_valid_shape(id))
             .collect()
     }
 }

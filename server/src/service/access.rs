@@ -23,7 +23,7 @@ use tonic::{Request, Response, Status};
 use super::status::invalid;
 use super::SandboxApi;
 use crate::auth::{Principal, Scope, Tenants, Tokens};
-use crate::spec::SandboxId;
+use crate::core::spec::SandboxId;
 
 /// What the service needs to authorize calls and mint tokens.
 pub struct Access {

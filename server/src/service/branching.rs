@@ -9,8 +9,8 @@ use tracing::Instrument;
 
 use super::{convert, span, BoxStream, SandboxApi};
 use crate::auth::{Principal, Scope, TENANT_LABEL};
-use crate::branching::SnapshotInfo;
-use crate::spec::SandboxId;
+use crate::core::branching::SnapshotInfo;
+use crate::core::spec::SandboxId;
 
 /// Paths per `DiffResponse` message.
 const DIFF_BATCH: usize = 1000;

@@ -7,8 +7,8 @@ use sandboxd_proto::v1 as pb;
 use tonic::Status;
 
 use super::status::invalid;
-use crate::pools::{PoolSpec, PoolStatus};
-use crate::spec::{ProviderOptions, SandboxDescriptor, SandboxHandle, SandboxResources, SandboxSpec};
+use crate::core::pools::{PoolSpec, PoolStatus};
+use crate::core::spec::{ProviderOptions, SandboxDescriptor, SandboxHandle, SandboxResources, SandboxSpec};
 
 /// A port on the wire (`uint32`) as a TCP port.
 pub fn port(field: &str, value: u32) -> Result<u16, Status> {
@@ -47,7 +47,7 @@ pub fn spec_from_proto(spec: pb::SandboxSpec) -> Result<SandboxSpec, Status> {
         volumes: spec
             .volumes
             .into_iter()
-            .map(|v| crate::runtime::VolumeMount {
+            .map(|v| crate::core::runtime::VolumeMount {
                 name: v.name,
                 target: v.target,
                 read_only: v.read_only,

@@ -7,7 +7,7 @@ use tracing::Instrument;
 
 use super::{convert, deadline, span, SandboxApi};
 use crate::auth::{Principal, Scope};
-use crate::spec::{ExecErrorType, ExecParams, ExecResult, SandboxHandle};
+use crate::core::spec::{ExecErrorType, ExecParams, ExecResult, SandboxHandle};
 
 pub(super) async fn exec(
     api: &SandboxApi,

@@ -10,7 +10,7 @@ use tracing::Instrument;
 
 use super::exec::{exec_outcome, exec_request};
 use super::{span, BoxStream, SandboxApi};
-use crate::backend::StreamEvent;
+use crate::core::backend::StreamEvent;
 
 pub(super) async fn exec_stream(
     api: &SandboxApi,

@@ -10,9 +10,11 @@ use tracing::Instrument;
 
 use super::{span, BoxStream, SandboxApi};
 use crate::auth::{Principal, Scope};
+use crate::core::fs::{
+    check_path, FileEntry, FileEvent, FileEventKind, FileKind, FileOp, ListDirQuery, MAX_DEPTH,
+};
+use crate::core::spec::User;
 use crate::error::ProviderError;
-use crate::fs::{check_path, FileEntry, FileEvent, FileEventKind, FileKind, FileOp, ListDirQuery, MAX_DEPTH};
-use crate::spec::User;
 
 /// `user` as the request sends it: empty means the sandbox's own.
 fn user_of(user: &str) -> Result<Option<User>, ProviderError> {

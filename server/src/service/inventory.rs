@@ -6,8 +6,8 @@ use tracing::Instrument;
 
 use super::status::invalid;
 use super::{convert, SandboxApi};
-use crate::inventory::{ListQuery, PageKey, SandboxSummary};
-use crate::spec::{SandboxId, SandboxStatus};
+use crate::core::inventory::{ListQuery, PageKey, SandboxSummary};
+use crate::core::spec::{SandboxId, SandboxStatus};
 
 /// `page_size` when the request leaves it at 0.
 pub const DEFAULT_PAGE_SIZE: u32 = 100;

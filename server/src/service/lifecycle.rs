@@ -9,7 +9,7 @@ use tracing::Instrument;
 use super::status::invalid;
 use super::{convert, deadline, span, SandboxApi};
 use crate::auth::{Principal, Scope};
-use crate::spec::SandboxId;
+use crate::core::spec::SandboxId;
 
 pub(super) async fn create(
     api: &SandboxApi,

@@ -8,8 +8,8 @@ use tracing::Instrument;
 
 use super::{span, BoxStream, SandboxApi};
 use crate::auth::{Principal, Scope};
-use crate::logs::{LogChunk, LogOptions};
-use crate::spec::SandboxId;
+use crate::core::logs::{LogChunk, LogOptions};
+use crate::core::spec::SandboxId;
 
 pub(super) async fn logs(
     api: &SandboxApi,

@@ -41,10 +41,10 @@ pub use access::Access;
 pub use server::{serve, ServeError, ServeOptions, ServeSettings, Services, TlsFiles};
 
 use crate::auth::Principal;
-use crate::backend::SandboxBackend;
 use crate::config::ServerSection;
-use crate::lifecycle::Lifecycle;
-use crate::spec::{SandboxHandle, SandboxId};
+use crate::core::backend::SandboxBackend;
+use crate::core::lifecycle::Lifecycle;
+use crate::core::spec::{SandboxHandle, SandboxId};
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
@@ -59,7 +59,7 @@ pub struct SandboxApi {
     access: Arc<Access>,
     quotas: Arc<quota::QuotaBook>,
     egress: Arc<crate::egress::Egress>,
-    pools: Arc<crate::pools::Pools>,
+    pools: Arc<crate::core::pools::Pools>,
 }
 
 impl SandboxApi {
@@ -70,7 +70,8 @@ impl SandboxApi {
     ) -> Self {
         let pty_slots = limits::PtySlots::new(&policy.limits);
         let egress = Arc::new(crate::egress::Egress::new(&Default::default(), &policy.state_dir()));
-        let pools = crate::pools::Pools::new(lifecycle.clone(), uuid::Uuid::new_v4().simple().to_string());
+        let pools =
+            crate::core::pools::Pools::new(lifecycle.clone(), uuid::Uuid::new_v4().simple().to_string());
         Self {
             lifecycle,
             policy,
@@ -89,7 +90,7 @@ impl SandboxApi {
     }
 
     /// The same service claiming from `pools`.
-    pub fn with_pools(self, pools: Arc<crate::pools::Pools>) -> Self {
+    pub fn with_pools(self, pools: Arc<crate::core::pools::Pools>) -> Self {
         Self { pools, ..self }
     }
 

@@ -8,8 +8,8 @@ use tonic::{Request, Response, Status};
 use super::status::invalid;
 use super::SandboxApi;
 use crate::auth::{Principal, Scope};
+use crate::core::spec::{SandboxHandle, SandboxId, SandboxSpec};
 use crate::egress::{EgressAction, EgressPlan, EgressRule, NetworkPolicy};
-use crate::spec::{SandboxHandle, SandboxId, SandboxSpec};
 
 /// A policy from the wire; `field` names where it came from (`spec.network_policy`, `policy`).
 pub(super) fn from_proto(field: &str, policy: pb::NetworkPolicy) -> Result<NetworkPolicy, Status> {

@@ -1,5 +1,5 @@
 //! `CreatePool`, `ListPools`, `DeletePool`, and the hand-off of a `Create` to a warm pool
-//! (`crate::pools` does the work; this is the wire and the caller's rights).
+//! (`crate::core::pools` does the work; this is the wire and the caller's rights).
 
 use sandboxd_proto::v1 as pb;
 use tonic::{Request, Response, Status};
@@ -8,8 +8,8 @@ use tracing::Instrument;
 use super::status::invalid;
 use super::{convert, SandboxApi};
 use crate::auth::Principal;
-use crate::pools::{Claimed, PoolError};
-use crate::spec::{SandboxHandle, SandboxSpec};
+use crate::core::pools::{Claimed, PoolError};
+use crate::core::spec::{SandboxHandle, SandboxSpec};
 
 impl From<PoolError> for Status {
     fn from(e: PoolError) -> Self {
@@ -34,7 +34,7 @@ pub(super) async fn create_from_pool(
     deadline: Option<std::time::Duration>,
 ) -> Result<Option<SandboxHandle>, Status> {
     if let Some(name) = named {
-        crate::pools::rules::check_name("spec.pool", name).map_err(|(f, m)| invalid(&f, m))?;
+        crate::core::pools::rules::check_name("spec.pool", name).map_err(|(f, m)| invalid(&f, m))?;
     }
     let Some((key, pool)) = api.pools.pool_for(call.tenant.as_deref(), named, call).await? else {
         return Ok(None);
@@ -95,7 +95,7 @@ pub(super) async fn delete_pool(
     SandboxApi::require_key(&principal, "DeletePool")?;
     let name = request.into_inner().name;
     async move {
-        crate::pools::rules::check_name("name", &name).map_err(|(f, m)| invalid(&f, m))?;
+        crate::core::pools::rules::check_name("name", &name).map_err(|(f, m)| invalid(&f, m))?;
         let removed = api.pools.delete(principal.tenant(), &name).await?;
         Ok(Response::new(pb::DeletePoolResponse { removed }))
     }

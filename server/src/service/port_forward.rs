@@ -11,7 +11,7 @@ use tracing::Instrument;
 use super::status::invalid;
 use super::{span, BoxStream, SandboxApi};
 use crate::auth::{Principal, Scope};
-use crate::processes::{ForwardInput, ForwardOutput, ForwardTarget};
+use crate::core::processes::{ForwardInput, ForwardOutput, ForwardTarget};
 
 type Msg = pb::port_forward_request::Message;
 type Out = pb::port_forward_response::Message;

@@ -8,7 +8,7 @@ use tracing::Instrument;
 
 use super::{convert, span, BoxStream, SandboxApi};
 use crate::auth::{Principal, Scope};
-use crate::processes::{self, ProcessEvent, ProcessInfo, ProcessStart};
+use crate::core::processes::{self, ProcessEvent, ProcessInfo, ProcessStart};
 
 impl From<ProcessInfo> for pb::ProcessInfo {
     fn from(p: ProcessInfo) -> Self {

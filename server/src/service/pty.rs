@@ -15,9 +15,9 @@ use tracing::Instrument;
 
 use super::status::invalid;
 use super::{BoxStream, SandboxApi};
-use crate::backend::TerminalSession;
-use crate::spec::{PtySpec, Signal};
-use crate::terminal::{AttachSpec, PtyError, TerminalMode};
+use crate::core::backend::TerminalSession;
+use crate::core::spec::{PtySpec, Signal};
+use crate::core::terminal::{AttachSpec, PtyError, TerminalMode};
 
 /// Requests read ahead while an input write is blocked (the stream is still watched for a
 /// half-close or cancel; these wait for the write).

@@ -6,8 +6,8 @@ use tracing::Instrument;
 
 use super::{span, SandboxApi};
 use crate::auth::{Principal, Scope};
-use crate::spec::SandboxId;
-use crate::terminal::TerminalInfo;
+use crate::core::spec::SandboxId;
+use crate::core::terminal::TerminalInfo;
 
 impl From<TerminalInfo> for pb::PtySessionInfo {
     fn from(s: TerminalInfo) -> Self {

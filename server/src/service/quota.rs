@@ -13,9 +13,9 @@ use tonic::Status;
 
 use super::SandboxApi;
 use crate::auth::{Principal, Tenant, TENANT_LABEL};
-use crate::inventory::ListQuery;
+use crate::core::inventory::ListQuery;
+use crate::core::spec::SandboxSpec;
 use crate::metrics::TenantLabels;
-use crate::spec::SandboxSpec;
 
 const WINDOW: Duration = Duration::from_secs(60);
 
@@ -115,7 +115,7 @@ impl QuotaBook {
                 ListQuery { page_size: usize::MAX, tenant: Some(tenant.name.clone()), ..Default::default() };
             let live = api.lifecycle.list(query).await?.sandboxes;
             let live: Vec<_> =
-                live.into_iter().filter(|s| s.status != crate::spec::SandboxStatus::Stopped).collect();
+                live.into_iter().filter(|s| s.status != crate::core::spec::SandboxStatus::Stopped).collect();
             if let Some(limit) = q.sandboxes {
                 let used = live.len() as u64;
                 if used + count > limit {
@@ -229,7 +229,7 @@ pub async fn publish_usage_forever(api: SandboxApi, every: Duration) {
             let live: Vec<_> = page
                 .sandboxes
                 .into_iter()
-                .filter(|s| s.status != crate::spec::SandboxStatus::Stopped)
+                .filter(|s| s.status != crate::core::spec::SandboxStatus::Stopped)
                 .collect();
             let m = crate::metrics::global();
             let labels = TenantLabels::of(&tenant.name);

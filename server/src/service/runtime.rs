@@ -8,7 +8,7 @@ use tracing::Instrument;
 
 use super::{span, SandboxApi};
 use crate::auth::{Principal, Scope};
-use crate::spec::SandboxId;
+use crate::core::spec::SandboxId;
 
 pub(super) async fn network_address(
     api: &SandboxApi,

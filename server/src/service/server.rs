@@ -14,11 +14,10 @@ use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic_health::server::HealthReporter;
 
 use super::{Access, SandboxApi};
-use crate::backend::SandboxBackend;
 use crate::config::{FileConfig, ServerSection};
-use crate::docker::DockerProvider;
-use crate::lease::{LeasePolicy, LeaseStore};
-use crate::lifecycle::{LeaseOptions, Lifecycle};
+use crate::core::backend::SandboxBackend;
+use crate::core::lease::{LeasePolicy, LeaseStore};
+use crate::core::lifecycle::{LeaseOptions, Lifecycle};
 
 /// Largest message accepted (exec stdin and file content travel in messages).
 const MAX_MESSAGE: usize = 64 << 20;
@@ -133,17 +132,17 @@ const SHUTDOWN_REMOVAL_FLOOR: Duration = Duration::from_secs(2);
 /// [`Services::serve_until`] serves them on a listener until a future resolves; [`serve`] is
 /// that for the binary (flags, signals, the listening line). Tests build them in-process.
 pub struct Services {
-    lifecycle: Arc<Lifecycle>,
-    pools: Arc<crate::pools::Pools>,
+    pub(crate) lifecycle: Arc<Lifecycle>,
+    pub(crate) pools: Arc<crate::core::pools::Pools>,
     policy: ServerSection,
     routes: Routes,
     health: HealthReporter,
     shutdown_tx: tokio::sync::watch::Sender<bool>,
     /// Egress policies: their domains are resolved again while serving.
     egress: Arc<crate::egress::Egress>,
-    /// Relays calls about sandboxes on other nodes (cluster mode); passes everything through
-    /// on a single host.
-    forward: crate::docker::swarm::ForwardLayer,
+    /// Relays calls about sandboxes on other nodes (cluster mode; set by `crate::wiring`);
+    /// passes everything through on a single host.
+    pub(crate) forward: crate::backends::swarm::ForwardLayer,
 }
 
 /// How [`Services::serve_until`] serves its listener and what its shutdown does.
@@ -158,57 +157,6 @@ pub struct ServeSettings {
 }
 
 impl Services {
-    /// [`Services::build`] over the Docker backend made from `config.docker`: the wiring the
-    /// binary (and an in-process test or bench) uses.
-    pub async fn build_docker(config: &FileConfig, auth_token: Option<String>) -> Result<Self, ServeError> {
-        if config.cluster.mode == crate::config::ClusterMode::Swarm {
-            return Self::build_swarm(config, auth_token).await;
-        }
-        let provider = DockerProvider::new_in(config.docker.clone(), config.server.state_dir())?;
-        provider.set_pty_retain_bytes(config.server.pty.retain_bytes);
-        let backend: Arc<dyn SandboxBackend> = Arc::new(provider);
-        Self::build(backend, config, auth_token).await
-    }
-
-    /// `cluster.mode: swarm`: the Swarm backend over this node's Docker backend, and the layer
-    /// that relays calls to the node a sandbox runs on. The operator key is the cluster token
-    /// the nodes call each other with, so it is required.
-    pub async fn build_swarm(config: &FileConfig, auth_token: Option<String>) -> Result<Self, ServeError> {
-        let token =
-            auth_token.clone().map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).ok_or_else(|| {
-                ServeError::Provider(crate::error::ProviderError::invalid(
-                "cluster.mode",
-                "swarm needs --auth-token-file: its key is the cluster token the nodes present to each other",
-            ))
-            })?;
-        let backend = Arc::new(
-            crate::docker::swarm::SwarmBackend::new(config.docker.clone(), config.cluster.clone(), token)
-                .await?,
-        );
-        let swarm = backend.swarm().clone();
-        let mut services = Self::build(backend.clone(), config, auth_token).await?;
-        services.forward = crate::docker::swarm::ForwardLayer::new(Some(swarm));
-        // Pools and their claims are the cluster's (kept in Swarm); the node's claim store
-        // keeps the claims its calls need.
-        let claims = services.lifecycle.claims().clone();
-        backend.use_claims(claims.clone());
-        let config_pools = config
-            .pools
-            .iter()
-            .enumerate()
-            .map(|(i, p)| crate::pools::PoolSpec::from_config(p, i))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(ServeError::Pools)?;
-        let shared = crate::docker::swarm::ClusterPools::new(
-            backend,
-            config_pools,
-            claims,
-            config.server.create_timeout,
-        );
-        services.pools.share_through(shared);
-        Ok(services)
-    }
-
     /// The lease store, the lifecycle over `backend` and the gRPC services over them; health
     /// reports SERVING. Nothing runs until `serve_until`.
     pub async fn build(
@@ -226,17 +174,12 @@ impl Services {
         };
         let state_dir = config.server.state_dir();
         let state = |source| ServeError::StateDir { dir: state_dir.clone(), source };
-        let claims = crate::claims::ClaimStore::open(&state_dir).map_err(state)?;
+        let claims = crate::core::claims::ClaimStore::open(&state_dir).map_err(state)?;
         let lifecycle = Arc::new(Lifecycle::new(backend, lease_options).with_claims(claims));
-        let pool_specs = config
-            .pools
-            .iter()
-            .enumerate()
-            .map(|(i, p)| crate::pools::PoolSpec::from_config(p, i))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(ServeError::Pools)?;
-        let owner = crate::pools::Pools::owner_of_state_dir(&state_dir).map_err(state)?;
-        let pools = crate::pools::Pools::new(lifecycle.clone(), owner);
+        let pool_specs =
+            crate::core::pools::PoolSpec::all_from_config(&config.pools).map_err(ServeError::Pools)?;
+        let owner = crate::core::pools::Pools::owner_of_state_dir(&state_dir).map_err(state)?;
+        let pools = crate::core::pools::Pools::new(lifecycle.clone(), owner);
         pools.add_from_config(&pool_specs);
         let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
         let access = load_access(config, &config.server.state_dir())?;
@@ -288,7 +231,7 @@ impl Services {
             health: health_reporter,
             shutdown_tx,
             egress,
-            forward: crate::docker::swarm::ForwardLayer::default(),
+            forward: crate::backends::swarm::ForwardLayer::default(),
         })
     }
 
@@ -336,7 +279,7 @@ impl Services {
         if let Some(ttl) = policy.snapshot_ttl {
             let every = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(300));
             let backend = lifecycle.backend().clone();
-            tokio::spawn(crate::snapshot_expiry::expire_periodically(
+            tokio::spawn(crate::core::snapshot_expiry::expire_periodically(
                 backend,
                 ttl,
                 every,
@@ -344,7 +287,7 @@ impl Services {
             ));
         }
         if policy.metrics.per_sandbox {
-            tokio::spawn(crate::usage_metrics::refresh_periodically(
+            tokio::spawn(crate::core::usage_metrics::refresh_periodically(
                 lifecycle.backend().clone(),
                 policy.metrics.per_sandbox_interval,
                 shutdown_tx.subscribe(),
@@ -524,7 +467,7 @@ async fn sweep_forever(
         match lifecycle.sweep().await {
             Ok(report) => {
                 if let Some(at) = report.next_expiry_ms {
-                    let ahead = at.saturating_sub(crate::lease::now_ms()).max(0) as u64;
+                    let ahead = at.saturating_sub(crate::core::lease::now_ms()).max(0) as u64;
                     wait = wait.min(Duration::from_millis(ahead + 50));
                 }
             }

@@ -9,9 +9,9 @@ use tracing::Instrument;
 use super::status::invalid;
 use super::{span, BoxStream, SandboxApi};
 use crate::auth::{Principal, Scope};
+use crate::core::spec::SandboxId;
+use crate::core::stats::SandboxStats;
 use crate::error::ProviderError;
-use crate::spec::SandboxId;
-use crate::stats::SandboxStats;
 
 pub(super) async fn stats(
     api: &SandboxApi,

@@ -1,5 +1,5 @@
 //! `Watch`: lifecycle events of the sandboxes this service owns (a tenant's: its own), from the
-//! backend's one event source, fanned out to every watcher through [`crate::watch::EventHub`].
+//! backend's one event source, fanned out to every watcher through [`crate::core::watch::EventHub`].
 //!
 //! Each watcher has a queue of `server.limits.watch_buffer_events`; a watcher whose queue is
 //! full (it stopped reading) or who fell behind the hub is ended with RESOURCE_EXHAUSTED after
@@ -23,8 +23,8 @@ use tracing::Instrument;
 use super::inventory::{info, status_from_proto};
 use super::{convert, BoxStream, SandboxApi};
 use crate::auth::Principal;
-use crate::inventory::ListQuery;
-use crate::watch::{EventKind, NodeOnly, PeerEvents, SandboxEvent, WatchFilter};
+use crate::core::inventory::ListQuery;
+use crate::core::watch::{EventKind, NodeOnly, PeerEvents, SandboxEvent, WatchFilter};
 
 /// How long a new watch waits for the event source to come up.
 const SOURCE_WAIT: Duration = Duration::from_secs(10);
@@ -42,7 +42,7 @@ pub(super) async fn watch(
     let req = request.into_inner();
     let span = tracing::info_span!("rpc", rpc = "Watch");
     let labels = convert::sorted(req.labels);
-    crate::metadata::validate_metadata("labels", &labels)?;
+    crate::core::metadata::validate_metadata("labels", &labels)?;
     let statuses = req.statuses.iter().map(|&s| status_from_proto(s)).collect::<Result<Vec<_>, _>>()?;
     let tenant = match &node_only {
         Some(merging) => merging.tenant.clone(),
@@ -101,7 +101,7 @@ pub(super) async fn watch(
                     kind: EventKind::Existing,
                     sandbox,
                     tenant: None,
-                    time_unix_ms: crate::watch::now_ms(),
+                    time_unix_ms: crate::core::watch::now_ms(),
                     exit_code: None,
                     oom_killed: false,
                     reason: String::new(),

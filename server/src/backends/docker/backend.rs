@@ -6,20 +6,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::provider::DockerProvider;
-use crate::backend::{
+use crate::backends::docker::pty::{PtyError, TerminalMode, TerminalProcess};
+use crate::core::backend::{
     CreatePlan, CreatePolicy, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource,
 };
-use crate::branching::{DiffEntry, Forked, SnapshotInfo};
-use crate::docker::pty::{PtyError, TerminalMode, TerminalProcess};
-use crate::error::Result;
-use crate::expiry::{Owned, OwnedListing};
-use crate::fs::{EntryStream, FileEntry, FileOp, ListDirQuery, WatchStream};
-use crate::inventory::{ListPage, ListQuery};
-use crate::processes::{ForwardConnection, ForwardTarget, ProcessInfo, ProcessStart, ProcessStream, Started};
-use crate::spec::{
+use crate::core::branching::{DiffEntry, Forked, SnapshotInfo};
+use crate::core::expiry::{Owned, OwnedListing};
+use crate::core::fs::{EntryStream, FileEntry, FileOp, ListDirQuery, WatchStream};
+use crate::core::inventory::{ListPage, ListQuery};
+use crate::core::processes::{
+    ForwardConnection, ForwardTarget, ProcessInfo, ProcessStart, ProcessStream, Started,
+};
+use crate::core::spec::{
     ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
     SandboxSpec, SandboxStatus, Signal, User,
 };
+use crate::error::Result;
 
 #[async_trait::async_trait]
 impl SandboxBackend for DockerProvider {
@@ -98,12 +100,15 @@ impl SandboxBackend for DockerProvider {
     async fn attach_terminal(
         &self,
         handle: &SandboxHandle,
-        attach: &crate::terminal::AttachSpec,
+        attach: &crate::core::terminal::AttachSpec,
     ) -> Result<Arc<dyn TerminalSession>> {
         self.attach_engine_terminal(handle, attach).await
     }
 
-    async fn list_terminals(&self, handle: &SandboxHandle) -> Result<Vec<crate::terminal::TerminalInfo>> {
+    async fn list_terminals(
+        &self,
+        handle: &SandboxHandle,
+    ) -> Result<Vec<crate::core::terminal::TerminalInfo>> {
         self.list_engine_terminals(handle).await
     }
 
@@ -167,15 +172,19 @@ impl SandboxBackend for DockerProvider {
         DockerProvider::resume(self, id).await
     }
 
-    async fn logs(&self, id: &SandboxId, options: crate::logs::LogOptions) -> Result<crate::logs::LogStream> {
+    async fn logs(
+        &self,
+        id: &SandboxId,
+        options: crate::core::logs::LogOptions,
+    ) -> Result<crate::core::logs::LogStream> {
         self.container_logs(id.as_str(), options).await
     }
 
-    async fn network_address(&self, id: &SandboxId) -> Result<crate::runtime::NetworkAddress> {
+    async fn network_address(&self, id: &SandboxId) -> Result<crate::core::runtime::NetworkAddress> {
         DockerProvider::network_address(self, id).await
     }
 
-    async fn list_volumes(&self, tenant: Option<&str>) -> Result<Vec<crate::runtime::VolumeInfo>> {
+    async fn list_volumes(&self, tenant: Option<&str>) -> Result<Vec<crate::core::runtime::VolumeInfo>> {
         DockerProvider::list_volumes(self, tenant).await
     }
 
@@ -183,11 +192,11 @@ impl SandboxBackend for DockerProvider {
         DockerProvider::delete_volume(self, tenant, name).await
     }
 
-    fn event_hub(&self) -> Option<Arc<crate::watch::EventHub>> {
+    fn event_hub(&self) -> Option<Arc<crate::core::watch::EventHub>> {
         Some(self.states.hub())
     }
 
-    async fn stats(&self, id: &SandboxId) -> Result<crate::stats::SandboxStats> {
+    async fn stats(&self, id: &SandboxId) -> Result<crate::core::stats::SandboxStats> {
         DockerProvider::stats(self, id).await
     }
 

@@ -10,7 +10,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::stats::SandboxStats;
+use crate::core::stats::SandboxStats;
 
 /// Where cgroup hierarchies are mounted.
 pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";

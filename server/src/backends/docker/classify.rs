@@ -48,7 +48,7 @@ fn contains_any(text: &str, markers: &[&str]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::docker::failure::{DockerFailure, DockerFailureKind};
+    use crate::backends::docker::failure::{DockerFailure, DockerFailureKind};
 
     #[test]
     fn a_missing_cwd_is_named() {

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use super::argv;
 use super::provider::DockerProvider;
+use crate::core::spec::ProviderOptions;
 use crate::error::{ProviderError, Result};
-use crate::spec::ProviderOptions;
 
 impl DockerProvider {
     /// Compose's `pull_policy` as run args.

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use tracing::Instrument;
 
-use super::agent::run_dirs::InFlight;
 use super::argv;
 use super::cli::Pool;
 use super::failure::CliError;
@@ -15,11 +14,12 @@ use super::failure::{DockerFailure, DockerFailureKind};
 use super::provider::DockerProvider;
 use super::state::ContainerState;
 use super::transport::{ExecEngine, ExecSpec};
-use crate::backend::CreatePlan;
+use crate::agent_client::run_dirs::InFlight;
+use crate::core::backend::CreatePlan;
+use crate::core::lease;
+use crate::core::spec::ExecParams;
+use crate::core::spec::{normalize_image, SandboxHandle, SandboxSpec};
 use crate::error::{ProviderError, Result};
-use crate::lease;
-use crate::spec::ExecParams;
-use crate::spec::{normalize_image, SandboxHandle, SandboxSpec};
 
 const STAGE_RUNNING: u8 = 0;
 const STAGE_STARTED: u8 = 1;
@@ -96,7 +96,10 @@ impl DockerProvider {
                     };
                     let default_user = Some(run.image_user.clone()).filter(|u| !u.is_empty());
                     let run_dir = Some(run.run_dir.clone());
-                    agent.started(&creating, super::agent::Facts { container_id, default_user, run_dir });
+                    agent.started(
+                        &creating,
+                        crate::agent_client::Facts { container_id, default_user, run_dir },
+                    );
                     Some(agent)
                 }
                 _ => None,
@@ -349,7 +352,7 @@ impl DockerProvider {
     /// the probe runs by exec as before.
     async fn ready_by_agent(
         &self,
-        agent: &super::agent::AgentEngine,
+        agent: &crate::agent_client::AgentEngine,
         name: &str,
         ready_timeout_s: Option<f64>,
     ) -> Result<String> {

@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 use super::argv;
 use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
-use crate::branching::{DiffEntry, DiffKind};
+use crate::core::branching::{DiffEntry, DiffKind};
+use crate::core::spec::{validate_abs_path, SandboxId};
 use crate::error::{ProviderError, Result};
-use crate::spec::{validate_abs_path, SandboxId};
 
 /// Paths the service itself writes into a sandbox: PTY pid records (under `/tmp`, else
 /// `/dev/shm`), the agent's mount point, and the `--init` binary docker mounts.

@@ -16,9 +16,9 @@ use tokio::io::AsyncWriteExt;
 use super::argv;
 use super::provider::DockerProvider;
 use super::transport::ExecSpec;
+use crate::core::spec::ExecParams;
 use crate::egress::{hosts, nft, EgressPlan};
 use crate::error::{ProviderError, Result};
-use crate::spec::ExecParams;
 
 /// Bound on one `nsenter … nft -f -` and on the `/etc/hosts` update.
 const APPLY_TIMEOUT: Duration = Duration::from_secs(15);

@@ -19,7 +19,7 @@ use super::argv;
 use super::cli::DockerCli;
 use super::state::ContainerState;
 use super::watch_events::Follower;
-use crate::watch::EventHub;
+use crate::core::watch::EventHub;
 
 /// How long to wait before restarting a stream that ended.
 const RESTART_DELAY: Duration = Duration::from_secs(1);

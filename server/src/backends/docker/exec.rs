@@ -4,9 +4,9 @@
 use super::argv;
 use super::provider::DockerProvider;
 use super::transport::ExecSpec;
-use crate::backend::ExecStream;
+use crate::core::backend::ExecStream;
+use crate::core::spec::{ExecErrorType, ExecParams, ExecResult, SandboxHandle, User};
 use crate::error::{ProviderError, Result};
-use crate::spec::{ExecErrorType, ExecParams, ExecResult, SandboxHandle, User};
 
 impl DockerProvider {
     /// Run `<shell> -c <command>`; command failure is a result. Only bad arguments are errors.

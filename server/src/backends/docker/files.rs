@@ -11,7 +11,7 @@ use super::failure::CliError;
 use super::failure::DockerFailureKind;
 use super::state::ContainerState;
 use super::tarstream::{self, FirstEntry};
-use crate::backend::{FileDownload, UploadSource};
+use crate::core::backend::{FileDownload, UploadSource};
 use crate::error::{ProviderError, Result};
 
 /// Copy buffer for file transfers.

@@ -18,11 +18,11 @@ use super::argv;
 use super::failure::CliError;
 use super::provider::DockerProvider;
 use super::snapshot::validate_labels;
-use crate::backend::CreatePolicy;
-use crate::branching::{Forked, MAX_FORK_COUNT};
+use crate::core::backend::CreatePolicy;
+use crate::core::branching::{Forked, MAX_FORK_COUNT};
+use crate::core::lease;
+use crate::core::spec::{SandboxHandle, SandboxId, SandboxResources, SandboxSpec};
 use crate::error::{ProviderError, Result};
-use crate::lease;
-use crate::spec::{SandboxHandle, SandboxId, SandboxResources, SandboxSpec};
 
 /// Children created at once (each is a `docker run` plus one probe exec).
 const FORK_PARALLELISM: usize = 16;

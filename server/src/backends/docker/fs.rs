@@ -7,11 +7,11 @@
 use sandboxd_agent::protocol::{Event, FailureKind, Request};
 use tokio::sync::mpsc;
 
-use super::agent::channel::{AgentChannel, Call};
 use super::provider::DockerProvider;
+use crate::agent_client::channel::{AgentChannel, Call};
+use crate::core::fs::{shown, EntryStream, FileEntry, FileEvent, FileOp, ListDirQuery, WatchStream};
+use crate::core::spec::{SandboxHandle, User};
 use crate::error::{ProviderError, Result};
-use crate::fs::{shown, EntryStream, FileEntry, FileEvent, FileOp, ListDirQuery, WatchStream};
-use crate::spec::{SandboxHandle, User};
 
 /// Changes a watch may hold for a watcher that is not reading (beyond what HTTP/2 flow control
 /// already holds); one more ends the watch with RESOURCE_EXHAUSTED.

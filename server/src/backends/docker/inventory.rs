@@ -1,7 +1,7 @@
 //! `List` on Docker: the sandboxes this service owns, in two docker calls whatever their
 //! number: one `docker ps -a` filtered by the ownership label and the asked-for metadata labels,
 //! then one `docker inspect` of every candidate for creation time, image, state, workdir and
-//! labels. Ordering and paging are [`crate::inventory::page`]'s.
+//! labels. Ordering and paging are [`crate::core::inventory::page`]'s.
 
 use std::collections::BTreeMap;
 use std::time::UNIX_EPOCH;
@@ -12,14 +12,14 @@ use super::failure::DockerFailureKind;
 use super::labels;
 use super::provider::DockerProvider;
 use super::state::ContainerState;
+use crate::core::inventory::{page, ListPage, ListQuery, SandboxSummary};
+use crate::core::spec::SandboxId;
 use crate::error::{ProviderError, Result};
-use crate::inventory::{page, ListPage, ListQuery, SandboxSummary};
-use crate::spec::SandboxId;
 
 impl DockerProvider {
     /// The owned sandboxes matching `query`, one page.
     pub async fn list(&self, query: &ListQuery) -> Result<ListPage> {
-        crate::metadata::validate_metadata("labels", &query.labels)?;
+        crate::core::metadata::validate_metadata("labels", &query.labels)?;
         let mut filters = argv::metadata_filter_args(&query.labels);
         if let Some(tenant) = &query.tenant {
             filters.extend(argv::tenant_filter_args(tenant));
@@ -98,7 +98,7 @@ fn parse_summary(line: &str) -> Result<SandboxSummary> {
         created_ns,
         ports,
         workdir,
-        expires_at_unix_ms: labels.get(crate::lease::EXPIRES_LABEL).and_then(|v| v.parse().ok()),
+        expires_at_unix_ms: labels.get(crate::core::lease::EXPIRES_LABEL).and_then(|v| v.parse().ok()),
         metadata: labels::metadata_from_labels(&labels),
         reserved_millicpus: labels
             .get(crate::auth::CPUS_LABEL)
@@ -124,7 +124,7 @@ mod tests {
         assert_eq!(s.created_at_unix_ms(), 1_796_019_229_123);
         assert_eq!(s.ports, vec![80]);
         assert_eq!(s.metadata.get("run").map(String::as_str), Some("r1"));
-        assert_eq!(s.status, crate::spec::SandboxStatus::Running);
+        assert_eq!(s.status, crate::core::spec::SandboxStatus::Running);
         assert_eq!(s.workdir.as_deref(), Some("/work"));
     }
 }

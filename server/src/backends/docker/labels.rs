@@ -1,8 +1,13 @@
-//! The service's own label keys, and `spec.metadata` as container labels (already checked by `crate::metadata`): stored under a
+//! The service's own label keys, and `spec.metadata` as container labels (already checked by `crate::core::metadata`): stored under a
 //! prefix of their own (so a caller can never set or fake the service's own labels), and read
 //! back from `docker inspect`.
 
 use std::collections::BTreeMap;
+
+/// The label the Docker engine puts on a Swarm task's container: the service it belongs to.
+/// Docker's event reader needs it (a task's container is its service's sandbox), so it lives on
+/// this side of the seam; `backends/swarm` uses it from here, never the reverse.
+pub const SERVICE_NAME_LABEL: &str = "com.docker.swarm.service.name";
 
 /// Ownership label: only containers carrying it are ever reused, connected to or driven.
 pub const SANDBOX_LABEL: &str = "sandboxd.sandbox";
@@ -22,7 +27,7 @@ pub const SNAPSHOT_LABELS_LABEL: &str = "sandboxd.snapshot.labels";
 /// When the snapshot was taken, in milliseconds since the Unix epoch.
 pub const SNAPSHOT_CREATED_LABEL: &str = "sandboxd.snapshot.created_ms";
 
-/// The warm pool a sandbox was started for, ahead of a claim (`crate::pools`).
+/// The warm pool a sandbox was started for, ahead of a claim (`crate::core::pools`).
 pub const POOL_LABEL: &str = "sandboxd.pool";
 
 /// Which server (state directory) started a pool's sandbox: its start-up cleanup removes only

@@ -6,8 +6,8 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
 use super::provider::DockerProvider;
+use crate::core::logs::{LogChunk, LogOptions, LogStream};
 use crate::error::{ProviderError, Result};
-use crate::logs::{LogChunk, LogOptions, LogStream};
 
 /// `docker logs` argv: the id is validated before it gets here, and `--` ends the flags anyway.
 pub fn logs_args(name: &str, options: LogOptions) -> Vec<String> {
@@ -27,7 +27,7 @@ pub fn logs_args(name: &str, options: LogOptions) -> Vec<String> {
 impl DockerProvider {
     /// The main process's output of a sandbox this service owns (running or stopped).
     pub async fn container_logs(&self, sandbox_id: &str, options: LogOptions) -> Result<LogStream> {
-        if !crate::spec::SandboxId::has_valid_shape(sandbox_id) {
+        if !crate::core::spec::SandboxId::has_valid_shape(sandbox_id) {
             return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
         }
         self.owned(sandbox_id).await?;

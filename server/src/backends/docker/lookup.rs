@@ -7,8 +7,8 @@ use super::argv;
 use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
 use super::state::ContainerState;
+use crate::core::spec::{SandboxDescriptor, SandboxHandle, SandboxId};
 use crate::error::{ProviderError, Result};
-use crate::spec::{SandboxDescriptor, SandboxHandle, SandboxId};
 
 /// What one `docker inspect` says about a container.
 #[derive(Debug, Clone, PartialEq, Eq)]

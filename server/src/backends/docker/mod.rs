@@ -11,7 +11,6 @@
 //! `snapshot` (commit, list, delete, expiry), `fork`, `diff`, `pause` (pause, resume); and usage: `stats` over `cgroup` (the kernel's
 //! counters), lifecycle events for `Watch` from `events` (`watch_events`).
 
-pub mod agent;
 pub mod argv;
 mod backend;
 pub mod cgroup;
@@ -24,7 +23,7 @@ mod egress;
 pub mod events;
 mod exec;
 pub mod failure;
-mod files;
+pub(crate) mod files;
 mod fork;
 mod fs;
 mod inventory;
@@ -44,7 +43,6 @@ mod snapshot;
 pub mod state;
 mod stats;
 mod status;
-pub mod swarm;
 pub mod tarstream;
 mod transfer;
 pub mod transport;

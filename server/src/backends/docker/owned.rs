@@ -1,5 +1,5 @@
 //! What the sweep asks of Docker: the owned containers with their lease facts (one `docker ps`),
-//! and the removal of one of them. Docker decides nothing here: the rule is `crate::expiry`'s.
+//! and the removal of one of them. Docker decides nothing here: the rule is `crate::core::expiry`'s.
 //!
 //! Listed are containers carrying the ownership label and a lease label and the operator's own
 //! labels (the `--label` flags of `create.extra_run_args`): deployments labelled apart sweep
@@ -7,8 +7,8 @@
 
 use super::argv;
 use super::provider::DockerProvider;
+use crate::core::expiry::{Owned, OwnedListing, Stage};
 use crate::error::Result;
-use crate::expiry::{Owned, OwnedListing, Stage};
 
 impl DockerProvider {
     /// Every owned container, and the containers destroyed since the last listing (their

@@ -6,8 +6,8 @@ use super::argv;
 use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
 use super::state::ContainerState;
+use crate::core::spec::SandboxId;
 use crate::error::{ProviderError, Result};
-use crate::spec::SandboxId;
 
 impl DockerProvider {
     /// Freeze the sandbox. Its lease keeps running; exec and terminals are refused until

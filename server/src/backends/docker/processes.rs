@@ -3,11 +3,13 @@
 //! The docker exec engine cannot do them: a `docker exec` process dies with its client's
 //! stream and reaches the sandbox's network only through a shell tool the image may lack.
 
-use super::agent::AgentEngine;
 use super::provider::DockerProvider;
+use crate::agent_client::AgentEngine;
+use crate::core::processes::{
+    ForwardConnection, ForwardTarget, ProcessInfo, ProcessStart, ProcessStream, Started,
+};
+use crate::core::spec::SandboxHandle;
 use crate::error::{ProviderError, Result};
-use crate::processes::{ForwardConnection, ForwardTarget, ProcessInfo, ProcessStart, ProcessStream, Started};
-use crate::spec::SandboxHandle;
 
 impl DockerProvider {
     /// The agent engine, or why this server has none.

@@ -6,8 +6,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::agent::binary::install as install_agent;
-use super::agent::AgentEngine;
 use super::argv;
 use super::cli::{CommandOutput, DockerCli, Pool, PoolSizes};
 use super::events::StateWatch;
@@ -15,9 +13,11 @@ use super::failure::CliError;
 use super::failure::DockerFailureKind;
 use super::transport::cli::DockerExecEngine;
 use super::transport::ExecEngine;
+use crate::agent_client::binary::install as install_agent;
+use crate::agent_client::AgentEngine;
 use crate::config::{DockerConfig, ExecEngineKind, ExecTransport};
+use crate::core::spec::SandboxHandle;
 use crate::error::{ProviderError, Result};
-use crate::spec::SandboxHandle;
 
 /// Where sandboxes' run directories go (`<state_dir>/sandboxes`), or `None` when the socket
 /// transport cannot work here (said once, with why).
@@ -44,7 +44,7 @@ fn socket_root(state_dir: &std::path::Path) -> Option<PathBuf> {
             .then(|| format!("{} holds a comma, which a docker --mount cannot name", root.display()))
     });
     let reason = reason.or_else(|| {
-        super::agent::run_dirs::make_private_dir(&root)
+        crate::agent_client::run_dirs::make_private_dir(&root)
             .err()
             .map(|e| format!("cannot make {}: {e}", root.display()))
     });
@@ -101,7 +101,7 @@ pub struct DockerProvider {
     pub(super) states: StateWatch,
     /// Ids this process closed, so their status reads `stopped` rather than unknown.
     closed: Mutex<HashSet<String>>,
-    pty_sessions: Mutex<HashMap<String, Vec<Arc<dyn crate::backend::TerminalSession>>>>,
+    pty_sessions: Mutex<HashMap<String, Vec<Arc<dyn crate::core::backend::TerminalSession>>>>,
     /// Held while snapshots are counted (`server.max_snapshots`).
     pub(super) snapshot_lock: tokio::sync::Mutex<()>,
     /// Commits counted but not finished yet: they hold a place under the bound.
@@ -209,7 +209,7 @@ impl DockerProvider {
     }
 
     /// How the sandbox `name`'s agent channel reaches it now (`None`: no channel open).
-    pub fn agent_transport(&self, name: &str) -> Option<super::agent::channel::Transport> {
+    pub fn agent_transport(&self, name: &str) -> Option<crate::agent_client::channel::Transport> {
         self.agent.as_ref()?.transport(name)
     }
 
@@ -333,7 +333,7 @@ impl DockerProvider {
     pub(crate) fn track_pty_session(
         &self,
         sandbox_id: &str,
-        session: Arc<dyn crate::backend::TerminalSession>,
+        session: Arc<dyn crate::core::backend::TerminalSession>,
     ) {
         if let Ok(mut map) = self.pty_sessions.lock() {
             let list = map.entry(sandbox_id.to_string()).or_default();

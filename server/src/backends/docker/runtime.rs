@@ -10,9 +10,9 @@ use super::failure::{CliError, DockerFailureKind};
 use super::provider::DockerProvider;
 use super::state::ContainerState;
 use super::transport::ExecSpec;
+use crate::core::runtime::{unscoped_name, NetworkAddress, VolumeInfo, NEVER_ADDED};
+use crate::core::spec::{ExecParams, SandboxId, SandboxSpec};
 use crate::error::{ProviderError, Result};
-use crate::runtime::{unscoped_name, NetworkAddress, VolumeInfo, NEVER_ADDED};
-use crate::spec::{ExecParams, SandboxId, SandboxSpec};
 
 impl DockerProvider {
     /// The operator's policy over `spec`'s requirements, before anything is made: each added
@@ -23,7 +23,7 @@ impl DockerProvider {
         // Checked and in Docker's spelling since the config was loaded.
         let allowed = &create.allowed_cap_add;
         for cap in &spec.cap_add {
-            let name = crate::runtime::capability("spec.cap_add", cap)?;
+            let name = crate::core::runtime::capability("spec.cap_add", cap)?;
             if NEVER_ADDED.contains(&name.as_str()) || !allowed.contains(&name) {
                 return Err(ProviderError::PermissionDenied(format!(
                     "spec.cap_add: {name} is not in the server's create.allowed_cap_add ({})",
@@ -67,7 +67,7 @@ impl DockerProvider {
     /// `/.sandboxd/volumes/`, the subpath made first unless read-only. Runs as root in the
     /// sandbox (the only place these paths mean anything; the server never resolves them).
     pub(super) async fn link_subpaths(&self, name: &str, spec: &SandboxSpec) -> Result<()> {
-        use crate::docker::pty::container::shell_quote as q;
+        use crate::backends::docker::pty::container::shell_quote as q;
         for (i, volume) in spec.volumes.iter().enumerate() {
             let Some(sub) = &volume.subpath else { continue };
             let source = format!("{}/{}", argv::subpath_mount_dir(i), sub.trim_matches('/'));
@@ -154,7 +154,7 @@ impl DockerProvider {
 
     /// Remove the tenant's volume `name`; FAILED_PRECONDITION while a container mounts it.
     pub async fn delete_volume(&self, tenant: Option<&str>, name: &str) -> Result<()> {
-        crate::runtime::validate_name("name", name)?;
+        crate::core::runtime::validate_name("name", name)?;
         let docker_name = argv::volume_name(tenant, name);
         let labels = self.resource_labels(tenant);
         match self.labels_of("volume", &docker_name).await? {

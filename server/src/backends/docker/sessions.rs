@@ -7,10 +7,10 @@ use super::argv;
 use super::provider::DockerProvider;
 use super::pty::{open, TerminalProcess};
 use super::transport::cli::DockerExecEngine;
-use crate::backend::TerminalSession;
+use crate::core::backend::TerminalSession;
+use crate::core::spec::{PtySpec, SandboxHandle, TerminalCheck, User};
+use crate::core::terminal::{AttachSpec, TerminalInfo};
 use crate::error::{ProviderError, Result};
-use crate::spec::{PtySpec, SandboxHandle, TerminalCheck, User};
-use crate::terminal::{AttachSpec, TerminalInfo};
 
 impl DockerProvider {
     /// Open a `docker exec -it` terminal in the sandbox (the docker transport's terminal, on

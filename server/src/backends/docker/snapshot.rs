@@ -15,9 +15,9 @@ use super::argv::{self, SnapshotMarks};
 use super::failure::CliError;
 use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
-use crate::branching::SnapshotInfo;
+use crate::core::branching::SnapshotInfo;
+use crate::core::spec::SandboxId;
 use crate::error::{ProviderError, Result};
-use crate::spec::SandboxId;
 
 /// The parts of `docker image inspect` a snapshot needs.
 #[derive(Debug, Deserialize)]

@@ -1,6 +1,6 @@
 //! Docker's container states (`State.Status`) as a type, and what each means for a sandbox.
 
-use crate::spec::SandboxStatus;
+use crate::core::spec::SandboxStatus;
 
 /// A container's `State.Status`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,9 +6,9 @@ use std::path::Path;
 use super::cgroup;
 use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
+use crate::core::spec::SandboxId;
+use crate::core::stats::SandboxStats;
 use crate::error::{ProviderError, Result};
-use crate::spec::SandboxId;
-use crate::stats::SandboxStats;
 
 impl DockerProvider {
     /// The sandbox's usage now. A stopped sandbox has none (`Stopped`).

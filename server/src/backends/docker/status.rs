@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use super::argv;
 use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
+use crate::core::spec::{SandboxEndpoint, SandboxHandle, SandboxId, SandboxStatus};
 use crate::error::{ProviderError, Result};
-use crate::spec::{SandboxEndpoint, SandboxHandle, SandboxId, SandboxStatus};
 
 impl DockerProvider {
     /// The status of a sandbox by id. A sandbox that is gone (closed, expired, or removed

@@ -4,10 +4,10 @@
 use tokio::io::AsyncBufRead;
 
 use super::provider::DockerProvider;
-use crate::backend::FileDownload;
+use crate::core::backend::FileDownload;
+use crate::core::spec::validate_abs_path;
+use crate::core::spec::SandboxHandle;
 use crate::error::{ProviderError, Result};
-use crate::spec::validate_abs_path;
-use crate::spec::SandboxHandle;
 
 impl DockerProvider {
     /// Stream exactly `size` bytes from `reader` into `target` (mode default 0644), without

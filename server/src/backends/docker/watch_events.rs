@@ -1,4 +1,4 @@
-//! `docker events` lines as lifecycle events for `Watch` ([`crate::watch`]).
+//! `docker events` lines as lifecycle events for `Watch` ([`crate::core::watch`]).
 //!
 //! Docker puts every label of the container in an event's attributes, so each event carries
 //! the sandbox's metadata, tenant, ports and lease with no inspect. A create shows up twice:
@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::argv::{CREATING_NAME_PREFIX, PORTS_LABEL};
 use super::labels::metadata_from_labels;
-use crate::inventory::SandboxSummary;
-use crate::watch::{EventHub, EventKind, SandboxEvent};
+use crate::core::inventory::SandboxSummary;
+use crate::core::watch::{EventHub, EventKind, SandboxEvent};
 
 /// Reason of a removal nobody announced.
 pub const REMOVED_OUTSIDE: &str = "removed outside this service";
@@ -46,17 +46,17 @@ impl Follower {
             .and_then(|t| t.as_i64())
             .map(|ns| ns / 1_000_000)
             .or_else(|| event.get("time").and_then(|t| t.as_i64()).map(|s| s * 1000))
-            .unwrap_or_else(crate::watch::now_ms);
+            .unwrap_or_else(crate::core::watch::now_ms);
         let creating = name.strip_prefix(CREATING_NAME_PREFIX).map(|hex| format!("sandboxd-{hex}"));
         // A Swarm task's container (cluster mode) is `<service>.<slot>.<task>`, never renamed: its
         // service is the sandbox. Its create is the sandbox's CREATED; READY is told by the node
         // whose create completed (`docker/swarm/create.rs`), once the files are written.
         let task_of = attributes
-            .get(super::swarm::argv::SERVICE_NAME_LABEL)
-            .filter(|s| crate::spec::SandboxId::has_valid_shape(s))
+            .get(super::labels::SERVICE_NAME_LABEL)
+            .filter(|s| crate::core::spec::SandboxId::has_valid_shape(s))
             .cloned();
         let sandbox_id = task_of.clone().or_else(|| creating.clone()).unwrap_or_else(|| name.clone());
-        if !crate::spec::SandboxId::has_valid_shape(&sandbox_id) {
+        if !crate::core::spec::SandboxId::has_valid_shape(&sandbox_id) {
             return;
         }
         let make = |kind: EventKind| SandboxEvent {
@@ -120,7 +120,7 @@ fn summary(sandbox_id: &str, labels: &BTreeMap<String, String>, kind: EventKind)
         image: labels.get("image").cloned().unwrap_or_default(),
         status: kind.status_after(),
         created_ns: labels
-            .get(crate::lease::CREATED_LABEL)
+            .get(crate::core::lease::CREATED_LABEL)
             .and_then(|ms| ms.parse::<i128>().ok())
             .map_or(0, |ms| ms * 1_000_000),
         ports: labels
@@ -129,9 +129,9 @@ fn summary(sandbox_id: &str, labels: &BTreeMap<String, String>, kind: EventKind)
             .unwrap_or_default(),
         workdir: None,
         metadata: metadata_from_labels(labels),
-        expires_at_unix_ms: labels.get(crate::lease::EXPIRES_LABEL).and_then(|v| v.parse().ok()),
+        expires_at_unix_ms: labels.get(crate::core::lease::EXPIRES_LABEL).and_then(|v| v.parse().ok()),
         reserved_millicpus: 0,
-        pool: labels.get(crate::docker::labels::POOL_LABEL).cloned(),
+        pool: labels.get(crate::backends::docker::labels::POOL_LABEL).cloned(),
         tenant: labels.get(crate::auth::TENANT_LABEL).cloned(),
         reserved_memory_mib: 0,
     }

@@ -4,13 +4,12 @@
 
 use std::collections::BTreeMap;
 
+use crate::backends::docker::argv::{configures_docker_client, ENV_FILE_STDIN, PORTS_LABEL, SANDBOX_LABEL};
 use crate::config::{ClusterSection, DockerCreateConfig};
-use crate::docker::argv::{configures_docker_client, ENV_FILE_STDIN, PORTS_LABEL, SANDBOX_LABEL};
+use crate::core::spec::{normalize_image, SandboxSpec};
 use crate::error::ProviderError;
-use crate::spec::{normalize_image, SandboxSpec};
 
-/// The label Swarm puts on a task's container: the service it belongs to.
-pub const SERVICE_NAME_LABEL: &str = "com.docker.swarm.service.name";
+pub use crate::backends::docker::labels::SERVICE_NAME_LABEL;
 
 /// A node label that overrides the node's sandboxd address (`HOST:PORT`).
 pub const NODE_ADDR_LABEL: &str = "sandboxd.addr";
@@ -109,12 +108,12 @@ fn sandbox_labels(spec: &SandboxSpec) -> Vec<(String, String)> {
         }
     }
     for (k, v) in &spec.metadata {
-        labels.push((format!("{}{k}", crate::docker::labels::METADATA_LABEL_PREFIX), v.clone()));
+        labels.push((format!("{}{k}", crate::backends::docker::labels::METADATA_LABEL_PREFIX), v.clone()));
     }
     // A cluster pool's member: its pool, and the pool's key (`PoolMember::owner` in cluster
     // mode: the pool is the cluster's, not one server's).
     if let Some(member) = &spec.pool_member {
-        labels.push((s(crate::docker::labels::POOL_LABEL), member.pool.clone()));
+        labels.push((s(crate::backends::docker::labels::POOL_LABEL), member.pool.clone()));
         labels.push((s(super::records::POOL_KEY_LABEL), member.owner.clone()));
     }
     labels
@@ -316,7 +315,7 @@ pub fn mark_ready_args(id: &str, shell: &str) -> Vec<String> {
 pub fn list_filters(labels: &BTreeMap<String, String>, tenant: Option<&str>) -> Vec<String> {
     let mut f: Vec<String> = labels
         .iter()
-        .map(|(k, v)| format!("label={}{k}={v}", crate::docker::labels::METADATA_LABEL_PREFIX))
+        .map(|(k, v)| format!("label={}{k}={v}", crate::backends::docker::labels::METADATA_LABEL_PREFIX))
         .collect();
     if let Some(tenant) = tenant {
         f.push(format!("label={}={tenant}", crate::auth::TENANT_LABEL));
@@ -327,7 +326,7 @@ pub fn list_filters(labels: &BTreeMap<String, String>, tenant: Option<&str>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::SandboxResources;
+    use crate::core::spec::SandboxResources;
 
     const ID: &str = "sandboxd-0123456789abcdef0123456789abcdef";
 

@@ -15,22 +15,22 @@ use super::engine::Engine;
 use super::placement::Swarm;
 use super::records;
 use super::watch::Peers;
-use crate::backend::{
+use crate::backends::docker::cli::{DockerCli, Pool};
+use crate::backends::docker::failure::CliError;
+use crate::backends::docker::DockerProvider;
+use crate::config::{ClusterSection, DockerConfig};
+use crate::core::backend::{
     CreatePlan, CreatePolicy, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource,
 };
-use crate::branching::{DiffEntry, Forked, SnapshotInfo};
-use crate::claims::ClaimStore;
-use crate::config::{ClusterSection, DockerConfig};
-use crate::docker::cli::{DockerCli, Pool};
-use crate::docker::failure::CliError;
-use crate::docker::DockerProvider;
-use crate::error::{ProviderError, Result};
-use crate::expiry::{Owned, OwnedListing};
-use crate::inventory::{ListPage, ListQuery};
-use crate::spec::{
+use crate::core::branching::{DiffEntry, Forked, SnapshotInfo};
+use crate::core::claims::ClaimStore;
+use crate::core::expiry::{Owned, OwnedListing};
+use crate::core::inventory::{ListPage, ListQuery};
+use crate::core::spec::{
     ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
     SandboxSpec, SandboxStatus,
 };
+use crate::error::{ProviderError, Result};
 
 /// Snapshots and forks are images on one node, and there is no registry to move them through.
 const NO_SNAPSHOTS: &str = "snapshots and forks are not available in cluster mode (cluster.mode swarm): a \
@@ -374,21 +374,28 @@ impl SandboxBackend for SwarmBackend {
         SandboxBackend::resume(&*self.local, id).await
     }
 
-    async fn logs(&self, id: &SandboxId, options: crate::logs::LogOptions) -> Result<crate::logs::LogStream> {
+    async fn logs(
+        &self,
+        id: &SandboxId,
+        options: crate::core::logs::LogOptions,
+    ) -> Result<crate::core::logs::LogStream> {
         self.alias(id.as_str()).await?;
         SandboxBackend::logs(&*self.local, id, options).await
     }
 
-    async fn stats(&self, id: &SandboxId) -> Result<crate::stats::SandboxStats> {
+    async fn stats(&self, id: &SandboxId) -> Result<crate::core::stats::SandboxStats> {
         self.alias(id.as_str()).await?;
         SandboxBackend::stats(&*self.local, id).await
     }
 
-    fn event_hub(&self) -> Option<Arc<crate::watch::EventHub>> {
+    fn event_hub(&self) -> Option<Arc<crate::core::watch::EventHub>> {
         SandboxBackend::event_hub(&*self.local)
     }
 
-    async fn peer_events(&self, filter: &crate::watch::WatchFilter) -> Option<crate::watch::PeerEvents> {
+    async fn peer_events(
+        &self,
+        filter: &crate::core::watch::WatchFilter,
+    ) -> Option<crate::core::watch::PeerEvents> {
         Some(self.peers.merge(filter.clone()).await)
     }
 }

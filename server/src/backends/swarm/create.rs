@@ -12,12 +12,12 @@ use sandboxd_proto::v1::sandbox_service_client::SandboxServiceClient;
 use super::argv;
 use super::backend::SwarmBackend;
 use super::placement::{Placement, CLUSTER_TOKEN_HEADER};
-use crate::backend::{CreatePlan, SandboxBackend};
+use crate::core::backend::{CreatePlan, SandboxBackend};
+use crate::core::inventory::SandboxSummary;
+use crate::core::lease;
+use crate::core::spec::{SandboxDescriptor, SandboxHandle, SandboxId, SandboxSpec, SandboxStatus};
+use crate::core::watch::{EventKind, SandboxEvent};
 use crate::error::{ProviderError, Result};
-use crate::inventory::SandboxSummary;
-use crate::lease;
-use crate::spec::{SandboxDescriptor, SandboxHandle, SandboxId, SandboxSpec, SandboxStatus};
-use crate::watch::{EventKind, SandboxEvent};
 
 /// Task states after which it never runs (`restart-condition none`).
 const FINAL_STATES: [&str; 6] = ["failed", "rejected", "complete", "shutdown", "orphaned", "remove"];
@@ -33,7 +33,7 @@ impl SwarmBackend {
     ) -> Result<SandboxHandle> {
         spec.validate()?;
         argv::check_spec(spec)?;
-        crate::docker::argv::check_docker_env(&spec.env, true)
+        crate::backends::docker::argv::check_docker_env(&spec.env, true)
             .map_err(|m| ProviderError::invalid("spec.env", m))?;
         let id = plan.id.as_str();
         let now = lease::now_ms();
@@ -45,7 +45,7 @@ impl SwarmBackend {
             labels.push((lease::EXPIRES_LABEL, lease::after_ms(now, ttl).to_string()));
         }
         let args = argv::service_create_args(&self.docker_config.create, &self.cluster, spec, id, &labels);
-        let (env, env_file) = crate::docker::argv::run_env(&spec.env);
+        let (env, env_file) = crate::backends::docker::argv::run_env(&spec.env);
         self.cli.with_env(env).run(&args, Some(plan.timeout), env_file.as_deref()).await.map_err(|e| {
             let e = ProviderError::from(e);
             match e {
@@ -81,7 +81,7 @@ impl SwarmBackend {
             |key: &str| lease.iter().find(|(k, _)| *k == key).and_then(|(_, v)| v.parse::<i64>().ok());
         let sandbox = SandboxSummary {
             sandbox_id: handle.sandbox_id.clone(),
-            image: crate::spec::normalize_image(&spec.image).to_string(),
+            image: crate::core::spec::normalize_image(&spec.image).to_string(),
             status: SandboxStatus::Running,
             created_ns: label(lease::CREATED_LABEL).map_or(0, |ms| i128::from(ms) * 1_000_000),
             ports: handle.ports.clone(),

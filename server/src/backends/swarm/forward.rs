@@ -22,7 +22,7 @@ use tonic::body::Body;
 use tonic::Status;
 
 use super::placement::{Swarm, CLUSTER_TOKEN_HEADER, TENANT_HEADER};
-use crate::watch::NodeOnly;
+use crate::core::watch::NodeOnly;
 
 /// The service whose calls are relayed.
 const SERVICE_PREFIX: &str = "/sandbox.v1.SandboxService/";
@@ -178,7 +178,7 @@ where
             // Only an id of this service's shape is looked up (it goes on a docker command line).
             let id = message_of(&head)
                 .and_then(|m| sandbox_id(at, m))
-                .filter(|id| crate::spec::SandboxId::has_valid_shape(id));
+                .filter(|id| crate::core::spec::SandboxId::has_valid_shape(id));
             let placement = match &id {
                 Some(id) => match swarm.locate(id).await {
                     Ok(p) => p,

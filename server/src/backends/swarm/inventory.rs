@@ -1,6 +1,6 @@
 //! What exists, cluster-wide, from Swarm's state: `List` (services carrying the ownership label,
 //! their labels, their tasks' states), one sandbox's status from its task, and what the sweep
-//! needs to know of each (its lease, whether its task will never run again; `crate::expiry`
+//! needs to know of each (its lease, whether its task will never run again; `crate::core::expiry`
 //! decides).
 
 use std::collections::BTreeMap;
@@ -10,13 +10,13 @@ use super::argv;
 use super::backend::SwarmBackend;
 use super::placement::TaskLine;
 use super::records;
-use crate::claims::Claim;
-use crate::docker::failure::CliError;
+use crate::backends::docker::failure::CliError;
+use crate::core::claims::Claim;
+use crate::core::expiry::{Owned, OwnedListing, Stage};
+use crate::core::inventory::{page, ListPage, ListQuery, SandboxSummary};
+use crate::core::lease;
+use crate::core::spec::{SandboxId, SandboxStatus};
 use crate::error::{ProviderError, Result};
-use crate::expiry::{Owned, OwnedListing, Stage};
-use crate::inventory::{page, ListPage, ListQuery, SandboxSummary};
-use crate::lease;
-use crate::spec::{SandboxId, SandboxStatus};
 
 /// One sandbox service as `docker service inspect` describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +43,7 @@ pub(super) fn parse_service(line: &str) -> Option<ServiceInfo> {
     let created = humantime::parse_rfc3339(created.trim()).ok()?;
     let created_ns = created.duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i128).unwrap_or(0);
     let ports = labels
-        .get(crate::docker::argv::PORTS_LABEL)
+        .get(crate::backends::docker::argv::PORTS_LABEL)
         .map(|p| p.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_default();
     Some(ServiceInfo {
@@ -52,7 +52,7 @@ pub(super) fn parse_service(line: &str) -> Option<ServiceInfo> {
         image,
         workdir,
         ports,
-        metadata: crate::docker::labels::metadata_from_labels(&labels),
+        metadata: crate::backends::docker::labels::metadata_from_labels(&labels),
         tenant: labels.get(crate::auth::TENANT_LABEL).cloned(),
         labels,
     })
@@ -99,7 +99,7 @@ impl SwarmBackend {
             .lines()
             .filter(|l| !l.trim().is_empty())
             .filter_map(parse_service)
-            .filter(|s| s.labels.get(crate::docker::argv::SANDBOX_LABEL).is_some_and(|v| v == "1"))
+            .filter(|s| s.labels.get(crate::backends::docker::argv::SANDBOX_LABEL).is_some_and(|v| v == "1"))
             .collect())
     }
 
@@ -139,7 +139,7 @@ impl SwarmBackend {
     }
 
     pub(super) async fn list_services(&self, query: &ListQuery) -> Result<ListPage> {
-        crate::metadata::validate_metadata("labels", &query.labels)?;
+        crate::core::metadata::validate_metadata("labels", &query.labels)?;
         let (services, tasks) = self.listed(query).await?;
         // Claims of pool members are the cluster's: read from Swarm when members are listed.
         let members = services.iter().any(|s| s.labels.contains_key(records::POOL_KEY_LABEL));
@@ -179,7 +179,7 @@ impl SwarmBackend {
                     ports: s.ports,
                     workdir: s.workdir,
                     tenant: s.labels.get(crate::auth::TENANT_LABEL).cloned(),
-                    pool: s.labels.get(crate::docker::labels::POOL_LABEL).cloned(),
+                    pool: s.labels.get(crate::backends::docker::labels::POOL_LABEL).cloned(),
                     metadata: s.metadata,
                 }
             })

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use tonic::transport::{Channel, Endpoint};
 
 use super::argv;
+use crate::backends::docker::cli::DockerCli;
+use crate::backends::docker::failure::CliError;
 use crate::config::ClusterSection;
-use crate::docker::cli::DockerCli;
-use crate::docker::failure::CliError;
 use crate::error::{ProviderError, Result};
 
 /// The metadata key that carries the cluster token on a call between nodes: the receiving
@@ -185,7 +185,7 @@ impl Swarm {
     pub async fn docker(
         &self,
         args: Vec<String>,
-    ) -> std::result::Result<crate::docker::cli::CommandOutput, CliError> {
+    ) -> std::result::Result<crate::backends::docker::cli::CommandOutput, CliError> {
         self.cli.run(&args, self.timeout, None).await
     }
 

@@ -11,9 +11,9 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
-use crate::claims::Claim;
-use crate::pools::{PoolKey, PoolSpec};
-use crate::spec::SandboxSpec;
+use crate::core::claims::Claim;
+use crate::core::pools::{PoolKey, PoolSpec};
+use crate::core::spec::SandboxSpec;
 
 /// On a pool definition's config.
 pub const POOL_DEF_LABEL: &str = "sandboxd.pool.def";
@@ -119,7 +119,7 @@ pub fn claim_config(
         (POOL_KEY_LABEL.to_string(), key.to_string()),
     ]);
     if let Some(at) = expires_ms {
-        labels.insert(crate::lease::EXPIRES_LABEL.to_string(), at.to_string());
+        labels.insert(crate::core::lease::EXPIRES_LABEL.to_string(), at.to_string());
     }
     (labels, serde_json::to_vec(claim).unwrap_or_default())
 }
@@ -163,7 +163,7 @@ mod tests {
         let claim =
             Claim { pool: "p".into(), tenant: Some("red".into()), claimed_ms: 5, ..Default::default() };
         let (labels, data) = claim_config("sandboxd-x", "k", &claim, Some(9));
-        assert_eq!(labels.get(crate::lease::EXPIRES_LABEL).map(String::as_str), Some("9"));
+        assert_eq!(labels.get(crate::core::lease::EXPIRES_LABEL).map(String::as_str), Some("9"));
         assert_eq!(labels.get(CLAIM_SANDBOX_LABEL).map(String::as_str), Some("sandboxd-x"));
         assert_eq!(read_claim(&data), Some(claim));
     }

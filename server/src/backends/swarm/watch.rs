@@ -19,9 +19,9 @@ use sandboxd_proto::v1::sandbox_service_client::SandboxServiceClient;
 
 use super::engine::Engine;
 use super::placement::{NodeInfo, Swarm, CLUSTER_TOKEN_HEADER, TENANT_HEADER};
-use crate::inventory::SandboxSummary;
-use crate::spec::SandboxStatus;
-use crate::watch::{EventKind, PeerEvents, SandboxEvent, WatchFilter};
+use crate::core::inventory::SandboxSummary;
+use crate::core::spec::SandboxStatus;
+use crate::core::watch::{EventKind, PeerEvents, SandboxEvent, WatchFilter};
 
 /// How often the node list is read again (and how long one reading serves every watcher).
 const NODES_REREAD: Duration = Duration::from_secs(5);

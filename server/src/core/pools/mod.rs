@@ -3,7 +3,7 @@
 //! A pool keeps `target` started, ready, unclaimed sandboxes of its template (the config file's
 //! `pools:`, or `CreatePool`). A `Create` naming the pool (or matching its template, see
 //! [`template`]) pops one, writes the call's files into it, records the claim (env, metadata,
-//! tenant: `crate::claims`) and starts its lease; the refill task starts a replacement in the
+//! tenant: `crate::core::claims`) and starts its lease; the refill task starts a replacement in the
 //! background. An empty pool (or one at its `max`) never fails a claim: the caller's sandbox is
 //! created on demand from the template. Members are labelled `sandboxd.pool=<name>` and
 //! `sandboxd.pool.owner=<this server>`; unclaimed ones are hidden from `List`, and a server's
@@ -29,11 +29,11 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
-use crate::claims::Claim;
+use crate::core::claims::Claim;
+use crate::core::inventory::ListQuery;
+use crate::core::lifecycle::Lifecycle;
+use crate::core::spec::{PoolMember, SandboxHandle, SandboxSpec};
 use crate::error::{ProviderError, Result};
-use crate::inventory::ListQuery;
-use crate::lifecycle::Lifecycle;
-use crate::spec::{PoolMember, SandboxHandle, SandboxSpec};
 pub use shared::SharedPools;
 pub use template::PoolSpec;
 
@@ -342,7 +342,7 @@ impl Pools {
             tenant: call.tenant.clone(),
             env: call.env.clone(),
             metadata: spec.claim_metadata(call),
-            claimed_ms: crate::lease::now_ms(),
+            claimed_ms: crate::core::lease::now_ms(),
         };
         let applied = async {
             for (path, content) in &call.files {
@@ -402,7 +402,9 @@ impl Pools {
             if claims.get(&member.sandbox_id).is_some() {
                 continue;
             }
-            let Ok(id) = crate::spec::SandboxId::parse("sandbox_id", &member.sandbox_id) else { continue };
+            let Ok(id) = crate::core::spec::SandboxId::parse("sandbox_id", &member.sandbox_id) else {
+                continue;
+            };
             match self.lifecycle.backend().close(&id).await {
                 Ok(()) => removed += 1,
                 Err(e) => {

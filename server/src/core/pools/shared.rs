@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Claimed, PoolError, PoolKey, PoolSpec, PoolStatus};
+use crate::core::spec::SandboxSpec;
 use crate::error::Result;
-use crate::spec::SandboxSpec;
 
 #[async_trait::async_trait]
 pub trait SharedPools: Send + Sync {

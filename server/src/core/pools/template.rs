@@ -13,8 +13,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::core::spec::SandboxSpec;
 use crate::error::ProviderError;
-use crate::spec::SandboxSpec;
 
 /// A warm pool as defined (config file or `CreatePool`).
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +29,11 @@ pub struct PoolSpec {
 }
 
 impl PoolSpec {
+    /// Every pool of the config file's `pools:`, checked; the first error names its index.
+    pub fn all_from_config(pools: &[crate::config::PoolConfig]) -> Result<Vec<Self>, ProviderError> {
+        pools.iter().enumerate().map(|(i, p)| Self::from_config(p, i)).collect()
+    }
+
     /// The config file's `pools[index]`, its template read as a sandbox spec and every field
     /// checked (named `pools[index].…`).
     pub fn from_config(cfg: &crate::config::PoolConfig, index: usize) -> Result<Self, ProviderError> {
@@ -58,7 +63,7 @@ impl PoolSpec {
         if self.template.image.is_empty() {
             return Err(ProviderError::invalid(field("image"), "is required"));
         }
-        crate::spec::validate_image(&self.template.image)
+        crate::core::spec::validate_image(&self.template.image)
             .map_err(|e| rename_field(e, "spec.image", &field("image")))?;
         if self.template.snapshot_id.is_some() {
             return Err(ProviderError::invalid(field("template.snapshot_id"), "must be unset"));
@@ -78,7 +83,7 @@ impl PoolSpec {
     pub fn matches(&self, call: &SandboxSpec) -> bool {
         let t = &self.template;
         call.snapshot_id.is_none()
-            && crate::spec::normalize_image(&call.image) == crate::spec::normalize_image(&t.image)
+            && crate::core::spec::normalize_image(&call.image) == crate::core::spec::normalize_image(&t.image)
             && call.workdir == t.workdir
             && call.resources == t.resources
             && call.entrypoint == t.entrypoint
@@ -106,7 +111,9 @@ impl PoolSpec {
             ))
         };
         let image_set = !call.image.is_empty();
-        if image_set && crate::spec::normalize_image(&call.image) != crate::spec::normalize_image(&t.image) {
+        if image_set
+            && crate::core::spec::normalize_image(&call.image) != crate::core::spec::normalize_image(&t.image)
+        {
             return differs("image");
         }
         if call.snapshot_id.is_some() {

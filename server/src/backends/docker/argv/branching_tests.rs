@@ -19,7 +19,7 @@ fn snapshot_ids_are_checked_by_shape() {
     ] {
         assert!(!is_valid_snapshot_id(bad), "{bad}");
     }
-    assert!(!crate::spec::SandboxId::has_valid_shape(&id), "a snapshot id is never a sandbox id");
+    assert!(!crate::core::spec::SandboxId::has_valid_shape(&id), "a snapshot id is never a sandbox id");
 }
 
 #[test]

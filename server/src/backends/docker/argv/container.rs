@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::config::DockerCreateConfig;
-use crate::spec::{normalize_image, SandboxResources, SandboxSpec};
+use crate::core::spec::{normalize_image, SandboxResources, SandboxSpec};
 
 /// Name prefix of a container whose create has not completed: a create runs under
 /// `sandboxd-creating-<hex>` and is renamed to its sandbox id `sandboxd-<hex>` as its last step,
@@ -14,7 +14,7 @@ pub const CREATING_NAME_PREFIX: &str = "sandboxd-creating-";
 
 /// The name a create of sandbox `sandbox_id` runs under until it completes.
 pub fn creating_name(sandbox_id: &str) -> String {
-    let hex = sandbox_id.strip_prefix(crate::spec::SANDBOX_ID_PREFIX).unwrap_or(sandbox_id);
+    let hex = sandbox_id.strip_prefix(crate::core::spec::SANDBOX_ID_PREFIX).unwrap_or(sandbox_id);
     format!("{CREATING_NAME_PREFIX}{hex}")
 }
 
@@ -37,7 +37,7 @@ pub fn rename_args(from: &str, to: &str) -> Vec<String> {
 /// Only containers that also carry the operator's own `--label` flags of `extra_run_args` are
 /// listed: two deployments labelled apart on one daemon never sweep each other's containers.
 pub fn sweep_list_args(cfg: &DockerCreateConfig) -> Vec<String> {
-    use crate::lease::{CREATED_LABEL, CREATE_DEADLINE_LABEL, EXPIRES_LABEL};
+    use crate::core::lease::{CREATED_LABEL, CREATE_DEADLINE_LABEL, EXPIRES_LABEL};
     let mut a = vec![
         s("ps"),
         s("-a"),
@@ -150,7 +150,7 @@ pub fn agent_run_args(
         format!(
             "type=bind,source={},target={}",
             agent.run_dir.display(),
-            crate::docker::agent::socket::RUN_DIR_IN_SANDBOX
+            crate::agent_client::socket::RUN_DIR_IN_SANDBOX
         ),
         s("--label"),
         format!("{AGENT_USER_LABEL}={}", agent.image_user),
@@ -159,7 +159,7 @@ pub fn agent_run_args(
         head.extend([s("-u"), s("0")]);
     }
     a.splice(2..2, head);
-    a.extend([s("--entrypoint"), s(crate::docker::agent::binary::AGENT_PATH_IN_SANDBOX), s(run_image(spec))]);
+    a.extend([s("--entrypoint"), s(crate::agent_client::binary::AGENT_PATH_IN_SANDBOX), s(run_image(spec))]);
     a.push(s("init"));
     if !agent.image_user.is_empty() {
         a.extend([s("--user"), agent.image_user.clone()]);
@@ -298,7 +298,7 @@ pub fn agent_mount_args(host_path: &std::path::Path) -> Vec<String> {
         format!(
             "type=bind,source={},target={},readonly",
             host_path.display(),
-            crate::docker::agent::binary::AGENT_PATH_IN_SANDBOX
+            crate::agent_client::binary::AGENT_PATH_IN_SANDBOX
         ),
     ]
 }

@@ -40,7 +40,7 @@ pub fn commit_args(name: &str, snapshot_id: &str, marks: &SnapshotMarks<'_>) -> 
         a.extend([s("--change"), format!("USER {user}")]);
     }
     a.push(s("--pause=true"));
-    use crate::lease::{CREATED_LABEL, CREATE_DEADLINE_LABEL, EXPIRES_LABEL};
+    use crate::core::lease::{CREATED_LABEL, CREATE_DEADLINE_LABEL, EXPIRES_LABEL};
     for label in [
         format!("{SANDBOX_LABEL}="),
         format!("{PORTS_LABEL}="),

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::docker::labels::{METADATA_LABEL_PREFIX, POOL_LABEL, POOL_OWNER_LABEL};
+use crate::backends::docker::labels::{METADATA_LABEL_PREFIX, POOL_LABEL, POOL_OWNER_LABEL};
 
 /// `--label sandboxd.meta.KEY=VALUE` for each entry (validated first by the spec).
 pub fn metadata_label_args(metadata: &BTreeMap<String, String>) -> Vec<String> {
@@ -15,7 +15,7 @@ pub fn metadata_label_args(metadata: &BTreeMap<String, String>) -> Vec<String> {
 }
 
 /// `--label sandboxd.pool=NAME --label sandboxd.pool.owner=OWNER` for a pool's sandbox.
-pub fn pool_label_args(member: Option<&crate::spec::PoolMember>) -> Vec<String> {
+pub fn pool_label_args(member: Option<&crate::core::spec::PoolMember>) -> Vec<String> {
     member
         .map(|m| {
             vec![

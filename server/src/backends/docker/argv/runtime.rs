@@ -5,8 +5,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::*;
-use crate::runtime::{scoped_name, VolumeMount, VOLUMES_DIR_IN_SANDBOX};
-use crate::spec::SandboxSpec;
+use crate::core::runtime::{scoped_name, VolumeMount, VOLUMES_DIR_IN_SANDBOX};
+use crate::core::spec::SandboxSpec;
 
 /// Docker name prefix of the networks this service makes for `spec.network`.
 pub const NETWORK_PREFIX: &str = "sandboxd-net-";
@@ -88,7 +88,7 @@ pub fn runtime_run_args(spec: &SandboxSpec) -> Vec<String> {
         a.extend([s("--network"), network_name(tenant, network)]);
     }
     for cap in &spec.cap_add {
-        let name = crate::runtime::capability("spec.cap_add", cap).unwrap_or_else(|_| cap.clone());
+        let name = crate::core::runtime::capability("spec.cap_add", cap).unwrap_or_else(|_| cap.clone());
         a.extend([s("--cap-add"), name]);
     }
     if let Some(size) = spec.shm_size_bytes {

@@ -2,7 +2,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::config::{DockerCreateConfig, DockerExecConfig};
-use crate::spec::{SandboxResources, SandboxSpec};
+use crate::core::spec::{SandboxResources, SandboxSpec};
 
 #[test]
 fn the_agent_is_one_read_only_file_mount() {
@@ -12,7 +12,7 @@ fn the_agent_is_one_read_only_file_mount() {
         ["--mount", "type=bind,source=/var/lib/sandboxd/agent-0123,target=/.sandboxd/agent,readonly"]
     );
 }
-use crate::spec::ProviderOptions;
+use crate::core::spec::ProviderOptions;
 
 fn v(items: &[&str]) -> Vec<String> {
     items.iter().map(|x| x.to_string()).collect()
@@ -279,11 +279,11 @@ fn lease_labels_follow_the_ownership_label_and_creates_run_under_their_own_name(
         v(&["run", "-d", "--name", "c", "--label", "sandboxd.sandbox=1", "--label", "sandboxd.created_ms=5"])
             [..]
     );
-    let id = crate::spec::SandboxId::generate().to_string();
+    let id = crate::core::spec::SandboxId::generate().to_string();
     let creating = creating_name(&id);
     assert!(creating.starts_with(CREATING_NAME_PREFIX) && creating.ends_with(&id["sandboxd-".len()..]));
     assert!(
-        !crate::spec::SandboxId::has_valid_shape(&creating),
+        !crate::core::spec::SandboxId::has_valid_shape(&creating),
         "a create in progress is never reachable by id"
     );
     assert_eq!(rename_args("a", "b"), v(&["rename", "a", "b"]));
@@ -302,11 +302,11 @@ fn lease_labels_follow_the_ownership_label_and_creates_run_under_their_own_name(
 
 #[test]
 fn ids_and_ports() {
-    let name = crate::spec::SandboxId::generate().to_string();
-    assert!(crate::spec::SandboxId::has_valid_shape(&name), "{name}");
-    assert!(!crate::spec::SandboxId::has_valid_shape("--privileged"));
-    assert!(!crate::spec::SandboxId::has_valid_shape("sandboxd-../../x"));
-    assert!(!crate::spec::SandboxId::has_valid_shape("other-0123456789abcdef0123456789abcdef"));
+    let name = crate::core::spec::SandboxId::generate().to_string();
+    assert!(crate::core::spec::SandboxId::has_valid_shape(&name), "{name}");
+    assert!(!crate::core::spec::SandboxId::has_valid_shape("--privileged"));
+    assert!(!crate::core::spec::SandboxId::has_valid_shape("sandboxd-../../x"));
+    assert!(!crate::core::spec::SandboxId::has_valid_shape("other-0123456789abcdef0123456789abcdef"));
     assert_eq!(parse_port_binding("127.0.0.1:49153").unwrap(), ("127.0.0.1".into(), 49153));
     assert_eq!(parse_port_binding("[::]:8080").unwrap(), ("::".into(), 8080));
     assert!(parse_port_binding("nonsense").is_err());

@@ -56,7 +56,7 @@ pub fn shell_quote(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::Signal;
+    use crate::core::spec::Signal;
     use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
@@ -80,7 +80,7 @@ mod tests {
     pub(super) fn run_sh(shell: &[&str], script: &str, args: &[&str]) -> std::process::Output {
         let mut cmd = Command::new(shell[0]);
         cmd.args(&shell[1..]).arg("-c").arg(script).args(args).stdin(Stdio::null());
-        crate::docker::cli::reset_signal_dispositions(&mut cmd);
+        crate::backends::docker::cli::reset_signal_dispositions(&mut cmd);
         cmd.output().expect("run shell")
     }
 
@@ -103,7 +103,7 @@ mod tests {
             cmd.env(k, v);
         }
         // A test run started with `&` inherits SIGINT ignored: the stand-in must not.
-        crate::docker::cli::reset_signal_dispositions(&mut cmd);
+        crate::backends::docker::cli::reset_signal_dispositions(&mut cmd);
         // SAFETY: setsid is async-signal-safe.
         unsafe {
             cmd.pre_exec(|| {

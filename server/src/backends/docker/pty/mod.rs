@@ -14,8 +14,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::spec::ExecResult;
-pub use crate::terminal::{PtyError, TerminalMode};
+use crate::core::spec::ExecResult;
+pub use crate::core::terminal::{PtyError, TerminalMode};
 
 /// Runs one `-c` command line (the argument of the image's shell `-c`) in the session's
 /// container, as `user`, under its own timeout: how the session reads its pid record and

@@ -13,15 +13,15 @@ use super::{
     fallback_pid_file_for, launcher_argv, pid_file_for, session_marker, spawn, RunInContainer, SpawnOptions,
     TerminalMode, TerminalProcess,
 };
+use crate::backends::docker::argv::{self, ExecOptions};
+use crate::backends::docker::classify;
+use crate::backends::docker::cli::{DockerCli, Pool};
+use crate::backends::docker::mask;
+use crate::backends::docker::state::ContainerState;
+use crate::backends::docker::transport::{ExecEngine, ExecSpec};
 use crate::config::DockerConfig;
-use crate::docker::argv::{self, ExecOptions};
-use crate::docker::classify;
-use crate::docker::cli::{DockerCli, Pool};
-use crate::docker::mask;
-use crate::docker::state::ContainerState;
-use crate::docker::transport::{ExecEngine, ExecSpec};
+use crate::core::spec::{ExecParams, ExecResult, PtySpec};
 use crate::error::{ProviderError, Result};
-use crate::spec::{ExecParams, ExecResult, PtySpec};
 
 /// Runs the session's helper commands (`<shell> -c …`) in its container, through `engine`
 /// (the docker transport in the control pool: pid reads, signals and cleanup never wait

@@ -59,7 +59,7 @@ pub(crate) fn spawn_process(
     let mut cmd = Command::new(program);
     cmd.args(args).envs(env.iter().map(|(k, v)| (k, v)));
     // A server started in the background inherits SIGINT ignored: the client must not.
-    crate::docker::cli::reset_signal_dispositions(&mut cmd);
+    crate::backends::docker::cli::reset_signal_dispositions(&mut cmd);
     let mut master = None;
     if use_pty {
         let (m, slave) = open_pty(rows, cols)?;

@@ -13,16 +13,16 @@ use super::{
     note_dropped, output_limit, spawn_stream, timed_out, ExecEngine, ExecSpec, FileDownload, TerminalSession,
     UploadSource,
 };
-use crate::backend::{ExecStream, StreamEvent};
+use crate::backends::docker::argv::{self, ExecOptions};
+use crate::backends::docker::classify;
+use crate::backends::docker::cli::{feed_stdin, DockerCli, Pool};
+use crate::backends::docker::failure::CliError;
+use crate::backends::docker::files;
+use crate::backends::docker::pty;
 use crate::config::DockerConfig;
-use crate::docker::argv::{self, ExecOptions};
-use crate::docker::classify;
-use crate::docker::cli::{feed_stdin, DockerCli, Pool};
-use crate::docker::failure::CliError;
-use crate::docker::files;
-use crate::docker::pty;
+use crate::core::backend::{ExecStream, StreamEvent};
+use crate::core::spec::{ExecErrorType, ExecResult, PtySpec};
 use crate::error::Result;
-use crate::spec::{ExecErrorType, ExecResult, PtySpec};
 
 /// One `docker exec` per command.
 #[derive(Clone)]

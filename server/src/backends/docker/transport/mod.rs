@@ -13,11 +13,11 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-pub use crate::backend::{ExecStream, FileDownload, StreamEvent, TerminalSession, UploadSource};
 use crate::config::DockerConfig;
+pub use crate::core::backend::{ExecStream, FileDownload, StreamEvent, TerminalSession, UploadSource};
+use crate::core::spec::{ExecErrorType, ExecParams, ExecResult, PtySpec, SandboxHandle};
+use crate::core::terminal::{AttachSpec, TerminalInfo};
 use crate::error::{ProviderError, Result};
-use crate::spec::{ExecErrorType, ExecParams, ExecResult, PtySpec, SandboxHandle};
-use crate::terminal::{AttachSpec, TerminalInfo};
 
 /// One command for an engine: `<shell> -c <command>` in container `name`, with `params`, as
 /// `user` (already normalised; `None`: the image's user). `params.timeout` is final: the service

@@ -10,8 +10,8 @@ use super::super::engine::Service;
 use super::super::records;
 use super::view::{Def, Reading};
 use super::ClusterPools;
-use crate::pools::PoolKey;
-use crate::spec::PoolMember;
+use crate::core::pools::PoolKey;
+use crate::core::spec::PoolMember;
 
 /// Members of one pool the leader starts at once.
 const STARTS_AT_ONCE: usize = 4;

@@ -21,10 +21,12 @@ use super::backend::SwarmBackend;
 use super::engine::{Engine, Service};
 use super::placement::{NodeInfo, Placement};
 use super::records::{self, PoolRecord};
-use crate::claims::{Claim, ClaimStore};
+use crate::core::claims::{Claim, ClaimStore};
+use crate::core::pools::{
+    Claimed, PoolError, PoolKey, PoolSpec, PoolStatus, SharedPools, MAX_POOLS_PER_OWNER,
+};
+use crate::core::spec::{SandboxHandle, SandboxSpec};
 use crate::error::{ProviderError, Result};
-use crate::pools::{Claimed, PoolError, PoolKey, PoolSpec, PoolStatus, SharedPools, MAX_POOLS_PER_OWNER};
-use crate::spec::{SandboxHandle, SandboxSpec};
 use view::{take_into, Def, Member, Reading, View};
 
 /// How often each node reads the pools again (the leader refills on the same beat).
@@ -189,7 +191,7 @@ impl ClusterPools {
         })
     }
 
-    /// The pool `tenant` names `name` (its own, else everyone's), as [`crate::pools::Pools`] does.
+    /// The pool `tenant` names `name` (its own, else everyone's), as [`crate::core::pools::Pools`] does.
     fn find(&self, tenant: Option<&str>, name: &str) -> Option<(PoolKey, Def)> {
         let view = self.lock();
         let own = tenant.map(|t| (Some(t.to_string()), name.to_string()));
@@ -309,7 +311,7 @@ impl SharedPools for ClusterPools {
         ttl: Option<Duration>,
     ) -> Result<Claimed> {
         let hash = records::pool_key(key);
-        let now = crate::lease::now_ms();
+        let now = crate::core::lease::now_ms();
         let claim = Claim {
             pool: key.1.clone(),
             tenant: call.tenant.clone(),
@@ -317,7 +319,7 @@ impl SharedPools for ClusterPools {
             metadata: spec.claim_metadata(call),
             claimed_ms: now,
         };
-        let expires_ms = ttl.map(|t| crate::lease::after_ms(now, t));
+        let expires_ms = ttl.map(|t| crate::core::lease::after_ms(now, t));
         for round in 0..2 {
             while let Some(member) = self.take_ready(&hash) {
                 let won = self.win(&member, &hash, &claim, expires_ms).await;

@@ -8,7 +8,7 @@ use std::time::Instant;
 use super::super::engine::{Config, Service};
 use super::super::placement::NodeInfo;
 use super::super::records;
-use crate::pools::{PoolKey, PoolSpec};
+use crate::core::pools::{PoolKey, PoolSpec};
 
 /// One pool as this node knows it.
 #[derive(Debug, Clone)]

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use super::{session_marker, shell_quote};
-use crate::docker::pty::TerminalMode;
-use crate::spec::Signal;
+use crate::backends::docker::pty::TerminalMode;
+use crate::core::spec::Signal;
 
 /// The parent pid, in the container's pid namespace, of a process `docker exec` injected.
 pub const EXEC_PARENT_PID: u32 = 0;
@@ -439,7 +439,7 @@ mod tests {
             cmd.arg("-c")
                 .arg("trap '' HUP; (trap '' HUP; exec sleep 30) & echo $!; wait")
                 .stdout(Stdio::piped());
-            crate::docker::cli::reset_signal_dispositions(&mut cmd);
+            crate::backends::docker::cli::reset_signal_dispositions(&mut cmd);
             // SAFETY: setsid is async-signal-safe.
             unsafe {
                 cmd.pre_exec(|| {

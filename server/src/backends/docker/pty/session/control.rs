@@ -8,11 +8,11 @@ use std::time::Duration;
 use nix::sys::signal::{killpg, Signal};
 
 use super::{closed_error, TerminalProcess};
-use crate::docker::pty::container::{
+use crate::backends::docker::pty::container::{
     check_recorded_pid, cleanup_command, pid_read_command, signal_command, CONTROL_TIMEOUT, PID_READ_TIMEOUT,
     ROOT_USER,
 };
-use crate::docker::pty::PtyError;
+use crate::backends::docker::pty::PtyError;
 
 /// Grace a local program gets between `SIGHUP` and `SIGKILL` on close.
 const HUP_GRACE: Duration = Duration::from_secs(1);
@@ -38,7 +38,7 @@ impl TerminalProcess {
                 return;
             }
         };
-        let command = crate::docker::pty::container::resize_command(pid, rows, cols);
+        let command = crate::backends::docker::pty::container::resize_command(pid, rows, cols);
         let result = container.run(command, self.user.clone(), CONTROL_TIMEOUT).await;
         if result.return_code != 0 {
             tracing::debug!(stderr = %result.stderr_str(), "in-container resize failed");
@@ -47,7 +47,7 @@ impl TerminalProcess {
 
     /// Deliver a signal by name (`SIGINT`, `INT`, ...; see `Signal`).
     pub async fn send_signal(&self, name: &str) -> Result<(), PtyError> {
-        let signal = crate::spec::Signal::try_from(name)
+        let signal = crate::core::spec::Signal::try_from(name)
             .map_err(|e| PtyError::Invalid { field: "signal".into(), message: e.to_string() })?;
         self.deliver(signal).await
     }
@@ -55,7 +55,7 @@ impl TerminalProcess {
     /// Deliver `signal`: in PTY mode to the foreground process group of the session's terminal,
     /// in pipe mode to the group of the session's process. A session whose process already
     /// exited has nothing to signal.
-    pub async fn deliver(&self, signal: crate::spec::Signal) -> Result<(), PtyError> {
+    pub async fn deliver(&self, signal: crate::core::spec::Signal) -> Result<(), PtyError> {
         let sig_name = signal.as_str();
         if self.closed.load(Ordering::SeqCst) {
             return Err(closed_error());
@@ -86,7 +86,7 @@ impl TerminalProcess {
         }
     }
 
-    fn signal_local(&self, signal: crate::spec::Signal) -> Result<(), PtyError> {
+    fn signal_local(&self, signal: crate::core::spec::Signal) -> Result<(), PtyError> {
         let sig_name = signal.as_str();
         let sig = Signal::try_from(signal.number())
             .map_err(|e| PtyError::Failed(format!("cannot deliver {sig_name}: {e}")))?;

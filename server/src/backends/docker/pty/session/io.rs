@@ -10,8 +10,8 @@ use nix::sys::signal::Signal;
 
 use super::pump::with_timeout;
 use super::{check_size, closed_error, TerminalProcess};
-use crate::docker::pty::spawner::{self, write_all};
-use crate::terminal::{PtyError, TerminalMode};
+use crate::backends::docker::pty::spawner::{self, write_all};
+use crate::core::terminal::{PtyError, TerminalMode};
 
 impl TerminalProcess {
     /// The next output chunk (the terminal's in PTY mode, stdout in pipe mode); empty at EOF.

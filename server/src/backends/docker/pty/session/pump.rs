@@ -9,8 +9,8 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, watch};
 
-use crate::docker::pty::spawner::{self, read_chunk};
-use crate::docker::pty::PtyError;
+use crate::backends::docker::pty::spawner::{self, read_chunk};
+use crate::backends::docker::pty::PtyError;
 
 /// How much of the client's own stderr is kept to classify a startup failure.
 pub const CLIENT_STDERR_KEEP: usize = 16 * 1024;

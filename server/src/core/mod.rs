@@ -1,0 +1,25 @@
+//! The seam and the backend-neutral rules: what a sandbox is (`spec`), the `SandboxBackend`
+//! trait every backend implements (`backend`), and the rules that hold whatever runs the
+//! sandboxes (leases, expiry and the sweep, claims, inventory, lifecycle events, pools). Nothing
+//! here names a backend: `backends/*` depend on `core`, never the reverse.
+
+pub mod backend;
+pub mod branching;
+pub mod claims;
+pub mod expiry;
+pub mod fs;
+pub mod inventory;
+pub mod lease;
+pub mod lifecycle;
+pub mod logs;
+pub mod metadata;
+pub mod pools;
+pub mod processes;
+pub mod runtime;
+pub mod snapshot_expiry;
+pub mod spec;
+pub mod stats;
+pub mod sweep;
+pub mod terminal;
+pub mod usage_metrics;
+pub mod watch;
