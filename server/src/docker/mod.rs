@@ -31,6 +31,7 @@ mod inventory;
 pub mod labels;
 mod logs;
 mod lookup;
+mod oci_runtime;
 pub mod mask;
 mod owned;
 mod pause;

@@ -258,6 +258,7 @@ fn event_of(message: pb::WatchResponse, filter: &WatchFilter) -> Option<SandboxE
         reserved_memory_mib: 0,
         pool: None,
         tenant: filter.tenant.clone(),
+        runtime: Some(info.runtime).filter(|r| !r.is_empty()),
     };
     Some(SandboxEvent {
         kind,

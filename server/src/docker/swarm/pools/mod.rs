@@ -186,6 +186,7 @@ impl ClusterPools {
             workdir: member.workdir.clone(),
             metadata: claim.metadata,
             tenant: claim.tenant,
+            runtime: None,
         })
     }
 
