@@ -97,11 +97,7 @@ for dir in "${state_dirs[@]}"; do
   done
 done
 
-[[ -n "$case_value" ]] && # The gVisor daemon (scripts/runsc-daemon.sh): its directory or its namespace.
-if [[ -d "${SANDBOXD_RUNSC_DIR:-/tmp/sbxrunsc}" ]] || ip netns list 2>/dev/null | awk '{print $1}' | grep -qxF "${SANDBOXD_RUNSC_NS:-sbxrunsc}"; then
-  remove "the runsc daemon" bash "$REPO_ROOT/scripts/runsc-daemon.sh" down
-fi
-exit 0
+[[ -n "$case_value" ]] && exit 0
 
 # --- unlabelled, without --case only ---------------------------------------------------------
 for dir in "${state_dirs[@]}"; do

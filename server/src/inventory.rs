@@ -165,6 +165,7 @@ mod tests {
             reserved_memory_mib: 0,
             pool: None,
             tenant: None,
+            runtime: None,
         }
     }
 

@@ -160,6 +160,30 @@ pub fn transport_name() -> &'static str {
     }
 }
 
+/// The OCI runtime the suites' sandboxes run on: `SANDBOXD_TEST_RUNTIME=runsc` (gVisor, with
+/// `DOCKER_HOST` naming a daemon that has it registered: `scripts/runsc-daemon.sh up`) or
+/// `runc` (the default). `scripts/test.sh` reruns the main suites on runsc.
+pub fn runtime_name() -> &'static str {
+    match std::env::var("SANDBOXD_TEST_RUNTIME").as_deref() {
+        Ok("runsc") => "runsc",
+        Ok("runc") | Ok("") | Err(_) => "runc",
+        Ok(other) => panic!("SANDBOXD_TEST_RUNTIME must be runc or runsc (got {other:?})"),
+    }
+}
+
+/// What the suites' servers offer: `runc`, and `runsc` too when the suites run on it.
+pub fn runtime_offers() -> serde_json::Value {
+    match runtime_name() {
+        "runsc" => serde_json::json!([{"name": "runc"}, {"name": "runsc"}]),
+        _ => serde_json::json!([{"name": "runc"}]),
+    }
+}
+
+/// Whether the suites run on gVisor (`SANDBOXD_TEST_RUNTIME=runsc`).
+pub fn on_runsc() -> bool {
+    runtime_name() == "runsc"
+}
+
 /// A provider with test-friendly defaults whose containers carry `label`.
 pub fn provider_with(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) -> DockerProvider {
     require_docker();
@@ -194,6 +218,10 @@ fn test_config(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) -> Docke
     config.exec.default_timeout = Some(std::time::Duration::from_secs(60));
     config.exec.engine = engine();
     config.exec.transport = transport();
+    config.create.runtime = runtime_name().into();
+    if on_runsc() {
+        config.runtimes.0.push(sandboxd::config::RuntimeOffer::new("runsc"));
+    }
     edit(&mut config);
     config
 }

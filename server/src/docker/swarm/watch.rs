@@ -287,6 +287,7 @@ mod tests {
                     status: SandboxStatus::Stopped.to_wire() as i32,
                     image: "img".into(),
                     expires_at_unix_ms: Some(9),
+                    runtime: "runsc".into(),
                     sandbox: Some(pb::SandboxRef {
                         sandbox_id: "sandboxd-0123456789abcdef0123456789abcdef".into(),
                         ports: vec![80],
