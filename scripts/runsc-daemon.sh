@@ -12,13 +12,20 @@
 #
 # Environment: SANDBOXD_RUNSC_DIR (default /tmp/sbxrunsc; short: socket paths are limited to
 # 108 bytes), SANDBOXD_RUNSC_NS (the network namespace, default sbxrunsc), RUNSC (the runsc
-# binary, default /usr/bin/runsc).
+# binary, default /usr/bin/runsc), SANDBOXD_RUNSC_NETWORK (`bridge`, the default: the daemon
+# has a bridge of its own inside its namespace and sandboxes a network; `none`: no bridge, and
+# sandboxes on runsc have no network but loopback).
 #
 # The runtime is registered as `runsc` with the arguments sandboxd needs (see the README,
 # "Sandboxes on gVisor"):
 #   --platform=ptrace   how the sentry intercepts system calls; `kvm` hung on these machines
-#   --network=none      a daemon in a namespace of its own with no bridge: without it the start
-#                       fails "cannot run with network enabled in root network namespace"
+#   --network=host      the sandbox's sockets are the host kernel's, inside the container's own
+#                       network namespace (so docker's bridge, published ports and egress rules
+#                       set in that namespace apply). gVisor's own stack (`sandbox`, the default)
+#                       cannot start on this kernel with this runsc release: its root-namespace
+#                       check reads /proc/sys/net/core/rmem_default, which kernel 6.x shows in
+#                       every namespace ("cannot run with network enabled in root network
+#                       namespace"). With SANDBOXD_RUNSC_NETWORK=none: --network=none.
 #   --host-uds=create   the agent's socket, made inside the sandbox in the bind-mounted run
 #                       directory, is a real host socket the server connects to (default `none`:
 #                       the socket exists only inside gVisor, and sandboxd falls back to the
@@ -30,12 +37,14 @@ set -uo pipefail
 DIR="${SANDBOXD_RUNSC_DIR:-/tmp/sbxrunsc}"
 NS="${SANDBOXD_RUNSC_NS:-sbxrunsc}"
 RUNSC="${RUNSC:-/usr/bin/runsc}"
+NETWORK="${SANDBOXD_RUNSC_NETWORK:-bridge}"
 HOST="unix://$DIR/docker.sock"
 
 log() { printf 'runsc-daemon: %s\n' "$*" >&2; }
 die() { printf 'runsc-daemon: ERROR: %s\n' "$*" >&2; exit 1; }
 
 [[ "$DIR" == /* && "$DIR" != / && ${#DIR} -le 80 ]] || die "SANDBOXD_RUNSC_DIR must be an absolute path of at most 80 characters"
+[[ "$NETWORK" == bridge || "$NETWORK" == none ]] || die "SANDBOXD_RUNSC_NETWORK must be bridge or none"
 [[ "$NS" =~ ^[a-z][a-z0-9-]{0,14}$ ]] || die "SANDBOXD_RUNSC_NS must be 1-15 lowercase letters, digits or '-', starting with a letter"
 
 answers() { docker -H "$HOST" info --format '{{.ServerVersion}}' >/dev/null 2>&1; }
@@ -135,12 +144,16 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 [metrics]
   address = ""
 EOF
+    local net_arg=host bridge_args=(--bip 172.28.0.1/16)
+    if [[ "$NETWORK" == none ]]; then
+      net_arg=none bridge_args=(--bridge=none)
+    fi
     cat >"$DIR/daemon.json" <<EOF
 {
   "runtimes": {
     "runsc": {
       "path": "$RUNSC",
-      "runtimeArgs": ["--platform=ptrace", "--network=none", "--host-uds=create"]
+      "runtimeArgs": ["--platform=ptrace", "--network=$net_arg", "--host-uds=create"]
     }
   },
   "experimental": true
@@ -152,14 +165,13 @@ EOF
       </dev/null >>"$DIR/containerd.log" 2>&1 &
     echo $! >"$DIR/containerd.pid"
     wait_for 30 "containerd" test -S "$DIR/containerd.sock"
-    # --bridge=none: `dockerd` deletes or makes `docker0` at start; in a namespace of its own it
-    # could not touch the machine daemon's, but containers need no bridge here (runsc runs with
-    # --network=none).
+    # Its `docker0` (or, with --bridge=none, the deletion of one) and its iptables rules are
+    # the namespace's own: the machine daemon's bridge and rules are never touched.
     setsid nsenter --net="/run/netns/$NS" dockerd --config-file "$DIR/daemon.json" -H "$HOST" \
       --containerd "$DIR/containerd.sock" --containerd-namespace sbxrunsc \
       --containerd-plugins-namespace sbxrunsc-plugins \
       --data-root "$DIR/data" --exec-root "$DIR/exec" --pidfile "$DIR/docker.pid" \
-      --iptables=false --ip6tables=false --ip-masq=false --bridge=none \
+      --ip6tables=false --ip-masq=false "${bridge_args[@]}" \
       </dev/null >>"$DIR/dockerd.log" 2>&1 &
     echo $! >"$DIR/dockerd.launcher.pid"
     wait_for 60 "dockerd" answers
@@ -186,5 +198,5 @@ case "${1:-}" in
   up) shift; up "$@" ;;
   down) down ;;
   host) answers || die "not up (scripts/runsc-daemon.sh up)"; printf 'DOCKER_HOST=%s\n' "$HOST" ;;
-  *) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

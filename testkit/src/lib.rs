@@ -184,6 +184,35 @@ pub fn on_runsc() -> bool {
     runtime_name() == "runsc"
 }
 
+/// The network namespace of the daemon under test (`SANDBOXD_TEST_DAEMON_NETNS`, a name under
+/// `/run/netns`, as `scripts/runsc-daemon.sh` makes): where its published ports listen.
+pub fn daemon_netns() -> Option<String> {
+    std::env::var("SANDBOXD_TEST_DAEMON_NETNS").ok().filter(|n| !n.is_empty())
+}
+
+/// Runs `work` on a thread of its own that has entered [`daemon_netns`] (when one is set), so
+/// a test's client reaches the daemon's published ports; other threads stay where they are.
+pub async fn in_daemon_netns<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    let netns = daemon_netns();
+    tokio::task::spawn_blocking(move || {
+        std::thread::spawn(move || {
+            if let Some(name) = netns {
+                let file = std::fs::File::open(format!("/run/netns/{name}"))
+                    .unwrap_or_else(|e| panic!("SANDBOXD_TEST_DAEMON_NETNS {name:?}: {e}"));
+                use std::os::fd::AsRawFd;
+                // SAFETY: setns on a descriptor we hold open; it moves only this thread.
+                let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+                assert_eq!(rc, 0, "entering network namespace {name:?}: {}", std::io::Error::last_os_error());
+            }
+            work()
+        })
+        .join()
+        .unwrap_or_else(|e| std::panic::resume_unwind(e))
+    })
+    .await
+    .expect("the namespace thread")
+}
+
 /// A provider with test-friendly defaults whose containers carry `label`.
 pub fn provider_with(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) -> DockerProvider {
     require_docker();
