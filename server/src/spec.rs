@@ -321,9 +321,12 @@ impl SandboxSpec {
                 ));
             }
         }
-        if let Some(flag) = self.provider_options.run_args.iter().find(|a| {
-            a.as_str() == "--runtime" || a.starts_with("--runtime=")
-        }) {
+        if let Some(flag) = self
+            .provider_options
+            .run_args
+            .iter()
+            .find(|a| a.as_str() == "--runtime" || a.starts_with("--runtime="))
+        {
             return Err(ProviderError::invalid(
                 "spec.provider_options.run_args",
                 format!("{flag:?}: the runtime is chosen by spec.runtime, never by a docker flag"),

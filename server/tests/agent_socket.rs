@@ -382,7 +382,8 @@ async fn sandboxes_made_on_either_transport_are_served_by_a_server_on_the_other(
     // capabilities (runsc takes them from the container's spec; runc gives root its own), so
     // the channel's agent cannot switch users there: a non-root image needs the socket on
     // runsc (README, "Sandboxes on gVisor"). The rest holds with a root image.
-    let (image, uid) = if testkit::on_runsc() { (images::BUSYBOX, "0\n") } else { (images::NONROOT, "1000\n") };
+    let (image, uid) =
+        if testkit::on_runsc() { (images::BUSYBOX, "0\n") } else { (images::NONROOT, "1000\n") };
     let with_socket = on_socket.create(&SandboxSpec::new(image)).await.unwrap();
     let with_channel = on_channel.create(&SandboxSpec::new(image)).await.unwrap();
     assert!(run_dir(&with_socket.sandbox_id).join("agent.sock").exists());

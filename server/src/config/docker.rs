@@ -113,7 +113,9 @@ impl DockerCreateConfig {
                 format!("must be one of missing, never, always (got {:?})", self.pull_policy),
             ));
         }
-        if let Some(flag) = self.extra_run_args.iter().find(|a| a.as_str() == "--runtime" || a.starts_with("--runtime=")) {
+        if let Some(flag) =
+            self.extra_run_args.iter().find(|a| a.as_str() == "--runtime" || a.starts_with("--runtime="))
+        {
             return Err(ConfigError::new(
                 "create.extra_run_args",
                 format!("{flag:?}: set the runtime with create.runtime and docker.runtimes instead"),

@@ -87,10 +87,7 @@ impl Runtimes {
             if !is_runtime_name(&offer.name) {
                 return Err(ConfigError::new(
                     format!("runtimes[{i}].name"),
-                    format!(
-                        "{:?}: 1-64 of a-z 0-9 . _ -, starting with a letter or digit",
-                        offer.name
-                    ),
+                    format!("{:?}: 1-64 of a-z 0-9 . _ -, starting with a letter or digit", offer.name),
                 ));
             }
             if !is_daemon_runtime_name(offer.daemon_name()) {

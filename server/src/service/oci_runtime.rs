@@ -43,7 +43,11 @@ impl SandboxApi {
     }
 
     /// A fork's children run on their source's runtime: refused for a caller bound to another.
-    pub(super) async fn check_fork_runtime(&self, principal: &Principal, sandbox_id: &str) -> Result<(), Status> {
+    pub(super) async fn check_fork_runtime(
+        &self,
+        principal: &Principal,
+        sandbox_id: &str,
+    ) -> Result<(), Status> {
         let Some(bound) = self.bound_runtime(principal) else { return Ok(()) };
         let source = self.handle(sandbox_id).await?.runtime.unwrap_or_default();
         if source == bound {
