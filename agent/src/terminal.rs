@@ -117,6 +117,49 @@ pub fn foreground_group(master: RawFd) -> Option<libc::pid_t> {
     (unsafe { libc::ioctl(master, libc::TIOCGPGRP, &mut pgrp) } == 0 && pgrp > 0).then_some(pgrp)
 }
 
+/// The process group, other than the leader's own, of the newest process in session `leader`
+/// (`/proc/*/stat`): the job an interactive shell put in the foreground, where the kernel
+/// cannot say (gVisor answers TIOCGPGRP on a master with ENOTTY and shows no `tpgid`). `None`
+/// when the session has no other group (a shell without job control, or no job running).
+pub fn newest_job_in_session(leader: libc::pid_t) -> Option<libc::pid_t> {
+    let mut newest: Option<(u64, libc::pid_t)> = None;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(stat) = entry
+            .file_name()
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        else {
+            continue;
+        };
+        if let Some((pgrp, session, start)) = parse_stat(&stat) {
+            if session == leader && pgrp != leader && newest.is_none_or(|(t, _)| start >= t) {
+                newest = Some((start, pgrp));
+            }
+        }
+    }
+    newest.map(|(_, pgrp)| pgrp)
+}
+
+/// `(pgrp, session, starttime)` of a `/proc/<pid>/stat` line; fields after the command's
+/// closing parenthesis (the command may hold spaces and parentheses).
+fn parse_stat(stat: &str) -> Option<(libc::pid_t, libc::pid_t, u64)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // state ppid pgrp session … starttime is the 20th after the parenthesis.
+    Some((fields.get(2)?.parse().ok()?, fields.get(3)?.parse().ok()?, fields.get(19)?.parse().ok()?))
+}
+
+#[cfg(test)]
+mod stat_tests {
+    #[test]
+    fn stat_lines_with_odd_commands_parse() {
+        let line = "42 (a (b) c) S 1 40 7 0 0 0 0 0 0 0 0 0 0 0 20 0 1 0 12345 10555392 593";
+        assert_eq!(super::parse_stat(line), Some((40, 7, 12345)));
+        assert_eq!(super::parse_stat("42 (x) S 1"), None);
+    }
+}
+
 fn pipe() -> Result<(RawFd, RawFd), SpawnError> {
     let mut fds = [0; 2];
     // SAFETY: fds is a valid two-element array.

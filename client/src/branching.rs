@@ -36,6 +36,8 @@ pub struct Snapshot {
     pub created_at_unix_ms: i64,
     /// Its size on the daemon.
     pub size_bytes: u64,
+    /// The OCI runtime of the sandbox it was taken from: a sandbox from it runs on it too.
+    pub runtime: String,
 }
 
 impl From<proto::SnapshotInfo> for Snapshot {
@@ -46,6 +48,7 @@ impl From<proto::SnapshotInfo> for Snapshot {
             labels: s.labels,
             created_at_unix_ms: s.created_at_unix_ms,
             size_bytes: s.size_bytes,
+            runtime: s.runtime,
         }
     }
 }

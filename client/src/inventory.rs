@@ -39,6 +39,8 @@ pub struct SandboxInfo {
     pub created_at_unix_ms: i64,
     /// End of its lease, milliseconds since the Unix epoch, if it has one.
     pub expires_at_unix_ms: Option<i64>,
+    /// The OCI runtime it runs on (`runc`, `runsc` for gVisor); empty when the server does not say.
+    pub runtime: String,
 }
 
 /// One page of [`Client::list`].
@@ -74,6 +76,7 @@ impl SandboxInfo {
             workdir: reference.workdir,
             created_at_unix_ms: info.created_at_unix_ms,
             expires_at_unix_ms: info.expires_at_unix_ms,
+            runtime: info.runtime,
         })
     }
 }

@@ -49,7 +49,8 @@ pub use port_forward::{Forward, ForwardChunk};
 pub use processes::{ProcessEvent, ProcessInfo, ProcessStream, StartProcess, StartedProcess};
 pub use pty::{Pty, PtyExecOptions, PtyOptions, PtySession, PtySessionInfo, PtySpec};
 pub use sandbox::{
-    spec, Endpoint, ExecOptions, Sandbox, SandboxStatus, DEFAULT_EXEC_TIMEOUT_S, UPLOAD_CHUNK_BYTES,
+    spec, spec_on, Endpoint, ExecOptions, Sandbox, SandboxSpecExt, SandboxStatus, DEFAULT_EXEC_TIMEOUT_S,
+    UPLOAD_CHUNK_BYTES,
 };
 pub use sandboxd_proto::contract::{
     code_name, ExecErrorType, ExecResult, ExecUsage, SandboxDescriptor, Signal, TerminalMode,

@@ -22,6 +22,26 @@ pub fn spec(image: impl Into<String>) -> proto::SandboxSpec {
     proto::SandboxSpec { image: image.into(), ..Default::default() }
 }
 
+/// A spec for `image` on the OCI runtime the server offers as `runtime` (`"runsc"`: gVisor),
+/// every other field unset. The same as `SandboxSpec { runtime: …, ..spec(image) }`.
+pub fn spec_on(image: impl Into<String>, runtime: impl Into<String>) -> proto::SandboxSpec {
+    proto::SandboxSpec { runtime: runtime.into(), ..spec(image) }
+}
+
+/// Builder-style setters on a wire spec.
+pub trait SandboxSpecExt {
+    /// Run on the OCI runtime the server offers under this name (`"runsc"`: gVisor; empty: the
+    /// server's default, or the one the caller's tenant is bound to).
+    fn with_runtime(self, runtime: impl Into<String>) -> Self;
+}
+
+impl SandboxSpecExt for proto::SandboxSpec {
+    fn with_runtime(mut self, runtime: impl Into<String>) -> Self {
+        self.runtime = runtime.into();
+        self
+    }
+}
+
 /// Lifecycle state of a sandbox: the shared contract's.
 pub use sandboxd_proto::contract::SandboxStatus;
 
@@ -307,6 +327,12 @@ impl Sandbox {
             let _ = tokio::fs::remove_file(&part).await;
         }
         outcome
+    }
+
+    /// The OCI runtime it runs on (`runc`, `runsc`), as `Status` says.
+    pub async fn runtime(&self) -> Result<String> {
+        let resp = self.rpc().status(proto::StatusRequest { sandbox_id: self.id().to_string() }).await?;
+        Ok(resp.into_inner().runtime)
     }
 
     /// The sandbox's state; `Stopped` without a call once this handle stopped it, and `Stopped`

@@ -48,6 +48,10 @@ pub struct CreateArgs {
     /// A named volume of the server to mount: NAME:TARGET[:ro] (repeatable; never a host path).
     #[arg(long = "volume", short = 'v', value_name = "NAME:TARGET[:ro]", value_parser = parse::named_volume)]
     volumes: Vec<(String, String, bool)>,
+    /// The OCI runtime to run on, as the server offers it (`runsc`: gVisor); unset: the
+    /// server's default (or the one your tenant is bound to).
+    #[arg(long, value_name = "NAME")]
+    runtime: Option<String>,
     /// `table` prints the id; `json` the full sandbox ref.
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
     output: Output,
@@ -68,6 +72,7 @@ pub async fn run(client: &Client, args: CreateArgs) -> Result<i32, CtlError> {
     spec.network = args.network;
     spec.cap_add = args.cap_add;
     spec.shm_size_bytes = args.shm_size;
+    spec.runtime = args.runtime.unwrap_or_default();
     spec.volumes = args
         .volumes
         .into_iter()

@@ -79,6 +79,7 @@ pub(crate) fn json(s: &SandboxInfo) -> serde_json::Value {
         "workdir": s.workdir,
         "created_at_unix_ms": s.created_at_unix_ms,
         "expires_at_unix_ms": s.expires_at_unix_ms,
+        "runtime": s.runtime,
     })
 }
 
@@ -190,6 +191,7 @@ mod tests {
             workdir: None,
             created_at_unix_ms: 1_000,
             expires_at_unix_ms: None,
+            runtime: "runc".into(),
         };
         let text = table(&[s], 1_000 + 125_000);
         let lines: Vec<&str> = text.lines().collect();

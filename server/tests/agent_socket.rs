@@ -194,9 +194,17 @@ async fn a_non_root_process_can_neither_connect_nor_replace_the_socket() {
     let p = agent_provider(&label, |_| {});
     let h = p.create(&SandboxSpec::new(images::BUSYBOX)).await.unwrap();
     assert_eq!(p.agent_transport(&h.sandbox_id), Some(Transport::Socket));
-    // Root in the sandbox can reach its agent (so the refusals below are about the user).
+    // Root in the sandbox can reach its agent (so the refusals below are about the user). Under
+    // gVisor not even root can: the socket is a host socket (`--host-uds=create`), which the
+    // sandbox may make but neither stat, open, connect to nor remove (`open` is not granted).
     let (out, code) = stdout(&p, &h, "/.sandboxd/agent ping", &params()).await;
-    assert_eq!(code, 0, "{out}");
+    if testkit::on_runsc() {
+        assert_ne!(code, 0, "root in a gVisor sandbox reached the host socket: {out}");
+        let (out, code) = stdout(&p, &h, "rm -f /.sandboxd/run/agent.sock", &params()).await;
+        assert_ne!(code, 0, "root in a gVisor sandbox removed the host socket: {out}");
+    } else {
+        assert_eq!(code, 0, "{out}");
+    }
     for attempt in [
         "/.sandboxd/agent ping",
         "ls /.sandboxd/run",
@@ -233,7 +241,24 @@ async fn a_socket_replaced_by_a_link_does_not_redirect_the_server() {
         [(&to_docker, "/var/run/docker.sock".to_string()), (&to_other, other_socket.display().to_string())]
     {
         let plant = format!("rm /.sandboxd/run/agent.sock && ln -s {link} /.sandboxd/run/agent.sock");
+        if testkit::on_runsc() {
+            // gVisor refuses the sandbox any touch of the host socket (`--host-uds=create`
+            // only): the link cannot even be planted, and every socket stays intact.
+            assert_ne!(stdout(&p, h, &plant, &params()).await.1, 0, "root replaced a host socket");
+            assert!(run_dir(&h.sandbox_id).join("agent.sock").exists());
+            continue;
+        }
         assert_eq!(stdout(&p, h, &plant, &params()).await.1, 0);
+    }
+    if testkit::on_runsc() {
+        let second = agent_provider(&label, |_| {});
+        for h in [&target, &to_docker, &to_other] {
+            let h2 = second.handle(&h.sandbox_id).await.unwrap();
+            assert_eq!(stdout(&second, &h2, "cat /marker", &params()).await.0, h.sandbox_id);
+            assert_eq!(second.agent_transport(&h.sandbox_id), Some(Transport::Socket));
+            second.close(&h.id()).await.unwrap();
+        }
+        return;
     }
     drop(p);
     // A restarted server reaches each sandbox by its socket: the two links are refused (said
@@ -353,8 +378,14 @@ async fn sandboxes_made_on_either_transport_are_served_by_a_server_on_the_other(
     let on_socket = agent_provider(&label, |_| {});
     let on_channel = agent_provider(&label, |c| c.exec.transport = ExecTransport::Channel);
     assert!(on_socket.agent_socket() && !on_channel.agent_socket());
-    let with_socket = on_socket.create(&SandboxSpec::new(images::NONROOT)).await.unwrap();
-    let with_channel = on_channel.create(&SandboxSpec::new(images::NONROOT)).await.unwrap();
+    // On gVisor, `docker exec -u 0` into a container whose image has a user of its own gets no
+    // capabilities (runsc takes them from the container's spec; runc gives root its own), so
+    // the channel's agent cannot switch users there: a non-root image needs the socket on
+    // runsc (README, "Sandboxes on gVisor"). The rest holds with a root image.
+    let (image, uid) =
+        if testkit::on_runsc() { (images::BUSYBOX, "0\n") } else { (images::NONROOT, "1000\n") };
+    let with_socket = on_socket.create(&SandboxSpec::new(image)).await.unwrap();
+    let with_channel = on_channel.create(&SandboxSpec::new(image)).await.unwrap();
     assert!(run_dir(&with_socket.sandbox_id).join("agent.sock").exists());
     assert!(!run_dir(&with_channel.sandbox_id).exists(), "no run directory on the channel");
     for (p, h, transport) in [
@@ -364,7 +395,7 @@ async fn sandboxes_made_on_either_transport_are_served_by_a_server_on_the_other(
         (&on_channel, &with_channel, Transport::Exec),
     ] {
         let h = p.handle(&h.sandbox_id).await.unwrap();
-        assert_eq!(stdout(p, &h, "id -u", &params()).await, ("1000\n".into(), 0), "{}", h.sandbox_id);
+        assert_eq!(stdout(p, &h, "id -u", &params()).await, (uid.into(), 0), "{}", h.sandbox_id);
         assert_eq!(p.agent_transport(&h.sandbox_id), Some(transport), "{}", h.sandbox_id);
     }
     on_channel.close(&with_socket.id()).await.unwrap();

@@ -20,7 +20,7 @@ const PROBE: &str = "__sandboxd_docs_probe__";
 /// Where the configuration reference lives, and its heading.
 const README: &str = "README.md";
 const REFERENCE_HEADING: &str = "## Configuration";
-const DOCKER_SECTIONS: [&str; 3] = ["create", "exec", "probe"];
+const DOCKER_SECTIONS: [&str; 4] = ["create", "exec", "probe", "runtimes"];
 /// A backticked `docker.yaml` is a file, not a key.
 const FILE_EXTENSIONS: [&str; 8] = ["yaml", "yml", "json", "toml", "md", "rs", "py", "sh"];
 

@@ -16,12 +16,13 @@ pub fn test_config(label: &TestLabel, extra: Value) -> Value {
 pub(crate) fn with_run_args(run_args: Vec<String>, extra: Value) -> Value {
     let mut body = serde_json::json!({
         "docker": {
-            "create": {"extra_run_args": run_args},
+            "create": {"extra_run_args": run_args, "runtime": crate::runtime_name()},
             "exec": {
                 "default_timeout_s": 60.0,
                 "engine": crate::engine_name(),
                 "transport": crate::transport_name(),
             },
+            "runtimes": crate::runtime_offers(),
         }
     });
     merge(&mut body, extra);

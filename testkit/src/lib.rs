@@ -163,6 +163,59 @@ pub fn transport_name() -> &'static str {
     }
 }
 
+/// The OCI runtime the suites' sandboxes run on: `SANDBOXD_TEST_RUNTIME=runsc` (gVisor, with
+/// `DOCKER_HOST` naming a daemon that has it registered: `scripts/runsc-daemon.sh up`) or
+/// `runc` (the default). `scripts/test.sh` reruns the main suites on runsc.
+pub fn runtime_name() -> &'static str {
+    match std::env::var("SANDBOXD_TEST_RUNTIME").as_deref() {
+        Ok("runsc") => "runsc",
+        Ok("runc") | Ok("") | Err(_) => "runc",
+        Ok(other) => panic!("SANDBOXD_TEST_RUNTIME must be runc or runsc (got {other:?})"),
+    }
+}
+
+/// What the suites' servers offer: `runc`, and `runsc` too when the suites run on it.
+pub fn runtime_offers() -> serde_json::Value {
+    match runtime_name() {
+        "runsc" => serde_json::json!([{"name": "runc"}, {"name": "runsc"}]),
+        _ => serde_json::json!([{"name": "runc"}]),
+    }
+}
+
+/// Whether the suites run on gVisor (`SANDBOXD_TEST_RUNTIME=runsc`).
+pub fn on_runsc() -> bool {
+    runtime_name() == "runsc"
+}
+
+/// The network namespace of the daemon under test (`SANDBOXD_TEST_DAEMON_NETNS`, a name under
+/// `/run/netns`, as `scripts/runsc-daemon.sh` makes): where its published ports listen.
+pub fn daemon_netns() -> Option<String> {
+    std::env::var("SANDBOXD_TEST_DAEMON_NETNS").ok().filter(|n| !n.is_empty())
+}
+
+/// Runs `work` on a thread of its own that has entered [`daemon_netns`] (when one is set), so
+/// a test's client reaches the daemon's published ports; other threads stay where they are.
+pub async fn in_daemon_netns<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    let netns = daemon_netns();
+    tokio::task::spawn_blocking(move || {
+        std::thread::spawn(move || {
+            if let Some(name) = netns {
+                let file = std::fs::File::open(format!("/run/netns/{name}"))
+                    .unwrap_or_else(|e| panic!("SANDBOXD_TEST_DAEMON_NETNS {name:?}: {e}"));
+                use std::os::fd::AsRawFd;
+                // SAFETY: setns on a descriptor we hold open; it moves only this thread.
+                let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+                assert_eq!(rc, 0, "entering network namespace {name:?}: {}", std::io::Error::last_os_error());
+            }
+            work()
+        })
+        .join()
+        .unwrap_or_else(|e| std::panic::resume_unwind(e))
+    })
+    .await
+    .expect("the namespace thread")
+}
+
 /// A provider with test-friendly defaults whose containers carry `label`.
 pub fn provider_with(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) -> DockerProvider {
     require_docker();
@@ -197,6 +250,10 @@ fn test_config(label: &TestLabel, edit: impl FnOnce(&mut DockerConfig)) -> Docke
     config.exec.default_timeout = Some(std::time::Duration::from_secs(60));
     config.exec.engine = engine();
     config.exec.transport = transport();
+    config.create.runtime = runtime_name().into();
+    if on_runsc() {
+        config.runtimes.0.push(sandboxd::config::RuntimeOffer::new("runsc"));
+    }
     edit(&mut config);
     config
 }

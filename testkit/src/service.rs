@@ -48,6 +48,10 @@ impl TestService {
         config.docker.exec.default_timeout = Some(Duration::from_secs(60));
         config.docker.exec.engine = crate::engine();
         config.docker.exec.transport = crate::transport();
+        config.docker.create.runtime = crate::runtime_name().into();
+        if crate::on_runsc() {
+            config.docker.runtimes.0.push(sandboxd::config::RuntimeOffer::new("runsc"));
+        }
         edit(&mut config);
         Self::start_config(config, token)
     }

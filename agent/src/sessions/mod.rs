@@ -286,8 +286,14 @@ impl Session {
         }
         // A terminal's signal goes to the job in its foreground (what Ctrl-C reaches); a pipe
         // session's to its own group.
-        let group =
-            self.master.as_ref().and_then(|m| terminal::foreground_group(m.as_raw_fd())).unwrap_or(self.pid);
+        let group = match &self.master {
+            // gVisor (release 2022-12-19) answers TIOCGPGRP on a master with ENOTTY: there the
+            // session's newest job stands for the foreground one.
+            Some(m) => terminal::foreground_group(m.as_raw_fd())
+                .or_else(|| terminal::newest_job_in_session(self.pid))
+                .unwrap_or(self.pid),
+            None => self.pid,
+        };
         // SAFETY: kill(2) on a process group of this session.
         if unsafe { libc::kill(-group, signal) } != 0 {
             let e = std::io::Error::last_os_error();

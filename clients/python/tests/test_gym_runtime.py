@@ -120,3 +120,18 @@ async def test_shared_volume_is_mounted_whole_and_through_a_source_directory(pro
         provider.shared_volume_options("../etc", "/task")
     await provider.client.delete_volume(provider._shared_volume)
     assert provider._shared_volume not in [v.name for v in await provider.client.list_volumes()]
+
+
+def test_the_runtime_goes_from_provider_options_into_the_spec() -> None:
+    """`provider_options["runtime"]` (gVisor: `"runsc"`) becomes `SandboxSpec.runtime` on the
+    wire; anything but a string is refused before a call; unset leaves the server's default."""
+    from sandboxd import SandboxSpec as Spec
+    from sandboxd.gym_runtime import runtime_spec_fields
+
+    _, fields = runtime_spec_fields({}, {"runtime": "runsc"}, None)
+    assert fields["runtime"] == "runsc"
+    assert Spec(image="img", **fields).to_proto().runtime == "runsc"
+    _, fields = runtime_spec_fields({}, {}, None)
+    assert "runtime" not in fields and Spec(image="img", **fields).to_proto().runtime == ""
+    with pytest.raises(ValueError, match=r"provider_options\['runtime'\] must be a string"):
+        runtime_spec_fields({}, {"runtime": 1}, None)

@@ -120,6 +120,18 @@ impl AgentEngine {
         Some(dirs.make(self.cli(), sandbox_id, &run_dir).await.map(|hold| (run_dir, hold)))
     }
 
+    /// As `make_run_dir`, for a sandbox whose runtime decides (`docker.runtimes[].transport`):
+    /// `socket` says whether it gets one, whatever `exec.transport` says.
+    pub async fn make_run_dir_for_runtime(
+        &self,
+        sandbox_id: &str,
+        socket: bool,
+    ) -> Option<std::io::Result<(PathBuf, InFlight<'_>)>> {
+        let run_dir = self.run_dir_for(sandbox_id).filter(|_| socket)?;
+        let dirs = self.run_dirs.as_ref()?;
+        Some(dirs.make(self.cli(), sandbox_id, &run_dir).await.map(|hold| (run_dir, hold)))
+    }
+
     /// Prune the run directories sandboxes left behind ([`run_dirs`]'s rules), at most every few
     /// minutes (the sweep calls this on each pass).
     pub async fn prune_run_dirs_due(&self) {

@@ -32,6 +32,9 @@ pub struct Quotas {
 pub struct Tenant {
     pub name: String,
     pub quotas: Quotas,
+    /// The OCI runtime every sandbox (and pool) of this tenant runs on (`runtime: runsc`):
+    /// a create asking for another is PERMISSION_DENIED; `None`: any the server offers.
+    pub runtime: Option<String>,
     digest: [u8; 32],
 }
 
@@ -42,6 +45,8 @@ struct FileEntry {
     key_sha256: String,
     #[serde(default)]
     quotas: Quotas,
+    #[serde(default)]
+    runtime: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -62,7 +67,7 @@ impl Tenants {
         Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 
-    /// YAML (JSON is YAML): `tenants: [{name, key_sha256, quotas: {...}}]`.
+    /// YAML (JSON is YAML): `tenants: [{name, key_sha256, quotas: {...}, runtime}]`.
     pub fn parse(text: &str) -> Result<Self, String> {
         let de = serde_yaml::Deserializer::from_str(text);
         let file: File = serde_path_to_error::deserialize(de).map_err(|e| {
@@ -94,7 +99,17 @@ impl Tenants {
             if matches!(entry.quotas.cpus, Some(c) if !(c.is_finite() && c >= 0.0)) {
                 return Err(format!("tenants[{i}].quotas.cpus: a number >= 0"));
             }
-            tenants.push(Arc::new(Tenant { name: entry.name, quotas: entry.quotas, digest }));
+            if let Some(runtime) = entry.runtime.as_deref().filter(|r| !crate::config::is_runtime_name(r)) {
+                return Err(format!(
+                    "tenants[{i}].runtime {runtime:?}: a runtime name the server offers (docker.runtimes, for example runsc)"
+                ));
+            }
+            tenants.push(Arc::new(Tenant {
+                name: entry.name,
+                quotas: entry.quotas,
+                runtime: entry.runtime,
+                digest,
+            }));
         }
         Ok(Self { tenants })
     }

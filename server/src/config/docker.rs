@@ -58,6 +58,8 @@ pub struct DockerCreateConfig {
     /// default. Those in `NEVER_ADDED` (NET_ADMIN, SYS_ADMIN, …) are refused here; the names
     /// are held in Docker's spelling once checked ([`DockerConfig::checked`]).
     pub allowed_cap_add: Vec<String>,
+    /// The OCI runtime of a sandbox whose spec names none (one of `docker.runtimes`).
+    pub runtime: String,
 }
 
 impl Default for DockerCreateConfig {
@@ -79,6 +81,7 @@ impl Default for DockerCreateConfig {
             transport_retry_delay: Duration::from_secs(1),
             pull_policy: "missing".into(),
             allowed_cap_add: Vec::new(),
+            runtime: super::runtimes::DEFAULT_RUNTIME.into(),
         }
     }
 }
@@ -108,6 +111,14 @@ impl DockerCreateConfig {
             return Err(ConfigError::new(
                 "create.pull_policy",
                 format!("must be one of missing, never, always (got {:?})", self.pull_policy),
+            ));
+        }
+        if let Some(flag) =
+            self.extra_run_args.iter().find(|a| a.as_str() == "--runtime" || a.starts_with("--runtime="))
+        {
+            return Err(ConfigError::new(
+                "create.extra_run_args",
+                format!("{flag:?}: set the runtime with create.runtime and docker.runtimes instead"),
             ));
         }
         if self.keepalive_shell.is_empty() {
@@ -333,13 +344,16 @@ pub struct DockerConfig {
     pub create: DockerCreateConfig,
     pub exec: DockerExecConfig,
     pub probe: DockerProbeConfig,
+    /// The runtimes sandboxes may ask for (`runtimes.rs`).
+    pub runtimes: super::runtimes::Runtimes,
 }
 
 impl DockerConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.create.validate()?;
         self.exec.validate()?;
-        self.probe.validate()
+        self.probe.validate()?;
+        self.runtimes.validate(&self.create.runtime)
     }
 
     /// Validated, with `create.allowed_cap_add` in Docker's spelling (`cap_sys_ptrace` ->

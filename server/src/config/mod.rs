@@ -15,6 +15,7 @@ mod docker;
 mod network;
 mod pools;
 mod rules;
+mod runtimes;
 pub mod seconds;
 mod server;
 
@@ -23,6 +24,7 @@ pub use docker::*;
 pub use network::*;
 pub use pools::*;
 pub use rules::{ConfigError, MAX_CLIENT_SECONDS};
+pub use runtimes::*;
 pub use server::*;
 
 /// The whole config file: `{"docker": {...}, "server": {...}}`; any other key is an error.

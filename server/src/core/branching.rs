@@ -16,6 +16,8 @@ pub struct SnapshotInfo {
     pub labels: BTreeMap<String, String>,
     pub created_at_unix_ms: i64,
     pub size_bytes: u64,
+    /// The OCI runtime of the sandbox it was taken from (`""`: not recorded).
+    pub runtime: String,
 }
 
 /// The children of a fork and the snapshot they started from.

@@ -89,6 +89,9 @@ pub struct SandboxSummary {
     pub pool: Option<String>,
     /// The tenant it belongs to (`sandboxd.tenant`); `None`: the operator's.
     pub tenant: Option<String>,
+    /// The OCI runtime it runs on (`runc`, `runsc`, …); `None`: not recorded (made before
+    /// runtimes were, or a backend that does not say).
+    pub runtime: Option<String>,
 }
 
 impl SandboxSummary {
@@ -162,6 +165,7 @@ mod tests {
             reserved_memory_mib: 0,
             pool: None,
             tenant: None,
+            runtime: None,
         }
     }
 

@@ -79,6 +79,8 @@ pub struct SandboxHandle {
     pub metadata: BTreeMap<String, String>,
     /// The tenant it belongs to (`sandboxd.tenant`); `None`: the operator's.
     pub tenant: Option<String>,
+    /// The OCI runtime it runs on (`runc`, `runsc`, …); `None`: not recorded.
+    pub runtime: Option<String>,
 }
 
 impl SandboxHandle {
@@ -232,6 +234,9 @@ pub struct SandboxSpec {
     pub shm_size_bytes: Option<u64>,
     /// Named volumes this service owns, mounted in the sandbox.
     pub volumes: Vec<crate::core::runtime::VolumeMount>,
+    /// The OCI runtime by the name the server offers (`docker.runtimes`); `None`: the server's
+    /// default, the tenant's binding, or a snapshot's own.
+    pub runtime: Option<String>,
     /// The tenant the sandbox is made for, labelled at `docker run`; set by the server from
     /// the caller's key, never from a request or a config file.
     #[serde(skip)]
@@ -308,6 +313,25 @@ impl SandboxSpec {
             self.resources.memory_mib,
             &self.volumes,
         )?;
+        if let Some(runtime) = &self.runtime {
+            if !crate::config::is_runtime_name(runtime) {
+                return Err(ProviderError::invalid(
+                    "spec.runtime",
+                    format!("{runtime:?} is not a runtime name (1-64 of a-z 0-9 . _ -, for example runsc)"),
+                ));
+            }
+        }
+        if let Some(flag) = self
+            .provider_options
+            .run_args
+            .iter()
+            .find(|a| a.as_str() == "--runtime" || a.starts_with("--runtime="))
+        {
+            return Err(ProviderError::invalid(
+                "spec.provider_options.run_args",
+                format!("{flag:?}: the runtime is chosen by spec.runtime, never by a docker flag"),
+            ));
+        }
         if let Some(flag) = crate::egress::net_admin_flag(&self.provider_options.run_args) {
             return Err(ProviderError::invalid(
                 "spec.provider_options.run_args",

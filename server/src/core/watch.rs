@@ -220,6 +220,7 @@ mod tests {
                 reserved_memory_mib: 0,
                 pool: None,
                 tenant: tenant.map(String::from),
+                runtime: None,
             },
             tenant: tenant.map(String::from),
             time_unix_ms: 0,

@@ -22,6 +22,7 @@ fn snapshot_info(info: SnapshotInfo) -> pb::SnapshotInfo {
         labels: info.labels.into_iter().collect(),
         created_at_unix_ms: info.created_at_unix_ms,
         size_bytes: info.size_bytes,
+        runtime: info.runtime,
     }
 }
 
@@ -130,6 +131,7 @@ pub(super) async fn fork(
     let id = sandbox_id(&req.sandbox_id)?;
     let source = id.clone();
     api.authorize(&principal, id.as_str(), Scope::Owner).await?;
+    api.check_fork_runtime(&principal, id.as_str()).await?;
     let _permit = api.quotas.fork_allowed(api, &principal, req.count).await?;
     api.quotas.snapshot_allowed(api, &principal).await?;
     let fork_labels = tenant_labels(&principal, req.labels);

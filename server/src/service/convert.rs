@@ -54,6 +54,7 @@ pub fn spec_from_proto(spec: pb::SandboxSpec) -> Result<SandboxSpec, Status> {
                 subpath: v.subpath,
             })
             .collect(),
+        runtime: Some(spec.runtime).filter(|r| !r.is_empty()),
         tenant: None,
         egress: None,
         pool_member: None,
@@ -149,6 +150,7 @@ pub fn pool_spec_to_proto(spec: &PoolSpec) -> pb::PoolSpec {
             })
             .collect(),
         network_policy: None,
+        runtime: t.runtime.clone().unwrap_or_default(),
     };
     pb::PoolSpec {
         name: spec.name.clone(),

@@ -79,6 +79,7 @@ pub(super) fn info(s: SandboxSummary) -> pb::SandboxInfo {
         status: s.status.to_wire() as i32,
         image: s.image,
         expires_at_unix_ms: s.expires_at_unix_ms,
+        runtime: s.runtime.unwrap_or_default(),
         sandbox: Some(pb::SandboxRef {
             sandbox_id: s.sandbox_id,
             ports: s.ports.into_iter().map(u32::from).collect(),

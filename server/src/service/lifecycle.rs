@@ -32,6 +32,7 @@ pub(super) async fn create(
         let pool = spec.pool.take();
         let mut spec = convert::spec_from_proto(spec)?;
         spec.tenant = principal.tenant().map(String::from);
+        api.bind_runtime(&principal, "spec.runtime", &mut spec.runtime)?;
         if let Some(snapshot_id) = &spec.snapshot_id {
             api.check_snapshot(&principal, snapshot_id).await?;
         }
@@ -103,7 +104,13 @@ pub(super) async fn status(
         let id = SandboxId::parse("sandbox_id", &request.get_ref().sandbox_id)?;
         api.authorize(&Principal::of(&request), id.as_str(), Scope::Read).await?;
         let status = api.backend().status(&id).await?;
-        Ok(Response::new(pb::StatusResponse { status: status.to_wire() as i32 }))
+        // The runtime from the handle (cached; one inspect after a restart); a sandbox gone
+        // by now has none to show.
+        let runtime = match status {
+            crate::core::spec::SandboxStatus::Stopped => String::new(),
+            _ => api.handle(id.as_str()).await.ok().and_then(|h| h.runtime).unwrap_or_default(),
+        };
+        Ok(Response::new(pb::StatusResponse { status: status.to_wire() as i32, runtime }))
     }
     .instrument(span)
     .await

@@ -15,6 +15,7 @@ mod lifecycle;
 mod limits;
 mod logs;
 mod network_policy;
+mod oci_runtime;
 mod pools;
 mod port_forward;
 mod processes;

@@ -68,7 +68,8 @@ pub(super) async fn create_pool(
         if let Some(template) = &pool.template {
             api.check_policy(template)?;
         }
-        let spec = convert::pool_spec_from_proto(pool)?;
+        let mut spec = convert::pool_spec_from_proto(pool)?;
+        api.bind_runtime(&principal, "pool.template.runtime", &mut spec.template.runtime)?;
         let status = api.pools.create(principal.tenant().map(String::from), spec).await?;
         tracing::info!(pool = %status.spec.name, target = status.spec.target, max = status.spec.max, "pool created");
         Ok(Response::new(pb::CreatePoolResponse { pool: Some(convert::pool_info(status)) }))

@@ -71,7 +71,8 @@ def runtime_spec_fields(
 ) -> tuple[dict[str, str], dict[str, Any]]:
     """Split a Gym spec's metadata and provider options into what stays metadata and the
     `sandboxd.SandboxSpec` runtime fields (`network`, `cap_add`, `shm_size_bytes`,
-    `named_volumes`, and the host-bind `volumes` strings)."""
+    `named_volumes`, the host-bind `volumes` strings, and `runtime`: the OCI runtime from
+    `provider_options["runtime"]`, e.g. `"runsc"` for gVisor)."""
     kept = dict(metadata)
     fields: dict[str, Any] = {}
     caps = kept.pop(CAP_ADD_METADATA, "")
@@ -85,6 +86,11 @@ def runtime_spec_fields(
         if not isinstance(network, str):
             raise ValueError(f"provider_options['network'] must be a string, got {type(network).__name__}")
         fields["network"] = network
+    runtime = options.get("runtime")
+    if runtime is not None:
+        if not isinstance(runtime, str):
+            raise ValueError(f"provider_options['runtime'] must be a string, got {type(runtime).__name__}")
+        fields["runtime"] = runtime
     binds: list[str] = []
     named: list[sd.VolumeMount] = []
     volumes = options.get("volumes") or []

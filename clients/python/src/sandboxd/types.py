@@ -143,6 +143,9 @@ class SandboxSpec:
     pool: str | None = None
     """Claim a ready sandbox of this warm pool: only env, files, metadata and ttl_s apply; other
     fields must be unset or equal the pool's template."""
+    runtime: str | None = None
+    """The OCI runtime to run on, by the name the server offers (`"runsc"`: gVisor); None: the
+    server's default, or the one the caller's tenant is bound to."""
 
     @classmethod
     def of(cls, spec: SandboxSpec | str | Mapping[str, Any]) -> SandboxSpec:
@@ -205,6 +208,8 @@ class SandboxSpec:
         msg.volumes.extend(v.to_proto() for v in self.named_volumes)
         if self.pool is not None:
             msg.pool = self.pool
+        if self.runtime:
+            msg.runtime = self.runtime
         return msg
 
 

@@ -19,6 +19,7 @@ use crate::core::backend::CreatePlan;
 use crate::core::lease;
 use crate::core::spec::ExecParams;
 use crate::core::spec::{normalize_image, SandboxHandle, SandboxSpec};
+use crate::config::ExecTransport;
 use crate::error::{ProviderError, Result};
 
 const STAGE_RUNNING: u8 = 0;
@@ -46,9 +47,11 @@ impl DockerProvider {
         spec.validate()?;
         argv::check_docker_env(&spec.env, true).map_err(|m| ProviderError::invalid("spec.env", m))?;
         self.check_runtime_policy(spec)?;
-        if let Some(snapshot_id) = &spec.snapshot_id {
-            self.snapshot_info(snapshot_id).await?;
-        }
+        let snapshot_runtime = match &spec.snapshot_id {
+            Some(snapshot_id) => Some(self.snapshot_info(snapshot_id).await?.runtime),
+            None => None,
+        };
+        let runtime = self.choose_runtime(spec, snapshot_runtime.as_deref()).await?;
         self.prepare_runtime(spec).await?;
         let sandbox_id = plan.id.as_str();
         let timeout = plan.timeout;
@@ -63,7 +66,8 @@ impl DockerProvider {
             labels.push((lease::EXPIRES_LABEL, lease::after_ms(now, ttl).to_string()));
         }
         // The agent as the keep-alive, on its socket, when this sandbox can have it.
-        let (agent_start, _run_dir_hold) = match self.agent_start(spec, sandbox_id, &image).await {
+        let socket = runtime.transport.unwrap_or(self.config.exec.transport) == ExecTransport::Socket;
+        let (agent_start, _run_dir_hold) = match self.agent_start(spec, sandbox_id, &image, socket).await {
             Some((run, hold)) => (Some(run), Some(hold)),
             None => (None, None),
         };
@@ -78,6 +82,7 @@ impl DockerProvider {
                 args
             }
         };
+        args.splice(2..2, argv::oci_runtime_run_args(&runtime.name, &runtime.daemon_name));
         args = argv::with_labels(args, &labels);
         let span = tracing::info_span!("create", sandbox_id = %sandbox_id, image = %image);
         // How far the work got, for the clean-up: before the run succeeded a container under
@@ -117,6 +122,7 @@ impl DockerProvider {
                 workdir: spec.workdir.clone(),
                 metadata: spec.metadata.clone(),
                 tenant: spec.tenant.clone(),
+                runtime: Some(runtime.name.clone()),
             };
             handle.shell = match socket {
                 Some(agent) => self.ready_by_agent(agent, &creating, spec.ready_timeout_s).await?,
@@ -278,10 +284,11 @@ impl DockerProvider {
         spec: &SandboxSpec,
         sandbox_id: &str,
         image: &str,
+        socket: bool,
     ) -> Option<(argv::AgentRun, InFlight<'_>)> {
         let agent = self.agent.as_ref()?;
         let binary = self.agent_binary.clone()?;
-        agent.new_run_dir(sandbox_id)?;
+        agent.run_dir_for(sandbox_id).filter(|_| socket)?;
         if argv::sets_user_or_entrypoint(&self.config.create.extra_run_args)
             || argv::sets_user_or_entrypoint(&spec.provider_options.run_args)
         {
@@ -289,7 +296,7 @@ impl DockerProvider {
             return None;
         }
         let image_user = self.image_user(image).await?;
-        let (run_dir, hold) = match agent.make_run_dir(sandbox_id).await? {
+        let (run_dir, hold) = match agent.make_run_dir_for_runtime(sandbox_id, socket).await? {
             Ok(made) => made,
             Err(e) => {
                 tracing::warn!(sandbox_id = %sandbox_id, error = %e, "cannot make the sandbox's run directory: no agent socket for it");

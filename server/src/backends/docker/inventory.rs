@@ -107,6 +107,7 @@ fn parse_summary(line: &str) -> Result<SandboxSummary> {
         reserved_memory_mib: labels.get(crate::auth::MEMORY_LABEL).and_then(|v| v.parse().ok()).unwrap_or(0),
         pool: labels.get(labels::POOL_LABEL).cloned(),
         tenant: labels.get(crate::auth::TENANT_LABEL).cloned(),
+        runtime: labels.get(labels::OCI_RUNTIME_LABEL).cloned(),
     })
 }
 

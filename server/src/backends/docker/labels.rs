@@ -34,6 +34,10 @@ pub const POOL_LABEL: &str = "sandboxd.pool";
 /// its own unclaimed ones.
 pub const POOL_OWNER_LABEL: &str = "sandboxd.pool.owner";
 
+/// The OCI runtime a sandbox runs on, by the name the server offers (`docker.runtimes`): what
+/// `List`, `Status`, `Watch` and the metrics show; a snapshot image keeps its sandbox's.
+pub const OCI_RUNTIME_LABEL: &str = "sandboxd.oci_runtime";
+
 /// Prefix of every label that carries a `spec.metadata` entry.
 pub const METADATA_LABEL_PREFIX: &str = "sandboxd.meta.";
 

@@ -22,6 +22,8 @@ pub(super) struct Inspected {
     pub(super) tenant: Option<String>,
     /// Its service network (`spec.network`), from its runtime label.
     pub(super) network: Option<String>,
+    /// Its OCI runtime (`sandboxd.oci_runtime`).
+    pub(super) runtime: Option<String>,
 }
 
 impl DockerProvider {
@@ -57,6 +59,7 @@ impl DockerProvider {
             workdir: found.workdir,
             metadata: found.metadata,
             tenant: found.tenant,
+            runtime: found.runtime,
         };
         if running {
             self.remember(&handle);
@@ -98,6 +101,7 @@ impl DockerProvider {
             workdir: descriptor.workdir.clone().or(found.workdir),
             metadata: found.metadata,
             tenant: found.tenant,
+            runtime: found.runtime,
         };
         self.remember(&handle);
         Ok(handle)
@@ -132,7 +136,8 @@ fn parse_inspect(text: &str) -> Result<Inspected> {
     let metadata = super::labels::metadata_from_labels(&labels);
     let tenant = labels.get(crate::auth::TENANT_LABEL).cloned();
     let network = labels.get(argv::RUNTIME_LABEL).and_then(|l| argv::RuntimeLabel::parse(l).network);
-    Ok(Inspected { owned, image, state, workdir, ports, metadata, tenant, network })
+    let runtime = labels.get(super::labels::OCI_RUNTIME_LABEL).cloned();
+    Ok(Inspected { owned, image, state, workdir, ports, metadata, tenant, network, runtime })
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ pub mod labels;
 mod logs;
 mod lookup;
 pub mod mask;
+mod oci_runtime;
 mod owned;
 mod pause;
 mod ping;

@@ -97,6 +97,7 @@ fn owned_snapshot(image: ImageJson) -> Option<SnapshotInfo> {
             .and_then(|v| v.parse().ok())
             .unwrap_or_default(),
         size_bytes: image.size,
+        runtime: labels.get(crate::backends::docker::labels::OCI_RUNTIME_LABEL).cloned().unwrap_or_default(),
     })
 }
 

@@ -112,6 +112,7 @@ impl DockerProvider {
                         workdir: found.workdir,
                         metadata: found.metadata,
                         tenant: found.tenant,
+                        runtime: found.runtime,
                     }
                 }
             },

@@ -134,6 +134,7 @@ fn summary(sandbox_id: &str, labels: &BTreeMap<String, String>, kind: EventKind)
         pool: labels.get(crate::backends::docker::labels::POOL_LABEL).cloned(),
         tenant: labels.get(crate::auth::TENANT_LABEL).cloned(),
         reserved_memory_mib: 0,
+        runtime: labels.get(crate::backends::docker::labels::OCI_RUNTIME_LABEL).cloned(),
     }
 }
 

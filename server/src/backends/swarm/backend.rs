@@ -207,6 +207,7 @@ impl SwarmBackend {
             workdir: s.workdir,
             metadata: s.metadata,
             tenant: s.tenant,
+            runtime: None,
         })
     }
 }

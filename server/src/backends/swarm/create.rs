@@ -92,6 +92,7 @@ impl SwarmBackend {
             reserved_memory_mib: 0,
             pool: spec.pool_member.as_ref().map(|m| m.pool.clone()),
             tenant: handle.tenant.clone(),
+            runtime: spec.runtime.clone(),
         };
         hub.publish(SandboxEvent {
             kind: EventKind::Ready,
@@ -179,6 +180,7 @@ impl SwarmBackend {
             workdir: spec.workdir.clone(),
             metadata: spec.metadata.clone(),
             tenant: spec.tenant.clone(),
+            runtime: spec.runtime.clone(),
         })
     }
 

@@ -180,6 +180,7 @@ impl SwarmBackend {
                     workdir: s.workdir,
                     tenant: s.labels.get(crate::auth::TENANT_LABEL).cloned(),
                     pool: s.labels.get(crate::backends::docker::labels::POOL_LABEL).cloned(),
+                    runtime: s.labels.get(crate::backends::docker::labels::OCI_RUNTIME_LABEL).cloned(),
                     metadata: s.metadata,
                 }
             })

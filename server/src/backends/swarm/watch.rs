@@ -258,6 +258,7 @@ fn event_of(message: pb::WatchResponse, filter: &WatchFilter) -> Option<SandboxE
         reserved_memory_mib: 0,
         pool: None,
         tenant: filter.tenant.clone(),
+        runtime: Some(info.runtime).filter(|r| !r.is_empty()),
     };
     Some(SandboxEvent {
         kind,
@@ -286,6 +287,7 @@ mod tests {
                     status: SandboxStatus::Stopped.to_wire() as i32,
                     image: "img".into(),
                     expires_at_unix_ms: Some(9),
+                    runtime: "runsc".into(),
                     sandbox: Some(pb::SandboxRef {
                         sandbox_id: "sandboxd-0123456789abcdef0123456789abcdef".into(),
                         ports: vec![80],

@@ -94,6 +94,7 @@ impl PoolSpec {
             && call.cap_add == t.cap_add
             && call.shm_size_bytes == t.shm_size_bytes
             && call.volumes == t.volumes
+            && call.runtime == t.runtime
     }
 
     /// A `Create` naming this pool: every field fixed at `docker run` must be unset or equal
@@ -148,6 +149,9 @@ impl PoolSpec {
         }
         if !call.volumes.is_empty() && call.volumes != t.volumes {
             return differs("volumes");
+        }
+        if call.runtime.is_some() && call.runtime != t.runtime {
+            return differs("runtime");
         }
         Ok(())
     }

@@ -103,7 +103,7 @@ FILE_EVENT_TYPE_REMOVE: FileEventType
 FILE_EVENT_TYPE_RENAME: FileEventType
 
 class SandboxSpec(_message.Message):
-    __slots__ = ("image", "ttl_s", "ready_timeout_s", "workdir", "env", "files", "metadata", "resources", "entrypoint", "ports", "provider_options", "snapshot_id", "pool", "network_policy", "network", "cap_add", "shm_size_bytes", "volumes")
+    __slots__ = ("image", "ttl_s", "ready_timeout_s", "workdir", "env", "files", "metadata", "resources", "entrypoint", "ports", "provider_options", "snapshot_id", "pool", "network_policy", "network", "cap_add", "shm_size_bytes", "volumes", "runtime")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -143,6 +143,7 @@ class SandboxSpec(_message.Message):
     CAP_ADD_FIELD_NUMBER: _ClassVar[int]
     SHM_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     VOLUMES_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_FIELD_NUMBER: _ClassVar[int]
     image: str
     ttl_s: float
     ready_timeout_s: float
@@ -161,7 +162,8 @@ class SandboxSpec(_message.Message):
     cap_add: _containers.RepeatedScalarFieldContainer[str]
     shm_size_bytes: int
     volumes: _containers.RepeatedCompositeFieldContainer[VolumeMount]
-    def __init__(self, image: _Optional[str] = ..., ttl_s: _Optional[float] = ..., ready_timeout_s: _Optional[float] = ..., workdir: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., files: _Optional[_Mapping[str, bytes]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[SandboxResources, _Mapping]] = ..., entrypoint: _Optional[_Iterable[str]] = ..., ports: _Optional[_Iterable[int]] = ..., provider_options: _Optional[_Union[ProviderOptions, _Mapping]] = ..., snapshot_id: _Optional[str] = ..., pool: _Optional[str] = ..., network_policy: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., network: _Optional[str] = ..., cap_add: _Optional[_Iterable[str]] = ..., shm_size_bytes: _Optional[int] = ..., volumes: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ...) -> None: ...
+    runtime: str
+    def __init__(self, image: _Optional[str] = ..., ttl_s: _Optional[float] = ..., ready_timeout_s: _Optional[float] = ..., workdir: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., files: _Optional[_Mapping[str, bytes]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[SandboxResources, _Mapping]] = ..., entrypoint: _Optional[_Iterable[str]] = ..., ports: _Optional[_Iterable[int]] = ..., provider_options: _Optional[_Union[ProviderOptions, _Mapping]] = ..., snapshot_id: _Optional[str] = ..., pool: _Optional[str] = ..., network_policy: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., network: _Optional[str] = ..., cap_add: _Optional[_Iterable[str]] = ..., shm_size_bytes: _Optional[int] = ..., volumes: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., runtime: _Optional[str] = ...) -> None: ...
 
 class VolumeMount(_message.Message):
     __slots__ = ("name", "target", "read_only", "subpath")
@@ -366,10 +368,12 @@ class StatusRequest(_message.Message):
     def __init__(self, sandbox_id: _Optional[str] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("status",)
+    __slots__ = ("status", "runtime")
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_FIELD_NUMBER: _ClassVar[int]
     status: SandboxStatus
-    def __init__(self, status: _Optional[_Union[SandboxStatus, str]] = ...) -> None: ...
+    runtime: str
+    def __init__(self, status: _Optional[_Union[SandboxStatus, str]] = ..., runtime: _Optional[str] = ...) -> None: ...
 
 class EndpointRequest(_message.Message):
     __slots__ = ("sandbox_id", "port")
@@ -517,18 +521,20 @@ class ListRequest(_message.Message):
     def __init__(self, labels: _Optional[_Mapping[str, str]] = ..., statuses: _Optional[_Iterable[_Union[SandboxStatus, str]]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class SandboxInfo(_message.Message):
-    __slots__ = ("sandbox", "image", "status", "created_at_unix_ms", "expires_at_unix_ms")
+    __slots__ = ("sandbox", "image", "status", "created_at_unix_ms", "expires_at_unix_ms", "runtime")
     SANDBOX_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_FIELD_NUMBER: _ClassVar[int]
     sandbox: SandboxRef
     image: str
     status: SandboxStatus
     created_at_unix_ms: int
     expires_at_unix_ms: int
-    def __init__(self, sandbox: _Optional[_Union[SandboxRef, _Mapping]] = ..., image: _Optional[str] = ..., status: _Optional[_Union[SandboxStatus, str]] = ..., created_at_unix_ms: _Optional[int] = ..., expires_at_unix_ms: _Optional[int] = ...) -> None: ...
+    runtime: str
+    def __init__(self, sandbox: _Optional[_Union[SandboxRef, _Mapping]] = ..., image: _Optional[str] = ..., status: _Optional[_Union[SandboxStatus, str]] = ..., created_at_unix_ms: _Optional[int] = ..., expires_at_unix_ms: _Optional[int] = ..., runtime: _Optional[str] = ...) -> None: ...
 
 class ListResponse(_message.Message):
     __slots__ = ("sandboxes", "next_page_token")
@@ -568,7 +574,7 @@ class SnapshotRequest(_message.Message):
     def __init__(self, sandbox_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class SnapshotInfo(_message.Message):
-    __slots__ = ("snapshot_id", "source_sandbox_id", "labels", "created_at_unix_ms", "size_bytes")
+    __slots__ = ("snapshot_id", "source_sandbox_id", "labels", "created_at_unix_ms", "size_bytes", "runtime")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -581,12 +587,14 @@ class SnapshotInfo(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_FIELD_NUMBER: _ClassVar[int]
     snapshot_id: str
     source_sandbox_id: str
     labels: _containers.ScalarMap[str, str]
     created_at_unix_ms: int
     size_bytes: int
-    def __init__(self, snapshot_id: _Optional[str] = ..., source_sandbox_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at_unix_ms: _Optional[int] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+    runtime: str
+    def __init__(self, snapshot_id: _Optional[str] = ..., source_sandbox_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at_unix_ms: _Optional[int] = ..., size_bytes: _Optional[int] = ..., runtime: _Optional[str] = ...) -> None: ...
 
 class SnapshotResponse(_message.Message):
     __slots__ = ("snapshot",)

@@ -12,6 +12,7 @@ mod env;
 mod exec;
 mod image;
 mod labels;
+mod oci_runtime;
 mod runtime;
 
 pub use self::container::*;
@@ -21,6 +22,7 @@ pub use self::env::*;
 pub use self::exec::*;
 pub use self::image::*;
 pub use self::labels::*;
+pub use self::oci_runtime::*;
 pub use self::runtime::*;
 pub use super::labels::{
     PORTS_LABEL, SANDBOX_LABEL, SNAPSHOT_CREATED_LABEL, SNAPSHOT_LABEL, SNAPSHOT_LABELS_LABEL,

@@ -188,6 +188,7 @@ impl ClusterPools {
             workdir: member.workdir.clone(),
             metadata: claim.metadata,
             tenant: claim.tenant,
+            runtime: None,
         })
     }
 
