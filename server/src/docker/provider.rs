@@ -108,6 +108,11 @@ pub struct DockerProvider {
     pub(super) snapshots_in_flight: Arc<std::sync::atomic::AtomicUsize>,
     /// Images' configured users as a create last read them (when, user).
     pub(super) image_users: Mutex<HashMap<String, (std::time::Instant, String)>>,
+    /// Where loop disks go (`<state_dir>/disks`, `disk.rs`), each sandbox's file, and when
+    /// the sweep last looked for files whose container is gone.
+    pub(super) disks_dir: PathBuf,
+    pub(super) disks: Mutex<HashMap<String, PathBuf>>,
+    pub(super) disks_pruned_ms: std::sync::atomic::AtomicI64,
 }
 
 impl DockerProvider {
@@ -184,6 +189,9 @@ impl DockerProvider {
             snapshot_lock: tokio::sync::Mutex::new(()),
             snapshots_in_flight: Arc::default(),
             image_users: Mutex::default(),
+            disks_dir: state_dir.join("disks"),
+            disks: Mutex::default(),
+            disks_pruned_ms: Default::default(),
         })
     }
 

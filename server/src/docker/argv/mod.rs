@@ -13,6 +13,7 @@ mod exec;
 mod image;
 mod labels;
 mod runtime;
+mod walls;
 
 pub use self::container::*;
 pub use self::copy::*;
@@ -22,6 +23,7 @@ pub use self::exec::*;
 pub use self::image::*;
 pub use self::labels::*;
 pub use self::runtime::*;
+pub use self::walls::*;
 pub use super::labels::{
     PORTS_LABEL, SANDBOX_LABEL, SNAPSHOT_CREATED_LABEL, SNAPSHOT_LABEL, SNAPSHOT_LABELS_LABEL,
     SNAPSHOT_SOURCE_LABEL,
