@@ -50,7 +50,13 @@ impl DockerProvider {
         // No network of its own: the tenant's bridge, never the host's shared default one.
         let walled;
         let spec = if argv::wants_tenant_network(&self.config.create, spec) {
-            walled = SandboxSpec { network: Some(argv::TENANT_NETWORK.into()), ..spec.clone() };
+            let operator = argv::operator_labels(&self.config.create.extra_run_args);
+            // A member of everyone's pool may go to any tenant: alone on its bridge.
+            let network = match (&spec.pool_member, &spec.tenant) {
+                (Some(_), None) => argv::isolated_network_name(&operator),
+                _ => argv::tenant_network_name(&operator),
+            };
+            walled = SandboxSpec { network: Some(network), ..spec.clone() };
             &walled
         } else {
             spec
@@ -58,10 +64,16 @@ impl DockerProvider {
         if let Some(snapshot_id) = &spec.snapshot_id {
             self.snapshot_info(snapshot_id).await?;
         }
-        self.prepare_runtime(spec).await?;
         let sandbox_id = plan.id.as_str();
         let timeout = plan.timeout;
         let creating = argv::creating_name(sandbox_id);
+        // Counted as the network's user from here on, so a close of its last sandbox does not
+        // remove it under this create (`release_network`).
+        self.join_network(&creating, spec).await;
+        if let Err(e) = self.prepare_runtime(spec).await {
+            self.release_network(&creating).await;
+            return Err(e);
+        }
         let image = argv::run_image(spec).to_string();
         let now = lease::now_ms();
         let mut labels = vec![
@@ -169,6 +181,7 @@ impl DockerProvider {
                 self.remember(&handle);
                 self.note_network(sandbox_id, spec.tenant.as_deref(), spec.network.as_deref());
                 self.renamed_disk(&creating, sandbox_id);
+                self.forget_network(&creating);
                 tracing::info!(sandbox_id = %sandbox_id, shell = %handle.shell, "sandbox created");
                 Ok(handle)
             }
@@ -191,6 +204,7 @@ impl DockerProvider {
                 // (This also removes the sandbox's run directory.)
                 self.engine.forget(&creating);
                 self.release_disk(&creating);
+                self.release_network(&creating).await;
                 if let Some(dir) = agent_start.as_ref().and_then(|run| run.run_dir.parent()) {
                     let _ = std::fs::remove_dir_all(dir);
                 }

@@ -97,6 +97,8 @@ pub struct DockerProvider {
     /// The service network (`spec.network`) of each sandbox known to be on one, by Docker
     /// name: removed after the sandbox when no other container uses it (`runtime.rs`).
     pub(super) networks: Mutex<HashMap<String, String>>,
+    /// Serialises a network's removal with creates joining it (`runtime.rs`).
+    pub(super) network_gate: tokio::sync::Mutex<()>,
     /// Owned containers' states, kept current by `docker events`.
     pub(super) states: StateWatch,
     /// Ids this process closed, so their status reads `stopped` rather than unknown.
@@ -184,6 +186,7 @@ impl DockerProvider {
             agent_binary,
             handles: Mutex::new(HashMap::new()),
             networks: Mutex::new(HashMap::new()),
+            network_gate: tokio::sync::Mutex::new(()),
             closed: Mutex::new(HashSet::new()),
             pty_sessions: Mutex::new(HashMap::new()),
             snapshot_lock: tokio::sync::Mutex::new(()),

@@ -11,6 +11,39 @@ use crate::spec::{SandboxResources, SandboxSpec};
 /// `sandboxd-net-<tenant>.default`): the tenant's own bridge, shared by its sandboxes only.
 pub const TENANT_NETWORK: &str = "default";
 
+/// The network of members of everyone's pools (made before any tenant claims them): a bridge
+/// without inter-container traffic (`enable_icc=false`), so sandboxes claimed by different
+/// tenants never reach each other; each still reaches what its egress allows.
+pub const ISOLATED_NETWORK: &str = "isolated";
+
+/// `docker network create`'s option that keeps a bridge's containers apart.
+pub const NO_ICC_OPTION: &str = "com.docker.network.bridge.enable_icc=false";
+
+/// The tenant network's `spec.network` for a deployment labelled `operator_labels` (the
+/// `--label`s of `create.extra_run_args`): [`TENANT_NETWORK`], with a digest of those labels
+/// when there are any, so deployments labelled apart on one daemon never meet on (or fight
+/// over) one network.
+pub fn tenant_network_name(operator_labels: &[String]) -> String {
+    deployment_network(TENANT_NETWORK, operator_labels)
+}
+
+/// [`ISOLATED_NETWORK`] for a deployment labelled `operator_labels`.
+pub fn isolated_network_name(operator_labels: &[String]) -> String {
+    deployment_network(ISOLATED_NETWORK, operator_labels)
+}
+
+fn deployment_network(base: &str, operator_labels: &[String]) -> String {
+    use sha2::{Digest, Sha256};
+    if operator_labels.is_empty() {
+        return base.to_string();
+    }
+    let mut sorted = operator_labels.to_vec();
+    sorted.sort();
+    let digest = Sha256::digest(sorted.join("\n").as_bytes());
+    let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    format!("{base}-{hex}")
+}
+
 /// `resources` with the server's defaults (`create.default_*`) where the spec names none.
 pub fn effective_resources(cfg: &DockerCreateConfig, resources: &SandboxResources) -> SandboxResources {
     SandboxResources {
@@ -135,6 +168,10 @@ mod tests {
         assert!(!wants_tenant_network(&flag, &SandboxSpec::new("i")));
         let off = DockerCreateConfig { tenant_network: false, ..cfg };
         assert!(!wants_tenant_network(&off, &SandboxSpec::new("i")));
+        assert_eq!(tenant_network_name(&[]), "default");
+        let a = tenant_network_name(&["x=1".into(), "y=2".into()]);
+        assert_eq!(a, tenant_network_name(&["y=2".into(), "x=1".into()]), "order does not matter");
+        assert!(a.starts_with("default-") && a.len() == 16 && a != tenant_network_name(&["x=1".into()]));
         assert_eq!(as_create_args(vec![s("run"), s("-d"), s("--name"), s("x")]), ["create", "--name", "x"]);
     }
 }
