@@ -7,8 +7,8 @@
 #
 #   containers labelled sandboxd.test=1 (with --case: sandboxd.test.case=VALUE only), then the
 #   networks, volumes and images (snapshots inherit their sandbox's labels) with that label, and
-#   those containers' run directories (<state dir>/sandboxes/<sandbox id>) in the default state
-#   directory and each --state-dir.
+#   those containers' run directories (<state dir>/sandboxes/<sandbox id>) and loop disk files
+#   (<state dir>/disks/<container id>.img) in the default state directory and each --state-dir.
 #
 #   Without --case, also what no label names, made only by the suites:
 #   - run directories in those state directories older than 10 minutes whose sandbox has no
@@ -72,6 +72,7 @@ remove() {
 # --- labelled: containers, then what they used ---------------------------------------------
 names="$(docker ps -a --filter "$filter" --format '{{.Names}}' 2>/dev/null)"
 ids="$(docker ps -aq --filter "$filter" 2>/dev/null)"
+full_ids="$(docker ps -aq --no-trunc --filter "$filter" 2>/dev/null)"
 # shellcheck disable=SC2086 # one id a word
 [[ -n "$ids" ]] && remove "$(wc -w <<<"$ids") container(s)" docker rm -f $ids
 for kind in network volume; do
@@ -94,6 +95,10 @@ for dir in "${state_dirs[@]}"; do
   for name in $names; do
     id="$(sandbox_id "$name")" || continue
     [[ -d "$dir/sandboxes/$id" ]] && remove "the run directory of $id" rm -rf -- "$dir/sandboxes/$id"
+  done
+  # Docker unmounted each one as it removed the container's layer.
+  for id in $full_ids; do
+    [[ -f "$dir/disks/$id.img" ]] && remove "the disk file of ${id:0:12}" rm -f -- "$dir/disks/$id.img"
   done
 done
 

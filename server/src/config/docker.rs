@@ -60,7 +60,38 @@ pub struct DockerCreateConfig {
     pub allowed_cap_add: Vec<String>,
     /// The OCI runtime of a sandbox whose spec names none (one of `docker.runtimes`).
     pub runtime: String,
+    /// A sandbox without `spec.network` (and no `create.network`) joins its tenant's own
+    /// bridge network (`sandboxd-net-<tenant>.default`), never Docker's shared default bridge.
+    pub tenant_network: bool,
+    /// `--security-opt no-new-privileges` on every sandbox (setuid binaries gain nothing).
+    pub no_new_privileges: bool,
+    /// The caps of a sandbox whose spec names none (`null`: unbounded).
+    pub default_cpu: Option<f64>,
+    pub default_memory_mib: Option<u64>,
+    pub default_disk_gib: Option<u64>,
+    /// How a disk bound is enforced (`disk.rs`): `loop` (a sized ext4 file under the writable
+    /// layer), `storage_opt` (`--storage-opt size=`), `refuse` (a disk bound is refused).
+    pub disk_bound: DiskBound,
 }
+
+/// How `resources.disk_gib` (or `create.default_disk_gib`) is enforced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiskBound {
+    /// The container's writable layer lives on a loop-mounted ext4 file of the bound's size
+    /// (any storage driver; the server must run as root beside a local daemon).
+    #[default]
+    Loop,
+    /// `docker run --storage-opt size=` (overlay2 on xfs with `pquota`, btrfs, zfs).
+    StorageOpt,
+    /// No bound can be enforced here: a spec with a disk bound is refused.
+    Refuse,
+}
+
+/// Capabilities dropped by default: Docker's default set keeps these, no sandbox needs them
+/// (raw sockets spoof packets, device nodes, file capabilities, chroot escapes, audit log).
+pub const DEFAULT_CAP_DROP: &[&str] =
+    &["AUDIT_WRITE", "MKNOD", "NET_RAW", "SETFCAP", "SETPCAP", "SYS_CHROOT"];
 
 impl Default for DockerCreateConfig {
     fn default() -> Self {
@@ -71,9 +102,9 @@ impl Default for DockerCreateConfig {
             use_init: true,
             network: None,
             read_only: false,
-            cap_drop: Vec::new(),
+            cap_drop: DEFAULT_CAP_DROP.iter().map(|c| c.to_string()).collect(),
             security_opt: Vec::new(),
-            pids_limit: None,
+            pids_limit: Some(4096),
             extra_run_args: Vec::new(),
             apply_resource_limits: true,
             publish_host: "127.0.0.1".into(),
@@ -82,6 +113,12 @@ impl Default for DockerCreateConfig {
             pull_policy: "missing".into(),
             allowed_cap_add: Vec::new(),
             runtime: super::runtimes::DEFAULT_RUNTIME.into(),
+            tenant_network: true,
+            no_new_privileges: true,
+            default_cpu: Some(2.0),
+            default_memory_mib: Some(4096),
+            default_disk_gib: Some(10),
+            disk_bound: DiskBound::Loop,
         }
     }
 }
@@ -94,6 +131,28 @@ impl DockerCreateConfig {
             if limit <= 0 {
                 return Err(ConfigError::new("create.pids_limit", format!("must be > 0 (got {limit})")));
             }
+        }
+        if let Some(cpu) = self.default_cpu {
+            if !(cpu.is_finite() && cpu > 0.0) {
+                return Err(ConfigError::new(
+                    "create.default_cpu",
+                    format!("must be > 0 or null (got {cpu})"),
+                ));
+            }
+        }
+        for (key, value) in [
+            ("create.default_memory_mib", self.default_memory_mib),
+            ("create.default_disk_gib", self.default_disk_gib),
+        ] {
+            if value == Some(0) {
+                return Err(ConfigError::new(key, "must be > 0 or null (got 0)"));
+            }
+        }
+        if self.disk_bound == DiskBound::Refuse && self.default_disk_gib.is_some() {
+            return Err(ConfigError::new(
+                "create.default_disk_gib",
+                "must be null when create.disk_bound is refuse (no bound can be enforced)",
+            ));
         }
         if self.publish_host.parse::<IpAddr>().is_err() {
             return Err(ConfigError::new(

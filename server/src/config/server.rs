@@ -25,7 +25,8 @@ pub struct ServerSection {
     /// Cap on any lease (`spec.ttl_s`, `SetTimeout`); `null`: no cap.
     #[serde(rename = "max_ttl_s", deserialize_with = "seconds::optional")]
     pub max_ttl: Option<Duration>,
-    /// Lease of a sandbox created without `ttl_s`; `null`: it lives until `Close`.
+    /// Lease of a sandbox created without `ttl_s` (an hour by default, so a forgotten sandbox
+    /// ends); `null`: it lives until `Close`.
     #[serde(rename = "default_ttl_s", deserialize_with = "seconds::optional")]
     pub default_ttl: Option<Duration>,
     /// Where leases moved by `SetTimeout` are kept, so a restarted server finds them;
@@ -109,13 +110,16 @@ impl PtySection {
     }
 }
 
+/// `server.default_ttl_s` unless configured: a sandbox nobody closes ends within the hour.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(3600);
+
 impl Default for ServerSection {
     fn default() -> Self {
         Self {
             allow_client_volumes: false,
             allow_client_run_args: false,
             max_ttl: None,
-            default_ttl: None,
+            default_ttl: Some(DEFAULT_LEASE),
             state_dir: None,
             sweep_interval: DEFAULT_SWEEP_INTERVAL,
             create_timeout: DEFAULT_CREATE_TIMEOUT,

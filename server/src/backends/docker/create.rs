@@ -52,10 +52,31 @@ impl DockerProvider {
             None => None,
         };
         let runtime = self.choose_runtime(spec, snapshot_runtime.as_deref()).await?;
-        self.prepare_runtime(spec).await?;
+        let disk = self.loop_disk_for(spec)?;
+        // No network of its own: the tenant's bridge, never the host's shared default one.
+        let walled;
+        let spec = if argv::wants_tenant_network(&self.config.create, spec) {
+            let operator = argv::operator_labels(&self.config.create.extra_run_args);
+            // A member of everyone's pool may go to any tenant: alone on its bridge.
+            let network = match (&spec.pool_member, &spec.tenant) {
+                (Some(_), None) => argv::isolated_network_name(&operator),
+                _ => argv::tenant_network_name(&operator),
+            };
+            walled = SandboxSpec { network: Some(network), ..spec.clone() };
+            &walled
+        } else {
+            spec
+        };
         let sandbox_id = plan.id.as_str();
         let timeout = plan.timeout;
         let creating = argv::creating_name(sandbox_id);
+        // Counted as the network's user from here on, so a close of its last sandbox does not
+        // remove it under this create (`release_network`).
+        self.join_network(&creating, spec).await;
+        if let Err(e) = self.prepare_runtime(spec).await {
+            self.release_network(&creating).await;
+            return Err(e);
+        }
         let image = argv::run_image(spec).to_string();
         let now = lease::now_ms();
         let mut labels = vec![
@@ -84,13 +105,17 @@ impl DockerProvider {
         };
         args.splice(2..2, argv::oci_runtime_run_args(&runtime.name, &runtime.daemon_name));
         args = argv::with_labels(args, &labels);
+        if disk.is_some() {
+            // Created, given its disk, then started (`run_create_with_reconciliation`).
+            args = argv::as_create_args(args);
+        }
         let span = tracing::info_span!("create", sandbox_id = %sandbox_id, image = %image);
         // How far the work got, for the clean-up: before the run succeeded a container under
         // the creating name may be a stranger's (only removed when ours); after it, it is ours.
         let stage = AtomicU8::new(STAGE_RUNNING);
         let work = async {
             let container_id = self
-                .run_create_with_reconciliation(&args, &argv::run_env(&spec.env), &creating, &image)
+                .run_create_with_reconciliation(&args, &argv::run_env(&spec.env), &creating, &image, disk)
                 .await?;
             stage.store(STAGE_STARTED, Ordering::SeqCst);
             let socket = match (&agent_start, &self.agent) {
@@ -164,6 +189,8 @@ impl DockerProvider {
             Ok(handle) => {
                 self.remember(&handle);
                 self.note_network(sandbox_id, spec.tenant.as_deref(), spec.network.as_deref());
+                self.renamed_disk(&creating, sandbox_id);
+                self.forget_network(&creating);
                 tracing::info!(sandbox_id = %sandbox_id, shell = %handle.shell, "sandbox created");
                 Ok(handle)
             }
@@ -185,6 +212,8 @@ impl DockerProvider {
                 // kept, its writer task would hold the channel's stdin pipe and child for good.
                 // (This also removes the sandbox's run directory.)
                 self.engine.forget(&creating);
+                self.release_disk(&creating);
+                self.release_network(&creating).await;
                 if let Some(dir) = agent_start.as_ref().and_then(|run| run.run_dir.parent()) {
                     let _ = std::fs::remove_dir_all(dir);
                 }
@@ -202,6 +231,7 @@ impl DockerProvider {
         (env, env_file): &(Vec<(String, String)>, Option<Vec<u8>>),
         name: &str,
         image: &str,
+        disk: Option<u64>,
     ) -> Result<Option<String>> {
         let cfg = &self.config.create;
         let cli = self.cli.in_pool(Pool::Create).with_env(env.clone());
@@ -216,7 +246,14 @@ impl DockerProvider {
             unreachable = false;
             let detail = match cli.run(args, timeout, env_file.as_deref()).await {
                 // `docker run -d` prints the container's id.
-                Ok(out) => return Ok(Some(out.stdout_text().trim().to_string()).filter(|id| !id.is_empty())),
+                Ok(out) if disk.is_none() => {
+                    return Ok(Some(out.stdout_text().trim().to_string()).filter(|id| !id.is_empty()))
+                }
+                // `docker create`: its disk, then the start.
+                Ok(out) => {
+                    self.disk_then_start(name, image, disk).await?;
+                    return Ok(Some(out.stdout_text().trim().to_string()).filter(|id| !id.is_empty()));
+                }
                 // The run may have made its container: reconcile below.
                 Err(CliError::Failed(f))
                     if matches!(
@@ -241,6 +278,10 @@ impl DockerProvider {
             tracing::warn!(attempt, error = %last_error, "ambiguous docker run; reconciling by name");
             match self.inspect(name).await {
                 Ok(Some(found)) if found.owned && same_image(&found.image, image) => {
+                    if disk.is_some() && found.state == ContainerState::Created {
+                        self.disk_then_start(name, image, disk).await?;
+                        return Ok(None);
+                    }
                     if self.start_reconciled_container(name, &found.state).await? {
                         return Ok(None);
                     }
@@ -260,6 +301,42 @@ impl DockerProvider {
         Err(ProviderError::Create(format!(
             "docker run for image {image:?} failed after {attempts} attempt(s): {last_error}"
         )))
+    }
+
+    /// Start the created container `name` on its loop disk of `disk` bytes; on failure it is
+    /// removed (with its disk file).
+    async fn disk_then_start(&self, name: &str, image: &str, disk: Option<u64>) -> Result<()> {
+        let file = match disk {
+            Some(bytes) => match self.attach_disk(name, bytes).await {
+                Ok(file) => Some(file),
+                Err(e) => {
+                    self.remove_if_owned(name, image).await;
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
+        let remember = |file: Option<std::path::PathBuf>| {
+            if let Some(file) = file {
+                self.note_disk(name, file);
+            }
+        };
+        match self.control(argv::start_args(name)).await {
+            Ok(_) => {
+                remember(file);
+                Ok(())
+            }
+            Err(e) => {
+                self.remove_if_owned(name, image).await;
+                if let Some(file) = file {
+                    let _ = std::fs::remove_file(file);
+                }
+                Err(match e {
+                    CliError::Failed(f) => create_failure(image, &self.config.create.pull_policy, &f),
+                    e => e.into(),
+                })
+            }
+        }
     }
 
     /// Finish a run that created its container but lost the start response.

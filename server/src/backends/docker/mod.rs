@@ -19,6 +19,7 @@ pub mod cli;
 mod compose;
 mod create;
 mod diff;
+mod disk;
 mod egress;
 pub mod events;
 mod exec;

@@ -17,6 +17,7 @@ impl DockerProvider {
         if let Some(agent) = &self.agent {
             agent.prune_run_dirs_due().await; // run directories sandboxes left behind
         }
+        self.prune_disks_due().await; // disk files of containers that are gone
         let out = self.control(argv::sweep_list_args(&self.config.create)).await?;
         let owned = parse_listing(&out.stdout_text());
         Ok(OwnedListing { owned, gone: self.prune_gone() })

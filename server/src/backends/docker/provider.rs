@@ -97,6 +97,8 @@ pub struct DockerProvider {
     /// The service network (`spec.network`) of each sandbox known to be on one, by Docker
     /// name: removed after the sandbox when no other container uses it (`runtime.rs`).
     pub(super) networks: Mutex<HashMap<String, String>>,
+    /// Serialises a network's removal with creates joining it (`runtime.rs`).
+    pub(super) network_gate: tokio::sync::Mutex<()>,
     /// Owned containers' states, kept current by `docker events`.
     pub(super) states: StateWatch,
     /// Ids this process closed, so their status reads `stopped` rather than unknown.
@@ -110,6 +112,11 @@ pub struct DockerProvider {
     pub(super) image_users: Mutex<HashMap<String, (std::time::Instant, String)>>,
     /// The daemon's registered runtimes as `docker info` last listed them (`oci_runtime.rs`).
     pub(super) daemon_runtimes: super::oci_runtime::DaemonRuntimes,
+    /// Where loop disks go (`<state_dir>/disks`, `disk.rs`), each sandbox's file, and when
+    /// the sweep last looked for files whose container is gone.
+    pub(super) disks_dir: PathBuf,
+    pub(super) disks: Mutex<HashMap<String, PathBuf>>,
+    pub(super) disks_pruned_ms: std::sync::atomic::AtomicI64,
 }
 
 impl DockerProvider {
@@ -181,12 +188,16 @@ impl DockerProvider {
             agent_binary,
             handles: Mutex::new(HashMap::new()),
             networks: Mutex::new(HashMap::new()),
+            network_gate: tokio::sync::Mutex::new(()),
             closed: Mutex::new(HashSet::new()),
             pty_sessions: Mutex::new(HashMap::new()),
             snapshot_lock: tokio::sync::Mutex::new(()),
             snapshots_in_flight: Arc::default(),
             image_users: Mutex::default(),
             daemon_runtimes: Default::default(),
+            disks_dir: state_dir.join("disks"),
+            disks: Mutex::default(),
+            disks_pruned_ms: Default::default(),
         })
     }
 

@@ -45,7 +45,15 @@ impl DockerProvider {
         let labels = self.resource_labels(tenant);
         if let Some(network) = &spec.network {
             let name = argv::network_name(tenant, network);
-            match self.control(argv::network_create_args(&name, &labels)).await {
+            let mut create = argv::network_create_args(&name, &labels);
+            let operator = argv::operator_labels(&self.config.create.extra_run_args);
+            if tenant.is_none() && *network == argv::isolated_network_name(&operator) {
+                create.splice(
+                    create.len() - 1..create.len() - 1,
+                    [String::from("--opt"), argv::NO_ICC_OPTION.into()],
+                );
+            }
+            match self.control(create).await {
                 Ok(_) => {}
                 // Another create made it first, or it is a stranger's: its labels say which.
                 Err(CliError::Failed(f)) if f.stderr.contains("already exists") => {
@@ -109,9 +117,25 @@ impl DockerProvider {
         }
     }
 
+    /// A create of `spec` under `creating` will use its network: noted under the gate, so a
+    /// `release_network` either sees this user or has removed the network before
+    /// `prepare_runtime` makes it again.
+    pub(super) async fn join_network(&self, creating: &str, spec: &SandboxSpec) {
+        let _gate = self.network_gate.lock().await;
+        self.note_network(creating, spec.tenant.as_deref(), spec.network.as_deref());
+    }
+
+    /// Drop a create's note (the sandbox is noted under its id now).
+    pub(super) fn forget_network(&self, creating: &str) {
+        if let Ok(mut map) = self.networks.lock() {
+            map.remove(creating);
+        }
+    }
+
     /// After a sandbox is removed: remove its service network if no container is left on it
     /// (Docker refuses to remove a network in use, so one another sandbox uses stays).
     pub(super) async fn release_network(&self, sandbox_id: &str) {
+        let _gate = self.network_gate.lock().await;
         // Forgotten, and whether another sandbox known here is still on it, under one lock.
         let name = match self.networks.lock() {
             Ok(mut map) => match map.remove(sandbox_id) {

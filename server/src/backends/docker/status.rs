@@ -77,6 +77,7 @@ impl DockerProvider {
         self.remember_closed(&handle.sandbox_id);
         self.states.record(&handle.sandbox_id, None);
         self.remove_container(&handle.sandbox_id).await?;
+        self.release_disk(&handle.sandbox_id);
         self.release_network(&handle.sandbox_id).await;
         tracing::info!(sandbox_id = %handle.sandbox_id, "sandbox closed");
         Ok(())

@@ -63,6 +63,12 @@ pub fn check_spec(spec: &SandboxSpec) -> Result<(), ProviderError> {
     if !spec.ports.is_empty() {
         return refuse("spec.ports", "a published port would be on whichever node Swarm picks");
     }
+    if spec.resources.disk_gib.is_some() {
+        return refuse(
+            "spec.resources.disk_gib",
+            "docker service create has no disk bound (no --storage-opt)",
+        );
+    }
     if spec.snapshot_id.is_some() {
         return refuse("spec.snapshot_id", "snapshots stay on their node (there is no registry)");
     }
@@ -168,10 +174,12 @@ pub fn service_create_args(
         a.extend([s("--constraint"), constraint.clone()]);
     }
     if cfg.apply_resource_limits {
-        if let Some(cpu) = spec.resources.cpu {
+        // The server's defaults (`create.default_cpu`, `default_memory_mib`) where the spec has none.
+        let resources = crate::backends::docker::argv::effective_resources(cfg, &spec.resources);
+        if let Some(cpu) = resources.cpu {
             a.extend([s("--reserve-cpu"), format!("{cpu}"), s("--limit-cpu"), format!("{cpu}")]);
         }
-        if let Some(mib) = spec.resources.memory_mib {
+        if let Some(mib) = resources.memory_mib {
             a.extend([s("--reserve-memory"), format!("{mib}m"), s("--limit-memory"), format!("{mib}m")]);
         }
     }
@@ -383,6 +391,20 @@ mod tests {
             "/work",
             "--env",
             "A",
+            "--cap-drop",
+            "AUDIT_WRITE",
+            "--cap-drop",
+            "MKNOD",
+            "--cap-drop",
+            "NET_RAW",
+            "--cap-drop",
+            "SETFCAP",
+            "--cap-drop",
+            "SETPCAP",
+            "--cap-drop",
+            "SYS_CHROOT",
+            "--limit-pids",
+            "4096",
             "--entrypoint",
             "/bin/sh",
             "--",

@@ -257,7 +257,7 @@ fn run_flags(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec<St
         a.extend([s("--env-file"), s(ENV_FILE_STDIN)]);
     }
     if cfg.apply_resource_limits {
-        a.extend(resource_limit_flags(&spec.resources));
+        a.extend(resource_limit_flags(&effective_resources(cfg, &spec.resources)));
         if let Some(gpu) = spec.resources.gpu.filter(|g| *g > 0) {
             a.extend([s("--gpus"), gpu.to_string()]);
         }
@@ -278,6 +278,7 @@ fn run_flags(cfg: &DockerCreateConfig, spec: &SandboxSpec, name: &str) -> Vec<St
     if let Some(limit) = cfg.pids_limit {
         a.extend([s("--pids-limit"), limit.to_string()]);
     }
+    a.extend(walls_flags(cfg, spec));
     for port in &spec.ports {
         a.extend([s("--publish"), publish_arg(&cfg.publish_host, *port)]);
     }

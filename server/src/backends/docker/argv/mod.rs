@@ -14,6 +14,7 @@ mod image;
 mod labels;
 mod oci_runtime;
 mod runtime;
+mod walls;
 
 pub use self::container::*;
 pub use self::copy::*;
@@ -24,6 +25,7 @@ pub use self::image::*;
 pub use self::labels::*;
 pub use self::oci_runtime::*;
 pub use self::runtime::*;
+pub use self::walls::*;
 pub use super::labels::{
     PORTS_LABEL, SANDBOX_LABEL, SNAPSHOT_CREATED_LABEL, SNAPSHOT_LABEL, SNAPSHOT_LABELS_LABEL,
     SNAPSHOT_SOURCE_LABEL,

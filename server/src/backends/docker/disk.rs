@@ -1,0 +1,169 @@
+//! A sandbox's disk bound (`resources.disk_gib`, else `create.default_disk_gib`) where the
+//! storage driver cannot take `--storage-opt size=` (fuse-overlayfs; overlay2 without project
+//! quotas): `create.disk_bound: loop`. The container is created (not started), its writable
+//! layer's directory (the parent of the driver's `UpperDir`, holding `diff` and `work`) is
+//! copied into a sparse ext4 file of the bound's size (`mkfs.ext4 -d`) under
+//! `<state_dir>/disks/<container-id>.img`, that file is loop-mounted over the directory, and
+//! only then the container starts: every write to its root filesystem lands in the ext4 file,
+//! and a full one answers ENOSPC to the sandbox alone. `docker rm` unmounts the layer as it
+//! removes it (the loop device goes with the mount); the file is removed on close, and files
+//! whose container is gone (a crash, a removal from outside) by the sweep.
+//!
+//! Needs the server as root in the daemon's mount namespace (a local daemon); anything else is
+//! FAILED_PRECONDITION naming `docker.create.disk_bound`, never an unbounded sandbox.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::argv;
+use super::provider::DockerProvider;
+use crate::config::DiskBound;
+use crate::error::{ProviderError, Result};
+use crate::core::spec::SandboxSpec;
+
+/// How often the sweep looks for disk files whose container is gone.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+impl DockerProvider {
+    /// The loop disk's size for a create of `spec`, or `None` when it needs none (no bound, or
+    /// another way bounds it). A bound the server cannot enforce is refused here.
+    pub(super) fn loop_disk_for(&self, spec: &SandboxSpec) -> Result<Option<u64>> {
+        let create = &self.config.create;
+        let Some(bytes) = argv::disk_bound_bytes(create, spec) else { return Ok(None) };
+        match create.disk_bound {
+            DiskBound::Loop => Ok(Some(bytes)),
+            DiskBound::StorageOpt => Ok(None),
+            DiskBound::Refuse => Err(ProviderError::FailedPrecondition(
+                "spec.resources.disk_gib: this server cannot bound a sandbox's disk (docker.create.disk_bound is refuse); leave it unset".into(),
+            )),
+        }
+    }
+
+    /// Put the writable layer of the created (not started) container `name` on an ext4 file
+    /// of `bytes`; idempotent (a layer already mounted is left as it is). Returns the file.
+    pub(super) async fn attach_disk(&self, name: &str, bytes: u64) -> Result<PathBuf> {
+        let out = self.control(argv::layer_dir_args(name)).await?;
+        let text = out.stdout_text();
+        let mut parts = text.trim().splitn(3, '\t');
+        let (id, driver, upper) =
+            (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let refuse = |why: String| {
+            ProviderError::FailedPrecondition(format!(
+                "spec.resources.disk_gib: cannot bound the disk ({why}); docker.create.disk_bound loop needs a local daemon whose storage driver has an upper dir (overlay2, fuse-overlayfs) and a root server: use disk_bound storage_opt where the driver takes --storage-opt size=, or refuse"
+            ))
+        };
+        let layer = match Path::new(upper).parent() {
+            Some(p) if upper.starts_with('/') && !upper.contains("<no value>") => p.to_path_buf(),
+            _ => return Err(refuse(format!("the storage driver {driver:?} names no upper dir"))),
+        };
+        if !layer.is_dir() {
+            return Err(refuse(format!("the layer {} is not visible to this server", layer.display())));
+        }
+        if !id.bytes().all(|b| b.is_ascii_hexdigit()) || id.is_empty() {
+            return Err(ProviderError::Docker(format!("docker inspect of {name} gave no container id")));
+        }
+        let image = self.disks_dir.join(format!("{id}.img"));
+        if is_mount_point(&layer) {
+            return Ok(image);
+        }
+        std::fs::create_dir_all(&self.disks_dir)?;
+        let file = std::fs::File::create(&image)?;
+        file.set_len(bytes).map_err(|e| {
+            ProviderError::invalid(
+                "spec.resources.disk_gib",
+                format!("cannot make a {bytes}-byte disk file: {e}"),
+            )
+        })?;
+        drop(file);
+        let result = async {
+            let options = "lazy_itable_init=1,lazy_journal_init=1";
+            let layer_s = layer.to_string_lossy().to_string();
+            let image_s = image.to_string_lossy().to_string();
+            run_tool("mkfs.ext4", &["-q", "-F", "-m", "0", "-E", options, "-d", &layer_s, &image_s]).await?;
+            run_tool("mount", &["-o", "loop,noatime", &image_s, &layer_s]).await
+        }
+        .await;
+        if let Err(why) = result {
+            let _ = std::fs::remove_file(&image);
+            return Err(refuse(why));
+        }
+        Ok(image)
+    }
+
+    /// Remember the disk file of sandbox `sandbox_id` (removed at its close).
+    pub(super) fn note_disk(&self, sandbox_id: &str, image: PathBuf) {
+        if let Ok(mut map) = self.disks.lock() {
+            map.insert(sandbox_id.to_string(), image);
+        }
+    }
+
+    /// The create's rename: the disk file is the sandbox's under its id now.
+    pub(super) fn renamed_disk(&self, creating: &str, sandbox_id: &str) {
+        if let Ok(mut map) = self.disks.lock() {
+            if let Some(file) = map.remove(creating) {
+                map.insert(sandbox_id.to_string(), file);
+            }
+        }
+    }
+
+    /// After a sandbox's container is removed (its layer unmounted by Docker): its disk file.
+    pub(super) fn release_disk(&self, sandbox_id: &str) {
+        let image = self.disks.lock().ok().and_then(|mut m| m.remove(sandbox_id));
+        if let Some(image) = image {
+            if let Err(e) = std::fs::remove_file(&image) {
+                tracing::debug!(file = %image.display(), error = %e, "disk file already gone");
+            }
+        }
+    }
+
+    /// The sweep's part: every [`PRUNE_EVERY`], remove disk files whose container no longer
+    /// exists (a crash between a removal and its clean-up, a `docker rm` from outside). The
+    /// files are listed before the containers, so a file of a create in progress (made after
+    /// its container) is never taken for a leftover.
+    pub(super) async fn prune_disks_due(&self) {
+        let now = crate::core::lease::now_ms();
+        let last = self.disks_pruned_ms.load(Ordering::Relaxed);
+        if now - last < PRUNE_EVERY.as_millis() as i64 {
+            return;
+        }
+        self.disks_pruned_ms.store(now, Ordering::Relaxed);
+        let Ok(entries) = std::fs::read_dir(&self.disks_dir) else { return };
+        let files: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        if files.is_empty() {
+            return;
+        }
+        let Ok(out) = self.control(argv::all_container_ids_args()).await else { return };
+        let live: HashSet<String> = out.stdout_text().lines().map(|l| l.trim().to_string()).collect();
+        for file in files {
+            let id = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+            if file.extension().is_some_and(|e| e == "img") && !live.contains(id) {
+                tracing::info!(file = %file.display(), "removing the disk file of a container that is gone");
+                let _ = std::fs::remove_file(&file);
+            }
+        }
+    }
+}
+
+/// Whether `dir` is a mount point (`/proc/self/mountinfo`'s fifth field).
+fn is_mount_point(dir: &Path) -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
+    let want = dir.to_string_lossy();
+    info.lines().any(|l| l.split(' ').nth(4) == Some(want.as_ref()))
+}
+
+/// Run a host tool; its stderr on failure.
+async fn run_tool(program: &str, args: &[&str]) -> std::result::Result<(), String> {
+    let out = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .map_err(|e| format!("{program}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("{program}: {}", String::from_utf8_lossy(&out.stderr).trim()))
+    }
+}
