@@ -14,6 +14,7 @@ pub mod docker;
 pub mod egress;
 pub mod error;
 pub mod expiry;
+pub mod failure;
 pub mod fs;
 pub mod grpc_timeout;
 pub mod health;
@@ -33,6 +34,7 @@ pub mod spec;
 pub mod stats;
 pub mod sweep;
 pub mod terminal;
+pub mod usage;
 pub mod usage_metrics;
 pub mod watch;
 

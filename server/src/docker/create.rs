@@ -145,7 +145,7 @@ impl DockerProvider {
         let (result, timed_out) = match tokio::time::timeout(timeout, work).instrument(span).await {
             Ok(result) => (result, false),
             Err(_) => {
-                let e = ProviderError::Timeout(format!(
+                let e = ProviderError::CreateTimeout(format!(
                     "create of {sandbox_id} did not finish within {timeout:?} (the call's deadline or server.create_timeout_s)"
                 ));
                 (Err(e), true)
@@ -417,7 +417,7 @@ impl DockerProvider {
                 }
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(ProviderError::CreateVerification(format!(
+                return Err(ProviderError::ReadyTimeout(format!(
                     "sandbox {name:?} did not pass its readiness probe within {}s: {last_detail}",
                     patience.unwrap_or_default().as_secs_f64()
                 )));

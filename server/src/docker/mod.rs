@@ -47,6 +47,7 @@ mod status;
 pub mod swarm;
 pub mod tarstream;
 mod transfer;
+mod usage;
 pub mod transport;
 mod watch_events;
 

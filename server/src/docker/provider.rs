@@ -108,6 +108,8 @@ pub struct DockerProvider {
     pub(super) snapshots_in_flight: Arc<std::sync::atomic::AtomicUsize>,
     /// Images' configured users as a create last read them (when, user).
     pub(super) image_users: Mutex<HashMap<String, (std::time::Instant, String)>>,
+    /// Processes started and OOM kills attributed, per sandbox (`usage.rs`).
+    pub(super) usage_book: crate::usage::UsageBook,
 }
 
 impl DockerProvider {
@@ -184,6 +186,7 @@ impl DockerProvider {
             snapshot_lock: tokio::sync::Mutex::new(()),
             snapshots_in_flight: Arc::default(),
             image_users: Mutex::default(),
+            usage_book: Default::default(),
         })
     }
 

@@ -267,6 +267,7 @@ fn event_of(message: pb::WatchResponse, filter: &WatchFilter) -> Option<SandboxE
         exit_code: e.exit_code,
         oom_killed: e.oom_killed,
         reason: e.reason,
+        failure_kind: crate::failure::FailureKind::from_wire(e.failure_kind),
     })
 }
 
