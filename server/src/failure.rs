@@ -76,7 +76,7 @@ mod tests {
         assert_eq!(kind_of_status(&s), Some(FailureKind::SandboxPaused));
         let info = s.get_details_error_info().expect("an ErrorInfo");
         assert_eq!((info.reason.as_str(), info.domain.as_str()), ("SANDBOX_PAUSED", "sandboxd"));
-        assert_eq!(s.get_details_retry_info(), None);
+        assert!(s.get_details_retry_info().is_none());
 
         let s = Status::from(ProviderError::ResourceExhausted("no room".into()));
         assert_eq!(kind_of_status(&s), Some(FailureKind::Capacity));

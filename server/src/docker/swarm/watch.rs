@@ -299,9 +299,11 @@ mod tests {
                 exit_code: Some(137),
                 oom_killed: false,
                 reason: String::new(),
+                failure_kind: pb::FailureKind::SandboxGone as i32,
             }),
         };
         let event = event_of(message, &filter).unwrap();
+        assert_eq!(event.failure_kind, Some(crate::failure::FailureKind::SandboxGone));
         assert_eq!(event.kind, EventKind::Stopped);
         assert_eq!(event.sandbox.created_ns, 7_000_000);
         assert_eq!(event.sandbox.metadata.get("run").map(String::as_str), Some("r1"));
