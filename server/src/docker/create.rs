@@ -360,6 +360,10 @@ impl DockerProvider {
         match agent.await_ready(name, bound).await {
             Ok(shell) if shell.is_empty() => Ok("sh".into()),
             Ok(shell) => Ok(shell),
+            // The agent's own words lead its detail: past the deadline is CREATE_TIMEOUT.
+            Err(Some(detail)) if detail.starts_with("the readiness probe did not pass within") => {
+                Err(ProviderError::ReadyTimeout(format!("sandbox {name:?}: {detail}")))
+            }
             Err(Some(detail)) => {
                 Err(ProviderError::CreateVerification(format!("sandbox {name:?}: {detail}")))
             }

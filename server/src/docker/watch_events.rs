@@ -101,9 +101,9 @@ impl Follower {
                 expiry(hub);
                 let oom_killed = self.oom.remove(&name);
                 let exit_code = attributes.get("exitCode").and_then(|c| c.parse().ok());
-                let failure_kind = match (oom_killed, on_purpose) {
-                    (true, _) => Some(FailureKind::OomKilled),
-                    (false, true) => None,
+                let failure_kind = match (on_purpose, oom_killed) {
+                    (true, _) => None,
+                    (false, true) => Some(FailureKind::OomKilled),
                     (false, false) => Some(FailureKind::SandboxGone),
                 };
                 hub.publish(SandboxEvent { exit_code, oom_killed, failure_kind, ..make(EventKind::Stopped) });
