@@ -2,6 +2,16 @@
 
 use std::fmt;
 
+pub use sandboxd_proto::contract::FailureKind;
+use sandboxd_proto::contract::FAILURE_DOMAIN;
+use tonic_types::StatusExt;
+
+/// The failure kind a status carries as a `google.rpc.ErrorInfo` of the `sandboxd` domain.
+pub fn failure_kind_of(status: &tonic::Status) -> Option<FailureKind> {
+    let info = status.get_details_error_info()?;
+    (info.domain == FAILURE_DOMAIN).then(|| FailureKind::from_reason(&info.reason)).flatten()
+}
+
 /// Everything a client call can fail with. Server errors keep their gRPC code; nothing the
 /// server sends makes the client panic.
 #[derive(Debug, thiserror::Error)]
@@ -16,6 +26,8 @@ pub enum ClientError {
         code: tonic::Code,
         /// The server's message.
         message: String,
+        /// Why, when the server named a failure kind (its `google.rpc.ErrorInfo` detail).
+        failure_kind: Option<FailureKind>,
     },
     /// A client-side check refused the call (for example an undeclared port or a stopped
     /// sandbox); the message says what is allowed.
@@ -40,7 +52,11 @@ pub enum ClientError {
 
 impl From<tonic::Status> for ClientError {
     fn from(status: tonic::Status) -> Self {
-        ClientError::Status { code: status.code(), message: status.message().to_string() }
+        ClientError::Status {
+            code: status.code(),
+            message: status.message().to_string(),
+            failure_kind: failure_kind_of(&status),
+        }
     }
 }
 
@@ -64,6 +80,16 @@ impl ClientError {
         match self {
             ClientError::Status { message, .. } => message.clone(),
             other => other.to_string(),
+        }
+    }
+
+    /// The failure kind the server named (OOM_KILLED, SANDBOX_GONE, CAPACITY, ...), if any:
+    /// what a trainer branches on (mask the rollout, retry it, count it).
+    pub fn failure_kind(&self) -> Option<FailureKind> {
+        match self {
+            ClientError::Status { failure_kind, .. } => *failure_kind,
+            ClientError::Transport(_) => Some(FailureKind::DaemonUnavailable),
+            _ => None,
         }
     }
 

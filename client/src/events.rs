@@ -93,6 +93,9 @@ pub struct SandboxEvent {
     pub oom_killed: bool,
     /// REMOVED, LEASE_EXPIRED: who or why.
     pub reason: String,
+    /// STOPPED, REMOVED: why it ended when its owner did not end it (OOM_KILLED,
+    /// SANDBOX_GONE).
+    pub failure_kind: Option<crate::FailureKind>,
 }
 
 /// The events of one `Watch` call, in order.
@@ -114,6 +117,7 @@ impl WatchStream {
             time_unix_ms: event.time_unix_ms,
             exit_code: event.exit_code,
             oom_killed: event.oom_killed,
+            failure_kind: crate::FailureKind::from_wire(event.failure_kind),
             reason: event.reason,
         }))
     }

@@ -35,7 +35,7 @@ pub use access::{Grant, TokenScope};
 pub use branching::{DiffEntry, DiffKind, Fork, Snapshot};
 pub use client::{BearerAuth, Client, RawClient};
 pub use descriptor::IntoSandboxRef;
-pub use error::{ClientError, Result};
+pub use error::{failure_kind_of, ClientError, FailureKind, Result};
 pub use events::{EventKind, SandboxEvent, SandboxStats, StatsStream, WatchOptions, WatchStream};
 pub use exec_stream::{ExecEvent, ExecEventStream, ExecExit};
 pub use files::{

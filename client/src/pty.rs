@@ -241,7 +241,7 @@ impl PtySession {
                 if closed && code == tonic::Code::Cancelled {
                     Ok(Vec::new())
                 } else {
-                    Err(ClientError::Status { code, message })
+                    Err(ClientError::Status { code, message, failure_kind: None })
                 }
             }
             Some(StreamEnd::Ended) | None if closed => Ok(Vec::new()),
@@ -322,7 +322,7 @@ impl PtySession {
         match end {
             Some(StreamEnd::Exited(code)) => Ok(code),
             Some(StreamEnd::Failed { code, message }) if !(closed && code == tonic::Code::Cancelled) => {
-                Err(ClientError::Status { code, message })
+                Err(ClientError::Status { code, message, failure_kind: None })
             }
             Some(StreamEnd::Ended) if !closed => {
                 Err(ClientError::Pty("the session ended without an exit status".to_string()))
@@ -371,7 +371,7 @@ impl PtySession {
         }
         match self.inner.state.borrow().end.clone() {
             Some(StreamEnd::Failed { code, message }) if code != tonic::Code::Cancelled => {
-                Err(ClientError::Status { code, message })
+                Err(ClientError::Status { code, message, failure_kind: None })
             }
             _ => Ok(()),
         }

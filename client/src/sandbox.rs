@@ -365,15 +365,21 @@ impl Sandbox {
     /// Removes the sandbox and ends this handle's terminal sessions. Idempotent: a second call
     /// makes no call, and a sandbox already gone (`NOT_FOUND`) counts as stopped.
     pub async fn stop(&self) -> Result<()> {
+        self.stop_with_usage().await.map(|_| ())
+    }
+
+    /// As [`Self::stop`], returning what the sandbox used over its life (`None` when this
+    /// handle had stopped it already, it was gone, or the server could not read it).
+    pub async fn stop_with_usage(&self) -> Result<Option<proto::SandboxUsage>> {
         let mut stopped = self.inner.stopped.lock().await;
         if *stopped {
-            return Ok(());
+            return Ok(None);
         }
-        match self.rpc().close(proto::CloseRequest { sandbox_id: self.id().to_string() }).await {
-            Ok(_) => {}
-            Err(status) if status.code() == tonic::Code::NotFound => {}
+        let usage = match self.rpc().close(proto::CloseRequest { sandbox_id: self.id().to_string() }).await {
+            Ok(response) => response.into_inner().usage,
+            Err(status) if status.code() == tonic::Code::NotFound => None,
             Err(status) => return Err(status.into()),
-        }
+        };
         *stopped = true;
         if let Ok(mut flag) = self.inner.stopped_flag.lock() {
             *flag = true;
@@ -385,7 +391,15 @@ impl Sandbox {
                 session.abandon();
             }
         }
-        Ok(())
+        Ok(usage)
+    }
+
+    /// What the sandbox used so far: wall time, CPU, peak memory, disk and network bytes,
+    /// processes started.
+    pub async fn usage(&self) -> Result<proto::SandboxUsage> {
+        self.ensure_live()?;
+        let response = self.rpc().usage(proto::UsageRequest { sandbox_id: self.id().to_string() }).await?;
+        response.into_inner().usage.ok_or_else(|| ClientError::Protocol("UsageResponse without usage".into()))
     }
 
     /// Terminal sessions of this sandbox.

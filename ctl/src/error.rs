@@ -9,12 +9,14 @@ use sandboxd_client::ClientError;
 pub struct CtlError {
     pub code: Option<tonic::Code>,
     pub message: String,
+    /// The failure kind the server named, printed after the message (`[OOM_KILLED]`).
+    pub failure_kind: Option<sandboxd_client::FailureKind>,
 }
 
 impl CtlError {
     /// A failure on this side (bad argument, local file) with no gRPC code.
     pub fn local(message: impl Into<String>) -> Self {
-        Self { code: None, message: message.into() }
+        Self { code: None, message: message.into(), failure_kind: None }
     }
 
     /// Prefixes the message with what was being done.
@@ -30,13 +32,17 @@ impl From<ClientError> for CtlError {
             ClientError::Io(_) | ClientError::InvalidArgument(_) => None,
             other => Some(other.code()),
         };
-        Self { code, message: e.message() }
+        Self { code, message: e.message(), failure_kind: e.failure_kind() }
     }
 }
 
 impl From<tonic::Status> for CtlError {
     fn from(s: tonic::Status) -> Self {
-        Self { code: Some(s.code()), message: s.message().to_string() }
+        Self {
+            code: Some(s.code()),
+            message: s.message().to_string(),
+            failure_kind: sandboxd_client::failure_kind_of(&s),
+        }
     }
 }
 
@@ -51,8 +57,12 @@ impl fmt::Display for CtlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let message: Vec<&str> = self.message.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
         match self.code {
-            Some(code) => write!(f, "{}: {}", sandboxd_client::code_name(code), message.join(" | ")),
-            None => f.write_str(&message.join(" | ")),
+            Some(code) => write!(f, "{}: {}", sandboxd_client::code_name(code), message.join(" | "))?,
+            None => f.write_str(&message.join(" | "))?,
+        }
+        match self.failure_kind {
+            Some(kind) => write!(f, " [{}]", kind.reason()),
+            None => Ok(()),
         }
     }
 }

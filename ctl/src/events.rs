@@ -127,6 +127,9 @@ fn line(event: &SandboxEvent) -> String {
     if event.oom_killed {
         out.push_str("  oom_killed");
     }
+    if let Some(kind) = event.failure_kind {
+        out.push_str(&format!("  failure={}", kind.reason()));
+    }
     if !event.reason.is_empty() {
         out.push_str(&format!("  reason={:?}", event.reason));
     }
@@ -140,8 +143,37 @@ fn json(event: &SandboxEvent) -> serde_json::Value {
         "time_unix_ms": event.time_unix_ms,
         "exit_code": event.exit_code,
         "oom_killed": event.oom_killed,
+        "failure_kind": event.failure_kind.map(|k| k.reason()),
         "reason": event.reason,
         "sandbox": event.sandbox.as_ref().map(inventory::json),
+    })
+}
+
+#[derive(Debug, Args)]
+pub struct UsageArgs {
+    /// The sandbox.
+    sandbox_id: String,
+}
+
+/// `sandboxctl usage ID`: the sandbox's totals so far, as one JSON object.
+pub async fn usage(client: &Client, args: UsageArgs) -> Result<i32, CtlError> {
+    let request = sandboxd_client::proto::UsageRequest { sandbox_id: args.sandbox_id.clone() };
+    let response = client.raw().usage(request).await.map_err(|e| CtlError::from(e).context(&args.sandbox_id))?;
+    let u = response.into_inner().usage.unwrap_or_default();
+    println!("{}", usage_json(&u));
+    Ok(0)
+}
+
+/// A `SandboxUsage` as JSON (also what `rm --usage` prints per sandbox).
+pub fn usage_json(u: &sandboxd_client::proto::SandboxUsage) -> serde_json::Value {
+    serde_json::json!({
+        "wall_time_s": u.wall_time_s,
+        "cpu_time_s": u.cpu_time_s,
+        "peak_memory_bytes": u.peak_memory_bytes,
+        "disk_write_bytes": u.disk_write_bytes,
+        "network_rx_bytes": u.network_rx_bytes,
+        "network_tx_bytes": u.network_tx_bytes,
+        "processes_started": u.processes_started,
     })
 }
 
@@ -286,10 +318,11 @@ mod tests {
             exit_code: Some(137),
             oom_killed: true,
             reason: String::new(),
+            failure_kind: Some(sandboxd_client::FailureKind::OomKilled),
         };
         assert_eq!(
             line(&event),
-            "1970-01-01T00:00:01.000Z  stopped        sandboxd-1  exit_code=137  oom_killed"
+            "1970-01-01T00:00:01.000Z  stopped        sandboxd-1  exit_code=137  oom_killed  failure=OOM_KILLED"
         );
     }
 }

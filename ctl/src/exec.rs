@@ -66,7 +66,7 @@ pub async fn run(client: &Client, args: ExecArgs) -> Result<i32, CtlError> {
             write_out(&mut std::io::stdout(), &response.stdout)?;
             write_out(&mut std::io::stderr(), &response.stderr)?;
             // Unary `Exec` carries a failure's reason in stderr, printed above.
-            Ok(finish(response.return_code, &response.error_type, ""))
+            Ok(finish(response.return_code, &response.error_type, "", response.failure_kind))
         }
         Err(status) => Err(status.into()),
     }
@@ -79,7 +79,7 @@ async fn streamed(mut stream: tonic::Streaming<proto::ExecStreamResponse>) -> Re
             Some(Response::Stdout(bytes)) => write_out(&mut std::io::stdout(), &bytes)?,
             Some(Response::Stderr(bytes)) => write_out(&mut std::io::stderr(), &bytes)?,
             Some(Response::Exit(exit)) => {
-                return Ok(finish(exit.return_code, &exit.error_type, &exit.message))
+                return Ok(finish(exit.return_code, &exit.error_type, &exit.message, exit.failure_kind))
             }
             None => {}
         }
@@ -87,6 +87,7 @@ async fn streamed(mut stream: tonic::Streaming<proto::ExecStreamResponse>) -> Re
     Err(CtlError {
         code: Some(tonic::Code::Internal),
         message: "the exec stream ended without an exit".into(),
+        failure_kind: None,
     })
 }
 
@@ -96,9 +97,13 @@ fn write_out(out: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// The exit code, saying on stderr when (and why) the command did not run to its own exit.
-fn finish(return_code: i32, error_type: &str, message: &str) -> i32 {
+fn finish(return_code: i32, error_type: &str, message: &str, failure_kind: i32) -> i32 {
+    let kind = sandboxd_client::FailureKind::from_wire(failure_kind);
     if !error_type.is_empty() {
         eprintln!("sandboxctl: {}", not_finished(return_code, error_type, message));
+    }
+    if let Some(kind) = kind {
+        eprintln!("sandboxctl: failure kind {}", kind.reason());
     }
     return_code
 }

@@ -107,6 +107,9 @@ enum Command {
     Events(events::EventsArgs),
     /// Print sandboxes' CPU, memory, network and block I/O use (as `docker stats --no-stream`).
     Stats(events::StatsArgs),
+    /// Print what a sandbox used so far (wall time, CPU, peak memory, disk and network bytes,
+    /// processes started) as JSON.
+    Usage(events::UsageArgs),
     /// Mint a narrower token for one sandbox (--scope operate|read) and print it.
     Grant(access::GrantArgs),
     /// Revoke a token by its id (and every token granted from it).
@@ -181,6 +184,7 @@ async fn run(cli: Cli) -> Result<i32, CtlError> {
         Command::Volume(args) => runtime::volume(&client, args).await,
         Command::Events(args) => events::events(&client, args).await,
         Command::Stats(args) => events::stats(&client, args).await,
+        Command::Usage(args) => events::usage(&client, args).await,
         Command::Grant(args) => access::grant(&client, args).await,
         Command::Revoke(args) => access::revoke(&client, args).await,
         Command::Pool(args) => pools::run(&client, args).await,

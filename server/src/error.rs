@@ -23,6 +23,12 @@ pub enum ProviderError {
     /// The new container never passed its readiness probe; it was removed.
     #[error("readiness verification failed: {0}")]
     CreateVerification(String),
+    /// The new container did not pass its readiness probe before its deadline; it was removed.
+    #[error("readiness verification failed: {0}")]
+    ReadyTimeout(String),
+    /// The create as a whole ran out of time (the call's deadline or `server.create_timeout_s`).
+    #[error("timed out: {0}")]
+    CreateTimeout(String),
     /// The sandbox exists but is not running.
     #[error("sandbox {0:?} is not running")]
     Stopped(String),

@@ -45,6 +45,11 @@ pub struct ErrorTypeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailureLabels {
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DirectionLabels {
     pub direction: String,
 }
@@ -162,6 +167,8 @@ pub struct Metrics {
     pub docker_duration: Family<CommandLabels, Histogram, fn() -> Histogram>,
     pub permit_wait: Histogram,
     pub exec_results: Family<ErrorTypeLabels, Counter>,
+    /// Failures by kind (`FailureKind`'s reason): failed calls and failed exec results.
+    pub failures: Family<FailureLabels, Counter>,
     pub bytes: Family<DirectionLabels, Counter>,
     pub sandbox_usage: SandboxUsage,
     /// Per tenant (only with `server.auth.tenants_file`): sandboxes, CPUs and memory reserved
@@ -185,6 +192,7 @@ impl Metrics {
             docker_duration: Family::new_with_constructor(seconds_histogram),
             permit_wait: seconds_histogram(),
             exec_results: Family::default(),
+            failures: Family::default(),
             bytes: Family::default(),
             sandbox_usage: SandboxUsage::default(),
             tenant_sandboxes: Family::default(),
@@ -225,6 +233,11 @@ impl Metrics {
             "exec_results",
             "Exec results by error type (none: the command ran to its exit)",
             m.exec_results.clone(),
+        );
+        registry.register(
+            "failures",
+            "Failed calls and exec results by failure kind (OOM_KILLED, SANDBOX_GONE, ...)",
+            m.failures.clone(),
         );
         registry.register("transfer_bytes", "File bytes moved by Upload and Download", m.bytes.clone());
         m.sandbox_usage.register(&mut registry);
@@ -268,6 +281,11 @@ impl Metrics {
     pub fn exec_result(&self, error_type: &str) {
         let error_type = if error_type.is_empty() { "none" } else { error_type };
         self.exec_results.get_or_create(&ErrorTypeLabels { error_type: error_type.into() }).inc();
+    }
+
+    /// Counts one failure of `kind` (a failed call or an exec result that names one).
+    pub fn failure(&self, kind: sandboxd_proto::contract::FailureKind) {
+        self.failures.get_or_create(&FailureLabels { kind: kind.reason().into() }).inc();
     }
 
     /// Counts file bytes moved in `direction` (`upload`, `download`).

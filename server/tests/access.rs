@@ -190,6 +190,9 @@ async fn two_tenants_cannot_see_or_touch_each_other_and_quotas_refuse_with_nothi
     assert_eq!(refused.code(), Code::ResourceExhausted);
     let msg = refused.message();
     assert!(msg.contains("sandboxes") && msg.contains("limit 1") && msg.contains("in use 1"), "{msg}");
+    // ... as QUOTA (an ErrorInfo the caller can branch on) with a retry delay.
+    assert_eq!(sandboxd_client::failure_kind_of(&refused), Some(sandboxd_client::FailureKind::Quota));
+    assert!(tonic_types::StatusExt::get_details_retry_info(&refused).is_some_and(|r| r.retry_delay.is_some()));
     assert_eq!(containers(&label), before, "a refused create made a container");
     // Snapshots: red's quota is 0.
     let snap = c

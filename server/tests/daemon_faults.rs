@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use sandboxd_client::proto;
+use sandboxd_client::{failure_kind_of, proto, FailureKind};
 use testkit::images::BUSYBOX;
 use testkit::private_docker::PrivateDocker;
 use testkit::raw::{busybox, create_id, RawClient};
@@ -103,10 +103,17 @@ async fn daemon_killed_mid_exec_answers_unavailable_and_recovers() {
     assert_serves_again(&mut client).await;
     match answer {
         // The docker client lost its daemon: the README's "the Docker daemon cannot be reached".
-        Err(status) => assert_eq!(status.code(), Code::Unavailable, "{status:?}"),
+        // Either way its failure kind is DAEMON_UNAVAILABLE (not the task's fault).
+        Err(status) => {
+            assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+            assert_eq!(failure_kind_of(&status), Some(FailureKind::DaemonUnavailable), "{status:?}");
+        }
         // Or the exec is reported as refused by the container or daemon (125, "sandbox"),
         // never as the command's own exit status.
-        Ok(out) => assert_eq!((out.return_code, out.error_type.as_str()), (125, "sandbox"), "{out:?}"),
+        Ok(out) => {
+            assert_eq!((out.return_code, out.error_type.as_str()), (125, "sandbox"), "{out:?}");
+            assert_eq!(out.failure_kind, FailureKind::DaemonUnavailable as i32, "{out:?}");
+        }
     }
 }
 
@@ -138,6 +145,7 @@ async fn daemon_gone_during_create_answers_unavailable_and_leaves_no_container()
     assert_serves_again(&mut client).await;
     let status = answer.expect_err("a create whose daemon died cannot succeed");
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert_eq!(failure_kind_of(&status), Some(FailureKind::DaemonUnavailable), "{status:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -157,6 +157,7 @@ impl Pty<'_> {
                     return_code: code,
                     error_type: None,
                     usage: None,
+                    failure_kind: None,
                 },
                 Err(ClientError::Timeout) => {
                     failed_with_output(ExecErrorType::Timeout, normalize_terminal_output(&output), Vec::new())
@@ -252,6 +253,7 @@ async fn run_marked(session: &PtySession, command: &str, deadline: Option<Instan
                         return_code: code,
                         error_type: None,
                         usage: None,
+                        failure_kind: None,
                     },
                     None => failed_with_output(ExecErrorType::Pty, stdout, b"the session ended".to_vec()),
                 };
@@ -268,6 +270,7 @@ async fn run_marked(session: &PtySession, command: &str, deadline: Option<Instan
                         return_code: hit.code,
                         error_type: None,
                         usage: None,
+                        failure_kind: None,
                     };
                 }
             }

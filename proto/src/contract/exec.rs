@@ -1,6 +1,7 @@
 //! What a command did: its result (unary `Exec`), how a streamed one ended (`ExecExit`), the
 //! events of a stream, and their wire mapping.
 
+use super::failure::FailureKind;
 use super::words::ExecErrorType;
 
 /// Return code of an exec that did not reach the command's exit (Docker's own convention).
@@ -55,6 +56,8 @@ pub struct ExecResult {
     pub error_type: Option<ExecErrorType>,
     /// What the command's process tree used, when the exec engine measures it.
     pub usage: Option<ExecUsage>,
+    /// Why the command produced no result of its own (`None`: it ran to its exit).
+    pub failure_kind: Option<FailureKind>,
 }
 
 impl ExecResult {
@@ -66,6 +69,10 @@ impl ExecResult {
             return_code: SANDBOX_RUNTIME_RETURN_CODE,
             error_type: Some(error_type),
             usage: None,
+            failure_kind: Some(match error_type {
+                ExecErrorType::Timeout => FailureKind::Timeout,
+                _ => FailureKind::Internal,
+            }),
         }
     }
 
@@ -93,6 +100,7 @@ impl From<crate::v1::ExecResponse> for ExecResult {
             return_code: r.return_code,
             error_type: ExecErrorType::from_response(&r.error_type),
             usage: r.usage.map(ExecUsage::from),
+            failure_kind: FailureKind::from_wire(r.failure_kind),
         }
     }
 }
@@ -105,6 +113,7 @@ impl From<ExecResult> for crate::v1::ExecResponse {
             return_code: r.return_code,
             error_type: ExecErrorType::to_wire(r.error_type),
             usage: r.usage.map(Into::into),
+            failure_kind: FailureKind::to_wire(r.failure_kind),
         }
     }
 }
@@ -119,6 +128,8 @@ pub struct ExecExit {
     pub error_type: Option<ExecErrorType>,
     /// What the command's process tree used, when the exec engine measures it.
     pub usage: Option<ExecUsage>,
+    /// As [`ExecResult::failure_kind`].
+    pub failure_kind: Option<FailureKind>,
     /// Why the command did not run to its exit (a missing cwd, an unknown user, a timeout);
     /// empty when it did.
     pub message: String,
@@ -132,7 +143,13 @@ impl From<ExecResult> for ExecExit {
             Some(_) => String::from_utf8_lossy(&r.stderr).trim().to_string(),
             None => String::new(),
         };
-        ExecExit { return_code: r.return_code, error_type: r.error_type, usage: r.usage, message }
+        ExecExit {
+            return_code: r.return_code,
+            error_type: r.error_type,
+            usage: r.usage,
+            failure_kind: r.failure_kind,
+            message,
+        }
     }
 }
 
@@ -142,6 +159,7 @@ impl From<crate::v1::ExecExit> for ExecExit {
             return_code: x.return_code,
             error_type: ExecErrorType::from_response(&x.error_type),
             usage: x.usage.map(ExecUsage::from),
+            failure_kind: FailureKind::from_wire(x.failure_kind),
             message: x.message,
         }
     }
@@ -153,6 +171,7 @@ impl From<ExecExit> for crate::v1::ExecExit {
             return_code: x.return_code,
             error_type: ExecErrorType::to_wire(x.error_type),
             usage: x.usage.map(Into::into),
+            failure_kind: FailureKind::to_wire(x.failure_kind),
             message: x.message,
         }
     }

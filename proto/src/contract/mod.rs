@@ -10,6 +10,7 @@
 mod descriptor;
 mod diff;
 mod exec;
+mod failure;
 mod logs;
 mod pty;
 mod words;
@@ -17,6 +18,7 @@ mod words;
 pub use descriptor::*;
 pub use diff::*;
 pub use exec::*;
+pub use failure::*;
 pub use logs::*;
 pub use pty::*;
 pub use words::*;

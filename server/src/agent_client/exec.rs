@@ -21,7 +21,7 @@ const NEXT_CHECK: Duration = Duration::from_secs(10);
 const KILL_GRACE: Duration = Duration::from_secs(5);
 
 /// What a call gets when the channel ends under it.
-pub(super) const AGENT_LOST: &str =
+pub(crate) const AGENT_LOST: &str =
     "the sandbox's exec agent went away during the call (killed inside the sandbox, or \
      the sandbox stopped); the next call starts a new one";
 

@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 use sandboxd_agent::protocol;
 
 use self::channel::{parse_facts, AgentChannel, OpenError, Transport};
-use self::exec::{drive, Sink, AGENT_LOST, FIRST_CHECK};
+pub(crate) use self::exec::AGENT_LOST;
+use self::exec::{drive, Sink, FIRST_CHECK};
 use self::run_dirs::{InFlight, RunDirs};
 use crate::backends::docker::argv;
 use crate::backends::docker::cli::{DockerCli, Pool};

@@ -272,6 +272,19 @@ pub trait SandboxBackend: Send + Sync + 'static {
         Err(ProviderError::Unavailable(format!("this backend cannot read the usage of sandbox {id}")))
     }
 
+    /// How a streamed exec's end reads once the backend has looked (its failure kind: an OOM
+    /// kill, a sandbox gone, a lost agent); a paused sandbox may be the `Paused` error. The
+    /// unary `exec` does this itself.
+    async fn settle_exec(&self, handle: &SandboxHandle, result: ExecResult) -> Result<ExecResult> {
+        let _ = handle;
+        Ok(result)
+    }
+
+    /// What the sandbox used since it started (running or paused; `Stopped` otherwise).
+    async fn usage(&self, id: &SandboxId) -> Result<crate::core::usage::SandboxUsage> {
+        Err(ProviderError::Unimplemented(format!("this backend cannot read the usage of sandbox {id}")))
+    }
+
     /// Enforce `plan` on the running sandbox `id`, replacing what was enforced before, from
     /// outside the sandbox so nothing in it can undo it. A backend that cannot refuses.
     async fn apply_egress(&self, id: &SandboxId, plan: &crate::egress::EgressPlan) -> Result<()> {

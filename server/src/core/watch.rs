@@ -58,6 +58,9 @@ pub struct SandboxEvent {
     pub exit_code: Option<i32>,
     pub oom_killed: bool,
     pub reason: String,
+    /// STOPPED and REMOVED: why it ended when its owner did not end it (OOM_KILLED, or
+    /// SANDBOX_GONE when stopped or removed from outside).
+    pub failure_kind: Option<crate::core::failure::FailureKind>,
 }
 
 impl SandboxEvent {
@@ -164,6 +167,13 @@ impl EventHub {
         self.expiring.lock().unwrap_or_else(|p| p.into_inner()).remove(sandbox_id)
     }
 
+    /// Whether a removal of `sandbox_id` was announced and has not happened yet (its STOPPED
+    /// event is then this service's doing, not a failure).
+    pub fn expects_removal(&self, sandbox_id: &str) -> bool {
+        self.reasons.lock().unwrap_or_else(|p| p.into_inner()).contains_key(sandbox_id)
+            || self.expiring.lock().unwrap_or_else(|p| p.into_inner()).contains(sandbox_id)
+    }
+
     /// The reason announced for removing `sandbox_id`, taken (the removal has happened).
     pub fn take_reason(&self, sandbox_id: &str) -> Option<String> {
         self.reasons.lock().unwrap_or_else(|p| p.into_inner()).remove(sandbox_id)
@@ -227,6 +237,7 @@ mod tests {
             exit_code: None,
             oom_killed: false,
             reason: String::new(),
+            failure_kind: None,
         }
     }
 

@@ -21,11 +21,12 @@ pub(super) async fn exec_stream(
     let mut stream = async {
         let (handle, command, params, capped) = exec_request(api, request).await?;
         let stream = api.backend().exec_stream(&handle, &command, &params).await?;
-        Ok::<_, Status>((stream, capped))
+        Ok::<_, Status>((stream, capped, handle))
     }
     .instrument(span.clone())
     .await?;
     let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let backend = api.backend().clone();
     tokio::spawn(
         async move {
             let _slot = slot;
@@ -40,9 +41,10 @@ pub(super) async fn exec_stream(
                 let item = match event {
                     StreamEvent::Stdout(data) => Ok(ExecEvent::Stdout(data)),
                     StreamEvent::Stderr(data) => Ok(ExecEvent::Stderr(data)),
-                    StreamEvent::Exit(result) => {
-                        exec_outcome(result, capped).map(|result| ExecEvent::Exit(result.into()))
-                    }
+                    StreamEvent::Exit(result) => match backend.settle_exec(&stream.2, result).await {
+                        Ok(result) => exec_outcome(result, capped).map(|result| ExecEvent::Exit(result.into())),
+                        Err(e) => Err(Status::from(e)),
+                    },
                 };
                 let item = item.map(pb::ExecStreamResponse::from);
                 if tx.send(item).await.is_err() {

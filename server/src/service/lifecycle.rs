@@ -148,9 +148,10 @@ pub(super) async fn close(
         api.authorize(&principal, id.as_str(), Scope::Owner).await?;
         // Watchers learn who removed it (`SandboxEvent.reason`).
         api.lifecycle.announce_removal(&id, &super::watch::closed_by(&principal));
+        let usage = super::usage::before_close(api, &id).await;
         api.lifecycle.close(&id).await?;
         api.egress.forget(id.as_str());
-        Ok(Response::new(pb::CloseResponse {}))
+        Ok(Response::new(pb::CloseResponse { usage }))
     }
     .instrument(span)
     .await

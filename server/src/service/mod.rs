@@ -27,6 +27,7 @@ mod server;
 mod stats;
 mod status;
 mod stream_limit;
+mod usage;
 mod watch;
 
 use std::pin::Pin;
@@ -475,5 +476,9 @@ impl SandboxService for SandboxApi {
         request: Request<pb::WatchDirRequest>,
     ) -> Result<Response<Self::WatchDirStream>, Status> {
         fs::watch_dir(self, request).await
+    }
+
+    async fn usage(&self, request: Request<pb::UsageRequest>) -> Result<Response<pb::UsageResponse>, Status> {
+        usage::usage(self, request).await
     }
 }

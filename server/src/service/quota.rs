@@ -65,9 +65,11 @@ fn exhausted(
     limit: impl std::fmt::Display,
     used: impl std::fmt::Display,
 ) -> Status {
-    Status::resource_exhausted(format!(
-        "tenant {tenant:?} is at its quota {quota}: limit {limit}, in use {used}"
-    ))
+    crate::core::failure::status(
+        tonic::Code::ResourceExhausted,
+        format!("tenant {tenant:?} is at its quota {quota}: limit {limit}, in use {used}"),
+        Some(crate::core::failure::FailureKind::Quota),
+    )
 }
 
 /// The tenant whose quotas apply to this caller (a token of a tenant's sandbox counts too).

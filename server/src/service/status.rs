@@ -1,4 +1,5 @@
-//! Provider errors as gRPC statuses a client can act on (the table in the README).
+//! Provider errors as gRPC statuses a client can act on (the table in the README), each with
+//! its failure kind where one applies (`crate::core::failure`).
 
 use tonic::{Code, Status};
 
@@ -15,6 +16,7 @@ impl From<ProviderError> for Status {
             | ProviderError::SessionNotFound(_) => Code::NotFound,
             ProviderError::Create(_)
             | ProviderError::CreateVerification(_)
+            | ProviderError::ReadyTimeout(_)
             | ProviderError::Stopped(_)
             | ProviderError::Paused(_)
             | ProviderError::SnapshotInUse(_)
@@ -26,13 +28,14 @@ impl From<ProviderError> for Status {
             ProviderError::AlreadyExists(_) => Code::AlreadyExists,
             ProviderError::ResourceExhausted(_) => Code::ResourceExhausted,
             ProviderError::Unavailable(_) => Code::Unavailable,
-            ProviderError::Timeout(_) => Code::DeadlineExceeded,
+            ProviderError::Timeout(_) | ProviderError::CreateTimeout(_) => Code::DeadlineExceeded,
             ProviderError::Docker(_) | ProviderError::Io(_) => Code::Internal,
             ProviderError::FailedPrecondition(_) => Code::FailedPrecondition,
             ProviderError::ProcessNotFound(_) => Code::NotFound,
             ProviderError::Aborted(_) => Code::Aborted,
         };
-        Status::new(code, err.to_string())
+        // The kind travels as a `google.rpc.ErrorInfo` detail (crate::core::failure).
+        crate::core::failure::status(code, err.to_string(), crate::core::failure::kind_of(&err))
     }
 }
 
@@ -70,6 +73,8 @@ mod tests {
             (ProviderError::ProcessNotFound("x".into()), Code::NotFound),
             (ProviderError::Aborted("x".into()), Code::Aborted),
             (ProviderError::AlreadyExists("x".into()), Code::AlreadyExists),
+            (ProviderError::ReadyTimeout("x".into()), Code::FailedPrecondition),
+            (ProviderError::CreateTimeout("x".into()), Code::DeadlineExceeded),
         ];
         for (err, code) in cases {
             assert_eq!(Status::from(err).code(), code);

@@ -105,6 +105,7 @@ pub(super) async fn watch(
                     exit_code: None,
                     oom_killed: false,
                     reason: String::new(),
+                    failure_kind: None,
                 };
                 if tx.send(Ok(wire(&event))).await.is_err() {
                     return;
@@ -200,6 +201,7 @@ fn wire(event: &SandboxEvent) -> pb::WatchResponse {
             exit_code: event.exit_code,
             oom_killed: event.oom_killed,
             reason: event.reason.clone(),
+            failure_kind: crate::core::failure::FailureKind::to_wire(event.failure_kind),
         }),
     }
 }

@@ -4,26 +4,42 @@
 from .client import Client, ClientOptions, ExecOptions, PathArg, PtyOptions, UploadSource, WatchDirStream
 from .connection import DEFAULT_ADDRESS, RetryPolicy, TlsConfig
 from .errors import (
+    FAILURE_CLASSES,
+    AgentLost,
     AlreadyExists,
     Cancelled,
+    CapacityExhausted,
+    CommandTimedOut,
     CreateFailed,
+    CreateRejected,
+    CreateTimedOut,
     CreateVerificationFailed,
+    DaemonUnavailable,
     DeadlineExceeded,
+    ExecRefused,
     FailedPrecondition,
+    Failure,
     FileNotFound,
     InternalError,
+    InternalFailure,
     InvalidArgument,
+    NodeLost,
     NotFound,
+    OomKilled,
     PermissionDenied,
     PtySessionError,
+    QuotaExceeded,
     ResourceExhausted,
     SandboxdError,
+    SandboxGone,
     SandboxNotFound,
+    SandboxPaused,
     SandboxUnavailable,
     Unauthenticated,
     Unimplemented,
 )
 from .events import SandboxEvent, SandboxEventKind, SandboxStats
+from .failures import FailureKind
 from .processes import ForwardConnection, ProcessAttached, ProcessEvent, ProcessExited, ProcessInfo, ProcessOutput
 from .pty import SIGNALS, PtySession
 from .sandbox import AsyncSandbox, PtyOpener
@@ -49,6 +65,7 @@ from .types import (
     SandboxRef,
     SandboxSpec,
     SandboxStatus,
+    SandboxUsage,
     SnapshotInfo,
     Stderr,
     Stdout,
@@ -59,6 +76,23 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "FAILURE_CLASSES",
+    "AgentLost",
+    "CapacityExhausted",
+    "CommandTimedOut",
+    "CreateRejected",
+    "CreateTimedOut",
+    "DaemonUnavailable",
+    "ExecRefused",
+    "Failure",
+    "FailureKind",
+    "InternalFailure",
+    "NodeLost",
+    "OomKilled",
+    "QuotaExceeded",
+    "SandboxGone",
+    "SandboxPaused",
+    "SandboxUsage",
     "AlreadyExists",
     "AsyncSandbox",
     "FileEntry",

@@ -20,6 +20,7 @@ from .closing import AsyncClosing
 from .connection import DEFAULT_ADDRESS, RetryPolicy, TlsConfig, normalize_address, open_channel
 from .errors import DeadlineExceeded, SandboxdError, Unimplemented, from_rpc_error
 from .events import SandboxEvent, SandboxStats
+from .failures import kind_from_wire
 from .processes import ForwardConnection, ProcessEvent, ProcessInfo, process_event, request_stream
 from .pty import PtySession
 from .types import (
@@ -41,6 +42,7 @@ from .types import (
     SandboxRef,
     SandboxSpec,
     SandboxStatus,
+    SandboxUsage,
     SnapshotInfo,
     Stderr,
     Stdout,
@@ -414,6 +416,7 @@ class Client(AsyncClosing):
                             return_code=int(msg.exit.return_code),
                             error_type=msg.exit.error_type or None,
                             usage=ExecUsage.from_proto(msg.exit.usage) if msg.exit.HasField("usage") else None,
+                            failure_kind=kind_from_wire(msg.exit.failure_kind),
                         )
             except grpc.RpcError as exc:
                 error = from_rpc_error(exc)
@@ -424,7 +427,7 @@ class Client(AsyncClosing):
                     yield Stdout(result.stdout)
                 if result.stderr:
                     yield Stderr(result.stderr)
-                yield ExecExit(result.return_code, result.error_type, result.usage)
+                yield ExecExit(result.return_code, result.error_type, result.usage, result.failure_kind)
         finally:
             call.cancel()
 
@@ -570,15 +573,25 @@ class Client(AsyncClosing):
         )
         return Endpoint(url=response.endpoint, headers=dict(response.headers))
 
-    async def close_sandbox(self, sandbox_id: str, *, deadline_s: float | None = None) -> None:
-        """Remove the sandbox (closing one that is already gone succeeds)."""
-        await self._unary(
+    async def close_sandbox(self, sandbox_id: str, *, deadline_s: float | None = None) -> SandboxUsage | None:
+        """Remove the sandbox (closing one that is already gone succeeds); returns what it used
+        over its life (None when the server could not read it, e.g. it had stopped)."""
+        response = await self._unary(
             "Close",
             pb.CloseRequest(sandbox_id=sandbox_id),
             pb.CloseResponse,
             deadline_s=deadline_s,
             idempotent=True,
         )
+        return SandboxUsage.from_proto(response.usage) if response.HasField("usage") else None
+
+    async def usage(self, sandbox_id: str, *, deadline_s: float | None = None) -> SandboxUsage:
+        """What the live sandbox used so far: wall time, CPU, peak memory, disk and network
+        bytes, processes started (a stopped one raises `FailedPrecondition`)."""
+        response = await self._unary(
+            "Usage", pb.UsageRequest(sandbox_id=sandbox_id), pb.UsageResponse, deadline_s=deadline_s, idempotent=True
+        )
+        return SandboxUsage.from_proto(response.usage)
 
     async def open_pty(
         self,

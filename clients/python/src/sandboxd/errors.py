@@ -8,8 +8,11 @@ the class (``except SandboxNotFound``) or on the code. All derive from `Sandboxd
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import grpc
+
+from .failures import FailureKind, status_details
 
 __all__ = [
     "SandboxdError",
@@ -31,13 +34,32 @@ __all__ = [
     "Cancelled",
     "InternalError",
     "from_rpc_error",
+    "Failure",
+    "CommandTimedOut",
+    "OomKilled",
+    "SandboxGone",
+    "SandboxPaused",
+    "AgentLost",
+    "DaemonUnavailable",
+    "NodeLost",
+    "CreateTimedOut",
+    "CapacityExhausted",
+    "QuotaExceeded",
+    "CreateRejected",
+    "ExecRefused",
+    "InternalFailure",
+    "FAILURE_CLASSES",
 ]
 
 
 class SandboxdError(RuntimeError):
-    """A call failed. `code` is the gRPC status code (None for failures found on this side)."""
+    """A call failed. `code` is the gRPC status code (None for failures found on this side);
+    `failure_kind` the kind the server named (None when it named none); `retry_after_s` how
+    long to wait before retrying a CAPACITY or QUOTA refusal."""
 
     code: grpc.StatusCode | None
+    failure_kind: FailureKind | None = None
+    retry_after_s: float | None = None
 
     def __init__(self, details: str, code: grpc.StatusCode | None = None) -> None:
         super().__init__(details if code is None else f"{code.name}: {details}")
@@ -113,6 +135,134 @@ class InternalError(SandboxdError):
     """INTERNAL (or UNKNOWN/DATA_LOSS): any other server-side failure."""
 
 
+class Failure(SandboxdError):
+    """An error the server named a failure kind for. Every instance is also the class of its
+    gRPC code (``except FailedPrecondition`` still catches a paused sandbox), so callers can
+    branch on the kind (``except OomKilled``) or on `failure_kind`."""
+
+    failure_kind: FailureKind | None = None
+
+    @property
+    def is_task_fault(self) -> bool:
+        """The task itself caused it: count the rollout rather than mask it."""
+        return self.failure_kind is not None and self.failure_kind.is_task_fault
+
+    @property
+    def is_retry_safe(self) -> bool:
+        """Calling again (a new sandbox for a lost one) duplicates nothing."""
+        return self.failure_kind is not None and self.failure_kind.is_retry_safe
+
+
+class CommandTimedOut(Failure):
+    """TIMEOUT: the command ran past its timeout."""
+
+    failure_kind = FailureKind.TIMEOUT
+
+
+class OomKilled(Failure):
+    """OOM_KILLED: the sandbox's cgroup hit its memory cap and the kernel killed a process."""
+
+    failure_kind = FailureKind.OOM_KILLED
+
+
+class SandboxGone(Failure):
+    """SANDBOX_GONE: the sandbox was removed, killed or stopped (from outside, or closed)."""
+
+    failure_kind = FailureKind.SANDBOX_GONE
+
+
+class SandboxPaused(Failure):
+    """SANDBOX_PAUSED: the sandbox is frozen; resume it and call again."""
+
+    failure_kind = FailureKind.SANDBOX_PAUSED
+
+
+class AgentLost(Failure):
+    """AGENT_LOST: the in-sandbox agent went away during the call."""
+
+    failure_kind = FailureKind.AGENT_LOST
+
+
+class DaemonUnavailable(Failure):
+    """DAEMON_UNAVAILABLE: the container runtime could not be reached or did not answer."""
+
+    failure_kind = FailureKind.DAEMON_UNAVAILABLE
+
+
+class NodeLost(Failure):
+    """NODE_LOST: the cluster node running the sandbox is lost."""
+
+    failure_kind = FailureKind.NODE_LOST
+
+
+class CreateTimedOut(Failure):
+    """CREATE_TIMEOUT: a create did not become ready before its deadline."""
+
+    failure_kind = FailureKind.CREATE_TIMEOUT
+
+
+class CapacityExhausted(Failure):
+    """CAPACITY: no room on the server; retry after `retry_after_s`."""
+
+    failure_kind = FailureKind.CAPACITY
+
+
+class QuotaExceeded(Failure):
+    """QUOTA: the tenant's quota is used up; retry after closing sandboxes."""
+
+    failure_kind = FailureKind.QUOTA
+
+
+class CreateRejected(Failure):
+    """CREATE_FAILED: the create failed for its spec or image (missing image, bad entrypoint)."""
+
+    failure_kind = FailureKind.CREATE_FAILED
+
+
+class ExecRefused(Failure):
+    """EXEC_REFUSED: the command could not start as asked (missing cwd, unknown user)."""
+
+    failure_kind = FailureKind.EXEC_REFUSED
+
+
+class InternalFailure(Failure):
+    """INTERNAL: a failure of the service or runtime no other kind names."""
+
+    failure_kind = FailureKind.INTERNAL
+
+
+FAILURE_CLASSES: dict[FailureKind, type[Failure]] = {
+    cls.failure_kind: cls
+    for cls in (
+        CommandTimedOut,
+        OomKilled,
+        SandboxGone,
+        SandboxPaused,
+        AgentLost,
+        DaemonUnavailable,
+        NodeLost,
+        CreateTimedOut,
+        CapacityExhausted,
+        QuotaExceeded,
+        CreateRejected,
+        ExecRefused,
+        InternalFailure,
+    )
+    if cls.failure_kind is not None
+}
+
+_COMBINED: dict[tuple[type[SandboxdError], type[Failure]], type[SandboxdError]] = {}
+
+
+def _with_kind(code_cls: type[SandboxdError], kind: FailureKind) -> type[SandboxdError]:
+    """The class that is both `code_cls` and the kind's class (made once per pair)."""
+    kind_cls = FAILURE_CLASSES[kind]
+    key = (code_cls, kind_cls)
+    if key not in _COMBINED:
+        _COMBINED[key] = type(f"{kind_cls.__name__}{code_cls.__name__}", (kind_cls, code_cls), {})
+    return _COMBINED[key]
+
+
 _BY_CODE: dict[grpc.StatusCode, type[SandboxdError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.OUT_OF_RANGE: InvalidArgument,
@@ -150,4 +300,10 @@ def from_rpc_error(error: grpc.RpcError, *, call: str = "") -> SandboxdError:
         cls = PtySessionError
     if code == grpc.StatusCode.UNIMPLEMENTED:
         details = f"{details} (this sandboxd server does not implement the call)"
-    return cls(details, code)
+    trailing: Any = getattr(error, "trailing_metadata", None)
+    kind, retry_after = status_details(trailing() if callable(trailing) else None)
+    if kind is not None:
+        cls = _with_kind(cls, kind)
+    exc = cls(details, code)
+    exc.retry_after_s = retry_after
+    return exc

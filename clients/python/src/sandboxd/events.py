@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass
 
 from ._pb import sandbox_pb2 as pb
+from .failures import FailureKind, kind_from_wire
 from .types import SandboxInfo
 
 __all__ = ["SandboxEvent", "SandboxEventKind", "SandboxStats"]
@@ -54,6 +55,9 @@ class SandboxEvent:
     exit_code: int | None
     oom_killed: bool
     reason: str
+    failure_kind: FailureKind | None = None
+    """STOPPED and REMOVED: why it ended when its owner did not end it (OOM_KILLED,
+    SANDBOX_GONE); None otherwise."""
 
     @classmethod
     def from_proto(cls, msg: pb.SandboxEvent) -> SandboxEvent:
@@ -65,6 +69,7 @@ class SandboxEvent:
             exit_code=int(msg.exit_code) if msg.HasField("exit_code") else None,
             oom_killed=bool(msg.oom_killed),
             reason=msg.reason,
+            failure_kind=kind_from_wire(msg.failure_kind),
         )
 
 

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from nemo_gym.sandbox.providers import base as _gym_base
 from nemo_gym.sandbox.providers.base import (
     SandboxCreateError,
     SandboxCreateVerificationError,
@@ -56,6 +57,7 @@ from .errors import (
     SandboxUnavailable,
     Unimplemented,
 )
+from .failures import FailureKind
 from .gym_pty import SandboxdPtySession
 from .gym_runtime import RuntimeCapabilities, runtime_spec_fields
 from .processes import ProcessExited, ProcessOutput
@@ -142,6 +144,30 @@ def _names_a_directory(exc: SandboxdError) -> bool:
     return "is a directory" in exc.details
 
 
+# Whether the installed Gym's exec result carries `duration_ms` (measured in the sandbox), and
+# whether it has `SandboxResourceUsage(wall_time_s, cpu_time_s, peak_memory_mib)`.
+_HAS_DURATION = "duration_ms" in {f.name for f in dataclasses.fields(SandboxExecResult)}
+_GYM_RESOURCE_USAGE: Any = getattr(_gym_base, "SandboxResourceUsage", None)
+# Close-time usage kept per sandbox for `resource_usage` after `close` (the oldest dropped).
+_KEPT_USAGE = 4096
+
+
+def gym_error_type(kind: FailureKind | None, fallback: str | None) -> str | None:
+    """Gym's `error_type` for a failure kind: the kind's name in lower case ("timeout",
+    "oom_killed", "sandbox_gone", "agent_lost", ...), so a trainer can tell the task's
+    failures from the infrastructure's; `fallback` ("sandbox" or None) when the server named
+    no kind."""
+    return kind.value.lower() if kind is not None else fallback
+
+
+def _exec_result(**fields: Any) -> SandboxExecResult:
+    """Gym's exec result, with `duration_ms` only where the installed Gym has the field."""
+    duration_ms = fields.pop("duration_ms", None)
+    if _HAS_DURATION:
+        fields["duration_ms"] = duration_ms
+    return SandboxExecResult(**fields)
+
+
 def _timed_out(timeout_s: float | None, stdout: str, stderr: str) -> SandboxExecResult:
     """Gym's shape of a timed-out exec (as its Docker provider: no stdout unless some was kept,
     a stderr that says it timed out, 125)."""
@@ -215,6 +241,7 @@ class SandboxdProvider(RuntimeCapabilities):
         )
         # Sandboxes this provider was asked to close: a PTY session of one ends as "sandbox gone".
         self._closing: set[str] = set()
+        self._closed_usage: dict[str, sd.SandboxUsage] = {}
         # Clients presenting a token a connected descriptor carried (`serialize_handle(scope=)`).
         self._token_clients: dict[str, Client] = {}
 
@@ -309,22 +336,28 @@ class SandboxdProvider(RuntimeCapabilities):
             return _timed_out(timeout_s, "", str(exc))
         except (NotFound, FailedPrecondition, SandboxUnavailable) as exc:
             return SandboxExecResult(
-                stdout="", stderr=str(exc), return_code=SANDBOX_RUNTIME_RETURN_CODE, error_type="sandbox"
+                stdout="",
+                stderr=str(exc),
+                return_code=SANDBOX_RUNTIME_RETURN_CODE,
+                error_type=gym_error_type(exc.failure_kind, "sandbox"),
             )
+        duration_ms = None if result.usage is None else result.usage.wall_time_s * 1000.0
         if result.error_type == "timeout":
             return _timed_out(timeout_s, _text(result.stdout), _text(result.stderr))
         if result.error_type == "sandbox" and _start_failure(_text(result.stderr)):
-            return SandboxExecResult(
+            return _exec_result(
                 stdout=_text(result.stdout) + _text(result.stderr),
                 stderr="",
                 return_code=EXEC_START_FAILED_RETURN_CODE,
                 error_type=None,
+                duration_ms=duration_ms,
             )
-        return SandboxExecResult(
+        return _exec_result(
             stdout=_text(result.stdout),
             stderr=_text(result.stderr),
             return_code=result.return_code,
-            error_type=result.error_type,
+            error_type=gym_error_type(result.failure_kind, result.error_type),
+            duration_ms=duration_ms,
         )
 
     async def upload_file(self, handle: SandboxHandle, source_path: Path, target_path: str) -> None:
@@ -383,7 +416,27 @@ class SandboxdProvider(RuntimeCapabilities):
         """Remove the sandbox (already gone counts as success)."""
         sandbox_id = _ref(handle).sandbox_id
         self._closing.add(sandbox_id)
-        await self._client_for(handle).close_sandbox(sandbox_id)
+        usage = await self._client_for(handle).close_sandbox(sandbox_id)
+        if usage is not None:
+            if len(self._closed_usage) >= _KEPT_USAGE:
+                self._closed_usage.pop(next(iter(self._closed_usage)))
+            self._closed_usage[sandbox_id] = usage
+
+    async def resource_usage(self, handle: SandboxHandle) -> Any:
+        """What the sandbox used (so far, or over its life once closed): Gym's
+        `SandboxResourceUsage(wall_time_s, cpu_time_s, peak_memory_mib)` when the installed Gym
+        has it, else sandboxd's `SandboxUsage` (which has those and more)."""
+        sandbox_id = _ref(handle).sandbox_id
+        usage = self._closed_usage.get(sandbox_id)
+        if usage is None:
+            usage = await self._client_for(handle).usage(sandbox_id)
+        if _GYM_RESOURCE_USAGE is None:
+            return usage
+        return _GYM_RESOURCE_USAGE(
+            wall_time_s=usage.wall_time_s,
+            cpu_time_s=usage.cpu_time_s,
+            peak_memory_mib=usage.peak_memory_bytes / (1024 * 1024),
+        )
 
     async def aclose(self) -> None:
         for client in self._token_clients.values():

@@ -22,6 +22,7 @@ from .types import (
     SandboxRef,
     SandboxSpec,
     SandboxStatus,
+    SandboxUsage,
     SnapshotInfo,
 )
 
@@ -71,6 +72,8 @@ class AsyncSandbox(AsyncClosing):
         self.shell = shell
         self._owns_client = owns_client
         self._closed = False
+        # What the sandbox used over its life, as `close` returned it.
+        self.final_usage: SandboxUsage | None = None
 
     # --- construction --------------------------------------------------------------------
 
@@ -211,10 +214,15 @@ class AsyncSandbox(AsyncClosing):
         """This sandbox's resource usage now (`Client.stats`)."""
         return await self.client.stats(self.sandbox_id, deadline_s=deadline_s)
 
+    async def usage(self, *, deadline_s: float | None = None) -> SandboxUsage:
+        """What this sandbox used so far (`Client.usage`)."""
+        return await self.client.usage(self.sandbox_id, deadline_s=deadline_s)
+
     async def close(self, *, deadline_s: float | None = None) -> None:
-        """Remove the sandbox (idempotent; one already gone counts as closed)."""
+        """Remove the sandbox (idempotent; one already gone counts as closed). What it used
+        over its life is kept in `final_usage`."""
         if not self._closed:
-            await self.client.close_sandbox(self.sandbox_id, deadline_s=deadline_s)
+            self.final_usage = await self.client.close_sandbox(self.sandbox_id, deadline_s=deadline_s)
             self._closed = True
         if self._owns_client:
             await self.client.close()

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._pb import sandbox_pb2 as pb
+from .failures import FailureKind, kind_from_wire
 
 __all__ = [
     "SandboxStatus",
@@ -314,6 +315,8 @@ class ExecResult:
 
     `error_type` is None when the command ran to its exit, "timeout" when it was stopped at its
     timeout, "sandbox" when the container or daemon failed it (then `return_code` is 125).
+    `failure_kind` says why it produced no result of its own (OOM_KILLED on a command the
+    kernel killed for memory, SANDBOX_GONE, AGENT_LOST, ...); None when it ran to its exit.
     """
 
     stdout: bytes
@@ -321,6 +324,7 @@ class ExecResult:
     return_code: int
     error_type: str | None = None
     usage: ExecUsage | None = None
+    failure_kind: FailureKind | None = None
 
     @property
     def ok(self) -> bool:
@@ -342,6 +346,7 @@ class ExecResult:
             return_code=int(msg.return_code),
             error_type=msg.error_type or None,
             usage=ExecUsage.from_proto(msg.usage) if msg.HasField("usage") else None,
+            failure_kind=kind_from_wire(msg.failure_kind),
         )
 
 
@@ -515,6 +520,32 @@ class ExecExit:
     return_code: int
     error_type: str | None = None
     usage: ExecUsage | None = None
+    failure_kind: FailureKind | None = None
+
+
+@dataclass(frozen=True)
+class SandboxUsage:
+    """What a sandbox used over its life so far (`Usage`, and what `Close` returns)."""
+
+    wall_time_s: float
+    cpu_time_s: float
+    peak_memory_bytes: int
+    disk_write_bytes: int
+    network_rx_bytes: int
+    network_tx_bytes: int
+    processes_started: int
+
+    @classmethod
+    def from_proto(cls, msg: pb.SandboxUsage) -> SandboxUsage:
+        return cls(
+            wall_time_s=msg.wall_time_s,
+            cpu_time_s=msg.cpu_time_s,
+            peak_memory_bytes=int(msg.peak_memory_bytes),
+            disk_write_bytes=int(msg.disk_write_bytes),
+            network_rx_bytes=int(msg.network_rx_bytes),
+            network_tx_bytes=int(msg.network_tx_bytes),
+            processes_started=int(msg.processes_started),
+        )
 
 
 ExecEvent = Stdout | Stderr | ExecExit

@@ -200,6 +200,14 @@ impl SandboxBackend for DockerProvider {
         DockerProvider::stats(self, id).await
     }
 
+    async fn usage(&self, id: &SandboxId) -> Result<crate::core::usage::SandboxUsage> {
+        DockerProvider::usage(self, id).await
+    }
+
+    async fn settle_exec(&self, handle: &SandboxHandle, result: ExecResult) -> Result<ExecResult> {
+        DockerProvider::settle_exec(self, &handle.sandbox_id, result).await
+    }
+
     async fn apply_egress(&self, id: &SandboxId, plan: &crate::egress::EgressPlan) -> Result<()> {
         DockerProvider::apply_egress(self, id.as_str(), plan).await
     }

@@ -179,7 +179,7 @@ impl DockerProvider {
         let (result, timed_out) = match tokio::time::timeout(timeout, work).instrument(span).await {
             Ok(result) => (result, false),
             Err(_) => {
-                let e = ProviderError::Timeout(format!(
+                let e = ProviderError::CreateTimeout(format!(
                     "create of {sandbox_id} did not finish within {timeout:?} (the call's deadline or server.create_timeout_s)"
                 ));
                 (Err(e), true)
@@ -447,6 +447,10 @@ impl DockerProvider {
         match agent.await_ready(name, bound).await {
             Ok(shell) if shell.is_empty() => Ok("sh".into()),
             Ok(shell) => Ok(shell),
+            // The agent's own words lead its detail: past the deadline is CREATE_TIMEOUT.
+            Err(Some(detail)) if detail.starts_with("the readiness probe did not pass within") => {
+                Err(ProviderError::ReadyTimeout(format!("sandbox {name:?}: {detail}")))
+            }
             Err(Some(detail)) => {
                 Err(ProviderError::CreateVerification(format!("sandbox {name:?}: {detail}")))
             }
@@ -504,7 +508,7 @@ impl DockerProvider {
                 }
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(ProviderError::CreateVerification(format!(
+                return Err(ProviderError::ReadyTimeout(format!(
                     "sandbox {name:?} did not pass its readiness probe within {}s: {last_detail}",
                     patience.unwrap_or_default().as_secs_f64()
                 )));

@@ -7,6 +7,7 @@ use super::transport::ExecSpec;
 use crate::core::backend::ExecStream;
 use crate::core::spec::{ExecErrorType, ExecParams, ExecResult, SandboxHandle, User};
 use crate::error::{ProviderError, Result};
+use crate::core::spec::{ExecParams, ExecResult, SandboxHandle, User};
 
 impl DockerProvider {
     /// Run `<shell> -c <command>`; command failure is a result. Only bad arguments are errors.
@@ -17,17 +18,11 @@ impl DockerProvider {
         params: &ExecParams,
     ) -> Result<ExecResult> {
         let user = self.admit(handle, command, params)?;
+        self.note_started(&handle.sandbox_id);
         let result = self.engine.exec(ExecSpec::on(handle, command, params, user.as_deref())).await;
-        // No inspect before every exec: only a sandbox failure asks whether it was a pause.
-        if result.error_type == Some(ExecErrorType::Sandbox) && self.is_paused_now(&handle.sandbox_id).await {
-            return Err(ProviderError::Paused(handle.sandbox_id.clone()));
-        }
-        Ok(result)
-    }
-
-    /// Whether docker says the container is paused right now (unknown counts as not).
-    async fn is_paused_now(&self, name: &str) -> bool {
-        matches!(self.inspect(name).await, Ok(Some(found)) if found.state == super::state::ContainerState::Paused)
+        // No inspect before every exec: only a failure (or a SIGKILL) asks the daemon why,
+        // and a pause is the `Paused` error (usage.rs).
+        self.settle_exec(&handle.sandbox_id, result).await
     }
 
     /// As `run_command`, with output delivered as it is produced; dropping the stream stops
@@ -39,6 +34,7 @@ impl DockerProvider {
         params: &ExecParams,
     ) -> Result<ExecStream> {
         let user = self.admit(handle, command, params)?;
+        self.note_started(&handle.sandbox_id);
         Ok(self.engine.exec_stream(ExecSpec::on(handle, command, params, user.as_deref())).await)
     }
 

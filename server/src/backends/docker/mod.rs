@@ -47,6 +47,7 @@ mod stats;
 mod status;
 pub mod tarstream;
 mod transfer;
+mod usage;
 pub mod transport;
 mod watch_events;
 

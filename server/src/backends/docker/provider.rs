@@ -117,6 +117,8 @@ pub struct DockerProvider {
     pub(super) disks_dir: PathBuf,
     pub(super) disks: Mutex<HashMap<String, PathBuf>>,
     pub(super) disks_pruned_ms: std::sync::atomic::AtomicI64,
+    /// Processes started and OOM kills attributed, per sandbox (`usage.rs`).
+    pub(super) usage_book: crate::core::usage::UsageBook,
 }
 
 impl DockerProvider {
@@ -198,6 +200,7 @@ impl DockerProvider {
             disks_dir: state_dir.join("disks"),
             disks: Mutex::default(),
             disks_pruned_ms: Default::default(),
+            usage_book: Default::default(),
         })
     }
 

@@ -74,6 +74,7 @@ impl DockerProvider {
         self.release_pty_sessions(&handle.sandbox_id, true).await;
         self.forget(&handle.sandbox_id);
         self.engine.forget(&handle.sandbox_id);
+        self.forget_usage(&handle.sandbox_id);
         self.remember_closed(&handle.sandbox_id);
         self.states.record(&handle.sandbox_id, None);
         self.remove_container(&handle.sandbox_id).await?;

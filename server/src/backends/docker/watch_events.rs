@@ -14,6 +14,7 @@ use super::argv::{CREATING_NAME_PREFIX, PORTS_LABEL};
 use super::labels::metadata_from_labels;
 use crate::core::inventory::SandboxSummary;
 use crate::core::watch::{EventHub, EventKind, SandboxEvent};
+use crate::core::failure::FailureKind;
 
 /// Reason of a removal nobody announced.
 pub const REMOVED_OUTSIDE: &str = "removed outside this service";
@@ -67,6 +68,7 @@ impl Follower {
             exit_code: None,
             oom_killed: false,
             reason: String::new(),
+            failure_kind: None,
         };
         let expiry = |hub: &EventHub| {
             if hub.take_expiry(&sandbox_id) {
@@ -94,10 +96,17 @@ impl Follower {
                 self.oom.insert(name);
             }
             ("die", false) => {
+                // Not a failure when this service is removing it (a close, an expired lease).
+                let on_purpose = hub.expects_removal(&sandbox_id);
                 expiry(hub);
                 let oom_killed = self.oom.remove(&name);
                 let exit_code = attributes.get("exitCode").and_then(|c| c.parse().ok());
-                hub.publish(SandboxEvent { exit_code, oom_killed, ..make(EventKind::Stopped) });
+                let failure_kind = match (on_purpose, oom_killed) {
+                    (true, _) => None,
+                    (false, true) => Some(FailureKind::OomKilled),
+                    (false, false) => Some(FailureKind::SandboxGone),
+                };
+                hub.publish(SandboxEvent { exit_code, oom_killed, failure_kind, ..make(EventKind::Stopped) });
             }
             ("die", true) => {
                 self.oom.remove(&name);
@@ -105,8 +114,10 @@ impl Follower {
             ("destroy", creating) => {
                 expiry(hub);
                 let fallback = if creating { CREATE_UNFINISHED } else { REMOVED_OUTSIDE };
-                let reason = hub.take_reason(&sandbox_id).unwrap_or_else(|| fallback.to_string());
-                hub.publish(SandboxEvent { reason, ..make(EventKind::Removed) });
+                let announced = hub.take_reason(&sandbox_id);
+                let failure_kind = (announced.is_none() && !creating).then_some(FailureKind::SandboxGone);
+                let reason = announced.unwrap_or_else(|| fallback.to_string());
+                hub.publish(SandboxEvent { reason, failure_kind, ..make(EventKind::Removed) });
             }
             _ => {}
         }
@@ -177,8 +188,24 @@ mod tests {
         assert!(got.iter().all(|e| e.sandbox.sandbox_id == id && e.tenant.as_deref() == Some("a")));
         assert_eq!(got[0].sandbox.metadata.get("run").map(String::as_str), Some("r1"));
         assert_eq!((got[3].exit_code, got[3].oom_killed), (Some(137), true));
+        assert_eq!(got[3].failure_kind, Some(FailureKind::OomKilled));
         assert_eq!(got[4].reason, "closed by the operator");
+        assert_eq!(got[4].failure_kind, None, "a close is no failure");
         assert_eq!(got[4].time_unix_ms, 5);
+    }
+
+    #[test]
+    fn an_end_from_outside_is_sandbox_gone() {
+        let hub = EventHub::new(64);
+        let mut rx = hub.subscribe();
+        let mut f = Follower::default();
+        let id = format!("sandboxd-{HEX}");
+        f.line(&hub, &line("die", &id, r#","exitCode":"137""#));
+        f.line(&hub, &line("destroy", &id, ""));
+        let got: Vec<std::sync::Arc<SandboxEvent>> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+        assert_eq!(got.len(), 2);
+        assert!(got.iter().all(|e| e.failure_kind == Some(FailureKind::SandboxGone)), "{got:?}");
+        assert_eq!(got[1].reason, REMOVED_OUTSIDE);
     }
 
     #[test]

@@ -59,7 +59,7 @@ impl SwarmBackend {
         };
         let result = match tokio::time::timeout(plan.timeout, work).await {
             Ok(r) => r,
-            Err(_) => Err(ProviderError::Timeout(format!(
+            Err(_) => Err(ProviderError::CreateTimeout(format!(
                 "create of {id} did not finish within {:?} (the call's deadline or server.create_timeout_s)",
                 plan.timeout
             ))),
@@ -102,6 +102,7 @@ impl SwarmBackend {
             exit_code: None,
             oom_killed: false,
             reason: String::new(),
+            failure_kind: None,
         });
     }
 
@@ -137,7 +138,9 @@ impl SwarmBackend {
                 }
             }
             if start.elapsed() > limit {
-                return Err(ProviderError::Timeout(format!("the task of {id} did not run within {limit:?}")));
+                return Err(ProviderError::CreateTimeout(format!(
+                    "the task of {id} did not run within {limit:?}"
+                )));
             }
             tokio::time::sleep(delay).await;
             delay = (delay * 2).min(Duration::from_millis(250));

@@ -205,10 +205,14 @@ where
                 if closing {
                     return local_close(parts).await;
                 }
-                return Ok(Status::unavailable(format!(
-                    "sandbox {id} runs on node {} ({}), which Swarm reads as {}",
-                    node.hostname, node.addr, node.state
-                ))
+                return Ok(crate::core::failure::status(
+                    tonic::Code::Unavailable,
+                    format!(
+                        "sandbox {id} runs on node {} ({}), which Swarm reads as {}",
+                        node.hostname, node.addr, node.state
+                    ),
+                    Some(crate::core::failure::FailureKind::NodeLost),
+                )
                 .into_http());
             }
             let mut channel = match swarm.channel(&node.addr) {

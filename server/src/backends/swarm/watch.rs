@@ -268,6 +268,7 @@ fn event_of(message: pb::WatchResponse, filter: &WatchFilter) -> Option<SandboxE
         exit_code: e.exit_code,
         oom_killed: e.oom_killed,
         reason: e.reason,
+        failure_kind: crate::core::failure::FailureKind::from_wire(e.failure_kind),
     })
 }
 
@@ -300,9 +301,11 @@ mod tests {
                 exit_code: Some(137),
                 oom_killed: false,
                 reason: String::new(),
+                failure_kind: pb::FailureKind::SandboxGone as i32,
             }),
         };
         let event = event_of(message, &filter).unwrap();
+        assert_eq!(event.failure_kind, Some(crate::core::failure::FailureKind::SandboxGone));
         assert_eq!(event.kind, EventKind::Stopped);
         assert_eq!(event.sandbox.created_ns, 7_000_000);
         assert_eq!(event.sandbox.metadata.get("run").map(String::as_str), Some("r1"));

@@ -64,6 +64,23 @@ class FileEventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FILE_EVENT_TYPE_MODIFY: _ClassVar[FileEventType]
     FILE_EVENT_TYPE_REMOVE: _ClassVar[FileEventType]
     FILE_EVENT_TYPE_RENAME: _ClassVar[FileEventType]
+
+class FailureKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FAILURE_KIND_UNSPECIFIED: _ClassVar[FailureKind]
+    FAILURE_KIND_TIMEOUT: _ClassVar[FailureKind]
+    FAILURE_KIND_OOM_KILLED: _ClassVar[FailureKind]
+    FAILURE_KIND_SANDBOX_GONE: _ClassVar[FailureKind]
+    FAILURE_KIND_SANDBOX_PAUSED: _ClassVar[FailureKind]
+    FAILURE_KIND_AGENT_LOST: _ClassVar[FailureKind]
+    FAILURE_KIND_DAEMON_UNAVAILABLE: _ClassVar[FailureKind]
+    FAILURE_KIND_NODE_LOST: _ClassVar[FailureKind]
+    FAILURE_KIND_CREATE_TIMEOUT: _ClassVar[FailureKind]
+    FAILURE_KIND_CAPACITY: _ClassVar[FailureKind]
+    FAILURE_KIND_QUOTA: _ClassVar[FailureKind]
+    FAILURE_KIND_CREATE_FAILED: _ClassVar[FailureKind]
+    FAILURE_KIND_EXEC_REFUSED: _ClassVar[FailureKind]
+    FAILURE_KIND_INTERNAL: _ClassVar[FailureKind]
 SANDBOX_STATUS_UNSPECIFIED: SandboxStatus
 SANDBOX_STATUS_STARTING: SandboxStatus
 SANDBOX_STATUS_RUNNING: SandboxStatus
@@ -101,6 +118,20 @@ FILE_EVENT_TYPE_CREATE: FileEventType
 FILE_EVENT_TYPE_MODIFY: FileEventType
 FILE_EVENT_TYPE_REMOVE: FileEventType
 FILE_EVENT_TYPE_RENAME: FileEventType
+FAILURE_KIND_UNSPECIFIED: FailureKind
+FAILURE_KIND_TIMEOUT: FailureKind
+FAILURE_KIND_OOM_KILLED: FailureKind
+FAILURE_KIND_SANDBOX_GONE: FailureKind
+FAILURE_KIND_SANDBOX_PAUSED: FailureKind
+FAILURE_KIND_AGENT_LOST: FailureKind
+FAILURE_KIND_DAEMON_UNAVAILABLE: FailureKind
+FAILURE_KIND_NODE_LOST: FailureKind
+FAILURE_KIND_CREATE_TIMEOUT: FailureKind
+FAILURE_KIND_CAPACITY: FailureKind
+FAILURE_KIND_QUOTA: FailureKind
+FAILURE_KIND_CREATE_FAILED: FailureKind
+FAILURE_KIND_EXEC_REFUSED: FailureKind
+FAILURE_KIND_INTERNAL: FailureKind
 
 class SandboxSpec(_message.Message):
     __slots__ = ("image", "ttl_s", "ready_timeout_s", "workdir", "env", "files", "metadata", "resources", "entrypoint", "ports", "provider_options", "snapshot_id", "pool", "network_policy", "network", "cap_add", "shm_size_bytes", "volumes", "runtime")
@@ -274,18 +305,20 @@ class ExecRequest(_message.Message):
     def __init__(self, sandbox_id: _Optional[str] = ..., command: _Optional[str] = ..., cwd: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., timeout_s: _Optional[float] = ..., user: _Optional[str] = ..., stdin: _Optional[bytes] = ...) -> None: ...
 
 class ExecResponse(_message.Message):
-    __slots__ = ("stdout", "stderr", "return_code", "error_type", "usage")
+    __slots__ = ("stdout", "stderr", "return_code", "error_type", "usage", "failure_kind")
     STDOUT_FIELD_NUMBER: _ClassVar[int]
     STDERR_FIELD_NUMBER: _ClassVar[int]
     RETURN_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_TYPE_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_KIND_FIELD_NUMBER: _ClassVar[int]
     stdout: bytes
     stderr: bytes
     return_code: int
     error_type: str
     usage: ExecUsage
-    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., return_code: _Optional[int] = ..., error_type: _Optional[str] = ..., usage: _Optional[_Union[ExecUsage, _Mapping]] = ...) -> None: ...
+    failure_kind: FailureKind
+    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., return_code: _Optional[int] = ..., error_type: _Optional[str] = ..., usage: _Optional[_Union[ExecUsage, _Mapping]] = ..., failure_kind: _Optional[_Union[FailureKind, str]] = ...) -> None: ...
 
 class ExecUsage(_message.Message):
     __slots__ = ("wall_time_s", "user_cpu_s", "system_cpu_s", "peak_rss_bytes")
@@ -300,16 +333,18 @@ class ExecUsage(_message.Message):
     def __init__(self, wall_time_s: _Optional[float] = ..., user_cpu_s: _Optional[float] = ..., system_cpu_s: _Optional[float] = ..., peak_rss_bytes: _Optional[int] = ...) -> None: ...
 
 class ExecExit(_message.Message):
-    __slots__ = ("return_code", "error_type", "usage", "message")
+    __slots__ = ("return_code", "error_type", "usage", "message", "failure_kind")
     RETURN_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_TYPE_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_KIND_FIELD_NUMBER: _ClassVar[int]
     return_code: int
     error_type: str
     usage: ExecUsage
     message: str
-    def __init__(self, return_code: _Optional[int] = ..., error_type: _Optional[str] = ..., usage: _Optional[_Union[ExecUsage, _Mapping]] = ..., message: _Optional[str] = ...) -> None: ...
+    failure_kind: FailureKind
+    def __init__(self, return_code: _Optional[int] = ..., error_type: _Optional[str] = ..., usage: _Optional[_Union[ExecUsage, _Mapping]] = ..., message: _Optional[str] = ..., failure_kind: _Optional[_Union[FailureKind, str]] = ...) -> None: ...
 
 class ExecStreamResponse(_message.Message):
     __slots__ = ("stdout", "stderr", "exit")
@@ -405,8 +440,10 @@ class CloseRequest(_message.Message):
     def __init__(self, sandbox_id: _Optional[str] = ...) -> None: ...
 
 class CloseResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("usage",)
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    usage: SandboxUsage
+    def __init__(self, usage: _Optional[_Union[SandboxUsage, _Mapping]] = ...) -> None: ...
 
 class PtyOpen(_message.Message):
     __slots__ = ("sandbox_id", "command", "cwd", "env", "rows", "cols", "user", "pipe", "detach_timeout_s")
@@ -806,7 +843,7 @@ class WatchRequest(_message.Message):
     def __init__(self, labels: _Optional[_Mapping[str, str]] = ..., statuses: _Optional[_Iterable[_Union[SandboxStatus, str]]] = ..., include_existing: _Optional[bool] = ...) -> None: ...
 
 class SandboxEvent(_message.Message):
-    __slots__ = ("kind", "sandbox_id", "sandbox", "time_unix_ms", "exit_code", "oom_killed", "reason")
+    __slots__ = ("kind", "sandbox_id", "sandbox", "time_unix_ms", "exit_code", "oom_killed", "reason", "failure_kind")
     KIND_FIELD_NUMBER: _ClassVar[int]
     SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
     SANDBOX_FIELD_NUMBER: _ClassVar[int]
@@ -814,6 +851,7 @@ class SandboxEvent(_message.Message):
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     OOM_KILLED_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_KIND_FIELD_NUMBER: _ClassVar[int]
     kind: SandboxEventKind
     sandbox_id: str
     sandbox: SandboxInfo
@@ -821,7 +859,8 @@ class SandboxEvent(_message.Message):
     exit_code: int
     oom_killed: bool
     reason: str
-    def __init__(self, kind: _Optional[_Union[SandboxEventKind, str]] = ..., sandbox_id: _Optional[str] = ..., sandbox: _Optional[_Union[SandboxInfo, _Mapping]] = ..., time_unix_ms: _Optional[int] = ..., exit_code: _Optional[int] = ..., oom_killed: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+    failure_kind: FailureKind
+    def __init__(self, kind: _Optional[_Union[SandboxEventKind, str]] = ..., sandbox_id: _Optional[str] = ..., sandbox: _Optional[_Union[SandboxInfo, _Mapping]] = ..., time_unix_ms: _Optional[int] = ..., exit_code: _Optional[int] = ..., oom_killed: _Optional[bool] = ..., reason: _Optional[str] = ..., failure_kind: _Optional[_Union[FailureKind, str]] = ...) -> None: ...
 
 class WatchResponse(_message.Message):
     __slots__ = ("event",)
@@ -1339,3 +1378,33 @@ class WatchDirResponse(_message.Message):
     EVENT_FIELD_NUMBER: _ClassVar[int]
     event: FileEvent
     def __init__(self, event: _Optional[_Union[FileEvent, _Mapping]] = ...) -> None: ...
+
+class SandboxUsage(_message.Message):
+    __slots__ = ("wall_time_s", "cpu_time_s", "peak_memory_bytes", "disk_write_bytes", "network_rx_bytes", "network_tx_bytes", "processes_started")
+    WALL_TIME_S_FIELD_NUMBER: _ClassVar[int]
+    CPU_TIME_S_FIELD_NUMBER: _ClassVar[int]
+    PEAK_MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DISK_WRITE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_RX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_TX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PROCESSES_STARTED_FIELD_NUMBER: _ClassVar[int]
+    wall_time_s: float
+    cpu_time_s: float
+    peak_memory_bytes: int
+    disk_write_bytes: int
+    network_rx_bytes: int
+    network_tx_bytes: int
+    processes_started: int
+    def __init__(self, wall_time_s: _Optional[float] = ..., cpu_time_s: _Optional[float] = ..., peak_memory_bytes: _Optional[int] = ..., disk_write_bytes: _Optional[int] = ..., network_rx_bytes: _Optional[int] = ..., network_tx_bytes: _Optional[int] = ..., processes_started: _Optional[int] = ...) -> None: ...
+
+class UsageRequest(_message.Message):
+    __slots__ = ("sandbox_id",)
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ...) -> None: ...
+
+class UsageResponse(_message.Message):
+    __slots__ = ("usage",)
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    usage: SandboxUsage
+    def __init__(self, usage: _Optional[_Union[SandboxUsage, _Mapping]] = ...) -> None: ...

@@ -255,6 +255,11 @@ class SandboxServiceStub:
                 request_serializer=sandbox_dot_v1_dot_sandbox__pb2.WatchDirRequest.SerializeToString,
                 response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.WatchDirResponse.FromString,
                 _registered_method=True)
+        self.Usage = channel.unary_unary(
+                '/sandbox.v1.SandboxService/Usage',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.UsageRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.UsageResponse.FromString,
+                _registered_method=True)
 
 
 class SandboxServiceServicer:
@@ -619,6 +624,16 @@ class SandboxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Usage(self, request, context):
+        """--- a trainer's loop ---
+
+        What a live sandbox has used so far (as `CloseResponse.usage`): wall time, CPU, peak
+        memory, disk and network bytes, processes started. A stopped one: FAILED_PRECONDITION.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -841,6 +856,11 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.WatchDir,
                     request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.WatchDirRequest.FromString,
                     response_serializer=sandbox_dot_v1_dot_sandbox__pb2.WatchDirResponse.SerializeToString,
+            ),
+            'Usage': grpc.unary_unary_rpc_method_handler(
+                    servicer.Usage,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.UsageRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.UsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2032,6 +2052,33 @@ class SandboxService:
             '/sandbox.v1.SandboxService/WatchDir',
             sandbox_dot_v1_dot_sandbox__pb2.WatchDirRequest.SerializeToString,
             sandbox_dot_v1_dot_sandbox__pb2.WatchDirResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Usage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/Usage',
+            sandbox_dot_v1_dot_sandbox__pb2.UsageRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.UsageResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -353,6 +353,19 @@ pub fn stats_inspect_args(name: &str) -> Vec<String> {
     ]
 }
 
+/// `docker inspect` of what `Usage` and the OOM check need: full id, init pid, state, whether
+/// Docker saw an OOM kill, and when it started.
+pub fn usage_inspect_args(name: &str) -> Vec<String> {
+    vec![
+        s("inspect"),
+        s("--type"),
+        s("container"),
+        s("-f"),
+        s("{{.Id}}\t{{.State.Pid}}\t{{.State.Status}}\t{{.State.OOMKilled}}\t{{.State.StartedAt}}"),
+        s(name),
+    ]
+}
+
 /// `docker ps -a` of every container carrying the ownership label (and `filters`), names only.
 pub fn ps_owned_args(filters: &[String]) -> Vec<String> {
     let mut a = vec![s("ps"), s("-a"), s("--no-trunc"), s("--filter"), format!("label={SANDBOX_LABEL}=1")];

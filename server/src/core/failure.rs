@@ -1,0 +1,106 @@
+//! Failure kinds on the service's side: which kind a provider error is (the one mapping, used
+//! by `From<ProviderError> for Status`), and a status that carries its kind as a
+//! `google.rpc.ErrorInfo` detail (domain `sandboxd`, reason the kind's name without
+//! `FAILURE_KIND_`), plus a `google.rpc.RetryInfo` where a retry should wait.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+pub use sandboxd_proto::contract::{FailureKind, FAILURE_DOMAIN};
+
+use crate::error::ProviderError;
+
+/// How long a caller refused for capacity or quota should wait before asking again.
+pub const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// The kind of a provider error; `None` for the caller's own mistakes (a bad argument, a
+/// missing file, a permission) that are no failure of the task or the infrastructure.
+pub fn kind_of(err: &ProviderError) -> Option<FailureKind> {
+    Some(match err {
+        ProviderError::SandboxNotFound(_) | ProviderError::Stopped(_) => FailureKind::SandboxGone,
+        ProviderError::Paused(_) => FailureKind::SandboxPaused,
+        ProviderError::ReadyTimeout(_) | ProviderError::CreateTimeout(_) => FailureKind::CreateTimeout,
+        ProviderError::Create(_) | ProviderError::CreateVerification(_) => FailureKind::CreateFailed,
+        // A docker call that could not reach the daemon or got no answer in time.
+        ProviderError::Unavailable(_) | ProviderError::Timeout(_) => FailureKind::DaemonUnavailable,
+        ProviderError::ResourceExhausted(_) => FailureKind::Capacity,
+        ProviderError::Docker(_) | ProviderError::Io(_) | ProviderError::Pty(_) => FailureKind::Internal,
+        ProviderError::InvalidArgument { .. }
+        | ProviderError::PermissionDenied(_)
+        | ProviderError::FileNotFound(_)
+        | ProviderError::SnapshotNotFound(_)
+        | ProviderError::SnapshotInUse(_)
+        | ProviderError::InUse(_)
+        | ProviderError::AlreadyExists(_)
+        | ProviderError::SessionNotFound(_)
+        | ProviderError::SessionHeld(_)
+        | ProviderError::OutOfRange(_)
+        | ProviderError::Unimplemented(_)
+        | ProviderError::FailedPrecondition(_)
+        | ProviderError::ProcessNotFound(_)
+        | ProviderError::Aborted(_) => return None,
+    })
+}
+
+/// A status of `code` carrying `kind` (counted in the `failures` metric); CAPACITY and QUOTA
+/// also carry a retry delay.
+pub fn status(code: Code, message: impl Into<String>, kind: Option<FailureKind>) -> Status {
+    let Some(kind) = kind else {
+        return Status::new(code, message);
+    };
+    crate::metrics::global().failure(kind);
+    let mut details = ErrorDetails::with_error_info(kind.reason(), FAILURE_DOMAIN, HashMap::new());
+    if matches!(kind, FailureKind::Capacity | FailureKind::Quota) {
+        details.set_retry_info(Some(RETRY_AFTER));
+    }
+    Status::with_error_details(code, message, details)
+}
+
+/// The kind a status carries, if any (what a relayed or client-side status says).
+pub fn kind_of_status(status: &Status) -> Option<FailureKind> {
+    let info = status.get_details_error_info()?;
+    (info.domain == FAILURE_DOMAIN).then(|| FailureKind::from_reason(&info.reason)).flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_carry_their_kind() {
+        let s = Status::from(ProviderError::Paused("sbx".into()));
+        assert_eq!(s.code(), Code::FailedPrecondition);
+        assert_eq!(kind_of_status(&s), Some(FailureKind::SandboxPaused));
+        let info = s.get_details_error_info().expect("an ErrorInfo");
+        assert_eq!((info.reason.as_str(), info.domain.as_str()), ("SANDBOX_PAUSED", "sandboxd"));
+        assert!(s.get_details_retry_info().is_none());
+
+        let s = Status::from(ProviderError::ResourceExhausted("no room".into()));
+        assert_eq!(kind_of_status(&s), Some(FailureKind::Capacity));
+        assert_eq!(s.get_details_retry_info().and_then(|r| r.retry_delay), Some(RETRY_AFTER));
+
+        let s = Status::from(ProviderError::invalid("spec.image", "is required"));
+        assert_eq!(kind_of_status(&s), None);
+        assert!(s.details().is_empty());
+    }
+
+    #[test]
+    fn every_error_of_the_infrastructure_has_a_kind() {
+        let cases = [
+            (ProviderError::SandboxNotFound("x".into()), FailureKind::SandboxGone),
+            (ProviderError::Stopped("x".into()), FailureKind::SandboxGone),
+            (ProviderError::ReadyTimeout("x".into()), FailureKind::CreateTimeout),
+            (ProviderError::CreateTimeout("x".into()), FailureKind::CreateTimeout),
+            (ProviderError::Unavailable("x".into()), FailureKind::DaemonUnavailable),
+            (ProviderError::Timeout("x".into()), FailureKind::DaemonUnavailable),
+            (ProviderError::Create("x".into()), FailureKind::CreateFailed),
+            (ProviderError::Docker("x".into()), FailureKind::Internal),
+        ];
+        for (err, kind) in cases {
+            assert_eq!(kind_of(&err), Some(kind), "{err}");
+        }
+    }
+}

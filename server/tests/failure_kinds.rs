@@ -1,0 +1,187 @@
+//! Failure kinds caused for real on one host, end to end through the in-process service and
+//! the Rust client: a memory hog past its sandbox's cap (OOM_KILLED, on the result and on
+//! Watch), a container killed from outside (SANDBOX_GONE, on the call and on Watch), a paused
+//! sandbox (SANDBOX_PAUSED), a command past its timeout (TIMEOUT), a create past its readiness
+//! deadline (CREATE_TIMEOUT), a killed agent (AGENT_LOST), a closed sandbox (SANDBOX_GONE); a
+//! non-zero exit is a result with no kind. `Usage` and `Close` report the sandbox's totals.
+//! (QUOTA is checked in `access.rs`, DAEMON_UNAVAILABLE in `daemon_faults.rs`.)
+
+use std::time::Duration;
+
+use sandboxd_client::{failure_kind_of, proto, spec, ClientError, EventKind, FailureKind, Sandbox, WatchOptions};
+use testkit::images::BUSYBOX;
+use testkit::service::TestService;
+use testkit::{docker, TestLabel};
+use tonic::Code;
+
+/// The kind an error names (the client's reading of the status's ErrorInfo).
+fn kind(err: &ClientError) -> Option<FailureKind> {
+    err.failure_kind()
+}
+
+fn with_memory(mib: u64) -> proto::SandboxSpec {
+    let mut s = spec(BUSYBOX);
+    s.resources = Some(proto::SandboxResources { memory_mib: Some(mib), ..Default::default() });
+    s
+}
+
+/// The next event of `kind` for `id` within 30 s.
+async fn next_event(
+    stream: &mut sandboxd_client::WatchStream,
+    id: &str,
+    kind: EventKind,
+) -> sandboxd_client::SandboxEvent {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let event = stream.next().await.expect("watch").expect("an event");
+            if event.sandbox_id == id && event.kind == kind {
+                return event;
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no {kind:?} event for {id}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_and_errors_name_what_failed() {
+    let label = TestLabel::new();
+    let server = TestService::start(&label, None);
+    let client = server.client().await;
+
+    // A non-zero exit is the command's result: no kind.
+    let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("create");
+    let r = sandbox.exec("exit 3").await.expect("exec");
+    assert_eq!((r.return_code, r.error_type, r.failure_kind), (3, None, None));
+
+    // TIMEOUT: stopped at its own timeout.
+    let options = sandboxd_client::ExecOptions { timeout_s: Some(0.5), ..Default::default() };
+    let r = sandbox.exec_with("sleep 10", options).await.expect("exec");
+    assert_eq!(r.failure_kind, Some(FailureKind::Timeout), "{r:?}");
+    assert!(FailureKind::Timeout.is_task_fault());
+
+    // SANDBOX_PAUSED: refused while frozen, with the kind in the status.
+    sandbox.pause().await.expect("pause");
+    let err = sandbox.exec("true").await.expect_err("paused");
+    assert_eq!((err.code(), kind(&err)), (Code::FailedPrecondition, Some(FailureKind::SandboxPaused)), "{err}");
+    sandbox.resume().await.expect("resume");
+    assert_eq!(sandbox.exec("true").await.expect("exec after resume").failure_kind, None);
+
+    // Usage: totals of a live sandbox, then the same at Close.
+    sandbox.exec("dd if=/dev/zero of=/tmp/f bs=1k count=512 2>/dev/null; sync").await.expect("write");
+    let usage = sandbox.usage().await.expect("usage");
+    assert!(usage.wall_time_s > 0.0 && usage.cpu_time_s > 0.0, "{usage:?}");
+    assert!(usage.peak_memory_bytes > 0, "{usage:?}");
+    // Four execs ran (the one refused while paused never started).
+    assert_eq!(usage.processes_started, 4, "execs counted: {usage:?}");
+    let last = sandbox.stop_with_usage().await.expect("close").expect("usage at close");
+    assert!(last.wall_time_s >= usage.wall_time_s && last.processes_started == 4, "{last:?}");
+
+    // SANDBOX_GONE: a closed sandbox is no longer there.
+    let mut raw = client.raw();
+    let request = proto::ExecRequest { sandbox_id: sandbox.id().into(), command: "true".into(), ..Default::default() };
+    let status = raw.exec(request).await.expect_err("closed");
+    assert_eq!((status.code(), failure_kind_of(&status)), (Code::NotFound, Some(FailureKind::SandboxGone)));
+    let status = raw.usage(proto::UsageRequest { sandbox_id: sandbox.id().into() }).await.expect_err("closed");
+    assert_eq!(status.code(), Code::NotFound);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oom_kill_and_a_kill_from_outside_are_told_apart() {
+    let label = TestLabel::new();
+    let server = TestService::start(&label, None);
+    let client = server.client().await;
+    let mut events = client.watch(WatchOptions::default()).await.expect("watch");
+
+    // OOM_KILLED: a hog past the sandbox's 32 MiB cap is killed by the kernel (SIGKILL, 137),
+    // which the sandbox's own cgroup counted; the sandbox lives on.
+    let sandbox = Sandbox::start(&client, with_memory(32)).await.expect("create");
+    let r = sandbox.exec("head -c 300m /dev/zero | tail > /dev/null").await.expect("exec");
+    assert_eq!((r.return_code, r.failure_kind), (137, Some(FailureKind::OomKilled)), "{r:?}");
+    assert!(FailureKind::OomKilled.is_task_fault());
+    // A SIGKILL that was no OOM kill is the command's own exit.
+    let r = sandbox.exec("kill -9 $$").await.expect("exec");
+    assert_eq!((r.return_code, r.failure_kind), (137, None), "{r:?}");
+    assert_eq!(sandbox.exec("echo alive").await.expect("exec").stdout_str(), "alive\n");
+
+    // SANDBOX_GONE: killed from outside (`docker kill`): the next call says so, and Watch
+    // reports why it stopped.
+    let victim = Sandbox::start(&client, spec(BUSYBOX)).await.expect("create");
+    let out = docker(&["kill", victim.id()]);
+    assert!(out.status.success(), "docker kill: {}", String::from_utf8_lossy(&out.stderr));
+    let stopped = next_event(&mut events, victim.id(), EventKind::Stopped).await;
+    assert_eq!(stopped.failure_kind, Some(FailureKind::SandboxGone), "{stopped:?}");
+    match victim.exec("true").await {
+        Ok(r) => assert_eq!(r.failure_kind, Some(FailureKind::SandboxGone), "{r:?}"),
+        Err(e) => assert_eq!(kind(&e), Some(FailureKind::SandboxGone), "{e}"),
+    }
+    assert!(!FailureKind::SandboxGone.is_task_fault() && FailureKind::SandboxGone.is_retry_safe());
+
+    // A close is no failure: its STOPPED and REMOVED events name none.
+    sandbox.stop().await.expect("close");
+    let stopped = next_event(&mut events, sandbox.id(), EventKind::Stopped).await;
+    assert_eq!(stopped.failure_kind, None, "{stopped:?}");
+    let removed = next_event(&mut events, sandbox.id(), EventKind::Removed).await;
+    assert_eq!(removed.failure_kind, None, "{removed:?}");
+    victim.stop().await.expect("close the killed one");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_past_its_readiness_deadline_is_create_timeout() {
+    let label = TestLabel::new();
+    // A probe that never passes: past the spec's 1 s readiness deadline the create fails.
+    let probe = serde_json::json!({"docker": {"probe": {"command": "exit 1", "timeout_s": 5}}});
+    let server = TestService::start_json(&label, probe);
+    let mut raw = server.raw().await;
+    let mut s = spec(BUSYBOX);
+    s.ready_timeout_s = Some(1.0);
+    let status = raw.create(proto::CreateRequest { spec: Some(s) }).await.expect_err("never ready");
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    assert_eq!(failure_kind_of(&status), Some(FailureKind::CreateTimeout), "{status:?}");
+    assert!(label.containers().is_empty(), "nothing left behind");
+
+    // A create that outlives `server.create_timeout_s` (a probe holding it 30 s) is the same kind.
+    let label = TestLabel::new();
+    let mut config = testkit::config::slow_probe(30);
+    testkit::config::merge(&mut config, serde_json::json!({"server": {"create_timeout_s": 2.0}}));
+    let server = TestService::start_json(&label, config);
+    let mut raw = server.raw().await;
+    let status = raw.create(proto::CreateRequest { spec: Some(spec(BUSYBOX)) }).await.expect_err("too slow");
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    assert_eq!(failure_kind_of(&status), Some(FailureKind::CreateTimeout), "{status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_agent_is_agent_lost() {
+    let label = TestLabel::new();
+    // On the agent's exec channel the agent is a process of its own (not the sandbox's init),
+    // so it can die while the sandbox runs on.
+    let config = serde_json::json!({"docker": {"exec": {"engine": "agent", "transport": "channel"}}});
+    let server = TestService::start_json(&label, config);
+    let client = server.client().await;
+    let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("create");
+    assert_eq!(sandbox.exec("true").await.expect("exec").failure_kind, None);
+    let id = sandbox.id().to_string();
+    let running = tokio::spawn({
+        let sandbox = sandbox.clone();
+        async move { sandbox.exec("sleep 20").await }
+    });
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Kill every agent process in the sandbox from outside (its init is not one).
+    let out = docker(&[
+        "exec",
+        &id,
+        "sh",
+        "-c",
+        "for d in /proc/[0-9]*; do case \"$(cat $d/cmdline 2>/dev/null | tr '\\0' ' ')\" in \
+         /.sandboxd/agent*) [ \"${d#/proc/}\" != 1 ] && kill -9 \"${d#/proc/}\";; esac; done; true",
+    ]);
+    assert!(out.status.success(), "kill: {}", String::from_utf8_lossy(&out.stderr));
+    let r = tokio::time::timeout(Duration::from_secs(30), running).await.expect("exec ends").expect("join");
+    let r = r.expect("a result, not an error");
+    assert_eq!(r.failure_kind, Some(FailureKind::AgentLost), "{r:?}");
+    assert!(!FailureKind::AgentLost.is_task_fault() && FailureKind::AgentLost.is_retry_safe());
+    // The next call starts a new agent.
+    assert_eq!(sandbox.exec("echo again").await.expect("exec").stdout_str(), "again\n");
+    sandbox.stop().await.expect("close");
+}
