@@ -11,6 +11,7 @@ pub mod branching;
 pub mod claims;
 pub mod config;
 pub mod docker;
+pub mod e2b;
 pub mod egress;
 pub mod error;
 pub mod expiry;
