@@ -322,6 +322,13 @@ async fn watch(
                     Ok(ef::FilesystemEvent { name, r#type: t as i32, entry: None })
                 };
                 match pb::FileEventType::try_from(e.r#type) {
+                    // An upload's temporary file is the transfer's own business: E2B's write
+                    // shows the file itself created and written.
+                    _ if is_upload_temp(&e.path) => vec![],
+                    Ok(pb::FileEventType::Rename) if is_upload_temp(&e.old_path) => vec![
+                        one(relative(&e.path), ef::EventType::Create),
+                        one(relative(&e.path), ef::EventType::Write),
+                    ],
                     Ok(pb::FileEventType::Create) => vec![one(relative(&e.path), ef::EventType::Create)],
                     Ok(pb::FileEventType::Modify) => vec![one(relative(&e.path), ef::EventType::Write)],
                     Ok(pb::FileEventType::Remove) => vec![one(relative(&e.path), ef::EventType::Remove)],
@@ -336,6 +343,12 @@ async fn watch(
         };
         futures_util::stream::iter(events)
     }))
+}
+
+/// The agent's upload writes `.<name>.sandboxd-upload-<n>-<pid>` and renames it into place.
+fn is_upload_temp(path: &[u8]) -> bool {
+    let name = path.rsplit(|b| *b == b'/').next().unwrap_or(path);
+    name.starts_with(b".") && name.windows(16).any(|w| w == b".sandboxd-upload")
 }
 
 async fn create_watcher(
@@ -432,5 +445,7 @@ mod tests {
         assert_eq!(e.symlink_target, None);
         assert_eq!(permissions(pb::FileType::Dir, 0o755), "drwxr-xr-x");
         assert!(absolute("path", "rel").unwrap_err().message().contains("absolute"));
+        assert!(is_upload_temp(b"/tmp/w/.f.txt.sandboxd-upload-9-7"));
+        assert!(!is_upload_temp(b"/tmp/w/f.txt"));
     }
 }
