@@ -289,9 +289,35 @@ async def test_async_client_commands_files_and_watch() -> None:
         watcher = await sandbox.files.watch_dir("/tmp/aw", on_event)
         await sandbox.files.write("/tmp/aw/f.txt", "1")
         await asyncio.wait_for(got.wait(), 10)
-        await watcher.stop()
+        await watcher.stop()  # type: ignore[no-untyped-call]  # the SDK leaves it unannotated
         assert not [n for n in events if "sandboxd-upload" in n], events
         with pytest.raises(CommandExitException):
             await sandbox.commands.run("exit 5")
     finally:
         await sandbox.kill()
+
+
+def test_http1_and_the_binary_connect_codec(e2b_env: str) -> None:
+    # The SDK speaks HTTP/2 (h2c) by default; HTTP/1.1 when told.
+    sandbox = Sandbox.create(timeout=120, http_version="1.1")
+    try:
+        assert sandbox.commands.run("echo one-one").stdout == "one-one\n"
+        sandbox.files.write("/tmp/h1.txt", "h1")
+        assert sandbox.files.read("/tmp/h1.txt") == "h1"
+        # Connect's binary codec (application/proto): ListRequest is empty, and the answer's
+        # first field is the repeated ProcessInfo (tag 0x0a) while a process runs.
+        running = sandbox.commands.run("sleep 30", background=True)
+        headers = {
+            "E2b-Sandbox-Id": sandbox.sandbox_id,
+            "X-Access-Token": sandbox._envd_access_token or "",
+            "Content-Type": "application/proto",
+        }
+        listed = httpx.post(f"{e2b_env}/process.Process/List", content=b"", headers=headers)
+        assert listed.status_code == 200 and listed.headers["content-type"] == "application/proto"
+        assert listed.content[:1] == b"\x0a"
+        # A Connect error is JSON with the code's name.
+        unknown = httpx.post(f"{e2b_env}/process.Process/Nope", content=b"", headers=headers)
+        assert unknown.status_code == 501 and unknown.json()["code"] == "unimplemented"
+        running.kill()
+    finally:
+        sandbox.kill()
