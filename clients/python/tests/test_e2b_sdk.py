@@ -10,7 +10,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import secrets
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -32,7 +35,10 @@ from e2b import (
 )
 from e2b.sandbox.commands.command_handle import PtySize
 
-from support import ContainerLabel, Images, ServerProcess
+from markdown import example
+from support import REPO_ROOT, ContainerLabel, Images, ServerProcess
+
+README = REPO_ROOT / "README.md"
 
 KEY_A = secrets.token_hex(16)
 KEY_B = secrets.token_hex(16)
@@ -321,3 +327,14 @@ def test_http1_and_the_binary_connect_codec(e2b_env: str) -> None:
         running.kill()
     finally:
         sandbox.kill()
+
+
+def test_readme_e2b_example_runs(e2b_env: str, tmp_path: Path) -> None:
+    """README's "e2b-example", as a reader runs it: its own process, the SDK's variables set."""
+    code = example("e2b-example", README)
+    env = {**os.environ, "E2B_API_URL": e2b_env, "E2B_SANDBOX_URL": e2b_env, "E2B_API_KEY": KEY_A}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "hi from e2b\nkept\n"
