@@ -96,7 +96,7 @@ pub async fn create(State(front): State<E2bFront>, headers: HeaderMap, bytes: ax
         image,
         ttl_s: Some(ttl),
         env: new.env_vars.unwrap_or_default().into_iter().collect(),
-        metadata: new.metadata.unwrap_or_default().into_iter().collect(),
+        metadata: new.metadata.unwrap_or_default().into_iter().map(|(k, v)| (encode_key(&k), v)).collect(),
         network_policy,
         ..Default::default()
     };
@@ -164,7 +164,7 @@ fn listed(front: &E2bFront, info: &pb::SandboxInfo) -> Value {
         "memoryMB": 0,
         "diskSizeMB": 0,
         "state": state_name(info.status),
-        "metadata": sandbox.metadata,
+        "metadata": sandbox.metadata.iter().map(|(k, v)| (decode_key(k), v.clone())).collect::<BTreeMap<_, _>>(),
         "domain": front.domain(),
     })
 }
@@ -212,9 +212,33 @@ fn parse_metadata(query: Option<&str>) -> Result<BTreeMap<String, String>, Statu
         let (k, v) = decoded.split_once('=').ok_or_else(|| {
             Status::invalid_argument(format!("metadata filter {decoded:?} must be key=value"))
         })?;
-        labels.insert(k.to_string(), v.to_string());
+        labels.insert(encode_key(k), v.to_string());
     }
     Ok(labels)
+}
+
+/// Prefix of a metadata key E2B allows and sandboxd's (Docker's label) rules do not.
+const ENCODED_KEY: &str = "e2b.x.";
+
+/// E2B's metadata keys are free-form; sandboxd's are Docker label keys. A key that is already
+/// one is kept as is (gRPC clients see and filter it unchanged); any other is stored as
+/// `e2b.x.<hex of its bytes>`, a label key, and read back as the original.
+fn encode_key(key: &str) -> String {
+    let valid = crate::metadata::validate_key("metadata", key).is_ok() && !key.starts_with(ENCODED_KEY);
+    if valid {
+        return key.to_string();
+    }
+    let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("{ENCODED_KEY}{hex}")
+}
+
+fn decode_key(key: &str) -> String {
+    let Some(hex) = key.strip_prefix(ENCODED_KEY) else { return key.to_string() };
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .collect();
+    bytes.and_then(|b| String::from_utf8(b).ok()).unwrap_or_else(|| key.to_string())
 }
 
 fn parse_states(query: Option<&str>) -> Result<Vec<i32>, Status> {
@@ -453,6 +477,16 @@ pub async fn metrics(State(front): State<E2bFront>, headers: HeaderMap, Path(id)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn e2b_metadata_keys_round_trip_through_label_keys() {
+        for key in ["sandbox_test_id", "Upper", "a b", "e2b.x.61", "ok-key.1", "ü"] {
+            let stored = encode_key(key);
+            assert!(crate::metadata::validate_key("m", &stored).is_ok(), "{stored}");
+            assert_eq!(decode_key(&stored), key);
+        }
+        assert_eq!(encode_key("plain.key"), "plain.key");
+    }
 
     #[test]
     fn metadata_filters_and_states_parse_or_name_the_fault() {
