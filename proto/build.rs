@@ -28,5 +28,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // build a `Channel` themselves and call `SandboxServiceClient::new`.
         .build_transport(false)
         .compile_fds(descriptors)?;
+
+    // E2B's envd services (vendored, see e2b/README.md): messages only, served over Connect by
+    // the server's E2B front-end, which also needs their descriptors for the JSON codec.
+    let envd = ["e2b/envd/process/process.proto", "e2b/envd/filesystem/filesystem.proto"];
+    for file in envd {
+        println!("cargo:rerun-if-changed={file}");
+    }
+    let envd_descriptors = protox::Compiler::new(["e2b"])?
+        .include_imports(true)
+        .open_files(envd.map(|f| &f[4..]))?
+        .file_descriptor_set();
+    fs::write(out_dir.join("envd_descriptor.bin"), prost::Message::encode_to_vec(&envd_descriptors))?;
+    tonic_prost_build::configure().build_server(false).build_client(false).compile_fds(envd_descriptors)?;
     Ok(())
 }

@@ -12,6 +12,7 @@ pub mod auth;
 pub mod backends;
 pub mod config;
 pub mod core;
+pub mod e2b;
 pub mod egress;
 pub mod error;
 pub mod grpc_timeout;

@@ -23,6 +23,8 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[3]
 IMAGES_RS = REPO_ROOT / "testkit" / "src" / "images.rs"
 LISTENING = "sandboxd listening on "
+# Printed before LISTENING when `server.e2b.listen` is set.
+E2B_LISTENING = "sandboxd e2b on http://"
 
 
 def docker(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -141,6 +143,7 @@ class ServerProcess:
         token: str | None = None,
         port: int = 0,
         create: dict[str, Any] | None = None,
+        server: dict[str, Any] | None = None,
     ) -> None:
         config = workdir / f"config-{uuid.uuid4().hex[:8]}.json"
         config.write_text(
@@ -149,7 +152,8 @@ class ServerProcess:
                     "docker": {
                         "create": {"extra_run_args": label.run_args(), **(create or {})},
                         "exec": {"default_timeout_s": 60.0},
-                    }
+                    },
+                    **({"server": server} if server is not None else {}),
                 }
             )
         )
@@ -165,6 +169,7 @@ class ServerProcess:
             text=True,
             env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
         )
+        self.e2b_address: str | None = None
         self.address = self._await_listening()
 
     def _await_listening(self) -> str:
@@ -174,6 +179,8 @@ class ServerProcess:
 
         def scan() -> None:
             for line in stdout:
+                if line.startswith(E2B_LISTENING):
+                    self.e2b_address = line[len(E2B_LISTENING) :].strip()
                 if line.startswith(LISTENING) and not found:
                     found.append(line[len(LISTENING) :].strip())
                     ready.set()

@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 mod cluster;
 mod docker;
+mod e2b;
 mod network;
 mod pools;
 mod rules;
@@ -21,6 +22,7 @@ mod server;
 
 pub use cluster::*;
 pub use docker::*;
+pub use e2b::E2bSection;
 pub use network::*;
 pub use pools::*;
 pub use rules::{ConfigError, MAX_CLIENT_SECONDS};

@@ -58,6 +58,8 @@ pub struct ServerSection {
     pub metrics: MetricsSection,
     /// Terminal sessions (`server.pty`).
     pub pty: PtySection,
+    /// The E2B-compatible endpoint (`server.e2b`; off unless `listen` is set).
+    pub e2b: super::E2bSection,
 }
 
 /// The `server.metrics` section.
@@ -131,6 +133,7 @@ impl Default for ServerSection {
             audit: None,
             metrics: MetricsSection::default(),
             pty: PtySection::default(),
+            e2b: super::E2bSection::default(),
         }
     }
 }
@@ -219,6 +222,7 @@ impl ServerSection {
             return Err(ConfigError::new("server.audit", "must be null, \"stderr\" or a file path"));
         }
         self.pty.validate()?;
+        self.e2b.validate()?;
         self.limits.validate()
     }
 

@@ -33,8 +33,6 @@ pub(super) async fn upload(
     };
     let span = span("Upload", &header.sandbox_id);
     async move {
-        api.authorize(&principal, &header.sandbox_id, Scope::Operate).await?;
-        let handle = api.handle(&header.sandbox_id).await?;
         // A client that stops sending fails the upload after the idle timeout (the transfer
         // permit is given back) instead of holding it forever.
         let idle = api.transfer_idle_timeout();
@@ -56,6 +54,24 @@ pub(super) async fn upload(
             }
             Err(status) => Err(std::io::Error::other(status.message().to_string())),
         });
+        Ok(Response::new(api.upload_from(&principal, header, chunks).await?))
+    }
+    .instrument(span)
+    .await
+}
+
+impl SandboxApi {
+    /// An upload's work once its header is read, for any front-end: authorization (operate),
+    /// then the file streamed (`header.size` known) or spooled, from `chunks`.
+    pub async fn upload_from(
+        &self,
+        principal: &Principal,
+        header: pb::UploadHeader,
+        chunks: impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + Unpin + 'static,
+    ) -> Result<pb::UploadResponse, Status> {
+        let api = self;
+        api.authorize(principal, &header.sandbox_id, Scope::Operate).await?;
+        let handle = api.handle(&header.sandbox_id).await?;
         let mut reader = tokio_util::io::StreamReader::new(chunks);
         let backend = api.backend();
         let written = match header.size {
@@ -97,10 +113,8 @@ pub(super) async fn upload(
             }
         }?;
         crate::metrics::global().transferred("upload", written);
-        Ok(Response::new(pb::UploadResponse { bytes_written: written }))
+        Ok(pb::UploadResponse { bytes_written: written })
     }
-    .instrument(span)
-    .await
 }
 
 pub(super) async fn download(

@@ -143,6 +143,9 @@ pub struct Services {
     /// Relays calls about sandboxes on other nodes (cluster mode; set by `crate::wiring`);
     /// passes everything through on a single host.
     pub(crate) forward: crate::backends::swarm::ForwardLayer,
+    /// The E2B front-end over the same service (`server.e2b`), served by [`serve`] when
+    /// `server.e2b.listen` is set.
+    e2b: crate::e2b::E2bFront,
 }
 
 /// How [`Services::serve_until`] serves its listener and what its shutdown does.
@@ -195,6 +198,7 @@ impl Services {
         // these services are dropped unserved).
         tokio::spawn(super::quota::publish_usage_forever(api.clone(), config.server.sweep_interval));
         let auth = crate::auth::AccessGate::new(auth_token, tenants, tokens);
+        let e2b = crate::e2b::E2bFront::new(api.clone(), auth.clone(), config.server.e2b.clone());
         let audit = match &config.server.audit {
             Some(target) => Some(Arc::new(
                 crate::audit::AuditLog::open(target)
@@ -232,7 +236,13 @@ impl Services {
             shutdown_tx,
             egress,
             forward: crate::backends::swarm::ForwardLayer::default(),
+            e2b,
         })
+    }
+
+    /// The E2B-compatible front-end over these services (serve it with `E2bFront::serve`).
+    pub fn e2b(&self) -> &crate::e2b::E2bFront {
+        &self.e2b
     }
 
     /// What this process owns (the sandboxes it created) above the backend.
@@ -270,6 +280,7 @@ impl Services {
             shutdown_tx,
             egress,
             forward,
+            e2b: _,
         } = self;
         let refresher =
             tokio::spawn(egress.refresh_forever(lifecycle.backend().clone(), shutdown_tx.subscribe()));
@@ -414,6 +425,20 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         None => None,
     };
 
+    let e2b_listener = match options.config.server.e2b.listen {
+        Some(addr) => {
+            if !addr.ip().is_loopback() && !keyed && !options.insecure {
+                return Err(ServeError::InsecureListen(addr));
+            }
+            Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| ServeError::Bind { addr, source })?,
+            )
+        }
+        None => None,
+    };
+
     // Handlers go in before the listening line: a SIGTERM right after it must drain, not kill.
     let mut signals = Signals::install();
     let mut stdout = tokio::io::stdout();
@@ -429,6 +454,18 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         let _ =
             stdout.write_all(format!("sandboxd metrics on http://{metrics_addr}/metrics\n").as_bytes()).await;
         tracing::info!(%metrics_addr, "serving Prometheus metrics at /metrics");
+    }
+    if let Some(listener) = e2b_listener {
+        let e2b_addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: local, source })?;
+        let stopped = services.stopping();
+        let front = services.e2b().clone();
+        tokio::spawn(async move {
+            if let Err(e) = front.serve(listener, stopped).await {
+                tracing::error!(error = %e, "the E2B endpoint failed");
+            }
+        });
+        let _ = stdout.write_all(format!("sandboxd e2b on http://{e2b_addr}\n").as_bytes()).await;
+        tracing::info!(%e2b_addr, "serving the E2B API (server.e2b)");
     }
     let _ = stdout.write_all(format!("sandboxd listening on {local}\n").as_bytes()).await;
     let _ = stdout.flush().await;

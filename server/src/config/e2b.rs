@@ -1,0 +1,58 @@
+//! The `server.e2b` section: the optional E2B-compatible listener (`crate::e2b`), the template
+//! names its `POST /sandboxes` accepts and the domain of its `<port>-<sandbox id>.<domain>`
+//! host names.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use serde::Deserialize;
+
+use super::rules::ConfigError;
+
+/// `server.e2b`. Without `listen` nothing is served.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct E2bSection {
+    /// Address of the E2B listener (control plane and envd on one port); `null`: off.
+    pub listen: Option<SocketAddr>,
+    /// Template name -> image. The SDK asks for `base` unless told otherwise, so a useful
+    /// configuration maps it; an unknown name is refused (404, as E2B does).
+    pub templates: BTreeMap<String, String>,
+    /// Domain of host-name routing (`49983-<sandbox id>.<domain>`), also returned to the SDK
+    /// as the sandbox's domain; `null`: route by the `E2b-Sandbox-Id` header only.
+    pub domain: Option<String>,
+}
+
+impl E2bSection {
+    /// Template names and images must be non-empty; an image is one docker reference (no
+    /// whitespace, no leading `-`), since it reaches `docker run`.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (name, image) in &self.templates {
+            if name.is_empty() || name.chars().any(|c| c.is_whitespace() || c == '/') {
+                return Err(ConfigError::new(
+                    "server.e2b.templates",
+                    format!("template name {name:?} must be non-empty, without whitespace or `/`"),
+                ));
+            }
+            if image.is_empty() || image.starts_with('-') || image.chars().any(char::is_whitespace) {
+                return Err(ConfigError::new(
+                    format!("server.e2b.templates.{name}"),
+                    format!("image {image:?} must be one docker image reference (non-empty, no whitespace, not starting with `-`)"),
+                ));
+            }
+        }
+        if let Some(domain) = &self.domain {
+            let ok = !domain.is_empty()
+                && domain
+                    .split('.')
+                    .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+            if !ok {
+                return Err(ConfigError::new(
+                    "server.e2b.domain",
+                    format!("{domain:?} is not a DNS domain (labels of a-z, 0-9 and `-`, dot-separated)"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
