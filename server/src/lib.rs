@@ -30,6 +30,7 @@ pub mod runtime;
 pub mod service;
 pub mod snapshot_expiry;
 pub mod spec;
+pub mod state_metrics;
 pub mod stats;
 pub mod sweep;
 pub mod terminal;

@@ -343,6 +343,11 @@ impl Services {
                 shutdown_tx.subscribe(),
             ));
         }
+        tokio::spawn(crate::state_metrics::refresh_periodically(
+            lifecycle.clone(),
+            crate::state_metrics::REFRESH_EVERY,
+            shutdown_tx.subscribe(),
+        ));
         if policy.metrics.per_sandbox {
             tokio::spawn(crate::usage_metrics::refresh_periodically(
                 lifecycle.backend().clone(),
