@@ -24,6 +24,7 @@ pub mod logs;
 pub mod memory;
 pub mod metadata;
 pub mod metrics;
+pub mod otel;
 pub mod pools;
 pub mod processes;
 pub mod runtime;

@@ -57,6 +57,8 @@ pub struct ServerSection {
     pub metrics: MetricsSection,
     /// Terminal sessions (`server.pty`).
     pub pty: PtySection,
+    /// OpenTelemetry traces (`server.tracing`); off unless an endpoint is set.
+    pub tracing: super::TracingSection,
 }
 
 /// The `server.metrics` section.
@@ -127,6 +129,7 @@ impl Default for ServerSection {
             audit: None,
             metrics: MetricsSection::default(),
             pty: PtySection::default(),
+            tracing: super::TracingSection::default(),
         }
     }
 }
@@ -215,6 +218,7 @@ impl ServerSection {
             return Err(ConfigError::new("server.audit", "must be null, \"stderr\" or a file path"));
         }
         self.pty.validate()?;
+        self.tracing.validate()?;
         self.limits.validate()
     }
 

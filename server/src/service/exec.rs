@@ -51,6 +51,9 @@ pub(super) async fn exec_request(
 /// metric; a timeout that was the call's deadline (not the command's own) is DEADLINE_EXCEEDED.
 pub(super) fn exec_outcome(result: ExecResult, capped: bool) -> Result<ExecResult, Status> {
     crate::metrics::global().exec_result(result.error_type.map(|e| e.as_str()).unwrap_or(""));
+    if let Some(kind) = result.error_type {
+        crate::otel::attribute("failure.kind", kind.as_str());
+    }
     if capped && result.error_type == Some(ExecErrorType::Timeout) {
         return Err(Status::deadline_exceeded("the call's deadline passed before the command finished"));
     }
