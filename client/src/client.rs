@@ -42,8 +42,32 @@ impl tonic::service::Interceptor for BearerAuth {
         if let Some(header) = &self.header {
             request.metadata_mut().insert("authorization", header.clone());
         }
+        #[cfg(feature = "otel")]
+        inject_context(request.metadata_mut());
         Ok(request)
     }
+}
+
+/// With feature `otel`: the current OpenTelemetry context (`opentelemetry::Context::current()`,
+/// e.g. attached with `FutureExt::with_context`, or a `tracing` span's `.context()` from
+/// `tracing-opentelemetry`) as `traceparent`/`tracestate`, through the global propagator the
+/// application set (`opentelemetry::global::set_text_map_propagator`), so the server's spans
+/// continue the caller's trace.
+#[cfg(feature = "otel")]
+fn inject_context(metadata: &mut tonic::metadata::MetadataMap) {
+    struct Metadata<'a>(&'a mut tonic::metadata::MetadataMap);
+    impl opentelemetry::propagation::Injector for Metadata<'_> {
+        fn set(&mut self, key: &str, value: String) {
+            if let (Ok(key), Ok(value)) = (
+                tonic::metadata::MetadataKey::from_bytes(key.as_bytes()),
+                value.parse::<MetadataValue<Ascii>>(),
+            ) {
+                self.0.insert(key, value);
+            }
+        }
+    }
+    let cx = opentelemetry::Context::current();
+    opentelemetry::global::get_text_map_propagator(|p| p.inject_context(&cx, &mut Metadata(metadata)));
 }
 
 /// The generated stub as this crate uses it (bearer metadata on every call).

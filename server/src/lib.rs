@@ -19,7 +19,9 @@ pub mod grpc_timeout;
 pub mod health;
 pub mod memory;
 pub mod metrics;
+pub mod otel;
 pub mod service;
+pub mod state_metrics;
 pub mod wiring;
 
 pub use error::{ProviderError, Result};

@@ -79,16 +79,37 @@ fn parse_listen(value: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("{value} resolves to no address"))
 }
 
-fn init_tracing(format: LogFormat) {
+/// Logs to stderr; with `server.tracing.otlp_endpoint`, spans to the collector too (the
+/// exporter is returned, to be flushed at exit).
+fn init_tracing(
+    format: LogFormat,
+    tracing: &sandboxd::config::TracingSection,
+) -> Result<Option<sandboxd::otel::Exporter>, String> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().with_current_span(true).with_span_list(true).init(),
-    }
+    let Some((exporter, otel)) = sandboxd::otel::start(tracing)? else {
+        let builder =
+            tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+        match format {
+            LogFormat::Text => builder.init(),
+            LogFormat::Json => builder.json().with_current_span(true).with_span_list(true).init(),
+        }
+        return Ok(None);
+    };
+    // Each its own filter: RUST_LOG for the log, `otel::start`'s for the spans.
+    let log = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi);
+    let log = match format {
+        LogFormat::Text => log.with_filter(filter).boxed(),
+        LogFormat::Json => {
+            log.json().with_current_span(true).with_span_list(true).with_filter(filter).boxed()
+        }
+    };
+    tracing_subscriber::registry().with(otel).with(log).init();
+    Ok(Some(exporter))
 }
 
 fn options(args: &Args) -> Result<ServeOptions, String> {
@@ -134,7 +155,6 @@ fn main() -> ExitCode {
 
 async fn run() -> ExitCode {
     let args = Args::parse();
-    init_tracing(args.log_format);
     let options = match options(&args) {
         Ok(o) => o,
         Err(e) => {
@@ -142,13 +162,24 @@ async fn run() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Exit right away once `serve` returns: connection tasks still running after the drain are
-    // ended with the process rather than awaited.
-    match serve(options).await {
-        Ok(()) => std::process::exit(0),
+    let exporter = match init_tracing(args.log_format, &options.config.server.tracing) {
+        Ok(exporter) => exporter,
         Err(e) => {
             eprintln!("sandboxd: {e}");
-            std::process::exit(1)
+            return ExitCode::from(2);
         }
+    };
+    // Exit right away once `serve` returns: connection tasks still running after the drain are
+    // ended with the process rather than awaited (queued spans get a bounded moment to go).
+    let code = match serve(options).await {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("sandboxd: {e}");
+            1
+        }
+    };
+    if let Some(exporter) = exporter {
+        exporter.shutdown(Duration::from_secs(3));
     }
+    std::process::exit(code)
 }

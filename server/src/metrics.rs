@@ -148,6 +148,18 @@ impl TenantLabels {
     }
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub state: String,
+}
+
+/// A warm pool: its owner (`""`: the operator's and the config file's) and name.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    pub tenant: String,
+    pub pool: String,
+}
+
 /// A gauge of a fractional quantity (CPUs reserved).
 pub type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
@@ -178,6 +190,11 @@ pub struct Metrics {
     pub tenant_memory_mib: Family<TenantLabels, Gauge>,
     pub tenant_execs_in_flight: Family<TenantLabels, Gauge>,
     pub tenant_creates: Family<TenantLabels, Counter>,
+    /// Sandboxes by state (`crate::state_metrics`, refreshed from the backend's listing).
+    pub sandboxes_by_state: Family<StateLabels, Gauge>,
+    /// Warm pools' fill (this process's pools, refreshed by the refill task).
+    pub pool_ready: Family<PoolLabels, Gauge>,
+    pub pool_target: Family<PoolLabels, Gauge>,
 }
 
 impl Metrics {
@@ -200,6 +217,9 @@ impl Metrics {
             tenant_memory_mib: Family::default(),
             tenant_execs_in_flight: Family::default(),
             tenant_creates: Family::default(),
+            sandboxes_by_state: Family::default(),
+            pool_ready: Family::default(),
+            pool_target: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -266,6 +286,13 @@ impl Metrics {
             "Sandboxes a tenant created (forks count per child; this process)",
             m.tenant_creates.clone(),
         );
+        registry.register(
+            "sandboxes",
+            "Sandboxes of this service by state (the backend's listing, every tenant's)",
+            m.sandboxes_by_state.clone(),
+        );
+        registry.register("pool_ready", "Ready, unclaimed members of a warm pool", m.pool_ready.clone());
+        registry.register("pool_target", "The ready members a warm pool keeps", m.pool_target.clone());
         Metrics { registry, ..m }
     }
 

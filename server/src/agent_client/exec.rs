@@ -71,6 +71,7 @@ pub(super) async fn drive(
     limit: usize,
 ) -> ExecResult {
     let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+    let mut first_byte = true;
     let mut next_check = tokio::time::Instant::now() + FIRST_CHECK;
     loop {
         let wake = deadline.map_or(next_check, |d| d.min(next_check));
@@ -89,6 +90,7 @@ pub(super) async fn drive(
                     Some(Event::Stderr(data)) => StreamEvent::Stderr(data),
                     Some(Event::Exit(exit)) => {
                         call.finish();
+                        agent_timing(&exit);
                         let mut result = ExecResult {
                             return_code: exit.code,
                             usage: Some(ExecUsage {
@@ -116,6 +118,9 @@ pub(super) async fn drive(
                     StreamEvent::Stdout(d) | StreamEvent::Stderr(d) => d.len() as u64,
                     StreamEvent::Exit(_) => 0,
                 };
+                if std::mem::take(&mut first_byte) {
+                    crate::otel::event("agent.first_byte", None, Vec::new());
+                }
                 if !sink.push(chunk).await {
                     return ExecResult::failed(ExecErrorType::Sandbox, CALLER_LEFT);
                 }
@@ -144,6 +149,29 @@ pub(super) async fn drive(
 }
 
 /// Stop the command's tree and wait (briefly) for the agent to report it ended.
+/// The agent's own timing as events of the current span (traces on): its wall time ends
+/// now, so the command started (spawned) that long ago.
+fn agent_timing(exit: &protocol::ExecExit) {
+    if !crate::otel::enabled() {
+        return;
+    }
+    use opentelemetry::KeyValue;
+    let wall = Duration::from_micros(exit.usage.wall_us);
+    let now = std::time::SystemTime::now();
+    crate::otel::event("agent.spawn", now.checked_sub(wall), Vec::new());
+    crate::otel::event(
+        "agent.exit",
+        Some(now),
+        vec![
+            KeyValue::new("exit_code", i64::from(exit.code)),
+            KeyValue::new("wall_us", exit.usage.wall_us as i64),
+            KeyValue::new("user_us", exit.usage.user_us as i64),
+            KeyValue::new("system_us", exit.usage.system_us as i64),
+            KeyValue::new("peak_rss_bytes", exit.usage.peak_rss_bytes as i64),
+        ],
+    );
+}
+
 async fn kill_and_wait(call: &mut Call) {
     call.send(Request::Kill).await;
     let _ = tokio::time::timeout(KILL_GRACE, async {

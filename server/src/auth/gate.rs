@@ -30,6 +30,9 @@ impl AccessGate {
 
     pub fn check<T>(&self, mut request: Request<T>) -> Result<Request<T>, Status> {
         let principal = self.principal(&request)?;
+        if let Some(tenant) = principal.tenant() {
+            crate::otel::attribute("tenant", tenant.to_string());
+        }
         request.extensions_mut().insert(principal);
         Ok(request)
     }

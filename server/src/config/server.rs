@@ -60,6 +60,8 @@ pub struct ServerSection {
     pub pty: PtySection,
     /// The E2B-compatible endpoint (`server.e2b`; off unless `listen` is set).
     pub e2b: super::E2bSection,
+    /// OpenTelemetry traces (`server.tracing`); off unless an endpoint is set.
+    pub tracing: super::TracingSection,
 }
 
 /// The `server.metrics` section.
@@ -134,6 +136,7 @@ impl Default for ServerSection {
             metrics: MetricsSection::default(),
             pty: PtySection::default(),
             e2b: super::E2bSection::default(),
+            tracing: super::TracingSection::default(),
         }
     }
 }
@@ -223,6 +226,7 @@ impl ServerSection {
         }
         self.pty.validate()?;
         self.e2b.validate()?;
+        self.tracing.validate()?;
         self.limits.validate()
     }
 

@@ -113,6 +113,7 @@ impl SandboxApi {
             }
         }?;
         crate::metrics::global().transferred("upload", written);
+        crate::otel::attribute("bytes", written as i64);
         Ok(pb::UploadResponse { bytes_written: written })
     }
 }
@@ -135,10 +136,12 @@ pub(super) async fn download(
     let idle = api.transfer_idle_timeout();
     tokio::spawn(
         async move {
+            let mut sent = 0u64;
             loop {
                 let item = match download.next_chunk().await {
                     Ok(Some(chunk)) => {
                         crate::metrics::global().transferred("download", chunk.len() as u64);
+                        sent += chunk.len() as u64;
                         Ok(pb::DownloadResponse { chunk })
                     }
                     Ok(None) => break,
@@ -156,6 +159,7 @@ pub(super) async fn download(
                     }
                 }
             }
+            crate::otel::attribute("bytes", sent as i64);
         }
         .instrument(span),
     );

@@ -297,6 +297,11 @@ impl Services {
                 shutdown_tx.subscribe(),
             ));
         }
+        tokio::spawn(crate::state_metrics::refresh_periodically(
+            lifecycle.clone(),
+            crate::state_metrics::REFRESH_EVERY,
+            shutdown_tx.subscribe(),
+        ));
         if policy.metrics.per_sandbox {
             tokio::spawn(crate::core::usage_metrics::refresh_periodically(
                 lifecycle.backend().clone(),
@@ -310,6 +315,7 @@ impl Services {
             policy.health_probe_interval,
             shutdown_tx.subscribe(),
         ));
+        let traces = crate::otel::TraceLayer::new(listener.local_addr().ok());
         let incoming = tonic::transport::server::TcpIncoming::from(listener)
             .with_nodelay(Some(true))
             .with_keepalive(Some(TCP_KEEPALIVE_IDLE))
@@ -353,6 +359,7 @@ impl Services {
             .max_concurrent_streams(Some(super::stream_limit::StreamLimitLayer::http2_cap(
                 policy.limits.max_streams_per_connection,
             )))
+            .layer(traces)
             .layer(crate::metrics::RpcLayer)
             .layer(super::stream_limit::StreamLimitLayer::new(policy.limits.max_streams_per_connection))
             .layer(forward)

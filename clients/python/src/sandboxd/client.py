@@ -15,6 +15,7 @@ from typing import IO, TYPE_CHECKING, Any, TypedDict, TypeVar, overload
 import grpc
 from google.protobuf.message import Message
 
+from ._otel import trace_metadata
 from ._pb import sandbox_pb2 as pb
 from .closing import AsyncClosing
 from .connection import DEFAULT_ADDRESS, RetryPolicy, TlsConfig, normalize_address, open_channel
@@ -195,6 +196,10 @@ class Client(AsyncClosing):
         self._retry = retry or RetryPolicy()
         self._closed = False
 
+    def _call_metadata(self) -> tuple[tuple[str, str], ...]:
+        """The bearer, and the caller's trace context when OpenTelemetry is installed."""
+        return self._metadata + trace_metadata()
+
     # --- lifecycle of the client ------------------------------------------------------------
 
     async def close(self) -> None:
@@ -252,7 +257,7 @@ class Client(AsyncClosing):
                     f"{method}: the deadline passed while retrying", grpc.StatusCode.DEADLINE_EXCEEDED
                 )
             try:
-                response: M = await callable_(request, timeout=remaining, metadata=self._metadata)
+                response: M = await callable_(request, timeout=remaining, metadata=self._call_metadata())
                 return response
             except grpc.RpcError as exc:
                 raise from_rpc_error(exc, call=kind) from None
@@ -268,7 +273,7 @@ class Client(AsyncClosing):
             request_serializer=type(request).SerializeToString,
             response_deserializer=response_type.FromString,
         )
-        return callable_(request, timeout=self._timeout(deadline_s), metadata=self._metadata)
+        return callable_(request, timeout=self._timeout(deadline_s), metadata=self._call_metadata())
 
     # --- sandboxes ---------------------------------------------------------------------------
 
@@ -482,7 +487,7 @@ class Client(AsyncClosing):
             response_deserializer=pb.UploadResponse.FromString,
         )
         try:
-            response = await callable_(requests(), timeout=self._timeout(deadline_s), metadata=self._metadata)
+            response = await callable_(requests(), timeout=self._timeout(deadline_s), metadata=self._call_metadata())
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, call="file") from None
         finally:
@@ -657,7 +662,7 @@ class Client(AsyncClosing):
             request_serializer=pb.PtyRequest.SerializeToString,
             response_deserializer=pb.PtyResponse.FromString,
         )
-        return callable_(metadata=self._metadata)
+        return callable_(metadata=self._call_metadata())
 
     async def grant(
         self, sandbox_id: str, scope: str, *, ttl_s: float | None = None, deadline_s: float | None = None
@@ -963,7 +968,7 @@ class Client(AsyncClosing):
         )
         queue: asyncio.Queue[pb.PortForwardRequest | None] = asyncio.Queue(maxsize=8)
         first = pb.PortForwardRequest(open=pb.PortForwardOpen(sandbox_id=sandbox_id, host=host, port=port))
-        call = callable_(request_stream(first, queue), metadata=self._metadata)
+        call = callable_(request_stream(first, queue), metadata=self._call_metadata())
         try:
             msg = await call.read()
         except grpc.RpcError as exc:
@@ -1129,7 +1134,7 @@ class Client(AsyncClosing):
             request_serializer=pb.WatchDirRequest.SerializeToString,
             response_deserializer=pb.WatchDirResponse.FromString,
         )
-        call = callable_(request, metadata=self._metadata)
+        call = callable_(request, metadata=self._call_metadata())
         try:
             first = await call.read()
         except grpc.RpcError as exc:

@@ -79,6 +79,18 @@ struct Pool {
     retry_at: Option<tokio::time::Instant>,
 }
 
+/// The metrics' labels of pool `key`.
+fn fill_labels(key: &PoolKey) -> crate::metrics::PoolLabels {
+    crate::metrics::PoolLabels { tenant: key.0.clone().unwrap_or_default(), pool: key.1.clone() }
+}
+
+/// Sets pool `key`'s fill gauges (`sandboxd_pool_ready`, `sandboxd_pool_target`).
+fn export_fill(key: &PoolKey, pool: &Pool) {
+    let m = crate::metrics::global();
+    m.pool_ready.get_or_create(&fill_labels(key)).set(pool.ready.len() as i64);
+    m.pool_target.get_or_create(&fill_labels(key)).set(i64::from(pool.spec.target));
+}
+
 /// What `ListPools` shows of one pool.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PoolStatus {
@@ -245,6 +257,9 @@ impl Pools {
                 Some(_) => pools.remove(&key).expect("present"),
             }
         };
+        let m = crate::metrics::global();
+        m.pool_ready.remove(&fill_labels(&key));
+        m.pool_target.remove(&fill_labels(&key));
         let mut removed = 0;
         for member in pool.ready {
             match self.lifecycle.close(&member.id()).await {
@@ -430,6 +445,7 @@ impl Pools {
                 .collect();
             let mut pools = self.lock();
             for (key, pool) in pools.iter_mut() {
+                export_fill(key, pool);
                 if pool.retry_at.is_some_and(|at| at > now) {
                     continue;
                 }
