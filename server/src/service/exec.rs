@@ -53,7 +53,7 @@ pub(super) fn exec_outcome(result: ExecResult, capped: bool) -> Result<ExecResul
     crate::metrics::global().exec_result(result.error_type.map(|e| e.as_str()).unwrap_or(""));
     if let Some(kind) = result.failure_kind {
         crate::metrics::global().failure(kind);
-        crate::otel::attribute("failure.kind", kind.as_str());
+        crate::otel::attribute("failure.kind", kind.reason());
     }
     if capped && result.error_type == Some(ExecErrorType::Timeout) {
         return Err(Status::deadline_exceeded("the call's deadline passed before the command finished"));

@@ -5,7 +5,6 @@ use super::argv;
 use super::provider::DockerProvider;
 use super::transport::ExecSpec;
 use crate::core::backend::ExecStream;
-use crate::core::spec::{ExecErrorType, ExecParams, ExecResult, SandboxHandle, User};
 use crate::error::{ProviderError, Result};
 use crate::core::spec::{ExecParams, ExecResult, SandboxHandle, User};
 

@@ -131,7 +131,7 @@ impl DockerProvider {
             Some(ExecErrorType::Timeout) => result.failure_kind = Some(FailureKind::Timeout),
             Some(_) => {
                 // The engine's own message ends the stderr of a lost agent.
-                let lost_agent = result.stderr_str().trim_end().ends_with(super::agent::AGENT_LOST);
+                let lost_agent = result.stderr_str().trim_end().ends_with(crate::agent_client::AGENT_LOST);
                 result.failure_kind = Some(match self.facts(name).await {
                     Err(ProviderError::Unavailable(_) | ProviderError::Timeout(_)) => FailureKind::DaemonUnavailable,
                     Err(_) => FailureKind::Internal,
