@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use super::status::invalid;
 use super::{span, BoxStream, SandboxApi};
-use crate::auth::{Principal, Scope};
+use crate::auth::Principal;
 use crate::error::ProviderError;
 
 pub(super) async fn upload(
@@ -33,7 +33,7 @@ pub(super) async fn upload(
     };
     let span = span("Upload", &header.sandbox_id);
     async move {
-        api.authorize(&principal, &header.sandbox_id, Scope::Operate).await?;
+        api.authorize(&principal, &header.sandbox_id, const { super::rpc_table::scope("Upload") }).await?;
         let handle = api.handle(&header.sandbox_id).await?;
         // A client that stops sending fails the upload after the idle timeout (the transfer
         // permit is given back) instead of holding it forever.
@@ -111,7 +111,7 @@ pub(super) async fn download(
     let req = request.into_inner();
     let span = span("Download", &req.sandbox_id);
     let mut download = async {
-        api.authorize(&principal, &req.sandbox_id, Scope::Read).await?;
+        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("Download") }).await?;
         let handle = api.handle(&req.sandbox_id).await?;
         Ok::<_, Status>(api.backend().download(&handle, &req.path).await?)
     }

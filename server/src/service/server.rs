@@ -142,7 +142,7 @@ pub struct Services {
     egress: Arc<crate::egress::Egress>,
     /// Relays calls about sandboxes on other nodes (cluster mode; set by `crate::wiring`);
     /// passes everything through on a single host.
-    pub(crate) forward: crate::backends::swarm::ForwardLayer,
+    pub(crate) forward: super::forward::ForwardLayer,
 }
 
 /// How [`Services::serve_until`] serves its listener and what its shutdown does.
@@ -231,7 +231,7 @@ impl Services {
             health: health_reporter,
             shutdown_tx,
             egress,
-            forward: crate::backends::swarm::ForwardLayer::default(),
+            forward: super::forward::ForwardLayer::default(),
         })
     }
 
