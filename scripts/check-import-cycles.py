@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reports import cycles between the modules of a Rust crate.
 
-Usage: scripts/check-import-cycles.py CRATE_SRC_DIR [CRATE_SRC_DIR ...]
+Usage: scripts/check-import-cycles.py CRATE_SRC_DIR [CRATE_SRC_DIR ...] [--never DIR:FROM->TO ...]
        (e.g. `scripts/check-import-cycles.py server/src client/src`)
 
 A module is one file (`a/b.rs` or `a/b/mod.rs` is `a::b`; `lib.rs` is the crate root). An edge
@@ -13,13 +13,35 @@ own (a facade is not a dependency). Inline `mod name { … }` blocks (tests) bel
 file's module, but their `super` is resolved from the inline module.
 
 Exit status 1 when any two modules reach each other (a strongly connected component of more
-than one module), with the edges that make each cycle and the line each edge comes from.
+than one module), with the edges that make each cycle and the line each edge comes from, or when
+an edge breaks a "never" rule: `FROM -> TO` says no module at or below `FROM` may name an item of
+a module at or below `TO` (the layers of the design: the seam never names a backend). The rules
+of each crate are in NEVER below (keyed by its src directory); `--never 'DIR:FROM->TO'` adds one.
 """
 import os
 import re
 import sys
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+
+# The design's direction, per crate (module paths from the crate root). `core` is the seam and
+# the neutral rules; `backends/docker` and `backends/swarm` implement it (Swarm may use Docker's
+# pieces, never the reverse); `service` serves any backend it is given; `wiring` (the
+# composition root) is the one place above `backends` that names one.
+NEVER = {
+    "server/src": [
+        ("core", "backends"),
+        ("core", "service"),
+        ("core", "wiring"),
+        ("core", "agent_client"),
+        ("backends::docker", "backends::swarm"),
+        ("backends", "wiring"),
+        ("service", "backends"),
+        ("service", "wiring"),
+        ("service", "agent_client"),
+        ("agent_client", "backends::swarm"),
+    ],
+}
 
 
 def strip_comments_and_strings(src):
@@ -268,11 +290,57 @@ def name(mod):
     return "crate::" + "::".join(mod) if mod else "crate"
 
 
-def main(roots):
+def under(mod, prefix):
+    return tuple(mod[: len(prefix)]) == prefix
+
+
+def rule_breaks(crate, edges, rules):
+    """The edges that break a never rule, as printable lines."""
+    out = []
+    for frm_prefix, to_prefix in rules:
+        frm_p, to_p = tuple(frm_prefix.split("::")), tuple(to_prefix.split("::"))
+        for frm in sorted(edges):
+            if not under(frm, frm_p):
+                continue
+            for to, line in sorted(edges[frm].items()):
+                if under(to, to_p) and not under(frm, to_p):
+                    out.append(
+                        f"  never {frm_prefix} -> {to_prefix}: {name(frm)} -> {name(to)}   "
+                        f"({os.path.relpath(crate.modules[frm])}:{line})"
+                    )
+    return out
+
+
+def main(args):
+    extra = {}
+    roots = []
+    i = 0
+    while i < len(args):
+        if args[i] == "--never":
+            if i + 1 >= len(args) or ":" not in args[i + 1] or "->" not in args[i + 1]:
+                print("--never takes DIR:FROM->TO (e.g. server/src:core->backends)", file=sys.stderr)
+                return 2
+            root, rule = args[i + 1].split(":", 1)
+            frm, to = (part.strip() for part in rule.split("->", 1))
+            extra.setdefault(os.path.normpath(root), []).append((frm, to))
+            i += 2
+        else:
+            roots.append(args[i])
+            i += 1
     bad = 0
     for root in roots:
         crate = Crate(root)
         edges = crate.graph()
+        rules = NEVER.get(os.path.normpath(root), []) + extra.get(os.path.normpath(root), [])
+        for prefix in {p for rule in rules for p in rule}:
+            if not any(under(m, tuple(prefix.split("::"))) for m in crate.modules):
+                print(f"{root}: a never rule names {prefix}, which is no module here")
+                bad += 1
+        breaks = rule_breaks(crate, edges, rules)
+        if breaks:
+            bad += 1
+            print(f"{root}: {len(breaks)} import(s) against the design's direction:")
+            print("\n".join(breaks))
         for comp in sccs(sorted(crate.modules), edges):
             if len(comp) < 2:
                 continue
@@ -284,7 +352,7 @@ def main(roots):
                     if to in members:
                         print(f"  {name(frm)} -> {name(to)}   ({os.path.relpath(crate.modules[frm])}:{line})")
         if not bad:
-            print(f"{root}: no import cycles ({len(crate.modules)} modules)")
+            print(f"{root}: no import cycles ({len(crate.modules)} modules, {len(rules)} never rules kept)")
     return 1 if bad else 0
 
 

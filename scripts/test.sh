@@ -52,8 +52,8 @@ cargo fmt --all -- --check
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "no import cycles (scripts/check-import-cycles.py server/src client/src)"
-python3 scripts/check-import-cycles.py server/src client/src
+step "no import cycles, and the design's never rules, on every crate (scripts/check-import-cycles.py)"
+python3 scripts/check-import-cycles.py server/src client/src agent/src ctl/src proto/src testkit/src benches
 
 step "cargo test --workspace --all-targets (exec engine: agent)"
 bounded 45m cargo test --workspace --all-targets --no-fail-fast

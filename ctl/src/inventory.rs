@@ -21,17 +21,17 @@ pub(crate) fn status_parser() -> impl TypedValueParser<Value = SandboxStatus> {
 pub struct LsArgs {
     /// Only sandboxes carrying this label (repeatable; all must match).
     #[arg(long = "label", short = 'l', value_name = "K=V", value_parser = parse::key_value)]
-    labels: Vec<(String, String)>,
+    pub(crate) labels: Vec<(String, String)>,
     /// Only sandboxes in this state (repeatable).
     #[arg(long = "status", value_parser = status_parser())]
-    statuses: Vec<SandboxStatus>,
+    pub(crate) statuses: Vec<SandboxStatus>,
     /// `table` or `json` (one JSON array; with -w one JSON object a line).
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
-    output: Output,
+    pub(crate) output: Output,
     /// Keep watching: after the table, a row per change (created, paused, stopped, removed,
     /// ...) until Ctrl-C.
     #[arg(long, short = 'w')]
-    watch: bool,
+    pub(crate) watch: bool,
 }
 
 #[derive(Debug, Args)]
@@ -49,14 +49,12 @@ pub struct RmArgs {
     labels: Vec<(String, String)>,
 }
 
-fn labels(pairs: Vec<(String, String)>) -> HashMap<String, String> {
+pub fn labels(pairs: Vec<(String, String)>) -> HashMap<String, String> {
     pairs.into_iter().collect()
 }
 
+/// `ls` without `--watch` (`main` sends `ls --watch` to `events::watch_list`).
 pub async fn ls(client: &Client, args: LsArgs) -> Result<i32, CtlError> {
-    if args.watch {
-        return crate::events::watch_list(client, labels(args.labels), args.statuses, args.output).await;
-    }
     let options = ListOptions { labels: labels(args.labels), statuses: args.statuses, ..Default::default() };
     let sandboxes = client.list_all(options).await?;
     match args.output {

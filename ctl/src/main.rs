@@ -177,6 +177,9 @@ async fn run(cli: Cli) -> Result<i32, CtlError> {
         Command::Attach(args) => attach::attach(&client, args).await,
         Command::Sessions(args) => attach::sessions(&client, args).await,
         Command::Cp(args) => cp::run(&client, args).await,
+        Command::Ls(args) if args.watch => {
+            events::watch_list(&client, inventory::labels(args.labels), args.statuses, args.output).await
+        }
         Command::Ls(args) => inventory::ls(&client, args).await,
         Command::Status(args) => inventory::status(&client, args).await,
         Command::Rm(args) => inventory::rm(&client, args).await,

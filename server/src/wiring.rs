@@ -40,7 +40,7 @@ impl Services {
         );
         let swarm = backend.swarm().clone();
         let mut services = Self::build(backend.clone(), config, auth_token).await?;
-        services.forward = crate::backends::swarm::ForwardLayer::new(Some(swarm));
+        services.forward = crate::service::forward::ForwardLayer::new(Some(swarm));
         // Pools and their claims are the cluster's (kept in Swarm); the node's claim store
         // keeps the claims its calls need.
         let claims = services.lifecycle.claims().clone();

@@ -2,7 +2,7 @@
 
 use std::io;
 
-use super::frame::{bad_kind, short, Dec, Enc};
+use super::frame::{bad_kind, parse_body, short, Dec, Enc, Frame};
 use super::types::{
     DetachReason, ExecExit, FailureKind, FsChange, FsChangeKind, FsEntry, ReadyState, SessionInfo, Usage,
 };
@@ -324,4 +324,9 @@ impl Event {
             k => return Err(bad_kind(k)),
         })
     }
+}
+
+/// Decode an event body (what follows the 4-byte length).
+pub fn decode_event(body: &[u8]) -> io::Result<Frame<Event>> {
+    parse_body(body, Event::decode)
 }

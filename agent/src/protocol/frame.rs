@@ -1,10 +1,10 @@
 //! Frames: the length-prefixed envelope, the field encoder and decoder, and reading and
-//! writing whole frames (the part the fuzz target drives).
+//! writing whole frames (the part the fuzz target drives). It knows no message: `event` and
+//! `request` decode theirs through [`parse_body`].
 
 use std::io::{self, Read, Write};
 
 use super::types::{FsEntry, FsKind, WindowSize};
-use super::{Event, Request};
 
 /// One frame: a message and the request it belongs to.
 #[derive(Debug, Clone, PartialEq)]
@@ -174,7 +174,10 @@ pub fn unknown_request_id(body: &[u8], error: &io::Error) -> Option<u64> {
 }
 
 /// Split a frame body (everything after the length) into kind, id and payload decoder.
-fn parse_body<T>(body: &[u8], decode: fn(u8, &mut Dec<'_>) -> io::Result<T>) -> io::Result<Frame<T>> {
+pub(super) fn parse_body<T>(
+    body: &[u8],
+    decode: fn(u8, &mut Dec<'_>) -> io::Result<T>,
+) -> io::Result<Frame<T>> {
     let mut d = Dec(body);
     let kind = d.u8()?;
     let id = d.u64()?;
@@ -201,16 +204,6 @@ pub fn split_frame(buf: &[u8], max: usize) -> io::Result<Option<(&[u8], usize)>>
     let Some(header) = buf.get(..4) else { return Ok(None) };
     let len = body_len([header[0], header[1], header[2], header[3]], max)?;
     Ok(buf.get(4..4 + len).map(|body| (body, 4 + len)))
-}
-
-/// Decode a request body (what follows the 4-byte length).
-pub fn decode_request(body: &[u8]) -> io::Result<Frame<Request>> {
-    parse_body(body, Request::decode)
-}
-
-/// Decode an event body (what follows the 4-byte length).
-pub fn decode_event(body: &[u8]) -> io::Result<Frame<Event>> {
-    parse_body(body, Event::decode)
 }
 
 /// Read one frame body (at most `max` bytes) from a blocking reader; `Ok(None)` at a clean end

@@ -43,12 +43,9 @@ mod request;
 mod tests;
 mod types;
 
-pub use event::Event;
-pub use frame::{
-    body_len, decode_event, decode_request, read_body, split_frame, unknown_request_id, write_frame, Frame,
-    UnknownKind,
-};
-pub use request::Request;
+pub use event::{decode_event, Event};
+pub use frame::{body_len, read_body, split_frame, unknown_request_id, write_frame, Frame, UnknownKind};
+pub use request::{decode_request, Request};
 pub use types::{
     DetachReason, ExecExit, ExecStart, FailureKind, FsChange, FsChangeKind, FsEntry, FsKind, ReadyState,
     SessionInfo, SessionStart, Usage, WindowSize,

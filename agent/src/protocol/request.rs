@@ -2,7 +2,7 @@
 
 use std::io;
 
-use super::frame::{bad_kind, short, Dec, Enc};
+use super::frame::{bad_kind, parse_body, short, Dec, Enc, Frame};
 use super::types::{ExecStart, SessionStart, WindowSize};
 
 /// Server to agent.
@@ -334,4 +334,9 @@ impl Request {
             k => return Err(bad_kind(k)),
         })
     }
+}
+
+/// Decode a request body (what follows the 4-byte length).
+pub fn decode_request(body: &[u8]) -> io::Result<Frame<Request>> {
+    parse_body(body, Request::decode)
 }

@@ -1,18 +1,8 @@
 //! Authorization in the service: what the gate found ([`Principal`]) checked against the
 //! sandbox a handler names, `Grant` and `Revoke`, and the owner token `Create` returns.
-//! Each handler makes one call, `api.authorize(&principal, sandbox_id, Scope::X)`.
-//!
-//! | Scope    | RPCs                                                                        |
-//! |----------|-----------------------------------------------------------------------------|
-//! | read     | Status, Connect, Download, Diff, NetworkAddress, ListDir, Stat, WatchDir,    |
-//! |          | Grant (of read)                                                             |
-//! | operate  | Exec, ExecStream, Upload, Pty, Endpoint, Grant (of operate), StartProcess,   |
-//! |          | ListProcesses, AttachProcess, SignalProcess, PortForward, MakeDir, Remove,  |
-//! |          | Rename                                                                      |
-//! | owner    | Close, SetTimeout, Snapshot, Fork, Pause, Resume, Grant (of owner), Revoke, |
-//! |          | SetNetworkPolicy                                                            |
-//! | tenant   | Create, List, ListSnapshots, DeleteSnapshot, ListVolumes, DeleteVolume      |
-//! |          | (a tenant key or the operator)                                              |
+//! Each handler makes one call, `api.authorize(&principal, sandbox_id, const { scope("X") })`:
+//! the scope each RPC needs is a row of `service/rpc_table.rs` (read, operate, owner; `Key` for
+//! the calls a tenant key or the operator makes: Create, List, snapshots, volumes, pools, Watch).
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -8,7 +8,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use super::{convert, span, BoxStream, SandboxApi};
-use crate::auth::{Principal, Scope, TENANT_LABEL};
+use crate::auth::{Principal, TENANT_LABEL};
 use crate::core::branching::SnapshotInfo;
 use crate::core::spec::SandboxId;
 
@@ -81,7 +81,7 @@ pub(super) async fn snapshot(
     let req = request.into_inner();
     async {
         let id = sandbox_id(&req.sandbox_id)?;
-        api.authorize(&principal, id.as_str(), Scope::Owner).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Snapshot") }).await?;
         api.quotas.snapshot_allowed(api, &principal).await?;
         let labels = tenant_labels(&principal, req.labels);
         let info = api.backend().snapshot(&id, &labels, api.max_snapshots()).await?;
@@ -130,7 +130,7 @@ pub(super) async fn fork(
     let span = span("Fork", &req.sandbox_id);
     let id = sandbox_id(&req.sandbox_id)?;
     let source = id.clone();
-    api.authorize(&principal, id.as_str(), Scope::Owner).await?;
+    api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Fork") }).await?;
     api.check_fork_runtime(&principal, id.as_str()).await?;
     let _permit = api.quotas.fork_allowed(api, &principal, req.count).await?;
     api.quotas.snapshot_allowed(api, &principal).await?;
@@ -157,7 +157,7 @@ pub(super) async fn diff(
     let req = request.into_inner();
     let entries = async {
         let id = sandbox_id(&req.sandbox_id)?;
-        api.authorize(&principal, id.as_str(), Scope::Read).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Diff") }).await?;
         Ok::<_, Status>(api.backend().diff(&id, req.path_prefix.as_deref()).await?)
     }
     .instrument(span("Diff", &req.sandbox_id))
@@ -182,7 +182,7 @@ pub(super) async fn pause(
     let principal = Principal::of(&request);
     let req = request.into_inner();
     async {
-        api.authorize(&principal, &req.sandbox_id, Scope::Owner).await?;
+        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("Pause") }).await?;
         api.backend().pause(&sandbox_id(&req.sandbox_id)?).await?;
         Ok(Response::new(pb::PauseResponse {}))
     }
@@ -197,7 +197,7 @@ pub(super) async fn resume(
     let principal = Principal::of(&request);
     let req = request.into_inner();
     async {
-        api.authorize(&principal, &req.sandbox_id, Scope::Owner).await?;
+        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("Resume") }).await?;
         api.backend().resume(&sandbox_id(&req.sandbox_id)?).await?;
         Ok(Response::new(pb::ResumeResponse {}))
     }

@@ -6,7 +6,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use super::{convert, deadline, span, SandboxApi};
-use crate::auth::{Principal, Scope};
+use crate::auth::Principal;
 use crate::core::spec::{ExecErrorType, ExecParams, ExecResult, SandboxHandle};
 
 pub(super) async fn exec(
@@ -26,13 +26,20 @@ pub(super) async fn exec(
 
 /// An exec request as the backend takes it: the sandbox, the command, its parameters with
 /// the timeout capped by the call's deadline, and whether that cap applied.
+// `Exec` and `ExecStream` share `exec_request`'s check: the table must give them one scope.
+const _: () = assert!(
+    super::rpc_table::scope("Exec") as u8 == super::rpc_table::scope("ExecStream") as u8,
+    "Exec and ExecStream share exec_request's scope check"
+);
+
 pub(super) async fn exec_request(
     api: &SandboxApi,
     request: Request<pb::ExecRequest>,
 ) -> Result<(SandboxHandle, String, ExecParams, bool), Status> {
     let deadline = deadline::grpc_timeout(request.metadata());
     let principal = Principal::of(&request);
-    api.authorize(&principal, &request.get_ref().sandbox_id, Scope::Operate).await?;
+    api.authorize(&principal, &request.get_ref().sandbox_id, const { super::rpc_table::scope("Exec") })
+        .await?;
     let req = request.into_inner();
     let requested = req.timeout_s.map(|t| convert::seconds("timeout_s", t)).transpose()?;
     let (timeout, capped) = deadline::cap(requested.or(api.backend().default_exec_timeout()), deadline);

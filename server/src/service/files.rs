@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use super::status::invalid;
 use super::{span, BoxStream, SandboxApi};
-use crate::auth::{Principal, Scope};
+use crate::auth::Principal;
 use crate::error::ProviderError;
 
 pub(super) async fn upload(
@@ -70,7 +70,7 @@ impl SandboxApi {
         chunks: impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + Unpin + 'static,
     ) -> Result<pb::UploadResponse, Status> {
         let api = self;
-        api.authorize(principal, &header.sandbox_id, Scope::Operate).await?;
+        api.authorize(principal, &header.sandbox_id, const { super::rpc_table::scope("Upload") }).await?;
         let handle = api.handle(&header.sandbox_id).await?;
         let mut reader = tokio_util::io::StreamReader::new(chunks);
         let backend = api.backend();
@@ -126,7 +126,7 @@ pub(super) async fn download(
     let req = request.into_inner();
     let span = span("Download", &req.sandbox_id);
     let mut download = async {
-        api.authorize(&principal, &req.sandbox_id, Scope::Read).await?;
+        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("Download") }).await?;
         let handle = api.handle(&req.sandbox_id).await?;
         Ok::<_, Status>(api.backend().download(&handle, &req.path).await?)
     }

@@ -9,7 +9,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use super::{span, BoxStream, SandboxApi};
-use crate::auth::{Principal, Scope};
+use crate::auth::Principal;
 use crate::core::fs::{
     check_path, FileEntry, FileEvent, FileEventKind, FileKind, FileOp, ListDirQuery, MAX_DEPTH,
 };
@@ -59,7 +59,7 @@ pub(super) async fn list_dir(
     let req = request.into_inner();
     let span = span("ListDir", &req.sandbox_id);
     let batches = async {
-        api.authorize(&principal, &req.sandbox_id, Scope::Read).await?;
+        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("ListDir") }).await?;
         check_path("path", &req.path)?;
         if req.depth > MAX_DEPTH {
             return Err(super::status::invalid(
@@ -90,7 +90,7 @@ pub(super) async fn stat(
     let principal = Principal::of(&request);
     let req = request.into_inner();
     async {
-        api.authorize(&principal, &req.sandbox_id, Scope::Read).await?;
+        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("Stat") }).await?;
         check_path("path", &req.path)?;
         let user = user_of(&req.user)?;
         let handle = api.handle(&req.sandbox_id).await?;
@@ -101,7 +101,7 @@ pub(super) async fn stat(
     .await
 }
 
-/// MakeDir, Remove and Rename: one change, `operate`.
+/// MakeDir, Remove and Rename: one change, at the scope the RPC table gives each.
 async fn file_op(
     api: &SandboxApi,
     rpc: &'static str,
@@ -111,7 +111,12 @@ async fn file_op(
     op: FileOp,
 ) -> Result<(), Status> {
     async {
-        api.authorize(&principal, sandbox_id, Scope::Operate).await?;
+        let needed = match &op {
+            FileOp::MakeDir { .. } => const { super::rpc_table::scope("MakeDir") },
+            FileOp::Remove { .. } => const { super::rpc_table::scope("Remove") },
+            FileOp::Rename { .. } => const { super::rpc_table::scope("Rename") },
+        };
+        api.authorize(&principal, sandbox_id, needed).await?;
         match &op {
             FileOp::MakeDir { path, mode, .. } => {
                 check_path("path", path)?;
@@ -182,7 +187,7 @@ pub(super) async fn watch_dir(
     let req = request.into_inner();
     let span = span("WatchDir", &req.sandbox_id);
     let mut changes = async {
-        api.authorize(&principal, &req.sandbox_id, Scope::Read).await?;
+        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("WatchDir") }).await?;
         check_path("path", &req.path)?;
         let user = user_of(&req.user)?;
         let handle = api.handle(&req.sandbox_id).await?;

@@ -101,7 +101,7 @@ pub(super) async fn set_timeout(
     let span = super::span("SetTimeout", &req.sandbox_id);
     async move {
         let id = SandboxId::parse("sandbox_id", &req.sandbox_id)?;
-        api.authorize(&principal, id.as_str(), crate::auth::Scope::Owner).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("SetTimeout") }).await?;
         let ttl = convert::seconds("ttl_s", req.ttl_s)?;
         let expires_at_unix_ms = api.lifecycle().set_timeout(&id, ttl).await?;
         tracing::info!(expires_at_unix_ms, "lease moved");

@@ -8,7 +8,7 @@ use tracing::Instrument;
 
 use super::status::invalid;
 use super::{convert, deadline, span, SandboxApi};
-use crate::auth::{Principal, Scope};
+use crate::auth::Principal;
 use crate::core::spec::SandboxId;
 
 pub(super) async fn create(
@@ -78,7 +78,7 @@ pub(super) async fn connect(
         let sandbox = request.into_inner().sandbox.ok_or_else(|| invalid("sandbox", "is required"))?;
         tracing::Span::current().record("sandbox_id", sandbox.sandbox_id.as_str());
         SandboxId::parse("sandbox.sandbox_id", &sandbox.sandbox_id)?;
-        api.authorize(&principal, &sandbox.sandbox_id, Scope::Read).await?;
+        api.authorize(&principal, &sandbox.sandbox_id, const { super::rpc_table::scope("Connect") }).await?;
         // The descriptor keeps the token it came with (serialize() carries it).
         let token = sandbox.token.clone();
         let descriptor = convert::descriptor(sandbox)?;
@@ -102,7 +102,8 @@ pub(super) async fn status(
     let span = span("Status", &request.get_ref().sandbox_id);
     async {
         let id = SandboxId::parse("sandbox_id", &request.get_ref().sandbox_id)?;
-        api.authorize(&Principal::of(&request), id.as_str(), Scope::Read).await?;
+        api.authorize(&Principal::of(&request), id.as_str(), const { super::rpc_table::scope("Status") })
+            .await?;
         let status = api.backend().status(&id).await?;
         // The runtime from the handle (cached; one inspect after a restart); a sandbox gone
         // by now has none to show.
@@ -125,7 +126,7 @@ pub(super) async fn endpoint(
         let principal = Principal::of(&request);
         let req = request.into_inner();
         let port = convert::port("port", req.port)?;
-        api.authorize(&principal, &req.sandbox_id, Scope::Operate).await?;
+        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("Endpoint") }).await?;
         let handle = api.handle(&req.sandbox_id).await?;
         let ep = api.backend().endpoint(&handle, port).await?;
         Ok(Response::new(pb::EndpointResponse {
@@ -145,7 +146,7 @@ pub(super) async fn close(
     async {
         let id = SandboxId::parse("sandbox_id", &request.get_ref().sandbox_id)?;
         let principal = Principal::of(&request);
-        api.authorize(&principal, id.as_str(), Scope::Owner).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Close") }).await?;
         // Watchers learn who removed it (`SandboxEvent.reason`).
         api.lifecycle.announce_removal(&id, &super::watch::closed_by(&principal));
         let usage = super::usage::before_close(api, &id).await;

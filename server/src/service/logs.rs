@@ -7,7 +7,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use super::{span, BoxStream, SandboxApi};
-use crate::auth::{Principal, Scope};
+use crate::auth::Principal;
 use crate::core::logs::{LogChunk, LogOptions};
 use crate::core::spec::SandboxId;
 
@@ -20,7 +20,7 @@ pub(super) async fn logs(
     let span = span("Logs", &req.sandbox_id);
     let mut stream = async {
         let id = SandboxId::parse("sandbox_id", &req.sandbox_id)?;
-        api.authorize(&principal, id.as_str(), Scope::Read).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Logs") }).await?;
         let options = LogOptions { follow: req.follow, tail_lines: req.tail_lines };
         Ok::<_, Status>(api.backend().logs(&id, options).await?)
     }

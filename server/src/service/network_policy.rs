@@ -7,7 +7,7 @@ use tonic::{Request, Response, Status};
 
 use super::status::invalid;
 use super::SandboxApi;
-use crate::auth::{Principal, Scope};
+use crate::auth::Principal;
 use crate::core::spec::{SandboxHandle, SandboxId, SandboxSpec};
 use crate::egress::{EgressAction, EgressPlan, EgressRule, NetworkPolicy};
 
@@ -96,7 +96,7 @@ pub(super) async fn set_network_policy(
     let id = SandboxId::parse("sandbox_id", &req.sandbox_id)?;
     let policy = from_proto("policy", req.policy.ok_or_else(|| invalid("policy", "is required"))?)?;
     policy.check("policy").map_err(crate::error::ProviderError::from)?;
-    api.authorize(&principal, id.as_str(), Scope::Owner).await?;
+    api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("SetNetworkPolicy") }).await?;
     api.egress.set(api.backend().as_ref(), &id, policy).await?;
     Ok(Response::new(pb::SetNetworkPolicyResponse {}))
 }

@@ -10,7 +10,7 @@ use tracing::Instrument;
 
 use super::status::invalid;
 use super::{span, BoxStream, SandboxApi};
-use crate::auth::{Principal, Scope};
+use crate::auth::Principal;
 use crate::core::processes::{ForwardInput, ForwardOutput, ForwardTarget};
 
 type Msg = pb::port_forward_request::Message;
@@ -35,7 +35,7 @@ pub(super) async fn port_forward(
     let span = span("PortForward", &open.sandbox_id);
     let connection = async {
         let target = ForwardTarget::parse(&open.host, open.port)?;
-        api.authorize(&principal, &open.sandbox_id, Scope::Operate).await?;
+        api.authorize(&principal, &open.sandbox_id, const { super::rpc_table::scope("PortForward") }).await?;
         let handle = api.handle(&open.sandbox_id).await?;
         Ok::<_, Status>(api.backend().port_forward(&handle, &target).await?)
     }

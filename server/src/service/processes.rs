@@ -7,7 +7,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use super::{convert, span, BoxStream, SandboxApi};
-use crate::auth::{Principal, Scope};
+use crate::auth::Principal;
 use crate::core::processes::{self, ProcessEvent, ProcessInfo, ProcessStart};
 
 impl From<ProcessInfo> for pb::ProcessInfo {
@@ -62,7 +62,7 @@ pub(super) async fn start_process(
             pty: if req.pty { Some(processes::terminal_size(req.rows, req.cols)?) } else { None },
         };
         start.check()?;
-        api.authorize(&principal, &req.sandbox_id, Scope::Operate).await?;
+        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("StartProcess") }).await?;
         let handle = api.handle(&req.sandbox_id).await?;
         let started = api.backend().start_process(&handle, &start).await?;
         Ok(Response::new(pb::StartProcessResponse { process_id: started.process_id, pid: started.pid }))
@@ -78,7 +78,8 @@ pub(super) async fn list_processes(
     let principal = Principal::of(&request);
     let req = request.into_inner();
     async {
-        api.authorize(&principal, &req.sandbox_id, Scope::Operate).await?;
+        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("ListProcesses") })
+            .await?;
         let handle = api.handle(&req.sandbox_id).await?;
         let list = api.backend().list_processes(&handle).await?;
         Ok(Response::new(pb::ListProcessesResponse { processes: list.into_iter().map(Into::into).collect() }))
@@ -95,7 +96,8 @@ pub(super) async fn signal_process(
     let req = request.into_inner();
     async {
         let signal = processes::parse_signal("signal", &req.signal)?;
-        api.authorize(&principal, &req.sandbox_id, Scope::Operate).await?;
+        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("SignalProcess") })
+            .await?;
         let handle = api.handle(&req.sandbox_id).await?;
         api.backend().signal_process(&handle, &req.process_id, signal).await?;
         Ok(Response::new(pb::SignalProcessResponse {}))
@@ -114,7 +116,8 @@ pub(super) async fn attach_process(
     let req = request.into_inner();
     let span = span("AttachProcess", &req.sandbox_id);
     let mut events = async {
-        api.authorize(&principal, &req.sandbox_id, Scope::Operate).await?;
+        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("AttachProcess") })
+            .await?;
         let handle = api.handle(&req.sandbox_id).await?;
         Ok::<_, Status>(api.backend().attach_process(&handle, &req.process_id, req.since).await?)
     }

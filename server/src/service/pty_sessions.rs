@@ -5,7 +5,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use super::{span, SandboxApi};
-use crate::auth::{Principal, Scope};
+use crate::auth::Principal;
 use crate::core::spec::SandboxId;
 use crate::core::terminal::TerminalInfo;
 
@@ -34,7 +34,7 @@ pub(super) async fn list_pty_sessions(
     async {
         let id = SandboxId::parse("sandbox_id", &req.sandbox_id)?;
         // Listing shows what runs (the commands): a terminal's scope, not a reader's.
-        api.authorize(&principal, id.as_str(), Scope::Operate).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("ListPtySessions") }).await?;
         let handle = api.handle(id.as_str()).await?;
         let sessions = api.backend().list_terminals(&handle).await?;
         Ok(Response::new(pb::ListPtySessionsResponse {

@@ -7,7 +7,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use super::{span, SandboxApi};
-use crate::auth::{Principal, Scope};
+use crate::auth::Principal;
 use crate::core::spec::SandboxId;
 
 pub(super) async fn network_address(
@@ -18,7 +18,7 @@ pub(super) async fn network_address(
     let req = request.into_inner();
     async {
         let id = SandboxId::parse("sandbox_id", &req.sandbox_id)?;
-        api.authorize(&principal, id.as_str(), Scope::Read).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("NetworkAddress") }).await?;
         let found = api.backend().network_address(&id).await?;
         Ok(Response::new(pb::NetworkAddressResponse { address: found.address, network: found.network }))
     }

@@ -142,10 +142,10 @@ pub struct Services {
     egress: Arc<crate::egress::Egress>,
     /// Relays calls about sandboxes on other nodes (cluster mode; set by `crate::wiring`);
     /// passes everything through on a single host.
-    pub(crate) forward: crate::backends::swarm::ForwardLayer,
     /// The E2B front-end over the same service (`server.e2b`), served by [`serve`] when
     /// `server.e2b.listen` is set.
     e2b: crate::e2b::E2bFront,
+    pub(crate) forward: super::forward::ForwardLayer,
 }
 
 /// How [`Services::serve_until`] serves its listener and what its shutdown does.
@@ -235,8 +235,8 @@ impl Services {
             health: health_reporter,
             shutdown_tx,
             egress,
-            forward: crate::backends::swarm::ForwardLayer::default(),
             e2b,
+            forward: super::forward::ForwardLayer::default(),
         })
     }
 

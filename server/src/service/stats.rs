@@ -8,7 +8,7 @@ use tracing::Instrument;
 
 use super::status::invalid;
 use super::{span, BoxStream, SandboxApi};
-use crate::auth::{Principal, Scope};
+use crate::auth::Principal;
 use crate::core::spec::SandboxId;
 use crate::core::stats::SandboxStats;
 use crate::error::ProviderError;
@@ -22,7 +22,7 @@ pub(super) async fn stats(
     let span = span("Stats", &req.sandbox_id);
     async move {
         let id = SandboxId::parse("sandbox_id", &req.sandbox_id)?;
-        api.authorize(&principal, id.as_str(), Scope::Read).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Stats") }).await?;
         Ok(Response::new(wire(api.backend().stats(&id).await?)))
     }
     .instrument(span)
@@ -51,7 +51,7 @@ pub(super) async fn stats_stream(
                 ))
             }
         };
-        api.authorize(&principal, id.as_str(), Scope::Read).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("StatsStream") }).await?;
         // The first reading's errors (unknown, stopped) are the call's.
         let first = api.backend().stats(&id).await?;
         Ok::<_, Status>((id, interval, first))

@@ -16,13 +16,7 @@ use crate::backends::docker::failure::CliError;
 use crate::config::ClusterSection;
 use crate::error::{ProviderError, Result};
 
-/// The metadata key that carries the cluster token on a call between nodes: the receiving
-/// node serves such a call itself, never forwarding it again.
-pub const CLUSTER_TOKEN_HEADER: &str = "x-sandboxd-cluster-token";
-
-/// The metadata key that names, on another node's `Watch` merging this node's events, the
-/// tenant of the caller it merges for (absent: the operator, who sees every sandbox).
-pub const TENANT_HEADER: &str = "x-sandboxd-tenant";
+pub use crate::service::forward::{CLUSTER_TOKEN_HEADER, TENANT_HEADER};
 
 /// A Swarm node as this server needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]

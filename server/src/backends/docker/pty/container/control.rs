@@ -413,7 +413,7 @@ mod tests {
         let exe = std::env::current_exe().unwrap();
         let out = Command::new("sh")
             .arg("-c")
-            .arg("trap '' INT QUIT; exec \"$0\" --exact docker::pty::container::control::tests::signal_command_signals_the_group_of_a_checked_pid")
+            .arg("trap '' INT QUIT; exec \"$0\" --exact backends::docker::pty::container::control::tests::signal_command_signals_the_group_of_a_checked_pid")
             .arg(&exe)
             .env("SANDBOXD_INNER_SIGNAL_RUN", "1")
             .stdin(Stdio::null())

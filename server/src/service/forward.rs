@@ -1,6 +1,7 @@
 //! Any node answers any RPC: a tower layer in front of the gRPC routes reads the sandbox id of a
 //! call about one sandbox (field 1 of its first message, or field 1 of the message there),
-//! asks Swarm where that sandbox runs and, when it is another node, relays the whole HTTP/2
+//! asks the cluster (a [`Cluster`]; Swarm's is in `backends/swarm/relay.rs`) where that sandbox
+//! runs and, when it is another node, relays the whole HTTP/2
 //! call to that node's sandboxd: unary, server-streaming and the bidirectional `Pty`,
 //! `PortForward` and `Upload` streams alike, bytes untouched. The caller's headers go along (its
 //! bearer is checked by the owning node, as on one host), the deadline is what is left of the
@@ -21,8 +22,44 @@ use subtle::ConstantTimeEq;
 use tonic::body::Body;
 use tonic::Status;
 
-use super::placement::{Swarm, CLUSTER_TOKEN_HEADER, TENANT_HEADER};
+use super::rpc_table::IdAt;
 use crate::core::watch::NodeOnly;
+
+/// The metadata key that carries the cluster token on a call between nodes: the receiving
+/// node serves such a call itself, never forwarding it again.
+pub const CLUSTER_TOKEN_HEADER: &str = "x-sandboxd-cluster-token";
+
+/// The metadata key that names, on another node's `Watch` merging this node's events, the
+/// tenant of the caller it merges for (absent: the operator, who sees every sandbox).
+pub const TENANT_HEADER: &str = "x-sandboxd-tenant";
+
+/// What relaying needs from a cluster, whatever runs it: where a sandbox runs, a channel to a
+/// node's sandboxd, and the token the nodes present to each other.
+#[async_trait::async_trait]
+pub trait Cluster: Send + Sync + 'static {
+    /// What runs the cluster, as errors name it ("Swarm").
+    fn name(&self) -> &str;
+    /// The cluster token (compared in constant time with the one a relayed call carries).
+    fn token(&self) -> &str;
+    /// The node sandbox `id` runs on; `None` when the cluster knows no such sandbox.
+    async fn locate(&self, id: &str) -> crate::error::Result<Option<NodePlace>>;
+    /// A (lazily connected, cached) channel to the sandboxd at `addr`.
+    fn channel(&self, addr: &str) -> crate::error::Result<tonic::transport::Channel>;
+}
+
+/// Where a sandbox runs, as the relay needs it.
+#[derive(Debug, Clone)]
+pub struct NodePlace {
+    /// This node: the call is served here.
+    pub local: bool,
+    pub hostname: String,
+    /// `HOST:PORT` of the node's sandboxd.
+    pub addr: String,
+    /// The cluster's word for the node's state (for the error when it is down).
+    pub state: String,
+    /// The node cannot answer (a `Close` is then served here).
+    pub down: bool,
+}
 
 /// The service whose calls are relayed.
 const SERVICE_PREFIX: &str = "/sandbox.v1.SandboxService/";
@@ -30,33 +67,11 @@ const SERVICE_PREFIX: &str = "/sandbox.v1.SandboxService/";
 /// How long a call may take to send its first message before it is refused here.
 const FIRST_MESSAGE_WAIT: Duration = Duration::from_secs(30);
 
-/// Where a call's sandbox id sits in its first message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum IdAt {
-    /// `string sandbox_id = 1`.
-    Field1,
-    /// Field 1 is a message (`UploadHeader`, `SandboxRef`, `PortForwardOpen`) whose field 1 is
-    /// the id.
-    Nested,
-    /// A `PtyRequest`: `open` (1) or `attach` (6), each with the id in its field 1.
-    Pty,
-}
-
-/// The calls about one sandbox, which run where it runs (`Close` too, so the owning node tells
-/// its watchers why; a node that is down is closed from here: `docker service rm` works on any
-/// manager). `Create`, `List`, `Watch`, pools, tokens, volumes and snapshots (which cluster mode
-/// does not offer) are answered by the node called.
+/// The calls about one sandbox, which run where it runs: the table's relayed rows
+/// (`service/rpc_table.rs`). `Create`, `List`, `Watch`, pools, tokens, volumes and snapshots
+/// (which cluster mode does not offer) are answered by the node called.
 fn routed(method: &str) -> Option<IdAt> {
-    use IdAt::*;
-    Some(match method {
-        "Exec" | "ExecStream" | "Download" | "Status" | "Endpoint" | "Close" | "SetTimeout" | "Diff"
-        | "Pause" | "Resume" | "Logs" | "NetworkAddress" | "Stats" | "StatsStream" | "SetNetworkPolicy"
-        | "ListPtySessions" | "StartProcess" | "ListProcesses" | "AttachProcess" | "SignalProcess"
-        | "ListDir" | "Stat" | "MakeDir" | "Remove" | "Rename" | "WatchDir" => Field1,
-        "Upload" | "Connect" | "PortForward" => Nested,
-        "Pty" => Pty,
-        _ => return None,
-    })
+    super::rpc_table::forwarded(method)
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -93,29 +108,30 @@ fn sandbox_id(at: IdAt, message: &[u8]) -> Option<String> {
     (!id.is_empty()).then_some(id)
 }
 
-/// The layer; `None` (single host) passes every call through untouched.
+/// The layer; without a cluster (single host, the default) it passes every call through
+/// untouched.
 #[derive(Clone, Default)]
 pub struct ForwardLayer {
-    swarm: Option<Arc<Swarm>>,
+    cluster: Option<Arc<dyn Cluster>>,
 }
 
 impl ForwardLayer {
-    pub fn new(swarm: Option<Arc<Swarm>>) -> Self {
-        Self { swarm }
+    pub fn new(cluster: Option<Arc<dyn Cluster>>) -> Self {
+        Self { cluster }
     }
 }
 
 impl<S> tower_layer::Layer<S> for ForwardLayer {
     type Service = Forward<S>;
     fn layer(&self, inner: S) -> Forward<S> {
-        Forward { inner, swarm: self.swarm.clone() }
+        Forward { inner, cluster: self.cluster.clone() }
     }
 }
 
 #[derive(Clone)]
 pub struct Forward<S> {
     inner: S,
-    swarm: Option<Arc<Swarm>>,
+    cluster: Option<Arc<dyn Cluster>>,
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -141,7 +157,7 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let method = request.uri().path().strip_prefix(SERVICE_PREFIX).map(str::to_string);
         let at = method.as_deref().and_then(routed);
-        let Some(swarm) = self.swarm.clone() else {
+        let Some(cluster) = self.cluster.clone() else {
             let (parts, body) = request.into_parts();
             return Box::pin(inner.call(http::Request::from_parts(parts, Body::new(body))));
         };
@@ -149,7 +165,7 @@ where
             let (mut parts, body) = request.into_parts();
             if method.as_deref() == Some("Watch") && parts.headers.contains_key(CLUSTER_TOKEN_HEADER) {
                 // Another node merging this node's events, for the tenant it names.
-                if !token_matches(&parts.headers, &swarm) {
+                if !token_matches(&parts.headers, &cluster) {
                     return Box::pin(async {
                         Ok(Status::unauthenticated("wrong cluster token").into_http())
                     });
@@ -165,7 +181,7 @@ where
             let (parts, body) = request.into_parts();
             // A call another node relayed: served here, or refused when its token is wrong.
             if parts.headers.contains_key(CLUSTER_TOKEN_HEADER) {
-                if !token_matches(&parts.headers, &swarm) {
+                if !token_matches(&parts.headers, &cluster) {
                     return Ok(Status::unauthenticated("wrong cluster token").into_http());
                 }
                 return inner.call(http::Request::from_parts(parts, Body::new(body))).await;
@@ -180,11 +196,11 @@ where
                 .and_then(|m| sandbox_id(at, m))
                 .filter(|id| crate::core::spec::SandboxId::has_valid_shape(id));
             let placement = match &id {
-                Some(id) => match swarm.locate(id).await {
+                Some(id) => match cluster.locate(id).await {
                     Ok(p) => p,
                     Err(e) => {
                         return Ok(Status::unavailable(format!(
-                            "cannot ask Swarm where sandbox {id} runs: {e}"
+                            "cannot ask the cluster where sandbox {id} runs: {e}"
                         ))
                         .into_http())
                     }
@@ -195,34 +211,37 @@ where
                 return inner.call(http::Request::from_parts(parts, body)).await;
             };
             let id = id.unwrap_or_default();
-            let node = &placement.node;
-            // A `Close` whose node cannot answer is this node's: Swarm removes the service.
+            let node = &placement;
+            // A `Close` whose node cannot answer is this node's: the cluster removes the sandbox.
             let mut local_close = |parts: http::request::Parts| {
                 let body = rejoin(head.clone(), Box::pin(futures_util::stream::empty()));
                 inner.call(http::Request::from_parts(parts, body))
             };
-            if node.is_down() {
+            if node.down {
                 if closing {
                     return local_close(parts).await;
                 }
                 return Ok(crate::core::failure::status(
                     tonic::Code::Unavailable,
                     format!(
-                        "sandbox {id} runs on node {} ({}), which Swarm reads as {}",
-                        node.hostname, node.addr, node.state
+                        "sandbox {id} runs on node {} ({}), which {} reads as {}",
+                        node.hostname,
+                        node.addr,
+                        cluster.name(),
+                        node.state
                     ),
                     Some(crate::core::failure::FailureKind::NodeLost),
                 )
                 .into_http());
             }
-            let mut channel = match swarm.channel(&node.addr) {
+            let mut channel = match cluster.channel(&node.addr) {
                 Ok(c) => c,
                 Err(e) => return Ok(Status::from(e).into_http()),
             };
             let kept = closing.then(|| parts.clone());
             let mut relayed = http::Request::from_parts(parts, body);
             let headers = relayed.headers_mut();
-            if let Ok(token) = http::HeaderValue::from_str(swarm.token()) {
+            if let Ok(token) = http::HeaderValue::from_str(cluster.token()) {
                 headers.insert(CLUSTER_TOKEN_HEADER, token);
             }
             // What is left of the caller's deadline after the look-up.
@@ -249,10 +268,10 @@ where
 }
 
 /// Whether a call's cluster token is this cluster's (compared in constant time).
-fn token_matches(headers: &http::HeaderMap, swarm: &Swarm) -> bool {
+fn token_matches(headers: &http::HeaderMap, cluster: &Arc<dyn Cluster>) -> bool {
     headers
         .get(CLUSTER_TOKEN_HEADER)
-        .is_some_and(|token| bool::from(token.as_bytes().ct_eq(swarm.token().as_bytes())))
+        .is_some_and(|token| bool::from(token.as_bytes().ct_eq(cluster.token().as_bytes())))
 }
 
 fn unreachable_node(id: &str, node: &str, addr: &str, e: &dyn std::fmt::Display) -> Status {
