@@ -64,6 +64,16 @@ SANDBOXD_TEST_ENGINE=docker bounded 20m cargo test -p sandboxd --test provider -
 step "provider, client, files and terminal-session suites again on the agent's docker exec channel"
 SANDBOXD_TEST_TRANSPORT=channel bounded 20m cargo test -p sandboxd --test provider --test e2e_client --test files_api --test pty_sessions
 
+# gVisor: a private containerd + dockerd with runsc registered (its own namespace; the test
+# images are built into it), the main suites on it, then gone (the EXIT trap's leftovers
+# removal takes it down too when a suite fails). About 4 minutes on a 2-core machine.
+step "main suites again on gVisor (scripts/runsc-daemon.sh, SANDBOXD_TEST_RUNTIME=runsc)"
+runsc_host="$(bash scripts/runsc-daemon.sh up | tail -n 1)"
+env "$runsc_host" SANDBOXD_TEST_RUNTIME=runsc SANDBOXD_TEST_DAEMON_NETNS="${SANDBOXD_RUNSC_NS:-sbxrunsc}" \
+  bounded 20m cargo test -p sandboxd --no-fail-fast --test provider --test e2e_client --test files_api \
+  --test pty_sessions --test processes --test branching --test runtimes --test agent_socket
+bash scripts/runsc-daemon.sh down
+
 
 if [[ -x scripts/e2e-polyglot.sh ]]; then
   step "scripts/e2e-polyglot.sh"

@@ -211,6 +211,24 @@ fn become_user(user: &ExecUser) -> Result<(), FsError> {
         // An invalid id changes nothing and returns the current one: the check that both took.
         let gid = libc::syscall(libc::SYS_setfsgid, -1 as libc::c_long) as u32;
         let uid = libc::syscall(libc::SYS_setfsuid, -1 as libc::c_long) as u32;
+        // gVisor (release 2022-12-19) has no setfsuid/setfsgid: there the thread's effective
+        // ids instead (raw syscalls change only this thread, which ends with the call).
+        if (uid != user.uid || gid != user.gid)
+            && libc::syscall(
+                libc::SYS_setresgid,
+                -1 as libc::c_long,
+                user.gid as libc::c_long,
+                -1 as libc::c_long,
+            ) == 0
+            && libc::syscall(
+                libc::SYS_setresuid,
+                -1 as libc::c_long,
+                user.uid as libc::c_long,
+                -1 as libc::c_long,
+            ) == 0
+        {
+            return Ok(());
+        }
         if uid != user.uid || gid != user.gid {
             return Err((
                 FailureKind::User,

@@ -150,16 +150,6 @@ fn parse_stat(stat: &str) -> Option<(libc::pid_t, libc::pid_t, u64)> {
     Some((fields.get(2)?.parse().ok()?, fields.get(3)?.parse().ok()?, fields.get(19)?.parse().ok()?))
 }
 
-#[cfg(test)]
-mod stat_tests {
-    #[test]
-    fn stat_lines_with_odd_commands_parse() {
-        let line = "42 (a (b) c) S 1 40 7 0 0 0 0 0 0 0 0 0 0 0 20 0 1 0 12345 10555392 593";
-        assert_eq!(super::parse_stat(line), Some((40, 7, 12345)));
-        assert_eq!(super::parse_stat("42 (x) S 1"), None);
-    }
-}
-
 fn pipe() -> Result<(RawFd, RawFd), SpawnError> {
     let mut fds = [0; 2];
     // SAFETY: fds is a valid two-element array.
@@ -284,4 +274,14 @@ pub fn start(
         });
     }
     Ok((pid, ends))
+}
+
+#[cfg(test)]
+mod stat_tests {
+    #[test]
+    fn stat_lines_with_odd_commands_parse() {
+        let line = "42 (a (b) c) S 1 40 7 0 0 0 0 0 0 0 0 0 0 0 20 0 1 0 12345 10555392 593";
+        assert_eq!(super::parse_stat(line), Some((40, 7, 12345)));
+        assert_eq!(super::parse_stat("42 (x) S 1"), None);
+    }
 }

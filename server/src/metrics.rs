@@ -60,8 +60,18 @@ pub struct SandboxLabels {
 }
 
 /// Per-sandbox usage gauges (`server.metrics.per_sandbox`), refreshed by [`crate::core::usage_metrics`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SandboxRuntimeLabels {
+    pub sandbox_id: String,
+    pub runtime: String,
+}
+
 #[derive(Default)]
 pub struct SandboxUsage {
+    /// `sandboxd_sandbox_runtime_info{sandbox_id, runtime} 1`: the OCI runtime each runs on.
+    pub runtime_info: Family<SandboxRuntimeLabels, Gauge>,
+    /// The runtime each series above was set with, to remove it.
+    runtimes: std::sync::Mutex<std::collections::HashMap<String, String>>,
     pub cpu_seconds: Family<SandboxLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     pub memory_bytes: Family<SandboxLabels, Gauge>,
     pub memory_limit_bytes: Family<SandboxLabels, Gauge>,
@@ -103,6 +113,24 @@ impl SandboxUsage {
         for (name, help, family) in gauges {
             registry.register(name, help, family.clone());
         }
+        registry.register(
+            "sandbox_runtime_info",
+            "The OCI runtime a sandbox runs on (runc, runsc), as a label; always 1",
+            self.runtime_info.clone(),
+        );
+    }
+
+    /// Says which runtime `sandbox_id` runs on (`""`: not recorded).
+    pub fn set_runtime(&self, sandbox_id: &str, runtime: &str) {
+        let mut runtimes = self.runtimes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = runtimes.insert(sandbox_id.to_string(), runtime.to_string()) {
+            if old != runtime {
+                self.runtime_info
+                    .remove(&SandboxRuntimeLabels { sandbox_id: sandbox_id.to_string(), runtime: old });
+            }
+        }
+        let key = SandboxRuntimeLabels { sandbox_id: sandbox_id.to_string(), runtime: runtime.to_string() };
+        self.runtime_info.get_or_create(&key).set(1);
     }
 
     /// Sets every gauge of `sandbox_id` from one reading.
@@ -121,6 +149,10 @@ impl SandboxUsage {
 
     /// Drops every gauge of `sandbox_id` (it is gone).
     pub fn remove(&self, sandbox_id: &str) {
+        let runtime = self.runtimes.lock().unwrap_or_else(|e| e.into_inner()).remove(sandbox_id);
+        if let Some(runtime) = runtime {
+            self.runtime_info.remove(&SandboxRuntimeLabels { sandbox_id: sandbox_id.to_string(), runtime });
+        }
         let key = SandboxLabels { sandbox_id: sandbox_id.to_string() };
         self.cpu_seconds.remove(&key);
         for family in [

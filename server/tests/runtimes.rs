@@ -207,3 +207,54 @@ async fn a_tenant_bound_to_runsc_cannot_ask_for_runc() {
         assert!(label.containers().is_empty(), "the binding made a runc sandbox");
     }
 }
+
+/// Figures (not run by default): exec `printf x` through the agent's socket, through its
+/// `docker exec -i` channel, and a raw `docker exec`, medians of 30, on the runtime under test:
+/// `SANDBOXD_TEST_RUNTIME=runsc DOCKER_HOST=… cargo test -p sandboxd --test runtimes figures
+/// -- --ignored --nocapture` (README, "Sandboxes on gVisor").
+#[tokio::test(flavor = "multi_thread")]
+#[ignore]
+async fn figures() {
+    use sandboxd::config::ExecTransport;
+    use std::time::{Duration, Instant};
+    let label = TestLabel::new();
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let mut rows = Vec::new();
+    for transport in [ExecTransport::Socket, ExecTransport::Channel] {
+        let p = testkit::agent_provider(&label, |c| c.exec.transport = transport);
+        let started = Instant::now();
+        let h = p.create(&sandboxd::core::spec::SandboxSpec::new(testkit::images::BUSYBOX)).await.unwrap();
+        let create = started.elapsed();
+        let mut times = Vec::new();
+        for _ in 0..30 {
+            let t = Instant::now();
+            let r = p.exec(&h, "printf x", &testkit::exec_params()).await.unwrap();
+            times.push(t.elapsed());
+            assert_eq!(r.stdout_str(), "x");
+        }
+        rows.push((format!("{transport:?}"), create, median(times)));
+        if transport == ExecTransport::Channel {
+            let mut raw = Vec::new();
+            for _ in 0..30 {
+                let t = Instant::now();
+                let out = std::process::Command::new("docker")
+                    .args(["exec", &h.sandbox_id, "printf", "x"])
+                    .output()
+                    .unwrap();
+                raw.push(t.elapsed());
+                assert_eq!(out.stdout, b"x");
+            }
+            rows.push(("docker exec".into(), Duration::ZERO, median(raw)));
+        }
+        p.close(&h.id()).await.unwrap();
+    }
+    for (name, create, exec) in rows {
+        println!(
+            "runtime={} {name}: create {create:?}, exec printf x median {exec:?}",
+            testkit::runtime_name()
+        );
+    }
+}

@@ -205,9 +205,15 @@ async fn per_sandbox_gauges_come_and_go_with_their_sandbox() {
     let cpu = format!("sandboxd_sandbox_cpu_usage_seconds{{sandbox_id=\"{}\"}}", sandbox.id());
     let pids = format!("sandboxd_sandbox_pids{{sandbox_id=\"{}\"}}", sandbox.id());
     assert!(text.contains(&cpu) && text.contains(&pids), "{text}");
+    let runtime = format!(
+        "sandboxd_sandbox_runtime_info{{sandbox_id=\"{}\",runtime=\"{}\"}} 1",
+        sandbox.id(),
+        testkit::runtime_name()
+    );
+    assert!(text.contains(&runtime), "no {runtime} in\n{text}");
     sandbox.stop().await.expect("close");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while render().contains(&series) {
+    while render().contains(&series) || render().contains(&runtime) {
         assert!(std::time::Instant::now() < deadline, "{series} outlived its sandbox");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

@@ -55,6 +55,7 @@ pub async fn refresh(backend: &dyn SandboxBackend, before: HashSet<String>) -> H
             match backend.stats(&id).await {
                 Ok(stats) => {
                     gauges.set(id.as_str(), &stats);
+                    gauges.set_runtime(id.as_str(), sandbox.runtime.as_deref().unwrap_or_default());
                     now.insert(id.as_str().to_string());
                 }
                 Err(e) => tracing::debug!(sandbox_id = %id, error = %e, "per-sandbox metrics: no usage"),

@@ -367,6 +367,8 @@ class SandboxInfo:
     status: SandboxStatus
     created_at_unix_ms: int
     expires_at_unix_ms: int | None
+    #: The OCI runtime it runs on (`"runc"`, `"runsc"` for gVisor); "" when the server does not say.
+    runtime: str = ""
 
     @classmethod
     def from_proto(cls, msg: pb.SandboxInfo) -> SandboxInfo:
@@ -376,6 +378,7 @@ class SandboxInfo:
             status=SandboxStatus.from_proto(msg.status),
             created_at_unix_ms=int(msg.created_at_unix_ms),
             expires_at_unix_ms=int(msg.expires_at_unix_ms) if msg.HasField("expires_at_unix_ms") else None,
+            runtime=msg.runtime,
         )
 
 
@@ -432,6 +435,8 @@ class SnapshotInfo:
     labels: Mapping[str, str]
     created_at_unix_ms: int
     size_bytes: int
+    #: The OCI runtime of the sandbox it was taken from; a sandbox from it runs on it too.
+    runtime: str = ""
 
     @classmethod
     def from_proto(cls, msg: pb.SnapshotInfo) -> SnapshotInfo:
@@ -441,6 +446,7 @@ class SnapshotInfo:
             labels=dict(msg.labels),
             created_at_unix_ms=int(msg.created_at_unix_ms),
             size_bytes=int(msg.size_bytes),
+            runtime=msg.runtime,
         )
 
 

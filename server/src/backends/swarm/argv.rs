@@ -31,6 +31,9 @@ pub fn check_config(cfg: &DockerCreateConfig) -> Result<(), crate::config::Confi
     if !cfg.extra_run_args.is_empty() {
         return refuse("create.extra_run_args", "these are `docker run` flags; a sandbox is a Swarm service");
     }
+    if cfg.runtime != crate::config::DEFAULT_RUNTIME {
+        return refuse("create.runtime", "docker service create has no --runtime");
+    }
     Ok(())
 }
 
@@ -83,6 +86,12 @@ pub fn check_spec(spec: &SandboxSpec) -> Result<(), ProviderError> {
     }
     if spec.shm_size_bytes.is_some() {
         return refuse("spec.shm_size_bytes", "Swarm services have no --shm-size");
+    }
+    if spec.runtime.as_deref().is_some_and(|r| r != crate::config::DEFAULT_RUNTIME) {
+        return refuse(
+            "spec.runtime",
+            "Swarm services have no --runtime: every task runs on its node's default runtime (runc)",
+        );
     }
     if !spec.volumes.is_empty() {
         return refuse("spec.volumes", "a named volume lives on one node, and Swarm picks the node");
@@ -433,7 +442,8 @@ mod tests {
     #[test]
     fn what_swarm_cannot_express_is_named() {
         type Change = fn(&mut SandboxSpec);
-        let cases: [(Change, &str); 4] = [
+        let cases: [(Change, &str); 5] = [
+            (|s| s.runtime = Some("runsc".into()), "spec.runtime"),
             (|s| s.provider_options.run_args = vec!["--privileged".into()], "spec.provider_options.run_args"),
             (|s| s.provider_options.volumes = vec!["/a:/b".into()], "spec.provider_options.volumes"),
             (|s| s.resources.gpu = Some(1), "spec.resources.gpu"),
@@ -453,6 +463,10 @@ mod tests {
         assert!(check_spec(&spec()).is_ok());
         let cfg = DockerCreateConfig { security_opt: vec!["no-new-privileges".into()], ..Default::default() };
         assert_eq!(check_config(&cfg).unwrap_err().field, "create.security_opt");
+        let cfg = DockerCreateConfig { runtime: "runsc".into(), ..Default::default() };
+        assert_eq!(check_config(&cfg).unwrap_err().field, "create.runtime");
+        let runc = SandboxSpec { runtime: Some("runc".into()), ..SandboxSpec::new("img") };
+        assert!(check_spec(&runc).is_ok(), "runc is every node's default");
     }
 
     #[test]
