@@ -317,3 +317,39 @@ async fn the_shipped_defaults_cap_a_sandbox_that_names_nothing() {
     assert!((now + 3_500_000..=now + 3_600_000).contains(&expires), "lease ends at {expires}, now {now}");
     sandbox.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn egress_policies_hold_on_the_tenants_network() {
+    use proto::EgressAction::{Allow, Deny};
+    let label = TestLabel::new();
+    let dir = tempfile::tempdir().unwrap();
+    let server = tenants_server(&label, dir.path(), serde_json::json!({}));
+    let red = Client::connect_with_token(server.url.clone(), "red-key").await.unwrap();
+    let a = Sandbox::start(&red, sandboxd_client::spec(BUSYBOX)).await.unwrap();
+    serve(&a).await;
+    let a_ip = ip_of(a.id());
+    let with_policy = |default: proto::EgressAction, action: proto::EgressAction| {
+        let mut spec = sandboxd_client::spec(BUSYBOX);
+        spec.network_policy = Some(proto::NetworkPolicy {
+            default_action: default as i32,
+            rules: vec![proto::EgressRule {
+                action: action as i32,
+                cidr: format!("{a_ip}/32"),
+                ports: vec![8080],
+            }],
+            allow_domains: vec![],
+        });
+        spec
+    };
+    let (allowed, denied) = tokio::join!(
+        Sandbox::start(&red, with_policy(Deny, Allow)),
+        Sandbox::start(&red, with_policy(Allow, Deny)),
+    );
+    let (allowed, denied) = (allowed.unwrap(), denied.unwrap());
+    // Peers of one tenant reach each other unless a policy says otherwise.
+    assert!(fetches(&allowed, &a_ip).await, "a policy allowing the peer did not reach it");
+    assert!(!fetches(&denied, &a_ip).await, "a policy denying the peer reached it");
+    for s in [&a, &allowed, &denied] {
+        s.stop().await.unwrap();
+    }
+}
