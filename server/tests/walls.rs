@@ -353,3 +353,42 @@ async fn egress_policies_hold_on_the_tenants_network() {
         s.stop().await.unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sandboxes_claimed_from_everyones_pool_by_two_tenants_never_meet() {
+    let label = TestLabel::new();
+    let dir = tempfile::tempdir().unwrap();
+    let server = tenants_server(
+        &label,
+        dir.path(),
+        serde_json::json!({"pools": [{"name": "everyone", "image": BUSYBOX, "target": 2, "max": 4}]}),
+    );
+    let red = Client::connect_with_token(server.url.clone(), "red-key").await.unwrap();
+    let blue = Client::connect_with_token(server.url.clone(), "blue-key").await.unwrap();
+    // Both members ready (renamed to their ids), so both claims get one.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let pools = red.raw().list_pools(proto::ListPoolsRequest::default()).await.unwrap().into_inner();
+        let ready = pools.pools.iter().find(|p| p.name == "everyone").map_or(0, |p| p.ready);
+        let creating = label.names().iter().filter(|n| n.starts_with("sandboxd-creating-")).count();
+        if ready == 2 && creating == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the pool never had 2 ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let claim = || proto::SandboxSpec { pool: Some("everyone".into()), ..Default::default() };
+    let a = Sandbox::start(&red, claim()).await.unwrap();
+    let b = Sandbox::start(&blue, claim()).await.unwrap();
+    let (a_net, b_net) = (networks_of(a.id()), networks_of(b.id()));
+    assert_eq!(
+        a_net.keys().collect::<Vec<_>>(),
+        b_net.keys().collect::<Vec<_>>(),
+        "both from the pool's bridge"
+    );
+    assert!(a_net.keys().all(|n| n.starts_with("sandboxd-net-isolated")), "{a_net:?}");
+    serve(&a).await;
+    assert!(!fetches(&b, &ip_of(a.id())).await, "blue reached red's pool sandbox on the pool's bridge");
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+}
