@@ -59,13 +59,14 @@ pub struct SandboxLabels {
     pub sandbox_id: String,
 }
 
-/// Per-sandbox usage gauges (`server.metrics.per_sandbox`), refreshed by [`crate::core::usage_metrics`].
+/// A sandbox and the OCI runtime it runs on.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SandboxRuntimeLabels {
     pub sandbox_id: String,
     pub runtime: String,
 }
 
+/// Per-sandbox usage gauges (`server.metrics.per_sandbox`), refreshed by [`crate::core::usage_metrics`].
 #[derive(Default)]
 pub struct SandboxUsage {
     /// `sandboxd_sandbox_runtime_info{sandbox_id, runtime} 1`: the OCI runtime each runs on.

@@ -94,8 +94,13 @@ fn start_server(
 ) -> TestServer {
     let hosts_file = dir.join("hosts");
     std::fs::write(&hosts_file, format!("127.0.0.1 localhost\n{hosts}")).unwrap();
-    let mut config =
-        serde_json::json!({"server": {"state_dir": dir.join("state"), "allow_client_run_args": true}});
+    // The test hosts are containers on Docker's default bridge, which a sandbox on its tenant's
+    // own network never reaches whatever its policy (`walls.rs` tests that, and egress on the
+    // tenant's network): these sandboxes sit on the default bridge with them.
+    let mut config = serde_json::json!({
+        "server": {"state_dir": dir.join("state"), "allow_client_run_args": true},
+        "docker": {"create": {"tenant_network": false}},
+    });
     testkit::config::merge(&mut config, extra);
     TestServer::launch(SANDBOXD, label)
         .config(config)

@@ -317,3 +317,78 @@ async fn the_shipped_defaults_cap_a_sandbox_that_names_nothing() {
     assert!((now + 3_500_000..=now + 3_600_000).contains(&expires), "lease ends at {expires}, now {now}");
     sandbox.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn egress_policies_hold_on_the_tenants_network() {
+    use proto::EgressAction::{Allow, Deny};
+    let label = TestLabel::new();
+    let dir = tempfile::tempdir().unwrap();
+    let server = tenants_server(&label, dir.path(), serde_json::json!({}));
+    let red = Client::connect_with_token(server.url.clone(), "red-key").await.unwrap();
+    let a = Sandbox::start(&red, sandboxd_client::spec(BUSYBOX)).await.unwrap();
+    serve(&a).await;
+    let a_ip = ip_of(a.id());
+    let with_policy = |default: proto::EgressAction, action: proto::EgressAction| {
+        let mut spec = sandboxd_client::spec(BUSYBOX);
+        spec.network_policy = Some(proto::NetworkPolicy {
+            default_action: default as i32,
+            rules: vec![proto::EgressRule {
+                action: action as i32,
+                cidr: format!("{a_ip}/32"),
+                ports: vec![8080],
+            }],
+            allow_domains: vec![],
+        });
+        spec
+    };
+    let (allowed, denied) = tokio::join!(
+        Sandbox::start(&red, with_policy(Deny, Allow)),
+        Sandbox::start(&red, with_policy(Allow, Deny)),
+    );
+    let (allowed, denied) = (allowed.unwrap(), denied.unwrap());
+    // Peers of one tenant reach each other unless a policy says otherwise.
+    assert!(fetches(&allowed, &a_ip).await, "a policy allowing the peer did not reach it");
+    assert!(!fetches(&denied, &a_ip).await, "a policy denying the peer reached it");
+    for s in [&a, &allowed, &denied] {
+        s.stop().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sandboxes_claimed_from_everyones_pool_by_two_tenants_never_meet() {
+    let label = TestLabel::new();
+    let dir = tempfile::tempdir().unwrap();
+    let server = tenants_server(
+        &label,
+        dir.path(),
+        serde_json::json!({"pools": [{"name": "everyone", "image": BUSYBOX, "target": 2, "max": 4}]}),
+    );
+    let red = Client::connect_with_token(server.url.clone(), "red-key").await.unwrap();
+    let blue = Client::connect_with_token(server.url.clone(), "blue-key").await.unwrap();
+    // Both members ready (renamed to their ids), so both claims get one.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let pools = red.raw().list_pools(proto::ListPoolsRequest::default()).await.unwrap().into_inner();
+        let ready = pools.pools.iter().find(|p| p.name == "everyone").map_or(0, |p| p.ready);
+        let creating = label.names().iter().filter(|n| n.starts_with("sandboxd-creating-")).count();
+        if ready == 2 && creating == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the pool never had 2 ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let claim = || proto::SandboxSpec { pool: Some("everyone".into()), ..Default::default() };
+    let a = Sandbox::start(&red, claim()).await.unwrap();
+    let b = Sandbox::start(&blue, claim()).await.unwrap();
+    let (a_net, b_net) = (networks_of(a.id()), networks_of(b.id()));
+    assert_eq!(
+        a_net.keys().collect::<Vec<_>>(),
+        b_net.keys().collect::<Vec<_>>(),
+        "both from the pool's bridge"
+    );
+    assert!(a_net.keys().all(|n| n.starts_with("sandboxd-net-isolated")), "{a_net:?}");
+    serve(&a).await;
+    assert!(!fetches(&b, &ip_of(a.id())).await, "blue reached red's pool sandbox on the pool's bridge");
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+}

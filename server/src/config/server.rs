@@ -186,7 +186,9 @@ impl ServerSection {
         nonzero("server.max_ttl_s", self.max_ttl)?;
         nonzero("server.default_ttl_s", self.default_ttl)?;
         if let (Some(default), Some(max)) = (self.default_ttl, self.max_ttl) {
-            if default > max {
+            // The shipped default yields to an operator's lower cap (the lease policy caps it);
+            // a default the operator chose must fit the cap it chose.
+            if default > max && default != DEFAULT_LEASE {
                 return Err(ConfigError::new(
                     "server.default_ttl_s",
                     format!(

@@ -164,6 +164,9 @@ pub struct SandboxResources {
     pub gpu_type: Option<String>,
 }
 
+/// The largest disk bound a spec may ask for (64 TiB).
+pub const MAX_DISK_GIB: u64 = 1 << 16;
+
 pub const RESOURCE_KEYS: [&str; 5] = ["cpu", "memory_mib", "disk_gib", "gpu", "gpu_type"];
 
 impl SandboxResources {
@@ -191,6 +194,12 @@ impl SandboxResources {
         }
         if self.memory_mib == Some(0) {
             return Err(ProviderError::invalid("spec.resources.memory_mib", "must be > 0"));
+        }
+        if let Some(gib) = self.disk_gib.filter(|g| !(1..=MAX_DISK_GIB).contains(g)) {
+            return Err(ProviderError::invalid(
+                "spec.resources.disk_gib",
+                format!("must be in 1..={MAX_DISK_GIB} (got {gib})"),
+            ));
         }
         Ok(())
     }

@@ -72,7 +72,7 @@ impl DockerProvider {
         let creating = argv::creating_name(sandbox_id);
         // Counted as the network's user from here on, so a close of its last sandbox does not
         // remove it under this create (`release_network`).
-        self.join_network(&creating, spec).await;
+        self.join_network(&creating, spec).await?;
         if let Err(e) = self.prepare_runtime(spec).await {
             self.release_network(&creating).await;
             return Err(e);

@@ -39,29 +39,11 @@ impl DockerProvider {
         Ok(())
     }
 
-    /// Make (or find, and check to be ours) the network and volumes `spec` names.
+    /// Make (or find, and check to be ours) the volumes `spec` names (its network:
+    /// `join_network`).
     pub(super) async fn prepare_runtime(&self, spec: &SandboxSpec) -> Result<()> {
         let tenant = spec.tenant.as_deref();
         let labels = self.resource_labels(tenant);
-        if let Some(network) = &spec.network {
-            let name = argv::network_name(tenant, network);
-            let mut create = argv::network_create_args(&name, &labels);
-            let operator = argv::operator_labels(&self.config.create.extra_run_args);
-            if tenant.is_none() && *network == argv::isolated_network_name(&operator) {
-                create.splice(
-                    create.len() - 1..create.len() - 1,
-                    [String::from("--opt"), argv::NO_ICC_OPTION.into()],
-                );
-            }
-            match self.control(create).await {
-                Ok(_) => {}
-                // Another create made it first, or it is a stranger's: its labels say which.
-                Err(CliError::Failed(f)) if f.stderr.contains("already exists") => {
-                    self.check_ours("network", &name, &labels, "spec.network").await?
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
         for (i, volume) in spec.volumes.iter().enumerate() {
             let name = argv::volume_name(tenant, &volume.name);
             // `volume create` of an existing name succeeds whoever made it: check the labels.
@@ -120,9 +102,40 @@ impl DockerProvider {
     /// A create of `spec` under `creating` will use its network: noted under the gate, so a
     /// `release_network` either sees this user or has removed the network before
     /// `prepare_runtime` makes it again.
-    pub(super) async fn join_network(&self, creating: &str, spec: &SandboxSpec) {
+    /// Made (or found, and checked to be ours) under the gate too, unless another sandbox
+    /// known here is on it: concurrent `docker network create`s of one name can make two
+    /// networks of that name on Engine 20.10, and every later use is then "ambiguous".
+    pub(super) async fn join_network(&self, creating: &str, spec: &SandboxSpec) -> Result<()> {
+        let Some(network) = &spec.network else { return Ok(()) };
+        let tenant = spec.tenant.as_deref();
+        let name = argv::network_name(tenant, network);
         let _gate = self.network_gate.lock().await;
-        self.note_network(creating, spec.tenant.as_deref(), spec.network.as_deref());
+        let known = self.networks.lock().map(|m| m.values().any(|n| *n == name)).unwrap_or(false);
+        self.note_network(creating, tenant, Some(network));
+        if known {
+            return Ok(());
+        }
+        let labels = self.resource_labels(tenant);
+        let mut create = argv::network_create_args(&name, &labels);
+        let operator = argv::operator_labels(&self.config.create.extra_run_args);
+        if tenant.is_none() && *network == argv::isolated_network_name(&operator) {
+            create.splice(
+                create.len() - 1..create.len() - 1,
+                [String::from("--opt"), argv::NO_ICC_OPTION.into()],
+            );
+        }
+        let made = match self.control(create).await {
+            Ok(_) => Ok(()),
+            // Another server made it first, or it is a stranger's: its labels say which.
+            Err(CliError::Failed(f)) if f.stderr.contains("already exists") => {
+                self.check_ours("network", &name, &labels, "spec.network").await
+            }
+            Err(e) => Err(e.into()),
+        };
+        if made.is_err() {
+            self.forget_network(creating);
+        }
+        made
     }
 
     /// Drop a create's note (the sandbox is noted under its id now).
