@@ -97,10 +97,11 @@ async def test_gym_provider_reports_kinds_duration_and_usage(server: ServerProce
         closed = await provider.resource_usage(handle)
         assert closed.wall_time_s >= live.wall_time_s
         gone = await provider.exec(handle, "true")
-        assert (gone.return_code, gone.error_type) == (125, "sandbox_gone")
+        assert (gone.return_code, gone.error_type) == (125, "sandbox")
     finally:
         await provider.aclose()
-    assert gym_error_type(None, "sandbox") == "sandbox" and gym_error_type(FailureKind.TIMEOUT, None) == "timeout"
+    assert gym_error_type(None, None) is None and gym_error_type(FailureKind.TIMEOUT, None) == "timeout"
+    assert {gym_error_type(k, None) for k in FailureKind if not k.is_task_fault} == {"sandbox"}
 
 
 def test_unknown_reason_and_unknown_wire_value() -> None:
