@@ -559,9 +559,11 @@ mod tests {
             return_code: 125,
             error_type: "timeout".into(),
             usage: None,
+            failure_kind: proto::FailureKind::Timeout as i32,
         }
         .into();
         assert_eq!(r.error_type, Some(sandboxd_proto::contract::ExecErrorType::Timeout));
+        assert_eq!(r.failure_kind, Some(crate::FailureKind::Timeout));
         assert_eq!(r.stdout_str(), "hi\n");
         assert!(!r.success());
         let ok: ExecResult = proto::ExecResponse::default().into();

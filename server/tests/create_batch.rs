@@ -48,11 +48,11 @@ async fn a_batch_streams_every_sandbox_and_refuses_bad_counts() {
     }
 
     for count in [0, 257] {
-        let status = raw.create_batch(batch(spec(BUSYBOX), count)).await.err().expect("refused");
+        let status = raw.create_batch(batch(spec(BUSYBOX), count)).await.expect_err("refused");
         assert_eq!(status.code(), Code::InvalidArgument);
         assert!(status.message().contains("count"), "{}", status.message());
     }
-    let status = raw.create_batch(batch(spec(""), 2)).await.err().expect("refused");
+    let status = raw.create_batch(batch(spec(""), 2)).await.expect_err("refused");
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     assert!(label.containers().is_empty(), "a refused batch made nothing: {:?}", label.containers());
 }
@@ -66,7 +66,7 @@ async fn a_spec_that_cannot_start_gives_an_error_item_per_sandbox() {
         Sandbox::start_batch(&client, spec("sandboxd-test/no-such-image:none"), 2).await.expect("batch");
     assert_eq!(items.len(), 2);
     for item in items {
-        let err = item.err().expect("no such image");
+        let err = item.expect_err("no such image");
         assert_eq!(err.failure_kind(), Some(FailureKind::CreateFailed), "{err}");
     }
     assert!(label.containers().is_empty());
@@ -94,7 +94,7 @@ async fn past_the_quota_a_batch_is_refused_at_once_and_a_pool_serves_first() {
 
     // Four is past a quota of three: refused at once, naming it, nothing made.
     let started = Instant::now();
-    let status = raw.create_batch(as_tenant(batch(spec(BUSYBOX), 4))).await.err().expect("past the quota");
+    let status = raw.create_batch(as_tenant(batch(spec(BUSYBOX), 4))).await.expect_err("past the quota");
     assert!(started.elapsed() < Duration::from_secs(5), "refused at once, not timed out");
     assert_eq!(status.code(), Code::ResourceExhausted);
     assert_eq!(failure_kind_of(&status), Some(FailureKind::Quota), "{status:?}");
