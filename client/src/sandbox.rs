@@ -145,6 +145,37 @@ impl Sandbox {
         Ok(Sandbox::from_ref(client, reference, image, None))
     }
 
+    /// Starts `count` sandboxes of one spec (or one pool) in one call (`CreateBatch`), each
+    /// item as it became ready: a sandbox, or why that one was not made (its error carries its
+    /// failure kind). A quota too small for the batch fails the call at once
+    /// (RESOURCE_EXHAUSTED, QUOTA) with nothing made.
+    pub async fn start_batch(
+        client: &Client,
+        spec: proto::SandboxSpec,
+        count: u32,
+    ) -> Result<Vec<Result<Sandbox>>> {
+        let image = Some(spec.image.clone()).filter(|s| !s.is_empty()).or_else(|| spec.snapshot_id.clone());
+        let mut rpc = client.raw();
+        let mut stream =
+            rpc.create_batch(proto::CreateBatchRequest { spec: Some(spec), count }).await?.into_inner();
+        let mut items = Vec::new();
+        while let Some(item) = stream.message().await? {
+            use proto::create_batch_response::Result as Item;
+            items.push(match item.result {
+                Some(Item::Sandbox(reference)) if !reference.sandbox_id.is_empty() => {
+                    Ok(Sandbox::from_ref(client, reference, image.clone(), None))
+                }
+                Some(Item::Error(e)) => Err(ClientError::Status {
+                    code: tonic::Code::from(e.code),
+                    message: e.message,
+                    failure_kind: crate::FailureKind::from_wire(e.failure_kind),
+                }),
+                _ => Err(ClientError::Protocol("a CreateBatchResponse without a sandbox or an error".into())),
+            });
+        }
+        Ok(items)
+    }
+
     /// Re-attaches to a sandbox (`Connect`) from a descriptor made by [`Sandbox::serialize`]: the
     /// JSON value, its text, a bare sandbox id, or a [`proto::SandboxRef`].
     pub async fn connect(
@@ -554,9 +585,11 @@ mod tests {
             return_code: 125,
             error_type: "timeout".into(),
             usage: None,
+            failure_kind: proto::FailureKind::Timeout as i32,
         }
         .into();
         assert_eq!(r.error_type, Some(sandboxd_proto::contract::ExecErrorType::Timeout));
+        assert_eq!(r.failure_kind, Some(crate::FailureKind::Timeout));
         assert_eq!(r.stdout_str(), "hi\n");
         assert!(!r.success());
         let ok: ExecResult = proto::ExecResponse::default().into();

@@ -55,6 +55,10 @@ pub struct CreateArgs {
     /// `table` prints the id; `json` the full sandbox ref.
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
     output: Output,
+    /// Start this many (1-256) in one `CreateBatch` call: one line per sandbox as it is ready,
+    /// a failed one reported on stderr (exit 1 when any failed).
+    #[arg(long, short = 'n', value_name = "N", default_value_t = 1)]
+    count: u32,
 }
 
 pub async fn run(client: &Client, args: CreateArgs) -> Result<i32, CtlError> {
@@ -78,8 +82,26 @@ pub async fn run(client: &Client, args: CreateArgs) -> Result<i32, CtlError> {
         .into_iter()
         .map(|(name, target, read_only)| proto::VolumeMount { name, target, read_only, subpath: None })
         .collect();
+    if args.count != 1 {
+        let mut failed = false;
+        for item in Sandbox::start_batch(client, spec, args.count).await? {
+            match item {
+                Ok(sandbox) => print(&sandbox, args.output),
+                Err(e) => {
+                    failed = true;
+                    eprintln!("sandboxctl: {}", CtlError::from(e));
+                }
+            }
+        }
+        return Ok(i32::from(failed));
+    }
     let sandbox = Sandbox::start(client, spec).await?;
-    match args.output {
+    print(&sandbox, args.output);
+    Ok(0)
+}
+
+fn print(sandbox: &Sandbox, output: Output) {
+    match output {
         Output::Table => println!("{}", sandbox.id()),
         Output::Json => println!(
             "{}",
@@ -91,5 +113,4 @@ pub async fn run(client: &Client, args: CreateArgs) -> Result<i32, CtlError> {
             })
         ),
     }
-    Ok(0)
 }

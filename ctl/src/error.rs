@@ -60,9 +60,12 @@ impl fmt::Display for CtlError {
             Some(code) => write!(f, "{}: {}", sandboxd_client::code_name(code), message.join(" | "))?,
             None => f.write_str(&message.join(" | "))?,
         }
-        match self.failure_kind {
-            Some(kind) => write!(f, " [{}]", kind.reason()),
-            None => Ok(()),
+        // NOT_FOUND already says SANDBOX_GONE.
+        match (self.failure_kind, self.code) {
+            (Some(sandboxd_client::FailureKind::SandboxGone), Some(tonic::Code::NotFound)) | (None, _) => {
+                Ok(())
+            }
+            (Some(kind), _) => write!(f, " [{}]", kind.reason()),
         }
     }
 }

@@ -158,7 +158,8 @@ pub struct UsageArgs {
 /// `sandboxctl usage ID`: the sandbox's totals so far, as one JSON object.
 pub async fn usage(client: &Client, args: UsageArgs) -> Result<i32, CtlError> {
     let request = sandboxd_client::proto::UsageRequest { sandbox_id: args.sandbox_id.clone() };
-    let response = client.raw().usage(request).await.map_err(|e| CtlError::from(e).context(&args.sandbox_id))?;
+    let response =
+        client.raw().usage(request).await.map_err(|e| CtlError::from(e).context(&args.sandbox_id))?;
     let u = response.into_inner().usage.unwrap_or_default();
     println!("{}", usage_json(&u));
     Ok(0)

@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
-use sandboxd_client::{failure_kind_of, proto, spec, ClientError, EventKind, FailureKind, Sandbox, WatchOptions};
+use sandboxd_client::{
+    failure_kind_of, proto, spec, ClientError, EventKind, FailureKind, Sandbox, WatchOptions,
+};
 use testkit::images::BUSYBOX;
 use testkit::service::TestService;
 use testkit::{docker, TestLabel};
@@ -63,7 +65,11 @@ async fn results_and_errors_name_what_failed() {
     // SANDBOX_PAUSED: refused while frozen, with the kind in the status.
     sandbox.pause().await.expect("pause");
     let err = sandbox.exec("true").await.expect_err("paused");
-    assert_eq!((err.code(), kind(&err)), (Code::FailedPrecondition, Some(FailureKind::SandboxPaused)), "{err}");
+    assert_eq!(
+        (err.code(), kind(&err)),
+        (Code::FailedPrecondition, Some(FailureKind::SandboxPaused)),
+        "{err}"
+    );
     sandbox.resume().await.expect("resume");
     assert_eq!(sandbox.exec("true").await.expect("exec after resume").failure_kind, None);
 
@@ -79,10 +85,12 @@ async fn results_and_errors_name_what_failed() {
 
     // SANDBOX_GONE: a closed sandbox is no longer there.
     let mut raw = client.raw();
-    let request = proto::ExecRequest { sandbox_id: sandbox.id().into(), command: "true".into(), ..Default::default() };
+    let request =
+        proto::ExecRequest { sandbox_id: sandbox.id().into(), command: "true".into(), ..Default::default() };
     let status = raw.exec(request).await.expect_err("closed");
     assert_eq!((status.code(), failure_kind_of(&status)), (Code::NotFound, Some(FailureKind::SandboxGone)));
-    let status = raw.usage(proto::UsageRequest { sandbox_id: sandbox.id().into() }).await.expect_err("closed");
+    let status =
+        raw.usage(proto::UsageRequest { sandbox_id: sandbox.id().into() }).await.expect_err("closed");
     assert_eq!(status.code(), Code::NotFound);
 }
 

@@ -406,6 +406,7 @@ impl RunInContainer for LocalContainer {
                     return_code: out.status.code().unwrap_or(125),
                     error_type: None,
                     usage: None,
+                    failure_kind: None,
                 },
                 _ => ExecResult::failed(sandboxd::core::spec::ExecErrorType::Timeout, "timeout"),
             }

@@ -15,6 +15,7 @@ from nemo_gym.sandbox.providers.base import SandboxSpec as GymSpec
 
 import sandboxd
 from sandboxd import (
+    AsyncSandbox,
     Client,
     FailedPrecondition,
     FailureKind,
@@ -97,10 +98,11 @@ async def test_gym_provider_reports_kinds_duration_and_usage(server: ServerProce
         closed = await provider.resource_usage(handle)
         assert closed.wall_time_s >= live.wall_time_s
         gone = await provider.exec(handle, "true")
-        assert (gone.return_code, gone.error_type) == (125, "sandbox_gone")
+        assert (gone.return_code, gone.error_type) == (125, "sandbox")
     finally:
         await provider.aclose()
-    assert gym_error_type(None, "sandbox") == "sandbox" and gym_error_type(FailureKind.TIMEOUT, None) == "timeout"
+    assert gym_error_type(None, None) is None and gym_error_type(FailureKind.TIMEOUT, None) == "timeout"
+    assert {gym_error_type(k, None) for k in FailureKind if not k.is_task_fault} == {"sandbox"}
 
 
 def test_unknown_reason_and_unknown_wire_value() -> None:
@@ -109,3 +111,20 @@ def test_unknown_reason_and_unknown_wire_value() -> None:
     assert kind_from_wire(0) is None
     assert kind_from_wire(999) is FailureKind.INTERNAL
     assert isinstance(OomKilled("x"), sandboxd.Failure)
+
+
+async def test_create_batch_yields_sandboxes_and_typed_errors(client: Client, images: Images) -> None:
+    made = [item async for item in client.create_batch(SandboxSpec(image=images.busybox), 3)]
+    assert len(made) == 3 and all(isinstance(s, AsyncSandbox) for s in made)
+    assert len({s.sandbox_id for s in made if isinstance(s, AsyncSandbox)}) == 3
+    for sandbox in made:
+        assert isinstance(sandbox, AsyncSandbox)
+        assert (await sandbox.exec("echo up")).stdout == b"up\n"
+        await sandbox.close()
+    failed = [item async for item in client.create_batch(SandboxSpec(image="sandboxd-test/no-such:none"), 2)]
+    assert len(failed) == 2
+    for error in failed:
+        assert isinstance(error, sandboxd.CreateRejected) and error.failure_kind is FailureKind.CREATE_FAILED
+    with pytest.raises(sandboxd.InvalidArgument, match="count"):
+        async for _ in client.create_batch(SandboxSpec(image=images.busybox), 0):
+            pass

@@ -34,7 +34,11 @@ impl FailureKind {
     /// From an `ErrorInfo.reason` (with or without the `FAILURE_KIND_` prefix); `None` for a
     /// reason this version does not know.
     pub fn from_reason(reason: &str) -> Option<Self> {
-        let full = if reason.starts_with("FAILURE_KIND_") { reason.to_string() } else { format!("FAILURE_KIND_{reason}") };
+        let full = if reason.starts_with("FAILURE_KIND_") {
+            reason.to_string()
+        } else {
+            format!("FAILURE_KIND_{reason}")
+        };
         FailureKind::from_str_name(&full).filter(|k| *k != FailureKind::Unspecified)
     }
 

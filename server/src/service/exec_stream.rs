@@ -42,7 +42,9 @@ pub(super) async fn exec_stream(
                     StreamEvent::Stdout(data) => Ok(ExecEvent::Stdout(data)),
                     StreamEvent::Stderr(data) => Ok(ExecEvent::Stderr(data)),
                     StreamEvent::Exit(result) => match backend.settle_exec(&stream.2, result).await {
-                        Ok(result) => exec_outcome(result, capped).map(|result| ExecEvent::Exit(result.into())),
+                        Ok(result) => {
+                            exec_outcome(result, capped).map(|result| ExecEvent::Exit(result.into()))
+                        }
                         Err(e) => Err(Status::from(e)),
                     },
                 };

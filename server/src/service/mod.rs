@@ -3,6 +3,7 @@
 //! sandbox by id and the backend rebuilds what it needs from the sandbox.
 
 mod access;
+mod batch;
 mod branching;
 mod convert;
 mod deadline;
@@ -482,5 +483,14 @@ impl SandboxService for SandboxApi {
 
     async fn usage(&self, request: Request<pb::UsageRequest>) -> Result<Response<pb::UsageResponse>, Status> {
         usage::usage(self, request).await
+    }
+
+    type CreateBatchStream = BoxStream<pb::CreateBatchResponse>;
+
+    async fn create_batch(
+        &self,
+        request: Request<pb::CreateBatchRequest>,
+    ) -> Result<Response<Self::CreateBatchStream>, Status> {
+        batch::create_batch(self, request).await
     }
 }

@@ -19,7 +19,7 @@ from ._otel import trace_metadata
 from ._pb import sandbox_pb2 as pb
 from .closing import AsyncClosing
 from .connection import DEFAULT_ADDRESS, RetryPolicy, TlsConfig, normalize_address, open_channel
-from .errors import DeadlineExceeded, SandboxdError, Unimplemented, from_rpc_error
+from .errors import DeadlineExceeded, SandboxdError, Unimplemented, from_parts, from_rpc_error
 from .events import SandboxEvent, SandboxStats
 from .failures import kind_from_wire
 from .processes import ForwardConnection, ProcessEvent, ProcessInfo, process_event, request_stream
@@ -295,6 +295,30 @@ class Client(AsyncClosing):
             kind="create",
         )
         return AsyncSandbox(self, SandboxRef.from_proto(response.sandbox), image=spec.image or None)
+
+    async def create_batch(
+        self, spec: SandboxSpec | str | Mapping[str, Any], count: int, *, deadline_s: float | None = None
+    ) -> AsyncIterator[AsyncSandbox | SandboxdError]:
+        """Start `count` (1-256) sandboxes of one spec (or one pool: `spec.pool`) in one call
+        (`CreateBatch`), yielding each as it is ready: an `AsyncSandbox`, or the typed error
+        (with its `failure_kind`) of one that was not made. A batch past the tenant's quota
+        raises `QuotaExceeded` at once, with nothing made."""
+        from .sandbox import AsyncSandbox
+
+        spec = SandboxSpec.of(spec)
+        request = pb.CreateBatchRequest(spec=spec.to_proto(), count=count)
+        call = self._server_stream("CreateBatch", request, pb.CreateBatchResponse, deadline_s)
+        try:
+            async for msg in call:
+                if msg.WhichOneof("result") == "sandbox":
+                    yield AsyncSandbox(self, SandboxRef.from_proto(msg.sandbox), image=spec.image or None)
+                else:
+                    error = msg.error
+                    yield from_parts(error.code, error.message, kind_from_wire(error.failure_kind))
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, call="create") from None
+        finally:
+            call.cancel()
 
     async def connect(
         self, ref: SandboxRef | Mapping[str, Any] | str, *, deadline_s: float | None = None

@@ -34,6 +34,7 @@ __all__ = [
     "Cancelled",
     "InternalError",
     "from_rpc_error",
+    "from_parts",
     "Failure",
     "CommandTimedOut",
     "OomKilled",
@@ -282,6 +283,16 @@ _BY_CODE: dict[grpc.StatusCode, type[SandboxdError]] = {
 # from a file call is about the path.
 _SANDBOX_NOT_FOUND = re.compile(r'^sandbox ".*" not found$')
 _VERIFICATION = "readiness verification failed"
+
+
+def from_parts(code_value: int, details: str, kind: FailureKind | None) -> SandboxdError:
+    """The typed exception for an error sent as data (a `CreateBatch` item): its gRPC code's
+    class, with its failure kind's."""
+    code = next((c for c in grpc.StatusCode if c.value[0] == code_value), grpc.StatusCode.UNKNOWN)
+    cls = _BY_CODE.get(code, InternalError)
+    if kind is not None:
+        cls = _with_kind(cls, kind)
+    return cls(details, code)
 
 
 def from_rpc_error(error: grpc.RpcError, *, call: str = "") -> SandboxdError:

@@ -153,11 +153,17 @@ _KEPT_USAGE = 4096
 
 
 def gym_error_type(kind: FailureKind | None, fallback: str | None) -> str | None:
-    """Gym's `error_type` for a failure kind: the kind's name in lower case ("timeout",
-    "oom_killed", "sandbox_gone", "agent_lost", ...), so a trainer can tell the task's
-    failures from the infrastructure's; `fallback` ("sandbox" or None) when the server named
-    no kind."""
-    return kind.value.lower() if kind is not None else fallback
+    """Gym's `error_type` for a failure kind, in Gym's own words so that it is the trainer's
+    mask: the task's failures are "timeout" and "oom_killed" (count the rollout), every failure
+    of the infrastructure is "sandbox" (as Gym's Docker provider says; mask it). `fallback`
+    when the server named no kind."""
+    if kind is None:
+        return fallback
+    if kind is FailureKind.TIMEOUT:
+        return "timeout"
+    if kind is FailureKind.OOM_KILLED:
+        return "oom_killed"
+    return "sandbox"
 
 
 def _exec_result(**fields: Any) -> SandboxExecResult:

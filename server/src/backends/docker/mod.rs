@@ -47,8 +47,8 @@ mod stats;
 mod status;
 pub mod tarstream;
 mod transfer;
-mod usage;
 pub mod transport;
+mod usage;
 mod watch_events;
 
 pub use provider::DockerProvider;

@@ -28,6 +28,7 @@ impl DockerProvider {
         let user = start.check()?;
         let engine = self.process_engine()?;
         self.refuse_known_paused(&handle.sandbox_id)?;
+        self.note_started(&handle.sandbox_id);
         engine.start_process(&handle.sandbox_id, &handle.shell, start, user.as_deref()).await
     }
 

@@ -78,6 +78,7 @@ impl DockerProvider {
         let user = spec.check()?;
         argv::check_docker_env(&spec.env, false).map_err(|m| ProviderError::invalid("env", m))?;
         self.refuse_if_paused(&handle.sandbox_id).await?;
+        self.note_started(&handle.sandbox_id);
         // A sandbox whose agent runs as root (`-u 0`) has root as its container user: its
         // terminals run as the image's user, as `docker exec` would have run them.
         match user {

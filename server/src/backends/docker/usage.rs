@@ -73,10 +73,8 @@ impl DockerProvider {
         .await
         .map_err(|e| ProviderError::Docker(format!("the usage reader failed: {e}")))?
         .map_err(|e| ProviderError::Unavailable(format!("cannot read the usage of sandbox {name:?}: {e}")))?;
-        let wall_time = facts
-            .started_at
-            .and_then(|t| SystemTime::now().duration_since(t).ok())
-            .unwrap_or(Duration::ZERO);
+        let wall_time =
+            facts.started_at.and_then(|t| SystemTime::now().duration_since(t).ok()).unwrap_or(Duration::ZERO);
         Ok(SandboxUsage {
             wall_time,
             cpu_time: Duration::from_nanos(stats.cpu_usage_ns),
@@ -104,10 +102,11 @@ impl DockerProvider {
             return facts.oom_killed;
         }
         let (pid, id) = (facts.pid, facts.id.clone());
-        let count = tokio::task::spawn_blocking(move || oom_kill_count(Path::new(cgroup::CGROUP_ROOT), pid, &id))
-            .await
-            .ok()
-            .flatten();
+        let count =
+            tokio::task::spawn_blocking(move || oom_kill_count(Path::new(cgroup::CGROUP_ROOT), pid, &id))
+                .await
+                .ok()
+                .flatten();
         match count {
             Some(n) => self.usage_book.new_oom_kill(name, n),
             None => facts.oom_killed,
@@ -133,7 +132,9 @@ impl DockerProvider {
                 // The engine's own message ends the stderr of a lost agent.
                 let lost_agent = result.stderr_str().trim_end().ends_with(crate::agent_client::AGENT_LOST);
                 result.failure_kind = Some(match self.facts(name).await {
-                    Err(ProviderError::Unavailable(_) | ProviderError::Timeout(_)) => FailureKind::DaemonUnavailable,
+                    Err(ProviderError::Unavailable(_) | ProviderError::Timeout(_)) => {
+                        FailureKind::DaemonUnavailable
+                    }
                     Err(_) => FailureKind::Internal,
                     Ok(None) => FailureKind::SandboxGone,
                     Ok(Some(facts)) if facts.state == "paused" => {

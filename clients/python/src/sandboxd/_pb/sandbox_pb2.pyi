@@ -1408,3 +1408,31 @@ class UsageResponse(_message.Message):
     USAGE_FIELD_NUMBER: _ClassVar[int]
     usage: SandboxUsage
     def __init__(self, usage: _Optional[_Union[SandboxUsage, _Mapping]] = ...) -> None: ...
+
+class CreateBatchRequest(_message.Message):
+    __slots__ = ("spec", "count")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    spec: SandboxSpec
+    count: int
+    def __init__(self, spec: _Optional[_Union[SandboxSpec, _Mapping]] = ..., count: _Optional[int] = ...) -> None: ...
+
+class BatchItemError(_message.Message):
+    __slots__ = ("code", "message", "failure_kind")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_KIND_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    failure_kind: FailureKind
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., failure_kind: _Optional[_Union[FailureKind, str]] = ...) -> None: ...
+
+class CreateBatchResponse(_message.Message):
+    __slots__ = ("index", "sandbox", "error")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    sandbox: SandboxRef
+    error: BatchItemError
+    def __init__(self, index: _Optional[int] = ..., sandbox: _Optional[_Union[SandboxRef, _Mapping]] = ..., error: _Optional[_Union[BatchItemError, _Mapping]] = ...) -> None: ...

@@ -260,6 +260,11 @@ class SandboxServiceStub:
                 request_serializer=sandbox_dot_v1_dot_sandbox__pb2.UsageRequest.SerializeToString,
                 response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.UsageResponse.FromString,
                 _registered_method=True)
+        self.CreateBatch = channel.unary_stream(
+                '/sandbox.v1.SandboxService/CreateBatch',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.CreateBatchRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.CreateBatchResponse.FromString,
+                _registered_method=True)
 
 
 class SandboxServiceServicer:
@@ -634,6 +639,16 @@ class SandboxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateBatch(self, request, context):
+        """`count` sandboxes of one spec (or one pool: `spec.pool`) in one call, streamed back as
+        each is ready: one quota check for them all (past it, RESOURCE_EXHAUSTED with QUOTA at
+        once, nothing made), ready pool members claimed first, the rest created concurrently. A
+        sandbox that fails is an item with its error; the call itself succeeds.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -861,6 +876,11 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.Usage,
                     request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.UsageRequest.FromString,
                     response_serializer=sandbox_dot_v1_dot_sandbox__pb2.UsageResponse.SerializeToString,
+            ),
+            'CreateBatch': grpc.unary_stream_rpc_method_handler(
+                    servicer.CreateBatch,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.CreateBatchRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.CreateBatchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2079,6 +2099,33 @@ class SandboxService:
             '/sandbox.v1.SandboxService/Usage',
             sandbox_dot_v1_dot_sandbox__pb2.UsageRequest.SerializeToString,
             sandbox_dot_v1_dot_sandbox__pb2.UsageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/CreateBatch',
+            sandbox_dot_v1_dot_sandbox__pb2.CreateBatchRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.CreateBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,
