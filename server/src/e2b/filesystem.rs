@@ -277,8 +277,11 @@ async fn remove(ctx: Ctx, req: ef::RemoveRequest) -> Result<ef::RemoveResponse, 
         recursive: true,
         user: ctx.user.clone(),
     };
-    ctx.front.api().remove(request(&ctx.principal, remove)).await?;
-    Ok(ef::RemoveResponse {})
+    // E2B's remove of a missing path succeeds.
+    match ctx.front.api().remove(request(&ctx.principal, remove)).await {
+        Err(e) if e.code() != tonic::Code::NotFound => Err(e),
+        _ => Ok(ef::RemoveResponse {}),
+    }
 }
 
 /// A `WatchDir` stream's events as E2B names them (relative to the watched directory).
