@@ -60,4 +60,16 @@ if [[ $rc -eq 5 ]]; then
 elif [[ $rc -ne 0 ]]; then
   die "pytest failed (exit $rc)"
 fi
+# E2B's own SDK tests (vendored in tests/e2b-sdk, MIT) against sandboxd's E2B endpoint, with
+# the pinned e2b from the test extras; skips.txt there lists every skipped test and why.
+step "pytest tests/e2b-sdk (E2B's SDK tests against sandboxd's E2B endpoint)"
+set +e
+(cd "$REPO_ROOT/tests/e2b-sdk" && "$PY" -m pytest -q --timeout 120 upstream)
+rc=$?
+set -e
+if [[ $rc -eq 5 ]]; then
+  die "pytest collected no E2B SDK tests (exit 5)"
+elif [[ $rc -ne 0 ]]; then
+  die "E2B's SDK tests failed against sandboxd (exit $rc)"
+fi
 printf 'python package checks passed\n' >&2

@@ -178,8 +178,12 @@ def test_files_write_read_list_info_dirs_rename_remove(sbx: Sandbox) -> None:
     assert not sbx.files.exists("/tmp/work/sub/deeper/c.txt")
     with pytest.raises(NotFoundException):
         sbx.files.read("/tmp/work/missing")
-    with pytest.raises(InvalidArgumentException, match="absolute"):
-        sbx.files.read("relative.txt")
+    # A relative path is below the user's home, as on E2B.
+    sbx.files.write("relative.txt", "r")
+    assert sbx.files.read("/root/relative.txt") == "r"
+    assert sbx.files.exists("relative.txt")
+    with pytest.raises(InvalidArgumentException, match="path"):
+        sbx.files.get_info("")
 
 
 def test_watch_dir_reports_changes(sbx: Sandbox) -> None:

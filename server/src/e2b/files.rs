@@ -20,19 +20,23 @@ use super::{errors, E2bFront};
 #[derive(Debug, Default, Deserialize)]
 pub struct FileQuery {
     path: Option<String>,
-    /// Accepted: sandboxd's transfers run as the sandbox's user (see the README's table).
-    #[allow(dead_code)]
+    /// Whose home a relative `path` is below (sandboxd's transfers run as the sandbox's user).
     username: Option<String>,
 }
 
-fn absolute(path: Option<&str>) -> Result<String, Status> {
-    let path = path.ok_or_else(|| Status::invalid_argument("query parameter `path` is required"))?;
-    if !path.starts_with('/') {
-        return Err(Status::invalid_argument(format!(
-            "path {path:?} must be absolute (sandboxd resolves no home directory)"
-        )));
-    }
-    Ok(path.to_string())
+/// The file's absolute path: a relative one below the home of `username` (or the sandbox's
+/// user), as E2B resolves it.
+async fn absolute(
+    front: &E2bFront,
+    principal: &crate::auth::Principal,
+    sandbox_id: &str,
+    username: Option<&str>,
+    path: Option<&str>,
+) -> Result<String, Status> {
+    let path = path
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| Status::invalid_argument("query parameter `path` is required"))?;
+    front.resolve(principal, sandbox_id, username.unwrap_or(""), path).await
 }
 
 /// `GET /health`.
@@ -61,7 +65,9 @@ pub async fn read(
     let run = async {
         let principal = front.envd_caller(&headers)?;
         let sandbox_id = front.envd_sandbox(&headers)?;
-        let path = absolute(query.path.as_deref())?;
+        let path =
+            absolute(&front, &principal, &sandbox_id, query.username.as_deref(), query.path.as_deref())
+                .await?;
         let mut chunks = front
             .api()
             .download(request(&principal, pb::DownloadRequest { sandbox_id, path }))
@@ -116,8 +122,13 @@ pub async fn write(State(front): State<E2bFront>, Query(query): Query<FileQuery>
                 parts += 1;
                 let named = field.file_name().map(str::to_string);
                 let path = match (&query.path, named) {
-                    (Some(p), _) if parts == 1 => absolute(Some(p))?,
-                    (_, Some(name)) => absolute(Some(&name))?,
+                    (Some(p), _) if parts == 1 => {
+                        absolute(&front, &principal, &sandbox_id, query.username.as_deref(), Some(p)).await?
+                    }
+                    (_, Some(name)) => {
+                        absolute(&front, &principal, &sandbox_id, query.username.as_deref(), Some(&name))
+                            .await?
+                    }
                     (_, None) => {
                         return Err(Status::invalid_argument("a multipart part has no file name (its path)"))
                     }
@@ -134,7 +145,9 @@ pub async fn write(State(front): State<E2bFront>, Query(query): Query<FileQuery>
                 out.push(written(&path));
             }
         } else {
-            let path = absolute(query.path.as_deref())?;
+            let path =
+                absolute(&front, &principal, &sandbox_id, query.username.as_deref(), query.path.as_deref())
+                    .await?;
             let size = headers
                 .get(header::CONTENT_LENGTH)
                 .and_then(|v| v.to_str().ok())

@@ -150,15 +150,12 @@ pub async fn call(
     }
 }
 
-/// E2B resolves a relative path against the user's home; sandboxd knows no home directory,
-/// so a path must be absolute.
-fn absolute(field: &str, path: &str) -> Result<Vec<u8>, Status> {
-    if !path.starts_with('/') {
-        return Err(Status::invalid_argument(format!(
-            "{field}: {path:?} must be an absolute path (sandboxd resolves no home directory)"
-        )));
+/// An absolute path as bytes: a relative one below the user's home, as E2B resolves it.
+async fn absolute(ctx: &Ctx, field: &str, path: &str) -> Result<Vec<u8>, Status> {
+    if path.is_empty() {
+        return Err(Status::invalid_argument(format!("{field}: must not be empty")));
     }
-    Ok(path.as_bytes().to_vec())
+    Ok(ctx.front.resolve(&ctx.principal, &ctx.sandbox_id, &ctx.user, path).await?.into_bytes())
 }
 
 /// `ls -l`'s permission string of `mode` for a `kind`.
@@ -218,12 +215,12 @@ async fn entry(ctx: &Ctx, path: &[u8]) -> Result<ef::EntryInfo, Status> {
 }
 
 async fn stat(ctx: Ctx, req: ef::StatRequest) -> Result<ef::StatResponse, Status> {
-    let path = absolute("path", &req.path)?;
+    let path = absolute(&ctx, "path", &req.path).await?;
     Ok(ef::StatResponse { entry: Some(entry(&ctx, &path).await?) })
 }
 
 async fn list_dir(ctx: Ctx, req: ef::ListDirRequest) -> Result<ef::ListDirResponse, Status> {
-    let path = absolute("path", &req.path)?;
+    let path = absolute(&ctx, "path", &req.path).await?;
     let list = pb::ListDirRequest {
         sandbox_id: ctx.sandbox_id.clone(),
         path,
@@ -240,7 +237,7 @@ async fn list_dir(ctx: Ctx, req: ef::ListDirRequest) -> Result<ef::ListDirRespon
 }
 
 async fn make_dir(ctx: Ctx, req: ef::MakeDirRequest) -> Result<ef::MakeDirResponse, Status> {
-    let path = absolute("path", &req.path)?;
+    let path = absolute(&ctx, "path", &req.path).await?;
     // E2B answers ALREADY_EXISTS for an existing path (the SDK's make_dir returns False).
     match entry(&ctx, &path).await {
         Ok(_) => return Err(Status::already_exists(format!("{:?} already exists", req.path))),
@@ -259,8 +256,8 @@ async fn make_dir(ctx: Ctx, req: ef::MakeDirRequest) -> Result<ef::MakeDirRespon
 }
 
 async fn move_path(ctx: Ctx, req: ef::MoveRequest) -> Result<ef::MoveResponse, Status> {
-    let source = absolute("source", &req.source)?;
-    let destination = absolute("destination", &req.destination)?;
+    let source = absolute(&ctx, "source", &req.source).await?;
+    let destination = absolute(&ctx, "destination", &req.destination).await?;
     let rename = pb::RenameRequest {
         sandbox_id: ctx.sandbox_id.clone(),
         source,
@@ -273,15 +270,18 @@ async fn move_path(ctx: Ctx, req: ef::MoveRequest) -> Result<ef::MoveResponse, S
 }
 
 async fn remove(ctx: Ctx, req: ef::RemoveRequest) -> Result<ef::RemoveResponse, Status> {
-    let path = absolute("path", &req.path)?;
+    let path = absolute(&ctx, "path", &req.path).await?;
     let remove = pb::RemoveRequest {
         sandbox_id: ctx.sandbox_id.clone(),
         path,
         recursive: true,
         user: ctx.user.clone(),
     };
-    ctx.front.api().remove(request(&ctx.principal, remove)).await?;
-    Ok(ef::RemoveResponse {})
+    // E2B's remove of a missing path succeeds.
+    match ctx.front.api().remove(request(&ctx.principal, remove)).await {
+        Err(e) if e.code() != tonic::Code::NotFound => Err(e),
+        _ => Ok(ef::RemoveResponse {}),
+    }
 }
 
 /// A `WatchDir` stream's events as E2B names them (relative to the watched directory).
@@ -290,7 +290,7 @@ async fn watch(
     path: &str,
     recursive: bool,
 ) -> Result<impl Stream<Item = Result<ef::FilesystemEvent, Status>> + Send + 'static, Status> {
-    let dir = absolute("path", path)?;
+    let dir = absolute(ctx, "path", path).await?;
     let req = pb::WatchDirRequest {
         sandbox_id: ctx.sandbox_id.clone(),
         path: dir.clone(),
@@ -444,7 +444,6 @@ mod tests {
         assert_eq!(e.modified_time.unwrap().nanos, 500_000_000);
         assert_eq!(e.symlink_target, None);
         assert_eq!(permissions(pb::FileType::Dir, 0o755), "drwxr-xr-x");
-        assert!(absolute("path", "rel").unwrap_err().message().contains("absolute"));
         assert!(is_upload_temp(b"/tmp/w/.f.txt.sandboxd-upload-9-7"));
         assert!(!is_upload_temp(b"/tmp/w/f.txt"));
     }

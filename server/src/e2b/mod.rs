@@ -48,6 +48,8 @@ struct Inner {
     config: E2bSection,
     processes: process::Table,
     watchers: filesystem::Watchers,
+    /// `$HOME` by (sandbox, user): E2B resolves relative paths against it.
+    homes: std::sync::Mutex<std::collections::HashMap<(String, String), String>>,
 }
 
 impl E2bFront {
@@ -59,6 +61,7 @@ impl E2bFront {
                 config,
                 processes: process::Table::default(),
                 watchers: filesystem::Watchers::default(),
+                homes: Default::default(),
             }),
         }
     }
@@ -136,6 +139,46 @@ impl E2bFront {
         Err(Status::invalid_argument(
             "no sandbox named: send the E2b-Sandbox-Id header or use the host name <port>-<sandbox id>.<domain>",
         ))
+    }
+
+    /// `path` made absolute as E2B does: a relative one is below the user's home (`$HOME` as
+    /// the sandbox reports it for that user, asked once per sandbox and user through `Exec`).
+    async fn resolve(
+        &self,
+        principal: &Principal,
+        sandbox_id: &str,
+        user: &str,
+        path: &str,
+    ) -> Result<String, Status> {
+        if path.starts_with('/') {
+            return Ok(path.to_string());
+        }
+        let key = (sandbox_id.to_string(), user.to_string());
+        let cached = self.inner.homes.lock().expect("homes").get(&key).cloned();
+        let home = match cached {
+            Some(home) => home,
+            None => {
+                use sandboxd_proto::v1::sandbox_service_server::SandboxService;
+                let exec = sandboxd_proto::v1::ExecRequest {
+                    sandbox_id: sandbox_id.to_string(),
+                    command: "printf %s \"$HOME\"".into(),
+                    user: (!user.is_empty()).then(|| user.to_string()),
+                    timeout_s: Some(10.0),
+                    ..Default::default()
+                };
+                let out = self.api().exec(inproc::request(principal, exec)).await?.into_inner();
+                // Read from inside the sandbox: only an absolute path without NUL is taken.
+                let home = String::from_utf8(out.stdout).unwrap_or_default();
+                let home = if out.return_code == 0 && home.starts_with('/') && !home.contains('\0') {
+                    home
+                } else {
+                    "/".to_string()
+                };
+                self.inner.homes.lock().expect("homes").insert(key, home.clone());
+                home
+            }
+        };
+        Ok(format!("{}/{}", home.trim_end_matches('/'), path.trim_start_matches("./")))
     }
 
     fn domain(&self) -> Option<&str> {

@@ -253,11 +253,18 @@ async fn start(
     if config.cmd.is_empty() {
         return Err(Status::invalid_argument("process.cmd: must not be empty"));
     }
+    // A relative working directory is below the user's home, as E2B resolves it.
+    let cwd = match config.cwd.as_deref() {
+        Some(dir) if !dir.is_empty() && !dir.starts_with('/') => Some(
+            ctx.front.resolve(&ctx.principal, &ctx.sandbox_id, user.as_deref().unwrap_or(""), dir).await?,
+        ),
+        _ => config.cwd.clone(),
+    };
     let size = req.pty.as_ref().and_then(|p| p.size);
     let open = pb::PtyOpen {
         sandbox_id: ctx.sandbox_id.clone(),
         command: Some(shell_line(&config.cmd, &config.args)),
-        cwd: config.cwd.clone(),
+        cwd,
         env: config.envs.clone(),
         rows: size.map_or(0, |s| s.rows),
         cols: size.map_or(0, |s| s.cols),

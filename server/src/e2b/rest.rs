@@ -404,10 +404,17 @@ async fn resume_and_describe(
             .await
             .map_err(refuse)?;
     }
+    let mut info = find(front, principal, id).await.map_err(refuse)?;
     if let Some(t) = timeout {
-        set_ttl(front, principal, id, seconds("timeout", t)?).await.map_err(refuse)?;
+        // E2B's connect extends a sandbox's life, never shortens it.
+        let ttl = seconds("timeout", t)?;
+        let now_ms = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_millis() as i64;
+        let wanted = now_ms + (ttl * 1000.0) as i64;
+        if info.expires_at_unix_ms.is_some_and(|end| end < wanted) {
+            set_ttl(front, principal, id, ttl).await.map_err(refuse)?;
+            info = find(front, principal, id).await.map_err(refuse)?;
+        }
     }
-    let info = find(front, principal, id).await.map_err(refuse)?;
     let token = envd_token(front, principal, id).await.map_err(refuse)?;
     let mut out = listed(front, &info);
     out["envdAccessToken"] = json!(token);
