@@ -66,12 +66,21 @@ pub async fn snapshot(client: &Client, args: SnapshotArgs) -> Result<i32, CtlErr
 }
 
 pub async fn fork(client: &Client, args: ForkArgs) -> Result<i32, CtlError> {
+    let progress =
+        crate::fork_progress::ForkProgress::start(client, &args.sandbox_id, args.count, &args.labels).await;
     let request = proto::ForkRequest {
         sandbox_id: args.sandbox_id,
         count: args.count,
         labels: args.labels.into_iter().collect(),
     };
-    let forked = client.raw().fork(request).await?.into_inner();
+    let forked = match client.raw().fork(request).await {
+        Ok(forked) => forked.into_inner(),
+        Err(e) => {
+            progress.fail();
+            return Err(e.into());
+        }
+    };
+    progress.finish(forked.sandboxes.len());
     let ids: Vec<&str> = forked.sandboxes.iter().map(|s| s.sandbox_id.as_str()).collect();
     match args.output {
         Output::Table => ids.iter().for_each(|id| println!("{id}")),

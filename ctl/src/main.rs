@@ -15,6 +15,7 @@ mod create;
 mod error;
 mod events;
 mod exec;
+mod fork_progress;
 mod fs;
 mod inventory;
 mod lease;

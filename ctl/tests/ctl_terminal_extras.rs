@@ -97,3 +97,37 @@ fn zsh_completion_completes_subcommands_and_flags() {
 fn fish_completion_completes_subcommands_and_flags() {
     completion_completes_subcommands_and_flags(Shell::Fish, "sandboxctl completions fish | source");
 }
+
+/// `fork -n 2` on a terminal: a progress bar while the children start, its last line
+/// (`forked 2/2 in …`) left on stderr, the ids on stdout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fork_shows_its_progress_on_a_terminal() {
+    let label = TestLabel::new();
+    let server = TestService::start(&label, None);
+    let client = server.client().await;
+    let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("create");
+    let tmux = Tmux::start(30, 160);
+
+    tmux.line(&format!("{SANDBOXCTL} --addr {} fork {} -n 2", server.addr(), sandbox.id()));
+    let screen =
+        tmux.wait_for("the fork's last line and the prompt", |s| s.contains("forked 2/2 in") && at_prompt(s));
+    let children: Vec<&str> =
+        screen.lines().map(str::trim).filter(|l| l.starts_with("sandboxd-") && *l != sandbox.id()).collect();
+    assert_eq!(children.len(), 2, "two child ids after the bar: {screen}");
+    let done = screen.lines().position(|l| l.contains("forked 2/2 in")).unwrap();
+    let first_child = screen.lines().position(|l| l.trim() == children[0]).unwrap();
+    assert!(done < first_child, "the bar's last line comes before the ids: {screen}");
+
+    // The children and the fork's snapshot go with the test.
+    for child in &children {
+        Sandbox::connect(&client, *child).await.expect("a child").stop().await.expect("stop a child");
+    }
+    for snapshot in client.list_snapshots(Default::default()).await.expect("snapshots") {
+        if snapshot.source_sandbox_id == sandbox.id() {
+            client.delete_snapshot(snapshot.snapshot_id).await.expect("delete the fork's snapshot");
+        }
+    }
+    sandbox.stop().await.expect("stop");
+    drop(tmux);
+    assert!(label.containers().is_empty(), "containers left behind");
+}

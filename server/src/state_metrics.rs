@@ -1,6 +1,7 @@
 //! `sandboxd_sandboxes{state}`: how many of this service's sandboxes are in each state, for
-//! the dashboards. Refreshed periodically from one listing (`Lifecycle::list`: claims applied,
-//! unclaimed pool members left out, every tenant's), never on a call's path.
+//! the dashboards. Refreshed periodically (only with `--metrics-listen`) from one listing
+//! (`Lifecycle::list`: claims applied, unclaimed pool members left out, every tenant's), never
+//! on a call's path.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

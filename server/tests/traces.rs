@@ -23,15 +23,25 @@ use otlp::{caller, named, text, Collector};
 const SANDBOXD: &str = env!("CARGO_BIN_EXE_sandboxd");
 
 fn server(label: &TestLabel, endpoint: &str, service_name: &str) -> TestServer {
+    server_with(label, endpoint, service_name, serde_json::json!({}))
+}
+
+/// The binary exporting to `endpoint`, with `extra` keys in its `server` section.
+fn server_with(
+    label: &TestLabel,
+    endpoint: &str,
+    service_name: &str,
+    extra: serde_json::Value,
+) -> TestServer {
     // The client's `otel` feature injects through the global propagator.
     opentelemetry::global::set_text_map_propagator(
         opentelemetry_sdk::propagation::TraceContextPropagator::new(),
     );
-    TestServer::launch(SANDBOXD, label)
-        .config(serde_json::json!({"server": {"tracing": {
-            "otlp_endpoint": endpoint, "sampling_ratio": 1.0, "service_name": service_name,
-        }}}))
-        .start()
+    let mut section = serde_json::json!({"tracing": {
+        "otlp_endpoint": endpoint, "sampling_ratio": 1.0, "service_name": service_name,
+    }});
+    section.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
+    TestServer::launch(SANDBOXD, label).config(serde_json::json!({ "server": section })).start()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -42,8 +52,18 @@ async fn a_callers_trace_continues_through_rpc_handler_docker_and_agent() {
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let _serving = collector.serve(listener);
     let service_name = format!("sandboxd-traces-{}", &label.value[..8]);
-    let server = server(&label, &endpoint, &service_name);
-    let client = Client::connect(server.addr.clone()).await.expect("connect");
+    // A tenant's calls: its name is an attribute of the call's span.
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = format!("tr-{}", &label.value[..8]);
+    let tenants = serde_json::json!({"tenants": [
+        {"name": tenant, "key_sha256": sandboxd::auth::tenants::key_sha256("trace-key")},
+    ]});
+    let tenants_file = dir.path().join("tenants.json");
+    std::fs::write(&tenants_file, tenants.to_string()).unwrap();
+    let extra =
+        serde_json::json!({"state_dir": dir.path().join("state"), "auth": {"tenants_file": tenants_file}});
+    let server = server_with(&label, &endpoint, &service_name, extra);
+    let client = Client::connect_with_token(server.url.clone(), "trace-key").await.expect("connect");
 
     let (create_cx, create_trace, create_parent) = caller(true);
     let sandbox = Sandbox::start(&client, spec(BUSYBOX)).with_context(create_cx).await.expect("create");
@@ -69,6 +89,7 @@ async fn a_callers_trace_continues_through_rpc_handler_docker_and_agent() {
     assert_eq!(text(&grpc.attributes, "rpc.method").as_deref(), Some("Exec"));
     assert_eq!(text(&grpc.attributes, "rpc.grpc.status_code").as_deref(), Some("0"));
     assert!(text(&grpc.attributes, "server.address").is_some_and(|a| a == server.addr), "{grpc:?}");
+    assert_eq!(text(&grpc.attributes, "tenant").as_deref(), Some(tenant.as_str()), "{grpc:?}");
     let handler = named(&spans, "rpc");
     assert_eq!(handler.len(), 1, "{spans:#?}");
     assert_eq!(handler[0].parent_span_id, grpc.span_id, "the handler's span is the call's child");
@@ -141,4 +162,41 @@ async fn calls_do_not_wait_for_a_collector_that_is_down_and_its_spans_arrive_lat
     assert_eq!(by_name.get("sandbox.v1.SandboxService/Exec"), Some(&EXECS), "{by_name:?}");
     assert_eq!(by_name.get("sandbox.v1.SandboxService/Create"), Some(&1), "{by_name:?}");
     sandbox.stop().await.expect("close");
+}
+
+/// Exec latency with traces off, and on (every call sampled, the collector up): the cost of
+/// tracing, printed (`cargo test -p sandboxd --test traces figures -- --ignored --nocapture`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn figures() {
+    const N: usize = 200;
+    let label = TestLabel::new();
+    let collector = Collector::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let _serving = collector.serve(listener);
+    let off = TestServer::launch(SANDBOXD, &label).start();
+    let on = server(&label, &endpoint, "sandboxd-figures");
+    for (name, server) in [("off", &off), ("on", &on)] {
+        let client = Client::connect(server.addr.clone()).await.expect("connect");
+        let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("create");
+        for _ in 0..20 {
+            sandbox.exec("true").await.unwrap();
+        }
+        let mut took = Vec::with_capacity(N);
+        for _ in 0..N {
+            let (cx, _, _) = caller(true);
+            let started = Instant::now();
+            sandbox.exec("true").with_context(cx).await.unwrap();
+            took.push(started.elapsed());
+        }
+        took.sort();
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        eprintln!(
+            "exec with tracing {name}: median {:.2} ms, p90 {:.2} ms ({N} execs)",
+            ms(took[N / 2]),
+            ms(took[N * 9 / 10])
+        );
+        sandbox.stop().await.expect("close");
+    }
 }

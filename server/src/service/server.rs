@@ -297,11 +297,6 @@ impl Services {
                 shutdown_tx.subscribe(),
             ));
         }
-        tokio::spawn(crate::state_metrics::refresh_periodically(
-            lifecycle.clone(),
-            crate::state_metrics::REFRESH_EVERY,
-            shutdown_tx.subscribe(),
-        ));
         if policy.metrics.per_sandbox {
             tokio::spawn(crate::core::usage_metrics::refresh_periodically(
                 lifecycle.backend().clone(),
@@ -453,6 +448,12 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         let metrics_addr =
             listener.local_addr().map_err(|source| ServeError::Bind { addr: local, source })?;
         let stopped = services.stopping();
+        // Sandboxes by state: one listing every few seconds, only when someone can scrape it.
+        tokio::spawn(crate::state_metrics::refresh_periodically(
+            services.lifecycle.clone(),
+            crate::state_metrics::REFRESH_EVERY,
+            services.shutdown_tx.subscribe(),
+        ));
         tokio::spawn(async move {
             if let Err(e) = crate::metrics::serve(listener, stopped).await {
                 tracing::error!(error = %e, "the metrics endpoint failed");
