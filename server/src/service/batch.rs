@@ -14,8 +14,8 @@ use tracing::Instrument;
 use super::status::invalid;
 use super::{convert, deadline, BoxStream, SandboxApi};
 use crate::auth::Principal;
-use crate::pools::Claimed;
-use crate::spec::SandboxHandle;
+use crate::core::pools::Claimed;
+use crate::core::spec::SandboxHandle;
 
 /// The most sandboxes one call may ask for.
 pub const MAX_BATCH: u32 = 256;
@@ -47,7 +47,7 @@ pub(super) async fn create_batch(
         let network_policy = api.plan_network(network_policy, &mut spec).await?;
         let plan = spec.egress.clone();
         if let Some(name) = pool.as_deref() {
-            crate::pools::rules::check_name("spec.pool", name).map_err(|(f, m)| invalid(&f, m))?;
+            crate::core::pools::rules::check_name("spec.pool", name).map_err(|(f, m)| invalid(&f, m))?;
         }
         let pooled = api.pools.pool_for(spec.tenant.as_deref(), pool.as_deref(), &spec).await?;
         let effective = match &pooled {
@@ -138,7 +138,7 @@ async fn deliver(
             Item::Error(pb::BatchItemError {
                 code: status.code() as i32,
                 message: status.message().to_string(),
-                failure_kind: crate::failure::FailureKind::to_wire(crate::failure::kind_of_status(&status)),
+                failure_kind: crate::core::failure::FailureKind::to_wire(crate::core::failure::kind_of_status(&status)),
             }),
             None,
         ),
