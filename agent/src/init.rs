@@ -9,7 +9,9 @@
 //!   so the container stops as it did when the command was the container's own process,
 //! - is a child subreaper: orphans of its commands and sessions re-parent to it and are reaped
 //!   by its one reaper (not left to pid 1, which would not know them),
-//! - runs the readiness probe and shell detection and reports both on every connection.
+//! - runs the readiness probe and shell detection and reports both on every connection; a spec
+//!   entrypoint that ends before the sandbox was reported ready (it must live
+//!   [`ENTRYPOINT_SETTLE`] first) fails the readiness, so the create fails.
 //!
 //! Without `argv`, or with `--keep-alive` when `argv` is the server's keep-alive command and the
 //! image lacks its program (an image without a shell), the agent is the keep-alive itself;
@@ -18,7 +20,7 @@
 
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::probe::{self, Probe};
 use crate::protocol::ReadyState;
@@ -26,6 +28,14 @@ use crate::reaper::reaper;
 use crate::serve;
 use crate::socket;
 use crate::users;
+
+/// How long a spec's entrypoint must have run before the sandbox is reported ready. The probe
+/// can pass within a millisecond of the agent's start, before an entrypoint that exits at once
+/// (`/bin/false`) has exited; without this window such a sandbox was reported ready and then
+/// stopped. A create with an entrypoint waits at most this long after the entrypoint started
+/// (the `docker run` and the server's connection usually cover part of it); the keep-alive is
+/// not waited for.
+pub const ENTRYPOINT_SETTLE: Duration = Duration::from_millis(250);
 
 /// Signals passed on to the wrapped command.
 const FORWARDED: [libc::c_int; 7] =
@@ -163,6 +173,9 @@ pub fn run(options: Options) -> ! {
             }
         }
     };
+    // A spec's entrypoint (not the keep-alive) must outlive the settle window before the
+    // sandbox is reported ready: one that exits at once fails the create instead.
+    let settle_from = (child.is_some() && !options.keep_alive).then(Instant::now);
     let pid = child.as_ref().map(|(pid, _)| *pid);
     std::thread::spawn(move || loop {
         let mut sig = 0;
@@ -189,6 +202,10 @@ pub fn run(options: Options) -> ! {
             let shell = probe::detect_shell(options.shell.as_deref(), path.as_deref());
             socket::announce(ReadyState::Pending, &shell, "");
             let (state, detail) = probe::run(&options.probe, &env);
+            if let Some(from) = settle_from.filter(|_| state == ReadyState::Ready) {
+                std::thread::sleep(ENTRYPOINT_SETTLE.saturating_sub(from.elapsed()));
+            }
+            // A no-op when the entrypoint already ended (its failure stands).
             socket::announce(state, &shell, &detail);
         });
     }
@@ -201,6 +218,11 @@ pub fn run(options: Options) -> ! {
         }
     };
     let code = exited.recv().map(|(status, _)| crate::spawn::exit_code(status)).unwrap_or(125);
+    let lived = settle_from.map(|from| from.elapsed().as_millis()).unwrap_or_default();
+    socket::wrapped_ended(&format!(
+        "the sandbox's entrypoint {:?} exited with code {code} after {lived} ms, before the sandbox was ready",
+        options.argv[0]
+    ));
     std::process::exit(code)
 }
 

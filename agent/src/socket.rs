@@ -137,6 +137,8 @@ struct Readiness {
     detail: String,
     /// Live connections, told again when the state changes.
     listeners: Vec<Channel>,
+    /// The wrapped command ended: the state stays what it is now.
+    ended: bool,
 }
 
 static READINESS: Mutex<Readiness> = Mutex::new(Readiness {
@@ -144,6 +146,7 @@ static READINESS: Mutex<Readiness> = Mutex::new(Readiness {
     shell: String::new(),
     detail: String::new(),
     listeners: Vec::new(),
+    ended: false,
 });
 
 fn readiness_event(r: &Readiness) -> Event {
@@ -153,6 +156,9 @@ fn readiness_event(r: &Readiness) -> Event {
 /// Record the probe's outcome (and the shell) and tell every connection.
 pub fn announce(state: ReadyState, shell: &str, detail: &str) {
     let mut r = READINESS.lock().unwrap_or_else(|e| e.into_inner());
+    if r.ended {
+        return;
+    }
     r.state = state;
     r.shell = shell.to_string();
     r.detail = detail.to_string();
@@ -161,6 +167,28 @@ pub fn announce(state: ReadyState, shell: &str, detail: &str) {
     let listeners = r.listeners.clone();
     drop(r);
     // Outside the lock: a connection whose reader stalls must not hold up the others.
+    for c in &listeners {
+        c.send(0, &event);
+    }
+}
+
+/// The wrapped command (the sandbox's entrypoint) ended. Before the sandbox was reported
+/// ready that fails its readiness for good, with `detail`, told to every connection before the
+/// agent exits (the frames stay readable after it), so a create never reports a sandbox whose
+/// program already exited as ready. After it, nothing changes.
+pub fn wrapped_ended(detail: &str) {
+    let mut r = READINESS.lock().unwrap_or_else(|e| e.into_inner());
+    if r.ended || r.state == ReadyState::Ready {
+        r.ended = true;
+        return;
+    }
+    r.ended = true;
+    r.state = ReadyState::Failed;
+    r.detail = detail.to_string();
+    r.listeners.retain(|c| !c.is_broken());
+    let event = readiness_event(&r);
+    let listeners = r.listeners.clone();
+    drop(r);
     for c in &listeners {
         c.send(0, &event);
     }

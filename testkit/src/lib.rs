@@ -15,6 +15,7 @@
 pub mod cluster;
 pub mod config;
 pub mod ctl;
+pub mod fake;
 pub mod images;
 pub mod private_docker;
 pub mod procs;

@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use sandboxd::config::FileConfig;
+use sandboxd::core::backend::SandboxBackend;
 use sandboxd::service::{ServeSettings, Services};
 use sandboxd_client::Client;
 
@@ -68,6 +69,24 @@ impl TestService {
     /// Serves exactly `config` (whose `extra_run_args` should carry the test's label).
     pub fn start_config(config: FileConfig, token: Option<&str>) -> TestService {
         crate::require_docker();
+        Self::serve(config, token, None)
+    }
+
+    /// The same services over `backend` (e.g. [`crate::fake::FakeBackend`]): no Docker daemon
+    /// is needed. `config.server.state_dir` should be a directory of the test's own.
+    pub fn start_backend(
+        backend: std::sync::Arc<dyn SandboxBackend>,
+        config: FileConfig,
+        token: Option<&str>,
+    ) -> TestService {
+        Self::serve(config, token, Some(backend))
+    }
+
+    fn serve(
+        config: FileConfig,
+        token: Option<&str>,
+        backend: Option<std::sync::Arc<dyn SandboxBackend>>,
+    ) -> TestService {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         listener.set_nonblocking(true).expect("nonblocking listener");
         let addr = listener.local_addr().expect("local addr");
@@ -84,7 +103,11 @@ impl TestService {
                     .build()
                     .expect("the service's runtime");
                 runtime.block_on(async move {
-                    let services = match Services::build_docker(&config, token).await {
+                    let built = match backend {
+                        Some(backend) => Services::build(backend, &config, token).await,
+                        None => Services::build_docker(&config, token).await,
+                    };
+                    let services = match built {
                         Ok(services) => services,
                         Err(e) => {
                             let _ = ready_tx.send(Err(e.to_string()));

@@ -118,6 +118,7 @@ impl DockerProvider {
                 .run_create_with_reconciliation(&args, &argv::run_env(&spec.env), &creating, &image, disk)
                 .await?;
             stage.store(STAGE_STARTED, Ordering::SeqCst);
+            let started = Instant::now();
             let socket = match (&agent_start, &self.agent) {
                 (Some(run), Some(agent)) => {
                     let container_id = match container_id {
@@ -151,7 +152,13 @@ impl DockerProvider {
             };
             handle.shell = match socket {
                 Some(agent) => self.ready_by_agent(agent, &creating, spec.ready_timeout_s).await?,
-                None => self.verify_and_detect_shell(&creating, spec.ready_timeout_s).await?,
+                None => {
+                    let shell = self.verify_and_detect_shell(&creating, spec.ready_timeout_s).await?;
+                    if spec.entrypoint.as_ref().is_some_and(|e| !e.is_empty()) {
+                        self.entrypoint_lived(&creating, started).await?;
+                    }
+                    shell
+                }
             };
             self.link_subpaths(&creating, spec).await?;
             if let Some(plan) = spec.egress.as_ref().filter(|p| filtered && !p.policy.domains.is_empty()) {
@@ -456,6 +463,19 @@ impl DockerProvider {
             }
             Err(None) => self.verify_and_detect_shell(name, ready_timeout_s).await,
         }
+    }
+
+    /// Without the agent's socket nothing watched a spec's entrypoint while the probe ran (a
+    /// probe may pass before an entrypoint that exits at once has exited): it must have lived
+    /// the agent's settle window and still run, or the create fails as the agent's would.
+    async fn entrypoint_lived(&self, name: &str, started: Instant) -> Result<()> {
+        tokio::time::sleep(sandboxd_agent::init::ENTRYPOINT_SETTLE.saturating_sub(started.elapsed())).await;
+        if super::transport::cli::container_running(&self.cli, name).await {
+            return Ok(());
+        }
+        Err(ProviderError::CreateVerification(format!(
+            "sandbox {name:?}: its entrypoint exited before the sandbox was ready"
+        )))
     }
 
     /// The readiness probe, polled until it passes `stable_count` times in a row or the deadline

@@ -1,0 +1,362 @@
+//! A `SandboxBackend` in memory, for fast in-process tests of everything above the seam (the
+//! service, the lifecycle, the sweep, pools, the access rules) without a Docker daemon.
+//!
+//! What it models: sandboxes (create with `spec.files`, lookup, connect, status, pause, resume,
+//! close, list with labels, states, tenants, pools and paging as `core::inventory::page` does),
+//! their files (upload, download), leases as `list_owned` reports them, and a tiny shell:
+//! `echo WORDS…` prints the words, `exit N` returns N, `cat FILE` prints an uploaded file;
+//! any other command returns 127 with a message. What it does not model (streams, terminals,
+//! snapshots, forks, diffs, logs, endpoints) it refuses with UNIMPLEMENTED, naming the call.
+//! Every call is recorded ([`FakeBackend::calls`]) so a test can tell what reached the seam.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use sandboxd::core::backend::{
+    CreatePlan, CreatePolicy, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource,
+};
+use sandboxd::core::branching::{DiffEntry, Forked, SnapshotInfo};
+use sandboxd::core::expiry::{Owned, OwnedListing};
+use sandboxd::core::inventory::{ListPage, ListQuery, SandboxSummary};
+use sandboxd::core::logs::{LogOptions, LogStream};
+use sandboxd::core::spec::{
+    ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
+    SandboxSpec, SandboxStatus,
+};
+use sandboxd::ProviderError;
+use tokio::io::AsyncReadExt;
+
+type Result<T> = std::result::Result<T, ProviderError>;
+
+/// One sandbox as the fake keeps it.
+#[derive(Debug, Clone)]
+pub struct FakeSandbox {
+    pub handle: SandboxHandle,
+    pub status: SandboxStatus,
+    pub created_ns: i128,
+    pub expires_ms: Option<i64>,
+    pub pool: Option<String>,
+    pub files: BTreeMap<String, Vec<u8>>,
+}
+
+/// The in-memory backend.
+#[derive(Default)]
+pub struct FakeBackend {
+    sandboxes: Mutex<BTreeMap<String, FakeSandbox>>,
+    calls: Mutex<Vec<String>>,
+    gone: Mutex<Vec<String>>,
+    /// Creates fail with this error's message (as a `Create` error) while set.
+    fail_creates: Mutex<Option<String>>,
+}
+
+impl FakeBackend {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The backend methods called so far, in order (`"create_planned"`, `"exec"`, …).
+    pub fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    /// The sandboxes it holds now, by id.
+    pub fn sandboxes(&self) -> BTreeMap<String, FakeSandbox> {
+        self.sandboxes.lock().unwrap().clone()
+    }
+
+    /// Creates fail (`Create` error, FAILED_PRECONDITION) with `reason` until called with `None`.
+    pub fn fail_creates(&self, reason: Option<&str>) {
+        *self.fail_creates.lock().unwrap() = reason.map(String::from);
+    }
+
+    /// The sandbox stops, as its main process ending would.
+    pub fn stop(&self, id: &str) {
+        if let Some(s) = self.sandboxes.lock().unwrap().get_mut(id) {
+            s.status = SandboxStatus::Stopped;
+        }
+    }
+
+    fn note(&self, call: &str) {
+        self.calls.lock().unwrap().push(call.to_string());
+    }
+
+    fn with<T>(&self, id: &str, f: impl FnOnce(&mut FakeSandbox) -> Result<T>) -> Result<T> {
+        match self.sandboxes.lock().unwrap().get_mut(id) {
+            Some(s) => f(s),
+            None => Err(ProviderError::SandboxNotFound(id.to_string())),
+        }
+    }
+
+    fn running(&self, id: &str) -> Result<()> {
+        self.with(id, |s| match s.status {
+            SandboxStatus::Running => Ok(()),
+            SandboxStatus::Paused => Err(ProviderError::Paused(format!("sandbox {id} is paused"))),
+            _ => Err(ProviderError::Stopped(format!("sandbox {id} is not running"))),
+        })
+    }
+
+    fn unmodelled<T>(&self, call: &str) -> Result<T> {
+        self.note(call);
+        Err(ProviderError::Unimplemented(format!("the fake backend does not model {call}")))
+    }
+}
+
+fn now_ns() -> i128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i128
+}
+
+/// The fake's shell: `echo`, `exit`, `cat`; 127 for anything else.
+fn run(command: &str, files: &BTreeMap<String, Vec<u8>>) -> ExecResult {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let done = |stdout: Vec<u8>, stderr: Vec<u8>, return_code: i32| ExecResult {
+        stdout,
+        stderr,
+        return_code,
+        error_type: None,
+        usage: None,
+    };
+    match words.split_first() {
+        Some((&"echo", rest)) => done(format!("{}\n", rest.join(" ")).into_bytes(), vec![], 0),
+        Some((&"exit", [code])) => done(vec![], vec![], code.parse().unwrap_or(2)),
+        Some((&"cat", [path])) => match files.get(*path) {
+            Some(content) => done(content.clone(), vec![], 0),
+            None => done(vec![], format!("cat: {path}: No such file or directory\n").into_bytes(), 1),
+        },
+        _ => done(vec![], format!("fake backend: {command:?} is not modelled\n").into_bytes(), 127),
+    }
+}
+
+struct Download(Option<Vec<u8>>, u64);
+
+#[async_trait::async_trait]
+impl FileDownload for Download {
+    fn size(&self) -> u64 {
+        self.1
+    }
+
+    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>> {
+        Ok(self.0.take().filter(|c| !c.is_empty()))
+    }
+}
+
+#[async_trait::async_trait]
+impl SandboxBackend for FakeBackend {
+    async fn create_planned(&self, spec: &SandboxSpec, plan: &CreatePlan) -> Result<SandboxHandle> {
+        self.note("create_planned");
+        if let Some(reason) = self.fail_creates.lock().unwrap().clone() {
+            return Err(ProviderError::Create(reason));
+        }
+        let handle = SandboxHandle {
+            sandbox_id: plan.id.as_str().to_string(),
+            image: spec.image.clone(),
+            shell: "sh".into(),
+            ports: spec.ports.clone(),
+            workdir: spec.workdir.clone(),
+            metadata: spec.metadata.clone(),
+            tenant: spec.tenant.clone(),
+        };
+        let expires_ms = plan.ttl.map(|ttl| sandboxd::core::lease::now_ms() + ttl.as_millis() as i64);
+        let sandbox = FakeSandbox {
+            handle: handle.clone(),
+            status: SandboxStatus::Running,
+            created_ns: now_ns(),
+            expires_ms,
+            pool: spec.pool_member.as_ref().map(|m| m.pool.clone()),
+            files: spec.files.clone(),
+        };
+        self.sandboxes.lock().unwrap().insert(handle.sandbox_id.clone(), sandbox);
+        Ok(handle)
+    }
+
+    async fn list_owned(&self) -> Result<OwnedListing> {
+        self.note("list_owned");
+        let owned = self
+            .sandboxes
+            .lock()
+            .unwrap()
+            .values()
+            .map(|s| Owned::made(&s.handle.sandbox_id, s.expires_ms))
+            .collect();
+        Ok(OwnedListing { owned, gone: std::mem::take(&mut *self.gone.lock().unwrap()) })
+    }
+
+    async fn remove_owned(&self, owned: &Owned) -> Result<()> {
+        self.note("remove_owned");
+        self.sandboxes.lock().unwrap().remove(&owned.name);
+        Ok(())
+    }
+
+    async fn lookup(&self, id: &SandboxId) -> Result<SandboxHandle> {
+        self.note("lookup");
+        self.with(id.as_str(), |s| Ok(s.handle.clone()))
+    }
+
+    async fn connect(&self, descriptor: &SandboxDescriptor) -> Result<SandboxHandle> {
+        self.note("connect");
+        self.with(&descriptor.sandbox_id, |s| Ok(s.handle.clone()))
+    }
+
+    async fn exec(&self, handle: &SandboxHandle, command: &str, _params: &ExecParams) -> Result<ExecResult> {
+        self.note("exec");
+        self.running(&handle.sandbox_id)?;
+        self.with(&handle.sandbox_id, |s| Ok(run(command, &s.files)))
+    }
+
+    async fn exec_stream(&self, _: &SandboxHandle, _: &str, _: &ExecParams) -> Result<ExecStream> {
+        self.unmodelled("exec_stream")
+    }
+
+    async fn upload(
+        &self,
+        handle: &SandboxHandle,
+        mut source: UploadSource<'_>,
+        size: u64,
+        path: &str,
+        _mode: Option<u32>,
+    ) -> Result<u64> {
+        self.note("upload");
+        self.running(&handle.sandbox_id)?;
+        let mut content = Vec::new();
+        source.read_to_end(&mut content).await?;
+        if content.len() as u64 != size {
+            return Err(ProviderError::invalid(
+                "size",
+                format!("said {size}, the stream had {}", content.len()),
+            ));
+        }
+        self.with(&handle.sandbox_id, |s| {
+            s.files.insert(path.to_string(), content);
+            Ok(size)
+        })
+    }
+
+    async fn download(&self, handle: &SandboxHandle, path: &str) -> Result<Box<dyn FileDownload>> {
+        self.note("download");
+        self.with(&handle.sandbox_id, |s| match s.files.get(path) {
+            Some(content) => {
+                Ok(Box::new(Download(Some(content.clone()), content.len() as u64)) as Box<dyn FileDownload>)
+            }
+            None => Err(ProviderError::FileNotFound(path.to_string())),
+        })
+    }
+
+    async fn status(&self, id: &SandboxId) -> Result<SandboxStatus> {
+        self.note("status");
+        self.with(id.as_str(), |s| Ok(s.status))
+    }
+
+    async fn endpoint(&self, _: &SandboxHandle, _: u16) -> Result<SandboxEndpoint> {
+        self.unmodelled("endpoint")
+    }
+
+    async fn close(&self, id: &SandboxId) -> Result<()> {
+        self.note("close");
+        if self.sandboxes.lock().unwrap().remove(id.as_str()).is_some() {
+            self.gone.lock().unwrap().push(id.as_str().to_string());
+        }
+        Ok(())
+    }
+
+    async fn open_terminal(
+        &self,
+        _: &SandboxHandle,
+        _: &PtySpec,
+    ) -> Result<std::sync::Arc<dyn TerminalSession>> {
+        self.unmodelled("open_terminal")
+    }
+
+    async fn close_terminals(&self) {}
+
+    async fn list(&self, query: &ListQuery) -> Result<ListPage> {
+        self.note("list");
+        let found = self
+            .sandboxes
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|s| query.labels.iter().all(|(k, v)| s.handle.metadata.get(k) == Some(v)))
+            .filter(|s| query.tenant.is_none() || s.handle.tenant == query.tenant)
+            .map(|s| SandboxSummary {
+                sandbox_id: s.handle.sandbox_id.clone(),
+                image: s.handle.image.clone(),
+                status: s.status,
+                created_ns: s.created_ns,
+                ports: s.handle.ports.clone(),
+                workdir: s.handle.workdir.clone(),
+                metadata: s.handle.metadata.clone(),
+                expires_at_unix_ms: s.expires_ms,
+                reserved_millicpus: 0,
+                reserved_memory_mib: 0,
+                pool: s.pool.clone(),
+                tenant: s.handle.tenant.clone(),
+            })
+            .collect();
+        Ok(sandboxd::core::inventory::page(found, query))
+    }
+
+    fn default_exec_timeout(&self) -> Option<Duration> {
+        Some(Duration::from_secs(60))
+    }
+
+    fn shutdown(&self) {}
+
+    async fn snapshot(&self, _: &SandboxId, _: &BTreeMap<String, String>, _: usize) -> Result<SnapshotInfo> {
+        self.unmodelled("snapshot")
+    }
+
+    async fn list_snapshots(&self, _: &BTreeMap<String, String>) -> Result<Vec<SnapshotInfo>> {
+        self.note("list_snapshots");
+        Ok(vec![])
+    }
+
+    async fn delete_snapshot(&self, snapshot_id: &str) -> Result<()> {
+        self.note("delete_snapshot");
+        Err(ProviderError::SnapshotNotFound(snapshot_id.to_string()))
+    }
+
+    async fn remove_expired_snapshots(&self, _: Duration) -> Result<Vec<String>> {
+        Ok(vec![])
+    }
+
+    async fn fork(
+        &self,
+        _: &SandboxId,
+        _: u32,
+        _: &BTreeMap<String, String>,
+        _: usize,
+        _: &CreatePolicy,
+    ) -> Result<Forked> {
+        self.unmodelled("fork")
+    }
+
+    async fn diff(&self, _: &SandboxId, _: Option<&str>) -> Result<Vec<DiffEntry>> {
+        self.unmodelled("diff")
+    }
+
+    async fn pause(&self, id: &SandboxId) -> Result<()> {
+        self.note("pause");
+        self.with(id.as_str(), |s| match s.status {
+            SandboxStatus::Running | SandboxStatus::Paused => {
+                s.status = SandboxStatus::Paused;
+                Ok(())
+            }
+            _ => Err(ProviderError::Stopped(format!("sandbox {id} is not running"))),
+        })
+    }
+
+    async fn resume(&self, id: &SandboxId) -> Result<()> {
+        self.note("resume");
+        self.with(id.as_str(), |s| match s.status {
+            SandboxStatus::Running | SandboxStatus::Paused => {
+                s.status = SandboxStatus::Running;
+                Ok(())
+            }
+            _ => Err(ProviderError::Stopped(format!("sandbox {id} is not running"))),
+        })
+    }
+
+    async fn logs(&self, _: &SandboxId, _: LogOptions) -> Result<LogStream> {
+        self.unmodelled("logs")
+    }
+}
