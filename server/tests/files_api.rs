@@ -310,8 +310,10 @@ async fn a_watcher_that_stops_reading_is_ended_with_resource_exhausted() {
     let name = "n".repeat(200);
     let flood = if testkit::on_runsc() {
         // gVisor's inotify merges a file's repeated modify events (its reader falls behind
-        // under ptrace): there, distinct files make the events, a create and an attrib each.
-        format!("cd /flood && seq 1 12000 | sed 's/^/{name}/' | xargs touch")
+        // under ptrace): there, distinct files make the events, a create and a delete each
+        // (~7 MB of events on the wire).
+        let names = format!("seq 1 16000 | sed 's/^/{name}/'");
+        format!("cd /flood && {names} | xargs touch && {names} | xargs rm -f")
     } else {
         format!("dd if=/dev/zero of=/flood/{name} bs=1 count=200000 2>/dev/null")
     };

@@ -149,8 +149,9 @@ async fn the_sandbox_sees_its_runtimes_kernel() {
 
 /// A tenant bound to runsc (`tenants: [{..., runtime: runsc}]`): asking for runc is
 /// PERMISSION_DENIED naming the field and the runtime allowed, for a sandbox and for a pool,
-/// with nothing created; a create that names none runs on runsc (on a server without runsc
-/// it is refused, never made on runc).
+/// with nothing created; a create that names none runs on runsc (on a daemon without runsc it
+/// is refused, never made on runc). A server whose tenants file binds a tenant to a runtime it
+/// does not offer does not start.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tenant_bound_to_runsc_cannot_ask_for_runc() {
     let label = TestLabel::new();
@@ -161,8 +162,16 @@ async fn a_tenant_bound_to_runsc_cannot_ask_for_runc() {
     ]});
     let tenants_file = dir.path().join("tenants.json");
     std::fs::write(&tenants_file, tenants.to_string()).unwrap();
-    let config =
-        json!({"server": {"state_dir": dir.path().join("state"), "auth": {"tenants_file": tenants_file}}});
+    let mut config = json!({
+        "server": {"state_dir": dir.path().join("state"), "auth": {"tenants_file": tenants_file}},
+        "docker": {"runtimes": [{"name": "runc"}]},
+    });
+    let body = testkit::config::test_config(&label, config.clone());
+    let file = sandboxd::config::FileConfig::from_json_value(&body).unwrap();
+    let refused =
+        sandboxd::service::Services::build_docker(&file, None).await.err().expect("a refused start");
+    assert!(refused.to_string().contains("bound to runtime \"runsc\""), "{refused}");
+    config["docker"]["runtimes"] = json!([{"name": "runc"}, {"name": "runsc"}]);
     let service = TestService::start_json(&label, config);
     let mut raw = service.raw().await;
     let e =
@@ -202,8 +211,8 @@ async fn a_tenant_bound_to_runsc_cannot_ask_for_runc() {
         raw.close(with_key("gv-key", proto::CloseRequest { sandbox_id: id })).await.unwrap();
     } else {
         let e = made.unwrap_err();
-        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
-        assert!(e.message().contains("\"runsc\" is not offered"), "{}", e.message());
+        assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+        assert!(e.message().contains("`docker info` lists"), "{}", e.message());
         assert!(label.containers().is_empty(), "the binding made a runc sandbox");
     }
 }

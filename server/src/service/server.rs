@@ -108,6 +108,16 @@ fn load_access(config: &FileConfig, state_dir: &std::path::Path) -> Result<Arc<A
         Some(path) => Some(Arc::new(crate::auth::Tenants::load(path).map_err(ServeError::Tenants)?)),
         None => None,
     };
+    // A tenant bound to a runtime the server does not offer could never create: said at start.
+    for tenant in tenants.iter().flat_map(|t| t.all()) {
+        if let Some(runtime) = tenant.runtime.as_deref().filter(|r| config.docker.runtimes.get(r).is_none()) {
+            return Err(ServeError::Tenants(format!(
+                "tenant {:?} is bound to runtime {runtime:?}, which docker.runtimes does not offer (offered: {})",
+                tenant.name,
+                config.docker.runtimes.names()
+            )));
+        }
+    }
     Ok(Arc::new(Access {
         tokens: Arc::new(crate::auth::Tokens::new(keys, Arc::new(revocations))),
         tenants,
