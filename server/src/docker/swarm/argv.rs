@@ -35,6 +35,23 @@ pub fn check_config(cfg: &DockerCreateConfig) -> Result<(), crate::config::Confi
     Ok(())
 }
 
+/// The defaults for untrusted code a Swarm service cannot carry (`docker service create` has
+/// no `--security-opt` nor `--storage-opt`, and the service's network is `create.network`):
+/// said at start, so the operator knows these walls are missing in cluster mode.
+pub fn not_on_swarm(cfg: &DockerCreateConfig) -> Vec<&'static str> {
+    let mut keys = Vec::new();
+    if cfg.no_new_privileges {
+        keys.push("docker.create.no_new_privileges");
+    }
+    if cfg.default_disk_gib.is_some() {
+        keys.push("docker.create.default_disk_gib");
+    }
+    if cfg.tenant_network && cfg.network.is_none() {
+        keys.push("docker.create.tenant_network");
+    }
+    keys
+}
+
 /// What of a spec a Swarm service cannot carry, as INVALID_ARGUMENT naming the option.
 pub fn check_spec(spec: &SandboxSpec) -> Result<(), ProviderError> {
     let refuse = |field: &str, why: &str| {
