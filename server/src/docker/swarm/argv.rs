@@ -192,13 +192,21 @@ pub fn service_create_args(
         a.extend([s("--constraint"), constraint.clone()]);
     }
     if cfg.apply_resource_limits {
-        // The server's defaults (`create.default_cpu`, `default_memory_mib`) where the spec has none.
-        let resources = crate::docker::argv::effective_resources(cfg, &spec.resources);
-        if let Some(cpu) = resources.cpu {
-            a.extend([s("--reserve-cpu"), format!("{cpu}"), s("--limit-cpu"), format!("{cpu}")]);
+        // What the spec asks for is reserved (placement) and a limit; the server's defaults
+        // (`create.default_cpu`, `default_memory_mib`) where it asks nothing are limits only,
+        // so they never keep Swarm from placing a sandbox.
+        let limits = crate::docker::argv::effective_resources(cfg, &spec.resources);
+        if let Some(cpu) = spec.resources.cpu {
+            a.extend([s("--reserve-cpu"), format!("{cpu}")]);
         }
-        if let Some(mib) = resources.memory_mib {
-            a.extend([s("--reserve-memory"), format!("{mib}m"), s("--limit-memory"), format!("{mib}m")]);
+        if let Some(cpu) = limits.cpu {
+            a.extend([s("--limit-cpu"), format!("{cpu}")]);
+        }
+        if let Some(mib) = spec.resources.memory_mib {
+            a.extend([s("--reserve-memory"), format!("{mib}m")]);
+        }
+        if let Some(mib) = limits.memory_mib {
+            a.extend([s("--limit-memory"), format!("{mib}m")]);
         }
     }
     if cfg.use_init {
@@ -435,6 +443,21 @@ mod tests {
         assert_eq!(a, expected);
         // The env value is never on the argv.
         assert!(!a.iter().any(|x| x.contains("secret")));
+    }
+
+    #[test]
+    fn the_servers_default_caps_are_limits_never_reservations() {
+        let a = service_create_args(
+            &DockerCreateConfig::default(),
+            &ClusterSection::default(),
+            &SandboxSpec::new("img"),
+            ID,
+            &[],
+        );
+        let value = |flag: &str| a.iter().position(|x| x == flag).map(|i| a[i + 1].as_str());
+        assert_eq!((value("--limit-cpu"), value("--limit-memory")), (Some("2"), Some("4096m")));
+        assert_eq!((value("--reserve-cpu"), value("--reserve-memory")), (None, None));
+        assert_eq!(not_on_swarm(&DockerCreateConfig::default()).len(), 3);
     }
 
     #[test]
