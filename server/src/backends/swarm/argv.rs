@@ -37,6 +37,23 @@ pub fn check_config(cfg: &DockerCreateConfig) -> Result<(), crate::config::Confi
     Ok(())
 }
 
+/// The defaults for untrusted code a Swarm service cannot carry (`docker service create` has
+/// no `--security-opt` nor `--storage-opt`, and the service's network is `create.network`):
+/// said at start, so the operator knows these walls are missing in cluster mode.
+pub fn not_on_swarm(cfg: &DockerCreateConfig) -> Vec<&'static str> {
+    let mut keys = Vec::new();
+    if cfg.no_new_privileges {
+        keys.push("docker.create.no_new_privileges");
+    }
+    if cfg.default_disk_gib.is_some() {
+        keys.push("docker.create.default_disk_gib");
+    }
+    if cfg.tenant_network && cfg.network.is_none() {
+        keys.push("docker.create.tenant_network");
+    }
+    keys
+}
+
 /// What of a spec a Swarm service cannot carry, as INVALID_ARGUMENT naming the option.
 pub fn check_spec(spec: &SandboxSpec) -> Result<(), ProviderError> {
     let refuse = |field: &str, why: &str| {
@@ -183,13 +200,21 @@ pub fn service_create_args(
         a.extend([s("--constraint"), constraint.clone()]);
     }
     if cfg.apply_resource_limits {
-        // The server's defaults (`create.default_cpu`, `default_memory_mib`) where the spec has none.
-        let resources = crate::backends::docker::argv::effective_resources(cfg, &spec.resources);
-        if let Some(cpu) = resources.cpu {
-            a.extend([s("--reserve-cpu"), format!("{cpu}"), s("--limit-cpu"), format!("{cpu}")]);
+        // What the spec asks for is reserved (placement) and a limit; the server's defaults
+        // (`create.default_cpu`, `default_memory_mib`) where it asks nothing are limits only,
+        // so they never keep Swarm from placing a sandbox.
+        let limits = crate::backends::docker::argv::effective_resources(cfg, &spec.resources);
+        if let Some(cpu) = spec.resources.cpu {
+            a.extend([s("--reserve-cpu"), format!("{cpu}")]);
         }
-        if let Some(mib) = resources.memory_mib {
-            a.extend([s("--reserve-memory"), format!("{mib}m"), s("--limit-memory"), format!("{mib}m")]);
+        if let Some(cpu) = limits.cpu {
+            a.extend([s("--limit-cpu"), format!("{cpu}")]);
+        }
+        if let Some(mib) = spec.resources.memory_mib {
+            a.extend([s("--reserve-memory"), format!("{mib}m")]);
+        }
+        if let Some(mib) = limits.memory_mib {
+            a.extend([s("--limit-memory"), format!("{mib}m")]);
         }
     }
     if cfg.use_init {
@@ -426,6 +451,21 @@ mod tests {
         assert_eq!(a, expected);
         // The env value is never on the argv.
         assert!(!a.iter().any(|x| x.contains("secret")));
+    }
+
+    #[test]
+    fn the_servers_default_caps_are_limits_never_reservations() {
+        let a = service_create_args(
+            &DockerCreateConfig::default(),
+            &ClusterSection::default(),
+            &SandboxSpec::new("img"),
+            ID,
+            &[],
+        );
+        let value = |flag: &str| a.iter().position(|x| x == flag).map(|i| a[i + 1].as_str());
+        assert_eq!((value("--limit-cpu"), value("--limit-memory")), (Some("2"), Some("4096m")));
+        assert_eq!((value("--reserve-cpu"), value("--reserve-memory")), (None, None));
+        assert_eq!(not_on_swarm(&DockerCreateConfig::default()).len(), 3);
     }
 
     #[test]

@@ -58,6 +58,9 @@ impl SwarmBackend {
     pub async fn new(mut docker: DockerConfig, cluster: ClusterSection, token: String) -> Result<Self> {
         argv::check_config(&docker.create)
             .map_err(|e| ProviderError::invalid(format!("docker.{}", e.field), e.message))?;
+        for key in argv::not_on_swarm(&docker.create) {
+            tracing::warn!(key, "not enforced in cluster mode: a Swarm service cannot carry it");
+        }
         let engine = Engine::local().map_err(ProviderError::Unavailable)?;
         docker.exec.engine = crate::config::ExecEngineKind::Docker;
         let local = Arc::new(DockerProvider::new(docker.clone())?);
