@@ -44,15 +44,15 @@ enum IdAt {
 
 /// The calls about one sandbox, which run where it runs (`Close` too, so the owning node tells
 /// its watchers why; a node that is down is closed from here: `docker service rm` works on any
-/// manager). `Create`, `List`, `Watch`, pools, tokens, volumes and snapshots (which cluster mode
-/// does not offer) are answered by the node called.
+/// manager). `Create`, `CreateBatch`, `List`, `Watch`, pools, tokens, volumes and snapshots
+/// (which cluster mode does not offer) are answered by the node called.
 fn routed(method: &str) -> Option<IdAt> {
     use IdAt::*;
     Some(match method {
         "Exec" | "ExecStream" | "Download" | "Status" | "Endpoint" | "Close" | "SetTimeout" | "Diff"
         | "Pause" | "Resume" | "Logs" | "NetworkAddress" | "Stats" | "StatsStream" | "SetNetworkPolicy"
         | "ListPtySessions" | "StartProcess" | "ListProcesses" | "AttachProcess" | "SignalProcess"
-        | "ListDir" | "Stat" | "MakeDir" | "Remove" | "Rename" | "WatchDir" => Field1,
+        | "ListDir" | "Stat" | "MakeDir" | "Remove" | "Rename" | "WatchDir" | "Usage" => Field1,
         "Upload" | "Connect" | "PortForward" => Nested,
         "Pty" => Pty,
         _ => return None,
@@ -359,6 +359,8 @@ mod tests {
         assert_eq!(routed("List"), None);
         assert_eq!(routed("Watch"), None);
         assert_eq!(routed("Close"), Some(IdAt::Field1));
+        assert_eq!(routed("Usage"), Some(IdAt::Field1));
+        assert_eq!(routed("CreateBatch"), None);
         assert_eq!(routed("ListDir"), Some(IdAt::Field1));
         assert_eq!(routed("PortForward"), Some(IdAt::Nested));
         assert_eq!(routed("Pty"), Some(IdAt::Pty));
