@@ -98,12 +98,12 @@ fn write_out(out: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
 
 /// The exit code, saying on stderr when (and why) the command did not run to its own exit.
 fn finish(return_code: i32, error_type: &str, message: &str, failure_kind: i32) -> i32 {
-    let kind = sandboxd_client::FailureKind::from_wire(failure_kind);
+    // The kind first: the last line stays the reason and the exit code.
+    if let Some(kind) = sandboxd_client::FailureKind::from_wire(failure_kind) {
+        eprintln!("sandboxctl: failure kind {}", kind.reason());
+    }
     if !error_type.is_empty() {
         eprintln!("sandboxctl: {}", not_finished(return_code, error_type, message));
-    }
-    if let Some(kind) = kind {
-        eprintln!("sandboxctl: failure kind {}", kind.reason());
     }
     return_code
 }

@@ -378,6 +378,8 @@ mod tests {
         assert_eq!(routed("List"), None);
         assert_eq!(routed("Watch"), None);
         assert_eq!(routed("Close"), Some(IdAt::Field1));
+        assert_eq!(routed("Usage"), Some(IdAt::Field1));
+        assert_eq!(routed("CreateBatch"), None);
         assert_eq!(routed("ListDir"), Some(IdAt::Field1));
         assert_eq!(routed("PortForward"), Some(IdAt::Nested));
         assert_eq!(routed("Pty"), Some(IdAt::Pty));

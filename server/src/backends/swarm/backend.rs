@@ -392,6 +392,15 @@ impl SandboxBackend for SwarmBackend {
         SandboxBackend::stats(&*self.local, id).await
     }
 
+    async fn usage(&self, id: &SandboxId) -> Result<crate::core::usage::SandboxUsage> {
+        self.alias(id.as_str()).await?;
+        SandboxBackend::usage(&*self.local, id).await
+    }
+
+    async fn settle_exec(&self, handle: &SandboxHandle, result: ExecResult) -> Result<ExecResult> {
+        SandboxBackend::settle_exec(&*self.local, handle, result).await
+    }
+
     fn event_hub(&self) -> Option<Arc<crate::core::watch::EventHub>> {
         SandboxBackend::event_hub(&*self.local)
     }
