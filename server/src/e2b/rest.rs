@@ -31,14 +31,14 @@ fn refuse(status: Status) -> Response {
 }
 
 /// The JSON body, or 400 naming what is wrong with it.
-fn body<T: serde::de::DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, Response> {
+fn body<T: serde::de::DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, Status> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
-        refuse(Status::invalid_argument(format!("request body field `{path}`: {}", e.inner())))
+        Status::invalid_argument(format!("request body field `{path}`: {}", e.inner()))
     })
 }
 
@@ -67,9 +67,9 @@ struct RefreshBody {
     duration: Option<u64>,
 }
 
-fn seconds(field: &str, value: u64) -> Result<f64, Response> {
+fn seconds(field: &str, value: u64) -> Result<f64, Status> {
     if value == 0 {
-        return Err(refuse(Status::invalid_argument(format!("`{field}` must be at least 1 second"))));
+        return Err(Status::invalid_argument(format!("`{field}` must be at least 1 second")));
     }
     Ok(value as f64)
 }
@@ -77,7 +77,7 @@ fn seconds(field: &str, value: u64) -> Result<f64, Response> {
 /// `POST /sandboxes` and `POST /v2/sandboxes`: `Create` with the template's image.
 pub async fn create(State(front): State<E2bFront>, headers: HeaderMap, bytes: axum::body::Bytes) -> Reply {
     let principal = front.api_caller(&headers).map_err(refuse)?;
-    let new: NewSandbox = body(&bytes)?;
+    let new: NewSandbox = body(&bytes).map_err(refuse)?;
     let template = new.template_id.unwrap_or_else(|| "base".into());
     let image = front.inner.config.templates.get(&template).cloned().ok_or_else(|| {
         let known: Vec<&str> = front.inner.config.templates.keys().map(String::as_str).collect();
@@ -85,7 +85,7 @@ pub async fn create(State(front): State<E2bFront>, headers: HeaderMap, bytes: ax
             "template {template:?} not found; this server's templates (server.e2b.templates): {known:?}"
         )))
     })?;
-    let ttl = seconds("timeout", new.timeout.unwrap_or(DEFAULT_TIMEOUT_S))?;
+    let ttl = seconds("timeout", new.timeout.unwrap_or(DEFAULT_TIMEOUT_S)).map_err(refuse)?;
     let network_policy = match new.allow_internet_access {
         Some(false) => {
             Some(pb::NetworkPolicy { default_action: pb::EgressAction::Deny as i32, ..Default::default() })
@@ -344,9 +344,9 @@ pub async fn set_timeout(
     bytes: axum::body::Bytes,
 ) -> Reply {
     let principal = front.api_caller(&headers).map_err(refuse)?;
-    let req: TimeoutBody = body(&bytes)?;
+    let req: TimeoutBody = body(&bytes).map_err(refuse)?;
     let timeout = req.timeout.ok_or_else(|| refuse(Status::invalid_argument("`timeout` is required")))?;
-    set_ttl(&front, &principal, &id, seconds("timeout", timeout)?).await.map_err(refuse)?;
+    set_ttl(&front, &principal, &id, seconds("timeout", timeout).map_err(refuse)?).await.map_err(refuse)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -358,8 +358,8 @@ pub async fn refresh(
     bytes: axum::body::Bytes,
 ) -> Reply {
     let principal = front.api_caller(&headers).map_err(refuse)?;
-    let req: RefreshBody = body(&bytes)?;
-    set_ttl(&front, &principal, &id, seconds("duration", req.duration.unwrap_or(60))?)
+    let req: RefreshBody = body(&bytes).map_err(refuse)?;
+    set_ttl(&front, &principal, &id, seconds("duration", req.duration.unwrap_or(60)).map_err(refuse)?)
         .await
         .map_err(refuse)?;
     Ok(StatusCode::NO_CONTENT.into_response())
@@ -407,8 +407,9 @@ async fn resume_and_describe(
     let mut info = find(front, principal, id).await.map_err(refuse)?;
     if let Some(t) = timeout {
         // E2B's connect extends a sandbox's life, never shortens it.
-        let ttl = seconds("timeout", t)?;
-        let now_ms = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_millis() as i64;
+        let ttl = seconds("timeout", t).map_err(refuse)?;
+        let now_ms =
+            SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_millis() as i64;
         let wanted = now_ms + (ttl * 1000.0) as i64;
         if info.expires_at_unix_ms.is_some_and(|end| end < wanted) {
             set_ttl(front, principal, id, ttl).await.map_err(refuse)?;
@@ -430,7 +431,7 @@ pub async fn resume(
     bytes: axum::body::Bytes,
 ) -> Reply {
     let principal = front.api_caller(&headers).map_err(refuse)?;
-    let req: TimeoutBody = body(&bytes)?;
+    let req: TimeoutBody = body(&bytes).map_err(refuse)?;
     resume_and_describe(&front, &principal, &id, req.timeout).await.map(|r| {
         let (mut parts, body) = r.into_parts();
         parts.status = StatusCode::CREATED;
@@ -446,7 +447,7 @@ pub async fn connect(
     bytes: axum::body::Bytes,
 ) -> Reply {
     let principal = front.api_caller(&headers).map_err(refuse)?;
-    let req: TimeoutBody = body(&bytes)?;
+    let req: TimeoutBody = body(&bytes).map_err(refuse)?;
     resume_and_describe(&front, &principal, &id, req.timeout).await
 }
 
@@ -455,7 +456,7 @@ pub async fn metrics(State(front): State<E2bFront>, headers: HeaderMap, Path(id)
     let principal = front.api_caller(&headers).map_err(refuse)?;
     let stats = front
         .api()
-        .stats(request(&principal, pb::StatsRequest { sandbox_id: id, ..Default::default() }))
+        .stats(request(&principal, pb::StatsRequest { sandbox_id: id }))
         .await
         .map_err(refuse)?
         .into_inner();
