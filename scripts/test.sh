@@ -61,8 +61,8 @@ bounded 45m cargo test --workspace --all-targets --no-fail-fast
 step "provider, service, client and daemon-fault suites again on the docker exec engine"
 SANDBOXD_TEST_ENGINE=docker bounded 20m cargo test -p sandboxd --test provider --test e2e_server --test e2e_client --test daemon_faults
 
-step "provider, client, files and terminal-session suites again on the agent's docker exec channel"
-SANDBOXD_TEST_TRANSPORT=channel bounded 20m cargo test -p sandboxd --test provider --test e2e_client --test files_api --test pty_sessions
+step "provider, client, files, terminal-session and trace suites again on the agent's docker exec channel"
+SANDBOXD_TEST_TRANSPORT=channel bounded 20m cargo test -p sandboxd --test provider --test e2e_client --test files_api --test pty_sessions --test traces
 
 # gVisor: a private containerd + dockerd with runsc registered (its own namespace; the test
 # images are built into it), the main suites on it, then gone (the EXIT trap's leftovers

@@ -120,7 +120,7 @@ impl AgentChannel {
         // that would take them off `docker exec`.
         let control = cli.in_pool(Pool::Control);
         let (client, user) =
-            tokio::join!(cli.spawn(&args, true, false), control.run(&user_args, Some(HELLO_TIMEOUT), None));
+            tokio::join!(cli.spawn_detached(&args, true), control.run(&user_args, Some(HELLO_TIMEOUT), None));
         let mut client = client.map_err(|e| OpenError::Transport(e.to_string()))?;
         let default_user = match user {
             Ok(out) => parse_facts(&out.stdout_text()).and_then(|(_, user, _)| user),

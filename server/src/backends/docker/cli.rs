@@ -335,6 +335,23 @@ impl DockerCli {
     /// Start a client with piped stdio, holding a permit of this CLI's pool (when `counted`)
     /// until it is dropped.
     pub async fn spawn(&self, args: &[String], stdin: bool, counted: bool) -> Result<DockerChild, CliError> {
+        self.spawn_in(args, stdin, counted, false).await
+    }
+
+    /// [`DockerCli::spawn`] for a client that outlives the call starting it (the agent
+    /// channel): its span is a root that follows from the call's, so it does not hold the
+    /// call's span (and its trace) open for the client's lifetime.
+    pub async fn spawn_detached(&self, args: &[String], stdin: bool) -> Result<DockerChild, CliError> {
+        self.spawn_in(args, stdin, false, true).await
+    }
+
+    async fn spawn_in(
+        &self,
+        args: &[String],
+        stdin: bool,
+        counted: bool,
+        detached: bool,
+    ) -> Result<DockerChild, CliError> {
         let command = masked(&self.argv(args));
         let waiting = std::time::Instant::now();
         let permit = if counted { self.semaphore().clone().acquire_owned().await.ok() } else { None };
@@ -346,7 +363,13 @@ impl DockerCli {
         cmd.stdin(if stdin { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let span = tracing::debug_span!("docker", cmd = %command);
+        let span = if detached {
+            let span = tracing::debug_span!(parent: None, "docker", cmd = %command);
+            span.follows_from(tracing::Span::current());
+            span
+        } else {
+            tracing::debug_span!("docker", cmd = %command)
+        };
         let child = cmd.spawn().map_err(|source| CliError::Spawn { command: command.clone(), source })?;
         span.in_scope(|| tracing::debug!("docker started"));
         if let Some(pipe) = &child.stdin {
