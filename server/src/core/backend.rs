@@ -1,9 +1,10 @@
 //! The seam between the gRPC service and whatever runs sandboxes.
 //!
-//! The service and the lifecycle layer hold an `Arc<dyn SandboxBackend>`; `docker::DockerProvider`
-//! is today's implementation. A second backend (Kubernetes, a remote Docker host) implements this
-//! trait in a sibling module and nothing above it changes. Types crossing the seam are neutral
-//! (`crate::core::spec`); Docker's words (container states, CLI errors, argv) stay below `docker/`.
+//! The service and the lifecycle layer hold an `Arc<dyn SandboxBackend>`; `backends::docker`'s
+//! `DockerProvider` and `backends::swarm`'s `SwarmBackend` implement it (and `testkit::fake` in
+//! memory). A new backend implements this trait under `backends/` and is picked in `wiring.rs`.
+//! Types crossing the seam are neutral (`crate::core::spec`); Docker's words (container states,
+//! CLI errors, argv) stay below `backends/docker/`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -334,26 +334,28 @@ mod tests {
         assert_eq!(forwarded("Pty"), Some(IdAt::Pty));
     }
 
-    /// `docs/access.md` holds the table as [`markdown`] prints it.
+    /// `docs/access.md` and `docs/architecture.md` hold the table as [`markdown`] prints it.
     #[test]
-    fn docs_access_md_holds_the_table() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/access.md");
-        let doc = std::fs::read_to_string(path).expect("docs/access.md");
-        let (start, end) = ("<!-- rpc-table:start -->\n", "<!-- rpc-table:end -->");
-        let from =
-            doc.find(start).expect("docs/access.md has an <!-- rpc-table:start --> marker") + start.len();
-        let to = doc.find(end).expect("docs/access.md has an <!-- rpc-table:end --> marker");
-        if std::env::var_os("SANDBOXD_WRITE_DOCS").is_some() && doc[from..to] != markdown() {
-            std::fs::write(path, format!("{}{}{}", &doc[..from], markdown(), &doc[to..]))
-                .expect("write docs/access.md");
-            return;
+    fn the_docs_hold_the_table() {
+        for doc in ["access.md", "architecture.md"] {
+            let path = format!("{}/../docs/{doc}", env!("CARGO_MANIFEST_DIR"));
+            let text = std::fs::read_to_string(&path).expect("the doc");
+            let (start, end) = ("<!-- rpc-table:start -->\n", "<!-- rpc-table:end -->");
+            let from = text.find(start).unwrap_or_else(|| panic!("docs/{doc} has no {start:?} marker"))
+                + start.len();
+            let to = text.find(end).unwrap_or_else(|| panic!("docs/{doc} has no {end:?} marker"));
+            if std::env::var_os("SANDBOXD_WRITE_DOCS").is_some() && text[from..to] != markdown() {
+                std::fs::write(&path, format!("{}{}{}", &text[..from], markdown(), &text[to..]))
+                    .expect("write the doc");
+                continue;
+            }
+            assert_eq!(
+                &text[from..to],
+                markdown(),
+                "docs/{doc}'s RPC table differs from service/rpc_table.rs: run `SANDBOXD_WRITE_DOCS=1 cargo test -p \
+                 sandboxd --lib rpc_table` or put this between its markers:\n{}",
+                markdown()
+            );
         }
-        assert_eq!(
-            &doc[from..to],
-            markdown(),
-            "docs/access.md's RPC table differs from service/rpc_table.rs: run `SANDBOXD_WRITE_DOCS=1 cargo test -p \
-             sandboxd --lib rpc_table` or put this between its markers:\n{}",
-            markdown()
-        );
     }
 }
