@@ -248,3 +248,27 @@ fn logs_resources_pause_ttl_snapshot_fork() {
     });
     assert!(label.containers().is_empty());
 }
+
+/// `create --runtime`: the sandbox runs on the runtime asked for (`ls -o json` shows it), and a
+/// runtime the server does not offer is refused naming the offered ones, nothing created.
+#[test]
+fn create_takes_a_runtime_and_ls_shows_it() {
+    let label = TestLabel::new();
+    let server = TestService::start(&label, None);
+    let addr = server.addr();
+    let runtime = testkit::runtime_name();
+    let run = &label.value[..12];
+    let id = create(&addr, &["--runtime", runtime, "--label", &format!("run={run}")]);
+    let listed: serde_json::Value =
+        serde_json::from_slice(&ctl(&addr, &["ls", "--label", &format!("run={run}"), "-o", "json"]).stdout)
+            .unwrap();
+    assert_eq!(listed[0]["sandbox_id"], id.as_str());
+    assert_eq!(listed[0]["runtime"], runtime);
+    let out = ctl(&addr, &["create", BUSYBOX, "--runtime", "kata"]);
+    let stderr = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("spec.runtime") && stderr.contains("offered: runc"), "{stderr}");
+    assert_eq!(label.containers().len(), 1, "the refused create made nothing");
+    let out = ctl(&addr, &["rm", &id]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}

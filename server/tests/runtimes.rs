@@ -164,7 +164,7 @@ async fn a_tenant_bound_to_runsc_cannot_ask_for_runc() {
     std::fs::write(&tenants_file, tenants.to_string()).unwrap();
     let mut config = json!({
         "server": {"state_dir": dir.path().join("state"), "auth": {"tenants_file": tenants_file}},
-        "docker": {"runtimes": [{"name": "runc"}]},
+        "docker": {"runtimes": [{"name": "runc"}], "create": {"runtime": "runc"}},
     });
     let body = testkit::config::test_config(&label, config.clone());
     let file = sandboxd::config::FileConfig::from_json_value(&body).unwrap();
@@ -172,6 +172,7 @@ async fn a_tenant_bound_to_runsc_cannot_ask_for_runc() {
         sandboxd::service::Services::build_docker(&file, None).await.err().expect("a refused start");
     assert!(refused.to_string().contains("bound to runtime \"runsc\""), "{refused}");
     config["docker"]["runtimes"] = json!([{"name": "runc"}, {"name": "runsc"}]);
+    config["docker"]["create"]["runtime"] = json!(testkit::runtime_name());
     let service = TestService::start_json(&label, config);
     let mut raw = service.raw().await;
     let e =
