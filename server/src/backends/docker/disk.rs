@@ -92,6 +92,22 @@ impl DockerProvider {
         Ok(image)
     }
 
+    /// Lazily unmount the loop disk under `name`'s writable layer, if one is mounted there:
+    /// the daemon's removal then deletes the layer beneath it, and the disk goes when the last
+    /// user of it (a lost container's overlay) does.
+    pub(super) async fn detach_disk(&self, name: &str) {
+        let Ok(out) = self.control(argv::layer_dir_args(name)).await else { return };
+        let text = out.stdout_text();
+        let upper = text.trim().split('\t').nth(2).unwrap_or("");
+        let Some(layer) = Path::new(upper).parent().filter(|_| upper.starts_with('/')) else { return };
+        if is_mount_point(layer) {
+            let layer = layer.to_string_lossy().to_string();
+            if let Err(e) = run_tool("umount", &["-l", &layer]).await {
+                tracing::warn!(sandbox_id = %name, error = %e, "could not detach a loop disk");
+            }
+        }
+    }
+
     /// Remember the disk file of sandbox `sandbox_id` (removed at its close).
     pub(super) fn note_disk(&self, sandbox_id: &str, image: PathBuf) {
         if let Ok(mut map) = self.disks.lock() {

@@ -254,10 +254,17 @@ impl DockerProvider {
     pub(super) async fn remove_container(&self, name: &str) -> std::result::Result<(), CliError> {
         let started = std::time::Instant::now();
         let mut pause = Duration::from_millis(100);
+        let mut detached = false;
         loop {
             match self.control(argv::rm_args(name)).await {
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == Some(DockerFailureKind::MissingContainer) => return Ok(()),
+                // A loop disk the daemon cannot unmount (an overlay of a container the daemon
+                // lost still holds it): detached lazily, then removed again (`disk.rs`).
+                Err(CliError::Failed(f)) if !detached && f.stderr.contains("device or resource busy") => {
+                    detached = true;
+                    self.detach_disk(name).await;
+                }
                 Err(e)
                     if e.kind() == Some(DockerFailureKind::RemovalInProgress)
                         && started.elapsed() + pause < REMOVAL_WAIT =>
