@@ -1,10 +1,11 @@
 //! Failure kinds caused for real on one host, end to end through the in-process service and
-//! the Rust client: a memory hog past its sandbox's cap (OOM_KILLED, on the result and on
-//! Watch), a container killed from outside (SANDBOX_GONE, on the call and on Watch), a paused
-//! sandbox (SANDBOX_PAUSED), a command past its timeout (TIMEOUT), a create past its readiness
-//! deadline (CREATE_TIMEOUT), a killed agent (AGENT_LOST), a closed sandbox (SANDBOX_GONE); a
-//! non-zero exit is a result with no kind. `Usage` and `Close` report the sandbox's totals.
-//! (QUOTA is checked in `access.rs`, DAEMON_UNAVAILABLE in `daemon_faults.rs`.)
+//! the Rust client: a memory hog past its sandbox's cap (OOM_KILLED on the result; the sandbox
+//! lives on), a container killed from outside (SANDBOX_GONE, on the call and on Watch), a
+//! paused sandbox (SANDBOX_PAUSED), a command past its timeout (TIMEOUT), a missing working
+//! directory (EXEC_REFUSED), a create past its readiness deadline (CREATE_TIMEOUT), a killed
+//! agent (AGENT_LOST), a closed sandbox (SANDBOX_GONE); a non-zero exit is a result with no
+//! kind. `Usage` and `Close` report the sandbox's totals. (QUOTA is checked in `access.rs`,
+//! DAEMON_UNAVAILABLE in `daemon_faults.rs`, Watch's OOM_KILLED in `docker/watch_events.rs`.)
 
 use std::time::Duration;
 
@@ -62,6 +63,12 @@ async fn results_and_errors_name_what_failed() {
     assert_eq!(r.failure_kind, Some(FailureKind::Timeout), "{r:?}");
     assert!(FailureKind::Timeout.is_task_fault());
 
+    // EXEC_REFUSED: the command could not start as asked (the caller's request, no retry).
+    let options = sandboxd_client::ExecOptions { cwd: Some("/no/such/dir".into()), ..Default::default() };
+    let r = sandbox.exec_with("true", options).await.expect("exec");
+    assert_eq!((r.return_code, r.failure_kind), (125, Some(FailureKind::ExecRefused)), "{r:?}");
+    assert!(!FailureKind::ExecRefused.is_retry_safe());
+
     // SANDBOX_PAUSED: refused while frozen, with the kind in the status.
     sandbox.pause().await.expect("pause");
     let err = sandbox.exec("true").await.expect_err("paused");
@@ -78,10 +85,10 @@ async fn results_and_errors_name_what_failed() {
     let usage = sandbox.usage().await.expect("usage");
     assert!(usage.wall_time_s > 0.0 && usage.cpu_time_s > 0.0, "{usage:?}");
     assert!(usage.peak_memory_bytes > 0, "{usage:?}");
-    // Four execs ran (the one refused while paused never started).
-    assert_eq!(usage.processes_started, 4, "execs counted: {usage:?}");
+    // Five execs were started (the one refused while paused never was).
+    assert_eq!(usage.processes_started, 5, "execs counted: {usage:?}");
     let last = sandbox.stop_with_usage().await.expect("close").expect("usage at close");
-    assert!(last.wall_time_s >= usage.wall_time_s && last.processes_started == 4, "{last:?}");
+    assert!(last.wall_time_s >= usage.wall_time_s && last.processes_started == 5, "{last:?}");
 
     // SANDBOX_GONE: a closed sandbox is no longer there.
     let mut raw = client.raw();
