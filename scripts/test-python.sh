@@ -48,6 +48,20 @@ step "ruff check + ruff format --check (clients/python)"
 step "mypy --strict (clients/python)"
 (cd "$PKG" && "$PY" -m mypy)
 
+# Harbor (tests/test_harbor.py) needs Python >= 3.12: a venv of its own, from python3.12 on PATH
+# or pyenv's, with the package and its `harbor` extra.
+HARBOR_VENV="${SANDBOXD_HARBOR_VENV:-$REPO_ROOT/.venv-harbor}"
+if [[ ! -x "$HARBOR_VENV/bin/python" ]]; then
+  PY312="$(command -v python3.12 || ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12 2>/dev/null | tail -1 || true)"
+  [[ -n "$PY312" ]] || die "Harbor needs Python >= 3.12: install python3.12 (or pyenv install 3.12)"
+  step "creating Harbor's venv $HARBOR_VENV ($PY312)"
+  "$PY312" -m venv "$HARBOR_VENV"
+fi
+step "pip install ./clients/python[harbor] into $HARBOR_VENV"
+"$HARBOR_VENV/bin/python" -m pip install -q --disable-pip-version-check "$PKG[harbor]"
+"$HARBOR_VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$PKG"
+export SANDBOXD_HARBOR_PYTHON="$HARBOR_VENV/bin/python"
+
 step "pytest clients/python/tests (real server, real Docker)"
 docker info --format '{{.ServerVersion}}' >/dev/null 2>&1 \
   || die "the Docker daemon is unreachable ('docker info' failed); these tests need it and never skip"

@@ -347,11 +347,15 @@ async fn attach(
     Ok(events(held.pid, held.output.subscribe()))
 }
 
-/// Calls on held sessions go through `Status` first: the caller must reach the sandbox.
+/// Calls on held sessions need what the gRPC process calls need (scope operate, the caller's
+/// own sandbox): `ListProcesses` checks it.
 async fn authorize(ctx: &Ctx) -> Result<(), Status> {
     ctx.front
         .api()
-        .status(request(&ctx.principal, pb::StatusRequest { sandbox_id: ctx.sandbox_id.clone() }))
+        .list_processes(request(
+            &ctx.principal,
+            pb::ListProcessesRequest { sandbox_id: ctx.sandbox_id.clone() },
+        ))
         .await?;
     Ok(())
 }
