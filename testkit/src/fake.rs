@@ -114,6 +114,7 @@ fn run(command: &str, files: &BTreeMap<String, Vec<u8>>) -> ExecResult {
         stderr,
         return_code,
         error_type: None,
+        failure_kind: None,
         usage: None,
     };
     match words.split_first() {
@@ -153,6 +154,7 @@ impl SandboxBackend for FakeBackend {
             shell: "sh".into(),
             ports: spec.ports.clone(),
             workdir: spec.workdir.clone(),
+            runtime: spec.runtime.clone(),
             metadata: spec.metadata.clone(),
             tenant: spec.tenant.clone(),
         };
@@ -283,6 +285,7 @@ impl SandboxBackend for FakeBackend {
                 status: s.status,
                 created_ns: s.created_ns,
                 ports: s.handle.ports.clone(),
+                runtime: s.handle.runtime.clone(),
                 workdir: s.handle.workdir.clone(),
                 metadata: s.handle.metadata.clone(),
                 expires_at_unix_ms: s.expires_ms,
