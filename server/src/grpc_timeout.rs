@@ -1,5 +1,5 @@
 //! The `grpc-timeout` header's value as a duration: one parser for the service's deadlines
-//! (`service/deadline.rs`) and the cluster relay (`docker/swarm/forward.rs`).
+//! (`service/deadline.rs`) and the cluster relay (`service/forward.rs`).
 
 use std::time::Duration;
 

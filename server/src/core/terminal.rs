@@ -1,5 +1,5 @@
 //! What every backend's terminals share with the service: how a session fails and whether it
-//! has a terminal. Neutral, beside `backend.rs` (the docker terminals are in `docker/pty/`).
+//! has a terminal. Neutral, beside `backend.rs` (the docker terminals are in `backends/docker/pty/`).
 
 use std::time::Duration;
 

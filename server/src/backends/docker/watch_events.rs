@@ -51,7 +51,7 @@ impl Follower {
         let creating = name.strip_prefix(CREATING_NAME_PREFIX).map(|hex| format!("sandboxd-{hex}"));
         // A Swarm task's container (cluster mode) is `<service>.<slot>.<task>`, never renamed: its
         // service is the sandbox. Its create is the sandbox's CREATED; READY is told by the node
-        // whose create completed (`docker/swarm/create.rs`), once the files are written.
+        // whose create completed (`backends/swarm/create.rs`), once the files are written.
         let task_of = attributes
             .get(super::labels::SERVICE_NAME_LABEL)
             .filter(|s| crate::core::spec::SandboxId::has_valid_shape(s))

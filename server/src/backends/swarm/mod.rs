@@ -1,4 +1,4 @@
-//! Cluster mode on Docker Swarm (`cluster.mode: swarm`): the second backend beside `docker/`.
+//! Cluster mode on Docker Swarm (`cluster.mode: swarm`): the second backend beside `backends/docker/`.
 //!
 //! A sandbox is a one-replica Swarm service (`restart-condition none`) whose labels carry its
 //! metadata and lease, so any manager can say what exists and where it runs; placement,
