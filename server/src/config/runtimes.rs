@@ -4,8 +4,8 @@
 
 use serde::Deserialize;
 
-use super::docker::ExecTransport;
 use super::rules::ConfigError;
+use super::ExecTransport;
 
 /// The runtime every server offers unless configured otherwise.
 pub const DEFAULT_RUNTIME: &str = "runc";

@@ -27,9 +27,6 @@ pub struct RuntimeChoice {
     pub transport: Option<ExecTransport>,
 }
 
-/// The daemon's registered runtimes as last read, and when.
-pub type DaemonRuntimes = tokio::sync::Mutex<Option<(Instant, Vec<String>)>>;
-
 impl DockerProvider {
     /// The runtime `spec` runs on; `snapshot_runtime` is its snapshot's (`""`: one taken
     /// before runtimes were recorded, which runs on the default).

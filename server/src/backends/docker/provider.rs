@@ -111,7 +111,7 @@ pub struct DockerProvider {
     /// Images' configured users as a create last read them (when, user).
     pub(super) image_users: Mutex<HashMap<String, (std::time::Instant, String)>>,
     /// The daemon's registered runtimes as `docker info` last listed them (`oci_runtime.rs`).
-    pub(super) daemon_runtimes: super::oci_runtime::DaemonRuntimes,
+    pub(super) daemon_runtimes: tokio::sync::Mutex<Option<(std::time::Instant, Vec<String>)>>,
     /// Where loop disks go (`<state_dir>/disks`, `disk.rs`), each sandbox's file, and when
     /// the sweep last looked for files whose container is gone.
     pub(super) disks_dir: PathBuf,
