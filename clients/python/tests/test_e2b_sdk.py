@@ -342,3 +342,19 @@ def test_readme_e2b_example_runs(e2b_env: str, tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout == "hi from e2b\nkept\n"
+
+
+def test_fork_starts_children_from_the_filesystem(sbx: Sandbox) -> None:
+    sbx.files.write("/tmp/forked.txt", "from the parent")
+    children = sbx.fork(count=2, timeout=120)
+    try:
+        assert len(children) == 2
+        for child in children:
+            assert isinstance(child, Sandbox), child
+            assert child.sandbox_id != sbx.sandbox_id
+            assert child.files.read("/tmp/forked.txt") == "from the parent"
+        assert sbx.commands.run("echo parent runs on").stdout == "parent runs on\n"
+    finally:
+        for child in children:
+            if isinstance(child, Sandbox):
+                child.kill()

@@ -79,6 +79,7 @@ impl E2bFront {
             .route("/sandboxes/{id}/connect", post(rest::connect))
             .route("/v2/sandboxes/{id}/connect", post(rest::connect))
             .route("/sandboxes/{id}/metrics", get(rest::metrics))
+            .route("/sandboxes/{id}/fork", post(rest::fork))
             .route("/health", get(files::health))
             .route("/files", get(files::read).post(files::write))
             .route("/process.Process/{method}", post(process::call))

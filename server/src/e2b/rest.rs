@@ -63,6 +63,12 @@ struct TimeoutBody {
 }
 
 #[derive(Debug, Default, Deserialize)]
+struct ForkBody {
+    timeout: Option<u64>,
+    count: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
 struct RefreshBody {
     duration: Option<u64>,
 }
@@ -449,6 +455,54 @@ pub async fn connect(
     let principal = front.api_caller(&headers).map_err(refuse)?;
     let req: TimeoutBody = body(&bytes).map_err(refuse)?;
     resume_and_describe(&front, &principal, &id, req.timeout).await
+}
+
+/// `POST /sandboxes/{id}/fork`: `Fork` (the children start from a snapshot of the running
+/// sandbox's filesystem; its memory is not carried over), then each child's lease and token.
+pub async fn fork(
+    State(front): State<E2bFront>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    bytes: axum::body::Bytes,
+) -> Reply {
+    let principal = front.api_caller(&headers).map_err(refuse)?;
+    let req: ForkBody = body(&bytes).map_err(refuse)?;
+    let ttl = req.timeout.map(|t| seconds("timeout", t)).transpose().map_err(refuse)?;
+    let parent = find(&front, &principal, &id).await.map_err(refuse)?;
+    let template = listed(&front, &parent)["templateID"].clone();
+    let forked = front
+        .api()
+        .fork(request(
+            &principal,
+            pb::ForkRequest { sandbox_id: id, count: req.count.unwrap_or(1), labels: Default::default() },
+        ))
+        .await
+        .map_err(refuse)?
+        .into_inner();
+    let mut out = Vec::new();
+    for child in forked.sandboxes {
+        let made = async {
+            if let Some(ttl) = ttl {
+                set_ttl(&front, &principal, &child.sandbox_id, ttl).await?;
+            }
+            envd_token(&front, &principal, &child.sandbox_id).await
+        }
+        .await;
+        out.push(match made {
+            Ok(token) => json!({ "sandbox": {
+                "templateID": template,
+                "sandboxID": child.sandbox_id,
+                "clientID": CLIENT_ID,
+                "envdVersion": ENVD_VERSION,
+                "envdAccessToken": token,
+                "domain": front.domain(),
+            }}),
+            Err(e) => {
+                json!({ "error": { "code": errors::http_status(e.code()).as_u16(), "message": e.message() } })
+            }
+        });
+    }
+    Ok((StatusCode::CREATED, Json(out)).into_response())
 }
 
 /// `GET /sandboxes/{id}/metrics`: one sample now, from `Stats`.
