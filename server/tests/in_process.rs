@@ -217,6 +217,10 @@ async fn call(raw: &mut RawClient, name: &str, id: &str) -> Result<(), tonic::St
             })
             .await
             .map(drop),
+        "CreateBatch" => raw
+            .create_batch(CreateBatchRequest { spec: Some(spec()), count: 1 })
+            .await
+            .map(drop),
         other => panic!(
             "{other} is mutating in service/rpc_table.rs: add a call for it to `call` in server/tests/in_process.rs"
         ),

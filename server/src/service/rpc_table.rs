@@ -121,6 +121,9 @@ pub const RPCS: &[Rpc] = &[
     rpc("Remove", MUT, Some(Field1), Sandbox(Operate), FWD),
     rpc("Rename", MUT, Some(Field1), Sandbox(Operate), FWD),
     rpc("WatchDir", READS, Some(Field1), Sandbox(Read), FWD),
+    rpc("Usage", READS, Some(Field1), Sandbox(Read), FWD),
+    // A batch of creates: a key's call like Create, answered by the node called.
+    rpc("CreateBatch", MUT, None, Key, HERE),
 ];
 
 const fn same(a: &str, b: &str) -> bool {

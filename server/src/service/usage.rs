@@ -6,7 +6,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use super::{span, SandboxApi};
-use crate::auth::{Principal, Scope};
+use crate::auth::Principal;
 use crate::core::spec::SandboxId;
 
 pub(super) async fn usage(
@@ -18,7 +18,7 @@ pub(super) async fn usage(
     let span = span("Usage", &req.sandbox_id);
     async move {
         let id = SandboxId::parse("sandbox_id", &req.sandbox_id)?;
-        api.authorize(&principal, id.as_str(), Scope::Read).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Usage") }).await?;
         let usage = api.backend().usage(&id).await?;
         Ok(Response::new(pb::UsageResponse { usage: Some(usage.into()) }))
     }
