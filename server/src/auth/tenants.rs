@@ -179,4 +179,17 @@ mod tests {
         .unwrap_err();
         assert!(bad.contains("quotas") && bad.contains("sandbox"), "{bad}");
     }
+
+    #[test]
+    fn a_tenant_may_be_bound_to_a_runtime_by_a_well_formed_name() {
+        let yaml = format!("tenants:\n- name: red\n  key_sha256: {}\n  runtime: runsc\n", key_sha256("k"));
+        let tenants = Tenants::parse(&yaml).unwrap();
+        assert_eq!(tenants.by_name("red").unwrap().runtime.as_deref(), Some("runsc"));
+        let bad = format!(
+            "tenants:\n- name: red\n  key_sha256: {}\n  runtime: \"--privileged\"\n",
+            key_sha256("k")
+        );
+        let err = Tenants::parse(&bad).unwrap_err();
+        assert!(err.contains("tenants[0].runtime"), "{err}");
+    }
 }
