@@ -392,3 +392,32 @@ async fn sandboxes_claimed_from_everyones_pool_by_two_tenants_never_meet() {
     a.stop().await.unwrap();
     b.stop().await.unwrap();
 }
+
+/// The loop disk on a private daemon's overlay2 (on a filesystem without project quotas, so
+/// no `--storage-opt size=`): ENOSPC at the bound, and a close that removes the container
+/// (overlay2 cannot remove a layer with a mount on it: the disk is detached first).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_loop_disk_bounds_a_private_overlay2_daemon_and_closes_cleanly() {
+    let label = TestLabel::new();
+    let docker = testkit::private_docker::PrivateDocker::start(&[BUSYBOX]);
+    let driver = docker.docker(&["info", "-f", "{{.Driver}}"]);
+    assert_eq!(String::from_utf8_lossy(&driver.stdout).trim(), "overlay2");
+    let server = testkit::server::TestServer::launch(env!("CARGO_BIN_EXE_sandboxd"), &label)
+        .config(serde_json::json!({
+            "docker": {"create": {"network": "none", "default_disk_gib": 1}},
+            "server": {"state_dir": docker.path("state"), "sweep_interval_s": 1.0},
+        }))
+        .env(&[("DOCKER_HOST", &docker.host())])
+        .log_file(docker.path("sandboxd.log"))
+        .start();
+    let client = Client::connect(server.url.clone()).await.unwrap();
+    let sandbox = Sandbox::start(&client, sandboxd_client::spec(BUSYBOX)).await.unwrap();
+    let (rc, _, err) = sh(&sandbox, "dd if=/dev/zero of=/big bs=1M count=1300").await;
+    assert_ne!(rc, 0);
+    assert!(err.contains("No space left on device"), "{err}");
+    sandbox.stop().await.unwrap();
+    let left = docker.docker(&["ps", "-aq"]);
+    assert!(String::from_utf8_lossy(&left.stdout).trim().is_empty(), "the container outlived its close");
+    let disks = docker.path("state").join("disks");
+    assert_eq!(std::fs::read_dir(&disks).unwrap().count(), 0, "the disk file outlived its close");
+}

@@ -313,30 +313,29 @@ impl DockerProvider {
     /// Start the created container `name` on its loop disk of `disk` bytes; on failure it is
     /// removed (with its disk file).
     async fn disk_then_start(&self, name: &str, image: &str, disk: Option<u64>) -> Result<()> {
-        let file = match disk {
-            Some(bytes) => match self.attach_disk(name, bytes).await {
-                Ok(file) => Some(file),
+        if let Some(bytes) = disk {
+            match self.attach_disk(name, bytes).await {
+                // Known before the start, so any removal detaches it first.
+                Ok(attached) => self.note_disk(name, attached),
                 Err(e) => {
                     self.remove_if_owned(name, image).await;
                     return Err(e);
                 }
-            },
-            None => None,
-        };
-        let remember = |file: Option<std::path::PathBuf>| {
-            if let Some(file) = file {
-                self.note_disk(name, file);
             }
-        };
+        }
         match self.control(argv::start_args(name)).await {
-            Ok(_) => {
-                remember(file);
-                Ok(())
-            }
+            Ok(_) => Ok(()),
             Err(e) => {
+                // `docker start` says only "failed to start containers" when the daemon went
+                // away under it: a daemon that does not answer now makes this UNAVAILABLE.
+                let unreachable = match &e {
+                    CliError::Failed(_) => self.inspect(name).await.err(),
+                    _ => None,
+                };
                 self.remove_if_owned(name, image).await;
-                if let Some(file) = file {
-                    let _ = std::fs::remove_file(file);
+                self.release_disk(name);
+                if let Some(gone) = unreachable {
+                    return Err(gone);
                 }
                 Err(match e {
                     CliError::Failed(f) => create_failure(image, &self.config.create.pull_policy, &f),

@@ -43,7 +43,7 @@ impl DockerProvider {
 
     /// Put the writable layer of the created (not started) container `name` on an ext4 file
     /// of `bytes`; idempotent (a layer already mounted is left as it is). Returns the file.
-    pub(super) async fn attach_disk(&self, name: &str, bytes: u64) -> Result<PathBuf> {
+    pub(super) async fn attach_disk(&self, name: &str, bytes: u64) -> Result<(PathBuf, PathBuf)> {
         let out = self.control(argv::layer_dir_args(name)).await?;
         let text = out.stdout_text();
         let mut parts = text.trim().splitn(3, '\t');
@@ -66,7 +66,7 @@ impl DockerProvider {
         }
         let image = self.disks_dir.join(format!("{id}.img"));
         if is_mount_point(&layer) {
-            return Ok(image);
+            return Ok((image, layer));
         }
         std::fs::create_dir_all(&self.disks_dir)?;
         let file = std::fs::File::create(&image)?;
@@ -89,17 +89,30 @@ impl DockerProvider {
             let _ = std::fs::remove_file(&image);
             return Err(refuse(why));
         }
-        Ok(image)
+        Ok((image, layer))
     }
 
     /// Lazily unmount the loop disk under `name`'s writable layer, if one is mounted there:
     /// the daemon's removal then deletes the layer beneath it, and the disk goes when the last
     /// user of it (a lost container's overlay) does.
     pub(super) async fn detach_disk(&self, name: &str) {
-        let Ok(out) = self.control(argv::layer_dir_args(name)).await else { return };
-        let text = out.stdout_text();
-        let upper = text.trim().split('\t').nth(2).unwrap_or("");
-        let Some(layer) = Path::new(upper).parent().filter(|_| upper.starts_with('/')) else { return };
+        if self.config.create.disk_bound != DiskBound::Loop {
+            return;
+        }
+        let known = self.disks.lock().ok().and_then(|m| m.get(name).map(|d| d.1.clone()));
+        let layer = match known {
+            Some(layer) => layer,
+            None => {
+                let Ok(out) = self.control(argv::layer_dir_args(name)).await else { return };
+                let text = out.stdout_text();
+                let upper = text.trim().split('\t').nth(2).unwrap_or("").to_string();
+                match Path::new(&upper).parent().filter(|_| upper.starts_with('/')) {
+                    Some(layer) => layer.to_path_buf(),
+                    None => return,
+                }
+            }
+        };
+        let layer = layer.as_path();
         if is_mount_point(layer) {
             let layer = layer.to_string_lossy().to_string();
             if let Err(e) = run_tool("umount", &["-l", &layer]).await {
@@ -109,9 +122,9 @@ impl DockerProvider {
     }
 
     /// Remember the disk file of sandbox `sandbox_id` (removed at its close).
-    pub(super) fn note_disk(&self, sandbox_id: &str, image: PathBuf) {
+    pub(super) fn note_disk(&self, sandbox_id: &str, disk: (PathBuf, PathBuf)) {
         if let Ok(mut map) = self.disks.lock() {
-            map.insert(sandbox_id.to_string(), image);
+            map.insert(sandbox_id.to_string(), disk);
         }
     }
 
@@ -127,7 +140,7 @@ impl DockerProvider {
     /// After a sandbox's container is removed (its layer unmounted by Docker): its disk file.
     pub(super) fn release_disk(&self, sandbox_id: &str) {
         let image = self.disks.lock().ok().and_then(|mut m| m.remove(sandbox_id));
-        if let Some(image) = image {
+        if let Some((image, _)) = image {
             if let Err(e) = std::fs::remove_file(&image) {
                 tracing::debug!(file = %image.display(), error = %e, "disk file already gone");
             }

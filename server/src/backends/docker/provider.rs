@@ -115,7 +115,8 @@ pub struct DockerProvider {
     /// Where loop disks go (`<state_dir>/disks`, `disk.rs`), each sandbox's file, and when
     /// the sweep last looked for files whose container is gone.
     pub(super) disks_dir: PathBuf,
-    pub(super) disks: Mutex<HashMap<String, PathBuf>>,
+    /// (disk file, layer directory it is mounted on) by sandbox.
+    pub(super) disks: Mutex<HashMap<String, (PathBuf, PathBuf)>>,
     pub(super) disks_pruned_ms: std::sync::atomic::AtomicI64,
     /// Processes started and OOM kills attributed, per sandbox (`usage.rs`).
     pub(super) usage_book: crate::core::usage::UsageBook,
@@ -254,17 +255,13 @@ impl DockerProvider {
     pub(super) async fn remove_container(&self, name: &str) -> std::result::Result<(), CliError> {
         let started = std::time::Instant::now();
         let mut pause = Duration::from_millis(100);
-        let mut detached = false;
+        // The daemon's overlay2 driver cannot remove a layer with a mount on it: the loop
+        // disk goes first (`disk.rs`).
+        self.detach_disk(name).await;
         loop {
             match self.control(argv::rm_args(name)).await {
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == Some(DockerFailureKind::MissingContainer) => return Ok(()),
-                // A loop disk the daemon cannot unmount (an overlay of a container the daemon
-                // lost still holds it): detached lazily, then removed again (`disk.rs`).
-                Err(CliError::Failed(f)) if !detached && f.stderr.contains("device or resource busy") => {
-                    detached = true;
-                    self.detach_disk(name).await;
-                }
                 Err(e)
                     if e.kind() == Some(DockerFailureKind::RemovalInProgress)
                         && started.elapsed() + pause < REMOVAL_WAIT =>
