@@ -42,6 +42,7 @@ README = REPO_ROOT / "README.md"
 
 KEY_A = secrets.token_hex(16)
 KEY_B = secrets.token_hex(16)
+DOMAIN = "sandboxd.test"
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +67,7 @@ def e2b_server(
         workdir,
         server={
             "auth": {"tenants_file": str(tenants)},
-            "e2b": {"listen": "127.0.0.1:0", "templates": {"base": images.bash}},
+            "e2b": {"listen": "127.0.0.1:0", "templates": {"base": images.bash}, "domain": DOMAIN},
         },
     )
     assert server.e2b_address is not None, "no `sandboxd e2b on` line"
@@ -271,6 +272,10 @@ def test_tenants_never_see_each_other(e2b_env: str) -> None:
             assert ok.status_code == 204
             other = httpx.get(health, headers={"E2b-Sandbox-Id": theirs.sandbox_id, "X-Access-Token": token})
             assert other.status_code == 403, other.text
+            # Host-name routing: `49983-<sandbox id>.<server.e2b.domain>` names the sandbox.
+            host = {"Host": f"49983-{mine.sandbox_id}.{DOMAIN}", "X-Access-Token": token}
+            assert httpx.get(health, headers=host).status_code == 204
+            assert mine.get_host(49983) == f"49983-{mine.sandbox_id}.{DOMAIN}"
             anonymous = httpx.get(health, headers={"E2b-Sandbox-Id": mine.sandbox_id})
             assert anonymous.status_code == 401
             assert "message" in anonymous.json()
