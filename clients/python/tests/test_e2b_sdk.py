@@ -363,3 +363,32 @@ def test_fork_starts_children_from_the_filesystem(sbx: Sandbox) -> None:
         for child in children:
             if isinstance(child, Sandbox):
                 child.kill()
+
+
+async def test_one_front_end_one_authority(e2b_server: ServerProcess, e2b_env: str) -> None:
+    """A sandbox made through E2B is the gRPC API's sandbox, and the gRPC API's scopes hold on
+    envd: a read token can stat files but not start, feed or signal processes."""
+    from sandboxd import AsyncSandbox as GrpcSandbox
+
+    made = Sandbox.create(timeout=120, metadata={"via": "e2b"})
+    try:
+        grpc = await GrpcSandbox.connect(made.sandbox_id, address=e2b_server.address, token=KEY_A)
+        assert (await grpc.exec("echo seen by grpc")).stdout == b"seen by grpc\n"
+        read = (await grpc.grant("read")).token
+        await grpc.client.close()
+        running = made.commands.run("sleep 60", background=True)
+        base = {"E2b-Sandbox-Id": made.sandbox_id, "X-Access-Token": read, "Content-Type": "application/json"}
+        stat = httpx.post(f"{e2b_env}/filesystem.Filesystem/Stat", json={"path": "/tmp"}, headers=base)
+        assert stat.status_code == 200, stat.text
+        for method, body in [
+            ("SendInput", {"process": {"pid": running.pid}, "input": {"stdin": "eA=="}}),
+            ("SendSignal", {"process": {"pid": running.pid}, "signal": "SIGNAL_SIGKILL"}),
+            ("List", {}),
+        ]:
+            refused = httpx.post(f"{e2b_env}/process.Process/{method}", json=body, headers=base)
+            assert refused.status_code == 403, (method, refused.text)
+            assert refused.json()["code"] == "permission_denied"
+        assert running.pid in [p.pid for p in made.commands.list()], "nothing was signalled"
+        running.kill()
+    finally:
+        made.kill()
