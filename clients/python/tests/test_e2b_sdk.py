@@ -42,6 +42,7 @@ README = REPO_ROOT / "README.md"
 
 KEY_A = secrets.token_hex(16)
 KEY_B = secrets.token_hex(16)
+DOMAIN = "sandboxd.test"
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +67,7 @@ def e2b_server(
         workdir,
         server={
             "auth": {"tenants_file": str(tenants)},
-            "e2b": {"listen": "127.0.0.1:0", "templates": {"base": images.bash}},
+            "e2b": {"listen": "127.0.0.1:0", "templates": {"base": images.bash}, "domain": DOMAIN},
         },
     )
     assert server.e2b_address is not None, "no `sandboxd e2b on` line"
@@ -271,6 +272,10 @@ def test_tenants_never_see_each_other(e2b_env: str) -> None:
             assert ok.status_code == 204
             other = httpx.get(health, headers={"E2b-Sandbox-Id": theirs.sandbox_id, "X-Access-Token": token})
             assert other.status_code == 403, other.text
+            # Host-name routing: `49983-<sandbox id>.<server.e2b.domain>` names the sandbox.
+            host = {"Host": f"49983-{mine.sandbox_id}.{DOMAIN}", "X-Access-Token": token}
+            assert httpx.get(health, headers=host).status_code == 204
+            assert mine.get_host(49983) == f"49983-{mine.sandbox_id}.{DOMAIN}"
             anonymous = httpx.get(health, headers={"E2b-Sandbox-Id": mine.sandbox_id})
             assert anonymous.status_code == 401
             assert "message" in anonymous.json()
@@ -358,3 +363,32 @@ def test_fork_starts_children_from_the_filesystem(sbx: Sandbox) -> None:
         for child in children:
             if isinstance(child, Sandbox):
                 child.kill()
+
+
+async def test_one_front_end_one_authority(e2b_server: ServerProcess, e2b_env: str) -> None:
+    """A sandbox made through E2B is the gRPC API's sandbox, and the gRPC API's scopes hold on
+    envd: a read token can stat files but not start, feed or signal processes."""
+    from sandboxd import AsyncSandbox as GrpcSandbox
+
+    made = Sandbox.create(timeout=120, metadata={"via": "e2b"})
+    try:
+        grpc = await GrpcSandbox.connect(made.sandbox_id, address=e2b_server.address, token=KEY_A)
+        assert (await grpc.exec("echo seen by grpc")).stdout == b"seen by grpc\n"
+        read = (await grpc.grant("read")).token
+        await grpc.client.close()
+        running = made.commands.run("sleep 60", background=True)
+        base = {"E2b-Sandbox-Id": made.sandbox_id, "X-Access-Token": read, "Content-Type": "application/json"}
+        stat = httpx.post(f"{e2b_env}/filesystem.Filesystem/Stat", json={"path": "/tmp"}, headers=base)
+        assert stat.status_code == 200, stat.text
+        for method, body in [
+            ("SendInput", {"process": {"pid": running.pid}, "input": {"stdin": "eA=="}}),
+            ("SendSignal", {"process": {"pid": running.pid}, "signal": "SIGNAL_SIGKILL"}),
+            ("List", {}),
+        ]:
+            refused = httpx.post(f"{e2b_env}/process.Process/{method}", json=body, headers=base)
+            assert refused.status_code == 403, (method, refused.text)
+            assert refused.json()["code"] == "permission_denied"
+        assert running.pid in [p.pid for p in made.commands.list()], "nothing was signalled"
+        running.kill()
+    finally:
+        made.kill()

@@ -56,3 +56,32 @@ impl E2bSection {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::FileConfig;
+
+    fn parse(server: &str) -> Result<FileConfig, String> {
+        FileConfig::from_text(&format!(r#"{{"server": {{"e2b": {server}}}}}"#), false)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_section_parses_and_bad_values_name_their_field() {
+        let ok =
+            parse(r#"{"listen": "127.0.0.1:49982", "templates": {"base": "img:1"}, "domain": "sbx.test"}"#)
+                .unwrap();
+        assert_eq!(ok.server.e2b.templates["base"], "img:1");
+        assert_eq!(ok.server.e2b.listen.unwrap().port(), 49982);
+        assert!(parse("{}").unwrap().server.e2b.listen.is_none(), "off unless configured");
+
+        let flag = parse(r#"{"templates": {"base": "--privileged"}}"#).unwrap_err();
+        assert!(flag.contains("server.e2b.templates.base"), "{flag}");
+        let space = parse(r#"{"templates": {"my base": "img"}}"#).unwrap_err();
+        assert!(space.contains("server.e2b.templates"), "{space}");
+        let domain = parse(r#"{"domain": "bad domain"}"#).unwrap_err();
+        assert!(domain.contains("server.e2b.domain"), "{domain}");
+        let unknown = parse(r#"{"port": 1}"#).unwrap_err();
+        assert!(unknown.contains("port"), "{unknown}");
+    }
+}
