@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use crate::core::inventory::ListQuery;
 use crate::core::lifecycle::Lifecycle;
-use crate::metrics::StateLabels;
 use crate::core::spec::SandboxStatus;
+use crate::metrics::StateLabels;
 
 /// Time between two refreshes: one listing (one `docker ps`) each.
 pub const REFRESH_EVERY: Duration = Duration::from_secs(5);

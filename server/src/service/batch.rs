@@ -138,7 +138,9 @@ async fn deliver(
             Item::Error(pb::BatchItemError {
                 code: status.code() as i32,
                 message: status.message().to_string(),
-                failure_kind: crate::core::failure::FailureKind::to_wire(crate::core::failure::kind_of_status(&status)),
+                failure_kind: crate::core::failure::FailureKind::to_wire(
+                    crate::core::failure::kind_of_status(&status),
+                ),
             }),
             None,
         ),

@@ -15,11 +15,11 @@ use super::provider::DockerProvider;
 use super::state::ContainerState;
 use super::transport::{ExecEngine, ExecSpec};
 use crate::agent_client::run_dirs::InFlight;
+use crate::config::ExecTransport;
 use crate::core::backend::CreatePlan;
 use crate::core::lease;
 use crate::core::spec::ExecParams;
 use crate::core::spec::{normalize_image, SandboxHandle, SandboxSpec};
-use crate::config::ExecTransport;
 use crate::error::{ProviderError, Result};
 
 const STAGE_RUNNING: u8 = 0;

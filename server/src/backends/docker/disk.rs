@@ -20,8 +20,8 @@ use std::time::Duration;
 use super::argv;
 use super::provider::DockerProvider;
 use crate::config::DiskBound;
-use crate::error::{ProviderError, Result};
 use crate::core::spec::SandboxSpec;
+use crate::error::{ProviderError, Result};
 
 /// How often the sweep looks for disk files whose container is gone.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);

@@ -5,8 +5,8 @@ use super::argv;
 use super::provider::DockerProvider;
 use super::transport::ExecSpec;
 use crate::core::backend::ExecStream;
-use crate::error::{ProviderError, Result};
 use crate::core::spec::{ExecParams, ExecResult, SandboxHandle, User};
+use crate::error::{ProviderError, Result};
 
 impl DockerProvider {
     /// Run `<shell> -c <command>`; command failure is a result. Only bad arguments are errors.

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use super::argv;
 use super::provider::DockerProvider;
 use crate::config::ExecTransport;
-use crate::error::{ProviderError, Result};
 use crate::core::spec::SandboxSpec;
+use crate::error::{ProviderError, Result};
 
 /// How long one `docker info` answer about the daemon's runtimes is trusted; a runtime found
 /// missing is asked again (an operator may have registered it since, `SIGHUP` reloads them).

@@ -12,10 +12,10 @@ use std::time::{Duration, SystemTime};
 use super::cgroup::{self, Cgroup};
 use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
-use crate::error::{ProviderError, Result};
 use crate::core::failure::FailureKind;
 use crate::core::spec::{ExecErrorType, ExecResult, SandboxId};
 use crate::core::usage::SandboxUsage;
+use crate::error::{ProviderError, Result};
 
 /// The exit code of a command ended by SIGKILL (the OOM killer's signal).
 const KILLED: i32 = 128 + 9;

@@ -12,9 +12,9 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::argv::{CREATING_NAME_PREFIX, PORTS_LABEL};
 use super::labels::metadata_from_labels;
+use crate::core::failure::FailureKind;
 use crate::core::inventory::SandboxSummary;
 use crate::core::watch::{EventHub, EventKind, SandboxEvent};
-use crate::core::failure::FailureKind;
 
 /// Reason of a removal nobody announced.
 pub const REMOVED_OUTSIDE: &str = "removed outside this service";
