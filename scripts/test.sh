@@ -7,7 +7,18 @@ set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_ROOT"
 
-step() { printf '\n==> %s\n' "$*" >&2; }
+# Each step's wall time, printed as a table at the end (the README's "how long each part takes").
+STEP_NAME="" STEP_START=$SECONDS TIMINGS=""
+step_done() {
+  if [[ -n "$STEP_NAME" ]]; then
+    TIMINGS+="$(printf '%5ds  %s' $((SECONDS - STEP_START)) "$STEP_NAME")"$'\n'
+  fi
+}
+step() {
+  step_done
+  STEP_NAME="$*" STEP_START=$SECONDS
+  printf '\n==> %s\n' "$*" >&2
+}
 die() { printf 'test.sh: ERROR: %s\n' "$*" >&2; exit 1; }
 
 # Runs a step under a time limit, so a hang fails with the step's name instead of running into
@@ -41,7 +52,7 @@ cleanup_test_leftovers() {
 
 step "removing test leftovers (before): scripts/remove-test-leftovers.sh"
 cleanup_test_leftovers
-trap cleanup_test_leftovers EXIT
+trap 'step_done; printf "\ntime per step until the failure (total %ds):\n%s" "$SECONDS" "$TIMINGS" >&2; cleanup_test_leftovers' EXIT
 
 export PATH="$REPO_ROOT/.venv/bin:$PATH"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-always}"
@@ -106,4 +117,6 @@ step "removing test leftovers (after): scripts/remove-test-leftovers.sh"
 trap - EXIT
 cleanup_test_leftovers
 
+step_done
+printf '\ntime per step (total %ds):\n%s' "$SECONDS" "$TIMINGS" >&2
 printf '\nALL CHECKS PASSED\n' >&2
