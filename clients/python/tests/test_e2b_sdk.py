@@ -46,10 +46,13 @@ DOMAIN = "sandboxd.test"
 
 
 @pytest.fixture(scope="module")
-def e2b_server(
-    images: Images, binary: Path, label: ContainerLabel, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ServerProcess]:
-    workdir = tmp_path_factory.mktemp("e2b")
+def e2b_workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("e2b")
+
+
+@pytest.fixture(scope="module")
+def e2b_server(images: Images, binary: Path, label: ContainerLabel, e2b_workdir: Path) -> Iterator[ServerProcess]:
+    workdir = e2b_workdir
     tenants = workdir / "tenants.json"
     tenants.write_text(
         json.dumps(
@@ -67,6 +70,7 @@ def e2b_server(
         workdir,
         server={
             "auth": {"tenants_file": str(tenants)},
+            "audit": str(workdir / "audit.jsonl"),
             "e2b": {"listen": "127.0.0.1:0", "templates": {"base": images.bash}, "domain": DOMAIN},
         },
     )
@@ -392,3 +396,25 @@ async def test_one_front_end_one_authority(e2b_server: ServerProcess, e2b_env: s
         running.kill()
     finally:
         made.kill()
+
+
+def test_calls_through_the_e2b_endpoint_are_audited(e2b_server: ServerProcess, e2b_workdir: Path) -> None:
+    """The E2B endpoint's calls reach the same audit log as gRPC calls, with the tenant and the
+    sandbox: a process started or a file written through E2B is never unlogged."""
+    log = e2b_workdir / "audit.jsonl"
+    sandbox = Sandbox.create("base", timeout=120)
+    try:
+        sandbox.commands.run("true")
+        sandbox.files.write("/tmp/audited.txt", "x")
+        sandbox.files.make_dir("/tmp/audited-dir")
+    finally:
+        sandbox.kill()
+    mine = [
+        line
+        for line in (json.loads(text) for text in log.read_text().splitlines())
+        if line.get("sandbox_id") == sandbox.sandbox_id
+    ]
+    methods = {line["method"] for line in mine}
+    assert {"Create", "Grant", "Pty", "Upload", "MakeDir", "Close"} <= methods, methods
+    assert all(line["tenant"] == "a" for line in mine), mine
+    assert not methods & {"Status", "List", "Stat", "ListDir"}, "reads leave no line"

@@ -180,6 +180,6 @@ async fn upload_sized(
 ) -> Result<(), Status> {
     let header =
         pb::UploadHeader { sandbox_id: sandbox_id.to_string(), path: path.to_string(), mode: None, size };
-    front.api().upload_from(principal, header, chunks).await?;
+    front.audited(principal, "Upload", front.api().upload_from(principal, header, chunks)).await?;
     Ok(())
 }

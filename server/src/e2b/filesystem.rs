@@ -251,7 +251,9 @@ async fn make_dir(ctx: Ctx, req: ef::MakeDirRequest) -> Result<ef::MakeDirRespon
         mode: 0,
         user: ctx.user.clone(),
     };
-    ctx.front.api().make_dir(request(&ctx.principal, make)).await?;
+    ctx.front
+        .audited(&ctx.principal, "MakeDir", ctx.front.api().make_dir(request(&ctx.principal, make)))
+        .await?;
     Ok(ef::MakeDirResponse { entry: Some(entry(&ctx, &path).await?) })
 }
 
@@ -265,7 +267,9 @@ async fn move_path(ctx: Ctx, req: ef::MoveRequest) -> Result<ef::MoveResponse, S
         overwrite: true,
         user: ctx.user.clone(),
     };
-    ctx.front.api().rename(request(&ctx.principal, rename)).await?;
+    ctx.front
+        .audited(&ctx.principal, "Rename", ctx.front.api().rename(request(&ctx.principal, rename)))
+        .await?;
     Ok(ef::MoveResponse { entry: Some(entry(&ctx, &destination).await?) })
 }
 
@@ -278,7 +282,11 @@ async fn remove(ctx: Ctx, req: ef::RemoveRequest) -> Result<ef::RemoveResponse, 
         user: ctx.user.clone(),
     };
     // E2B's remove of a missing path succeeds.
-    match ctx.front.api().remove(request(&ctx.principal, remove)).await {
+    match ctx
+        .front
+        .audited(&ctx.principal, "Remove", ctx.front.api().remove(request(&ctx.principal, remove)))
+        .await
+    {
         Err(e) if e.code() != tonic::Code::NotFound => Err(e),
         _ => Ok(ef::RemoveResponse {}),
     }

@@ -46,6 +46,8 @@ struct Inner {
     api: SandboxApi,
     gate: AccessGate,
     config: E2bSection,
+    /// The gRPC service's audit log: the calls this front-end makes are logged as its own are.
+    audit: Option<Arc<crate::audit::AuditLog>>,
     processes: process::Table,
     watchers: filesystem::Watchers,
     /// `$HOME` by (sandbox, user): E2B resolves relative paths against it.
@@ -53,12 +55,18 @@ struct Inner {
 }
 
 impl E2bFront {
-    pub fn new(api: SandboxApi, gate: AccessGate, config: E2bSection) -> Self {
+    pub fn new(
+        api: SandboxApi,
+        gate: AccessGate,
+        config: E2bSection,
+        audit: Option<Arc<crate::audit::AuditLog>>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 api,
                 gate,
                 config,
+                audit,
                 processes: process::Table::default(),
                 watchers: filesystem::Watchers::default(),
                 homes: Default::default(),
@@ -100,6 +108,17 @@ impl E2bFront {
 
     fn api(&self) -> &SandboxApi {
         &self.inner.api
+    }
+
+    /// `call`, the in-process handler of RPC `method`, audited as the gRPC service audits it
+    /// (every mutating call this front-end makes goes through here).
+    async fn audited<T>(
+        &self,
+        principal: &Principal,
+        method: &str,
+        call: impl std::future::Future<Output = Result<T, Status>>,
+    ) -> Result<T, Status> {
+        crate::audit::in_process(self.inner.audit.as_ref(), principal, method, call).await
     }
 
     /// The caller by one of its credentials, through the gRPC service's own gate.
@@ -167,7 +186,10 @@ impl E2bFront {
                     timeout_s: Some(10.0),
                     ..Default::default()
                 };
-                let out = self.api().exec(inproc::request(principal, exec)).await?.into_inner();
+                let out = self
+                    .audited(principal, "Exec", self.api().exec(inproc::request(principal, exec)))
+                    .await?
+                    .into_inner();
                 // Read from inside the sandbox: only an absolute path without NUL is taken.
                 let home = String::from_utf8(out.stdout).unwrap_or_default();
                 let home = if out.return_code == 0 && home.starts_with('/') && !home.contains('\0') {

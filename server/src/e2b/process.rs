@@ -279,7 +279,11 @@ async fn start(
         .map_err(|_| Status::internal("the session's input closed"))?;
     let requests = tokio_stream::wrappers::ReceiverStream::new(rx);
     let api = ctx.front.api().clone();
-    let mut responses = api.pty(streaming(&ctx.principal, requests)).await?.into_inner();
+    let mut responses = ctx
+        .front
+        .audited(&ctx.principal, "Pty", api.pty(streaming(&ctx.principal, requests)))
+        .await?
+        .into_inner();
     let session_id = match responses.next().await {
         Some(Ok(pb::PtyResponse { response: Some(Out::Opened(opened)) })) => opened.session_id,
         Some(Err(status)) => return Err(status),
@@ -430,7 +434,13 @@ async fn send_signal(ctx: Ctx, req: ep::SendSignalRequest) -> Result<ep::SendSig
                 process_id: held.process_id.clone(),
                 signal: name.into(),
             };
-            ctx.front.api().signal_process(request(&ctx.principal, signal)).await?;
+            ctx.front
+                .audited(
+                    &ctx.principal,
+                    "SignalProcess",
+                    ctx.front.api().signal_process(request(&ctx.principal, signal)),
+                )
+                .await?;
         }
         // Started by another client: by pid through the agent's table.
         Err(_) => {
@@ -458,7 +468,13 @@ async fn send_signal(ctx: Ctx, req: ep::SendSignalRequest) -> Result<ep::SendSig
                 process_id: p.process_id,
                 signal: name.into(),
             };
-            ctx.front.api().signal_process(request(&ctx.principal, signal)).await?;
+            ctx.front
+                .audited(
+                    &ctx.principal,
+                    "SignalProcess",
+                    ctx.front.api().signal_process(request(&ctx.principal, signal)),
+                )
+                .await?;
         }
     }
     Ok(ep::SendSignalResponse {})

@@ -106,7 +106,13 @@ pub async fn create(State(front): State<E2bFront>, headers: HeaderMap, bytes: ax
         network_policy,
         ..Default::default()
     };
-    let created = front.api().create(request(&principal, pb::CreateRequest { spec: Some(spec) })).await;
+    let created = front
+        .audited(
+            &principal,
+            "Create",
+            front.api().create(request(&principal, pb::CreateRequest { spec: Some(spec) })),
+        )
+        .await;
     let sandbox = created.map_err(refuse)?.into_inner().sandbox.unwrap_or_default();
     let token = envd_token(&front, &principal, &sandbox.sandbox_id).await.map_err(refuse)?;
     let out = json!({
@@ -129,7 +135,11 @@ async fn envd_token(front: &E2bFront, principal: &Principal, sandbox_id: &str) -
         // As long as the owner token `Create` returns (Grant caps it at that).
         ttl_s: Some(crate::config::DEFAULT_OWNER_TOKEN_TTL.as_secs_f64()),
     };
-    Ok(front.api().grant(request(principal, grant)).await?.into_inner().token)
+    Ok(front
+        .audited(principal, "Grant", front.api().grant(request(principal, grant)))
+        .await?
+        .into_inner()
+        .token)
 }
 
 fn rfc3339(unix_ms: i64) -> String {
@@ -330,15 +340,22 @@ pub async fn kill(State(front): State<E2bFront>, headers: HeaderMap, Path(id): P
         .status(request(&principal, pb::StatusRequest { sandbox_id: id.clone() }))
         .await
         .map_err(refuse)?;
-    front.api().close(request(&principal, pb::CloseRequest { sandbox_id: id })).await.map_err(refuse)?;
+    front
+        .audited(
+            &principal,
+            "Close",
+            front.api().close(request(&principal, pb::CloseRequest { sandbox_id: id })),
+        )
+        .await
+        .map_err(refuse)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 async fn set_ttl(front: &E2bFront, principal: &Principal, id: &str, ttl: f64) -> Result<(), Status> {
-    front
+    let set = front
         .api()
-        .set_timeout(request(principal, pb::SetTimeoutRequest { sandbox_id: id.into(), ttl_s: ttl }))
-        .await?;
+        .set_timeout(request(principal, pb::SetTimeoutRequest { sandbox_id: id.into(), ttl_s: ttl }));
+    front.audited(principal, "SetTimeout", set).await?;
     Ok(())
 }
 
@@ -384,7 +401,14 @@ pub async fn pause(State(front): State<E2bFront>, headers: HeaderMap, Path(id): 
     if status == pb::SandboxStatus::Paused as i32 {
         return Err(refuse(Status::already_exists(format!("sandbox {id:?} is already paused"))));
     }
-    front.api().pause(request(&principal, pb::PauseRequest { sandbox_id: id })).await.map_err(refuse)?;
+    front
+        .audited(
+            &principal,
+            "Pause",
+            front.api().pause(request(&principal, pb::PauseRequest { sandbox_id: id })),
+        )
+        .await
+        .map_err(refuse)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -404,11 +428,8 @@ async fn resume_and_describe(
         .status;
     let was_paused = status == pb::SandboxStatus::Paused as i32;
     if was_paused {
-        front
-            .api()
-            .resume(request(principal, pb::ResumeRequest { sandbox_id: id.into() }))
-            .await
-            .map_err(refuse)?;
+        let resume = front.api().resume(request(principal, pb::ResumeRequest { sandbox_id: id.into() }));
+        front.audited(principal, "Resume", resume).await.map_err(refuse)?;
     }
     let mut info = find(front, principal, id).await.map_err(refuse)?;
     if let Some(t) = timeout {
@@ -470,15 +491,11 @@ pub async fn fork(
     let ttl = req.timeout.map(|t| seconds("timeout", t)).transpose().map_err(refuse)?;
     let parent = find(&front, &principal, &id).await.map_err(refuse)?;
     let template = listed(&front, &parent)["templateID"].clone();
-    let forked = front
-        .api()
-        .fork(request(
-            &principal,
-            pb::ForkRequest { sandbox_id: id, count: req.count.unwrap_or(1), labels: Default::default() },
-        ))
-        .await
-        .map_err(refuse)?
-        .into_inner();
+    let fork = front.api().fork(request(
+        &principal,
+        pb::ForkRequest { sandbox_id: id, count: req.count.unwrap_or(1), labels: Default::default() },
+    ));
+    let forked = front.audited(&principal, "Fork", fork).await.map_err(refuse)?.into_inner();
     let mut out = Vec::new();
     for child in forked.sandboxes {
         let made = async {

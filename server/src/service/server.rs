@@ -208,7 +208,6 @@ impl Services {
         // these services are dropped unserved).
         tokio::spawn(super::quota::publish_usage_forever(api.clone(), config.server.sweep_interval));
         let auth = crate::auth::AccessGate::new(auth_token, tenants, tokens);
-        let e2b = crate::e2b::E2bFront::new(api.clone(), auth.clone(), config.server.e2b.clone());
         let audit = match &config.server.audit {
             Some(target) => Some(Arc::new(
                 crate::audit::AuditLog::open(target)
@@ -216,6 +215,8 @@ impl Services {
             )),
             None => None,
         };
+        let e2b =
+            crate::e2b::E2bFront::new(api.clone(), auth.clone(), config.server.e2b.clone(), audit.clone());
         let intercept = move |req| auth.check(req);
         let sandbox = SandboxServiceServer::new(api)
             .max_decoding_message_size(MAX_MESSAGE)
