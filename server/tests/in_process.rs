@@ -345,7 +345,10 @@ async fn tokens_reach_their_own_sandbox_up_to_their_scope() {
 async fn the_sweep_removes_what_outlived_its_lease_and_nothing_else() {
     let dir = tempfile::tempdir().unwrap();
     let fake = Arc::new(FakeBackend::new());
-    let service = TestService::start_backend(fake.clone(), config(dir.path()), None);
+    // No default lease (the shipped config has one): `kept` is a sandbox without any.
+    let mut config = config(dir.path());
+    config.server.default_ttl = None;
+    let service = TestService::start_backend(fake.clone(), config, None);
     let mut raw = raw_client(&service.url).await;
     let short = raw
         .create(proto::CreateRequest { spec: Some(proto::SandboxSpec { ttl_s: Some(3600.0), ..spec() }) })

@@ -69,6 +69,12 @@ esac
         config.create.transport_retry_delay = std::time::Duration::ZERO;
         // The exact command lines pinned here are the `docker exec` engine's.
         config.exec.engine = sandboxd::config::ExecEngineKind::Docker;
+        // A fake docker has no storage driver to put a disk bound on (the loop disk is
+        // `walls.rs`'s, on the real daemon).
+        config.create.default_disk_gib = None;
+        config.create.disk_bound = sandboxd::config::DiskBound::StorageOpt;
+        // Nor a tenant network (its own `docker network` calls are walls.rs's to check).
+        config.create.tenant_network = false;
         edit(&mut config);
         DockerProvider::with_binary(config, self.binary()).unwrap()
     }

@@ -27,6 +27,9 @@ pub struct RuntimeChoice {
     pub transport: Option<ExecTransport>,
 }
 
+/// The runtime every Docker daemon has registered, under this name.
+const BUILT_IN_RUNTIME: &str = "runc";
+
 impl DockerProvider {
     /// The runtime `spec` runs on; `snapshot_runtime` is its snapshot's (`""`: one taken
     /// before runtimes were recorded, which runs on the default).
@@ -58,6 +61,10 @@ impl DockerProvider {
             )
         })?;
         let daemon_name = offer.daemon_name().to_string();
+        // Docker registers `runc` itself (its built-in default): no `docker info` for it.
+        if daemon_name == BUILT_IN_RUNTIME {
+            return Ok(RuntimeChoice { name: name.to_string(), daemon_name, transport: offer.transport });
+        }
         let registered = self.daemon_runtimes(&daemon_name).await?;
         if !registered.contains(&daemon_name) {
             return Err(ProviderError::FailedPrecondition(format!(
