@@ -109,7 +109,11 @@ async fn scrape_counts_a_known_sequence_of_calls() {
     assert_eq!(sample(&after, "sandboxd_transfer_bytes_total{direction=\"download\"}"), 1000.0);
     assert_eq!(sample(&after, "sandboxd_sandboxes_live"), 0.0);
     assert_eq!(sample(&after, "sandboxd_pty_sessions"), 0.0);
-    assert_eq!(sample(&after, "sandboxd_docker_command_duration_seconds_count{command=\"run\"}"), 1.0);
+    // One container made: `docker run`, or with the default disk bound (`disk_bound: loop`)
+    // `docker create`, the disk attached, then `docker start`.
+    let made = sample(&after, "sandboxd_docker_command_duration_seconds_count{command=\"run\"}")
+        + sample(&after, "sandboxd_docker_command_duration_seconds_count{command=\"create\"}");
+    assert_eq!(made, 1.0, "{after}");
     assert_eq!(sample(&after, "sandboxd_docker_command_duration_seconds_count{command=\"rm\"}"), 1.0);
     // Execs may run through the in-sandbox agent instead of `docker exec`; run and rm do not.
     assert!(sample(&after, "sandboxd_docker_permit_wait_seconds_count") >= 2.0);
