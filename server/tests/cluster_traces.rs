@@ -76,9 +76,16 @@ fn a_call_through_another_node_is_one_trace_client_entry_owner_agent() {
         }
         let mut relayed = 0;
         for (trace, client_span) in traces {
+            // Each node exports on its own schedule: wait for the entry's span (the client's
+            // child) and the owner's span the handler runs under, whichever node sends first.
+            let client = client_span.to_bytes().to_vec();
             let spans = collector
                 .trace_until(trace, |s| {
-                    !named(s, "rpc").is_empty() && !named(s, "sandbox.v1.SandboxService/Exec").is_empty()
+                    let servers = named(s, "sandbox.v1.SandboxService/Exec");
+                    servers.iter().any(|x| x.parent_span_id == client)
+                        && named(s, "rpc")
+                            .iter()
+                            .any(|h| servers.iter().any(|x| x.span_id == h.parent_span_id))
                 })
                 .await;
             let servers = named(&spans, "sandbox.v1.SandboxService/Exec");
