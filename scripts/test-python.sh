@@ -52,7 +52,15 @@ step "mypy --strict (clients/python)"
 # or pyenv's, with the package and its `harbor` extra.
 HARBOR_VENV="${SANDBOXD_HARBOR_VENV:-$REPO_ROOT/.venv-harbor}"
 if [[ ! -x "$HARBOR_VENV/bin/python" ]]; then
-  PY312="$(command -v python3.12 || ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12 2>/dev/null | tail -1 || true)"
+  # The first python3.12 that runs: pyenv's shim on PATH fails unless 3.12 is its selected version,
+  # so its installed versions are tried too.
+  PY312=""
+  for candidate in "$(command -v python3.12 || true)" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12; do
+    if [[ -n "$candidate" && -x "$candidate" ]] && "$candidate" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
+      PY312="$candidate"
+      break
+    fi
+  done
   [[ -n "$PY312" ]] || die "Harbor needs Python >= 3.12: install python3.12 (or pyenv install 3.12)"
   step "creating Harbor's venv $HARBOR_VENV ($PY312)"
   "$PY312" -m venv "$HARBOR_VENV"
