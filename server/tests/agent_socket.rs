@@ -379,13 +379,7 @@ async fn an_image_without_a_shell_creates_runs_programs_by_path_and_moves_files(
 async fn sandboxes_made_on_either_transport_are_served_by_a_server_on_the_other() {
     let label = TestLabel::new();
     let on_socket = agent_provider(&label, |_| {});
-    // `no-new-privileges` (on by default) keeps the channel's `docker exec -u 0` agent from
-    // gaining root's capabilities in a container whose image runs as another user, so it could
-    // not switch users there: such an image needs the socket, or the flag off (README, "Walls").
-    let on_channel = agent_provider(&label, |c| {
-        c.exec.transport = ExecTransport::Channel;
-        c.create.no_new_privileges = false;
-    });
+    let on_channel = agent_provider(&label, |c| c.exec.transport = ExecTransport::Channel);
     assert!(on_socket.agent_socket() && !on_channel.agent_socket());
     // On gVisor, `docker exec -u 0` into a container whose image has a user of its own gets no
     // capabilities (runsc takes them from the container's spec; runc gives root its own), so

@@ -99,6 +99,11 @@ impl DockerProvider {
                 if let Some(agent) = &self.agent_binary {
                     // The agent: one read-only file, so no process in the sandbox can replace it.
                     args.splice(2..2, argv::agent_mount_args(agent));
+                    // Reached by `docker exec -u 0` (the channel), which no-new-privileges
+                    // leaves without capabilities in an image that runs as another user: the
+                    // agent could not switch users there. Only the socket's agent (the
+                    // sandbox's root init) keeps the default flag.
+                    argv::drop_default_no_new_privileges(&self.config.create, &mut args);
                 }
                 args
             }

@@ -76,6 +76,17 @@ pub fn walls_flags(cfg: &DockerCreateConfig, spec: &SandboxSpec) -> Vec<String> 
     a
 }
 
+/// `args` without the `--security-opt no-new-privileges` that [`walls_flags`] adds by default
+/// (`docker.create.no_new_privileges`); one the operator put in `security_opt` stays.
+pub fn drop_default_no_new_privileges(cfg: &DockerCreateConfig, args: &mut Vec<String>) {
+    if !cfg.no_new_privileges || cfg.security_opt.iter().any(|o| o.starts_with("no-new-privileges")) {
+        return;
+    }
+    if let Some(at) = args.windows(2).position(|w| w[0] == "--security-opt" && w[1] == "no-new-privileges") {
+        args.drain(at..at + 2);
+    }
+}
+
 /// Whether operator or client `docker run` flags choose the network themselves.
 pub fn sets_network(args: &[String]) -> bool {
     args.iter().any(|a| {
