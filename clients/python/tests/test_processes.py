@@ -115,7 +115,10 @@ async def test_gym_forward_ports_relays_loopback_to_a_peer(provider: Any, images
     try:
         setup = "mkdir -p /tmp/www && echo peer-page > /tmp/www/index.html && (httpd -p 0.0.0.0:8080 -h /tmp/www)"
         assert (await provider.exec(peer, setup)).return_code == 0
-        address = docker("inspect", "-f", "{{.NetworkSettings.IPAddress}}", peer.sandbox_id).stdout.strip()
+        # Its address on its tenant's network (sandboxes are never on Docker's default bridge).
+        address = docker(
+            "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", peer.sandbox_id
+        ).stdout.strip()
         assert address
         relay = asyncio.create_task(provider.forward_ports(here, address, (8080,), ready_file="/tmp/fwd-ready"))
         for _ in range(100):

@@ -38,6 +38,10 @@ impl DockerProvider {
         .await
         .map_err(|e| ProviderError::Docker(format!("the stats reader failed: {e}")))?;
         read.map_err(|e| {
+            // The sandbox's process ended between the inspect and the read: it stopped.
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                return ProviderError::Stopped(sandbox_id.into());
+            }
             ProviderError::Unavailable(format!("cannot read the usage of sandbox {sandbox_id:?}: {e}"))
         })
     }

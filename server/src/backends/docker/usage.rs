@@ -72,7 +72,13 @@ impl DockerProvider {
         })
         .await
         .map_err(|e| ProviderError::Docker(format!("the usage reader failed: {e}")))?
-        .map_err(|e| ProviderError::Unavailable(format!("cannot read the usage of sandbox {name:?}: {e}")))?;
+        .map_err(|e| {
+            // The sandbox's process ended between the look-up and the read: it stopped.
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                return ProviderError::Stopped(name.into());
+            }
+            ProviderError::Unavailable(format!("cannot read the usage of sandbox {name:?}: {e}"))
+        })?;
         let wall_time =
             facts.started_at.and_then(|t| SystemTime::now().duration_since(t).ok()).unwrap_or(Duration::ZERO);
         Ok(SandboxUsage {
