@@ -80,6 +80,15 @@ mod tests {
             RemovalInProgress
         );
         assert_eq!(
+            kind(
+                &["rm", "-f", "x"],
+                "Error response from daemon: Could not kill running container c906, cannot remove - container \
+                 c906 PID 18429 is zombie and can not be killed. Use the --force option"
+            ),
+            RemovalInProgress,
+            "a kill still under way is waited for"
+        );
+        assert_eq!(
             kind(&["inspect", "x"], "Cannot connect to the Docker daemon at unix:///x"),
             DaemonUnreachable
         );

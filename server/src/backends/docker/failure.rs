@@ -135,7 +135,11 @@ fn kind_of(image_command: bool, stderr: &str) -> DockerFailureKind {
         Interrupted
     } else if has("no such container") || (has("no such object") && !image_command) {
         MissingContainer
-    } else if has("removal of container") && has("already in progress") {
+    } else if (has("removal of container") && has("already in progress"))
+        // The daemon's kill is still under way (seen closing a paused gVisor sandbox: "cannot
+        // remove - container … PID … is zombie and can not be killed"): a later `rm` succeeds.
+        || (has("cannot remove") && has("is zombie"))
+    {
         RemovalInProgress
     } else if has("unable to find image")
         || has("no such image")
