@@ -31,14 +31,25 @@ impl DockerProvider {
         if pid == 0 || !matches!(state, Some("running" | "paused")) {
             return Err(ProviderError::Stopped(sandbox_id.into()));
         }
+        self.read_cgroup(sandbox_id, pid, container_id).await
+    }
+
+    /// The kernel's counters of sandbox `sandbox_id` (its process `pid`, container
+    /// `container_id`), read off the async threads. A process that ended between the caller's
+    /// look-up and the read is a sandbox that stopped (`Stopped`), not an unreadable one.
+    pub(super) async fn read_cgroup(
+        &self,
+        sandbox_id: &str,
+        pid: u32,
+        container_id: &str,
+    ) -> Result<SandboxStats> {
         let container_id = container_id.to_string();
         let read = tokio::task::spawn_blocking(move || {
             cgroup::read(Path::new(cgroup::CGROUP_ROOT), Path::new("/proc"), pid, &container_id)
         })
         .await
-        .map_err(|e| ProviderError::Docker(format!("the stats reader failed: {e}")))?;
+        .map_err(|e| ProviderError::Docker(format!("the cgroup reader failed: {e}")))?;
         read.map_err(|e| {
-            // The sandbox's process ended between the inspect and the read: it stopped.
             if !Path::new(&format!("/proc/{pid}")).exists() {
                 return ProviderError::Stopped(sandbox_id.into());
             }

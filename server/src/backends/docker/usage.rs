@@ -66,19 +66,7 @@ impl DockerProvider {
         if !facts.live() {
             return Err(ProviderError::Stopped(name.into()));
         }
-        let (pid, container_id) = (facts.pid, facts.id.clone());
-        let stats = tokio::task::spawn_blocking(move || {
-            cgroup::read(Path::new(cgroup::CGROUP_ROOT), Path::new("/proc"), pid, &container_id)
-        })
-        .await
-        .map_err(|e| ProviderError::Docker(format!("the usage reader failed: {e}")))?
-        .map_err(|e| {
-            // The sandbox's process ended between the look-up and the read: it stopped.
-            if !Path::new(&format!("/proc/{pid}")).exists() {
-                return ProviderError::Stopped(name.into());
-            }
-            ProviderError::Unavailable(format!("cannot read the usage of sandbox {name:?}: {e}"))
-        })?;
+        let stats = self.read_cgroup(name, facts.pid, &facts.id).await?;
         let wall_time =
             facts.started_at.and_then(|t| SystemTime::now().duration_since(t).ok()).unwrap_or(Duration::ZERO);
         Ok(SandboxUsage {
