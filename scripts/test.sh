@@ -107,13 +107,14 @@ fi
 step "scripts/test-python.sh (the Python package: stubs, mypy, pytest)"
 bounded 20m bash scripts/test-python.sh
 
-# The soak: the release server under faults for about 2 minutes (plus a release build); it
-# fails on any leak, stray process, overrun or footprint growth. SANDBOXD_SOAK=0 skips it.
-if [[ "${SANDBOXD_SOAK:-1}" != 0 ]]; then
+# The soak: the release server under faults for about 2 minutes (plus a release build of 4-10
+# minutes); it fails on any leak, stray process, overrun or footprint growth. On demand
+# (SANDBOXD_SOAK=1): with it the gate ran past the 40 minutes CI allows it.
+if [[ "${SANDBOXD_SOAK:-0}" != 0 ]]; then
   step "scripts/soak.sh --ci (release server under faults)"
   bounded 25m bash scripts/soak.sh --ci
 else
-  printf 'test.sh: SANDBOXD_SOAK=0: the soak is skipped\n' >&2
+  printf 'test.sh: the soak runs on demand (SANDBOXD_SOAK=1); not run\n' >&2
 fi
 
 step "removing test leftovers (after): scripts/remove-test-leftovers.sh"

@@ -263,6 +263,7 @@ fn spawn_wrapped(options: &Options) -> Result<Wrapped, String> {
     unsafe {
         command.pre_exec(move || {
             crate::spawn::reset_signals();
+            crate::spawn::prefer_for_oom_kill();
             if let Some(u) = &user {
                 if libc::setgroups(u.groups.len(), u.groups.as_ptr()) != 0
                     && *libc::__errno_location() != libc::EPERM

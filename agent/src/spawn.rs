@@ -219,6 +219,26 @@ pub(crate) unsafe fn reset_signals() {
     }
 }
 
+/// What a command the agent starts adds to its OOM score (`/proc/self/oom_score_adj`).
+/// When a sandbox's processes use up its memory cap, the kernel kills the largest by score:
+/// this makes the commands (whose memory it is) go before the agent and its shims, which
+/// are small but whose loss would end every call in flight (AGENT_LOST instead of the
+/// command's own OOM_KILLED). It also puts them before the host's services when the host
+/// runs short. Raising one's score needs no privilege; lowering it would.
+pub(crate) const COMMAND_OOM_SCORE_ADJ: &[u8] = b"500";
+
+/// Make the calling process (a child between `fork` and `execve`) the OOM killer's first
+/// choice. Before the switch to the command's user: a non-root process cannot write its own
+/// `/proc/self` files once `setuid` made it non-dumpable. Best effort (a kernel without the
+/// file changes nothing); async-signal-safe.
+pub(crate) unsafe fn prefer_for_oom_kill() {
+    let fd = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+    if fd >= 0 {
+        libc::write(fd, COMMAND_OOM_SCORE_ADJ.as_ptr().cast(), COMMAND_OOM_SCORE_ADJ.len());
+        libc::close(fd);
+    }
+}
+
 /// The exit code a shell would report for a wait status.
 pub fn exit_code(status: libc::c_int) -> i32 {
     if libc::WIFEXITED(status) {
@@ -288,6 +308,7 @@ pub fn spawn(p: &Prepared, register: &mut dyn FnMut(libc::pid_t)) -> Result<Spaw
                     None => close_from(ERROR_FD + 1),
                 }
                 reset_signals();
+                prefer_for_oom_kill();
                 if libc::setgroups(groups.len(), groups.as_ptr()) != 0
                     && *libc::__errno_location() != libc::EPERM
                 {

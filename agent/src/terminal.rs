@@ -220,6 +220,7 @@ pub fn start(
             libc::fcntl(spawn::ERROR_FD, libc::F_SETFD, libc::FD_CLOEXEC);
             spawn::close_from(spawn::ERROR_FD + 1);
             spawn::reset_signals();
+            spawn::prefer_for_oom_kill();
             if libc::setgroups(groups.len(), groups.as_ptr()) != 0 && *libc::__errno_location() != libc::EPERM
             {
                 spawn::fail_child(spawn::STAGE_USER);

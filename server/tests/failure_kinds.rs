@@ -111,6 +111,10 @@ async fn an_oom_kill_and_a_kill_from_outside_are_told_apart() {
     // OOM_KILLED: a hog past the sandbox's 32 MiB cap is killed by the kernel (SIGKILL, 137),
     // which the sandbox's own cgroup counted; the sandbox lives on.
     let sandbox = Sandbox::start(&client, with_memory(32)).await.expect("create");
+    // The agent's commands are the OOM killer's first choice (the agent, which every call
+    // needs, is not): each command carries a raised `oom_score_adj`.
+    let score = sandbox.exec("cat /proc/self/oom_score_adj").await.expect("exec");
+    assert_eq!(score.stdout_str(), "500\n", "{score:?}");
     let r = sandbox.exec("head -c 300m /dev/zero | tail > /dev/null").await.expect("exec");
     assert_eq!((r.return_code, r.failure_kind), (137, Some(FailureKind::OomKilled)), "{r:?}");
     assert!(FailureKind::OomKilled.is_task_fault());

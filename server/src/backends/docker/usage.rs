@@ -141,7 +141,16 @@ impl DockerProvider {
                             FailureKind::SandboxGone
                         }
                     }
-                    Ok(Some(_)) if lost_agent => FailureKind::AgentLost,
+                    // The agent lost while the sandbox's cgroup ran out of memory: its
+                    // commands' memory did it (they are the OOM killer's first choice, but a
+                    // kill of the agent's own share of the cap is still the task's doing).
+                    Ok(Some(facts)) if lost_agent => {
+                        if self.new_oom_kill(name, &facts).await {
+                            FailureKind::OomKilled
+                        } else {
+                            FailureKind::AgentLost
+                        }
+                    }
                     Ok(Some(_)) => FailureKind::ExecRefused,
                 });
             }
