@@ -200,6 +200,10 @@ impl SandboxBackend for DockerProvider {
         DockerProvider::stats(self, id).await
     }
 
+    async fn reset(&self, id: &SandboxId) -> Result<crate::core::reset::ResetReport> {
+        DockerProvider::reset(self, id).await
+    }
+
     async fn usage(&self, id: &SandboxId) -> Result<crate::core::usage::SandboxUsage> {
         DockerProvider::usage(self, id).await
     }

@@ -39,6 +39,7 @@ mod ping;
 mod processes;
 pub mod provider;
 pub mod pty;
+mod reset;
 pub mod runtime;
 pub mod sessions;
 mod snapshot;

@@ -75,6 +75,7 @@ impl DockerProvider {
         self.forget(&handle.sandbox_id);
         self.engine.forget(&handle.sandbox_id);
         self.forget_usage(&handle.sandbox_id);
+        self.forget_baseline(&handle.sandbox_id);
         self.remember_closed(&handle.sandbox_id);
         self.states.record(&handle.sandbox_id, None);
         self.remove_container(&handle.sandbox_id).await?;

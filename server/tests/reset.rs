@@ -1,0 +1,136 @@
+//! `Reset` end to end (in-process service, the real daemon): after an episode that added,
+//! changed and deleted files (the image's and the spec's), left processes behind (a background
+//! one, a started process, one in a terminal session, listening ports) and set env vars, a
+//! reset leaves nothing of it: the files are the image's and the spec's again, no process of
+//! the episode runs, no port listens, the env is the spec's; and it is the same container (no
+//! container created or removed), its id and token still good.
+
+use std::collections::HashMap;
+
+use sandboxd_client::{proto, spec, Sandbox};
+use testkit::images::BASH;
+use testkit::service::TestService;
+use testkit::TestLabel;
+use tonic::Code;
+
+fn container_id(name: &str) -> String {
+    let out = std::process::Command::new("docker")
+        .args(["inspect", "--format", "{{.Id}}", name])
+        .output()
+        .expect("docker inspect");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+async fn sh(sandbox: &Sandbox, command: &str) -> String {
+    let result = sandbox.exec(command).await.expect("exec");
+    result.stdout_str().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_of_an_episode_survives_a_reset() {
+    let label = TestLabel::new();
+    let server = TestService::start(&label, None);
+    let client = server.client().await;
+    let mut spec = spec(BASH);
+    spec.files = HashMap::from([("/work/seed.txt".to_string(), b"seed\n".to_vec())]);
+    spec.env = HashMap::from([("EPISODE_BASE".to_string(), "base".to_string())]);
+    let sandbox = Sandbox::start(&client, spec).await.expect("create");
+    let before = container_id(sandbox.id());
+    let passwd = sh(&sandbox, "cat /etc/passwd").await;
+    let group = sh(&sandbox, "cat /etc/group").await;
+    assert!(!passwd.is_empty() && !group.is_empty());
+
+    // The episode.
+    let episode = "echo added > /added.txt && mkdir -p /newdir/sub && echo x > /newdir/sub/f \
+        && echo intruder:x:0:0::/:/bin/sh >> /etc/passwd && rm /etc/group && rm /bin/arch \
+        && echo changed > /work/seed.txt && echo 'export LEFTOVER=1' >> /root/.profile \
+        && export LEFTOVER=1 \
+        && (setsid sleep 1000 </dev/null >/dev/null 2>&1 &) \
+        && (setsid httpd -p 8081 </dev/null >/dev/null 2>&1 &) \
+        && echo ok";
+    assert_eq!(sh(&sandbox, episode).await, "ok\n");
+    let started = client
+        .start_process(
+            sandbox.id(),
+            &sandboxd_client::StartProcess { command: "sleep 1001".into(), ..Default::default() },
+        )
+        .await
+        .expect("start process");
+    assert!(started.pid > 0);
+    let in_terminal = sandboxd_client::StartProcess {
+        command: "export SESSION_VAR=1; httpd -f -p 8082".into(),
+        env: HashMap::from([("SESSION_ENV".to_string(), "1".to_string())]),
+        pty: Some((24, 80)),
+        ..Default::default()
+    };
+    client.start_process(sandbox.id(), &in_terminal).await.expect("terminal process");
+    // Both servers listen (0x1F91 = 8081, 0x1F92 = 8082) before the reset.
+    let mut listening = String::new();
+    for _ in 0..50 {
+        listening = sh(&sandbox, "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null").await;
+        if listening.contains(":1F91") && listening.contains(":1F92") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(listening.contains(":1F91") && listening.contains(":1F92"), "{listening}");
+    assert!(sh(&sandbox, "ps").await.contains("sleep 1000"));
+
+    let report = sandbox.reset().await.expect("reset");
+    assert!(report.processes_killed >= 3, "{report:?}");
+    assert!(report.paths_restored >= 5, "{report:?}");
+
+    // Same container, same id, the token still good.
+    assert_eq!(container_id(sandbox.id()), before, "no container created or removed");
+    assert_eq!(label.containers().len(), 1, "{:?}", label.containers());
+    // Files: the image's and the spec's again.
+    let files = sh(
+        &sandbox,
+        "for p in /added.txt /newdir /bin/arch /etc/group /root/.profile; do \
+           if [ -e $p ] || [ -L $p ]; then echo present $p; else echo absent $p; fi; done",
+    )
+    .await;
+    assert_eq!(
+        files,
+        "absent /added.txt\nabsent /newdir\npresent /bin/arch\npresent /etc/group\nabsent /root/.profile\n"
+    );
+    assert_eq!(sh(&sandbox, "cat /etc/passwd").await, passwd);
+    assert_eq!(sh(&sandbox, "cat /etc/group").await, group);
+    assert_eq!(sh(&sandbox, "readlink /bin/arch").await, "busybox\n");
+    assert_eq!(sh(&sandbox, "cat /work/seed.txt").await, "seed\n");
+    // Processes, ports and sessions: none of the episode's.
+    let ps = sh(&sandbox, "ps -o pid,args").await;
+    for gone in ["sleep 1000", "sleep 1001", "httpd"] {
+        assert!(!ps.contains(gone), "{gone} survived the reset:\n{ps}");
+    }
+    let tcp = sh(&sandbox, "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null").await;
+    assert!(!tcp.contains(":1F91") && !tcp.contains(":1F92"), "a port still listens:\n{tcp}");
+    let processes = client.list_processes(sandbox.id()).await.expect("list processes");
+    assert!(processes.is_empty(), "sessions survived: {processes:?}");
+    // Env: the spec's, nothing the episode set.
+    let env = sh(&sandbox, "env").await;
+    assert!(env.contains("EPISODE_BASE=base"), "{env}");
+    assert!(!env.contains("LEFTOVER") && !env.contains("SESSION_"), "{env}");
+
+    // A second episode on the same sandbox works, and resets again.
+    assert_eq!(sh(&sandbox, "echo again > /added.txt && cat /added.txt").await, "again\n");
+    sandbox.reset().await.expect("second reset");
+    assert_eq!(sh(&sandbox, "cat /added.txt 2>/dev/null || echo gone").await, "gone\n");
+
+    // A reset needs the owner scope: a read token is refused.
+    let granted = client
+        .raw()
+        .grant(proto::GrantRequest {
+            sandbox_id: sandbox.id().to_string(),
+            scope: proto::TokenScope::Read as i32,
+            ttl_s: None,
+        })
+        .await
+        .expect("grant")
+        .into_inner();
+    let mut request = tonic::Request::new(proto::ResetRequest { sandbox_id: sandbox.id().to_string() });
+    request.metadata_mut().insert("authorization", format!("Bearer {}", granted.token).parse().unwrap());
+    let status = client.raw().reset(request).await.expect_err("read scope");
+    assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+    sandbox.stop().await.expect("close");
+}
