@@ -134,3 +134,117 @@ async fn nothing_of_an_episode_survives_a_reset() {
     assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
     sandbox.stop().await.expect("close");
 }
+
+/// A recycling pool: a claimed sandbox that is closed is reset and handed back to the pool
+/// instead of removed (the same container serves the next claim): the old claim's tokens are
+/// refused, its files and metadata are gone, the next claim gets a fresh owner token and its
+/// own lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recycling_pool_hands_a_closed_sandbox_back_reset() {
+    let label = TestLabel::new();
+    let server = TestService::start(&label, None);
+    let client = server.client().await;
+    let mut raw = client.raw();
+    let pool = proto::PoolSpec {
+        name: "recycler".into(),
+        image: BASH.into(),
+        target: 1,
+        max: 1,
+        recycle: true,
+        ..Default::default()
+    };
+    raw.create_pool(proto::CreatePoolRequest { pool: Some(pool) }).await.expect("pool");
+    let ready = |want_ready: u32, want_recycled: u64| {
+        let mut raw = client.raw();
+        async move {
+            for _ in 0..300 {
+                let pools =
+                    raw.list_pools(proto::ListPoolsRequest {}).await.expect("list").into_inner().pools;
+                let p = pools.iter().find(|p| p.name == "recycler").expect("the pool");
+                if p.ready == want_ready && p.recycled == want_recycled {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            panic!("the pool never had {want_ready} ready, {want_recycled} recycled");
+        }
+    };
+    ready(1, 0).await;
+    let claim = |meta: &str| {
+        let mut spec = sandboxd_client::from_pool("recycler");
+        spec.metadata = HashMap::from([("episode".to_string(), meta.to_string())]);
+        spec.files = HashMap::from([("/claim.txt".to_string(), meta.as_bytes().to_vec())]);
+        spec.ttl_s = Some(600.0);
+        proto::CreateRequest { spec: Some(spec) }
+    };
+    let first = raw.create(claim("one")).await.expect("claim").into_inner().sandbox.expect("sandbox");
+    let container = container_id(&first.sandbox_id);
+    let exec = |token: &str, id: &str, command: &str| {
+        let mut r = tonic::Request::new(proto::ExecRequest {
+            sandbox_id: id.to_string(),
+            command: command.to_string(),
+            ..Default::default()
+        });
+        r.metadata_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
+        r
+    };
+    let out = raw.exec(exec(&first.token, &first.sandbox_id, "cat /claim.txt; echo x > /left.txt")).await;
+    assert_eq!(String::from_utf8_lossy(&out.expect("exec").into_inner().stdout), "one");
+    // A token granted from the claim's owner token, and one a key granted: both end with it.
+    let mut grant = tonic::Request::new(proto::GrantRequest {
+        sandbox_id: first.sandbox_id.clone(),
+        scope: proto::TokenScope::Operate as i32,
+        ttl_s: None,
+    });
+    grant.metadata_mut().insert("authorization", format!("Bearer {}", first.token).parse().unwrap());
+    let granted = raw.grant(grant).await.expect("grant").into_inner().token;
+    let keyed = raw
+        .grant(proto::GrantRequest {
+            sandbox_id: first.sandbox_id.clone(),
+            scope: proto::TokenScope::Operate as i32,
+            ttl_s: None,
+        })
+        .await
+        .expect("grant by the operator")
+        .into_inner()
+        .token;
+
+    let mut close = tonic::Request::new(proto::CloseRequest { sandbox_id: first.sandbox_id.clone() });
+    close.metadata_mut().insert("authorization", format!("Bearer {}", first.token).parse().unwrap());
+    raw.close(close).await.expect("close");
+    // Unreachable by the claim's tokens once Close returned.
+    for token in [&first.token, &granted, &keyed] {
+        let status = raw.exec(exec(token, &first.sandbox_id, "true")).await.expect_err("revoked");
+        assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    }
+    ready(1, 1).await;
+    assert_eq!(container_id(&first.sandbox_id), container, "the same container, not removed");
+
+    let second = raw.create(claim("two")).await.expect("claim").into_inner().sandbox.expect("sandbox");
+    assert_eq!(second.sandbox_id, first.sandbox_id, "the recycled sandbox serves the next claim");
+    assert_ne!(second.token, first.token);
+    assert_eq!(second.metadata.get("episode").map(String::as_str), Some("two"), "{:?}", second.metadata);
+    let out = raw
+        .exec(exec(&second.token, &second.sandbox_id, "cat /claim.txt; ls /left.txt 2>&1 >/dev/null | wc -l"))
+        .await;
+    let stdout = String::from_utf8_lossy(&out.expect("exec").into_inner().stdout).to_string();
+    assert_eq!(
+        stdout.split_whitespace().collect::<Vec<_>>(),
+        ["two1"],
+        "the first claim's file is gone: {stdout:?}"
+    );
+    let status =
+        raw.status(proto::StatusRequest { sandbox_id: second.sandbox_id.clone() }).await.expect("status");
+    assert_eq!(status.into_inner().status, proto::SandboxStatus::Running as i32);
+    let listed =
+        raw.list(proto::ListRequest { ..Default::default() }).await.expect("list").into_inner().sandboxes;
+    let mine = listed
+        .iter()
+        .find(|s| s.sandbox.as_ref().is_some_and(|r| r.sandbox_id == second.sandbox_id))
+        .expect("listed");
+    assert!(mine.expires_at_unix_ms.is_some(), "the lease runs from the claim: {mine:?}");
+    let meta = &mine.sandbox.as_ref().unwrap().metadata;
+    assert_eq!(meta.get("episode").map(String::as_str), Some("two"), "{meta:?}");
+    raw.delete_pool(proto::DeletePoolRequest { name: "recycler".into() }).await.expect("delete pool");
+    raw.close(proto::CloseRequest { sandbox_id: second.sandbox_id.clone() }).await.expect("close");
+}
