@@ -217,8 +217,10 @@ mod tests {
             template: Some(template.clone()),
             target: 2,
             max: 4,
+            recycle: true,
         };
         let spec = pool_spec_from_proto(wire.clone()).unwrap();
+        assert!(spec.recycle);
         assert_eq!((spec.template.image.as_str(), spec.target, spec.max), ("img", 2, 4));
         let back = pool_spec_to_proto(&spec);
         assert_eq!(
