@@ -248,3 +248,58 @@ async fn a_recycling_pool_hands_a_closed_sandbox_back_reset() {
     raw.delete_pool(proto::DeletePoolRequest { name: "recycler".into() }).await.expect("delete pool");
     raw.close(proto::CloseRequest { sandbox_id: second.sandbox_id.clone() }).await.expect("close");
 }
+
+fn docker(args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new("docker").args(args).output().expect("docker");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The container name a close leaves while Docker removes it (`closing.rs`).
+fn closing_name(id: &str) -> String {
+    format!("sandboxd-closing-{}", id.strip_prefix("sandboxd-").unwrap())
+}
+
+async fn gone_within(name: &str, secs: u64) -> bool {
+    for _ in 0..secs * 10 {
+        if !docker(&["inspect", "--format", "{{.Id}}", name]).0 {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    false
+}
+
+/// `Close` returns once the sandbox is unreachable and nothing in it runs; Docker's removal
+/// finishes after it (the container is gone shortly). A server that died mid-removal leaves a
+/// renamed container that the sweep removes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_leaves_the_removal_to_the_background_and_the_sweep() {
+    let label = TestLabel::new();
+    let server = TestService::start_json(&label, serde_json::json!({"server": {"sweep_interval_s": 0.5}}));
+    let client = server.client().await;
+    let mut with_lease = spec(BASH);
+    with_lease.ttl_s = Some(600.0);
+    let sandbox = Sandbox::start(&client, with_lease.clone()).await.expect("create");
+    let id = sandbox.id().to_string();
+    sandbox.exec("(setsid sleep 1000 </dev/null >/dev/null 2>&1 &)").await.expect("exec");
+    client.raw().close(proto::CloseRequest { sandbox_id: id.clone() }).await.expect("close");
+    // Unreachable at once: no container answers to the id, and calls on it are NOT_FOUND.
+    assert!(!docker(&["inspect", &id]).0, "the id still names a container");
+    let status = client
+        .raw()
+        .exec(proto::ExecRequest { sandbox_id: id.clone(), command: "true".into(), ..Default::default() })
+        .await
+        .expect_err("closed");
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+    // Nothing runs in it while it is being removed.
+    let (exists, running) = docker(&["inspect", "--format", "{{.State.Running}}", &closing_name(&id)]);
+    assert!(!exists || running == "false", "the closed container still runs");
+    assert!(gone_within(&closing_name(&id), 60).await, "the background removal never finished");
+
+    // A close cut short after its rename (the server died): the sweep removes what is left.
+    let other = Sandbox::start(&client, with_lease).await.expect("create");
+    let name = closing_name(other.id());
+    assert!(docker(&["kill", other.id()]).0 && docker(&["rename", other.id(), &name]).0);
+    assert!(gone_within(&name, 60).await, "the sweep did not remove the left-behind container");
+    assert!(label.containers().is_empty(), "{:?}", label.containers());
+}

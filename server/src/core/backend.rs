@@ -281,6 +281,9 @@ pub trait SandboxBackend: Send + Sync + 'static {
         Ok(result)
     }
 
+    /// Wait for removals `close` left to finish in the background (a shutdown).
+    async fn settle_removals(&self) {}
+
     /// `Reset`: the sandbox back to the state it was created in (files, processes), its id,
     /// lease, labels and tokens kept, no container created or removed.
     async fn reset(&self, _id: &SandboxId) -> Result<crate::core::reset::ResetReport> {

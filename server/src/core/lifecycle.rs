@@ -321,6 +321,10 @@ impl Lifecycle {
             }
         };
         tokio::join!(self.remove_at_shutdown(ids), creates);
+        // Closes return before Docker's removal is done: a removing shutdown waits for it.
+        if remove_created {
+            self.backend.settle_removals().await;
+        }
     }
 
     /// Remove `ids`, a few at a time, logging each.

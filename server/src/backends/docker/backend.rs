@@ -200,6 +200,10 @@ impl SandboxBackend for DockerProvider {
         DockerProvider::stats(self, id).await
     }
 
+    async fn settle_removals(&self) {
+        DockerProvider::settle_removals(self).await
+    }
+
     async fn reset(&self, id: &SandboxId) -> Result<crate::core::reset::ResetReport> {
         DockerProvider::reset(self, id).await
     }

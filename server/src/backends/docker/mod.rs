@@ -16,6 +16,7 @@ mod backend;
 pub mod cgroup;
 pub mod classify;
 pub mod cli;
+pub mod closing;
 mod compose;
 mod create;
 mod diff;

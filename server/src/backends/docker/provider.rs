@@ -122,6 +122,8 @@ pub struct DockerProvider {
     pub(super) usage_book: crate::core::usage::UsageBook,
     /// What each sandbox this process created is reset to (`reset.rs`).
     pub(super) baselines: Mutex<HashMap<String, super::reset::Baseline>>,
+    /// Removals a close left to the background (`closing.rs`).
+    pub(super) removals: tokio_util::task::TaskTracker,
 }
 
 impl DockerProvider {
@@ -205,6 +207,7 @@ impl DockerProvider {
             disks_pruned_ms: Default::default(),
             usage_book: Default::default(),
             baselines: Mutex::default(),
+            removals: tokio_util::task::TaskTracker::new(),
         })
     }
 
