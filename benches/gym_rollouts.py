@@ -6,7 +6,7 @@ One rollout: `create` (a claim when a pool serves it), upload 64 KiB, 20 tool ca
 download the file, `close`. `--rollouts` of them, `--in-flight` at once, per provider:
 - `gym-docker`: Gym 0.7.0's `DockerProvider` (`docker run` / `exec` / `cp` / `rm -f`);
 - `sandboxd`: `sandboxd.gym.SandboxdProvider`, unchanged create/close, against a server whose
-  pool for the image recycles (`CreatePool(recycle=true, target=--in-flight)`, made by the bench):
+  pool for the image recycles (`CreatePool(recycle=true, target=2 × --in-flight, max=3 ×)`, made by the bench and filled before the run):
   a closed sandbox is reset and handed back instead of removed;
 - `sandboxd-batch`: `--batch` sandboxes from one `CreateBatch`, each running `--episodes`
   rollouts separated by `Reset` (no close, no create), then closed.
@@ -127,6 +127,33 @@ async def batch_run(address: str, image: str, size: int, episodes: int, in_fligh
     }
 
 
+async def reset_vs_churn(address: str, image: str, runs: int, work: Path) -> dict:
+    """One sandbox: after each of `runs` episodes, `Reset` it; beside it, `close` + `create` a
+    fresh one after each episode (sequential, nothing else in flight): medians."""
+    client = sandboxd.Client(address)
+    provider = SandboxdProvider(address=address)
+    from nemo_gym.sandbox.providers.base import SandboxHandle
+
+    timings: dict[str, list[float]] = {"episode": [], "reset": [], "churn": []}
+    sandbox = await client.create(sandboxd.SandboxSpec(image=image, ttl_s=600))
+    for i in range(runs):
+        handle = SandboxHandle(sandbox_id=sandbox.sandbox_id, provider_name="sandboxd", raw=sandbox.ref)
+        await episode(provider, handle, work, i, timings)
+        t = time.perf_counter()
+        await sandbox.reset()
+        timings["reset"].append(time.perf_counter() - t)
+    for i in range(runs):
+        handle = SandboxHandle(sandbox_id=sandbox.sandbox_id, provider_name="sandboxd", raw=sandbox.ref)
+        await episode(provider, handle, work, i, timings)
+        t = time.perf_counter()
+        await sandbox.close()
+        sandbox = await client.create(sandboxd.SandboxSpec(image=image, ttl_s=600))
+        timings["churn"].append(time.perf_counter() - t)
+    await sandbox.close()
+    await client.close()
+    return {k: statistics.median(v) for k, v in timings.items() if v}
+
+
 async def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--address", default="127.0.0.1:50051")
@@ -136,6 +163,7 @@ async def main() -> int:
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--episodes", type=int, default=2)
     ap.add_argument("--skip-gym", action="store_true")
+    ap.add_argument("--reset-runs", type=int, default=10)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="sandboxd-rollouts-"))
     payload = os.urandom(PAYLOAD)
@@ -145,11 +173,11 @@ async def main() -> int:
     client = sandboxd.Client(args.address)
     if POOL not in {p.name for p in await client.list_pools()}:
         await client.create_pool(
-            POOL, args.image, target=args.in_flight, max=args.in_flight * 2, recycle=True
+            POOL, args.image, target=args.in_flight * 2, max=args.in_flight * 3, recycle=True
         )
     for _ in range(600):
         pool = next(p for p in await client.list_pools() if p.name == POOL)
-        if pool.ready >= args.in_flight:
+        if pool.ready >= args.in_flight * 2:
             break
         await asyncio.sleep(0.2)
 
@@ -165,6 +193,7 @@ async def main() -> int:
     batch = None
     if args.batch:
         batch = await batch_run(args.address, args.image, args.batch, args.episodes, args.in_flight, work)
+    churn = await reset_vs_churn(args.address, args.image, args.reset_runs, work) if args.reset_runs else None
     await client.close()
 
     print(f"{args.rollouts} rollouts, {args.in_flight} in flight, image {args.image}")
@@ -184,6 +213,12 @@ async def main() -> int:
             f"({batch['per_min_with_batch_and_close']:.1f} counting the batch and the closes); "
             f"episode {batch['episode'] * 1000:.0f} ms, reset {batch['reset'] * 1000:.0f} ms (medians); "
             f"closing all {batch['close_all_s']:.1f} s"
+        )
+    if churn:
+        print(
+            f"reset vs close+create (one sandbox, after an episode, {args.reset_runs} each, medians): "
+            f"reset {churn['reset'] * 1000:.0f} ms, close+create {churn['churn'] * 1000:.0f} ms, "
+            f"ratio {churn['reset'] / churn['churn']:.3f}"
         )
     return 0
 
