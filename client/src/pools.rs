@@ -14,12 +14,21 @@ pub struct PoolDefinition {
     pub template: proto::SandboxSpec,
     pub target: u32,
     pub max: u32,
+    /// A closed sandbox of the pool is reset and handed back to it instead of removed.
+    pub recycle: bool,
 }
 
 impl PoolDefinition {
     /// A pool of `target` (at most `max`) sandboxes of `image` with the default template.
     pub fn new(name: impl Into<String>, image: impl Into<String>, target: u32, max: u32) -> Self {
-        Self { name: name.into(), image: image.into(), target, max, template: Default::default() }
+        Self {
+            name: name.into(),
+            image: image.into(),
+            target,
+            max,
+            template: Default::default(),
+            recycle: false,
+        }
     }
 }
 
@@ -38,6 +47,8 @@ pub struct PoolInfo {
     pub created: u64,
     /// Claimed from it and still alive.
     pub in_use: u32,
+    /// Sandboxes handed back to the pool by a reset instead of removed.
+    pub recycled: u64,
     /// From the server's config file (DeletePool refuses it).
     pub from_config: bool,
     /// The tenant it belongs to; empty: everyone's.
@@ -58,6 +69,7 @@ impl PoolInfo {
             claimed: info.claimed,
             created: info.created,
             in_use: info.in_use,
+            recycled: info.recycled,
             from_config: info.from_config,
             tenant: info.tenant,
             spec,
@@ -80,6 +92,7 @@ impl Client {
             template: Some(pool.template),
             target: pool.target,
             max: pool.max,
+            recycle: pool.recycle,
         };
         let response =
             self.raw().create_pool(proto::CreatePoolRequest { pool: Some(spec) }).await?.into_inner();

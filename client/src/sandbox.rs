@@ -425,6 +425,15 @@ impl Sandbox {
         Ok(usage)
     }
 
+    /// Puts the sandbox back to the state it was created in, in place (`Reset`: processes
+    /// killed, the root filesystem rolled back to the image, the spec's files written again;
+    /// its id, lease and tokens kept). Needs the owner scope.
+    pub async fn reset(&self) -> Result<proto::ResetResponse> {
+        self.ensure_live()?;
+        let response = self.rpc().reset(proto::ResetRequest { sandbox_id: self.id().to_string() }).await?;
+        Ok(response.into_inner())
+    }
+
     /// What the sandbox used so far: wall time, CPU, peak memory, disk and network bytes,
     /// processes started.
     pub async fn usage(&self) -> Result<proto::SandboxUsage> {

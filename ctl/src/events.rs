@@ -165,6 +165,29 @@ pub async fn usage(client: &Client, args: UsageArgs) -> Result<i32, CtlError> {
     Ok(0)
 }
 
+#[derive(Debug, Args)]
+pub struct ResetArgs {
+    /// The sandbox.
+    sandbox_id: String,
+}
+
+/// `sandboxctl reset ID`: the sandbox back to its created state, what was done as JSON.
+pub async fn reset(client: &Client, args: ResetArgs) -> Result<i32, CtlError> {
+    let request = sandboxd_client::proto::ResetRequest { sandbox_id: args.sandbox_id.clone() };
+    let response =
+        client.raw().reset(request).await.map_err(|e| CtlError::from(e).context(&args.sandbox_id))?;
+    let r = response.into_inner();
+    println!(
+        "{}",
+        serde_json::json!({
+            "paths_restored": r.paths_restored,
+            "processes_killed": r.processes_killed,
+            "duration_ms": r.duration_ms,
+        })
+    );
+    Ok(0)
+}
+
 /// A `SandboxUsage` as JSON (also what `rm --usage` prints per sandbox).
 pub fn usage_json(u: &sandboxd_client::proto::SandboxUsage) -> serde_json::Value {
     serde_json::json!({

@@ -34,6 +34,9 @@ struct PoolCreateArgs {
     /// Most sandboxes of the pool alive at once, claimed ones included (default: 2 × target, at least 1).
     #[arg(long, value_name = "N")]
     max: Option<u32>,
+    /// A closed sandbox of the pool is reset and handed back to it instead of removed.
+    #[arg(long)]
+    recycle: bool,
     /// Environment of every command in its sandboxes (repeatable).
     #[arg(long = "env", short = 'e', value_name = "K=V", value_parser = parse::key_value)]
     env: Vec<(String, String)>,
@@ -88,7 +91,11 @@ async fn create(client: &Client, args: PoolCreateArgs) -> Result<i32, CtlError> 
             Some(proto::SandboxResources { cpu: args.cpu, memory_mib: args.memory, ..Default::default() });
     }
     let max = args.max.unwrap_or((args.target * 2).max(1));
-    let pool = PoolDefinition { template, ..PoolDefinition::new(args.name, args.image, args.target, max) };
+    let pool = PoolDefinition {
+        template,
+        recycle: args.recycle,
+        ..PoolDefinition::new(args.name, args.image, args.target, max)
+    };
     let info = client.create_pool(pool).await?;
     println!("{}", info.name);
     Ok(0)
@@ -117,7 +124,7 @@ async fn rm(client: &Client, args: PoolRmArgs) -> Result<i32, CtlError> {
 fn json(p: &PoolInfo) -> serde_json::Value {
     serde_json::json!({
         "name": p.name, "image": p.image, "target": p.target, "max": p.max, "ready": p.ready,
-        "claimed": p.claimed, "created": p.created, "in_use": p.in_use,
+        "claimed": p.claimed, "created": p.created, "in_use": p.in_use, "recycled": p.recycled,
         "from_config": p.from_config, "tenant": p.tenant,
     })
 }

@@ -221,6 +221,7 @@ async fn call(raw: &mut RawClient, name: &str, id: &str) -> Result<(), tonic::St
             .create_batch(CreateBatchRequest { spec: Some(spec()), count: 1 })
             .await
             .map(drop),
+        "Reset" => raw.reset(ResetRequest { sandbox_id: s() }).await.map(drop),
         other => panic!(
             "{other} is mutating in service/rpc_table.rs: add a call for it to `call` in server/tests/in_process.rs"
         ),

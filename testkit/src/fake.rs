@@ -2,7 +2,7 @@
 //! service, the lifecycle, the sweep, pools, the access rules) without a Docker daemon.
 //!
 //! What it models: sandboxes (create with `spec.files`, lookup, connect, status, pause, resume,
-//! close, list with labels, states, tenants, pools and paging as `core::inventory::page` does),
+//! reset (files back to the spec's), close, list with labels, states, tenants, pools and paging as `core::inventory::page` does),
 //! their files (upload, download), leases as `list_owned` reports them, and a tiny shell:
 //! `echo WORDS…` prints the words, `exit N` returns N, `cat FILE` prints an uploaded file;
 //! any other command returns 127 with a message. What it does not model (streams, terminals,
@@ -38,6 +38,8 @@ pub struct FakeSandbox {
     pub expires_ms: Option<i64>,
     pub pool: Option<String>,
     pub files: BTreeMap<String, Vec<u8>>,
+    /// The spec's files, what `reset` puts back.
+    pub baseline: BTreeMap<String, Vec<u8>>,
 }
 
 /// The in-memory backend.
@@ -166,6 +168,7 @@ impl SandboxBackend for FakeBackend {
             expires_ms,
             pool: spec.pool_member.as_ref().map(|m| m.pool.clone()),
             files: spec.files.clone(),
+            baseline: spec.files.clone(),
         };
         self.sandboxes.lock().unwrap().insert(handle.sandbox_id.clone(), sandbox);
         Ok(handle)
@@ -250,6 +253,17 @@ impl SandboxBackend for FakeBackend {
 
     async fn endpoint(&self, _: &SandboxHandle, _: u16) -> Result<SandboxEndpoint> {
         self.unmodelled("endpoint")
+    }
+
+    async fn reset(&self, id: &SandboxId) -> Result<sandboxd::core::reset::ResetReport> {
+        self.note("reset");
+        self.running(id.as_str())?;
+        self.with(id.as_str(), |s| {
+            let changed = s.files.iter().filter(|(k, v)| s.baseline.get(*k) != Some(*v)).count()
+                + s.baseline.keys().filter(|k| !s.files.contains_key(*k)).count();
+            s.files = s.baseline.clone();
+            Ok(sandboxd::core::reset::ResetReport { paths_restored: changed as u32, processes_killed: 0 })
+        })
     }
 
     async fn close(&self, id: &SandboxId) -> Result<()> {

@@ -162,6 +162,29 @@ impl AgentEngine {
         Ok(sessions.into_iter().map(|s| info(name, s, book)).collect())
     }
 
+    /// End and forget every session of the sandbox (terminals and processes, running or
+    /// ended, with their retained output): a reset's first step. Returns how many.
+    pub async fn close_all_sessions(&self, name: &str) -> Result<u32> {
+        let channel = self.agent_of(name).await?;
+        let sessions = match ask(name, &channel, Request::ListSessions).await? {
+            Event::Sessions(list) => list,
+            other => {
+                return Err(ProviderError::Docker(format!("the agent answered a listing with {other:?}")))
+            }
+        };
+        let mut closed = 0;
+        for session in sessions {
+            let request = Request::CloseSession { session_id: session.session_id.clone() };
+            if ask(name, &channel, request).await.is_ok() {
+                closed += 1;
+            }
+        }
+        if let Some(book) = asked().as_mut() {
+            book.retain(|(sandbox, _), _| sandbox != name);
+        }
+        Ok(closed)
+    }
+
     /// `SignalProcess`: the agent signals the session's group (a terminal's foreground group).
     pub async fn signal_process(&self, name: &str, process_id: &str, signal: i32) -> Result<()> {
         let channel = self.agent_of(name).await?;

@@ -18,6 +18,9 @@ pub struct PoolConfig {
     #[serde(default)]
     pub target: u32,
     pub max: u32,
+    /// A closed sandbox of the pool is reset and handed back to it instead of removed.
+    #[serde(default)]
+    pub recycle: bool,
 }
 
 impl PoolConfig {

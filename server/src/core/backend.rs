@@ -281,6 +281,15 @@ pub trait SandboxBackend: Send + Sync + 'static {
         Ok(result)
     }
 
+    /// Wait for removals `close` left to finish in the background (a shutdown).
+    async fn settle_removals(&self) {}
+
+    /// `Reset`: the sandbox back to the state it was created in (files, processes), its id,
+    /// lease, labels and tokens kept, no container created or removed.
+    async fn reset(&self, _id: &SandboxId) -> Result<crate::core::reset::ResetReport> {
+        Err(ProviderError::Unimplemented("this backend cannot reset a sandbox in place".into()))
+    }
+
     /// What the sandbox used since it started (running or paused; `Stopped` otherwise).
     async fn usage(&self, id: &SandboxId) -> Result<crate::core::usage::SandboxUsage> {
         Err(ProviderError::Unimplemented(format!("this backend cannot read the usage of sandbox {id}")))

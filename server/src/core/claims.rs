@@ -29,6 +29,15 @@ pub struct Claim {
     pub claimed_ms: i64,
 }
 
+impl Claim {
+    /// The id every token of this claim carries in its chain (`Tokens::claims`' `chain`): its
+    /// revocation ends them all when the sandbox goes back to its pool.
+    pub fn token_id(&self, sandbox_id: &str) -> String {
+        let id: String = sandbox_id.chars().filter(char::is_ascii_alphanumeric).collect();
+        format!("claim{}{id}", self.claimed_ms)
+    }
+}
+
 /// The claims of this server's state directory, in memory and on disk.
 #[derive(Debug, Clone)]
 pub struct ClaimStore {

@@ -230,6 +230,13 @@ impl Lifecycle {
         Ok(())
     }
 
+    /// A claimed pool member goes back to its pool (`Pools::recycle`): its claim and lease end,
+    /// it stays created by this process.
+    pub fn unclaim(&self, id: &SandboxId) {
+        self.leases.store.remove(id.as_str());
+        self.claims.remove(id.as_str());
+    }
+
     /// Move the lease of `id` to `ttl` from now (capped by the operator's maximum); returns its
     /// end in ms since the epoch. Kept in the lease store, so a restarted server enforces it.
     pub async fn set_timeout(&self, id: &SandboxId, ttl: Duration) -> Result<i64> {
@@ -314,6 +321,10 @@ impl Lifecycle {
             }
         };
         tokio::join!(self.remove_at_shutdown(ids), creates);
+        // Closes return before Docker's removal is done: a removing shutdown waits for it.
+        if remove_created {
+            self.backend.settle_removals().await;
+        }
     }
 
     /// Remove `ids`, a few at a time, logging each.

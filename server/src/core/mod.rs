@@ -16,6 +16,7 @@ pub mod logs;
 pub mod metadata;
 pub mod pools;
 pub mod processes;
+pub mod reset;
 pub mod runtime;
 pub mod snapshot_expiry;
 pub mod spec;

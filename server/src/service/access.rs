@@ -76,11 +76,22 @@ impl SandboxApi {
         }
     }
 
+    /// The chain a new token of `sandbox_id` starts with: a pool claim's id, so that handing
+    /// the sandbox back to its pool (`recycle`) revokes every token of the claim.
+    pub(super) fn claim_chain(&self, sandbox_id: &str) -> Vec<String> {
+        self.lifecycle.claims().get(sandbox_id).map(|c| vec![c.token_id(sandbox_id)]).unwrap_or_default()
+    }
+
     /// The owner token of a sandbox just made for `principal`.
     pub(super) fn owner_token(&self, sandbox_id: &str, tenant: Option<String>) -> String {
         let access = &self.access;
-        let claims =
-            Tokens::claims(sandbox_id, Scope::Owner, tenant, access.owner_token_ttl.as_secs().max(1), vec![]);
+        let claims = Tokens::claims(
+            sandbox_id,
+            Scope::Owner,
+            tenant,
+            access.owner_token_ttl.as_secs().max(1),
+            self.claim_chain(sandbox_id),
+        );
         access.tokens.mint(&claims)
     }
 }
@@ -114,7 +125,7 @@ pub(super) async fn grant(
     };
     let chain = match &principal {
         Principal::Token(c) => c.ids().map(String::from).collect(),
-        _ => Vec::new(),
+        _ => api.claim_chain(&req.sandbox_id),
     };
     let mut claims = Tokens::claims(&req.sandbox_id, scope, tenant, ttl.as_secs().max(1), chain);
     if let Some(until) = until {

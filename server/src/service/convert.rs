@@ -107,7 +107,7 @@ pub fn pool_spec_from_proto(pool: pb::PoolSpec) -> Result<PoolSpec, Status> {
         Status::new(s.code(), s.message().replacen("invalid spec.", "invalid pool.template.", 1))
     })?;
     template.image = pool.image;
-    Ok(PoolSpec { name: pool.name, template, target: pool.target, max: pool.max })
+    Ok(PoolSpec { name: pool.name, template, target: pool.target, max: pool.max, recycle: pool.recycle })
 }
 
 /// A pool's spec on the wire.
@@ -158,6 +158,7 @@ pub fn pool_spec_to_proto(spec: &PoolSpec) -> pb::PoolSpec {
         template: Some(template),
         target: spec.target,
         max: spec.max,
+        recycle: spec.recycle,
     }
 }
 
@@ -174,6 +175,7 @@ pub fn pool_info(status: PoolStatus) -> pb::PoolInfo {
         in_use: status.in_use,
         from_config: status.from_config,
         tenant: status.tenant.unwrap_or_default(),
+        recycled: status.recycled,
     }
 }
 
@@ -215,8 +217,10 @@ mod tests {
             template: Some(template.clone()),
             target: 2,
             max: 4,
+            recycle: true,
         };
         let spec = pool_spec_from_proto(wire.clone()).unwrap();
+        assert!(spec.recycle);
         assert_eq!((spec.template.image.as_str(), spec.target, spec.max), ("img", 2, 4));
         let back = pool_spec_to_proto(&spec);
         assert_eq!(

@@ -138,6 +138,27 @@ pub(super) async fn endpoint(
     .await
 }
 
+pub(super) async fn reset(
+    api: &SandboxApi,
+    request: Request<pb::ResetRequest>,
+) -> Result<Response<pb::ResetResponse>, Status> {
+    let span = span("Reset", &request.get_ref().sandbox_id);
+    async {
+        let id = SandboxId::parse("sandbox_id", &request.get_ref().sandbox_id)?;
+        let principal = Principal::of(&request);
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Reset") }).await?;
+        let started = std::time::Instant::now();
+        let report = api.backend().reset(&id).await?;
+        Ok(Response::new(pb::ResetResponse {
+            paths_restored: report.paths_restored,
+            processes_killed: report.processes_killed,
+            duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        }))
+    }
+    .instrument(span)
+    .await
+}
+
 pub(super) async fn close(
     api: &SandboxApi,
     request: Request<pb::CloseRequest>,
@@ -147,6 +168,22 @@ pub(super) async fn close(
         let id = SandboxId::parse("sandbox_id", &request.get_ref().sandbox_id)?;
         let principal = Principal::of(&request);
         api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Close") }).await?;
+        // A recycling pool's sandbox (one whose claim set no network policy: its rules would
+        // outlive the claim) goes back to the pool: every token of the claim revoked first, so
+        // it is unreachable once this returns; the reset runs in the background.
+        if let Some(claim) = api.pools.recycles(&id).filter(|_| api.egress.policy_of(&id).is_none()) {
+            let longest = api.access.owner_token_ttl.max(api.access.grant_ttl).as_secs();
+            let until = crate::auth::revocations::now_s().saturating_add(longest);
+            api.access
+                .tokens
+                .revocations()
+                .revoke(&claim.token_id(id.as_str()), until)
+                .map_err(|e| Status::internal(format!("cannot record the revocation: {e}")))?;
+            let usage = super::usage::before_close(api, &id).await;
+            if api.pools.recycle(&id) {
+                return Ok(Response::new(pb::CloseResponse { usage }));
+            }
+        }
         // Watchers learn who removed it (`SandboxEvent.reason`).
         api.lifecycle.announce_removal(&id, &super::watch::closed_by(&principal));
         let usage = super::usage::before_close(api, &id).await;

@@ -493,4 +493,8 @@ impl SandboxService for SandboxApi {
     ) -> Result<Response<Self::CreateBatchStream>, Status> {
         batch::create_batch(self, request).await
     }
+
+    async fn reset(&self, request: Request<pb::ResetRequest>) -> Result<Response<pb::ResetResponse>, Status> {
+        lifecycle::reset(self, request).await
+    }
 }

@@ -124,6 +124,8 @@ pub const RPCS: &[Rpc] = &[
     rpc("Usage", READS, Some(Field1), Sandbox(Read), FWD),
     // A batch of creates: a key's call like Create, answered by the node called.
     rpc("CreateBatch", MUT, None, Key, HERE),
+    // A reset destroys the sandbox's state as Close does: scope owner.
+    rpc("Reset", MUT, Some(Field1), Sandbox(Owner), FWD),
 ];
 
 const fn same(a: &str, b: &str) -> bool {

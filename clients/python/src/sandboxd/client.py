@@ -37,6 +37,7 @@ from .types import (
     Grant,
     NetworkAddress,
     PoolInfo,
+    ResetResult,
     PtySessionInfo,
     SandboxInfo,
     SandboxPage,
@@ -614,6 +615,16 @@ class Client(AsyncClosing):
         )
         return SandboxUsage.from_proto(response.usage) if response.HasField("usage") else None
 
+    async def reset(self, sandbox_id: str, *, deadline_s: float | None = None) -> ResetResult:
+        """Put the sandbox back to the state it was created in, in place: every process of the
+        episode killed, its root filesystem rolled back to the image, the spec's files written
+        again; its id, lease and tokens kept (needs the owner scope). Raises
+        `FailedPrecondition` where it cannot (gVisor's runsc, a paused sandbox)."""
+        response = await self._unary(
+            "Reset", pb.ResetRequest(sandbox_id=sandbox_id), pb.ResetResponse, deadline_s=deadline_s, idempotent=True
+        )
+        return ResetResult.from_proto(response)
+
     async def usage(self, sandbox_id: str, *, deadline_s: float | None = None) -> SandboxUsage:
         """What the live sandbox used so far: wall time, CPU, peak memory, disk and network
         bytes, processes started (a stopped one raises `FailedPrecondition`)."""
@@ -728,15 +739,19 @@ class Client(AsyncClosing):
         target: int,
         max: int,
         template: SandboxSpec | Mapping[str, Any] | None = None,
+        recycle: bool = False,
         deadline_s: float | None = None,
     ) -> PoolInfo:
         """Add a warm pool: the server keeps `target` ready sandboxes of `image` started from
         `template` (no image, ttl_s, snapshot_id or pool), at most `max` alive, claimed ones
         included. `create(SandboxSpec(pool=name, ...))` then claims one. Raises
-        `InvalidArgument` naming the field (`pool.target`, `pool.max`, ...)."""
+        `InvalidArgument` naming the field (`pool.target`, `pool.max`, ...). `recycle`: a
+        closed sandbox of the pool is reset and handed back to it instead of removed."""
         spec = SandboxSpec.of(template) if template is not None else SandboxSpec()
         request = pb.CreatePoolRequest(
-            pool=pb.PoolSpec(name=name, image=image, template=spec.to_proto(), target=target, max=max)
+            pool=pb.PoolSpec(
+                name=name, image=image, template=spec.to_proto(), target=target, max=max, recycle=recycle
+            )
         )
         response = await self._unary(
             "CreatePool", request, pb.CreatePoolResponse, deadline_s=deadline_s, idempotent=False

@@ -428,6 +428,11 @@ class SandboxdProvider(RuntimeCapabilities):
                 self._closed_usage.pop(next(iter(self._closed_usage)))
             self._closed_usage[sandbox_id] = usage
 
+    async def reset(self, handle: SandboxHandle) -> None:
+        """Put the sandbox back to the state it was created in, in place (sandboxd's `Reset`;
+        not a Gym protocol method): an episode boundary without a close and a create."""
+        await self._client_for(handle).reset(_ref(handle).sandbox_id)
+
     async def resource_usage(self, handle: SandboxHandle) -> Any:
         """What the sandbox used (so far, or over its life once closed): Gym's
         `SandboxResourceUsage(wall_time_s, cpu_time_s, peak_memory_mib)` when the installed Gym

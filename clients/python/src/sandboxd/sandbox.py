@@ -22,6 +22,7 @@ from .types import (
     SandboxRef,
     SandboxSpec,
     SandboxStatus,
+    ResetResult,
     SandboxUsage,
     SnapshotInfo,
 )
@@ -213,6 +214,10 @@ class AsyncSandbox(AsyncClosing):
     async def stats(self, *, deadline_s: float | None = None) -> SandboxStats:
         """This sandbox's resource usage now (`Client.stats`)."""
         return await self.client.stats(self.sandbox_id, deadline_s=deadline_s)
+
+    async def reset(self, *, deadline_s: float | None = None) -> ResetResult:
+        """Put this sandbox back to the state it was created in, in place (`Client.reset`)."""
+        return await self.client.reset(self.sandbox_id, deadline_s=deadline_s)
 
     async def usage(self, *, deadline_s: float | None = None) -> SandboxUsage:
         """What this sandbox used so far (`Client.usage`)."""

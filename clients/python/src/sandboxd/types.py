@@ -401,6 +401,10 @@ class PoolInfo:
     from_config: bool
     tenant: str
     """The tenant it belongs to; "" for everyone's."""
+    recycle: bool = False
+    """A closed sandbox of the pool is reset and handed back to it instead of removed."""
+    recycled: int = 0
+    """Handed back by a reset instead of removed, since the server started."""
 
     @classmethod
     def from_proto(cls, msg: pb.PoolInfo) -> PoolInfo:
@@ -415,6 +419,27 @@ class PoolInfo:
             in_use=int(msg.in_use),
             from_config=bool(msg.from_config),
             tenant=msg.tenant,
+            recycle=bool(msg.spec.recycle),
+            recycled=int(msg.recycled),
+        )
+
+
+@dataclass(frozen=True)
+class ResetResult:
+    """What `Client.reset` did."""
+
+    paths_restored: int
+    """Root filesystem paths rolled back (added ones removed, the image's restored)."""
+    processes_killed: int
+    duration_ms: float
+    """How long the reset took in the server."""
+
+    @classmethod
+    def from_proto(cls, msg: pb.ResetResponse) -> ResetResult:
+        return cls(
+            paths_restored=int(msg.paths_restored),
+            processes_killed=int(msg.processes_killed),
+            duration_ms=float(msg.duration_ms),
         )
 
 

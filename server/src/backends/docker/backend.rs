@@ -200,6 +200,14 @@ impl SandboxBackend for DockerProvider {
         DockerProvider::stats(self, id).await
     }
 
+    async fn settle_removals(&self) {
+        DockerProvider::settle_removals(self).await
+    }
+
+    async fn reset(&self, id: &SandboxId) -> Result<crate::core::reset::ResetReport> {
+        DockerProvider::reset(self, id).await
+    }
+
     async fn usage(&self, id: &SandboxId) -> Result<crate::core::usage::SandboxUsage> {
         DockerProvider::usage(self, id).await
     }

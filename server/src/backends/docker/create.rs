@@ -200,6 +200,7 @@ impl DockerProvider {
         match result {
             Ok(handle) => {
                 self.remember(&handle);
+                self.keep_baseline(sandbox_id, spec);
                 self.note_network(sandbox_id, spec.tenant.as_deref(), spec.network.as_deref());
                 self.renamed_disk(&creating, sandbox_id);
                 self.forget_network(&creating);

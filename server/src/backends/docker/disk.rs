@@ -112,13 +112,7 @@ impl DockerProvider {
                 }
             }
         };
-        let layer = layer.as_path();
-        if is_mount_point(layer) {
-            let layer = layer.to_string_lossy().to_string();
-            if let Err(e) = run_tool("umount", &["-l", &layer]).await {
-                tracing::warn!(sandbox_id = %name, error = %e, "could not detach a loop disk");
-            }
-        }
+        detach_layer(name, &layer).await;
     }
 
     /// Remember the disk file of sandbox `sandbox_id` (removed at its close).
@@ -176,6 +170,16 @@ impl DockerProvider {
 }
 
 /// Whether `dir` is a mount point (`/proc/self/mountinfo`'s fifth field).
+/// Lazily unmount the loop disk from `layer` (container `name`'s), if one is mounted there.
+pub(super) async fn detach_layer(name: &str, layer: &Path) {
+    if is_mount_point(layer) {
+        let layer = layer.to_string_lossy().to_string();
+        if let Err(e) = run_tool("umount", &["-l", &layer]).await {
+            tracing::warn!(sandbox_id = %name, error = %e, "could not detach a loop disk");
+        }
+    }
+}
+
 fn is_mount_point(dir: &Path) -> bool {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
     let want = dir.to_string_lossy();

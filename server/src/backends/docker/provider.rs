@@ -120,6 +120,10 @@ pub struct DockerProvider {
     pub(super) disks_pruned_ms: std::sync::atomic::AtomicI64,
     /// Processes started and OOM kills attributed, per sandbox (`usage.rs`).
     pub(super) usage_book: crate::core::usage::UsageBook,
+    /// What each sandbox this process created is reset to (`reset.rs`).
+    pub(super) baselines: Mutex<HashMap<String, super::reset::Baseline>>,
+    /// Removals a close left to the background (`closing.rs`).
+    pub(super) removals: tokio_util::task::TaskTracker,
 }
 
 impl DockerProvider {
@@ -202,6 +206,8 @@ impl DockerProvider {
             disks: Mutex::default(),
             disks_pruned_ms: Default::default(),
             usage_book: Default::default(),
+            baselines: Mutex::default(),
+            removals: tokio_util::task::TaskTracker::new(),
         })
     }
 

@@ -71,12 +71,23 @@ impl DockerProvider {
 
     /// Release the sandbox's terminal sessions, then force-remove it; already gone is success.
     pub async fn remove(&self, handle: &SandboxHandle) -> Result<()> {
+        self.remove_with(handle, false).await
+    }
+
+    /// As `remove`; `background`: once the container is killed and renamed, its removal
+    /// finishes in the background (`closing.rs`).
+    pub async fn remove_with(&self, handle: &SandboxHandle, background: bool) -> Result<()> {
         self.release_pty_sessions(&handle.sandbox_id, true).await;
         self.forget(&handle.sandbox_id);
         self.engine.forget(&handle.sandbox_id);
         self.forget_usage(&handle.sandbox_id);
+        self.forget_baseline(&handle.sandbox_id);
         self.remember_closed(&handle.sandbox_id);
         self.states.record(&handle.sandbox_id, None);
+        if background && self.close_in_background(&handle.sandbox_id).await? {
+            tracing::info!(sandbox_id = %handle.sandbox_id, "sandbox closed (removal in the background)");
+            return Ok(());
+        }
         self.remove_container(&handle.sandbox_id).await?;
         self.release_disk(&handle.sandbox_id);
         self.release_network(&handle.sandbox_id).await;
@@ -84,14 +95,19 @@ impl DockerProvider {
         Ok(())
     }
 
-    /// Remove a sandbox and end its terminal sessions; already gone is success.
+    /// Remove a sandbox and end its terminal sessions; already gone is success. Returns once
+    /// nothing in it runs and its id is free; Docker's removal may finish in the background.
     pub async fn close(&self, id: &SandboxId) -> Result<()> {
-        self.remove_by_id(id.as_str()).await
+        self.remove_by_id_with(id.as_str(), true).await
     }
 
     /// Close by id: already gone is success, a container this service does not own is
     /// `SandboxNotFound` and is left untouched.
     pub async fn remove_by_id(&self, sandbox_id: &str) -> Result<()> {
+        self.remove_by_id_with(sandbox_id, false).await
+    }
+
+    async fn remove_by_id_with(&self, sandbox_id: &str, background: bool) -> Result<()> {
         if !SandboxId::has_valid_shape(sandbox_id) {
             return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
         }
@@ -119,6 +135,6 @@ impl DockerProvider {
                 }
             },
         };
-        self.remove(&handle).await
+        self.remove_with(&handle, background).await
     }
 }

@@ -56,7 +56,12 @@ impl Follower {
             .get(super::labels::SERVICE_NAME_LABEL)
             .filter(|s| crate::core::spec::SandboxId::has_valid_shape(s))
             .cloned();
-        let sandbox_id = task_of.clone().or_else(|| creating.clone()).unwrap_or_else(|| name.clone());
+        let closing = super::closing::sandbox_of_closing(&name);
+        let sandbox_id = task_of
+            .clone()
+            .or_else(|| creating.clone())
+            .or_else(|| closing.clone())
+            .unwrap_or_else(|| name.clone());
         if !crate::core::spec::SandboxId::has_valid_shape(&sandbox_id) {
             return;
         }
@@ -78,6 +83,8 @@ impl Follower {
         match (action, creating.is_some()) {
             ("create", _) if task_of.is_some() => hub.publish(make(EventKind::Created)),
             ("create", true) => hub.publish(make(EventKind::Created)),
+            // A close's rename (`closing.rs`): nothing new for watchers.
+            ("rename", false) if closing.is_some() => {}
             ("rename", false) => {
                 // A create's last step (from its creating name); any container renamed to an id
                 // (a pooled one handed out, say) becomes usable under it the same way.

@@ -88,7 +88,14 @@ impl PoolRecord {
         for (path, content) in record.files {
             template.files.insert(path, b64.decode(content).ok()?);
         }
-        let spec = PoolSpec { name: record.name.clone(), template, target: record.target, max: record.max };
+        // Recycling is a single host's (the cluster's pools remove what is closed).
+        let spec = PoolSpec {
+            name: record.name.clone(),
+            template,
+            target: record.target,
+            max: record.max,
+            recycle: false,
+        };
         Some(((record.tenant, record.name), spec))
     }
 
@@ -153,7 +160,7 @@ mod tests {
         let mut template = SandboxSpec::new("sandboxd-test/busybox:1");
         template.env.insert("A".into(), "1".into());
         template.files.insert("/etc/motd".into(), vec![0, 1, 255]);
-        let spec = PoolSpec { name: "p".into(), template, target: 2, max: 5 };
+        let spec = PoolSpec { name: "p".into(), template, target: 2, max: 5, recycle: false };
         let record = PoolRecord::new(Some("red".into()), &spec);
         let (key, back) = PoolRecord::read(&record.to_bytes()).unwrap();
         assert_eq!(key, (Some("red".to_string()), "p".to_string()));

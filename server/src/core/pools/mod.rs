@@ -32,7 +32,7 @@ use tracing::Instrument;
 use crate::core::claims::Claim;
 use crate::core::inventory::ListQuery;
 use crate::core::lifecycle::Lifecycle;
-use crate::core::spec::{PoolMember, SandboxHandle, SandboxSpec};
+use crate::core::spec::{PoolMember, SandboxHandle, SandboxId, SandboxSpec};
 use crate::error::{ProviderError, Result};
 pub use shared::SharedPools;
 pub use template::PoolSpec;
@@ -76,6 +76,9 @@ struct Pool {
     claiming: usize,
     claimed: u64,
     created: u64,
+    /// Closed members being reset before they go back to `ready` (counted against `max`).
+    recycling: usize,
+    recycled: u64,
     retry_at: Option<tokio::time::Instant>,
 }
 
@@ -101,6 +104,8 @@ pub struct PoolStatus {
     pub claimed: u64,
     pub created: u64,
     pub in_use: u32,
+    /// Sandboxes handed back by a reset instead of removed (`PoolSpec::recycle`).
+    pub recycled: u64,
 }
 
 /// What a claim gives the caller: a pool's ready sandbox, or (the pool being empty) the spec
@@ -203,6 +208,8 @@ impl Pools {
                 claiming: 0,
                 claimed: 0,
                 created: 0,
+                recycling: 0,
+                recycled: 0,
                 retry_at: None,
             },
         );
@@ -238,6 +245,7 @@ impl Pools {
             claimed: pool.claimed,
             created: pool.created,
             in_use,
+            recycled: pool.recycled,
         })
     }
 
@@ -382,6 +390,74 @@ impl Pools {
         Ok(Claimed::Ready(handle))
     }
 
+    /// The pool a claim of `claim` came from, when it recycles (a single host's pools only).
+    fn recycling_pool(&self, claim: &Claim) -> Option<PoolKey> {
+        if self.shared().is_some() {
+            return None;
+        }
+        let pools = self.lock();
+        let own = claim.tenant.clone().map(|t| (Some(t), claim.pool.clone()));
+        let key = own.filter(|k| pools.contains_key(k)).unwrap_or((None, claim.pool.clone()));
+        pools.get(&key).filter(|p| p.spec.recycle).map(|_| key)
+    }
+
+    /// Whether a `Close` of the claimed sandbox `id` hands it back to its pool (`recycle`)
+    /// instead of removing it; returns its claim then.
+    pub fn recycles(&self, id: &SandboxId) -> Option<Claim> {
+        let claim = self.lifecycle.claims().get(id.as_str())?;
+        self.recycling_pool(&claim).map(|_| claim)
+    }
+
+    /// `Close` of a claimed member of a recycling pool: the claim and the lease end now (the
+    /// sandbox is nobody's: the caller revoked its tokens), and in the background the sandbox
+    /// is reset and put back among the pool's ready ones; one whose reset fails (or whose pool
+    /// went meanwhile) is removed. `false`: not a recycling pool's, close it as usual.
+    pub fn recycle(self: &Arc<Self>, id: &SandboxId) -> bool {
+        let Some(claim) = self.lifecycle.claims().get(id.as_str()) else { return false };
+        let Some(key) = self.recycling_pool(&claim) else { return false };
+        let generation = {
+            let mut pools = self.lock();
+            let Some(pool) = pools.get_mut(&key) else { return false };
+            pool.recycling += 1;
+            pool.generation
+        };
+        self.lifecycle.unclaim(id);
+        let (this, id) = (self.clone(), id.clone());
+        let work = async move {
+            let backend = this.lifecycle.backend().clone();
+            let reset = match backend.reset(&id).await {
+                Ok(_) => backend.lookup(&id).await,
+                Err(e) => Err(e),
+            };
+            let orphan = {
+                let mut pools = this.lock();
+                match pools.get_mut(&key).filter(|p| p.generation == generation) {
+                    Some(pool) => {
+                        pool.recycling = pool.recycling.saturating_sub(1);
+                        match reset {
+                            Ok(handle) => {
+                                pool.recycled += 1;
+                                pool.ready.push_back(handle);
+                                false
+                            }
+                            Err(e) => {
+                                tracing::warn!(sandbox_id = %id, pool = %key.1, error = %e, "a closed pool sandbox could not be reset; removing it");
+                                true
+                            }
+                        }
+                    }
+                    None => true,
+                }
+            };
+            if orphan {
+                let _ = this.lifecycle.close(&id).await;
+            }
+            this.wake.notify_one();
+        };
+        tokio::spawn(work.instrument(tracing::Span::current()));
+        true
+    }
+
     /// Keep every pool at its target until `shutdown` turns true. Before the first refill, the
     /// unclaimed members an earlier run of this server left are removed.
     pub async fn run(self: Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
@@ -449,9 +525,13 @@ impl Pools {
                 if pool.retry_at.is_some_and(|at| at > now) {
                     continue;
                 }
-                let alive =
-                    pool.ready.len() + pool.starting + pool.claiming + in_use.get(key).copied().unwrap_or(0);
-                let wanted = (pool.spec.target as usize).saturating_sub(pool.ready.len() + pool.starting);
+                let alive = pool.ready.len()
+                    + pool.starting
+                    + pool.claiming
+                    + pool.recycling
+                    + in_use.get(key).copied().unwrap_or(0);
+                let wanted = (pool.spec.target as usize)
+                    .saturating_sub(pool.ready.len() + pool.starting + pool.recycling);
                 let room = (pool.spec.max as usize).saturating_sub(alive);
                 let n = wanted.min(room).min(REFILLS_AT_ONCE.saturating_sub(pool.starting));
                 for _ in 0..n {

@@ -26,6 +26,9 @@ pub struct PoolSpec {
     pub target: u32,
     /// Sandboxes of the pool alive at once, claimed ones included.
     pub max: u32,
+    /// A closed sandbox of the pool is reset (`SandboxBackend::reset`) and handed back to its
+    /// ready ones instead of removed.
+    pub recycle: bool,
 }
 
 impl PoolSpec {
@@ -49,7 +52,8 @@ impl PoolSpec {
             ));
         }
         template.image = cfg.image.clone();
-        let spec = Self { name: cfg.name.clone(), template, target: cfg.target, max: cfg.max };
+        let spec =
+            Self { name: cfg.name.clone(), template, target: cfg.target, max: cfg.max, recycle: cfg.recycle };
         spec.validate(&prefix)?;
         Ok(spec)
     }
@@ -197,6 +201,7 @@ mod tests {
             template: SandboxSpec { workdir: Some("/w".into()), ports: vec![80], ..SandboxSpec::new("img") },
             target: 2,
             max: 4,
+            recycle: false,
         }
     }
 

@@ -943,18 +943,20 @@ class SetNetworkPolicyResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class PoolSpec(_message.Message):
-    __slots__ = ("name", "image", "template", "target", "max")
+    __slots__ = ("name", "image", "template", "target", "max", "recycle")
     NAME_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     TEMPLATE_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     MAX_FIELD_NUMBER: _ClassVar[int]
+    RECYCLE_FIELD_NUMBER: _ClassVar[int]
     name: str
     image: str
     template: SandboxSpec
     target: int
     max: int
-    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., template: _Optional[_Union[SandboxSpec, _Mapping]] = ..., target: _Optional[int] = ..., max: _Optional[int] = ...) -> None: ...
+    recycle: bool
+    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., template: _Optional[_Union[SandboxSpec, _Mapping]] = ..., target: _Optional[int] = ..., max: _Optional[int] = ..., recycle: _Optional[bool] = ...) -> None: ...
 
 class CreatePoolRequest(_message.Message):
     __slots__ = ("pool",)
@@ -979,7 +981,7 @@ class ListPoolsResponse(_message.Message):
     def __init__(self, pools: _Optional[_Iterable[_Union[PoolInfo, _Mapping]]] = ...) -> None: ...
 
 class PoolInfo(_message.Message):
-    __slots__ = ("name", "spec", "target", "max", "ready", "claimed", "created", "in_use", "from_config", "tenant")
+    __slots__ = ("name", "spec", "target", "max", "ready", "claimed", "created", "in_use", "from_config", "tenant", "recycled")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
@@ -990,6 +992,7 @@ class PoolInfo(_message.Message):
     IN_USE_FIELD_NUMBER: _ClassVar[int]
     FROM_CONFIG_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
+    RECYCLED_FIELD_NUMBER: _ClassVar[int]
     name: str
     spec: PoolSpec
     target: int
@@ -1000,7 +1003,8 @@ class PoolInfo(_message.Message):
     in_use: int
     from_config: bool
     tenant: str
-    def __init__(self, name: _Optional[str] = ..., spec: _Optional[_Union[PoolSpec, _Mapping]] = ..., target: _Optional[int] = ..., max: _Optional[int] = ..., ready: _Optional[int] = ..., claimed: _Optional[int] = ..., created: _Optional[int] = ..., in_use: _Optional[int] = ..., from_config: _Optional[bool] = ..., tenant: _Optional[str] = ...) -> None: ...
+    recycled: int
+    def __init__(self, name: _Optional[str] = ..., spec: _Optional[_Union[PoolSpec, _Mapping]] = ..., target: _Optional[int] = ..., max: _Optional[int] = ..., ready: _Optional[int] = ..., claimed: _Optional[int] = ..., created: _Optional[int] = ..., in_use: _Optional[int] = ..., from_config: _Optional[bool] = ..., tenant: _Optional[str] = ..., recycled: _Optional[int] = ...) -> None: ...
 
 class DeletePoolRequest(_message.Message):
     __slots__ = ("name",)
@@ -1436,3 +1440,19 @@ class CreateBatchResponse(_message.Message):
     sandbox: SandboxRef
     error: BatchItemError
     def __init__(self, index: _Optional[int] = ..., sandbox: _Optional[_Union[SandboxRef, _Mapping]] = ..., error: _Optional[_Union[BatchItemError, _Mapping]] = ...) -> None: ...
+
+class ResetRequest(_message.Message):
+    __slots__ = ("sandbox_id",)
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ...) -> None: ...
+
+class ResetResponse(_message.Message):
+    __slots__ = ("paths_restored", "processes_killed", "duration_ms")
+    PATHS_RESTORED_FIELD_NUMBER: _ClassVar[int]
+    PROCESSES_KILLED_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    paths_restored: int
+    processes_killed: int
+    duration_ms: float
+    def __init__(self, paths_restored: _Optional[int] = ..., processes_killed: _Optional[int] = ..., duration_ms: _Optional[float] = ...) -> None: ...

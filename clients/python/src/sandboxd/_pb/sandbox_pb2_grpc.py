@@ -265,6 +265,11 @@ class SandboxServiceStub:
                 request_serializer=sandbox_dot_v1_dot_sandbox__pb2.CreateBatchRequest.SerializeToString,
                 response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.CreateBatchResponse.FromString,
                 _registered_method=True)
+        self.Reset = channel.unary_unary(
+                '/sandbox.v1.SandboxService/Reset',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.ResetRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.ResetResponse.FromString,
+                _registered_method=True)
 
 
 class SandboxServiceServicer:
@@ -649,6 +654,20 @@ class SandboxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Reset(self, request, context):
+        """The sandbox back to the state it was created in, in place: every process started in it
+        since (execs, terminal and process sessions, background and listening ones) killed and
+        forgotten, its root filesystem's changes rolled back to the image, the spec's `files`
+        written again; its id, lease, labels, metadata and tokens kept, no container created or
+        removed. The spec's entrypoint (or the keep-alive) keeps running. Needs scope owner (it
+        destroys the sandbox's state, as Close). FAILED_PRECONDITION when the sandbox's runtime or
+        the daemon's storage cannot be rolled back (gVisor's runsc keeps its writes in the
+        sandbox's memory), or when it is paused.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -881,6 +900,11 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.CreateBatch,
                     request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.CreateBatchRequest.FromString,
                     response_serializer=sandbox_dot_v1_dot_sandbox__pb2.CreateBatchResponse.SerializeToString,
+            ),
+            'Reset': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reset,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.ResetRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.ResetResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2126,6 +2150,33 @@ class SandboxService:
             '/sandbox.v1.SandboxService/CreateBatch',
             sandbox_dot_v1_dot_sandbox__pb2.CreateBatchRequest.SerializeToString,
             sandbox_dot_v1_dot_sandbox__pb2.CreateBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/Reset',
+            sandbox_dot_v1_dot_sandbox__pb2.ResetRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.ResetResponse.FromString,
             options,
             channel_credentials,
             insecure,

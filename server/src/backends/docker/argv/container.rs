@@ -392,6 +392,11 @@ pub fn start_args(name: &str) -> Vec<String> {
     vec![s("start"), s(name)]
 }
 
+/// `docker kill NAME` (SIGKILL: returns once the container stopped).
+pub fn kill_args(name: &str) -> Vec<String> {
+    vec![s("kill"), s(name)]
+}
+
 pub fn rm_args(name: &str) -> Vec<String> {
     vec![s("rm"), s("-f"), s(name)]
 }

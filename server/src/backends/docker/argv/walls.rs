@@ -126,6 +126,18 @@ pub fn layer_dir_args(name: &str) -> Vec<String> {
     ]
 }
 
+/// The storage driver's name, upper and lower directories of a container (`Reset`).
+pub fn layers_args(name: &str) -> Vec<String> {
+    vec![
+        s("inspect"),
+        s("--type"),
+        s("container"),
+        s("--format"),
+        s("{{.GraphDriver.Name}}\t{{index .GraphDriver.Data \"UpperDir\"}}\t{{index .GraphDriver.Data \"LowerDir\"}}"),
+        s(name),
+    ]
+}
+
 /// Every container's full id, one a line (the disk files' owners).
 pub fn all_container_ids_args() -> Vec<String> {
     vec![s("ps"), s("-aq"), s("--no-trunc")]

@@ -134,6 +134,7 @@ impl ClusterPools {
             claimed: counts.claimed as u64,
             created: (counts.ready + counts.claimed + counts.unready) as u64,
             in_use: counts.claimed as u32,
+            recycled: 0,
         }
     }
 
