@@ -172,9 +172,10 @@ impl DockerProvider {
         if agent_binary.is_some() && !new_sockets {
             tracing::info!("exec.transport is channel: new sandboxes' agents answer through docker exec -i");
         }
-        let agent = agent_binary
-            .as_ref()
-            .map(|_| Arc::new(AgentEngine::new(docker.clone(), socket_root.clone(), new_sockets)));
+        let agent = agent_binary.as_ref().map(|_| {
+            let host = Arc::new(super::agent_host::DockerAgentHost::new(docker.clone()));
+            Arc::new(AgentEngine::new(host, socket_root.clone(), new_sockets))
+        });
         let (engine, create_engine): (Arc<dyn ExecEngine>, Arc<dyn ExecEngine>) = match &agent {
             Some(agent) => (agent.clone(), agent.clone()),
             None => {
