@@ -421,3 +421,45 @@ async fn the_loop_disk_bounds_a_private_overlay2_daemon_and_closes_cleanly() {
     let disks = docker.path("state").join("disks");
     assert_eq!(std::fs::read_dir(&disks).unwrap().count(), 0, "the disk file outlived its close");
 }
+
+/// With `disk_bound: loop`, a sandbox made without a loop disk says so in a label: its removal
+/// asks the daemon nothing about its layer, whether this server made it or another one (a
+/// restart) that knows it only by its labels.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_removal_reads_the_disk_label_instead_of_inspecting_the_layer() {
+    use sandboxd::backends::docker::cli::DockerCli;
+    use sandboxd::config::{DiskBound, DockerConfig};
+    use sandboxd::core::spec::SandboxSpec;
+
+    let label = TestLabel::new();
+    let dir = tempfile::tempdir().unwrap();
+    let real = DockerCli::locate().expect("docker on PATH");
+    let log = dir.path().join("calls");
+    let wrapper = dir.path().join("docker");
+    let script = format!(
+        "#!/bin/sh\nprintf '%s\\n' \"$*\" >> {log}\nexec {real} \"$@\"\n",
+        log = log.display(),
+        real = real.display()
+    );
+    std::fs::write(&wrapper, script).unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let edit = |c: &mut DockerConfig| {
+        c.create.disk_bound = DiskBound::Loop;
+        c.create.default_disk_gib = None;
+    };
+    let creator = testkit::provider_with_binary(&label, wrapper.clone(), edit);
+    let own = creator.create(&SandboxSpec::new(BUSYBOX)).await.unwrap();
+    let adopted = creator.create(&SandboxSpec::new(BUSYBOX)).await.unwrap();
+
+    std::fs::write(&log, "").unwrap();
+    creator.close(&own.id()).await.unwrap();
+    let restarted = testkit::provider_with_binary(&label, wrapper, edit);
+    restarted.close(&adopted.id()).await.unwrap();
+
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert!(calls.lines().any(|c| c.starts_with("rm ")), "the closes removed containers: {calls}");
+    assert!(!calls.contains("GraphDriver"), "a removal inspected the layer: {calls}");
+    for h in [&own, &adopted] {
+        assert!(!testkit::container_exists(&h.sandbox_id), "{} outlived its close", h.sandbox_id);
+    }
+}

@@ -1,6 +1,6 @@
 //! One sandbox's agent channel: a connection to the agent's unix socket (`super::socket`), or
-//! as the fallback a persistent `docker exec -i -u 0 NAME /.sandboxd/agent serve` whose
-//! stdin/stdout carry the agent protocol. Only this process holds either. Requests are
+//! as the fallback a persistent `agent serve` the host starts (Docker: `docker exec -i -u 0
+//! NAME /.sandboxd/agent serve`, `super::host`) whose stdin/stdout carry the agent protocol. Only this process holds either. Requests are
 //! multiplexed by id; a reader task routes each event to its request (never waiting on a
 //! consumer: each request's output is bounded by its credit, so a stalled consumer holds only
 //! its own request's buffer), and when the channel ends (the agent was killed, the container
@@ -16,8 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::binary::AGENT_PATH_IN_SANDBOX;
-use crate::backends::docker::argv;
-use crate::backends::docker::cli::{DockerChild, DockerCli, Pool};
+use super::host::{AgentHost, ServeProcess};
 
 /// How long a new agent has to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(20);
@@ -71,7 +70,7 @@ pub struct AgentChannel {
     pub transport: Transport,
     /// The latest `Readiness` the agent sent (`None` on the exec channel, or before it came).
     readiness: tokio::sync::watch::Receiver<Option<Readiness>>,
-    _client: Option<Arc<tokio::sync::Mutex<DockerChild>>>,
+    _client: Option<Arc<tokio::sync::Mutex<Box<dyn ServeProcess>>>>,
 }
 
 /// A request in flight: its events, and a way to talk to it.
@@ -113,23 +112,17 @@ impl Drop for Call {
 
 impl AgentChannel {
     /// Start the agent in `name` and wait for its hello; learn the image's user meanwhile.
-    pub async fn open(cli: &DockerCli, name: &str) -> Result<Self, OpenError> {
-        let args = argv::agent_serve_args(name, AGENT_PATH_IN_SANDBOX);
-        let user_args = argv::agent_facts_args(name);
-        // The user lookup is a control command: a crowd of execs must not hold up the channel
-        // that would take them off `docker exec`.
-        let control = cli.in_pool(Pool::Control);
-        let (client, user) =
-            tokio::join!(cli.spawn_detached(&args, true), control.run(&user_args, Some(HELLO_TIMEOUT), None));
-        let mut client = client.map_err(|e| OpenError::Transport(e.to_string()))?;
-        let default_user = match user {
-            Ok(out) => parse_facts(&out.stdout_text()).and_then(|(_, user, _)| user),
-            Err(e) => return Err(OpenError::Transport(e.to_string())),
+    pub async fn open(host: &dyn AgentHost, name: &str) -> Result<Self, OpenError> {
+        // The user lookup is the host's control question: a crowd of execs must not hold up
+        // the channel that would take them off the fallback engine.
+        let (client, facts) = tokio::join!(host.open_serve(name, AGENT_PATH_IN_SANDBOX), host.facts(name));
+        let client = client.map_err(OpenError::Transport)?;
+        let default_user = match facts {
+            Ok(facts) => facts.and_then(|f| f.default_user),
+            Err(e) => return Err(OpenError::Transport(e)),
         };
-        let stdin = client.child.stdin.take().ok_or_else(|| OpenError::Transport("no stdin pipe".into()))?;
-        let stdout =
-            client.child.stdout.take().ok_or_else(|| OpenError::Transport("no stdout pipe".into()))?;
-        let mut stderr = client.child.stderr.take();
+        let (stdin, stdout, mut stderr, mut client) =
+            (client.stdin, client.stdout, client.stderr, client.process);
         let mut reader = BufReader::with_capacity(READ_BUFFER, stdout);
         let hello = tokio::time::timeout(HELLO_TIMEOUT, read_event(&mut reader)).await;
         let agent_pid = match hello {
@@ -147,7 +140,7 @@ impl AgentChannel {
             },
             Ok(_) => {
                 // The client ended without a hello: why is on its stderr.
-                let _ = client.wait().await;
+                client.wait().await;
                 let mut text = Vec::new();
                 if let Some(s) = stderr.as_mut() {
                     let _ = s.read_to_end(&mut text).await;
@@ -218,7 +211,7 @@ impl AgentChannel {
         default_user: Option<String>,
         agent_pid: u32,
         transport: Transport,
-        client: Option<Arc<tokio::sync::Mutex<DockerChild>>>,
+        client: Option<Arc<tokio::sync::Mutex<Box<dyn ServeProcess>>>>,
     ) -> Self
     where
         R: tokio::io::AsyncRead + Unpin + Send + 'static,
@@ -332,34 +325,4 @@ async fn read_event<R: tokio::io::AsyncRead + Unpin>(
     let mut body = vec![0u8; protocol::body_len(header, protocol::MAX_FRAME)?];
     reader.read_exact(&mut body).await?;
     protocol::decode_event(&body).map(Some)
-}
-
-/// `id \t user \t labels-json` of `argv::agent_facts_args`: the container id, the user a
-/// command runs as by default (the image's, kept in a label when the agent runs as root), and
-/// whether the agent was started on a socket.
-pub fn parse_facts(text: &str) -> Option<(String, Option<String>, bool)> {
-    let mut parts = text.trim_end_matches('\n').splitn(3, '\t');
-    let id = parts.next()?.trim().to_string();
-    let config_user = parts.next()?.trim().to_string();
-    let labels: HashMap<String, String> = serde_json::from_str(parts.next()?.trim()).unwrap_or_default();
-    let agent_user = labels.get(argv::AGENT_USER_LABEL);
-    let user = agent_user.cloned().unwrap_or(config_user);
-    Some((id, Some(user).filter(|u| !u.is_empty()), agent_user.is_some()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_facts;
-
-    #[test]
-    fn the_agents_user_label_wins_over_the_containers_user() {
-        let socket = "abc\t0\t{\"sandboxd.agent.user\":\"sandbox\",\"x\":\"y\"}\n";
-        assert_eq!(parse_facts(socket), Some(("abc".into(), Some("sandbox".into()), true)));
-        let root_image = "abc\t\t{\"sandboxd.agent.user\":\"\"}\n";
-        assert_eq!(parse_facts(root_image), Some(("abc".into(), None, true)));
-        let older = "abc\tnobody\t{\"sandboxd.sandbox\":\"1\"}\n";
-        assert_eq!(parse_facts(older), Some(("abc".into(), Some("nobody".into()), false)));
-        assert_eq!(parse_facts("abc\tnobody\tnull\n"), Some(("abc".into(), Some("nobody".into()), false)));
-        assert_eq!(parse_facts("garbage"), None);
-    }
 }

@@ -7,9 +7,9 @@ use sandboxd_agent::protocol::{self, Event, ExecStart, Request};
 use tokio::sync::{mpsc, oneshot};
 
 use super::channel::{AgentChannel, Call};
-use crate::backends::docker::cli::DockerCli;
-use crate::backends::docker::transport::cli::container_running;
-use crate::backends::docker::transport::{note_dropped, timed_out, ExecSpec, StreamEvent};
+use super::host::AgentHost;
+use crate::core::backend::StreamEvent;
+use crate::core::exec_engine::{note_dropped, timed_out, ExecSpec};
 use crate::core::spec::{ExecErrorType, ExecResult, ExecUsage};
 
 /// First look at the container when a command has been silent this long (a paused container
@@ -62,7 +62,7 @@ pub(super) async fn start(channel: &AgentChannel, spec: ExecSpec<'_>, output_lim
 /// Follow a call to its end: output into `sink`, the timeout, the container's health, and
 /// `stop` (the stream's consumer went away).
 pub(super) async fn drive(
-    cli: &DockerCli,
+    host: &dyn AgentHost,
     name: &str,
     mut call: Call,
     timeout: Option<Duration>,
@@ -131,7 +131,7 @@ pub(super) async fn drive(
                     kill_and_wait(&mut call).await;
                     return timed_out(timeout, None);
                 }
-                if !container_running(cli, name).await {
+                if !host.is_running(name).await {
                     kill_and_wait(&mut call).await;
                     return ExecResult::failed(
                         ExecErrorType::Sandbox,

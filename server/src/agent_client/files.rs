@@ -52,7 +52,7 @@ pub async fn upload(
         }
         // A client that stopped sending is DEADLINE_EXCEEDED, as on the docker engine; dropping
         // the call aborts the transfer in the sandbox (the old file stays).
-        let buf = reader.fill_buf().await.map_err(crate::backends::docker::files::upload_source_error)?;
+        let buf = reader.fill_buf().await.map_err(crate::core::exec_engine::upload_source_error)?;
         if buf.is_empty() {
             break;
         }

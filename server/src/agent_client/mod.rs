@@ -1,13 +1,16 @@
 //! The agent exec engine: commands and files go to the sandbox's resident agent over one
 //! persistent channel per sandbox (see `channel`): its unix socket (`socket`) where the sandbox
-//! was started with one, else a `docker exec -i … serve` channel, and `docker exec` itself for a
-//! sandbox where the agent cannot run (each fallback said once in the log, per sandbox).
+//! was started with one, else a serve channel its host opens (Docker: `docker exec -i … serve`),
+//! and the host's fallback engine (Docker: `docker exec`) for a sandbox where the agent cannot
+//! run (each fallback said once in the log, per sandbox). Everything it needs from the runtime
+//! goes through [`host::AgentHost`]; this module never names a backend.
 
 pub mod binary;
 pub mod channel;
 mod exec;
 mod files;
 mod forward;
+pub mod host;
 mod procs;
 pub mod run_dirs;
 pub mod socket;
@@ -21,17 +24,13 @@ use std::time::{Duration, Instant};
 
 use sandboxd_agent::protocol;
 
-use self::channel::{parse_facts, AgentChannel, OpenError, Transport};
+use self::channel::{AgentChannel, OpenError, Transport};
 pub(crate) use self::exec::AGENT_LOST;
 use self::exec::{drive, Sink, FIRST_CHECK};
+use self::host::AgentHost;
 use self::run_dirs::{InFlight, RunDirs};
-use crate::backends::docker::argv;
-use crate::backends::docker::cli::{DockerCli, Pool};
-use crate::backends::docker::transport::cli::{container_running, DockerExecEngine};
-use crate::backends::docker::transport::{
-    no_sessions, output_limit, spawn_stream, ExecEngine, ExecSpec, ExecStream, FileDownload, StreamEvent,
-    TerminalSession, UploadSource,
-};
+use crate::core::backend::{ExecStream, FileDownload, StreamEvent, TerminalSession, UploadSource};
+use crate::core::exec_engine::{no_sessions, spawn_stream, ExecEngine, ExecSpec};
 use crate::core::spec::PtySpec;
 use crate::core::spec::{ExecErrorType, ExecResult};
 use crate::core::terminal::{AttachSpec, TerminalInfo};
@@ -42,16 +41,14 @@ use crate::error::Result;
 /// large ones (about 220 MB/s out). On the socket every size goes through the agent.
 const AGENT_DOWNLOAD_MAX: u64 = 8 << 20;
 
-/// Bound on the inspect that learns how to reach a sandbox's agent.
-const HELLO_INSPECT_TIMEOUT: Duration = Duration::from_secs(20);
-
 type Slot = Arc<tokio::sync::Mutex<Option<Arc<AgentChannel>>>>;
 
 /// Commands through the sandbox's agent.
 pub struct AgentEngine {
-    docker: DockerExecEngine,
+    /// The runtime the sandboxes run in: their channels, state and fallback engine.
+    host: Arc<dyn AgentHost>,
     slots: Mutex<HashMap<String, Slot>>,
-    /// Sandboxes without a usable agent: they use `docker exec`.
+    /// Sandboxes without a usable agent: they use the host's fallback engine.
     without_agent: Mutex<HashSet<String>>,
     /// Where run directories live (`<root>/<sandbox id>/run`); `None`: no socket transport
     /// (the reason was logged when the server started).
@@ -88,9 +85,9 @@ fn plain_component(name: &str) -> bool {
 impl AgentEngine {
     /// `socket_root`: where sandbox run directories live, `None` for no socket transport;
     /// `new_sockets`: whether new sandboxes get one there (`exec.transport`).
-    pub fn new(docker: DockerExecEngine, socket_root: Option<PathBuf>, new_sockets: bool) -> Self {
+    pub fn new(host: Arc<dyn AgentHost>, socket_root: Option<PathBuf>, new_sockets: bool) -> Self {
         Self {
-            docker,
+            host,
             slots: Mutex::default(),
             without_agent: Mutex::default(),
             run_dirs: socket_root.map(RunDirs::new),
@@ -118,7 +115,7 @@ impl AgentEngine {
     pub async fn make_run_dir(&self, sandbox_id: &str) -> Option<std::io::Result<(PathBuf, InFlight<'_>)>> {
         let run_dir = self.new_run_dir(sandbox_id)?;
         let dirs = self.run_dirs.as_ref()?;
-        Some(dirs.make(self.cli(), sandbox_id, &run_dir).await.map(|hold| (run_dir, hold)))
+        Some(dirs.make(self.host(), sandbox_id, &run_dir).await.map(|hold| (run_dir, hold)))
     }
 
     /// As `make_run_dir`, for a sandbox whose runtime decides (`docker.runtimes[].transport`):
@@ -130,21 +127,21 @@ impl AgentEngine {
     ) -> Option<std::io::Result<(PathBuf, InFlight<'_>)>> {
         let run_dir = self.run_dir_for(sandbox_id).filter(|_| socket)?;
         let dirs = self.run_dirs.as_ref()?;
-        Some(dirs.make(self.cli(), sandbox_id, &run_dir).await.map(|hold| (run_dir, hold)))
+        Some(dirs.make(self.host(), sandbox_id, &run_dir).await.map(|hold| (run_dir, hold)))
     }
 
     /// Prune the run directories sandboxes left behind ([`run_dirs`]'s rules), at most every few
     /// minutes (the sweep calls this on each pass).
     pub async fn prune_run_dirs_due(&self) {
         if let Some(dirs) = &self.run_dirs {
-            dirs.prune_due(self.cli()).await;
+            dirs.prune_due(self.host()).await;
         }
     }
 
     /// Prune now the run directories left behind at least `min_age` ago: the sandbox ids.
     pub async fn prune_run_dirs(&self, min_age: Duration) -> Vec<String> {
         match &self.run_dirs {
-            Some(dirs) => dirs.prune(self.cli(), min_age).await,
+            Some(dirs) => dirs.prune(self.host(), min_age).await,
             None => Vec::new(),
         }
     }
@@ -156,18 +153,13 @@ impl AgentEngine {
         }
     }
 
-    /// The sandbox's facts: known from its create, else one `docker inspect` (kept).
+    /// The sandbox's facts: known from its create, else asked of the host once (kept).
     async fn facts(&self, name: &str) -> Option<Facts> {
         if let Some(f) = self.facts.lock().ok()?.get(name).cloned() {
             return Some(f);
         }
-        let out = self
-            .cli()
-            .in_pool(Pool::Control)
-            .run(&argv::agent_facts_args(name), Some(HELLO_INSPECT_TIMEOUT), None)
-            .await
-            .ok()?;
-        let (container_id, default_user, socket_started) = parse_facts(&out.stdout_text())?;
+        let host::HostFacts { container_id, default_user, socket_started } =
+            self.host.facts(name).await.ok()??;
         let run_dir = self.run_dir_for(name).filter(|_| socket_started);
         let facts = Facts { container_id, default_user, run_dir };
         self.started(name, facts.clone());
@@ -268,7 +260,7 @@ impl AgentEngine {
                 return Err(None);
             }
             if now >= next_check {
-                if !container_running(self.cli(), name).await {
+                if !self.host.is_running(name).await {
                     return Err(Some(format!("sandbox {name} stopped before its agent was up")));
                 }
                 next_check = now + FIRST_CHECK;
@@ -310,8 +302,8 @@ impl AgentEngine {
         (self.slots.lock().map_or(0, |m| m.len()), self.without_agent.lock().map_or(0, |w| w.len()))
     }
 
-    fn cli(&self) -> &DockerCli {
-        &self.docker.cli
+    fn host(&self) -> &dyn AgentHost {
+        &*self.host
     }
 
     /// The sandbox's channel, opened on first use and reopened after the agent died; `None`
@@ -331,7 +323,7 @@ impl AgentEngine {
             *guard = Some(channel.clone());
             return Some(channel);
         }
-        match AgentChannel::open(self.cli(), name).await {
+        match AgentChannel::open(self.host(), name).await {
             Ok(channel) => {
                 tracing::debug!(sandbox_id = %name, agent_pid = channel.agent_pid, "agent channel open");
                 let channel = Arc::new(channel);
@@ -358,16 +350,16 @@ impl ExecEngine for AgentEngine {
     async fn exec(&self, spec: ExecSpec<'_>) -> ExecResult {
         let Some(channel) = self.channel(spec.name).await else {
             let user = self.fallback_user(spec.name, spec.user).await;
-            return self.docker.exec(ExecSpec { user: user.as_deref(), ..spec }).await;
+            return self.host.fallback().exec(ExecSpec { user: user.as_deref(), ..spec }).await;
         };
-        let limit = output_limit(&self.docker.config);
+        let limit = self.host.output_limit();
         let Some(call) = exec::start(&channel, spec, limit as u64).await else {
             return ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST);
         };
         let timeout = spec.params.timeout;
         let mut sink = Sink::Buffer { stdout: Vec::new(), stderr: Vec::new() };
         let started = Instant::now();
-        let mut result = drive(self.cli(), spec.name, call, timeout, &mut sink, None, limit).await;
+        let mut result = drive(self.host(), spec.name, call, timeout, &mut sink, None, limit).await;
         if let Sink::Buffer { stdout, mut stderr } = sink {
             if result.error_type != Some(ExecErrorType::Timeout) {
                 stderr.extend_from_slice(&result.stderr);
@@ -382,16 +374,16 @@ impl ExecEngine for AgentEngine {
     async fn exec_stream(&self, spec: ExecSpec<'_>) -> ExecStream {
         let Some(channel) = self.channel(spec.name).await else {
             let user = self.fallback_user(spec.name, spec.user).await;
-            return self.docker.exec_stream(ExecSpec { user: user.as_deref(), ..spec }).await;
+            return self.host.fallback().exec_stream(ExecSpec { user: user.as_deref(), ..spec }).await;
         };
         let Some(call) = exec::start(&channel, spec, u64::MAX).await else {
             return ExecStream::finished(ExecResult::failed(ExecErrorType::Sandbox, AGENT_LOST));
         };
         let timeout = spec.params.timeout;
-        let (cli, name) = (self.cli().clone(), spec.name.to_string());
+        let (host, name) = (self.host.clone(), spec.name.to_string());
         spawn_stream(move |tx, stop| async move {
             let mut sink = Sink::Stream(tx.clone());
-            let result = drive(&cli, &name, call, timeout, &mut sink, Some(stop), usize::MAX).await;
+            let result = drive(&*host, &name, call, timeout, &mut sink, Some(stop), usize::MAX).await;
             let _ = tx.send(StreamEvent::Exit(result)).await;
         })
     }
@@ -405,29 +397,29 @@ impl ExecEngine for AgentEngine {
         mode: u32,
     ) -> Result<u64> {
         let Some(channel) = self.channel(name).await else {
-            return self.docker.upload(name, source, size, path, mode).await;
+            return self.host.fallback().upload(name, source, size, path, mode).await;
         };
         match files::upload(&channel, name, source, size, path, mode).await {
-            Err(e) => Err(crate::backends::docker::files::explain_by_state(self.cli(), name, e).await),
+            Err(e) => Err(self.host.explain(name, e).await),
             ok => ok,
         }
     }
 
     async fn download(&self, name: &str, path: &str) -> Result<Box<dyn FileDownload>> {
         let Some(channel) = self.channel(name).await else {
-            return self.docker.download(name, path).await;
+            return self.host.fallback().download(name, path).await;
         };
         let download = match files::AgentDownload::open(&channel, name, path).await {
             Ok(download) => download,
-            Err(e) => return Err(crate::backends::docker::files::explain_by_state(self.cli(), name, e).await),
+            Err(e) => return Err(self.host.explain(name, e).await),
         };
         if channel.transport == Transport::Socket || download.size() <= AGENT_DOWNLOAD_MAX {
             return Ok(Box::new(download));
         }
-        // A large file: `docker cp` streams it faster than the agent's stdio channel (the agent
-        // has already checked the path); dropping the agent's read cancels it.
+        // A large file: the fallback (`docker cp`) streams it faster than the agent's stdio
+        // channel (the agent has already checked the path); dropping the agent's read cancels it.
         drop(download);
-        self.docker.download(name, path).await
+        self.host.fallback().download(name, path).await
     }
 
     /// A terminal in the sandbox's agent; the docker transport's where the agent cannot run.
@@ -440,7 +432,7 @@ impl ExecEngine for AgentEngine {
     ) -> Result<Arc<dyn TerminalSession>> {
         let Some(channel) = self.channel(name).await else {
             let user = self.fallback_user(name, user).await;
-            return self.docker.open_terminal(name, shell, spec, user.as_deref()).await;
+            return self.host.fallback().open_terminal(name, shell, spec, user.as_deref()).await;
         };
         terminal::open(&channel, shell, spec, user, self.retain_bytes.load(Ordering::Relaxed)).await
     }

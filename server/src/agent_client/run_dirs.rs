@@ -14,10 +14,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::OnceCell;
 
+use super::host::AgentHost;
 use super::socket;
-use crate::backends::docker::argv;
-use crate::backends::docker::cli::{DockerCli, Pool};
-use crate::backends::docker::failure::{CliError, DockerFailureKind};
 use crate::core::spec::SandboxId;
 
 /// How old a directory must be before it may be pruned: well past any create's `docker run`.
@@ -26,8 +24,6 @@ pub const PRUNE_AGE: Duration = Duration::from_secs(600);
 const PRUNE_EVERY: Duration = Duration::from_secs(300);
 /// The file naming the daemon, in a sandbox's directory.
 const DAEMON_FILE: &str = "daemon";
-/// Bound on the control commands of a pass (`docker info`, `docker inspect`).
-const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The sandboxes' directories under one root, and what prunes them.
 pub struct RunDirs {
@@ -70,22 +66,8 @@ impl RunDirs {
     }
 
     /// The daemon's id (`docker info`), asked once; `None` while it cannot be read.
-    async fn daemon_id(&self, cli: &DockerCli) -> Option<&str> {
-        let id = self
-            .daemon
-            .get_or_try_init(|| async {
-                let out = cli
-                    .in_pool(Pool::Control)
-                    .run(&argv::daemon_id_args(), Some(CONTROL_TIMEOUT), None)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let id = out.stdout_text().trim().to_string();
-                if id.is_empty() {
-                    return Err("docker info printed no daemon id".to_string());
-                }
-                Ok(id)
-            })
-            .await;
+    async fn daemon_id(&self, host: &dyn AgentHost) -> Option<&str> {
+        let id = self.daemon.get_or_try_init(|| host.runtime_id()).await;
         match id {
             Ok(id) => Some(id.as_str()),
             Err(e) => {
@@ -99,7 +81,7 @@ impl RunDirs {
     /// it; the pass leaves it alone while the returned hold lives.
     pub async fn make(
         &self,
-        cli: &DockerCli,
+        host: &dyn AgentHost,
         sandbox_id: &str,
         run_dir: &Path,
     ) -> std::io::Result<InFlight<'_>> {
@@ -108,7 +90,7 @@ impl RunDirs {
         }
         let hold = InFlight { dirs: self, sandbox_id: sandbox_id.to_string() };
         make_private_dir(run_dir)?;
-        if let Some(daemon) = self.daemon_id(cli).await {
+        if let Some(daemon) = self.daemon_id(host).await {
             let file = self.root.join(sandbox_id).join(DAEMON_FILE);
             std::fs::write(&file, daemon)?;
         }
@@ -116,7 +98,7 @@ impl RunDirs {
     }
 
     /// The pass, when the last one was at least [`PRUNE_EVERY`] ago.
-    pub async fn prune_due(&self, cli: &DockerCli) {
+    pub async fn prune_due(&self, host: &dyn AgentHost) {
         {
             let Ok(mut last) = self.last_pass.lock() else { return };
             if last.is_some_and(|at| at.elapsed() < PRUNE_EVERY) {
@@ -124,7 +106,7 @@ impl RunDirs {
             }
             *last = Some(Instant::now());
         }
-        let pruned = self.prune(cli, PRUNE_AGE).await;
+        let pruned = self.prune(host, PRUNE_AGE).await;
         if !pruned.is_empty() {
             tracing::info!(count = pruned.len(), "pruned run directories left by sandboxes that are gone");
         }
@@ -132,8 +114,8 @@ impl RunDirs {
 
     /// Remove every directory left behind (see the module's rules) at least `min_age` old; the
     /// sandbox ids whose directory went.
-    pub async fn prune(&self, cli: &DockerCli, min_age: Duration) -> Vec<String> {
-        let Some(daemon) = self.daemon_id(cli).await.map(str::to_string) else { return Vec::new() };
+    pub async fn prune(&self, host: &dyn AgentHost, min_age: Duration) -> Vec<String> {
+        let Some(daemon) = self.daemon_id(host).await.map(str::to_string) else { return Vec::new() };
         let Ok(entries) = std::fs::read_dir(&self.root) else { return Vec::new() };
         let mut pruned = Vec::new();
         for entry in entries.flatten() {
@@ -153,7 +135,7 @@ impl RunDirs {
             {
                 continue;
             }
-            if !no_container(cli, &id).await || !no_container(cli, &argv::creating_name(&id)).await {
+            if !host.is_gone(&id).await {
                 continue;
             }
             match std::fs::remove_dir_all(&dir) {
@@ -168,12 +150,6 @@ impl RunDirs {
         }
         pruned
     }
-}
-
-/// Whether the daemon certainly has no container `name` (an unreachable daemon is not that).
-async fn no_container(cli: &DockerCli, name: &str) -> bool {
-    let run = cli.in_pool(Pool::Control).run(&argv::inspect_args(name), Some(CONTROL_TIMEOUT), None).await;
-    matches!(run, Err(CliError::Failed(f)) if f.kind == DockerFailureKind::MissingContainer)
 }
 
 /// The rules a directory passes before its socket and container are looked at: this daemon's,

@@ -6,6 +6,7 @@
 pub mod backend;
 pub mod branching;
 pub mod claims;
+pub mod exec_engine;
 pub mod expiry;
 pub mod failure;
 pub mod fs;

@@ -44,8 +44,7 @@ pub async fn health(State(front): State<E2bFront>, headers: HeaderMap) -> Respon
     let run = async {
         let principal = front.envd_caller(&headers)?;
         let sandbox_id = front.envd_sandbox(&headers)?;
-        let status =
-            front.api().status(request(&principal, pb::StatusRequest { sandbox_id })).await?.into_inner();
+        let status = front.status(&principal, &sandbox_id).await?;
         Ok::<_, Status>(status.status)
     };
     match run.await {

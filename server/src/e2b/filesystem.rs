@@ -405,10 +405,7 @@ async fn watcher_events(
     req: ef::GetWatcherEventsRequest,
 ) -> Result<ef::GetWatcherEventsResponse, Status> {
     // The caller must reach the sandbox the watcher is on.
-    ctx.front
-        .api()
-        .status(request(&ctx.principal, pb::StatusRequest { sandbox_id: ctx.sandbox_id.clone() }))
-        .await?;
+    ctx.front.status(&ctx.principal, &ctx.sandbox_id).await?;
     let w = watcher(&ctx, &req.watcher_id)?;
     let mut kept = w.events.lock().expect("watcher");
     match &mut *kept {
@@ -421,10 +418,7 @@ async fn remove_watcher(
     ctx: Ctx,
     req: ef::RemoveWatcherRequest,
 ) -> Result<ef::RemoveWatcherResponse, Status> {
-    ctx.front
-        .api()
-        .status(request(&ctx.principal, pb::StatusRequest { sandbox_id: ctx.sandbox_id.clone() }))
-        .await?;
+    ctx.front.status(&ctx.principal, &ctx.sandbox_id).await?;
     watcher(&ctx, &req.watcher_id)?;
     ctx.front.inner.watchers.by_id.lock().expect("watchers").remove(&req.watcher_id);
     Ok(ef::RemoveWatcherResponse {})

@@ -110,6 +110,18 @@ impl E2bFront {
         &self.inner.api
     }
 
+    /// Sandbox `id` as `principal` sees it, by the gRPC `Status` handler: the authorization a
+    /// call on a sandbox starts with (another tenant's sandbox is `NotFound`).
+    async fn status(
+        &self,
+        principal: &Principal,
+        id: &str,
+    ) -> Result<sandboxd_proto::v1::StatusResponse, Status> {
+        use sandboxd_proto::v1::sandbox_service_server::SandboxService;
+        let status = sandboxd_proto::v1::StatusRequest { sandbox_id: id.to_string() };
+        Ok(self.api().status(inproc::request(principal, status)).await?.into_inner())
+    }
+
     /// `call`, the in-process handler of RPC `method`, audited as the gRPC service audits it
     /// (every mutating call this front-end makes goes through here).
     async fn audited<T>(

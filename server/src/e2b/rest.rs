@@ -316,7 +316,7 @@ pub async fn list_v1(
 
 /// The sandbox as the caller sees it: `Status` first (authorization; another tenant's is 404).
 async fn find(front: &E2bFront, principal: &Principal, id: &str) -> Result<pb::SandboxInfo, Status> {
-    front.api().status(request(principal, pb::StatusRequest { sandbox_id: id.into() })).await?;
+    front.status(principal, id).await?;
     let all = list_all(front, principal, BTreeMap::new(), vec![]).await?;
     all.into_iter()
         .find(|i| i.sandbox.as_ref().is_some_and(|s| s.sandbox_id == id))
@@ -335,11 +335,7 @@ pub async fn kill(State(front): State<E2bFront>, headers: HeaderMap, Path(id): P
     let principal = front.api_caller(&headers).map_err(refuse)?;
     // Close of an unknown id succeeds in sandboxd (idempotent); E2B answers 404, which the
     // SDK's `kill` turns into `False`.
-    front
-        .api()
-        .status(request(&principal, pb::StatusRequest { sandbox_id: id.clone() }))
-        .await
-        .map_err(refuse)?;
+    front.status(&principal, &id).await.map_err(refuse)?;
     front
         .audited(
             &principal,
@@ -391,13 +387,7 @@ pub async fn refresh(
 /// `POST /sandboxes/{id}/pause`: `Pause` (409 when already paused, as E2B).
 pub async fn pause(State(front): State<E2bFront>, headers: HeaderMap, Path(id): Path<String>) -> Reply {
     let principal = front.api_caller(&headers).map_err(refuse)?;
-    let status = front
-        .api()
-        .status(request(&principal, pb::StatusRequest { sandbox_id: id.clone() }))
-        .await
-        .map_err(refuse)?
-        .into_inner()
-        .status;
+    let status = front.status(&principal, &id).await.map_err(refuse)?.status;
     if status == pb::SandboxStatus::Paused as i32 {
         return Err(refuse(Status::already_exists(format!("sandbox {id:?} is already paused"))));
     }
@@ -419,13 +409,7 @@ async fn resume_and_describe(
     id: &str,
     timeout: Option<u64>,
 ) -> Reply {
-    let status = front
-        .api()
-        .status(request(principal, pb::StatusRequest { sandbox_id: id.into() }))
-        .await
-        .map_err(refuse)?
-        .into_inner()
-        .status;
+    let status = front.status(principal, id).await.map_err(refuse)?.status;
     let was_paused = status == pb::SandboxStatus::Paused as i32;
     if was_paused {
         let resume = front.api().resume(request(principal, pb::ResumeRequest { sandbox_id: id.into() }));

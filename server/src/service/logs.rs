@@ -18,7 +18,7 @@ pub(super) async fn logs(
     let principal = Principal::of(&request);
     let req = request.into_inner();
     let span = span("Logs", &req.sandbox_id);
-    let mut stream = async {
+    let stream = async {
         let id = SandboxId::parse("sandbox_id", &req.sandbox_id)?;
         api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Logs") }).await?;
         let options = LogOptions { follow: req.follow, tail_lines: req.tail_lines };
@@ -26,27 +26,20 @@ pub(super) async fn logs(
     }
     .instrument(span.clone())
     .await?;
-    let mut shutdown = api.shutdown.clone();
+    let shutdown = api.shutdown.clone();
     let (tx, rx) = tokio::sync::mpsc::channel(8);
     tokio::spawn(
         async move {
-            loop {
-                let chunk = tokio::select! {
-                    chunk = stream.next() => chunk,
-                    _ = tx.closed() => break,
-                    _ = shutdown.wait_for(|down| *down) => break,
-                };
-                let Some(chunk) = chunk else { break };
+            super::pump::pump(&tx, shutdown, stream, None, |chunk| {
                 let item = chunk.map_err(Status::from).map(|chunk| pb::LogsResponse {
                     output: Some(match chunk {
                         LogChunk::Stdout(data) => pb::logs_response::Output::Stdout(data),
                         LogChunk::Stderr(data) => pb::logs_response::Output::Stderr(data),
                     }),
                 });
-                if tx.send(item).await.is_err() {
-                    break;
-                }
-            }
+                (item, false)
+            })
+            .await
         }
         .instrument(span),
     );

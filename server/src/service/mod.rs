@@ -23,6 +23,7 @@ mod port_forward;
 mod processes;
 mod pty;
 mod pty_sessions;
+mod pump;
 mod quota;
 pub mod rpc_table;
 mod runtime;

@@ -48,8 +48,8 @@ pub(super) async fn port_forward(
         }))
         .await;
     let input = connection.input;
-    let mut output = connection.output;
-    let mut shutdown = api.shutdown.clone();
+    let output = connection.output;
+    let shutdown = api.shutdown.clone();
     // The caller's bytes into the sandbox; its end of stream is the half-close.
     let reader = tokio::spawn(async move {
         loop {
@@ -76,27 +76,18 @@ pub(super) async fn port_forward(
     });
     tokio::spawn(
         async move {
-            loop {
-                let item = tokio::select! {
-                    item = output.recv() => item,
-                    _ = tx.closed() => break,
-                    _ = shutdown.wait_for(|down| *down) => Some(Err(crate::error::ProviderError::Unavailable(
-                        "the server is shutting down".into(),
-                    ))),
-                };
+            let at_shutdown =
+                Err(crate::error::ProviderError::Unavailable("the server is shutting down".into()));
+            super::pump::pump(&tx, shutdown, output, Some(at_shutdown), |item| {
                 let message = match item {
-                    Some(Ok(ForwardOutput::Data(data))) => Ok(Out::Data(data)),
-                    Some(Ok(ForwardOutput::Eof)) => Ok(Out::Eof(pb::PortForwardEof {})),
-                    Some(Err(e)) => Err(Status::from(e)),
-                    None => break,
+                    Ok(ForwardOutput::Data(data)) => Ok(Out::Data(data)),
+                    Ok(ForwardOutput::Eof) => Ok(Out::Eof(pb::PortForwardEof {})),
+                    Err(e) => Err(Status::from(e)),
                 };
                 let failed = message.is_err();
-                if tx.send(message.map(|m| pb::PortForwardResponse { message: Some(m) })).await.is_err()
-                    || failed
-                {
-                    break;
-                }
-            }
+                (message.map(|m| pb::PortForwardResponse { message: Some(m) }), failed)
+            })
+            .await;
             reader.abort();
         }
         .instrument(span),

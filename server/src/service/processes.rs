@@ -115,7 +115,7 @@ pub(super) async fn attach_process(
     let principal = Principal::of(&request);
     let req = request.into_inner();
     let span = span("AttachProcess", &req.sandbox_id);
-    let mut events = async {
+    let events = async {
         api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("AttachProcess") })
             .await?;
         let handle = api.handle(&req.sandbox_id).await?;
@@ -123,24 +123,18 @@ pub(super) async fn attach_process(
     }
     .instrument(span.clone())
     .await?;
-    let mut shutdown = api.shutdown.clone();
+    let shutdown = api.shutdown.clone();
     let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let at_shutdown = Err(crate::error::ProviderError::Unavailable(
+        "the server is shutting down; the process runs on".into(),
+    ));
     tokio::spawn(
         async move {
-            loop {
-                let event = tokio::select! {
-                    event = events.recv() => event,
-                    _ = tx.closed() => break,
-                    _ = shutdown.wait_for(|down| *down) => Some(Err(crate::error::ProviderError::Unavailable(
-                        "the server is shutting down; the process runs on".into(),
-                    ))),
-                };
-                let Some(event) = event else { break };
+            super::pump::pump(&tx, shutdown, events, Some(at_shutdown), |event| {
                 let last = !matches!(event, Ok(ProcessEvent::Attached { .. } | ProcessEvent::Output { .. }));
-                if tx.send(event.map(Into::into).map_err(Status::from)).await.is_err() || last {
-                    break;
-                }
-            }
+                (event.map(Into::into).map_err(Status::from), last)
+            })
+            .await
         }
         .instrument(span),
     );

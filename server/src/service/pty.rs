@@ -227,11 +227,12 @@ async fn pump_input(
         } else {
             tokio::select! {
             m = requests.message() => m,
-            _ = shutdown.wait_for(|down| *down) => {
-                tracing::info!("server shutting down: letting go of the pty session");
+            leave = super::pump::leaving(&tx, &mut shutdown) => {
+                if leave == super::pump::Leave::Shutdown {
+                    tracing::info!("server shutting down: letting go of the pty session");
+                }
                 break Leave::Release;
             }
-            _ = tx.closed() => break Leave::Release,
             // The program ended: let go of the stream so it ends after the exit message (the
             // output pump drains what is left and closes the session).
             _ = session.wait_exit(None) => return,
@@ -282,8 +283,7 @@ async fn pump_input(
         let result = loop {
             tokio::select! {
                 r = &mut handle => break Ok(r),
-                _ = shutdown.wait_for(|down| *down) => break Err(Leave::Release),
-                _ = tx.closed() => break Err(Leave::Release),
+                _ = super::pump::leaving(&tx, &mut shutdown) => break Err(Leave::Release),
                 _ = session.wait_exit(None) => return,
                 m = requests.message(), if reading => match m {
                     Ok(Some(m)) if matches!(m.request, Some(In::Close(_))) => break Err(Leave::Close),

@@ -120,10 +120,10 @@ pub(super) async fn watch(
                             "watcher fell behind: {why}; watch again (with include_existing)"
                         )),
                     },
-                    _ = tx.closed() => return,
-                    _ = shutdown.wait_for(|down| *down) => {
-                        break Status::unavailable("the server is shutting down");
-                    }
+                    leave = super::pump::leaving(&tx, &mut shutdown) => match leave {
+                        super::pump::Leave::Caller => return,
+                        super::pump::Leave::Shutdown => break Status::unavailable("the server is shutting down"),
+                    },
                     () = hub.until_down() => {
                         break Status::unavailable(
                             "the server's event source (docker events) restarted; events may have been \

@@ -86,6 +86,7 @@ impl DockerProvider {
         if let Some(ttl) = plan.ttl {
             labels.push((lease::EXPIRES_LABEL, lease::after_ms(now, ttl).to_string()));
         }
+        labels.extend(self.disk_label(&creating, disk));
         // The agent as the keep-alive, on its socket, when this sandbox can have it.
         let socket = runtime.transport.unwrap_or(self.config.exec.transport) == ExecTransport::Socket;
         let (agent_start, _run_dir_hold) = match self.agent_start(spec, sandbox_id, &image, socket).await {

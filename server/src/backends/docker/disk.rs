@@ -26,6 +26,13 @@ use crate::error::{ProviderError, Result};
 /// How often the sweep looks for disk files whose container is gone.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
+/// Written at create when `create.disk_bound` is `loop`: [`LOOP_DISK`] or [`NO_LOOP_DISK`], so
+/// a removal knows whether there is a disk to detach without asking the daemon (a container
+/// without the label, made by an older server, is looked at as before).
+pub const DISK_LABEL: &str = "sandboxd.disk";
+pub const LOOP_DISK: &str = "loop";
+pub const NO_LOOP_DISK: &str = "none";
+
 impl DockerProvider {
     /// The loop disk's size for a create of `spec`, or `None` when it needs none (no bound, or
     /// another way bounds it). A bound the server cannot enforce is refused here.
@@ -92,11 +99,34 @@ impl DockerProvider {
         Ok((image, layer))
     }
 
+    /// The [`DISK_LABEL`] of a create with a loop disk of `disk` bytes (or none), when the
+    /// server bounds disks with loop files; a create without one is noted as such.
+    pub(super) fn disk_label(&self, name: &str, disk: Option<u64>) -> Option<(&'static str, String)> {
+        if self.config.create.disk_bound != DiskBound::Loop {
+            return None;
+        }
+        if disk.is_none() {
+            self.note_no_disk(name);
+        }
+        Some((DISK_LABEL, if disk.is_some() { LOOP_DISK } else { NO_LOOP_DISK }.to_string()))
+    }
+
+    /// Sandbox `name` has no loop disk (its create said so, or its label).
+    pub(super) fn note_no_disk(&self, name: &str) {
+        if let Ok(mut set) = self.no_disk.lock() {
+            set.insert(name.to_string());
+        }
+    }
+
     /// Lazily unmount the loop disk under `name`'s writable layer, if one is mounted there:
     /// the daemon's removal then deletes the layer beneath it, and the disk goes when the last
-    /// user of it (a lost container's overlay) does.
+    /// user of it (a lost container's overlay) does. A sandbox known to have none (its
+    /// [`DISK_LABEL`]) costs no `docker inspect`.
     pub(super) async fn detach_disk(&self, name: &str) {
         if self.config.create.disk_bound != DiskBound::Loop {
+            return;
+        }
+        if self.no_disk.lock().is_ok_and(|mut set| set.remove(name)) {
             return;
         }
         let known = self.disks.lock().ok().and_then(|m| m.get(name).map(|d| d.1.clone()));
@@ -129,10 +159,18 @@ impl DockerProvider {
                 map.insert(sandbox_id.to_string(), file);
             }
         }
+        if let Ok(mut set) = self.no_disk.lock() {
+            if set.remove(creating) {
+                set.insert(sandbox_id.to_string());
+            }
+        }
     }
 
     /// After a sandbox's container is removed (its layer unmounted by Docker): its disk file.
     pub(super) fn release_disk(&self, sandbox_id: &str) {
+        if let Ok(mut set) = self.no_disk.lock() {
+            set.remove(sandbox_id);
+        }
         let image = self.disks.lock().ok().and_then(|mut m| m.remove(sandbox_id));
         if let Some((image, _)) = image {
             if let Err(e) = std::fs::remove_file(&image) {

@@ -180,14 +180,7 @@ impl FileDownload for CpDownload {
     }
 }
 
-/// A failure of the upload's source: a client that stopped sending is a timeout.
-pub(crate) fn upload_source_error(e: std::io::Error) -> ProviderError {
-    if e.kind() == std::io::ErrorKind::TimedOut {
-        ProviderError::Timeout(e.to_string())
-    } else {
-        ProviderError::Io(e)
-    }
-}
+pub(crate) use crate::core::exec_engine::upload_source_error;
 
 /// Copy up to `size` bytes straight from the reader's own buffer (no copy of ours in between);
 /// returns how many the reader had, `size + 1` when it had more.

@@ -24,13 +24,21 @@ pub(super) struct Inspected {
     pub(super) network: Option<String>,
     /// Its OCI runtime (`sandboxd.oci_runtime`).
     pub(super) runtime: Option<String>,
+    /// Its create said it has no loop disk (`disk.rs`'s label).
+    pub(super) no_loop_disk: bool,
 }
 
 impl DockerProvider {
     /// `Ok(None)` when no container has that name.
     pub(super) async fn inspect(&self, name: &str) -> Result<Option<Inspected>> {
         match self.control(argv::inspect_args(name)).await {
-            Ok(out) => parse_inspect(&out.stdout_text()).map(Some),
+            Ok(out) => {
+                let found = parse_inspect(&out.stdout_text())?;
+                if found.owned && found.no_loop_disk {
+                    self.note_no_disk(name);
+                }
+                Ok(Some(found))
+            }
             Err(e) if e.kind() == Some(DockerFailureKind::MissingContainer) => Ok(None),
             Err(e) => Err(e.into()),
         }
@@ -137,7 +145,8 @@ fn parse_inspect(text: &str) -> Result<Inspected> {
     let tenant = labels.get(crate::auth::TENANT_LABEL).cloned();
     let network = labels.get(argv::RUNTIME_LABEL).and_then(|l| argv::RuntimeLabel::parse(l).network);
     let runtime = labels.get(super::labels::OCI_RUNTIME_LABEL).cloned();
-    Ok(Inspected { owned, image, state, workdir, ports, metadata, tenant, network, runtime })
+    let no_loop_disk = labels.get(super::disk::DISK_LABEL).is_some_and(|d| d == super::disk::NO_LOOP_DISK);
+    Ok(Inspected { owned, image, state, workdir, ports, metadata, tenant, network, runtime, no_loop_disk })
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! The Docker backend: sandboxes as detached containers driven through the docker CLI.
 //!
 //! `transport` is the seam into a sandbox (`transport/cli.rs`: one `docker exec` per command;
-//! `agent`: the resident agent).
+//! the resident agent through `crate::agent_client`, which reaches sandboxes through
+//! `agent_host`).
 //! `cli` starts docker subprocesses, `argv` builds their command lines, `classify` reads the
 //! client's stderr, `state` types container states, `tarstream` frames file transfers.
 //! `provider` holds `DockerProvider` and its caches; each operation lives in a file of its own:
@@ -11,6 +12,7 @@
 //! `snapshot` (commit, list, delete, expiry), `fork`, `diff`, `pause` (pause, resume); and usage: `stats` over `cgroup` (the kernel's
 //! counters), lifecycle events for `Watch` from `events` (`watch_events`).
 
+mod agent_host;
 pub mod argv;
 mod backend;
 pub mod cgroup;

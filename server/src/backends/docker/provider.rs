@@ -117,6 +117,8 @@ pub struct DockerProvider {
     pub(super) disks_dir: PathBuf,
     /// (disk file, layer directory it is mounted on) by sandbox.
     pub(super) disks: Mutex<HashMap<String, (PathBuf, PathBuf)>>,
+    /// Sandboxes known to have no loop disk (`disk.rs`'s label): their removal asks nothing.
+    pub(super) no_disk: Mutex<HashSet<String>>,
     pub(super) disks_pruned_ms: std::sync::atomic::AtomicI64,
     /// Processes started and OOM kills attributed, per sandbox (`usage.rs`).
     pub(super) usage_book: crate::core::usage::UsageBook,
@@ -176,9 +178,10 @@ impl DockerProvider {
         if agent_binary.is_some() && !new_sockets {
             tracing::info!("exec.transport is channel: new sandboxes' agents answer through docker exec -i");
         }
-        let agent = agent_binary
-            .as_ref()
-            .map(|_| Arc::new(AgentEngine::new(docker.clone(), socket_root.clone(), new_sockets)));
+        let agent = agent_binary.as_ref().map(|_| {
+            let host = Arc::new(super::agent_host::DockerAgentHost::new(docker.clone()));
+            Arc::new(AgentEngine::new(host, socket_root.clone(), new_sockets))
+        });
         let (engine, create_engine): (Arc<dyn ExecEngine>, Arc<dyn ExecEngine>) = match &agent {
             Some(agent) => (agent.clone(), agent.clone()),
             None => {
@@ -204,6 +207,7 @@ impl DockerProvider {
             daemon_runtimes: Default::default(),
             disks_dir: state_dir.join("disks"),
             disks: Mutex::default(),
+            no_disk: Mutex::default(),
             disks_pruned_ms: Default::default(),
             usage_book: Default::default(),
             baselines: Mutex::default(),
@@ -299,6 +303,9 @@ impl DockerProvider {
         for name in &gone {
             self.forget(name);
             self.engine.forget(name);
+            if let Ok(mut set) = self.no_disk.lock() {
+                set.remove(name);
+            }
             let sessions = self.pty_sessions.lock().ok().and_then(|mut m| m.remove(name)).unwrap_or_default();
             if let (false, Ok(runtime)) = (sessions.is_empty(), tokio::runtime::Handle::try_current()) {
                 // Their container is gone: nothing in it to clean up, only the local clients.
