@@ -262,6 +262,8 @@
       .catch(function (e) { say("close: " + e.message); });
   });
   setInterval(renderSandboxes, 5000);
+  // A pool's fill moves without events the caller's Watch carries (its members are no tenant's).
+  setInterval(function () { if ($("whoami").textContent) loadPools(); }, 3000);
   $("token").value = state.token;
   signIn();
 })();
