@@ -20,7 +20,8 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from selenium import webdriver
@@ -42,7 +43,7 @@ def wait_for(what: str, check: Callable[[], Any], within: float = WAIT_S) -> Any
     while time.monotonic() < deadline:
         try:
             last = check()
-        except Exception as e:  # a page mid-render: try again
+        except Exception as e:  # noqa: BLE001  (a page mid-render, a stale element: try again)
             last = e
         if last and not isinstance(last, Exception):
             return last
@@ -66,7 +67,9 @@ class Server:
         self.audit = tmp / "audit.log"
         config = {
             "docker": {
-                "create": {"extra_run_args": ["--label", "sandboxd.test=1", "--label", f"sandboxd.test.case={self.case}"]}
+                "create": {
+                    "extra_run_args": ["--label", "sandboxd.test=1", "--label", f"sandboxd.test.case={self.case}"]
+                }
             },
             "server": {
                 "state_dir": str(tmp / "state"),
@@ -77,11 +80,21 @@ class Server:
             "pools": [{"name": "warm", "image": IMAGE, "target": 1, "max": 2}],
         }
         (tmp / "config.json").write_text(json.dumps(config))
-        self.log = open(tmp / "server.log", "wb")
+        self.log = open(tmp / "server.log", "wb")  # noqa: SIM115  (open for the server's life)
         self.proc = subprocess.Popen(
-            [str(SANDBOXD), "--listen", "127.0.0.1:0", "--config", str(tmp / "config.json"),
-             "--auth-token-file", str(tmp / "token"), "--remove-on-shutdown"],
-            stdout=subprocess.PIPE, stderr=self.log, stdin=subprocess.DEVNULL,
+            [
+                str(SANDBOXD),
+                "--listen",
+                "127.0.0.1:0",
+                "--config",
+                str(tmp / "config.json"),
+                "--auth-token-file",
+                str(tmp / "token"),
+                "--remove-on-shutdown",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            stdin=subprocess.DEVNULL,
             env={**os.environ, "RUST_LOG": "info"},
         )
         self.console = ""
@@ -107,7 +120,11 @@ class Server:
     def ctl(self, who: str, *args: str) -> str:
         token = self.operator if who == "operator" else self.keys[who]
         out = subprocess.run(
-            [str(SANDBOXCTL), *args], capture_output=True, text=True, timeout=60,
+            [str(SANDBOXCTL), *args],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
             env={**os.environ, "SANDBOXD_ADDR": self.addr, "SANDBOXD_TOKEN": token},
         )
         assert out.returncode == 0, f"sandboxctl {' '.join(args)}: {out.stderr}"
@@ -137,10 +154,12 @@ class Server:
         self.log.close()
         leftovers = subprocess.run(
             ["docker", "ps", "-aq", "--filter", f"label=sandboxd.test.case={self.case}"],
-            capture_output=True, text=True,
+            check=False,
+            capture_output=True,
+            text=True,
         ).stdout.split()
         if leftovers:
-            subprocess.run(["docker", "rm", "-f", *leftovers], capture_output=True)
+            subprocess.run(["docker", "rm", "-f", *leftovers], check=False, capture_output=True)
 
 
 @pytest.fixture(scope="module")
@@ -156,12 +175,16 @@ def server() -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[webdriver.Chrome]:
     options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1500,1000",
-                "--disable-dev-shm-usage"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--window-size=1500,1000",
+        "--disable-dev-shm-usage",
+    ):
         options.add_argument(arg)
     options.binary_location = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-    driver = webdriver.Chrome(service=Service(os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")),
-                              options=options)
+    driver = webdriver.Chrome(service=Service(os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")), options=options)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     try:
         yield driver
@@ -205,8 +228,11 @@ def test_sandboxes_appear_live_and_a_tenant_sees_only_its_own(server: Server, br
     # Created after the page went live: they appear through the Watch, without a reload.
     made = [server.create("red", "team=red", f"rollout={i}") for i in range(2)]
     for sandbox_id in made:
-        wait_for(f"{sandbox_id} running on the page",
-                 lambda: row(browser, sandbox_id) and row(browser, sandbox_id).find_element(By.CLASS_NAME, "status").text == "running")
+
+        def running(sandbox_id: str = sandbox_id) -> bool:
+            return row(browser, sandbox_id).find_element(By.CLASS_NAME, "status").text == "running"
+
+        wait_for(f"{sandbox_id} running on the page", running)
         text = row(browser, sandbox_id).text
         assert "team=red" in text and IMAGE in text and "runc" in text, text
     assert row(browser, blue) is None, "red's page shows blue's sandbox"
@@ -225,10 +251,24 @@ def test_sandboxes_appear_live_and_a_tenant_sees_only_its_own(server: Server, br
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(req, timeout=30)
     assert refused.value.code == 401
+    # Nor through the terminal's WebSocket: red cannot open a shell in blue's sandbox.
+    answer = browser.execute_async_script(TERMINAL_PROBE, server.keys["red"], blue)
+    assert '"error"' in answer and ("PermissionDenied" in answer or "NotFound" in answer), answer
+    assert "opened" not in answer, answer
     # Blue's page shows blue's, not red's.
     sign_in(browser, server, server.keys["blue"])
     wait_for("blue's sandbox on blue's page", lambda: row(browser, blue))
     assert all(row(browser, s) is None for s in made)
+
+
+# Opens /ws/terminal with `key` on `sandbox_id` and answers the first message the server sends.
+TERMINAL_PROBE = """
+const [key, sandboxId, done] = arguments;
+const socket = new WebSocket("ws://" + location.host + "/ws/terminal");
+socket.onopen = () => socket.send(JSON.stringify({token: key, sandbox_id: sandboxId, cols: 80, rows: 24}));
+socket.onmessage = (m) => { done(typeof m.data === "string" ? m.data : "binary output"); socket.close(); };
+socket.onclose = () => done("closed without a message");
+"""
 
 
 def terminal_lines(browser: webdriver.Chrome) -> list[str]:
@@ -267,3 +307,16 @@ def test_attach_to_a_running_session_replays_its_output(server: Server, browser:
     browser.find_element(By.ID, "terminal-close").click()
     ps = json.loads(server.ctl("red", "ps", sandbox_id, "-o", "json"))
     assert any(p["process_id"] == process_id and p["running"] for p in ps), ps
+
+
+def test_closing_a_sandbox_from_the_page_is_audited(server: Server, browser: webdriver.Chrome) -> None:
+    sandbox_id = server.create("red", "team=red", "purpose=close")
+    sign_in(browser, server, server.keys["red"])
+    click(browser, "the sandbox's row", f"#sandbox-{sandbox_id}")
+    click(browser, "Close sandbox", "#close-sandbox")
+    wait_for("the confirmation", lambda: browser.switch_to.alert).accept()
+    wait_for("the row gone", lambda: row(browser, sandbox_id) is None)
+    code, _ = server.http("red", f"/api/sandboxes/{sandbox_id}")
+    assert code == 404, code
+    audit = [json.loads(line) for line in server.audit.read_text().splitlines() if line.strip()]
+    assert any(e.get("method") == "Close" and sandbox_id in json.dumps(e) for e in audit), audit[-5:]
