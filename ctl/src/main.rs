@@ -25,6 +25,7 @@ mod pools;
 mod port;
 mod port_forward;
 mod processes;
+mod progress;
 mod runtime;
 mod shell;
 mod terminal;

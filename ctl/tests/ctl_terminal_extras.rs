@@ -131,3 +131,85 @@ async fn fork_shows_its_progress_on_a_terminal() {
     drop(tmux);
     assert!(label.containers().is_empty(), "containers left behind");
 }
+
+/// Everything the pane's program writes from now on, escape sequences and redrawn frames
+/// included (the screen keeps only the last frame of a bar), appended to a file.
+fn record(tmux: &Tmux, dir: &std::path::Path) -> std::path::PathBuf {
+    let raw = dir.join("pane.raw");
+    let out = tmux.run(&["pipe-pane", "-o", "-t", "t", &format!("cat >> {}", raw.display())]);
+    assert!(out.status.success(), "tmux pipe-pane: {}", String::from_utf8_lossy(&out.stderr));
+    raw
+}
+
+fn recorded(raw: &std::path::Path) -> String {
+    String::from_utf8_lossy(&std::fs::read(raw).unwrap_or_default()).into_owned()
+}
+
+/// `create -n 3` on a terminal: a counted bar while the batch streams in (`creating k/3`), each
+/// id printed above it as it comes, then the bar's last line `created 3/3 in …` on stderr.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_n_shows_its_progress_on_a_terminal() {
+    let label = TestLabel::new();
+    let server = TestService::start(&label, None);
+    let client = server.client().await;
+    let tmux = Tmux::start(30, 160);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let raw = record(&tmux, dir.path());
+
+    tmux.line(&format!("{SANDBOXCTL} --addr {} create {BUSYBOX} -n 3 --label batch=bar", server.addr()));
+    let screen = tmux
+        .wait_for("the batch's last line and the prompt", |s| s.contains("created 3/3 in") && at_prompt(s));
+    let ids: Vec<&str> = screen.lines().map(str::trim).filter(|l| l.starts_with("sandboxd-")).collect();
+    assert_eq!(ids.len(), 3, "three ids: {screen}");
+    let frames = recorded(&raw);
+    assert!(frames.contains("creating ") && frames.contains("/3 "), "the bar was drawn: {frames:?}");
+
+    for id in ids {
+        Sandbox::connect(&client, id).await.expect("a batch sandbox").stop().await.expect("stop");
+    }
+    drop(tmux);
+    assert!(label.containers().is_empty(), "containers left behind");
+}
+
+/// `cp` of an 8 MiB file up and down on a terminal: a bar with the total (the download's from
+/// `Stat`), then the bytes copied; the file arrives intact both ways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cp_shows_byte_progress_both_ways_on_a_terminal() {
+    let label = TestLabel::new();
+    let server = TestService::start(&label, None);
+    let client = server.client().await;
+    let sandbox = Sandbox::start(&client, spec(BUSYBOX)).await.expect("create");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local = dir.path().join("big.bin");
+    let content: Vec<u8> = (0..8u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    std::fs::write(&local, &content).expect("write the local file");
+    let tmux = Tmux::start(30, 160);
+    let raw = record(&tmux, dir.path());
+
+    tmux.line(&format!(
+        "{SANDBOXCTL} --addr {} cp {} {}:/tmp/big.bin",
+        server.addr(),
+        local.display(),
+        sandbox.id()
+    ));
+    tmux.wait_for("the upload's line", |s| s.contains("8388608 bytes copied to") && at_prompt(s));
+    let up = recorded(&raw);
+    assert!(up.contains("/8.00 MiB"), "the upload's bar shows the total: {up:?}");
+
+    std::fs::write(&raw, b"").expect("truncate the recording");
+    let back = dir.path().join("back.bin");
+    tmux.line(&format!(
+        "{SANDBOXCTL} --addr {} cp {}:/tmp/big.bin {}",
+        server.addr(),
+        sandbox.id(),
+        back.display()
+    ));
+    tmux.wait_for("the download's line", |s| s.contains("8388608 bytes copied from") && at_prompt(s));
+    let down = recorded(&raw);
+    assert!(down.contains("/8.00 MiB"), "the download's bar shows the total from Stat: {down:?}");
+    assert!(std::fs::read(&back).expect("the downloaded file") == content, "the file changed on the way");
+
+    sandbox.stop().await.expect("stop");
+    drop(tmux);
+    assert!(label.containers().is_empty(), "containers left behind");
+}

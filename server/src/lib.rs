@@ -11,6 +11,7 @@ pub mod audit;
 pub mod auth;
 pub mod backends;
 pub mod config;
+pub mod console;
 pub mod core;
 pub mod e2b;
 pub mod egress;

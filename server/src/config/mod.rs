@@ -11,6 +11,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 mod cluster;
+mod console;
 mod docker;
 mod e2b;
 mod network;
@@ -22,6 +23,7 @@ pub mod seconds;
 mod server;
 
 pub use cluster::*;
+pub use console::ConsoleSection;
 pub use docker::*;
 pub use e2b::E2bSection;
 pub use network::*;

@@ -60,6 +60,8 @@ pub struct ServerSection {
     pub pty: PtySection,
     /// The E2B-compatible endpoint (`server.e2b`; off unless `listen` is set).
     pub e2b: super::E2bSection,
+    /// The web console (`server.console`; off unless `listen` is set).
+    pub console: super::ConsoleSection,
     /// OpenTelemetry traces (`server.tracing`); off unless an endpoint is set.
     pub tracing: super::TracingSection,
 }
@@ -136,6 +138,7 @@ impl Default for ServerSection {
             metrics: MetricsSection::default(),
             pty: PtySection::default(),
             e2b: super::E2bSection::default(),
+            console: super::ConsoleSection::default(),
             tracing: super::TracingSection::default(),
         }
     }

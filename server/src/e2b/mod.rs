@@ -13,10 +13,10 @@
 //!   authenticated by `X-Access-Token` (the capability token `POST /sandboxes` returned).
 
 mod connect;
-mod errors;
+pub(crate) mod errors;
 mod files;
 mod filesystem;
-mod inproc;
+pub(crate) mod inproc;
 mod process;
 mod rest;
 

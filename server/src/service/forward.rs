@@ -119,6 +119,11 @@ impl ForwardLayer {
     pub fn new(cluster: Option<Arc<dyn Cluster>>) -> Self {
         Self { cluster }
     }
+
+    /// The cluster calls are relayed through (`None` on a single host).
+    pub fn cluster(&self) -> Option<&Arc<dyn Cluster>> {
+        self.cluster.as_ref()
+    }
 }
 
 impl<S> tower_layer::Layer<S> for ForwardLayer {

@@ -155,6 +155,9 @@ pub struct Services {
     /// The E2B front-end over the same service (`server.e2b`), served by [`serve`] when
     /// `server.e2b.listen` is set.
     e2b: crate::e2b::E2bFront,
+    /// The web console over the same service (`server.console`), served by [`serve`] when
+    /// `server.console.listen` is set.
+    console: crate::console::ConsoleFront,
     pub(crate) forward: super::forward::ForwardLayer,
 }
 
@@ -217,6 +220,7 @@ impl Services {
         };
         let e2b =
             crate::e2b::E2bFront::new(api.clone(), auth.clone(), config.server.e2b.clone(), audit.clone());
+        let console = crate::console::ConsoleFront::new(api.clone(), auth.clone(), audit.clone());
         let intercept = move |req| auth.check(req);
         let sandbox = SandboxServiceServer::new(api)
             .max_decoding_message_size(MAX_MESSAGE)
@@ -247,6 +251,7 @@ impl Services {
             shutdown_tx,
             egress,
             e2b,
+            console,
             forward: super::forward::ForwardLayer::default(),
         })
     }
@@ -254,6 +259,12 @@ impl Services {
     /// The E2B-compatible front-end over these services (serve it with `E2bFront::serve`).
     pub fn e2b(&self) -> &crate::e2b::E2bFront {
         &self.e2b
+    }
+
+    /// The web console over these services, naming nodes through the cluster when there is one
+    /// (serve it with `ConsoleFront::serve`).
+    pub fn console(&self) -> crate::console::ConsoleFront {
+        self.console.clone().with_cluster(self.forward.cluster().cloned())
     }
 
     /// What this process owns (the sandboxes it created) above the backend.
@@ -292,6 +303,7 @@ impl Services {
             egress,
             forward,
             e2b: _,
+            console: _,
         } = self;
         let refresher =
             tokio::spawn(egress.refresh_forever(lifecycle.backend().clone(), shutdown_tx.subscribe()));
@@ -452,6 +464,20 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         None => None,
     };
 
+    let console_listener = match options.config.server.console.listen {
+        Some(addr) => {
+            if !addr.ip().is_loopback() && !keyed && !options.insecure {
+                return Err(ServeError::InsecureListen(addr));
+            }
+            Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| ServeError::Bind { addr, source })?,
+            )
+        }
+        None => None,
+    };
+
     // Handlers go in before the listening line: a SIGTERM right after it must drain, not kill.
     let mut signals = Signals::install();
     let mut stdout = tokio::io::stdout();
@@ -485,6 +511,19 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         });
         let _ = stdout.write_all(format!("sandboxd e2b on http://{e2b_addr}\n").as_bytes()).await;
         tracing::info!(%e2b_addr, "serving the E2B API (server.e2b)");
+    }
+    if let Some(listener) = console_listener {
+        let console_addr =
+            listener.local_addr().map_err(|source| ServeError::Bind { addr: local, source })?;
+        let stopped = services.stopping();
+        let front = services.console();
+        tokio::spawn(async move {
+            if let Err(e) = front.serve(listener, stopped).await {
+                tracing::error!(error = %e, "the console failed");
+            }
+        });
+        let _ = stdout.write_all(format!("sandboxd console on http://{console_addr}/\n").as_bytes()).await;
+        tracing::info!(%console_addr, "serving the web console (server.console)");
     }
     let _ = stdout.write_all(format!("sandboxd listening on {local}\n").as_bytes()).await;
     let _ = stdout.flush().await;
