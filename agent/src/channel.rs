@@ -27,9 +27,28 @@ impl Channel {
         if self.is_broken() {
             return;
         }
-        let frame = event.encode(id);
+        self.write(&event.encode(id));
+    }
+
+    /// Several events of `id` in one write: under gVisor's ptrace platform every system call
+    /// of the agent is a round trip through the sentry, so a burst (a watch's inotify read)
+    /// goes out as one `write` instead of one per event.
+    pub fn send_all(&self, id: u64, events: impl IntoIterator<Item = Event>) {
+        if self.is_broken() {
+            return;
+        }
+        let mut frames = Vec::new();
+        for event in events {
+            frames.extend_from_slice(&event.encode(id));
+        }
+        if !frames.is_empty() {
+            self.write(&frames);
+        }
+    }
+
+    fn write(&self, frames: &[u8]) {
         let failed = match self.out.lock() {
-            Ok(mut out) => out.write_all(&frame).is_err(),
+            Ok(mut out) => out.write_all(frames).is_err(),
             Err(_) => true,
         };
         if failed && !self.broken.swap(true, Ordering::SeqCst) {

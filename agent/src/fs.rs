@@ -543,7 +543,8 @@ fn watch(channel: &Channel, id: u64, path: &[u8], recursive: bool, credit: &Cred
     w.add_tree(path, recursive, true)?;
     let root = w.dirs.iter().find(|(_, p)| p.as_slice() == path).map_or(-1, |(wd, _)| *wd);
     channel.send(id, &Event::Watching);
-    let mut buf = vec![0u8; 64 * 1024];
+    // Room for a burst: every event one read returns goes out in one write.
+    let mut buf = vec![0u8; 256 * 1024];
     let fd = w.inotify.as_raw_fd();
     // A move's first half, waiting (briefly, across reads) for its second.
     let mut moving: Option<(u32, Vec<u8>, bool)> = None;
@@ -641,9 +642,7 @@ fn watch(channel: &Channel, id: u64, path: &[u8], recursive: bool, credit: &Cred
                 changes.push(removed(old, old_dir));
             }
         }
-        for change in changes {
-            channel.send(id, &Event::Change(change));
-        }
+        channel.send_all(id, changes.into_iter().map(Event::Change));
         if ended {
             // The watched directory itself was removed or moved away.
             channel.send(id, &Event::Done);

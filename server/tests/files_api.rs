@@ -302,21 +302,26 @@ async fn a_watcher_that_stops_reading_is_ended_with_resource_exhausted() {
     let label = TestLabel::new();
     let (_server, client, sandbox) = start(&label).await;
     let id = sandbox.id().to_string();
-    sh(&sandbox, "mkdir /flood").await;
-    let mut watch = client.watch_dir(&id, "/flood", false, None).await.unwrap();
-    // Far more events than HTTP/2 flow control (the client's 2 MiB window) and the server's
-    // buffer hold, while nobody reads: one-byte writes to a file with a long name, each a
-    // modify event of about 230 bytes on the wire.
-    let name = "n".repeat(200);
+    // Far more event bytes than wait ahead of the server's bound while nobody reads: the
+    // client's HTTP/2 stream window (8 MiB, `client.rs`), hyper's send buffer and the
+    // service's queue. Fewer, and the watch ends only when the server happens to fall behind
+    // the agent's burst (a race: a third of the runs on gVisor never ended).
     let flood = if testkit::on_runsc() {
         // gVisor's inotify merges a file's repeated modify events (its reader falls behind
-        // under ptrace): there, distinct files make the events, a create and a delete each
-        // (~7 MB of events on the wire).
-        let names = format!("seq 1 16000 | sed 's/^/{name}/'");
-        format!("cd /flood && {names} | xargs touch && {names} | xargs rm -f")
+        // under ptrace), and a file operation costs it ~0.5 ms: distinct files, a create and
+        // a delete each, made deep in the watched tree so each event carries a ~3.5 KB path
+        // (8,000 events, ~28 MB on the wire, where ~3,500 overflow the window and the bound).
+        let deep: Vec<String> = (0..14).map(|i| format!("{i:x}{}", "d".repeat(249))).collect();
+        let deep = format!("/flood/{}", deep.join("/"));
+        sh(&sandbox, &format!("mkdir -p {deep}")).await;
+        format!("cd {deep} && seq 1 4000 | xargs touch && seq 1 4000 | xargs rm -f")
     } else {
-        format!("dd if=/dev/zero of=/flood/{name} bs=1 count=200000 2>/dev/null")
+        // One-byte writes to a file with a long name, each a modify event of about 230 bytes
+        // on the wire (~46 MB).
+        sh(&sandbox, "mkdir /flood").await;
+        format!("dd if=/dev/zero of=/flood/{} bs=1 count=200000 2>/dev/null", "n".repeat(200))
     };
+    let mut watch = client.watch_dir(&id, "/flood", true, None).await.unwrap();
     sh(&sandbox, &flood).await;
     let mut events = 0usize;
     let end = tokio::time::timeout(Duration::from_secs(60), async {
