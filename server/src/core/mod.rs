@@ -9,6 +9,7 @@ pub mod claims;
 pub mod expiry;
 pub mod failure;
 pub mod fs;
+pub mod images;
 pub mod inventory;
 pub mod lease;
 pub mod lifecycle;

@@ -219,7 +219,19 @@ impl Swarm {
                 return Ok(info);
             }
         }
-        let out = self.docker(argv::node_inspect_args(node)).await?;
+        let out = match self.docker(argv::node_inspect_args(node)).await {
+            Ok(out) => out,
+            // No answer from Swarm (no leader while it elects one): the node as last read,
+            // its state unknown, so the relay asks the node itself rather than trusting Swarm.
+            Err(e) => match self.nodes.lock().ok().and_then(|n| n.get(node).cloned()) {
+                Some((_, mut info)) => {
+                    tracing::debug!(node, error = %e, "Swarm does not answer; using the node as last read");
+                    info.state = "unknown (Swarm did not answer)".into();
+                    return Ok(info);
+                }
+                None => return Err(e.into()),
+            },
+        };
         let info = parse_node(&out.stdout_text(), self.peer_port).ok_or_else(|| {
             ProviderError::Docker(format!("unexpected docker node inspect output for {node}"))
         })?;
