@@ -7,16 +7,19 @@ use std::{env, fs, path::PathBuf};
 /// Relative to this crate's folder, where Cargo runs the build script; the include root `.`
 /// makes its name in the descriptor set `sandbox/v1/sandbox.proto`, as grpcurl and stubs see it.
 const PROTO: &str = "sandbox/v1/sandbox.proto";
+/// The calls the nodes of a cluster make to each other (`SandboxPeer`).
+const PEER_PROTO: &str = "sandbox/v1/peer.proto";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed={PROTO}");
+    println!("cargo:rerun-if-changed={PEER_PROTO}");
     println!("cargo:rerun-if-changed=build.rs");
 
     let out_dir = PathBuf::from(env::var("OUT_DIR")?);
     let descriptors = protox::Compiler::new(["."])?
         .include_imports(true)
         .include_source_info(true)
-        .open_file(PROTO)?
+        .open_files([PROTO, PEER_PROTO])?
         .file_descriptor_set();
 
     fs::write(out_dir.join("sandbox_descriptor.bin"), prost::Message::encode_to_vec(&descriptors))?;

@@ -23,6 +23,7 @@ mod error;
 mod events;
 mod exec_stream;
 mod files;
+mod images;
 mod inventory;
 mod logs;
 mod pools;
@@ -42,6 +43,7 @@ pub use files::{
     FileEntry, FileEvent, FileEventType, FileType, ListDirOptions, ListDirStream, MakeDirOptions,
     WatchDirStream,
 };
+pub use images::{is_final, pool_target, ImagePrefetchState, PrefetchStep, PrefetchStream};
 pub use inventory::{ListOptions, ListPage, SandboxInfo};
 pub use logs::{LogChunk, LogStream, LogsOptions};
 pub use pools::{from_pool, PoolDefinition, PoolInfo};

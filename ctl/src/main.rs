@@ -17,6 +17,7 @@ mod events;
 mod exec;
 mod fork_progress;
 mod fs;
+mod images;
 mod inventory;
 mod lease;
 mod logs;
@@ -121,6 +122,9 @@ enum Command {
     Revoke(access::RevokeArgs),
     /// Warm pools: `pool create NAME IMAGE --target N`, `pool ls`, `pool rm NAME…`.
     Pool(pools::PoolArgs),
+    /// Make images ready on the nodes (pulled, or copied from a node that has them) before
+    /// the tasks that need them; a progress bar per image and node.
+    Prefetch(images::PrefetchArgs),
     /// Files in the sandbox: ls, stat, rm, mv, mkdir (as the sandbox's user or --user).
     Fs(fs::FsArgs),
     /// Print a completion script: bash, zsh or fish.
@@ -197,6 +201,7 @@ async fn run(cli: Cli) -> Result<i32, CtlError> {
         Command::Grant(args) => access::grant(&client, args).await,
         Command::Revoke(args) => access::revoke(&client, args).await,
         Command::Pool(args) => pools::run(&client, args).await,
+        Command::Prefetch(args) => images::prefetch(&client, args).await,
         Command::Ps(args) => processes::ps(&client, args).await,
         Command::Start(args) => processes::start(&client, args).await,
         Command::AttachProcess(args) => processes::attach(&client, args).await,

@@ -20,6 +20,18 @@ enum PoolCommand {
     Ls(PoolLsArgs),
     /// Remove pools and their unclaimed sandboxes (claimed ones stay).
     Rm(PoolRmArgs),
+    /// Set the pools a task schedule needs in one call: `pool targets IMAGE=N…` keeps N ready
+    /// sandboxes of each IMAGE (a pool per image, made when missing; N=0 lets it drain).
+    Targets(PoolTargetsArgs),
+}
+
+#[derive(Debug, Args)]
+struct PoolTargetsArgs {
+    /// IMAGE=COUNT, or IMAGE=COUNT@POOL to name the pool (default: derived from the image).
+    #[arg(required = true, value_name = "IMAGE=N[@POOL]")]
+    targets: Vec<String>,
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+    output: Output,
 }
 
 #[derive(Debug, Args)]
@@ -75,7 +87,56 @@ pub async fn run(client: &Client, args: PoolArgs) -> Result<i32, CtlError> {
         PoolCommand::Create(args) => create(client, args).await,
         PoolCommand::Ls(args) => ls(client, args).await,
         PoolCommand::Rm(args) => rm(client, args).await,
+        PoolCommand::Targets(args) => targets(client, args).await,
     }
+}
+
+/// `IMAGE=COUNT[@POOL]`; the image may hold `=` only before the last one.
+fn parse_target(text: &str) -> Result<proto::PoolTarget, CtlError> {
+    let bad = || CtlError::local(format!("{text:?}: expected IMAGE=COUNT or IMAGE=COUNT@POOL"));
+    let (image, rest) = text.rsplit_once('=').ok_or_else(bad)?;
+    let (count, pool) = rest.split_once('@').unwrap_or((rest, ""));
+    let count: u32 = count.parse().map_err(|_| bad())?;
+    if image.is_empty() {
+        return Err(bad());
+    }
+    Ok(proto::PoolTarget { image: image.into(), count, pool: pool.into(), template: None })
+}
+
+async fn targets(client: &Client, args: PoolTargetsArgs) -> Result<i32, CtlError> {
+    let targets = args.targets.iter().map(|t| parse_target(t)).collect::<Result<Vec<_>, _>>()?;
+    let set = client.set_pool_targets(targets).await?;
+    match args.output {
+        Output::Json => {
+            let rows: Vec<_> = set
+                .iter()
+                .map(|p| {
+                    let nodes: serde_json::Map<String, serde_json::Value> =
+                        p.nodes.iter().map(|n| (n.node.clone(), n.ready.into())).collect();
+                    serde_json::json!({
+                        "pool": p.pool, "image": p.image, "target": p.target, "max": p.max,
+                        "created": p.created, "ready_by_node": nodes,
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::Value::Array(rows));
+        }
+        Output::Table => {
+            for p in &set {
+                let nodes: Vec<String> = p.nodes.iter().map(|n| format!("{}:{}", n.node, n.ready)).collect();
+                println!(
+                    "{}  {}  target {} (max {}){}  ready {}",
+                    p.pool,
+                    p.image,
+                    p.target,
+                    p.max,
+                    if p.created { "  created" } else { "" },
+                    if nodes.is_empty() { "-".to_string() } else { nodes.join(" ") }
+                );
+            }
+        }
+    }
+    Ok(0)
 }
 
 async fn create(client: &Client, args: PoolCreateArgs) -> Result<i32, CtlError> {

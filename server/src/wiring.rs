@@ -39,7 +39,9 @@ impl Services {
                 .await?,
         );
         let swarm = backend.swarm().clone();
+        let peer = backend.peer_service();
         let mut services = Self::build(backend.clone(), config, auth_token).await?;
+        services.add_peer_routes(peer);
         services.forward = crate::service::forward::ForwardLayer::new(Some(swarm));
         // Pools and their claims are the cluster's (kept in Swarm); the node's claim store
         // keeps the claims its calls need.

@@ -190,6 +190,16 @@ async fn call(raw: &mut RawClient, name: &str, id: &str) -> Result<(), tonic::St
             .await
             .map(drop),
         "DeletePool" => raw.delete_pool(DeletePoolRequest { name: "audited".into() }).await.map(drop),
+        "PrefetchImages" => raw
+            .prefetch_images(PrefetchImagesRequest { images: vec!["fake:1".into()], nodes: vec![] })
+            .await
+            .map(drop),
+        "SetPoolTargets" => raw
+            .set_pool_targets(SetPoolTargetsRequest {
+                targets: vec![PoolTarget { image: "fake:1".into(), count: 1, ..Default::default() }],
+            })
+            .await
+            .map(drop),
         "StartProcess" => raw
             .start_process(StartProcessRequest { sandbox_id: s(), command: "echo".into(), ..Default::default() })
             .await

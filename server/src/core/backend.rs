@@ -237,6 +237,18 @@ pub trait SandboxBackend: Send + Sync + 'static {
         Err(ProviderError::Unimplemented(format!("this backend does not tell the network address of {id}")))
     }
 
+    /// `PrefetchImages`: make `images` (checked) present on `nodes` (empty: every node),
+    /// sending each step to `sink`; an image a node cannot get is a `Failed` step, not an error.
+    async fn prefetch_images(
+        &self,
+        images: &[String],
+        nodes: &[String],
+        sink: crate::core::images::ImageSink,
+    ) -> Result<()> {
+        let _ = (images, nodes, sink);
+        Err(ProviderError::Unimplemented("this backend cannot prefetch images".into()))
+    }
+
     /// The named volumes this service owns for `tenant` (`None`: the tenant-less ones).
     async fn list_volumes(&self, tenant: Option<&str>) -> Result<Vec<crate::core::runtime::VolumeInfo>> {
         let _ = tenant;

@@ -10,6 +10,7 @@ pub mod exec_engine;
 pub mod expiry;
 pub mod failure;
 pub mod fs;
+pub mod images;
 pub mod inventory;
 pub mod lease;
 pub mod lifecycle;

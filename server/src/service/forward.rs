@@ -222,14 +222,15 @@ where
                 let body = rejoin(head.clone(), Box::pin(futures_util::stream::empty()));
                 inner.call(http::Request::from_parts(parts, body))
             };
-            if node.down {
-                if closing {
-                    return local_close(parts).await;
-                }
-                return Ok(crate::core::failure::status(
+            if node.down && closing {
+                return local_close(parts).await;
+            }
+            // The node as the cluster reads it, for the error when it is lost.
+            let lost = |detail: String| {
+                crate::core::failure::status(
                     tonic::Code::Unavailable,
                     format!(
-                        "sandbox {id} runs on node {} ({}), which {} reads as {}",
+                        "sandbox {id} runs on node {} ({}), which {} reads as {}{detail}",
                         node.hostname,
                         node.addr,
                         cluster.name(),
@@ -237,8 +238,8 @@ where
                     ),
                     Some(crate::core::failure::FailureKind::NodeLost),
                 )
-                .into_http());
-            }
+                .into_http()
+            };
             let mut channel = match cluster.channel(&node.addr) {
                 Ok(c) => c,
                 Err(e) => return Ok(Status::from(e).into_http()),
@@ -264,8 +265,21 @@ where
                     Err(e) => Err(e),
                 };
             match (answer, kept) {
+                // A node the cluster cannot vouch for (down, or unknown while Swarm elects a
+                // leader) was asked anyway: its answer stands when it served the call; its
+                // refusal is the node's loss (its daemon is gone), named as such.
+                (Ok(response), _) if node.down && refused(&response) => {
+                    let said = response
+                        .headers()
+                        .get("grpc-message")
+                        .and_then(|m| m.to_str().ok())
+                        .map(|m| format!("; it said: {}", percent_decode(m)))
+                        .unwrap_or_default();
+                    Ok(lost(said))
+                }
                 (Ok(response), _) => Ok(response),
                 (Err(_), Some(parts)) => local_close(parts).await,
+                (Err(e), None) if node.down => Ok(lost(format!(" and its sandboxd did not answer: {e}"))),
                 (Err(e), None) => Ok(unreachable_node(&id, &node.hostname, &node.addr, &e).into_http()),
             }
         })
@@ -279,10 +293,36 @@ fn token_matches(headers: &http::HeaderMap, cluster: &Arc<dyn Cluster>) -> bool 
         .is_some_and(|token| bool::from(token.as_bytes().ct_eq(cluster.token().as_bytes())))
 }
 
-fn unreachable_node(id: &str, node: &str, addr: &str, e: &dyn std::fmt::Display) -> Status {
-    Status::unavailable(format!(
-        "sandbox {id} runs on node {node}, whose sandboxd ({addr}) did not answer: {e}"
-    ))
+fn unreachable_node(id: &str, node: &str, addr: &str, e: &dyn std::fmt::Display) -> tonic::Status {
+    crate::core::failure::status(
+        tonic::Code::Unavailable,
+        format!("sandbox {id} runs on node {node}, whose sandboxd ({addr}) did not answer: {e}"),
+        Some(crate::core::failure::FailureKind::NodeLost),
+    )
+}
+
+/// Whether a relayed answer is a refusal given at once (a trailers-only gRPC error).
+fn refused(response: &http::Response<Body>) -> bool {
+    response.headers().get("grpc-status").is_some_and(|s| s.as_bytes() != b"0")
+}
+
+/// A `grpc-message` header's text (percent-encoded on the wire).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(b) = u8::from_str_radix(&text[i + 1..i + 3], 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 type Rest = Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, BoxError>> + Send>>;

@@ -12,6 +12,7 @@ mod exec_stream;
 mod files;
 pub mod forward;
 mod fs;
+pub mod images;
 mod inventory;
 mod lifecycle;
 mod limits;
@@ -388,6 +389,22 @@ impl SandboxService for SandboxApi {
         request: Request<pb::DeletePoolRequest>,
     ) -> Result<Response<pb::DeletePoolResponse>, Status> {
         pools::delete_pool(self, request).await
+    }
+
+    type PrefetchImagesStream = BoxStream<pb::PrefetchImagesResponse>;
+
+    async fn prefetch_images(
+        &self,
+        request: Request<pb::PrefetchImagesRequest>,
+    ) -> Result<Response<Self::PrefetchImagesStream>, Status> {
+        images::prefetch_images(self, request).await
+    }
+
+    async fn set_pool_targets(
+        &self,
+        request: Request<pb::SetPoolTargetsRequest>,
+    ) -> Result<Response<pb::SetPoolTargetsResponse>, Status> {
+        images::set_pool_targets(self, request).await
     }
 
     async fn list_pty_sessions(

@@ -109,6 +109,10 @@ pub const RPCS: &[Rpc] = &[
     rpc("CreatePool", MUT, None, Key, HERE),
     rpc("ListPools", READS, None, Key, HERE),
     rpc("DeletePool", MUT, None, Key, HERE),
+    // Images onto nodes and pool targets from a schedule: a key's calls, answered by the node
+    // called (which asks the other nodes itself).
+    rpc("PrefetchImages", MUT, None, Key, HERE),
+    rpc("SetPoolTargets", MUT, None, Key, HERE),
     rpc("ListPtySessions", READS, Some(Field1), Sandbox(Operate), FWD),
     rpc("StartProcess", MUT, Some(Field1), Sandbox(Operate), FWD),
     rpc("ListProcesses", READS, Some(Field1), Sandbox(Operate), FWD),

@@ -256,6 +256,25 @@ impl Services {
         })
     }
 
+    /// Serve `peer` (the calls the nodes of a cluster make to each other) beside the API: it
+    /// checks the cluster token itself, so it goes around the gate.
+    pub fn add_peer_routes<S>(&mut self, peer: S)
+    where
+        S: tower_service::Service<
+                http::Request<tonic::body::Body>,
+                Response = http::Response<tonic::body::Body>,
+                Error = std::convert::Infallible,
+            > + tonic::server::NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        let routes = std::mem::take(&mut self.routes);
+        self.routes = routes.add_service(peer);
+    }
+
     /// The E2B-compatible front-end over these services (serve it with `E2bFront::serve`).
     pub fn e2b(&self) -> &crate::e2b::E2bFront {
         &self.e2b

@@ -772,6 +772,74 @@ class Client(AsyncClosing):
         )
         return int(response.removed)
 
+    async def set_pool_targets(
+        self,
+        targets: Mapping[str, int] | Iterable[tuple[str, int] | tuple[str, int, str]],
+        *,
+        deadline_s: float | None = None,
+    ) -> builtins.list[dict[str, Any]]:
+        """Set the pools a task schedule needs in one call ("the next 200 tasks need these
+        images"): `{image: count}` or `(image, count[, pool])` entries. Each image gets a pool
+        (named after it unless `pool` is given; made when missing, its target set when present)
+        that keeps `count` ready sandboxes; 0 lets it drain. Returns per entry `pool`, `image`,
+        `target`, `max`, `created` and `ready_by_node` (its ready members per node)."""
+        items = targets.items() if isinstance(targets, Mapping) else targets
+        entries = []
+        for item in items:
+            image, count, *rest = item
+            entries.append(pb.PoolTarget(image=image, count=int(count), pool=rest[0] if rest else ""))
+        response = await self._unary(
+            "SetPoolTargets",
+            pb.SetPoolTargetsRequest(targets=entries),
+            pb.SetPoolTargetsResponse,
+            deadline_s=deadline_s,
+            idempotent=True,
+        )
+        return [
+            {
+                "pool": p.pool,
+                "image": p.image,
+                "target": int(p.target),
+                "max": int(p.max),
+                "created": bool(p.created),
+                "ready_by_node": {n.node: int(n.ready) for n in p.nodes},
+            }
+            for p in response.pools
+        ]
+
+    async def prefetch_images(
+        self, images: Iterable[str], *, nodes: Iterable[str] = (), deadline_s: float | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Make `images` present on `nodes` (empty: every node) before the tasks that need
+        them: pulled where a registry is reachable, else (in a cluster) copied from a node that
+        has them, node to node. Yields each step as a dict: `image`, `node`, `state` (`present`,
+        `pulling`, `copying`, `ready`, `failed`), `bytes_done`, `bytes_total`, `source`,
+        `error`; the iteration ends when every image ended on every node."""
+        request = pb.PrefetchImagesRequest(images=list(images), nodes=list(nodes))
+        call = self._server_stream("PrefetchImages", request, pb.PrefetchImagesResponse, deadline_s)
+        names = {
+            pb.IMAGE_PREFETCH_STATE_PRESENT: "present",
+            pb.IMAGE_PREFETCH_STATE_PULLING: "pulling",
+            pb.IMAGE_PREFETCH_STATE_COPYING: "copying",
+            pb.IMAGE_PREFETCH_STATE_READY: "ready",
+            pb.IMAGE_PREFETCH_STATE_FAILED: "failed",
+        }
+        try:
+            async for msg in call:
+                yield {
+                    "image": msg.image,
+                    "node": msg.node,
+                    "state": names.get(msg.state, "unknown"),
+                    "bytes_done": int(msg.bytes_done),
+                    "bytes_total": int(msg.bytes_total),
+                    "source": msg.source,
+                    "error": msg.error,
+                }
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+        finally:
+            call.cancel()
+
     async def set_timeout(self, sandbox_id: str, ttl_s: float, *, deadline_s: float | None = None) -> int:
         """Move the sandbox's lease to `ttl_s` seconds from now; returns its end (Unix ms)."""
         response = await self._unary(

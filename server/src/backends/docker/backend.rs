@@ -184,6 +184,24 @@ impl SandboxBackend for DockerProvider {
         DockerProvider::network_address(self, id).await
     }
 
+    async fn prefetch_images(
+        &self,
+        images: &[String],
+        nodes: &[String],
+        sink: crate::core::images::ImageSink,
+    ) -> Result<()> {
+        if let Some(node) = nodes.iter().find(|n| n.as_str() != crate::core::images::ONE_HOST) {
+            return Err(crate::error::ProviderError::invalid(
+                "nodes",
+                format!(
+                    "this server is one host, not a cluster: leave nodes empty (or name {:?}); got {node:?}",
+                    crate::core::images::ONE_HOST
+                ),
+            ));
+        }
+        self.prefetch_here(images, crate::core::images::ONE_HOST, &sink).await
+    }
+
     async fn list_volumes(&self, tenant: Option<&str>) -> Result<Vec<crate::core::runtime::VolumeInfo>> {
         DockerProvider::list_volumes(self, tenant).await
     }

@@ -30,6 +30,7 @@ pub mod failure;
 pub(crate) mod files;
 mod fork;
 mod fs;
+mod images;
 mod inventory;
 pub mod labels;
 mod logs;

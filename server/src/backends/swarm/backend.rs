@@ -49,6 +49,8 @@ pub struct SwarmBackend {
     claims: OnceLock<ClaimStore>,
     /// The sandboxes of this node that got an alias, and whether each is a pool's member.
     here: Mutex<HashMap<String, bool>>,
+    /// Which node has which image, as last asked (`images.rs`).
+    pub(super) images: super::images::ImageCache,
 }
 
 impl SwarmBackend {
@@ -80,11 +82,19 @@ impl SwarmBackend {
             peers,
             claims: OnceLock::new(),
             here: Mutex::default(),
+            images: Default::default(),
         })
     }
 
     pub fn swarm(&self) -> &Arc<Swarm> {
         &self.swarm
+    }
+
+    /// The service the other nodes call this node's images through (`SandboxPeer`).
+    pub fn peer_service(
+        &self,
+    ) -> sandboxd_proto::v1::sandbox_peer_server::SandboxPeerServer<super::images::PeerImages> {
+        super::images::PeerImages::server(self.local.clone(), self.swarm.token().to_string())
     }
 
     /// Keep pool claims read from Swarm in `claims` (the lifecycle's store, which every call
@@ -234,6 +244,15 @@ impl SandboxBackend for SwarmBackend {
 
     async fn ping(&self) -> Result<()> {
         SandboxBackend::ping(&*self.local).await
+    }
+
+    async fn prefetch_images(
+        &self,
+        images: &[String],
+        nodes: &[String],
+        sink: crate::core::images::ImageSink,
+    ) -> Result<()> {
+        self.prefetch(images, nodes, sink).await
     }
 
     async fn lookup(&self, id: &SandboxId) -> Result<SandboxHandle> {

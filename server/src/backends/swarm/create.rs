@@ -44,7 +44,10 @@ impl SwarmBackend {
         if let Some(ttl) = plan.ttl {
             labels.push((lease::EXPIRES_LABEL, lease::after_ms(now, ttl).to_string()));
         }
-        let args = argv::service_create_args(&self.docker_config.create, &self.cluster, spec, id, &labels);
+        // Only nodes that have the image (none: refused at once, naming it).
+        let mut cluster = self.cluster.clone();
+        cluster.constraints.extend(self.image_constraints(&spec.image).await?);
+        let args = argv::service_create_args(&self.docker_config.create, &cluster, spec, id, &labels);
         let (env, env_file) = crate::backends::docker::argv::run_env(&spec.env);
         self.cli.with_env(env).run(&args, Some(plan.timeout), env_file.as_deref()).await.map_err(|e| {
             let e = ProviderError::from(e);

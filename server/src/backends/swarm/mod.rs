@@ -15,6 +15,7 @@ pub mod argv;
 mod backend;
 mod create;
 pub mod engine;
+mod images;
 mod inventory;
 pub mod placement;
 mod pools;

@@ -18,6 +18,9 @@ use crate::error::{ProviderError, Result};
 
 pub use crate::service::forward::{CLUSTER_TOKEN_HEADER, TENANT_HEADER};
 
+/// How long a node's state is waited for when an older reading of it can stand in.
+const STALE_NODE_WAIT: Duration = Duration::from_secs(1);
+
 /// A Swarm node as this server needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeInfo {
@@ -219,7 +222,26 @@ impl Swarm {
                 return Ok(info);
             }
         }
-        let out = self.docker(argv::node_inspect_args(node)).await?;
+        // With a reading to fall back on, Swarm gets a short while: a manager without a leader
+        // (an election) can hold `docker node inspect` for many seconds.
+        let stale = self.nodes.lock().ok().is_some_and(|n| n.contains_key(node));
+        let limit = if stale { Some(STALE_NODE_WAIT) } else { self.timeout };
+        let out = match self.cli.run(&argv::node_inspect_args(node), limit, None).await {
+            Ok(out) => out,
+            // No answer from Swarm (no leader while it elects one): the node as last read,
+            // its state unknown, so the relay asks the node itself rather than trusting Swarm.
+            Err(e) => match self.nodes.lock().ok().and_then(|n| n.get(node).cloned()) {
+                Some((_, mut info)) => {
+                    tracing::debug!(node, error = %e, "Swarm does not answer; using the node as last read");
+                    info.state = "unknown (Swarm did not answer)".into();
+                    if let Ok(mut nodes) = self.nodes.lock() {
+                        nodes.insert(node.to_string(), (Instant::now(), info.clone()));
+                    }
+                    return Ok(info);
+                }
+                None => return Err(ProviderError::from(e)),
+            },
+        };
         let info = parse_node(&out.stdout_text(), self.peer_port).ok_or_else(|| {
             ProviderError::Docker(format!("unexpected docker node inspect output for {node}"))
         })?;

@@ -106,6 +106,8 @@ pub struct PoolStatus {
     pub in_use: u32,
     /// Sandboxes handed back by a reset instead of removed (`PoolSpec::recycle`).
     pub recycled: u64,
+    /// Ready members per node (one host: [`crate::core::images::ONE_HOST`]).
+    pub shares: Vec<(String, u32)>,
 }
 
 /// What a claim gives the caller: a pool's ready sandbox, or (the pool being empty) the spec
@@ -216,6 +218,40 @@ impl Pools {
         Ok(())
     }
 
+    /// `SetPoolTargets`' entry: pool `spec.name` of `tenant`'s gets `spec.target` (its `max`
+    /// raised to it when lower), or is made from `spec` when it does not exist; the status, and
+    /// whether it was made.
+    pub async fn set_target(
+        &self,
+        tenant: Option<String>,
+        spec: PoolSpec,
+    ) -> Result<(PoolStatus, bool), PoolError> {
+        spec.validate("pool")?;
+        if let Some(shared) = self.shared() {
+            return shared.set_target(tenant, spec).await;
+        }
+        let key = (tenant.clone(), spec.name.clone());
+        let existed = {
+            let mut pools = self.lock();
+            match pools.get_mut(&key) {
+                Some(pool) if pool.from_config => return Err(PoolError::FromConfig(spec.name)),
+                Some(pool) => {
+                    pool.spec.target = spec.target;
+                    pool.spec.max = pool.spec.max.max(spec.target).max(1);
+                    export_fill(&key, pool);
+                    true
+                }
+                None => false,
+            }
+        };
+        if !existed {
+            self.insert(tenant, spec, false)?;
+        }
+        self.wake.notify_one();
+        let status = self.status_of(&key).ok_or_else(|| PoolError::NotFound(key.1.clone()))?;
+        Ok((status, !existed))
+    }
+
     /// The pools `tenant` can claim from (its own and everyone's); the operator (`None`) sees
     /// every pool.
     pub async fn list(&self, tenant: Option<&str>) -> Result<Vec<PoolStatus>, PoolError> {
@@ -246,6 +282,7 @@ impl Pools {
             created: pool.created,
             in_use,
             recycled: pool.recycled,
+            shares: vec![(crate::core::images::ONE_HOST.to_string(), pool.ready.len() as u32)],
         })
     }
 

@@ -15,6 +15,13 @@ pub trait SharedPools: Send + Sync {
     /// `CreatePool` (the spec already checked).
     async fn create(&self, tenant: Option<String>, spec: PoolSpec) -> Result<PoolStatus, PoolError>;
 
+    /// `SetPoolTargets`' entry, as [`super::Pools::set_target`] says (the spec already checked).
+    async fn set_target(
+        &self,
+        tenant: Option<String>,
+        spec: PoolSpec,
+    ) -> Result<(PoolStatus, bool), PoolError>;
+
     /// `ListPools`: the pools `tenant` can claim from (`None`: every pool).
     async fn list(&self, tenant: Option<&str>) -> Result<Vec<PoolStatus>, PoolError>;
 

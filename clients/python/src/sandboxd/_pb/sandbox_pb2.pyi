@@ -49,6 +49,15 @@ class EgressAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EGRESS_ACTION_ALLOW: _ClassVar[EgressAction]
     EGRESS_ACTION_DENY: _ClassVar[EgressAction]
 
+class ImagePrefetchState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    IMAGE_PREFETCH_STATE_UNSPECIFIED: _ClassVar[ImagePrefetchState]
+    IMAGE_PREFETCH_STATE_PRESENT: _ClassVar[ImagePrefetchState]
+    IMAGE_PREFETCH_STATE_PULLING: _ClassVar[ImagePrefetchState]
+    IMAGE_PREFETCH_STATE_COPYING: _ClassVar[ImagePrefetchState]
+    IMAGE_PREFETCH_STATE_READY: _ClassVar[ImagePrefetchState]
+    IMAGE_PREFETCH_STATE_FAILED: _ClassVar[ImagePrefetchState]
+
 class FileType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     FILE_TYPE_UNSPECIFIED: _ClassVar[FileType]
@@ -108,6 +117,12 @@ SANDBOX_EVENT_KIND_EXISTING: SandboxEventKind
 EGRESS_ACTION_UNSPECIFIED: EgressAction
 EGRESS_ACTION_ALLOW: EgressAction
 EGRESS_ACTION_DENY: EgressAction
+IMAGE_PREFETCH_STATE_UNSPECIFIED: ImagePrefetchState
+IMAGE_PREFETCH_STATE_PRESENT: ImagePrefetchState
+IMAGE_PREFETCH_STATE_PULLING: ImagePrefetchState
+IMAGE_PREFETCH_STATE_COPYING: ImagePrefetchState
+IMAGE_PREFETCH_STATE_READY: ImagePrefetchState
+IMAGE_PREFETCH_STATE_FAILED: ImagePrefetchState
 FILE_TYPE_UNSPECIFIED: FileType
 FILE_TYPE_FILE: FileType
 FILE_TYPE_DIR: FileType
@@ -1017,6 +1032,82 @@ class DeletePoolResponse(_message.Message):
     REMOVED_FIELD_NUMBER: _ClassVar[int]
     removed: int
     def __init__(self, removed: _Optional[int] = ...) -> None: ...
+
+class PrefetchImagesRequest(_message.Message):
+    __slots__ = ("images", "nodes")
+    IMAGES_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    images: _containers.RepeatedScalarFieldContainer[str]
+    nodes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, images: _Optional[_Iterable[str]] = ..., nodes: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PrefetchImagesResponse(_message.Message):
+    __slots__ = ("image", "node", "state", "bytes_done", "bytes_total", "source", "error", "failure_kind")
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    BYTES_DONE_FIELD_NUMBER: _ClassVar[int]
+    BYTES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_KIND_FIELD_NUMBER: _ClassVar[int]
+    image: str
+    node: str
+    state: ImagePrefetchState
+    bytes_done: int
+    bytes_total: int
+    source: str
+    error: str
+    failure_kind: FailureKind
+    def __init__(self, image: _Optional[str] = ..., node: _Optional[str] = ..., state: _Optional[_Union[ImagePrefetchState, str]] = ..., bytes_done: _Optional[int] = ..., bytes_total: _Optional[int] = ..., source: _Optional[str] = ..., error: _Optional[str] = ..., failure_kind: _Optional[_Union[FailureKind, str]] = ...) -> None: ...
+
+class PoolTarget(_message.Message):
+    __slots__ = ("image", "count", "pool", "template")
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    image: str
+    count: int
+    pool: str
+    template: SandboxSpec
+    def __init__(self, image: _Optional[str] = ..., count: _Optional[int] = ..., pool: _Optional[str] = ..., template: _Optional[_Union[SandboxSpec, _Mapping]] = ...) -> None: ...
+
+class SetPoolTargetsRequest(_message.Message):
+    __slots__ = ("targets",)
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    targets: _containers.RepeatedCompositeFieldContainer[PoolTarget]
+    def __init__(self, targets: _Optional[_Iterable[_Union[PoolTarget, _Mapping]]] = ...) -> None: ...
+
+class PoolNodeShare(_message.Message):
+    __slots__ = ("node", "ready")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    ready: int
+    def __init__(self, node: _Optional[str] = ..., ready: _Optional[int] = ...) -> None: ...
+
+class PoolTargetResult(_message.Message):
+    __slots__ = ("pool", "image", "target", "max", "created", "nodes")
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    pool: str
+    image: str
+    target: int
+    max: int
+    created: bool
+    nodes: _containers.RepeatedCompositeFieldContainer[PoolNodeShare]
+    def __init__(self, pool: _Optional[str] = ..., image: _Optional[str] = ..., target: _Optional[int] = ..., max: _Optional[int] = ..., created: _Optional[bool] = ..., nodes: _Optional[_Iterable[_Union[PoolNodeShare, _Mapping]]] = ...) -> None: ...
+
+class SetPoolTargetsResponse(_message.Message):
+    __slots__ = ("pools",)
+    POOLS_FIELD_NUMBER: _ClassVar[int]
+    pools: _containers.RepeatedCompositeFieldContainer[PoolTargetResult]
+    def __init__(self, pools: _Optional[_Iterable[_Union[PoolTargetResult, _Mapping]]] = ...) -> None: ...
 
 class PtyAttach(_message.Message):
     __slots__ = ("sandbox_id", "session_id", "takeover", "since")

@@ -195,6 +195,16 @@ class SandboxServiceStub:
                 request_serializer=sandbox_dot_v1_dot_sandbox__pb2.DeletePoolRequest.SerializeToString,
                 response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.DeletePoolResponse.FromString,
                 _registered_method=True)
+        self.PrefetchImages = channel.unary_stream(
+                '/sandbox.v1.SandboxService/PrefetchImages',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.PrefetchImagesRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.PrefetchImagesResponse.FromString,
+                _registered_method=True)
+        self.SetPoolTargets = channel.unary_unary(
+                '/sandbox.v1.SandboxService/SetPoolTargets',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.SetPoolTargetsRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.SetPoolTargetsResponse.FromString,
+                _registered_method=True)
         self.ListPtySessions = channel.unary_unary(
                 '/sandbox.v1.SandboxService/ListPtySessions',
                 request_serializer=sandbox_dot_v1_dot_sandbox__pb2.ListPtySessionsRequest.SerializeToString,
@@ -531,6 +541,30 @@ class SandboxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PrefetchImages(self, request, context):
+        """--- images ---
+        Make images ready on nodes before the tasks that need them (empty `nodes`: every node; on
+        one host, the host). A node that has an image reports it present; one that lacks it pulls
+        it when its registry is reachable and `docker.create.pull_policy` permits, else (in a
+        cluster) gets a copy from a node that has it, streamed from that node's sandboxd to its own
+        (`docker save` there, `docker load` here), never through the caller. One message per step
+        of each image on each node; the stream ends when each is ready or failed (a failure is an
+        item, not the call's error). Operator or tenant key only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetPoolTargets(self, request, context):
+        """Set the warm pools a task schedule needs in one call: for each image, a pool keyed by it
+        (made when missing, its `target` set when present) keeps that many sandboxes ready; in a
+        cluster the Swarm leader keeps the members spread over the nodes. A count of 0 lets a
+        pool drain. Operator or tenant key only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListPtySessions(self, request, context):
         """--- terminals ---
         The terminal and pipe sessions the sandbox's agent keeps (running, or ended and not yet
@@ -830,6 +864,16 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.DeletePool,
                     request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.DeletePoolRequest.FromString,
                     response_serializer=sandbox_dot_v1_dot_sandbox__pb2.DeletePoolResponse.SerializeToString,
+            ),
+            'PrefetchImages': grpc.unary_stream_rpc_method_handler(
+                    servicer.PrefetchImages,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.PrefetchImagesRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.PrefetchImagesResponse.SerializeToString,
+            ),
+            'SetPoolTargets': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetPoolTargets,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.SetPoolTargetsRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.SetPoolTargetsResponse.SerializeToString,
             ),
             'ListPtySessions': grpc.unary_unary_rpc_method_handler(
                     servicer.ListPtySessions,
@@ -1772,6 +1816,60 @@ class SandboxService:
             '/sandbox.v1.SandboxService/DeletePool',
             sandbox_dot_v1_dot_sandbox__pb2.DeletePoolRequest.SerializeToString,
             sandbox_dot_v1_dot_sandbox__pb2.DeletePoolResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PrefetchImages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/PrefetchImages',
+            sandbox_dot_v1_dot_sandbox__pb2.PrefetchImagesRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.PrefetchImagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetPoolTargets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/SetPoolTargets',
+            sandbox_dot_v1_dot_sandbox__pb2.SetPoolTargetsRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.SetPoolTargetsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -86,3 +86,23 @@ pub fn rmi_args(image: &str) -> Vec<String> {
 pub fn image_users_args(image: &str) -> Vec<String> {
     vec![s("ps"), s("-a"), s("--filter"), format!("ancestor={image}"), s("--format"), s("{{.Names}}")]
 }
+
+/// The size in bytes of image `image` (one line); fails when the daemon lacks it.
+pub fn image_size_args(image: &str) -> Vec<String> {
+    vec![s("image"), s("inspect"), s("--format"), s("{{.Size}}"), s("--"), s(image)]
+}
+
+/// `docker pull -q IMAGE` (the image already checked: no leading `-`).
+pub fn pull_args(image: &str) -> Vec<String> {
+    vec![s("pull"), s("-q"), s("--"), s(image)]
+}
+
+/// `docker save IMAGE`: the image's tar on stdout.
+pub fn save_args(image: &str) -> Vec<String> {
+    vec![s("save"), s("--"), s(image)]
+}
+
+/// `docker load -q`: an image tar from stdin.
+pub fn load_args() -> Vec<String> {
+    vec![s("load"), s("-q")]
+}

@@ -135,6 +135,7 @@ impl ClusterPools {
             created: (counts.ready + counts.claimed + counts.unready) as u64,
             in_use: counts.claimed as u32,
             recycled: 0,
+            shares: shares(view.ready.get(&def.key)),
         }
     }
 
@@ -203,6 +204,15 @@ impl ClusterPools {
     }
 }
 
+/// Ready members per node (by hostname, sorted).
+fn shares(ready: Option<&VecDeque<Member>>) -> Vec<(String, u32)> {
+    let mut by_node: BTreeMap<String, u32> = BTreeMap::new();
+    for member in ready.into_iter().flatten() {
+        *by_node.entry(member.node.hostname.clone()).or_default() += 1;
+    }
+    by_node.into_iter().collect()
+}
+
 #[async_trait::async_trait]
 impl SharedPools for ClusterPools {
     async fn create(&self, tenant: Option<String>, spec: PoolSpec) -> Result<PoolStatus, PoolError> {
@@ -234,6 +244,40 @@ impl SharedPools for ClusterPools {
         self.wake.notify_one();
         let def = Def { spec, key: hash, from_config: false };
         Ok(self.status_of(&tenant, &def))
+    }
+
+    async fn set_target(
+        &self,
+        tenant: Option<String>,
+        spec: PoolSpec,
+    ) -> Result<(PoolStatus, bool), PoolError> {
+        let reading = self.refresh().await?;
+        let key = (tenant.clone(), spec.name.clone());
+        let Some(def) = reading.defs.get(&key).cloned() else {
+            let status = SharedPools::create(self, tenant, spec).await?;
+            return Ok((status, true));
+        };
+        if def.from_config {
+            return Err(PoolError::FromConfig(spec.name));
+        }
+        let mut wanted = def.spec.clone();
+        wanted.target = spec.target;
+        wanted.max = wanted.max.max(spec.target).max(1);
+        if wanted.target != def.spec.target || wanted.max != def.spec.max {
+            // A Swarm config cannot change: the record is made again under its name (same key,
+            // so the members stay the pool's; the leader reads either the old or the new one).
+            let name = records::pool_config_name(&def.key);
+            let record = PoolRecord::new(tenant.clone(), &wanted);
+            self.engine.remove_config(&name).await.map_err(ProviderError::from)?;
+            self.engine
+                .create_config(&name, &PoolRecord::labels(&def.key), &record.to_bytes())
+                .await
+                .map_err(ProviderError::from)?;
+            self.refresh().await?;
+            self.wake.notify_one();
+        }
+        let def = Def { spec: wanted, ..def };
+        Ok((self.status_of(&tenant, &def), false))
     }
 
     async fn list(&self, tenant: Option<&str>) -> Result<Vec<PoolStatus>, PoolError> {
