@@ -29,6 +29,7 @@ mod fork;
 mod fs;
 mod inventory;
 pub mod labels;
+mod live;
 mod logs;
 mod lookup;
 pub mod mask;

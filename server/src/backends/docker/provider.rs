@@ -120,6 +120,11 @@ pub struct DockerProvider {
     pub(super) disks_pruned_ms: std::sync::atomic::AtomicI64,
     /// Processes started and OOM kills attributed, per sandbox (`usage.rs`).
     pub(super) usage_book: crate::core::usage::UsageBook,
+    /// The daemon's data root (`docker info`'s DockerRootDir), once asked (`live.rs`).
+    pub(super) data_root: tokio::sync::OnceCell<PathBuf>,
+    /// Sandboxes this process hibernated and has not woken (`live.rs`; a restarted server
+    /// finds them by their checkpoint).
+    pub(super) hibernated: Mutex<HashSet<String>>,
 }
 
 impl DockerProvider {
@@ -202,6 +207,8 @@ impl DockerProvider {
             disks: Mutex::default(),
             disks_pruned_ms: Default::default(),
             usage_book: Default::default(),
+            data_root: Default::default(),
+            hibernated: Mutex::default(),
         })
     }
 
