@@ -195,7 +195,38 @@ async fn a_live_fork_goes_on_from_the_checkpointed_memory_in_each_child_with_its
     let (created_tag, _) = goes_on(&mut raw, &created, at_checkpoint).await;
     assert_eq!(created_tag, tag);
 
-    for id in children.iter().chain([&created, &source]) {
+    // A live pool of the snapshot: its ready member is a restored process; a claim hands it out.
+    let pool = proto::PoolSpec {
+        name: format!("live-{}", &label.value[..8]),
+        template: Some(proto::SandboxSpec {
+            snapshot_id: Some(snap.snapshot_id.clone()),
+            image: String::new(),
+            ..spec()
+        }),
+        target: 1,
+        max: 2,
+        ..Default::default()
+    };
+    raw.create_pool(proto::CreatePoolRequest { pool: Some(pool.clone()) }).await.expect("live pool");
+    let mut ready = 0;
+    for _ in 0..300 {
+        let pools = raw.list_pools(proto::ListPoolsRequest::default()).await.unwrap().into_inner().pools;
+        ready = pools.iter().find(|p| p.name == pool.name).map_or(0, |p| p.ready);
+        if ready > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(ready, 1, "the live pool did not fill");
+    let claimed =
+        create_id(&mut raw, proto::SandboxSpec { pool: Some(pool.name.clone()), ..Default::default() }).await;
+    let (claimed_tag, _) = goes_on(&mut raw, &claimed, at_checkpoint).await;
+    assert_eq!(claimed_tag, tag, "a claim from the live pool runs the checkpointed process");
+    let pools = raw.list_pools(proto::ListPoolsRequest::default()).await.unwrap().into_inner().pools;
+    assert_eq!(pools.iter().find(|p| p.name == pool.name).map(|p| p.claimed), Some(1), "served by the pool");
+    raw.delete_pool(proto::DeletePoolRequest { name: pool.name.clone() }).await.unwrap();
+
+    for id in children.iter().chain([&created, &source, &claimed]) {
         raw.close(proto::CloseRequest { sandbox_id: id.clone() }).await.unwrap();
     }
     raw.delete_snapshot(proto::DeleteSnapshotRequest { snapshot_id: snap.snapshot_id }).await.unwrap();
