@@ -30,10 +30,10 @@ fn spec() -> proto::SandboxSpec {
 }
 
 /// A background loop whose state lives in its memory: a random tag drawn once and a counter,
-/// both printed to /tmp/c each tick; SIGUSR1 adds a million to the counter (in that process
+/// both written to /tmp/c each tick (whole: written aside, then renamed); SIGUSR1 adds a million to the counter (in that process
 /// only).
 const LOOP: &str = "sh -c 'trap \"i=\\$((i+1000000))\" USR1; n=$(head -c4 /dev/urandom | od -An -tu4 | tr -d \" \"); \
-                    i=0; echo $$ > /tmp/pid; while :; do i=$((i+1)); echo \"$n $i\" > /tmp/c; sleep 0.1; done' \
+                    i=0; echo $$ > /tmp/pid; while :; do i=$((i+1)); echo \"$n $i\" > /tmp/c.new; mv /tmp/c.new /tmp/c; sleep 0.1; done' \
                     </dev/null >/dev/null 2>&1 &";
 
 /// (tag, counter) the loop last wrote, or what /tmp/c and the exec said.
@@ -257,4 +257,164 @@ async fn hibernate_stops_the_sandbox_and_resume_brings_its_process_back() {
 async fn read_loop_after_wake(raw: &mut RawClient, id: &str) -> (String, u64) {
     raw.resume(proto::ResumeRequest { sandbox_id: id.into() }).await.expect("resume");
     read_loop(raw, id).await
+}
+
+/// PSS in bytes of the host processes whose command line names `needle` (a container's id:
+/// gVisor's sandbox and gofer processes).
+fn host_pss(needle: &str) -> u64 {
+    let mut total = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = entry.file_name();
+        if !pid.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if !String::from_utf8_lossy(&cmdline).contains(needle) {
+            continue;
+        }
+        let rollup = std::fs::read_to_string(entry.path().join("smaps_rollup")).unwrap_or_default();
+        let kib: u64 = rollup
+            .lines()
+            .find(|l| l.starts_with("Pss:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        total += kib * 1024;
+    }
+    total
+}
+
+fn container_id(name: &str) -> String {
+    let out = std::process::Command::new("docker").args(["inspect", "-f", "{{.Id}}", name]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The README's figures (one run; not part of CI): `DOCKER_HOST=… SANDBOXD_TEST_RUNTIME=runsc
+/// cargo test -p sandboxd --test live_fork -- --ignored --nocapture live_figures`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore]
+async fn live_figures() {
+    assert!(testkit::on_runsc(), "run on the runsc daemon (SANDBOXD_TEST_RUNTIME=runsc)");
+    let label = TestLabel::new();
+    let service = service(&label);
+    let mut raw = service.raw().await;
+    let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1000.0;
+    let id = create_id(&mut raw, spec()).await;
+    // A process holding 256 MiB of touched memory (a shell variable), and the counting loop.
+    let hold = "sh -c 'x=$(head -c 268435456 /dev/zero | tr \"\\0\" a); echo held > /tmp/held; sleep 100000' </dev/null >/dev/null 2>&1 &";
+    exec(&mut raw, &id, hold).await;
+    exec(&mut raw, &id, LOOP).await;
+    for _ in 0..600 {
+        if has(&mut raw, &id, "/tmp/held").await {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(has(&mut raw, &id, "/tmp/held").await, "the 256 MiB were not touched in time");
+    let (tag, _) = goes_on(&mut raw, &id, 3).await;
+    let full = container_id(&id);
+    let pss_running = host_pss(&full);
+
+    let t = std::time::Instant::now();
+    let snap = raw
+        .checkpoint(proto::CheckpointRequest { sandbox_id: id.clone(), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner()
+        .snapshot
+        .unwrap();
+    let checkpoint_ms = ms(t);
+
+    let mut fork_ms = Vec::new();
+    let mut children = Vec::new();
+    for count in [1u32, 8] {
+        let t = std::time::Instant::now();
+        let forked = raw
+            .fork(proto::ForkRequest {
+                sandbox_id: id.clone(),
+                count,
+                live: true,
+                snapshot_id: Some(snap.snapshot_id.clone()),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let ids: Vec<String> = forked.sandboxes.iter().map(|s| s.sandbox_id.clone()).collect();
+        let answers = futures_util::future::join_all(ids.iter().map(|c| {
+            let mut raw = raw.clone();
+            async move { read_loop(&mut raw, c).await }
+        }))
+        .await;
+        fork_ms.push((count, ms(t)));
+        assert!(answers.iter().all(|(t, _)| t == &tag));
+        children.extend(ids);
+    }
+    for c in &children {
+        raw.close(proto::CloseRequest { sandbox_id: c.clone() }).await.unwrap();
+    }
+
+    let t = std::time::Instant::now();
+    let slept = raw.hibernate(proto::HibernateRequest { sandbox_id: id.clone() }).await.unwrap().into_inner();
+    let hibernate_ms = ms(t);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pss_hibernated = host_pss(&full);
+    let t = std::time::Instant::now();
+    raw.resume(proto::ResumeRequest { sandbox_id: id.clone() }).await.unwrap();
+    let (woken, _) = read_loop(&mut raw, &id).await;
+    let resume_ms = ms(t);
+    assert_eq!(woken, tag);
+
+    let pool = proto::PoolSpec {
+        name: format!("fig-{}", &label.value[..8]),
+        template: Some(proto::SandboxSpec {
+            snapshot_id: Some(snap.snapshot_id.clone()),
+            image: String::new(),
+            ..spec()
+        }),
+        target: 1,
+        max: 2,
+        ..Default::default()
+    };
+    raw.create_pool(proto::CreatePoolRequest { pool: Some(pool.clone()) }).await.unwrap();
+    for _ in 0..600 {
+        let pools = raw.list_pools(proto::ListPoolsRequest::default()).await.unwrap().into_inner().pools;
+        if pools.iter().any(|p| p.name == pool.name && p.ready > 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let t = std::time::Instant::now();
+    let claimed =
+        create_id(&mut raw, proto::SandboxSpec { pool: Some(pool.name.clone()), ..Default::default() }).await;
+    let claim_ms = ms(t);
+    let (claimed_tag, _) = read_loop(&mut raw, &claimed).await;
+    assert_eq!(claimed_tag, tag);
+    raw.delete_pool(proto::DeletePoolRequest { name: pool.name.clone() }).await.unwrap();
+    raw.close(proto::CloseRequest { sandbox_id: claimed }).await.unwrap();
+    raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+    raw.delete_snapshot(proto::DeleteSnapshotRequest { snapshot_id: snap.snapshot_id }).await.unwrap();
+
+    let mib = |b: u64| b as f64 / 1048576.0;
+    println!("| step | result |");
+    println!("|---|---|");
+    println!(
+        "| checkpoint (leave running) | {checkpoint_ms:.0} ms (checkpoint {:.0} MiB) |",
+        mib(snap.size_bytes)
+    );
+    for (count, t) in &fork_ms {
+        println!("| live fork x{count} (wall to all answering an exec) | {t:.0} ms |");
+    }
+    println!(
+        "| hibernate | {hibernate_ms:.0} ms (checkpoint {:.0} MiB on disk; cgroup memory before {:.0} MiB) |",
+        mib(slept.checkpoint_bytes),
+        mib(slept.memory_freed_bytes)
+    );
+    println!("| resume (wall to an exec answering) | {resume_ms:.0} ms |");
+    println!(
+        "| host memory (PSS of the sandbox's gVisor processes) | {:.0} MiB running, {:.0} MiB hibernated |",
+        mib(pss_running),
+        mib(pss_hibernated)
+    );
+    println!("| live-pool claim | {claim_ms:.0} ms |");
 }
