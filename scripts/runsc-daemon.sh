@@ -31,6 +31,12 @@
 #                       the socket exists only inside gVisor, and sandboxd falls back to the
 #                       `docker exec -i` channel). `create`, not `all`: code in the sandbox may
 #                       not connect to host sockets a volume happens to show (`open`)
+# A second one, `runsc-checkpoint`, has --network=none and no --host-uds: gVisor refuses to
+# checkpoint a sandbox on the host's network stack ("checkpoint not supported when using
+# hostinet") or one with a bound host socket ("Cannot save endpoint with bound host socket"), so
+# live snapshots, live forks and hibernation (`docker checkpoint`, hence "experimental": true)
+# need a sandbox with loopback only whose agent is reached by the `docker exec -i` channel.
+# sandboxd offers it as a runtime with `checkpoint: true` and `transport: channel`.
 # `runc` stays the daemon's default runtime, so one daemon serves both side by side.
 set -uo pipefail
 
@@ -154,6 +160,10 @@ EOF
     "runsc": {
       "path": "$RUNSC",
       "runtimeArgs": ["--platform=ptrace", "--network=$net_arg", "--host-uds=create"]
+    },
+    "runsc-checkpoint": {
+      "path": "$RUNSC",
+      "runtimeArgs": ["--platform=ptrace", "--network=none"]
     }
   },
   "experimental": true

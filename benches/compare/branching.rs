@@ -51,7 +51,7 @@ async fn fork(client: &mut Client, runs: usize) -> Row {
     let (mut ours, mut raw) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         let t = Instant::now();
-        let req = pb::ForkRequest { sandbox_id: source.clone(), count: CHILDREN, labels: Default::default() };
+        let req = pb::ForkRequest { sandbox_id: source.clone(), count: CHILDREN, ..Default::default() };
         let forked = client.fork(req).await.unwrap().into_inner();
         ours.push(t.elapsed());
         assert_eq!(forked.sandboxes.len(), CHILDREN as usize);

@@ -38,6 +38,18 @@ pub struct Snapshot {
     pub size_bytes: u64,
     /// The OCI runtime of the sandbox it was taken from: a sandbox from it runs on it too.
     pub runtime: String,
+    /// A live snapshot ([`Sandbox::checkpoint`]): a sandbox from it is restored with its
+    /// processes and memory.
+    pub live: bool,
+}
+
+/// What [`Sandbox::hibernate`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hibernated {
+    /// Bytes of the checkpoint on disk.
+    pub checkpoint_bytes: u64,
+    /// The sandbox's memory use just before it slept, now freed.
+    pub memory_freed_bytes: u64,
 }
 
 impl From<proto::SnapshotInfo> for Snapshot {
@@ -49,6 +61,7 @@ impl From<proto::SnapshotInfo> for Snapshot {
             created_at_unix_ms: s.created_at_unix_ms,
             size_bytes: s.size_bytes,
             runtime: s.runtime,
+            live: s.live,
         }
     }
 }
@@ -86,7 +99,62 @@ impl Sandbox {
     /// all or nothing; `labels` are added to the children's.
     pub async fn fork(&self, count: u32, labels: HashMap<String, String>) -> Result<Fork> {
         self.ensure_live()?;
-        let req = proto::ForkRequest { sandbox_id: self.id().to_string(), count, labels };
+        let req =
+            proto::ForkRequest { sandbox_id: self.id().to_string(), count, labels, ..Default::default() };
+        self.forked(req).await
+    }
+
+    /// Starts `count` (1..=64) sandboxes restored from a live snapshot of this one (`Fork` with
+    /// `live`): `snapshot_id`'s (one [`Sandbox::checkpoint`] made), else a fresh one; their
+    /// processes go on from it, each with its own memory. Needs a runtime that can checkpoint
+    /// (gVisor's runsc).
+    pub async fn fork_live(
+        &self,
+        count: u32,
+        labels: HashMap<String, String>,
+        snapshot_id: Option<&str>,
+    ) -> Result<Fork> {
+        self.ensure_live()?;
+        let req = proto::ForkRequest {
+            sandbox_id: self.id().to_string(),
+            count,
+            labels,
+            live: true,
+            snapshot_id: snapshot_id.map(str::to_string),
+        };
+        self.forked(req).await
+    }
+
+    /// A live snapshot of the running sandbox (`Checkpoint`): its processes, memory and files of
+    /// one moment. With `leave_running` (the server's default) the sandbox goes on; without,
+    /// it is left stopped.
+    pub async fn checkpoint(&self, labels: HashMap<String, String>, leave_running: bool) -> Result<Snapshot> {
+        self.ensure_live()?;
+        let req = proto::CheckpointRequest {
+            sandbox_id: self.id().to_string(),
+            labels,
+            leave_running: Some(leave_running),
+        };
+        let resp = self.rpc().checkpoint(req).await?.into_inner();
+        resp.snapshot
+            .map(Snapshot::from)
+            .ok_or_else(|| ClientError::Protocol("CheckpointResponse without a snapshot".to_string()))
+    }
+
+    /// Checkpoints the sandbox to disk and stops it (`Hibernate`): its memory is freed until
+    /// [`Sandbox::resume`] wakes it.
+    pub async fn hibernate(&self) -> Result<Hibernated> {
+        self.ensure_live()?;
+        let resp =
+            self.rpc().hibernate(proto::HibernateRequest { sandbox_id: self.id().to_string() }).await?;
+        let resp = resp.into_inner();
+        Ok(Hibernated {
+            checkpoint_bytes: resp.checkpoint_bytes,
+            memory_freed_bytes: resp.memory_freed_bytes,
+        })
+    }
+
+    async fn forked(&self, req: proto::ForkRequest) -> Result<Fork> {
         let resp = self.rpc().fork(req).await?.into_inner();
         let client = self.client();
         let sandboxes = resp
@@ -123,7 +191,8 @@ impl Sandbox {
         Ok(())
     }
 
-    /// Thaws a paused sandbox (`Resume`); resuming a running sandbox succeeds.
+    /// Thaws a paused sandbox, or wakes a hibernated one (`Resume`); resuming a running sandbox
+    /// succeeds.
     pub async fn resume(&self) -> Result<()> {
         self.ensure_live()?;
         self.rpc().resume(proto::ResumeRequest { sandbox_id: self.id().to_string() }).await?;

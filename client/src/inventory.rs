@@ -60,6 +60,7 @@ pub(crate) fn status_to_proto(status: SandboxStatus) -> proto::SandboxStatus {
         SandboxStatus::Error => proto::SandboxStatus::Error,
         SandboxStatus::Unknown => proto::SandboxStatus::Unknown,
         SandboxStatus::Paused => proto::SandboxStatus::Paused,
+        SandboxStatus::Hibernated => proto::SandboxStatus::Hibernated,
     }
 }
 

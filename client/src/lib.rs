@@ -33,7 +33,7 @@ mod pty;
 mod sandbox;
 
 pub use access::{Grant, TokenScope};
-pub use branching::{DiffEntry, DiffKind, Fork, Snapshot};
+pub use branching::{DiffEntry, DiffKind, Fork, Hibernated, Snapshot};
 pub use client::{BearerAuth, Client, RawClient};
 pub use descriptor::IntoSandboxRef;
 pub use error::{failure_kind_of, ClientError, FailureKind, Result};

@@ -1,4 +1,5 @@
-//! `snapshot`, `fork`, `pause` and `resume`: branching a sandbox, and freezing it.
+//! `snapshot`, `checkpoint`, `fork` (`--live`), `pause`, `hibernate` and `resume`: branching a
+//! sandbox, and freezing or putting it to sleep.
 
 use clap::Args;
 use sandboxd_client::{proto, Client};
@@ -28,7 +29,30 @@ pub struct ForkArgs {
     /// A label added to the children's (repeatable).
     #[arg(long = "label", short = 'l', value_name = "K=V", value_parser = parse::key_value)]
     labels: Vec<(String, String)>,
+    /// Live: the children are restored from a live snapshot (processes and memory go on);
+    /// the sandbox must run on gVisor (runsc).
+    #[arg(long)]
+    live: bool,
+    /// With --live: restore from this live snapshot (`sandboxctl checkpoint`) instead of a
+    /// fresh one.
+    #[arg(long = "snapshot", value_name = "SNAPSHOT_ID", requires = "live")]
+    snapshot_id: Option<String>,
     /// `table` prints the children's ids, one a line; `json` the ids and the snapshot.
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+    output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckpointArgs {
+    /// The sandbox (on gVisor, runsc) to checkpoint; it goes on unless --stop.
+    sandbox_id: String,
+    /// A label kept on the snapshot (repeatable).
+    #[arg(long = "label", short = 'l', value_name = "K=V", value_parser = parse::key_value)]
+    labels: Vec<(String, String)>,
+    /// Leave the sandbox stopped after the checkpoint.
+    #[arg(long)]
+    stop: bool,
+    /// `table` prints the snapshot id; `json` the snapshot's details.
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
     output: Output,
 }
@@ -72,6 +96,8 @@ pub async fn fork(client: &Client, args: ForkArgs) -> Result<i32, CtlError> {
         sandbox_id: args.sandbox_id,
         count: args.count,
         labels: args.labels.into_iter().collect(),
+        live: args.live,
+        snapshot_id: args.snapshot_id,
     };
     let forked = match client.raw().fork(request).await {
         Ok(forked) => forked.into_inner(),
@@ -100,5 +126,49 @@ pub async fn pause(client: &Client, args: FreezeArgs) -> Result<i32, CtlError> {
 pub async fn resume(client: &Client, args: FreezeArgs) -> Result<i32, CtlError> {
     client.raw().resume(proto::ResumeRequest { sandbox_id: args.sandbox_id.clone() }).await?;
     println!("{}", args.sandbox_id);
+    Ok(0)
+}
+
+pub async fn checkpoint(client: &Client, args: CheckpointArgs) -> Result<i32, CtlError> {
+    let request = proto::CheckpointRequest {
+        sandbox_id: args.sandbox_id,
+        labels: args.labels.into_iter().collect(),
+        leave_running: Some(!args.stop),
+    };
+    let snapshot = client
+        .raw()
+        .checkpoint(request)
+        .await?
+        .into_inner()
+        .snapshot
+        .ok_or_else(|| CtlError::local("the server answered Checkpoint without a snapshot"))?;
+    match args.output {
+        Output::Table => println!("{}", snapshot.snapshot_id),
+        Output::Json => println!(
+            "{}",
+            serde_json::json!({
+                "snapshot_id": snapshot.snapshot_id,
+                "source_sandbox_id": snapshot.source_sandbox_id,
+                "labels": snapshot.labels,
+                "created_at_unix_ms": snapshot.created_at_unix_ms,
+                "size_bytes": snapshot.size_bytes,
+                "runtime": snapshot.runtime,
+                "live": snapshot.live,
+            })
+        ),
+    }
+    Ok(0)
+}
+
+pub async fn hibernate(client: &Client, args: FreezeArgs) -> Result<i32, CtlError> {
+    let done = client
+        .raw()
+        .hibernate(proto::HibernateRequest { sandbox_id: args.sandbox_id.clone() })
+        .await?
+        .into_inner();
+    println!(
+        "{}\tcheckpoint {} bytes\tmemory freed {} bytes",
+        args.sandbox_id, done.checkpoint_bytes, done.memory_freed_bytes
+    );
     Ok(0)
 }

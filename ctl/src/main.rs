@@ -88,11 +88,16 @@ enum Command {
     Port(port::PortArgs),
     /// Commit the sandbox's filesystem to a snapshot and print its id.
     Snapshot(branching::SnapshotArgs),
-    /// Start N new sandboxes from a snapshot of this one and print their ids.
+    /// Take a live snapshot (processes, memory, files) of a gVisor sandbox and print its id.
+    Checkpoint(branching::CheckpointArgs),
+    /// Start N new sandboxes from a snapshot of this one (--live: restored, processes and all)
+    /// and print their ids.
     Fork(branching::ForkArgs),
     /// Freeze every process of the sandbox.
     Pause(branching::FreezeArgs),
-    /// Thaw a paused sandbox.
+    /// Checkpoint a gVisor sandbox to disk and stop it (its memory freed) until resume.
+    Hibernate(branching::FreezeArgs),
+    /// Thaw a paused sandbox, or wake a hibernated one.
     Resume(branching::FreezeArgs),
     /// Remove the sandbox DURATION from now (90s, 30m, 2h) and print when.
     Ttl(lease::TtlArgs),
@@ -178,6 +183,8 @@ async fn run(cli: Cli) -> Result<i32, CtlError> {
         Command::Snapshot(args) => branching::snapshot(&client, args).await,
         Command::Fork(args) => branching::fork(&client, args).await,
         Command::Pause(args) => branching::pause(&client, args).await,
+        Command::Checkpoint(args) => branching::checkpoint(&client, args).await,
+        Command::Hibernate(args) => branching::hibernate(&client, args).await,
         Command::Resume(args) => branching::resume(&client, args).await,
         Command::Ttl(args) => lease::ttl(&client, args).await,
         Command::Create(args) => create::run(&client, args).await,

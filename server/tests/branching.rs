@@ -222,7 +222,12 @@ async fn create_from_snapshot_and_unknown_or_foreign_ids() {
             .unwrap_err();
         assert_eq!(e.code(), tonic::Code::NotFound, "snapshot {id}");
         let e = raw
-            .fork(proto::ForkRequest { sandbox_id: id.into(), count: 1, labels: HashMap::new() })
+            .fork(proto::ForkRequest {
+                sandbox_id: id.into(),
+                count: 1,
+                labels: HashMap::new(),
+                ..Default::default()
+            })
             .await
             .unwrap_err();
         assert_eq!(e.code(), tonic::Code::NotFound, "fork {id}");
@@ -382,7 +387,12 @@ async fn fork_refuses_bad_counts_and_a_failed_start_leaves_no_child_and_no_snaps
     let source = Sandbox::start(&client, spec(BUSYBOX)).await.expect("start");
     for count in [0, 65] {
         let e = raw
-            .fork(proto::ForkRequest { sandbox_id: source.id().into(), count, labels: HashMap::new() })
+            .fork(proto::ForkRequest {
+                sandbox_id: source.id().into(),
+                count,
+                labels: HashMap::new(),
+                ..Default::default()
+            })
             .await
             .unwrap_err();
         assert_eq!(e.code(), tonic::Code::InvalidArgument);

@@ -174,6 +174,11 @@ async fn call(raw: &mut RawClient, name: &str, id: &str) -> Result<(), tonic::St
         "Fork" => raw.fork(ForkRequest { sandbox_id: s(), count: 1, ..Default::default() }).await.map(drop),
         "Pause" => raw.pause(PauseRequest { sandbox_id: s() }).await.map(drop),
         "Resume" => raw.resume(ResumeRequest { sandbox_id: s() }).await.map(drop),
+        "Checkpoint" => raw
+            .checkpoint(sandboxd_proto::v1::CheckpointRequest { sandbox_id: s(), ..Default::default() })
+            .await
+            .map(drop),
+        "Hibernate" => raw.hibernate(sandboxd_proto::v1::HibernateRequest { sandbox_id: s() }).await.map(drop),
         "Grant" => raw
             .grant(GrantRequest { sandbox_id: s(), scope: TokenScope::Read as i32, ..Default::default() })
             .await

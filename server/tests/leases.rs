@@ -220,7 +220,12 @@ async fn every_path_that_makes_a_sandbox_is_capped_by_max_ttl() {
     )
     .await;
     let forked = raw
-        .fork(proto::ForkRequest { sandbox_id: source.clone(), count: 1, labels: mine.clone() })
+        .fork(proto::ForkRequest {
+            sandbox_id: source.clone(),
+            count: 1,
+            labels: mine.clone(),
+            ..Default::default()
+        })
         .await
         .expect("fork")
         .into_inner();

@@ -168,17 +168,20 @@ pub enum SandboxStatus {
     Unknown,
     /// Frozen by `Pause` until `Resume`: exec and terminals are refused.
     Paused,
+    /// Checkpointed to disk by `Hibernate`, its container stopped, until `Resume`.
+    Hibernated,
 }
 
 impl SandboxStatus {
     /// Every state, in the order the docs list them.
-    pub const ALL: [SandboxStatus; 6] = [
+    pub const ALL: [SandboxStatus; 7] = [
         SandboxStatus::Starting,
         SandboxStatus::Running,
         SandboxStatus::Stopped,
         SandboxStatus::Error,
         SandboxStatus::Unknown,
         SandboxStatus::Paused,
+        SandboxStatus::Hibernated,
     ];
 
     /// The lower-case name NeMo Gym uses (`running`, ...).
@@ -190,6 +193,7 @@ impl SandboxStatus {
             SandboxStatus::Error => "error",
             SandboxStatus::Unknown => "unknown",
             SandboxStatus::Paused => "paused",
+            SandboxStatus::Hibernated => "hibernated",
         }
     }
 
@@ -202,6 +206,7 @@ impl SandboxStatus {
             SandboxStatus::Error => crate::v1::SandboxStatus::Error,
             SandboxStatus::Unknown => crate::v1::SandboxStatus::Unknown,
             SandboxStatus::Paused => crate::v1::SandboxStatus::Paused,
+            SandboxStatus::Hibernated => crate::v1::SandboxStatus::Hibernated,
         }
     }
 

@@ -285,6 +285,14 @@ impl AgentEngine {
         }
     }
 
+    /// Let go of the sandbox's channel (its `docker exec -i` ends, and so does the agent it
+    /// ran); the next call opens another. A checkpoint needs no exec running (`live.rs`).
+    pub fn disconnect(&self, name: &str) {
+        if let Ok(mut slots) = self.slots.lock() {
+            slots.remove(name);
+        }
+    }
+
     /// How the sandbox's channel reaches its agent now (`None`: no channel open).
     pub fn transport(&self, name: &str) -> Option<Transport> {
         let slot = self.slots.lock().ok()?.get(name).cloned()?;

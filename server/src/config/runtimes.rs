@@ -25,11 +25,16 @@ pub struct RuntimeOffer {
     /// socket would exist only inside the sandbox.
     #[serde(default)]
     pub transport: Option<ExecTransport>,
+    /// Whether sandboxes on it can be checkpointed (live snapshots, live forks, hibernation):
+    /// gVisor's `runsc` registered with `--network=none` (gVisor refuses to checkpoint a sandbox
+    /// on the host's network stack) on a daemon started with `"experimental": true`.
+    #[serde(default)]
+    pub checkpoint: bool,
 }
 
 impl RuntimeOffer {
     pub fn new(name: &str) -> Self {
-        Self { name: name.into(), daemon_name: None, transport: None }
+        Self { name: name.into(), daemon_name: None, transport: None, checkpoint: false }
     }
 
     /// The name `docker run --runtime` takes.
@@ -71,6 +76,11 @@ impl Runtimes {
     /// The offer named `name`.
     pub fn get(&self, name: &str) -> Option<&RuntimeOffer> {
         self.0.iter().find(|r| r.name == name)
+    }
+
+    /// The names of the offered runtimes that can checkpoint, comma-separated.
+    pub fn checkpoint_names(&self) -> String {
+        self.0.iter().filter(|r| r.checkpoint).map(|r| r.name.as_str()).collect::<Vec<_>>().join(", ")
     }
 
     /// The offered names, comma-separated (for messages).
@@ -142,6 +152,7 @@ mod tests {
             name: "runsc".into(),
             daemon_name: Some("--privileged".into()),
             transport: None,
+            checkpoint: false,
         }]);
         assert!(bad.validate("runsc").unwrap_err().to_string().contains("runtimes[0].daemon_name"));
         assert!(Runtimes(vec![]).validate("runc").is_err());

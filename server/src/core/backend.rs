@@ -214,6 +214,42 @@ pub trait SandboxBackend: Send + Sync + 'static {
         policy: &CreatePolicy,
     ) -> Result<Forked>;
 
+    /// A live snapshot of a running sandbox (processes, memory and files of one moment) the
+    /// snapshot calls list, delete and expire; with `leave_running` the sandbox goes on, else it
+    /// stays stopped. A runtime that cannot checkpoint is `FailedPrecondition` naming the one
+    /// needed.
+    async fn checkpoint(
+        &self,
+        id: &SandboxId,
+        labels: &BTreeMap<String, String>,
+        leave_running: bool,
+        max_snapshots: usize,
+    ) -> Result<SnapshotInfo> {
+        let _ = (labels, leave_running, max_snapshots);
+        Err(ProviderError::Unimplemented(format!("this backend cannot checkpoint sandbox {id}")))
+    }
+
+    /// `count` sandboxes restored from a live snapshot (`snapshot_id`'s, else a fresh one of
+    /// `id`, which goes on), their processes continuing from it; all or nothing, planned by
+    /// `policy` as `fork`'s children are.
+    async fn fork_live(
+        &self,
+        id: Option<&SandboxId>,
+        snapshot_id: Option<&str>,
+        count: u32,
+        labels: &BTreeMap<String, String>,
+        max_snapshots: usize,
+        policy: &CreatePolicy,
+    ) -> Result<Forked> {
+        let _ = (id, snapshot_id, count, labels, max_snapshots, policy);
+        Err(ProviderError::Unimplemented("this backend cannot fork a sandbox live".into()))
+    }
+
+    /// Checkpoint the sandbox to disk and stop it (its memory freed) until `resume`.
+    async fn hibernate(&self, id: &SandboxId) -> Result<crate::core::branching::Hibernated> {
+        Err(ProviderError::Unimplemented(format!("this backend cannot hibernate sandbox {id}")))
+    }
+
     /// The paths added, changed and deleted since the sandbox started (or since its
     /// snapshot), at or below `path_prefix` when given, the service's own files left out.
     async fn diff(&self, id: &SandboxId, path_prefix: Option<&str>) -> Result<Vec<DiffEntry>>;
@@ -221,7 +257,7 @@ pub trait SandboxBackend: Send + Sync + 'static {
     /// Freeze every process of the sandbox; pausing a paused sandbox succeeds.
     async fn pause(&self, id: &SandboxId) -> Result<()>;
 
-    /// Thaw a paused sandbox; resuming a running sandbox succeeds.
+    /// Thaw a paused sandbox (or wake a hibernated one); resuming a running sandbox succeeds.
     async fn resume(&self, id: &SandboxId) -> Result<()>;
 
     /// What the sandbox's main process wrote to stdout and stderr (and, with

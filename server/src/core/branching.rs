@@ -18,6 +18,15 @@ pub struct SnapshotInfo {
     pub size_bytes: u64,
     /// The OCI runtime of the sandbox it was taken from (`""`: not recorded).
     pub runtime: String,
+    /// A live snapshot (`Checkpoint`): its processes and memory too, restored rather than booted.
+    pub live: bool,
+}
+
+/// What `Hibernate` did: the checkpoint on disk, the memory the sandbox held before it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hibernated {
+    pub checkpoint_bytes: u64,
+    pub memory_freed_bytes: u64,
 }
 
 /// The children of a fork and the snapshot they started from.

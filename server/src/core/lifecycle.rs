@@ -185,6 +185,27 @@ impl Lifecycle {
         max_snapshots: usize,
     ) -> Result<Forked> {
         let forked = self.backend.fork(id, count, labels, max_snapshots, &self.create_policy()).await?;
+        self.adopt_children(forked).await
+    }
+
+    /// As `fork`, the children restored from a live snapshot (`snapshot_id`'s, else a fresh
+    /// one of `id`).
+    pub async fn fork_live(
+        &self,
+        id: Option<&SandboxId>,
+        snapshot_id: Option<&str>,
+        count: u32,
+        labels: &BTreeMap<String, String>,
+        max_snapshots: usize,
+    ) -> Result<Forked> {
+        let policy = self.create_policy();
+        let forked = self.backend.fork_live(id, snapshot_id, count, labels, max_snapshots, &policy).await?;
+        self.adopt_children(forked).await
+    }
+
+    /// A fork's children become this process's (or are removed when it is shutting down) and
+    /// their leases start.
+    async fn adopt_children(&self, forked: Forked) -> Result<Forked> {
         let keep = {
             let mut created = self.lock_created();
             if !created.removing {

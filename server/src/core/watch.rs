@@ -32,6 +32,8 @@ pub enum EventKind {
     LeaseExpired,
     Removed,
     Existing,
+    /// Checkpointed to disk and stopped (`Hibernate`).
+    Hibernated,
 }
 
 impl EventKind {
@@ -41,6 +43,7 @@ impl EventKind {
             EventKind::Created => SandboxStatus::Starting,
             EventKind::Ready | EventKind::Resumed | EventKind::Existing => SandboxStatus::Running,
             EventKind::Paused => SandboxStatus::Paused,
+            EventKind::Hibernated => SandboxStatus::Hibernated,
             EventKind::Stopped | EventKind::LeaseExpired | EventKind::Removed => SandboxStatus::Stopped,
         }
     }
@@ -90,6 +93,10 @@ pub struct EventHub {
     reasons: Mutex<HashMap<String, String>>,
     /// Sandboxes whose lease the sweep ended, until their container stops or goes.
     expiring: Mutex<HashSet<String>>,
+    /// Daemon events this service causes on purpose and tells otherwise (a checkpoint's stop,
+    /// a restore's start), by (sandbox, docker action): what to publish instead (`None`:
+    /// nothing).
+    expected: Mutex<HashMap<(String, &'static str), Option<EventKind>>>,
     /// Whether the source is delivering events now (a watch begins once it is).
     up: tokio::sync::watch::Sender<bool>,
 }
@@ -105,6 +112,7 @@ impl EventHub {
         Self {
             tx: broadcast::channel(capacity.max(1)).0,
             reasons: Mutex::default(),
+            expected: Mutex::default(),
             expiring: Mutex::default(),
             up: tokio::sync::watch::channel(false).0,
         }
@@ -140,6 +148,25 @@ impl EventHub {
     /// Watchers subscribed now.
     pub fn watchers(&self) -> usize {
         self.tx.receiver_count()
+    }
+
+    /// The daemon will report `action` (`die`, `start`) of `sandbox_id` because this service
+    /// does something on purpose (a checkpoint stops the container, a restore starts it):
+    /// publish `instead` in its place (`None`: nothing).
+    pub fn expect_event(&self, sandbox_id: &str, action: &'static str, instead: Option<EventKind>) {
+        let mut expected = self.expected.lock().unwrap_or_else(|p| p.into_inner());
+        if expected.len() >= REASON_MEMORY {
+            expected.clear();
+        }
+        expected.insert((sandbox_id.to_string(), action), instead);
+    }
+
+    /// Take what an expected daemon event of `sandbox_id` becomes (`Some(None)`: nothing;
+    /// `None`: it was not expected).
+    pub fn take_expected(&self, sandbox_id: &str, action: &str) -> Option<Option<EventKind>> {
+        let mut expected = self.expected.lock().unwrap_or_else(|p| p.into_inner());
+        let key = expected.keys().find(|(id, a)| id == sandbox_id && *a == action).cloned()?;
+        expected.remove(&key)
     }
 
     /// `sandbox_id` is about to be removed on purpose, because of `reason`: its REMOVED event

@@ -477,7 +477,12 @@ pub async fn fork(
     let template = listed(&front, &parent)["templateID"].clone();
     let fork = front.api().fork(request(
         &principal,
-        pb::ForkRequest { sandbox_id: id, count: req.count.unwrap_or(1), labels: Default::default() },
+        pb::ForkRequest {
+            sandbox_id: id,
+            count: req.count.unwrap_or(1),
+            labels: Default::default(),
+            ..Default::default()
+        },
     ));
     let forked = front.audited(&principal, "Fork", fork).await.map_err(refuse)?.into_inner();
     let mut out = Vec::new();

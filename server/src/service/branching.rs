@@ -23,6 +23,7 @@ fn snapshot_info(info: SnapshotInfo) -> pb::SnapshotInfo {
         created_at_unix_ms: info.created_at_unix_ms,
         size_bytes: info.size_bytes,
         runtime: info.runtime,
+        live: info.live,
     }
 }
 
@@ -127,6 +128,14 @@ pub(super) async fn fork(
 ) -> Result<Response<pb::ForkResponse>, Status> {
     let principal = Principal::of(&request);
     let req = request.into_inner();
+    if req.live {
+        return fork_live(api, principal, req).await;
+    }
+    if req.snapshot_id.is_some() {
+        return Err(Status::invalid_argument(
+            "snapshot_id: only a live fork (live: true) starts from a given snapshot",
+        ));
+    }
     let span = span("Fork", &req.sandbox_id);
     let id = sandbox_id(&req.sandbox_id)?;
     let source = id.clone();
@@ -147,6 +156,100 @@ pub(super) async fn fork(
         sandboxes: forked.sandboxes.iter().map(convert::sandbox_ref).collect(),
         snapshot_id: forked.snapshot.snapshot_id,
     }))
+}
+
+/// `Fork { live }`: children restored from a live snapshot, a fresh one of `sandbox_id` or the
+/// given `snapshot_id` (then `sandbox_id` may be empty).
+async fn fork_live(
+    api: &SandboxApi,
+    principal: Principal,
+    req: pb::ForkRequest,
+) -> Result<Response<pb::ForkResponse>, Status> {
+    let span = span("Fork", &req.sandbox_id);
+    let id = match (req.sandbox_id.is_empty(), &req.snapshot_id) {
+        (true, Some(_)) => None,
+        _ => Some(sandbox_id(&req.sandbox_id)?),
+    };
+    match &id {
+        Some(id) => {
+            api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Fork") }).await?;
+            api.check_fork_runtime(&principal, id.as_str()).await?;
+        }
+        None => SandboxApi::require_key(&principal, "Fork from a snapshot")?,
+    }
+    if let Some(snapshot_id) = &req.snapshot_id {
+        api.check_snapshot(&principal, snapshot_id).await?;
+    }
+    let _permit = api.quotas.fork_allowed(api, &principal, req.count).await?;
+    if req.snapshot_id.is_none() {
+        api.quotas.snapshot_allowed(api, &principal).await?;
+    }
+    let fork_labels = tenant_labels(&principal, req.labels);
+    let lifecycle = api.lifecycle().clone();
+    let max = api.max_snapshots();
+    let source = id.clone();
+    let snapshot_id = req.snapshot_id.clone();
+    let count = req.count;
+    // Its own task, as `fork`'s: all or nothing even when the caller goes away.
+    let work =
+        tokio::spawn(
+            async move {
+                lifecycle.fork_live(id.as_ref(), snapshot_id.as_deref(), count, &fork_labels, max).await
+            }
+            .instrument(span),
+        );
+    let forked = work.await.map_err(|e| Status::internal(format!("fork task failed: {e}")))??;
+    if let Some(source) = &source {
+        api.inherit_network(source, &forked.sandboxes).await?;
+    }
+    Ok(Response::new(pb::ForkResponse {
+        sandboxes: forked.sandboxes.iter().map(convert::sandbox_ref).collect(),
+        snapshot_id: forked.snapshot.snapshot_id,
+    }))
+}
+
+pub(super) async fn checkpoint(
+    api: &SandboxApi,
+    request: Request<pb::CheckpointRequest>,
+) -> Result<Response<pb::CheckpointResponse>, Status> {
+    let principal = Principal::of(&request);
+    let req = request.into_inner();
+    async {
+        let id = sandbox_id(&req.sandbox_id)?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Checkpoint") }).await?;
+        api.quotas.snapshot_allowed(api, &principal).await?;
+        let labels = tenant_labels(&principal, req.labels);
+        let leave_running = req.leave_running.unwrap_or(true);
+        let backend = api.backend().clone();
+        let max = api.max_snapshots();
+        // Its own task: a caller that goes away never leaves the sandbox stopped mid-way.
+        let work = tokio::spawn(async move { backend.checkpoint(&id, &labels, leave_running, max).await });
+        let info = work.await.map_err(|e| Status::internal(format!("checkpoint task failed: {e}")))??;
+        Ok(Response::new(pb::CheckpointResponse { snapshot: Some(snapshot_info(info)) }))
+    }
+    .instrument(span("Checkpoint", &req.sandbox_id))
+    .await
+}
+
+pub(super) async fn hibernate(
+    api: &SandboxApi,
+    request: Request<pb::HibernateRequest>,
+) -> Result<Response<pb::HibernateResponse>, Status> {
+    let principal = Principal::of(&request);
+    let req = request.into_inner();
+    async {
+        let id = sandbox_id(&req.sandbox_id)?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Hibernate") }).await?;
+        let backend = api.backend().clone();
+        let work = tokio::spawn(async move { backend.hibernate(&id).await });
+        let done = work.await.map_err(|e| Status::internal(format!("hibernate task failed: {e}")))??;
+        Ok(Response::new(pb::HibernateResponse {
+            checkpoint_bytes: done.checkpoint_bytes,
+            memory_freed_bytes: done.memory_freed_bytes,
+        }))
+    }
+    .instrument(span("Hibernate", &req.sandbox_id))
+    .await
 }
 
 pub(super) async fn diff(

@@ -134,7 +134,7 @@ pub fn pool_spec_to_proto(spec: &PoolSpec) -> pb::PoolSpec {
             volumes: t.provider_options.volumes.clone(),
             run_args: t.provider_options.run_args.clone(),
         }),
-        snapshot_id: None,
+        snapshot_id: t.snapshot_id.clone(),
         pool: None,
         network: t.network.clone(),
         cap_add: t.cap_add.clone(),

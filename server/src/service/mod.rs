@@ -304,6 +304,20 @@ impl SandboxService for SandboxApi {
         branching::resume(self, request).await
     }
 
+    async fn checkpoint(
+        &self,
+        request: Request<pb::CheckpointRequest>,
+    ) -> Result<Response<pb::CheckpointResponse>, Status> {
+        branching::checkpoint(self, request).await
+    }
+
+    async fn hibernate(
+        &self,
+        request: Request<pb::HibernateRequest>,
+    ) -> Result<Response<pb::HibernateResponse>, Status> {
+        branching::hibernate(self, request).await
+    }
+
     async fn grant(&self, request: Request<pb::GrantRequest>) -> Result<Response<pb::GrantResponse>, Status> {
         access::grant(self, request).await
     }

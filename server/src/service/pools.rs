@@ -70,6 +70,17 @@ pub(super) async fn create_pool(
         }
         let mut spec = convert::pool_spec_from_proto(pool)?;
         api.bind_runtime(&principal, "pool.template.runtime", &mut spec.template.runtime)?;
+        if let Some(snapshot_id) = &spec.template.snapshot_id {
+            // A live pool: its members are restored from the caller's live snapshot.
+            api.check_snapshot(&principal, snapshot_id).await?;
+            let live = api.backend().list_snapshots(&Default::default()).await?;
+            if !live.iter().any(|s| &s.snapshot_id == snapshot_id && s.live) {
+                return Err(invalid(
+                    "pool.template.snapshot_id",
+                    "must name a live snapshot (Checkpoint): a live pool's claims are restores",
+                ));
+            }
+        }
         let status = api.pools.create(principal.tenant().map(String::from), spec).await?;
         tracing::info!(pool = %status.spec.name, target = status.spec.target, max = status.spec.max, "pool created");
         Ok(Response::new(pb::CreatePoolResponse { pool: Some(convert::pool_info(status)) }))

@@ -96,6 +96,10 @@ pub const RPCS: &[Rpc] = &[
     rpc("Diff", READS, Some(Field1), Sandbox(Read), FWD),
     rpc("Pause", MUT, Some(Field1), Sandbox(Owner), FWD),
     rpc("Resume", MUT, Some(Field1), Sandbox(Owner), FWD),
+    // Relayed to the sandbox's node: its checkpoint is written there, and a live fork of it
+    // must run there too (the checkpoint does not move between nodes).
+    rpc("Checkpoint", MUT, Some(Field1), Sandbox(Owner), FWD),
+    rpc("Hibernate", MUT, Some(Field1), Sandbox(Owner), FWD),
     rpc("Grant", MUT, Some(Field1), GrantedScope, HERE),
     rpc("Revoke", MUT, None, OwnerTokenOrKey, HERE),
     rpc("Logs", READS, Some(Field1), Sandbox(Read), FWD),

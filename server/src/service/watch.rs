@@ -191,6 +191,7 @@ fn wire(event: &SandboxEvent) -> pb::WatchResponse {
         EventKind::LeaseExpired => pb::SandboxEventKind::LeaseExpired,
         EventKind::Removed => pb::SandboxEventKind::Removed,
         EventKind::Existing => pb::SandboxEventKind::Existing,
+        EventKind::Hibernated => pb::SandboxEventKind::Hibernated,
     };
     pb::WatchResponse {
         event: Some(pb::SandboxEvent {

@@ -869,14 +869,21 @@ class Client(AsyncClosing):
         count: int = 1,
         *,
         labels: Mapping[str, str] | None = None,
+        live: bool = False,
+        snapshot_id: str | None = None,
         deadline_s: float | None = None,
     ) -> tuple[builtins.list[AsyncSandbox], str]:
-        """`count` new sandboxes from one fresh snapshot of the source, and that snapshot's id."""
+        """`count` new sandboxes from one fresh snapshot of the source, and that snapshot's id.
+
+        With `live` (a gVisor sandbox), the children are restored from a live snapshot
+        (`snapshot_id`'s, else a fresh one) and their processes go on from it."""
         from .sandbox import AsyncSandbox
 
+        request = pb.ForkRequest(sandbox_id=sandbox_id, count=count, labels=dict(labels or {}), live=live)
+        _unset_if_none(request, snapshot_id=snapshot_id)
         response = await self._unary(
             "Fork",
-            pb.ForkRequest(sandbox_id=sandbox_id, count=count, labels=dict(labels or {})),
+            request,
             pb.ForkResponse,
             deadline_s=deadline_s,
             idempotent=False,
@@ -899,6 +906,36 @@ class Client(AsyncClosing):
                 raise from_rpc_error(exc) from None
 
         return await self._retry.run("Diff", attempt)
+
+    async def checkpoint(
+        self,
+        sandbox_id: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        leave_running: bool = True,
+        deadline_s: float | None = None,
+    ) -> SnapshotInfo:
+        """A live snapshot of a running gVisor sandbox: processes, memory and files of one moment."""
+        response = await self._unary(
+            "Checkpoint",
+            pb.CheckpointRequest(sandbox_id=sandbox_id, labels=dict(labels or {}), leave_running=leave_running),
+            pb.CheckpointResponse,
+            deadline_s=deadline_s,
+            idempotent=False,
+        )
+        return SnapshotInfo.from_proto(response.snapshot)
+
+    async def hibernate(self, sandbox_id: str, *, deadline_s: float | None = None) -> tuple[int, int]:
+        """Checkpoint a gVisor sandbox to disk and stop it until `resume`: (checkpoint bytes,
+        memory freed in bytes)."""
+        response = await self._unary(
+            "Hibernate",
+            pb.HibernateRequest(sandbox_id=sandbox_id),
+            pb.HibernateResponse,
+            deadline_s=deadline_s,
+            idempotent=True,
+        )
+        return int(response.checkpoint_bytes), int(response.memory_freed_bytes)
 
     async def pause(self, sandbox_id: str, *, deadline_s: float | None = None) -> None:
         await self._unary(

@@ -198,9 +198,27 @@ class AsyncSandbox(AsyncClosing):
         return await self.client.snapshot(self.sandbox_id, labels=labels, deadline_s=deadline_s)
 
     async def fork(
-        self, count: int = 1, *, labels: Mapping[str, str] | None = None, deadline_s: float | None = None
+        self,
+        count: int = 1,
+        *,
+        labels: Mapping[str, str] | None = None,
+        live: bool = False,
+        snapshot_id: str | None = None,
+        deadline_s: float | None = None,
     ) -> tuple[list[AsyncSandbox], str]:
-        return await self.client.fork(self.sandbox_id, count, labels=labels, deadline_s=deadline_s)
+        return await self.client.fork(
+            self.sandbox_id, count, labels=labels, live=live, snapshot_id=snapshot_id, deadline_s=deadline_s
+        )
+
+    async def checkpoint(
+        self, *, labels: Mapping[str, str] | None = None, leave_running: bool = True, deadline_s: float | None = None
+    ) -> SnapshotInfo:
+        return await self.client.checkpoint(
+            self.sandbox_id, labels=labels, leave_running=leave_running, deadline_s=deadline_s
+        )
+
+    async def hibernate(self, *, deadline_s: float | None = None) -> tuple[int, int]:
+        return await self.client.hibernate(self.sandbox_id, deadline_s=deadline_s)
 
     async def diff(self, *, path_prefix: str | None = None, deadline_s: float | None = None) -> list[DiffEntry]:
         return await self.client.diff(self.sandbox_id, path_prefix=path_prefix, deadline_s=deadline_s)

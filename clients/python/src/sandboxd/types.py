@@ -46,6 +46,8 @@ class SandboxStatus(str, enum.Enum):
     ERROR = "error"
     UNKNOWN = "unknown"
     PAUSED = "paused"
+    #: Checkpointed to disk by `hibernate`, its container stopped, until `resume`.
+    HIBERNATED = "hibernated"
 
     @classmethod
     def from_proto(cls, value: int) -> SandboxStatus:
@@ -63,6 +65,7 @@ _STATUS_TO_PROTO: dict[SandboxStatus, pb.SandboxStatus] = {
     SandboxStatus.ERROR: pb.SANDBOX_STATUS_ERROR,
     SandboxStatus.UNKNOWN: pb.SANDBOX_STATUS_UNKNOWN,
     SandboxStatus.PAUSED: pb.SANDBOX_STATUS_PAUSED,
+    SandboxStatus.HIBERNATED: pb.SANDBOX_STATUS_HIBERNATED,
 }
 _STATUS_FROM_PROTO: dict[int, SandboxStatus] = {int(v): k for k, v in _STATUS_TO_PROTO.items()}
 
@@ -462,6 +465,8 @@ class SnapshotInfo:
     size_bytes: int
     #: The OCI runtime of the sandbox it was taken from; a sandbox from it runs on it too.
     runtime: str = ""
+    #: A live snapshot (`checkpoint`): a sandbox from it is restored with its processes and memory.
+    live: bool = False
 
     @classmethod
     def from_proto(cls, msg: pb.SnapshotInfo) -> SnapshotInfo:
@@ -472,6 +477,7 @@ class SnapshotInfo:
             created_at_unix_ms=int(msg.created_at_unix_ms),
             size_bytes=int(msg.size_bytes),
             runtime=msg.runtime,
+            live=msg.live,
         )
 
 

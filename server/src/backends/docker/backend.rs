@@ -160,6 +160,32 @@ impl SandboxBackend for DockerProvider {
         DockerProvider::fork(self, id, count, labels, max_snapshots, policy).await
     }
 
+    async fn checkpoint(
+        &self,
+        id: &SandboxId,
+        labels: &BTreeMap<String, String>,
+        leave_running: bool,
+        max_snapshots: usize,
+    ) -> Result<SnapshotInfo> {
+        DockerProvider::checkpoint(self, id, labels, leave_running, max_snapshots).await
+    }
+
+    async fn fork_live(
+        &self,
+        id: Option<&SandboxId>,
+        snapshot_id: Option<&str>,
+        count: u32,
+        labels: &BTreeMap<String, String>,
+        max_snapshots: usize,
+        policy: &CreatePolicy,
+    ) -> Result<Forked> {
+        DockerProvider::fork_live(self, id, snapshot_id, count, labels, max_snapshots, policy).await
+    }
+
+    async fn hibernate(&self, id: &SandboxId) -> Result<crate::core::branching::Hibernated> {
+        DockerProvider::hibernate(self, id).await
+    }
+
     async fn diff(&self, id: &SandboxId, path_prefix: Option<&str>) -> Result<Vec<DiffEntry>> {
         DockerProvider::diff(self, id, path_prefix).await
     }

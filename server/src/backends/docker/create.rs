@@ -47,11 +47,22 @@ impl DockerProvider {
         spec.validate()?;
         argv::check_docker_env(&spec.env, true).map_err(|m| ProviderError::invalid("spec.env", m))?;
         self.check_runtime_policy(spec)?;
-        let snapshot_runtime = match &spec.snapshot_id {
-            Some(snapshot_id) => Some(self.snapshot_info(snapshot_id).await?.runtime),
-            None => None,
+        let (snapshot_runtime, live) = match &spec.snapshot_id {
+            Some(snapshot_id) => {
+                let info = self.snapshot_info(snapshot_id).await?;
+                (Some(info.runtime), info.live.then(|| snapshot_id.clone()))
+            }
+            None => (None, None),
         };
         let runtime = self.choose_runtime(spec, snapshot_runtime.as_deref()).await?;
+        if live.is_some() {
+            // A live snapshot's sandbox is restored, not booted (`live.rs`).
+            self.refuse_unless_checkpointable(
+                "spec.snapshot_id (a live snapshot)",
+                &runtime.name,
+                "a restore",
+            )?;
+        }
         let disk = self.loop_disk_for(spec)?;
         // No network of its own: the tenant's bridge, never the host's shared default one.
         let walled;
@@ -111,8 +122,9 @@ impl DockerProvider {
         };
         args.splice(2..2, argv::oci_runtime_run_args(&runtime.name, &runtime.daemon_name));
         args = argv::with_labels(args, &labels);
-        if disk.is_some() {
-            // Created, given its disk, then started (`run_create_with_reconciliation`).
+        if disk.is_some() || live.is_some() {
+            // Created, given its disk (or its checkpoint), then started
+            // (`run_create_with_reconciliation`).
             args = argv::as_create_args(args);
         }
         let span = tracing::info_span!("create", sandbox_id = %sandbox_id, image = %image);
@@ -121,7 +133,14 @@ impl DockerProvider {
         let stage = AtomicU8::new(STAGE_RUNNING);
         let work = async {
             let container_id = self
-                .run_create_with_reconciliation(&args, &argv::run_env(&spec.env), &creating, &image, disk)
+                .run_create_with_reconciliation(
+                    &args,
+                    &argv::run_env(&spec.env),
+                    &creating,
+                    &image,
+                    disk,
+                    live.as_deref(),
+                )
                 .await?;
             stage.store(STAGE_STARTED, Ordering::SeqCst);
             let started = Instant::now();
@@ -246,6 +265,7 @@ impl DockerProvider {
         name: &str,
         image: &str,
         disk: Option<u64>,
+        live: Option<&str>,
     ) -> Result<Option<String>> {
         let cfg = &self.config.create;
         let cli = self.cli.in_pool(Pool::Create).with_env(env.clone());
@@ -260,12 +280,12 @@ impl DockerProvider {
             unreachable = false;
             let detail = match cli.run(args, timeout, env_file.as_deref()).await {
                 // `docker run -d` prints the container's id.
-                Ok(out) if disk.is_none() => {
+                Ok(out) if disk.is_none() && live.is_none() => {
                     return Ok(Some(out.stdout_text().trim().to_string()).filter(|id| !id.is_empty()))
                 }
                 // `docker create`: its disk, then the start.
                 Ok(out) => {
-                    self.disk_then_start(name, image, disk).await?;
+                    self.disk_then_start(name, image, disk, live).await?;
                     return Ok(Some(out.stdout_text().trim().to_string()).filter(|id| !id.is_empty()));
                 }
                 // The run may have made its container: reconcile below.
@@ -292,8 +312,8 @@ impl DockerProvider {
             tracing::warn!(attempt, error = %last_error, "ambiguous docker run; reconciling by name");
             match self.inspect(name).await {
                 Ok(Some(found)) if found.owned && same_image(&found.image, image) => {
-                    if disk.is_some() && found.state == ContainerState::Created {
-                        self.disk_then_start(name, image, disk).await?;
+                    if (disk.is_some() || live.is_some()) && found.state == ContainerState::Created {
+                        self.disk_then_start(name, image, disk, live).await?;
                         return Ok(None);
                     }
                     if self.start_reconciled_container(name, &found.state).await? {
@@ -317,9 +337,15 @@ impl DockerProvider {
         )))
     }
 
-    /// Start the created container `name` on its loop disk of `disk` bytes; on failure it is
-    /// removed (with its disk file).
-    async fn disk_then_start(&self, name: &str, image: &str, disk: Option<u64>) -> Result<()> {
+    /// Start the created container `name` on its loop disk of `disk` bytes, restored from live
+    /// snapshot `live`'s checkpoint when given; on failure it is removed (with its disk file).
+    async fn disk_then_start(
+        &self,
+        name: &str,
+        image: &str,
+        disk: Option<u64>,
+        live: Option<&str>,
+    ) -> Result<()> {
         if let Some(bytes) = disk {
             match self.attach_disk(name, bytes).await {
                 // Known before the start, so any removal detaches it first.
@@ -330,7 +356,18 @@ impl DockerProvider {
                 }
             }
         }
-        match self.control(argv::start_args(name)).await {
+        let start = match live {
+            None => argv::start_args(name),
+            Some(snapshot_id) => match self.place_checkpoint(name, snapshot_id).await {
+                Ok(checkpoint) => argv::start_from_checkpoint_args(name, &checkpoint),
+                Err(e) => {
+                    self.remove_if_owned(name, image).await;
+                    self.release_disk(name);
+                    return Err(e);
+                }
+            },
+        };
+        match self.control(start).await {
             Ok(_) => Ok(()),
             Err(e) => {
                 // `docker start` says only "failed to start containers" when the daemon went
@@ -439,7 +476,7 @@ impl DockerProvider {
     }
 
     /// A container's full id.
-    async fn container_id(&self, name: &str) -> Result<String> {
+    pub(super) async fn container_id(&self, name: &str) -> Result<String> {
         let out = self.control(argv::agent_facts_args(name)).await?;
         Ok(out.stdout_text().split('\t').next().unwrap_or("").trim().to_string())
     }

@@ -29,23 +29,26 @@ const FORK_PARALLELISM: usize = 16;
 
 /// The parts of `docker inspect` a fork copies.
 #[derive(Debug, Default, Deserialize)]
-struct ContainerJson {
+pub(super) struct ContainerJson {
+    /// The container's full id.
+    #[serde(rename = "Id", default)]
+    pub(super) id: String,
     #[serde(rename = "Config", default)]
-    config: ConfigJson,
+    pub(super) config: ConfigJson,
     #[serde(rename = "HostConfig", default)]
     host: HostJson,
 }
 
 #[derive(Debug, Default, Deserialize)]
-struct ConfigJson {
+pub(super) struct ConfigJson {
     #[serde(rename = "Labels", default)]
-    labels: Option<BTreeMap<String, String>>,
+    pub(super) labels: Option<BTreeMap<String, String>>,
     #[serde(rename = "WorkingDir", default)]
     working_dir: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
-struct HostJson {
+pub(super) struct HostJson {
     #[serde(rename = "NanoCpus", default)]
     nano_cpus: i64,
     #[serde(rename = "Memory", default)]
@@ -68,7 +71,7 @@ fn lease_length_s(labels: &BTreeMap<String, String>) -> Option<f64> {
 }
 
 /// The spec a child of this container is created with (image and snapshot filled in later).
-fn child_spec(source: &ContainerJson, labels: &BTreeMap<String, String>) -> SandboxSpec {
+pub(super) fn child_spec(source: &ContainerJson, labels: &BTreeMap<String, String>) -> SandboxSpec {
     let container_labels = source.config.labels.clone().unwrap_or_default();
     let ports = container_labels
         .get(argv::PORTS_LABEL)
@@ -143,7 +146,7 @@ impl DockerProvider {
     }
 
     /// The full inspect of a sandbox this service owns.
-    async fn inspect_source(&self, sandbox_id: &str) -> Result<ContainerJson> {
+    pub(super) async fn inspect_source(&self, sandbox_id: &str) -> Result<ContainerJson> {
         if !SandboxId::has_valid_shape(sandbox_id) {
             return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
         }

@@ -26,6 +26,9 @@ pub const SNAPSHOT_LABELS_LABEL: &str = "sandboxd.snapshot.labels";
 
 /// When the snapshot was taken, in milliseconds since the Unix epoch.
 pub const SNAPSHOT_CREATED_LABEL: &str = "sandboxd.snapshot.created_ms";
+/// `1` on a live snapshot (`Checkpoint`): its checkpoint lies beside it
+/// (`<data root>/sandboxd-checkpoints/<hex>`), and a sandbox from it is restored.
+pub const SNAPSHOT_LIVE_LABEL: &str = "sandboxd.snapshot.live";
 
 /// The warm pool a sandbox was started for, ahead of a claim (`crate::core::pools`).
 pub const POOL_LABEL: &str = "sandboxd.pool";

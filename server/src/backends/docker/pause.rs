@@ -21,9 +21,13 @@ impl DockerProvider {
         Ok(())
     }
 
-    /// Thaw a paused sandbox.
+    /// Thaw a paused sandbox, or wake a hibernated one (`live.rs`).
     pub async fn resume(&self, id: &SandboxId) -> Result<()> {
         let sandbox_id = id.as_str();
+        if SandboxId::has_valid_shape(sandbox_id) && self.wake(id).await? {
+            self.states.record(sandbox_id, Some(ContainerState::Running));
+            return Ok(());
+        }
         self.handle(sandbox_id).await?;
         self.freeze_control(sandbox_id, argv::unpause_args(sandbox_id), DockerFailureKind::NotPaused).await?;
         self.states.record(sandbox_id, Some(ContainerState::Running));

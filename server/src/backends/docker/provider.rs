@@ -126,6 +126,11 @@ pub struct DockerProvider {
     pub(super) baselines: Mutex<HashMap<String, super::reset::Baseline>>,
     /// Removals a close left to the background (`closing.rs`).
     pub(super) removals: tokio_util::task::TaskTracker,
+    /// The daemon's data root (`docker info`'s DockerRootDir), once asked (`live.rs`).
+    pub(super) data_root: tokio::sync::OnceCell<PathBuf>,
+    /// Sandboxes this process hibernated and has not woken (`live.rs`; a restarted server
+    /// finds them by their checkpoint).
+    pub(super) hibernated: Mutex<HashSet<String>>,
 }
 
 impl DockerProvider {
@@ -212,6 +217,8 @@ impl DockerProvider {
             usage_book: Default::default(),
             baselines: Mutex::default(),
             removals: tokio_util::task::TaskTracker::new(),
+            data_root: Default::default(),
+            hibernated: Mutex::default(),
         })
     }
 

@@ -37,7 +37,7 @@ struct ImageConfig {
 }
 
 /// A commit's place under the bound, given back when the commit ends (or is cancelled).
-struct InFlight(Arc<AtomicUsize>);
+pub(super) struct InFlight(Arc<AtomicUsize>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
@@ -98,6 +98,7 @@ fn owned_snapshot(image: ImageJson) -> Option<SnapshotInfo> {
             .unwrap_or_default(),
         size_bytes: image.size,
         runtime: labels.get(crate::backends::docker::labels::OCI_RUNTIME_LABEL).cloned().unwrap_or_default(),
+        live: labels.get(argv::SNAPSHOT_LIVE_LABEL).is_some_and(|v| v == "1"),
     })
 }
 
@@ -129,6 +130,20 @@ impl DockerProvider {
     ) -> Result<SnapshotInfo> {
         let _place = self.reserve_snapshot_place(max_snapshots).await?;
         let snapshot_id = argv::new_snapshot_id();
+        self.commit_as(sandbox_id, &snapshot_id, labels, false).await?;
+        tracing::info!(sandbox_id, snapshot_id = %snapshot_id, "snapshot taken");
+        self.snapshot_info(&snapshot_id).await
+    }
+
+    /// `docker commit` of the sandbox to the snapshot image `snapshot_id` (its place under the
+    /// bound already reserved), marked live or not; a commit cut off leaves no image.
+    pub(super) async fn commit_as(
+        &self,
+        sandbox_id: &str,
+        snapshot_id: &str,
+        labels: &BTreeMap<String, String>,
+        live: bool,
+    ) -> Result<()> {
         let encoded = encode_labels(labels);
         // A sandbox whose agent runs as root (`-u 0`) keeps its image's user in the snapshot.
         let user = self.agent_started_as(sandbox_id).await;
@@ -137,8 +152,9 @@ impl DockerProvider {
             labels: &encoded,
             created_ms: now_ms(),
             user: user.as_deref(),
+            live,
         };
-        let args = argv::commit_args(sandbox_id, &snapshot_id, &marks);
+        let args = argv::commit_args(sandbox_id, snapshot_id, &marks);
         let timeout = self.config.create.start_timeout;
         match self.cli.run(&args, timeout, None).await {
             Ok(_) => {}
@@ -148,18 +164,17 @@ impl DockerProvider {
             Err(CliError::Failed(f)) => return Err(f.into()),
             Err(e) => {
                 // A commit cut off at its timeout may still have made the image.
-                self.remove_snapshot_image(&snapshot_id).await;
+                self.remove_snapshot_image(snapshot_id).await;
                 return Err(e.into());
             }
         }
-        tracing::info!(sandbox_id, snapshot_id = %snapshot_id, "snapshot taken");
-        self.snapshot_info(&snapshot_id).await
+        Ok(())
     }
 
     /// A place under `max_snapshots` for one commit: counted under a lock with the commits
     /// still running, so concurrent snapshots of this process never pass the bound, while the
     /// commits themselves run in parallel.
-    async fn reserve_snapshot_place(&self, max_snapshots: usize) -> Result<InFlight> {
+    pub(super) async fn reserve_snapshot_place(&self, max_snapshots: usize) -> Result<InFlight> {
         let _counting = self.snapshot_lock.lock().await;
         let existing = self.snapshot_refs().await?.len() + self.snapshots_in_flight.load(Ordering::SeqCst);
         if existing >= max_snapshots {
@@ -210,6 +225,7 @@ impl DockerProvider {
         self.snapshot_info(snapshot_id).await?;
         let failure = match self.control(argv::rmi_args(snapshot_id)).await {
             Ok(_) => {
+                self.drop_live_checkpoint(snapshot_id).await;
                 tracing::info!(snapshot_id, "snapshot deleted");
                 return Ok(());
             }
@@ -241,6 +257,7 @@ impl DockerProvider {
             // Docker refuses one a container uses: it stays.
             match self.control(argv::rmi_args(&snapshot.snapshot_id)).await {
                 Ok(_) => {
+                    self.drop_live_checkpoint(&snapshot.snapshot_id).await;
                     tracing::info!(snapshot_id = %snapshot.snapshot_id, "expired snapshot removed");
                     removed.push(snapshot.snapshot_id);
                 }
@@ -259,6 +276,7 @@ impl DockerProvider {
 
     /// Best effort: remove a snapshot image this call made (a failed commit or fork).
     pub(super) async fn remove_snapshot_image(&self, snapshot_id: &str) {
+        self.drop_live_checkpoint(snapshot_id).await;
         if let Err(e) = self.control(argv::rmi_args(snapshot_id)).await {
             if e.kind() == Some(DockerFailureKind::MissingImage) {
                 return; // the failed commit made none

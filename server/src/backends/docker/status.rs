@@ -22,12 +22,12 @@ impl DockerProvider {
         }
         if !self.was_closed(sandbox_id) {
             if let Some(state) = self.states.state(sandbox_id) {
-                return Ok(state.sandbox_status());
+                return Ok(self.hibernated_or(id, state.sandbox_status()).await);
             }
         }
         match self.inspect(sandbox_id).await? {
             None => Ok(SandboxStatus::Stopped),
-            Some(found) if found.owned => Ok(found.state.sandbox_status()),
+            Some(found) if found.owned => Ok(self.hibernated_or(id, found.state.sandbox_status()).await),
             Some(_) => Err(ProviderError::SandboxNotFound(sandbox_id.into())),
         }
     }

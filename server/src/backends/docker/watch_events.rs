@@ -80,6 +80,12 @@ impl Follower {
                 hub.publish(SandboxEvent { reason: "lease expired".into(), ..make(EventKind::LeaseExpired) });
             }
         };
+        if let Some(instead) = hub.take_expected(&sandbox_id, action) {
+            if let Some(kind) = instead {
+                hub.publish(make(kind));
+            }
+            return;
+        }
         match (action, creating.is_some()) {
             ("create", _) if task_of.is_some() => hub.publish(make(EventKind::Created)),
             ("create", true) => hub.publish(make(EventKind::Created)),

@@ -241,6 +241,7 @@ fn event_of(message: pb::WatchResponse, filter: &WatchFilter) -> Option<SandboxE
         K::LeaseExpired => EventKind::LeaseExpired,
         K::Removed => EventKind::Removed,
         K::Existing => EventKind::Existing,
+        K::Hibernated => EventKind::Hibernated,
         K::Unspecified => return None,
     };
     let info = e.sandbox.unwrap_or_default();

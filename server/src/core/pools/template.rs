@@ -6,7 +6,10 @@
 //! `metadata` (kept in the claim record) and `ttl_s` (the lease starts at the claim). Everything
 //! else is fixed at `docker run` and must be equal: `image`, `workdir`, `resources`,
 //! `entrypoint`, `ports`, `provider_options`, `ready_timeout_s` and the runtime requirements
-//! (`network`, `cap_add`, `shm_size_bytes`, `volumes`); `snapshot_id` must be unset.
+//! (`network`, `cap_add`, `shm_size_bytes`, `volumes`). A template with a `snapshot_id` (and no
+//! image) is a pool of that snapshot: of a live one (`Checkpoint`), a live pool whose members
+//! are restored, so a claim hands out a process state, not a boot (the service checks it is
+//! live).
 //! A `Create` that names its pool (`spec.pool`) may leave those fields unset (the template's
 //! apply); one that does not name a pool is served by the first pool, by name, whose template
 //! they equal exactly.
@@ -64,13 +67,17 @@ impl PoolSpec {
         let field = |f: &str| format!("{prefix}.{f}");
         let refused = |(field, message): super::rules::Refusal| ProviderError::invalid(field, message);
         super::rules::check_name(&field("name"), &self.name).map_err(refused)?;
-        if self.template.image.is_empty() {
-            return Err(ProviderError::invalid(field("image"), "is required"));
-        }
-        crate::core::spec::validate_image(&self.template.image)
-            .map_err(|e| rename_field(e, "spec.image", &field("image")))?;
-        if self.template.snapshot_id.is_some() {
-            return Err(ProviderError::invalid(field("template.snapshot_id"), "must be unset"));
+        match (&self.template.snapshot_id, self.template.image.is_empty()) {
+            (Some(_), false) => {
+                return Err(ProviderError::invalid(
+                    field("image"),
+                    "must be empty when template.snapshot_id names the (live) snapshot the pool restores",
+                ))
+            }
+            (Some(_), true) => {}
+            (None, true) => return Err(ProviderError::invalid(field("image"), "is required")),
+            (None, false) => crate::core::spec::validate_image(&self.template.image)
+                .map_err(|e| rename_field(e, "spec.image", &field("image")))?,
         }
         if self.template.ttl_s.is_some() {
             return Err(ProviderError::invalid(
@@ -86,7 +93,7 @@ impl PoolSpec {
     /// equal the template's (see the module's doc).
     pub fn matches(&self, call: &SandboxSpec) -> bool {
         let t = &self.template;
-        call.snapshot_id.is_none()
+        call.snapshot_id == t.snapshot_id
             && crate::core::spec::normalize_image(&call.image) == crate::core::spec::normalize_image(&t.image)
             && call.workdir == t.workdir
             && call.resources == t.resources
@@ -121,7 +128,7 @@ impl PoolSpec {
         {
             return differs("image");
         }
-        if call.snapshot_id.is_some() {
+        if call.snapshot_id.is_some() && call.snapshot_id != t.snapshot_id {
             return differs("snapshot_id");
         }
         if call.workdir.is_some() && call.workdir != t.workdir {
@@ -221,6 +228,16 @@ mod tests {
             (PoolSpec { max: 5000, target: 0, ..pool() }, "pool.max"),
             (PoolSpec { name: "Bad Name".into(), ..pool() }, "pool.name"),
             (PoolSpec { template: SandboxSpec::default(), ..pool() }, "pool.image"),
+            (
+                PoolSpec {
+                    template: SandboxSpec {
+                        snapshot_id: Some("sandboxd-snapshot:0".into()),
+                        ..pool().template
+                    },
+                    ..pool()
+                },
+                "pool.image",
+            ),
             (
                 PoolSpec { template: SandboxSpec { ttl_s: Some(5.0), ..pool().template }, ..pool() },
                 "pool.template.ttl_s",

@@ -16,6 +16,7 @@ class SandboxStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SANDBOX_STATUS_ERROR: _ClassVar[SandboxStatus]
     SANDBOX_STATUS_UNKNOWN: _ClassVar[SandboxStatus]
     SANDBOX_STATUS_PAUSED: _ClassVar[SandboxStatus]
+    SANDBOX_STATUS_HIBERNATED: _ClassVar[SandboxStatus]
 
 class DiffKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -42,6 +43,7 @@ class SandboxEventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SANDBOX_EVENT_KIND_LEASE_EXPIRED: _ClassVar[SandboxEventKind]
     SANDBOX_EVENT_KIND_REMOVED: _ClassVar[SandboxEventKind]
     SANDBOX_EVENT_KIND_EXISTING: _ClassVar[SandboxEventKind]
+    SANDBOX_EVENT_KIND_HIBERNATED: _ClassVar[SandboxEventKind]
 
 class EgressAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -97,6 +99,7 @@ SANDBOX_STATUS_STOPPED: SandboxStatus
 SANDBOX_STATUS_ERROR: SandboxStatus
 SANDBOX_STATUS_UNKNOWN: SandboxStatus
 SANDBOX_STATUS_PAUSED: SandboxStatus
+SANDBOX_STATUS_HIBERNATED: SandboxStatus
 DIFF_KIND_UNSPECIFIED: DiffKind
 DIFF_KIND_ADDED: DiffKind
 DIFF_KIND_CHANGED: DiffKind
@@ -114,6 +117,7 @@ SANDBOX_EVENT_KIND_STOPPED: SandboxEventKind
 SANDBOX_EVENT_KIND_LEASE_EXPIRED: SandboxEventKind
 SANDBOX_EVENT_KIND_REMOVED: SandboxEventKind
 SANDBOX_EVENT_KIND_EXISTING: SandboxEventKind
+SANDBOX_EVENT_KIND_HIBERNATED: SandboxEventKind
 EGRESS_ACTION_UNSPECIFIED: EgressAction
 EGRESS_ACTION_ALLOW: EgressAction
 EGRESS_ACTION_DENY: EgressAction
@@ -626,7 +630,7 @@ class SnapshotRequest(_message.Message):
     def __init__(self, sandbox_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class SnapshotInfo(_message.Message):
-    __slots__ = ("snapshot_id", "source_sandbox_id", "labels", "created_at_unix_ms", "size_bytes", "runtime")
+    __slots__ = ("snapshot_id", "source_sandbox_id", "labels", "created_at_unix_ms", "size_bytes", "runtime", "live")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -640,13 +644,15 @@ class SnapshotInfo(_message.Message):
     CREATED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FIELD_NUMBER: _ClassVar[int]
     snapshot_id: str
     source_sandbox_id: str
     labels: _containers.ScalarMap[str, str]
     created_at_unix_ms: int
     size_bytes: int
     runtime: str
-    def __init__(self, snapshot_id: _Optional[str] = ..., source_sandbox_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at_unix_ms: _Optional[int] = ..., size_bytes: _Optional[int] = ..., runtime: _Optional[str] = ...) -> None: ...
+    live: bool
+    def __init__(self, snapshot_id: _Optional[str] = ..., source_sandbox_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at_unix_ms: _Optional[int] = ..., size_bytes: _Optional[int] = ..., runtime: _Optional[str] = ..., live: _Optional[bool] = ...) -> None: ...
 
 class SnapshotResponse(_message.Message):
     __slots__ = ("snapshot",)
@@ -684,7 +690,7 @@ class DeleteSnapshotResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ForkRequest(_message.Message):
-    __slots__ = ("sandbox_id", "count", "labels")
+    __slots__ = ("sandbox_id", "count", "labels", "live", "snapshot_id")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -695,10 +701,14 @@ class ForkRequest(_message.Message):
     SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
     sandbox_id: str
     count: int
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, sandbox_id: _Optional[str] = ..., count: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    live: bool
+    snapshot_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., count: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., live: _Optional[bool] = ..., snapshot_id: _Optional[str] = ...) -> None: ...
 
 class ForkResponse(_message.Message):
     __slots__ = ("sandboxes", "snapshot_id")
@@ -749,6 +759,43 @@ class ResumeRequest(_message.Message):
 class ResumeResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class CheckpointRequest(_message.Message):
+    __slots__ = ("sandbox_id", "labels", "leave_running")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    LEAVE_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    labels: _containers.ScalarMap[str, str]
+    leave_running: bool
+    def __init__(self, sandbox_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., leave_running: _Optional[bool] = ...) -> None: ...
+
+class CheckpointResponse(_message.Message):
+    __slots__ = ("snapshot",)
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    snapshot: SnapshotInfo
+    def __init__(self, snapshot: _Optional[_Union[SnapshotInfo, _Mapping]] = ...) -> None: ...
+
+class HibernateRequest(_message.Message):
+    __slots__ = ("sandbox_id",)
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ...) -> None: ...
+
+class HibernateResponse(_message.Message):
+    __slots__ = ("checkpoint_bytes", "memory_freed_bytes")
+    CHECKPOINT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FREED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    checkpoint_bytes: int
+    memory_freed_bytes: int
+    def __init__(self, checkpoint_bytes: _Optional[int] = ..., memory_freed_bytes: _Optional[int] = ...) -> None: ...
 
 class GrantRequest(_message.Message):
     __slots__ = ("sandbox_id", "scope", "ttl_s")

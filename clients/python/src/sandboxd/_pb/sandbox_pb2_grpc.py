@@ -130,6 +130,16 @@ class SandboxServiceStub:
                 request_serializer=sandbox_dot_v1_dot_sandbox__pb2.ResumeRequest.SerializeToString,
                 response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.ResumeResponse.FromString,
                 _registered_method=True)
+        self.Checkpoint = channel.unary_unary(
+                '/sandbox.v1.SandboxService/Checkpoint',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.CheckpointRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.CheckpointResponse.FromString,
+                _registered_method=True)
+        self.Hibernate = channel.unary_unary(
+                '/sandbox.v1.SandboxService/Hibernate',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.HibernateRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.HibernateResponse.FromString,
+                _registered_method=True)
         self.Grant = channel.unary_unary(
                 '/sandbox.v1.SandboxService/Grant',
                 request_serializer=sandbox_dot_v1_dot_sandbox__pb2.GrantRequest.SerializeToString,
@@ -425,7 +435,25 @@ class SandboxServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Resume(self, request, context):
-        """Thaw a paused sandbox.
+        """Thaw a paused sandbox, or wake a hibernated one (restored from its checkpoint).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Checkpoint(self, request, context):
+        """A live snapshot of a running gVisor sandbox: its processes, memory, open files, cwd and
+        environment (a gVisor checkpoint) with its files of the same moment, as a snapshot id the
+        snapshot calls list, delete and expire, and `Fork { live }`, `Create` and pools restore.
+        A sandbox not on a runtime that can checkpoint (runc) is FAILED_PRECONDITION.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Hibernate(self, request, context):
+        """Checkpoint the sandbox to disk and stop its container, freeing its memory; `Resume` wakes
+        it with its processes as they were. Its lease keeps running.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -799,6 +827,16 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.Resume,
                     request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.ResumeRequest.FromString,
                     response_serializer=sandbox_dot_v1_dot_sandbox__pb2.ResumeResponse.SerializeToString,
+            ),
+            'Checkpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.Checkpoint,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.CheckpointRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.CheckpointResponse.SerializeToString,
+            ),
+            'Hibernate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Hibernate,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.HibernateRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.HibernateResponse.SerializeToString,
             ),
             'Grant': grpc.unary_unary_rpc_method_handler(
                     servicer.Grant,
@@ -1465,6 +1503,60 @@ class SandboxService:
             '/sandbox.v1.SandboxService/Resume',
             sandbox_dot_v1_dot_sandbox__pb2.ResumeRequest.SerializeToString,
             sandbox_dot_v1_dot_sandbox__pb2.ResumeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Checkpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/Checkpoint',
+            sandbox_dot_v1_dot_sandbox__pb2.CheckpointRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.CheckpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Hibernate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/Hibernate',
+            sandbox_dot_v1_dot_sandbox__pb2.HibernateRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.HibernateResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -24,7 +24,7 @@ fn snapshot_ids_are_checked_by_shape() {
 
 #[test]
 fn commit_blanks_sandbox_labels_and_marks_the_snapshot() {
-    let marks = SnapshotMarks { source: "sandboxd-a", labels: "e30", created_ms: 7, user: None };
+    let marks = SnapshotMarks { source: "sandboxd-a", labels: "e30", created_ms: 7, user: None, live: false };
     assert_eq!(
         commit_args("sandboxd-a", "sandboxd-snapshot:b", &marks),
         v(&[

@@ -494,3 +494,25 @@ pub fn running_args(name: &str) -> Vec<String> {
 pub fn pid_args(name: &str) -> Vec<String> {
     vec![s("inspect"), s("--type"), s("container"), s("-f"), s("{{.State.Pid}}"), s(name)]
 }
+
+/// `docker checkpoint create NAME CHECKPOINT`: gVisor writes the sandbox's processes and memory
+/// to the container's `checkpoints/CHECKPOINT` and stops it (`--leave-running` panics in the
+/// runsc release these machines have: the caller restarts the container from it instead).
+pub fn checkpoint_create_args(name: &str, checkpoint: &str) -> Vec<String> {
+    vec![s("checkpoint"), s("create"), s(name), s(checkpoint)]
+}
+
+/// `docker start --checkpoint CHECKPOINT NAME`: restore the container from its checkpoint.
+pub fn start_from_checkpoint_args(name: &str, checkpoint: &str) -> Vec<String> {
+    vec![s("start"), format!("--checkpoint={checkpoint}"), s(name)]
+}
+
+/// `docker info`'s data root (where `containers/<id>/checkpoints/` lie).
+pub fn data_root_args() -> Vec<String> {
+    vec![s("info"), s("--format"), s("{{.DockerRootDir}}")]
+}
+
+/// How many `docker exec` processes of the container run now.
+pub fn running_execs_args(name: &str) -> Vec<String> {
+    vec![s("inspect"), s("--type"), s("container"), s("--format"), s("{{len .ExecIDs}}"), s(name)]
+}

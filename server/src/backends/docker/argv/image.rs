@@ -27,6 +27,8 @@ pub struct SnapshotMarks<'a> {
     /// The user the image keeps (`--change USER`): the image's own user of a sandbox whose agent
     /// runs as root (`-u 0`).
     pub user: Option<&'a str>,
+    /// A live snapshot (`SNAPSHOT_LIVE_LABEL`): its checkpoint is kept beside it.
+    pub live: bool,
 }
 
 /// `docker commit --pause=true …`: the container is frozen for the commit (docker resumes it
@@ -53,6 +55,9 @@ pub fn commit_args(name: &str, snapshot_id: &str, marks: &SnapshotMarks<'_>) -> 
         format!("{SNAPSHOT_CREATED_LABEL}={}", marks.created_ms),
     ] {
         a.extend([s("--change"), format!("LABEL {label}")]);
+    }
+    if marks.live {
+        a.extend([s("--change"), format!("LABEL {SNAPSHOT_LIVE_LABEL}=1")]);
     }
     a.extend([s(name), s(snapshot_id)]);
     a

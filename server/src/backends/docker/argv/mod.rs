@@ -28,7 +28,7 @@ pub use self::runtime::*;
 pub use self::walls::*;
 pub use super::labels::{
     PORTS_LABEL, SANDBOX_LABEL, SNAPSHOT_CREATED_LABEL, SNAPSHOT_LABEL, SNAPSHOT_LABELS_LABEL,
-    SNAPSHOT_SOURCE_LABEL,
+    SNAPSHOT_LIVE_LABEL, SNAPSHOT_SOURCE_LABEL,
 };
 
 fn s(v: &str) -> String {

@@ -1,0 +1,420 @@
+//! Live snapshots, live forks and hibernation (issue 28), against whatever daemon DOCKER_HOST
+//! names. On gVisor (`SANDBOXD_TEST_RUNTIME=runsc`, the daemon of `scripts/runsc-daemon.sh`,
+//! whose `runsc-checkpoint` runtime is gVisor with `--network=none`): a process keeping state
+//! only in memory goes on in every fork, each fork with its own memory and files; a terminal
+//! session re-attaches in a fork with its output; hibernate stops the container and resume
+//! brings the process back; a live pool hands out restored sandboxes. On runc: every live call
+//! is FAILED_PRECONDITION naming runsc, and nothing is made.
+
+use std::time::Duration;
+
+use sandboxd_client::proto;
+use serde_json::json;
+use testkit::raw::{busybox, create_id, exec, RawClient};
+use testkit::service::TestService;
+use testkit::TestLabel;
+use tonic::Code;
+
+/// The server's runtimes: on gVisor, `runsc` is the daemon's checkpointing registration.
+fn service(label: &TestLabel) -> TestService {
+    let runtimes = if testkit::on_runsc() {
+        json!([{"name": "runc"}, {"name": "runsc", "daemon_name": "runsc-checkpoint", "checkpoint": true, "transport": "channel"}])
+    } else {
+        json!([{"name": "runc"}])
+    };
+    TestService::start_json(label, json!({"docker": {"runtimes": runtimes}}))
+}
+
+fn spec() -> proto::SandboxSpec {
+    proto::SandboxSpec { runtime: testkit::runtime_name().into(), ..busybox() }
+}
+
+/// A background loop whose state lives in its memory: a random tag drawn once and a counter,
+/// both written to /tmp/c each tick (whole: written aside, then renamed); SIGUSR1 adds a million to the counter (in that process
+/// only).
+const LOOP: &str = "sh -c 'trap \"i=\\$((i+1000000))\" USR1; n=$(head -c4 /dev/urandom | od -An -tu4 | tr -d \" \"); \
+                    i=0; echo $$ > /tmp/pid; while :; do i=$((i+1)); echo \"$n $i\" > /tmp/c.new; mv /tmp/c.new /tmp/c; sleep 0.1; done' \
+                    </dev/null >/dev/null 2>&1 &";
+
+/// (tag, counter) the loop last wrote, or what /tmp/c and the exec said.
+async fn try_read_loop(raw: &mut RawClient, id: &str) -> Result<(String, u64), String> {
+    let out = exec(raw, id, "cat /tmp/c").await;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut parts = text.split_whitespace();
+    let tag = parts.next().unwrap_or_default().to_string();
+    match parts.next().and_then(|c| c.parse().ok()) {
+        Some(count) if !tag.is_empty() => Ok((tag, count)),
+        _ => Err(format!("/tmp/c reads {text:?} (stderr {:?})", String::from_utf8_lossy(&out.stderr))),
+    }
+}
+
+async fn read_loop(raw: &mut RawClient, id: &str) -> (String, u64) {
+    try_read_loop(raw, id).await.unwrap_or_else(|e| panic!("sandbox {id}: {e}"))
+}
+
+/// Wait until the loop's counter passes `above` (it runs), returning (tag, counter).
+async fn goes_on(raw: &mut RawClient, id: &str, above: u64) -> (String, u64) {
+    let mut last = String::new();
+    for _ in 0..150 {
+        match try_read_loop(raw, id).await {
+            Ok((tag, count)) if count > above => return (tag, count),
+            Ok(seen) => last = format!("{seen:?}"),
+            Err(e) => last = e,
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("sandbox {id}: the loop's counter did not pass {above} (last: {last})");
+}
+
+async fn has(raw: &mut RawClient, id: &str, path: &str) -> bool {
+    exec(raw, id, &format!("test -e {path}")).await.return_code == 0
+}
+
+async fn status(raw: &mut RawClient, id: &str) -> proto::SandboxStatus {
+    let s = raw.status(proto::StatusRequest { sandbox_id: id.into() }).await.unwrap().into_inner();
+    proto::SandboxStatus::try_from(s.status).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_calls_on_runc_are_failed_precondition_naming_runsc_and_make_nothing() {
+    let label = TestLabel::new();
+    let service = service(&label);
+    let mut raw = service.raw().await;
+    let id = create_id(&mut raw, proto::SandboxSpec { runtime: "runc".into(), ..busybox() }).await;
+    let refused = |e: tonic::Status| {
+        assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+        assert!(e.message().contains("runsc") && e.message().contains("\"runc\""), "{}", e.message());
+    };
+    refused(
+        raw.checkpoint(proto::CheckpointRequest { sandbox_id: id.clone(), ..Default::default() })
+            .await
+            .unwrap_err(),
+    );
+    refused(raw.hibernate(proto::HibernateRequest { sandbox_id: id.clone() }).await.unwrap_err());
+    let live = proto::ForkRequest { sandbox_id: id.clone(), count: 2, live: true, ..Default::default() };
+    refused(raw.fork(live).await.unwrap_err());
+    let snapshots = raw.list_snapshots(proto::ListSnapshotsRequest::default()).await.unwrap().into_inner();
+    assert!(
+        snapshots.snapshots.iter().all(|s| s.source_sandbox_id != id),
+        "a refused call left a snapshot: {:?}",
+        snapshots.snapshots
+    );
+    assert_eq!(label.containers().len(), 1, "a refused call made a container");
+    assert_eq!(status(&mut raw, &id).await, proto::SandboxStatus::Running, "the source was left running");
+    // A live fork from a files-only snapshot is refused by name.
+    let plain = raw.snapshot(proto::SnapshotRequest { sandbox_id: id.clone(), ..Default::default() }).await;
+    let plain = plain.unwrap().into_inner().snapshot.unwrap();
+    assert!(!plain.live);
+    let from_plain = proto::ForkRequest {
+        count: 1,
+        live: true,
+        snapshot_id: Some(plain.snapshot_id.clone()),
+        ..Default::default()
+    };
+    let e = raw.fork(from_plain).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert!(
+        e.message().contains("snapshot_id") && e.message().contains("not a live snapshot"),
+        "{}",
+        e.message()
+    );
+    raw.delete_snapshot(proto::DeleteSnapshotRequest { snapshot_id: plain.snapshot_id }).await.unwrap();
+    assert_eq!(label.containers().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_live_fork_goes_on_from_the_checkpointed_memory_in_each_child_with_its_own_files() {
+    if !testkit::on_runsc() {
+        return; // the refusals above are what runc shows
+    }
+    let label = TestLabel::new();
+    let service = service(&label);
+    let mut raw = service.raw().await;
+    let source = create_id(&mut raw, spec()).await;
+    exec(&mut raw, &source, LOOP).await;
+    let (tag, _) = goes_on(&mut raw, &source, 3).await;
+    exec(&mut raw, &source, "echo before > /tmp/before").await;
+
+    // Checkpoint: a live snapshot the snapshot calls list; the source goes on.
+    let snap = raw
+        .checkpoint(proto::CheckpointRequest { sandbox_id: source.clone(), ..Default::default() })
+        .await
+        .expect("checkpoint")
+        .into_inner()
+        .snapshot
+        .unwrap();
+    assert!(snap.live && snap.runtime == "runsc", "{snap:?}");
+    let (_, at_checkpoint) = read_loop(&mut raw, &source).await;
+    let listed = raw.list_snapshots(proto::ListSnapshotsRequest::default()).await.unwrap().into_inner();
+    assert!(listed.snapshots.iter().any(|s| s.snapshot_id == snap.snapshot_id && s.live));
+    let (source_tag, _) = goes_on(&mut raw, &source, at_checkpoint).await;
+    assert_eq!(source_tag, tag, "the source's loop is the same process after its checkpoint");
+
+    // Fork ×4 from it: each child's loop is the checkpointed process, going on.
+    let forked = raw
+        .fork(proto::ForkRequest {
+            count: 4,
+            live: true,
+            snapshot_id: Some(snap.snapshot_id.clone()),
+            sandbox_id: source.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("live fork")
+        .into_inner();
+    assert_eq!(forked.snapshot_id, snap.snapshot_id);
+    let children: Vec<String> = forked.sandboxes.iter().map(|s| s.sandbox_id.clone()).collect();
+    assert_eq!(children.len(), 4);
+    for child in &children {
+        assert_ne!(child, &source);
+        assert_eq!(status(&mut raw, child).await, proto::SandboxStatus::Running);
+        let (child_tag, _) = goes_on(&mut raw, child, at_checkpoint).await;
+        assert_eq!(child_tag, tag, "child {child} runs the checkpointed process (same in-memory tag)");
+        assert!(
+            has(&mut raw, child, "/tmp/before").await,
+            "child {child} has the file written before the checkpoint"
+        );
+    }
+    // Each child's memory and files are its own: a signal changes one child's counter, a file
+    // written in one child is in no other sandbox.
+    exec(&mut raw, &children[0], "kill -USR1 $(cat /tmp/pid); echo later > /tmp/later").await;
+    let (_, jumped) = goes_on(&mut raw, &children[0], 1_000_000).await;
+    assert!(jumped > 1_000_000);
+    for other in children[1..].iter().chain([&source]) {
+        let (_, count) = read_loop(&mut raw, other).await;
+        assert!(count < 1_000_000, "{other}'s counter moved with child 0's signal: {count}");
+        assert!(!has(&mut raw, other, "/tmp/later").await, "{other} sees a file child 0 wrote");
+    }
+
+    // Create from the live snapshot id: restored as well.
+    let created = create_id(
+        &mut raw,
+        proto::SandboxSpec { snapshot_id: Some(snap.snapshot_id.clone()), image: String::new(), ..spec() },
+    )
+    .await;
+    let (created_tag, _) = goes_on(&mut raw, &created, at_checkpoint).await;
+    assert_eq!(created_tag, tag);
+
+    // A live pool of the snapshot: its ready member is a restored process; a claim hands it out.
+    let pool = proto::PoolSpec {
+        name: format!("live-{}", &label.value[..8]),
+        template: Some(proto::SandboxSpec {
+            snapshot_id: Some(snap.snapshot_id.clone()),
+            image: String::new(),
+            ..spec()
+        }),
+        target: 1,
+        max: 2,
+        ..Default::default()
+    };
+    raw.create_pool(proto::CreatePoolRequest { pool: Some(pool.clone()) }).await.expect("live pool");
+    let mut ready = 0;
+    for _ in 0..300 {
+        let pools = raw.list_pools(proto::ListPoolsRequest::default()).await.unwrap().into_inner().pools;
+        ready = pools.iter().find(|p| p.name == pool.name).map_or(0, |p| p.ready);
+        if ready > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(ready, 1, "the live pool did not fill");
+    let claimed =
+        create_id(&mut raw, proto::SandboxSpec { pool: Some(pool.name.clone()), ..Default::default() }).await;
+    let (claimed_tag, _) = goes_on(&mut raw, &claimed, at_checkpoint).await;
+    assert_eq!(claimed_tag, tag, "a claim from the live pool runs the checkpointed process");
+    let pools = raw.list_pools(proto::ListPoolsRequest::default()).await.unwrap().into_inner().pools;
+    assert_eq!(pools.iter().find(|p| p.name == pool.name).map(|p| p.claimed), Some(1), "served by the pool");
+    raw.delete_pool(proto::DeletePoolRequest { name: pool.name.clone() }).await.unwrap();
+
+    for id in children.iter().chain([&created, &source, &claimed]) {
+        raw.close(proto::CloseRequest { sandbox_id: id.clone() }).await.unwrap();
+    }
+    raw.delete_snapshot(proto::DeleteSnapshotRequest { snapshot_id: snap.snapshot_id }).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hibernate_stops_the_sandbox_and_resume_brings_its_process_back() {
+    if !testkit::on_runsc() {
+        return;
+    }
+    let label = TestLabel::new();
+    let service = service(&label);
+    let mut raw = service.raw().await;
+    let id = create_id(&mut raw, spec()).await;
+    exec(&mut raw, &id, LOOP).await;
+    let (tag, _) = goes_on(&mut raw, &id, 3).await;
+    let slept = raw.hibernate(proto::HibernateRequest { sandbox_id: id.clone() }).await.expect("hibernate");
+    let slept = slept.into_inner();
+    assert!(slept.checkpoint_bytes > 0, "{slept:?}");
+    assert_eq!(status(&mut raw, &id).await, proto::SandboxStatus::Hibernated);
+    let (_, asleep_at) = read_loop_after_wake(&mut raw, &id).await;
+    let (woken_tag, _) = goes_on(&mut raw, &id, asleep_at).await;
+    assert_eq!(woken_tag, tag, "the woken loop is the process that slept");
+    assert_eq!(status(&mut raw, &id).await, proto::SandboxStatus::Running);
+}
+
+/// Resume a hibernated sandbox; the loop's state right after.
+async fn read_loop_after_wake(raw: &mut RawClient, id: &str) -> (String, u64) {
+    raw.resume(proto::ResumeRequest { sandbox_id: id.into() }).await.expect("resume");
+    read_loop(raw, id).await
+}
+
+/// PSS in bytes of the host processes whose command line names `needle` (a container's id:
+/// gVisor's sandbox and gofer processes).
+fn host_pss(needle: &str) -> u64 {
+    let mut total = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = entry.file_name();
+        if !pid.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if !String::from_utf8_lossy(&cmdline).contains(needle) {
+            continue;
+        }
+        let rollup = std::fs::read_to_string(entry.path().join("smaps_rollup")).unwrap_or_default();
+        let kib: u64 = rollup
+            .lines()
+            .find(|l| l.starts_with("Pss:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        total += kib * 1024;
+    }
+    total
+}
+
+fn container_id(name: &str) -> String {
+    let out = std::process::Command::new("docker").args(["inspect", "-f", "{{.Id}}", name]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The README's figures (one run; not part of CI): `DOCKER_HOST=… SANDBOXD_TEST_RUNTIME=runsc
+/// cargo test -p sandboxd --test live_fork -- --ignored --nocapture live_figures`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore]
+async fn live_figures() {
+    assert!(testkit::on_runsc(), "run on the runsc daemon (SANDBOXD_TEST_RUNTIME=runsc)");
+    let label = TestLabel::new();
+    let service = service(&label);
+    let mut raw = service.raw().await;
+    let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1000.0;
+    let id = create_id(&mut raw, spec()).await;
+    // A process holding 256 MiB of touched memory (a shell variable), and the counting loop.
+    let hold = "sh -c 'x=$(head -c 268435456 /dev/zero | tr \"\\0\" a); echo held > /tmp/held; sleep 100000' </dev/null >/dev/null 2>&1 &";
+    exec(&mut raw, &id, hold).await;
+    exec(&mut raw, &id, LOOP).await;
+    for _ in 0..600 {
+        if has(&mut raw, &id, "/tmp/held").await {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(has(&mut raw, &id, "/tmp/held").await, "the 256 MiB were not touched in time");
+    let (tag, _) = goes_on(&mut raw, &id, 3).await;
+    let full = container_id(&id);
+    let pss_running = host_pss(&full);
+
+    let t = std::time::Instant::now();
+    let snap = raw
+        .checkpoint(proto::CheckpointRequest { sandbox_id: id.clone(), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner()
+        .snapshot
+        .unwrap();
+    let checkpoint_ms = ms(t);
+
+    let mut fork_ms = Vec::new();
+    let mut children = Vec::new();
+    for count in [1u32, 8] {
+        let t = std::time::Instant::now();
+        let forked = raw
+            .fork(proto::ForkRequest {
+                sandbox_id: id.clone(),
+                count,
+                live: true,
+                snapshot_id: Some(snap.snapshot_id.clone()),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let ids: Vec<String> = forked.sandboxes.iter().map(|s| s.sandbox_id.clone()).collect();
+        let answers = futures_util::future::join_all(ids.iter().map(|c| {
+            let mut raw = raw.clone();
+            async move { read_loop(&mut raw, c).await }
+        }))
+        .await;
+        fork_ms.push((count, ms(t)));
+        assert!(answers.iter().all(|(t, _)| t == &tag));
+        children.extend(ids);
+    }
+    for c in &children {
+        raw.close(proto::CloseRequest { sandbox_id: c.clone() }).await.unwrap();
+    }
+
+    let t = std::time::Instant::now();
+    let slept = raw.hibernate(proto::HibernateRequest { sandbox_id: id.clone() }).await.unwrap().into_inner();
+    let hibernate_ms = ms(t);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pss_hibernated = host_pss(&full);
+    let t = std::time::Instant::now();
+    raw.resume(proto::ResumeRequest { sandbox_id: id.clone() }).await.unwrap();
+    let (woken, _) = read_loop(&mut raw, &id).await;
+    let resume_ms = ms(t);
+    assert_eq!(woken, tag);
+
+    let pool = proto::PoolSpec {
+        name: format!("fig-{}", &label.value[..8]),
+        template: Some(proto::SandboxSpec {
+            snapshot_id: Some(snap.snapshot_id.clone()),
+            image: String::new(),
+            ..spec()
+        }),
+        target: 1,
+        max: 2,
+        ..Default::default()
+    };
+    raw.create_pool(proto::CreatePoolRequest { pool: Some(pool.clone()) }).await.unwrap();
+    for _ in 0..600 {
+        let pools = raw.list_pools(proto::ListPoolsRequest::default()).await.unwrap().into_inner().pools;
+        if pools.iter().any(|p| p.name == pool.name && p.ready > 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let t = std::time::Instant::now();
+    let claimed =
+        create_id(&mut raw, proto::SandboxSpec { pool: Some(pool.name.clone()), ..Default::default() }).await;
+    let claim_ms = ms(t);
+    let (claimed_tag, _) = read_loop(&mut raw, &claimed).await;
+    assert_eq!(claimed_tag, tag);
+    raw.delete_pool(proto::DeletePoolRequest { name: pool.name.clone() }).await.unwrap();
+    raw.close(proto::CloseRequest { sandbox_id: claimed }).await.unwrap();
+    raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+    raw.delete_snapshot(proto::DeleteSnapshotRequest { snapshot_id: snap.snapshot_id }).await.unwrap();
+
+    let mib = |b: u64| b as f64 / 1048576.0;
+    println!("| step | result |");
+    println!("|---|---|");
+    println!(
+        "| checkpoint (leave running) | {checkpoint_ms:.0} ms (checkpoint {:.0} MiB) |",
+        mib(snap.size_bytes)
+    );
+    for (count, t) in &fork_ms {
+        println!("| live fork x{count} (wall to all answering an exec) | {t:.0} ms |");
+    }
+    println!(
+        "| hibernate | {hibernate_ms:.0} ms (checkpoint {:.0} MiB on disk; cgroup memory before {:.0} MiB) |",
+        mib(slept.checkpoint_bytes),
+        mib(slept.memory_freed_bytes)
+    );
+    println!("| resume (wall to an exec answering) | {resume_ms:.0} ms |");
+    println!(
+        "| host memory (PSS of the sandbox's gVisor processes) | {:.0} MiB running, {:.0} MiB hibernated |",
+        mib(pss_running),
+        mib(pss_hibernated)
+    );
+    println!("| live-pool claim | {claim_ms:.0} ms |");
+}
