@@ -44,6 +44,7 @@ pub fn status_name(status: i32) -> &'static str {
         pb::SandboxStatus::Error => "error",
         pb::SandboxStatus::Unknown => "unknown",
         pb::SandboxStatus::Paused => "paused",
+        pb::SandboxStatus::Hibernated => "hibernated",
     }
 }
 

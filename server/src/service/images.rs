@@ -169,6 +169,7 @@ pub(super) async fn set_pool_targets(
                 template: target.template,
                 target: target.count,
                 max: target.count.max(1),
+                recycle: false,
             };
             let mut spec = convert::pool_spec_from_proto(wire).map_err(|s| {
                 Status::new(s.code(), s.message().replacen("pool.template", &format!("{at}.template"), 1))
