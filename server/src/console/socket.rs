@@ -67,18 +67,27 @@ fn status_message(status: &Status) -> Message {
     Message::Text(body.to_string().into())
 }
 
-/// The first message: a JSON text naming the caller; anything else ends the socket.
+/// How long a socket may stay open before its first message names the caller.
+const HELLO_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The first message: a JSON text naming the caller, within [`HELLO_WITHIN`]; anything else
+/// ends the socket.
 async fn hello<T: serde::de::DeserializeOwned>(socket: &mut WebSocket) -> Result<T, Status> {
-    loop {
-        match socket.recv().await {
-            Some(Ok(Message::Text(text))) => {
-                return serde_json::from_str(text.as_str())
-                    .map_err(|e| Status::invalid_argument(format!("the first message: {e}")))
+    let first = async {
+        loop {
+            match socket.recv().await {
+                Some(Ok(Message::Text(text))) => {
+                    return serde_json::from_str(text.as_str())
+                        .map_err(|e| Status::invalid_argument(format!("the first message: {e}")))
+                }
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                _ => return Err(Status::invalid_argument("the first message must be a JSON text")),
             }
-            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-            _ => return Err(Status::invalid_argument("the first message must be a JSON text")),
         }
-    }
+    };
+    tokio::time::timeout(HELLO_WITHIN, first).await.unwrap_or_else(|_| {
+        Err(Status::deadline_exceeded(format!("no first message (the credential) within {HELLO_WITHIN:?}")))
+    })
 }
 
 pub async fn watch(State(front): State<ConsoleFront>, upgrade: WebSocketUpgrade) -> Response {
@@ -218,4 +227,30 @@ async fn terminal_socket(front: &ConsoleFront, socket: &mut WebSocket) -> Result
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), output.next()).await;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_messages_are_resize_or_signal_only() {
+        let resize: Control = serde_json::from_str(r#"{"resize": {"cols": 120, "rows": 40}}"#).unwrap();
+        assert!(matches!(resize, Control::Resize { cols: 120, rows: 40 }));
+        let signal: Control = serde_json::from_str(r#"{"signal": "SIGINT"}"#).unwrap();
+        assert!(matches!(signal, Control::Signal(name) if name == "SIGINT"));
+        for bad in [r#"{"input": "ls"}"#, r#"{"resize": {"cols": 1}}"#, "[]", r#"{"signal": 2}"#] {
+            assert!(serde_json::from_str::<Control>(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_terminal_hello_needs_a_sandbox() {
+        let hello: TerminalHello = serde_json::from_str(
+            r#"{"token": "k", "sandbox_id": "s", "session_id": "x", "cols": 80, "rows": 24}"#,
+        )
+        .unwrap();
+        assert_eq!((hello.sandbox_id.as_str(), hello.session_id.as_deref()), ("s", Some("x")));
+        assert!(serde_json::from_str::<TerminalHello>(r#"{"token": "k"}"#).is_err());
+    }
 }
