@@ -63,3 +63,28 @@ async def test_bad_pools_and_unknown_pools_are_refused(client: Client, images: I
         await client.create(SandboxSpec(pool=f"nope-{uuid.uuid4().hex[:8]}"))
     with pytest.raises(NotFound):
         await client.delete_pool(f"nope-{uuid.uuid4().hex[:8]}")
+
+
+async def test_a_schedule_sets_pools_by_image_and_images_are_prefetched(client: Client, images: Images) -> None:
+    pool = f"sched-{uuid.uuid4().hex[:8]}"
+    set_ = await client.set_pool_targets([(images.busybox, 1, pool)])
+    assert set_ == [
+        {"pool": pool, "image": images.busybox, "target": 1, "max": 1, "created": True, "ready_by_node": {"local": 0}}
+    ]
+    try:
+        await wait_ready(client, pool, 1)
+        again = await client.set_pool_targets([(images.busybox, 2, pool)])
+        assert (again[0]["target"], again[0]["max"], again[0]["created"]) == (2, 2, False)
+        assert again[0]["ready_by_node"]["local"] >= 1
+        with pytest.raises(InvalidArgument, match=r"targets\[0\]\.count"):
+            await client.set_pool_targets({images.busybox: 5000})
+    finally:
+        await client.delete_pool(pool)
+
+    absent = f"sandboxd-test/absent-{uuid.uuid4().hex[:8]}:1"
+    steps = [s async for s in client.prefetch_images([images.busybox, absent])]
+    by_image = {s["image"]: s for s in steps}
+    assert by_image[images.busybox]["state"] == "present" and by_image[images.busybox]["node"] == "local"
+    assert by_image[absent]["state"] == "failed" and absent in by_image[absent]["error"]
+    with pytest.raises(InvalidArgument, match="nodes"):
+        [s async for s in client.prefetch_images([images.busybox], nodes=["elsewhere"])]

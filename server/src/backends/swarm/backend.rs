@@ -50,7 +50,7 @@ pub struct SwarmBackend {
     /// The sandboxes of this node that got an alias, and whether each is a pool's member.
     here: Mutex<HashMap<String, bool>>,
     /// Which node has which image, as last asked (`images.rs`).
-    pub(super) images: super::images::ImageCache,
+    pub(super) images: super::node_images::ImageCache,
 }
 
 impl SwarmBackend {
@@ -88,13 +88,6 @@ impl SwarmBackend {
 
     pub fn swarm(&self) -> &Arc<Swarm> {
         &self.swarm
-    }
-
-    /// The service the other nodes call this node's images through (`SandboxPeer`).
-    pub fn peer_service(
-        &self,
-    ) -> sandboxd_proto::v1::sandbox_peer_server::SandboxPeerServer<super::images::PeerImages> {
-        super::images::PeerImages::server(self.local.clone(), self.swarm.token().to_string())
     }
 
     /// Keep pool claims read from Swarm in `claims` (the lifecycle's store, which every call

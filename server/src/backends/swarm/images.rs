@@ -7,8 +7,8 @@
 
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
@@ -32,29 +32,6 @@ type BoxStream<T> = Pin<Box<dyn Stream<Item = std::result::Result<T, Status>> + 
 const CHUNK: usize = 1 << 20;
 /// How long a node may take to say which images it has.
 const ASK_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a create trusts what it learnt of a node's images (a present image rarely goes).
-const PRESENT_FOR: Duration = Duration::from_secs(60);
-const ABSENT_FOR: Duration = Duration::from_secs(2);
-
-/// What this node learnt of which node has which image: (node id, image) → (when, present).
-#[derive(Default)]
-pub struct ImageCache(Mutex<HashMap<(String, String), (Instant, bool)>>);
-
-impl ImageCache {
-    fn get(&self, node: &str, image: &str) -> Option<bool> {
-        let cache = self.0.lock().ok()?;
-        let (at, present) = cache.get(&(node.to_string(), image.to_string()))?;
-        let fresh = at.elapsed() < if *present { PRESENT_FOR } else { ABSENT_FOR };
-        fresh.then_some(*present)
-    }
-
-    fn put(&self, node: &str, image: &str, present: bool) {
-        if let Ok(mut cache) = self.0.lock() {
-            cache.insert((node.to_string(), image.to_string()), (Instant::now(), present));
-        }
-    }
-}
-
 /// The peer service every node serves to the others (cluster token only).
 pub struct PeerImages {
     local: Arc<DockerProvider>,
@@ -247,6 +224,11 @@ struct NodeImages {
 }
 
 impl SwarmBackend {
+    /// The service the other nodes call this node's images through (`SandboxPeer`).
+    pub fn peer_service(&self) -> SandboxPeerServer<PeerImages> {
+        PeerImages::server(self.local.clone(), self.swarm.token().to_string())
+    }
+
     /// Every node of the swarm (any state).
     async fn all_nodes(&self) -> Result<Vec<NodeInfo>> {
         let nodes = self.engine.nodes().await.map_err(ProviderError::from)?;

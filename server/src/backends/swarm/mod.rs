@@ -17,6 +17,7 @@ mod create;
 pub mod engine;
 mod images;
 mod inventory;
+mod node_images;
 pub mod placement;
 mod pools;
 pub mod records;
