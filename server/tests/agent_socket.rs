@@ -66,16 +66,7 @@ async fn stdout(p: &DockerProvider, h: &SandboxHandle, cmd: &str, params: &ExecP
 async fn a_create_is_one_docker_run_and_the_agents_hello() {
     let label = TestLabel::new();
     let dir = tempfile::tempdir().unwrap();
-    let real = sandboxd::backends::docker::cli::DockerCli::locate().expect("docker on PATH");
-    let log = dir.path().join("calls");
-    let wrapper = dir.path().join("docker");
-    let script = format!(
-        "#!/bin/sh\nprintf '%s\\n' \"$1 $2\" >> {log}\nexec {real} \"$@\"\n",
-        log = log.display(),
-        real = real.display()
-    );
-    std::fs::write(&wrapper, script).unwrap();
-    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (wrapper, log) = testkit::recording_docker(dir.path(), "\"$1 $2\"");
     let p = provider_with_binary(&label, wrapper, |c| {
         c.exec.engine = ExecEngineKind::Agent;
         c.exec.transport = ExecTransport::Socket;

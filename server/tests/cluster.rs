@@ -35,14 +35,7 @@ fn step(what: &str) {
 }
 
 async fn read_until(session: &sandboxd_client::PtySession, needle: &str) -> String {
-    let mut seen = String::new();
-    let end = Instant::now() + Duration::from_secs(60);
-    while !seen.contains(needle) {
-        assert!(Instant::now() < end, "never saw {needle:?} in {seen:?}");
-        let chunk = session.read(Some(Duration::from_secs(5))).await.unwrap_or_default();
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-    }
-    seen
+    testkit::wait::read_until(needle, Duration::from_secs(60), |left| session.read(Some(left))).await
 }
 
 /// A `Watch`'s events as they come, and how it ended (if it did).
@@ -172,15 +165,10 @@ async fn unoffered_codes(client: &Client, id: &str) -> Vec<(&'static str, tonic:
 
 #[test]
 fn a_swarm_of_three_answers_for_every_sandbox_from_every_node() {
-    images::ensure_images().expect("test images");
-    let cluster = TestCluster::up_with(3, sandboxd_bin(), &[("SANDBOXD_CLUSTER_IMAGES", images::BUSYBOX)]);
-    let token = cluster.token();
+    let cluster = TestCluster::start(3, sandboxd_bin(), &[("SANDBOXD_CLUSTER_IMAGES", images::BUSYBOX)]);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let mut clients = Vec::new();
-        for node in &cluster.nodes {
-            clients.push(Client::connect_with_token(node.url(), token.clone()).await.unwrap());
-        }
+        let clients = cluster.clients().await;
         let entry = &clients[0];
 
         step("a watcher through node 3, before anything is made");
@@ -402,17 +390,12 @@ fn median(mut v: Vec<Duration>) -> Duration {
 #[test]
 #[ignore]
 fn figures() {
-    images::ensure_images().expect("test images");
     let bin = std::env::var_os("SANDBOXD_CLUSTER_BIN").map(std::path::PathBuf::from);
     let bin = bin.as_deref().unwrap_or(sandboxd_bin());
-    let cluster = TestCluster::up_with(3, bin, &[("SANDBOXD_CLUSTER_IMAGES", images::BUSYBOX)]);
-    let token = cluster.token();
+    let cluster = TestCluster::start(3, bin, &[("SANDBOXD_CLUSTER_IMAGES", images::BUSYBOX)]);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let mut clients = Vec::new();
-        for node in &cluster.nodes {
-            clients.push(Client::connect_with_token(node.url(), token.clone()).await.unwrap());
-        }
+        let clients = cluster.clients().await;
         let mut creates = Vec::new();
         let mut runs = Vec::new();
         let mut ids = Vec::new();

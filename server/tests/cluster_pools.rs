@@ -80,7 +80,6 @@ fn sha256_hex(key: &str) -> String {
 
 #[test]
 fn pools_are_the_clusters_and_a_member_goes_to_one_caller() {
-    images::ensure_images().expect("test images");
     let tenants = tempfile::tempdir().unwrap();
     let tenants_file = tenants.path().join("tenants.yaml");
     std::fs::write(
@@ -93,18 +92,14 @@ fn pools_are_the_clusters_and_a_member_goes_to_one_caller() {
     )
     .unwrap();
     let config = format!("server:\n  auth:\n    tenants_file: {}\n", tenants_file.display());
-    let cluster = TestCluster::up_with(
+    let cluster = TestCluster::start(
         3,
         sandboxd_bin(),
         &[("SANDBOXD_CLUSTER_IMAGES", images::BUSYBOX), ("SANDBOXD_CLUSTER_CONFIG", &config)],
     );
-    let token = cluster.token();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let mut clients = Vec::new();
-        for node in &cluster.nodes {
-            clients.push(Client::connect_with_token(node.url(), token.clone()).await.unwrap());
-        }
+        let clients = cluster.clients().await;
         let n1 = &cluster.nodes[0];
 
         step("a pool made through node 1 is filled by the leader and listed by every node");

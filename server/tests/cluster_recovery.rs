@@ -80,15 +80,10 @@ async fn listed_status(client: &Client, id: &str) -> Result<Option<SandboxStatus
 
 #[test]
 fn the_cluster_survives_a_lost_node_a_drain_and_a_restarted_entry_node() {
-    images::ensure_images().expect("test images");
-    let cluster = TestCluster::up_with(3, sandboxd_bin(), &[("SANDBOXD_CLUSTER_IMAGES", images::BUSYBOX)]);
-    let token = cluster.token();
+    let cluster = TestCluster::start(3, sandboxd_bin(), &[("SANDBOXD_CLUSTER_IMAGES", images::BUSYBOX)]);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let mut clients = Vec::new();
-        for node in &cluster.nodes {
-            clients.push(Client::connect_with_token(node.url(), token.clone()).await.unwrap());
-        }
+        let clients = cluster.clients().await;
         let [n1, n2, n3] = [&cluster.nodes[0], &cluster.nodes[1], &cluster.nodes[2]];
 
         step("a sandbox on each node, and a claimed pool member on node 3");

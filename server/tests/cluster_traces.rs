@@ -11,7 +11,7 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 
 use opentelemetry::context::FutureExt;
-use sandboxd_client::{spec, Client, Sandbox};
+use sandboxd_client::{spec, Sandbox};
 use testkit::cluster::TestCluster;
 use testkit::images;
 
@@ -39,19 +39,17 @@ fn listen_in(netns: &str, addr: std::net::SocketAddr) -> std::net::TcpListener {
 
 #[test]
 fn a_call_through_another_node_is_one_trace_client_entry_owner_agent() {
-    images::ensure_images().expect("test images");
     // A port for the collector: nothing else listens in node 1's fresh namespace.
     let port = 20_000 + (uuid::Uuid::new_v4().as_u128() % 20_000) as u16;
     let config = format!(
         "server:\n  tracing:\n    otlp_endpoint: http://{NODE1}:{port}\n    service_name: sandboxd-cluster\n"
     );
-    let cluster = TestCluster::up_with(
+    let cluster = TestCluster::start(
         2,
         Path::new(env!("CARGO_BIN_EXE_sandboxd")),
         &[("SANDBOXD_CLUSTER_IMAGES", images::BUSYBOX), ("SANDBOXD_CLUSTER_CONFIG", &config)],
     );
     let listener = listen_in(&cluster.nodes[0].name, format!("{NODE1}:{port}").parse().unwrap());
-    let token = cluster.token();
     opentelemetry::global::set_text_map_propagator(
         opentelemetry_sdk::propagation::TraceContextPropagator::new(),
     );
@@ -59,10 +57,7 @@ fn a_call_through_another_node_is_one_trace_client_entry_owner_agent() {
     runtime.block_on(async {
         let collector = Collector::default();
         let _serving = collector.serve(tokio::net::TcpListener::from_std(listener).unwrap());
-        let mut clients = Vec::new();
-        for node in &cluster.nodes {
-            clients.push(Client::connect_with_token(node.url(), token.clone()).await.unwrap());
-        }
+        let clients = cluster.clients().await;
         let sandbox = Sandbox::start(&clients[0], spec(images::BUSYBOX)).await.expect("create");
 
         // One exec through each node: one of them is not the owner and relays.

@@ -23,24 +23,7 @@ fn sha256(data: &[u8]) -> Vec<u8> {
 
 /// Reads a session until its output contains `needle` (10 s at most).
 async fn read_until(session: &PtySession, needle: &str) -> String {
-    let mut seen = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        match session.read(Some(left)).await {
-            Ok(chunk) if chunk.is_empty() => break,
-            Ok(chunk) => {
-                seen.extend_from_slice(&chunk);
-                if String::from_utf8_lossy(&seen).contains(needle) {
-                    break;
-                }
-            }
-            Err(e) => panic!("reading for {needle:?}: {e}; seen {:?}", String::from_utf8_lossy(&seen)),
-        }
-    }
-    let text = String::from_utf8_lossy(&seen).into_owned();
-    assert!(text.contains(needle), "{needle:?} not in {text:?}");
-    text
+    testkit::wait::read_until(needle, Duration::from_secs(10), |left| session.read(Some(left))).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

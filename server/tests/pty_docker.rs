@@ -14,22 +14,7 @@ const T: Option<Duration> = Some(Duration::from_secs(20));
 
 /// Read until `needle` shows up in the accumulated output (which is returned).
 async fn read_until(session: &TerminalProcess, needle: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut seen = Vec::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match session.read(Some(left)).await {
-            Ok(chunk) if chunk.is_empty() => {
-                panic!("EOF before {needle:?}; saw {:?}", String::from_utf8_lossy(&seen))
-            }
-            Ok(chunk) => seen.extend_from_slice(&chunk),
-            Err(e) => panic!("{e} before {needle:?}; saw {:?}", String::from_utf8_lossy(&seen)),
-        }
-        let text = String::from_utf8_lossy(&seen);
-        if text.contains(needle) {
-            return text.into_owned();
-        }
-    }
+    testkit::wait::read_until(needle, Duration::from_secs(20), |left| session.read(Some(left))).await
 }
 
 async fn exec_ok(p: &DockerProvider, h: &SandboxHandle, command: &str) -> String {

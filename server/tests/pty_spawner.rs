@@ -40,19 +40,7 @@ async fn read_all(s: &TerminalProcess) -> Vec<u8> {
 
 /// Output until `needle` appears (returns all of it).
 async fn read_until(s: &TerminalProcess, needle: &str) -> String {
-    let mut out = Vec::new();
-    let deadline = Instant::now() + T;
-    loop {
-        if String::from_utf8_lossy(&out).contains(needle) {
-            return String::from_utf8_lossy(&out).into_owned();
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        let chunk = s.read(Some(left)).await.unwrap_or_else(|e| {
-            panic!("waiting for {needle:?}: {e}; got {:?}", String::from_utf8_lossy(&out))
-        });
-        assert!(!chunk.is_empty(), "EOF before {needle:?}; got {:?}", String::from_utf8_lossy(&out));
-        out.extend_from_slice(&chunk);
-    }
+    testkit::wait::read_until(needle, T, |left| s.read(Some(left))).await
 }
 
 fn pid_alive(pid: i32) -> bool {

@@ -462,22 +462,12 @@ async fn the_loop_disk_bounds_a_private_overlay2_daemon_and_closes_cleanly() {
 /// restart) that knows it only by its labels.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_removal_reads_the_disk_label_instead_of_inspecting_the_layer() {
-    use sandboxd::backends::docker::cli::DockerCli;
     use sandboxd::config::{DiskBound, DockerConfig};
     use sandboxd::core::spec::SandboxSpec;
 
     let label = TestLabel::new();
     let dir = tempfile::tempdir().unwrap();
-    let real = DockerCli::locate().expect("docker on PATH");
-    let log = dir.path().join("calls");
-    let wrapper = dir.path().join("docker");
-    let script = format!(
-        "#!/bin/sh\nprintf '%s\\n' \"$*\" >> {log}\nexec {real} \"$@\"\n",
-        log = log.display(),
-        real = real.display()
-    );
-    std::fs::write(&wrapper, script).unwrap();
-    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (wrapper, log) = testkit::recording_docker(dir.path(), "\"$*\"");
     let edit = |c: &mut DockerConfig| {
         c.create.disk_bound = DiskBound::Loop;
         c.create.default_disk_gib = None;

@@ -114,6 +114,24 @@ impl TestCluster {
         Self::up_with(nodes, sandboxd_bin, &[])
     }
 
+    /// How a cluster suite starts: the test images built (`cluster-up.sh` copies them to every
+    /// node), then [`TestCluster::up_with`].
+    pub fn start(nodes: usize, sandboxd_bin: &Path, env: &[(&str, &str)]) -> TestCluster {
+        crate::images::ensure_images().expect("test images");
+        Self::up_with(nodes, sandboxd_bin, env)
+    }
+
+    /// A client of every node, in node order, with the cluster's token.
+    pub async fn clients(&self) -> Vec<sandboxd_client::Client> {
+        let token = self.token();
+        let mut clients = Vec::new();
+        for node in &self.nodes {
+            clients
+                .push(sandboxd_client::Client::connect_with_token(node.url(), token.clone()).await.unwrap());
+        }
+        clients
+    }
+
     /// Like [`TestCluster::up`], with extra environment for the script (e.g.
     /// `SANDBOXD_CLUSTER_CONFIG`).
     pub fn up_with(nodes: usize, sandboxd_bin: &Path, env: &[(&str, &str)]) -> TestCluster {

@@ -233,6 +233,23 @@ pub fn provider_in(
     DockerProvider::new_in(test_config(label, edit), state_dir.to_path_buf()).expect("provider")
 }
 
+/// A `docker` wrapper in `dir` for [`provider_with_binary`] that appends `logged` (shell words
+/// of its arguments: `"$1 $2"`, `"$*"`) to a log, one line a call, then runs the real client.
+/// Returns the wrapper and its log.
+pub fn recording_docker(dir: &std::path::Path, logged: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let real = sandboxd::backends::docker::cli::DockerCli::locate().expect("docker on PATH");
+    let log = dir.join("calls");
+    let wrapper = dir.join("docker");
+    let script = format!(
+        "#!/bin/sh\nprintf '%s\\n' {logged} >> {log}\nexec {real} \"$@\"\n",
+        log = log.display(),
+        real = real.display()
+    );
+    std::fs::write(&wrapper, script).unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    (wrapper, log)
+}
+
 /// As `provider_with`, running `binary` as docker (a wrapper that slows or records commands).
 pub fn provider_with_binary(
     label: &TestLabel,

@@ -43,3 +43,29 @@ pub fn wait_until(within: Duration, mut check: impl FnMut() -> bool) -> Option<(
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Read a byte stream (a terminal's output) with `read`, given the time left, until the text
+/// seen contains `needle`; returns that text. Fails the test on the end of the stream (an empty
+/// chunk), a read error or `within` passing, with what was seen.
+pub async fn read_until<F, Fut, E>(needle: &str, within: Duration, mut read: F) -> String
+where
+    F: FnMut(Duration) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<u8>, E>>,
+    E: std::fmt::Display,
+{
+    let deadline = Instant::now() + within;
+    let mut seen = Vec::new();
+    loop {
+        let text = String::from_utf8_lossy(&seen);
+        if text.contains(needle) {
+            return text.into_owned();
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(!left.is_zero(), "never saw {needle:?} within {within:?}; saw {text:?}");
+        match read(left).await {
+            Ok(chunk) if chunk.is_empty() => panic!("EOF before {needle:?}; saw {text:?}"),
+            Ok(chunk) => seen.extend_from_slice(&chunk),
+            Err(e) => panic!("{e} before {needle:?}; saw {text:?}"),
+        }
+    }
+}

@@ -9,10 +9,12 @@ import os
 import secrets
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+
+from sandboxd import Client
 
 import gym_loader
 from support import (
@@ -57,6 +59,13 @@ def server(images: Images, binary: Path, label: ContainerLabel, server_dir: Path
     process = ServerProcess(binary, label, server_dir)
     yield process
     process.stop()
+
+
+@pytest.fixture
+async def client(server: ServerProcess) -> AsyncIterator[Client]:
+    """A client of the session's server, closed after the test."""
+    async with Client(server.address) as client:
+        yield client
 
 
 @pytest.fixture(scope="session")

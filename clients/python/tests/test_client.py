@@ -22,12 +22,6 @@ UNKNOWN_ID = "sandboxd-00000000000000000000000000000000"
 
 
 @pytest.fixture
-async def client(server: ServerProcess) -> AsyncIterator[Client]:
-    async with Client(server.address) as client:
-        yield client
-
-
-@pytest.fixture
 async def sandbox(client: Client, images: Images) -> AsyncIterator[AsyncSandbox]:
     spec = SandboxSpec(
         image=images.bash,

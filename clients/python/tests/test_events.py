@@ -29,12 +29,6 @@ from support import Images, ServerProcess, docker
 UNKNOWN_ID = "sandboxd-00000000000000000000000000000000"
 
 
-@pytest.fixture
-async def client(server: ServerProcess) -> AsyncIterator[Client]:
-    async with Client(server.address) as client:
-        yield client
-
-
 async def until(events: AsyncIterator[SandboxEvent], sandbox_id: str, kind: SandboxEventKind) -> SandboxEvent:
     async def find() -> SandboxEvent:
         async for event in events:

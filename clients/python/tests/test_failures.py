@@ -6,7 +6,6 @@ into `error_type` and reports `resource_usage`."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -30,12 +29,6 @@ from sandboxd.failures import kind_from_wire, status_details
 from sandboxd.gym import gym_error_type
 
 from support import Images, ServerProcess
-
-
-@pytest.fixture
-async def client(server: ServerProcess) -> AsyncIterator[Client]:
-    async with Client(server.address) as client:
-        yield client
 
 
 def test_every_proto_kind_has_a_class_and_reason() -> None:

@@ -13,13 +13,7 @@ import pytest
 import sandboxd
 from sandboxd import AsyncSandbox, Client, FileEventType, FileType, SandboxSpec
 
-from support import Images, ServerProcess
-
-
-@pytest.fixture
-async def client(server: ServerProcess) -> AsyncIterator[Client]:
-    async with Client(server.address) as client:
-        yield client
+from support import Images
 
 
 @pytest.fixture

@@ -5,19 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 
 from sandboxd import Client, InvalidArgument, NotFound, PoolInfo, SandboxSpec
 
-from support import Images, ServerProcess
-
-
-@pytest.fixture
-async def client(server: ServerProcess) -> AsyncIterator[Client]:
-    async with Client(server.address) as client:
-        yield client
+from support import Images
 
 
 async def pool_info(client: Client, name: str) -> PoolInfo:

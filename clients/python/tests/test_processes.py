@@ -23,12 +23,6 @@ from support import Images, ServerProcess, docker
 
 
 @pytest.fixture
-async def client(server: ServerProcess) -> AsyncIterator[Client]:
-    async with Client(server.address) as client:
-        yield client
-
-
-@pytest.fixture
 async def provider(server: ServerProcess) -> AsyncIterator[Any]:
     provider = create_provider({"sandboxd": {"address": server.address}})
     yield provider

@@ -20,12 +20,6 @@ from support import Images, ServerProcess
 
 
 @pytest.fixture
-async def client(server: ServerProcess) -> AsyncIterator[Client]:
-    async with Client(server.address) as client:
-        yield client
-
-
-@pytest.fixture
 async def sandbox(client: Client, images: Images) -> AsyncIterator[AsyncSandbox]:
     sandbox = await client.create(sandboxd.SandboxSpec(image=images.busybox))
     try:

@@ -65,6 +65,24 @@ impl SandboxApi {
         Ok(())
     }
 
+    /// [`Self::authorize`], returning the sandbox's handle (its pool claim applied) that the
+    /// check looks up: one lookup per call, whoever calls. Handlers that use the sandbox take
+    /// it from here; `authorize` stays for those that need only the check.
+    pub(super) async fn authorize_handle(
+        &self,
+        principal: &Principal,
+        sandbox_id: &str,
+        needed: Scope,
+    ) -> Result<crate::core::spec::SandboxHandle, Status> {
+        crate::audit::note_sandbox(sandbox_id);
+        principal.require(sandbox_id, needed)?;
+        let handle = self.handle(sandbox_id).await?;
+        if let Principal::Tenant(_) = principal {
+            principal.check_owner(sandbox_id, handle.tenant.as_deref())?;
+        }
+        Ok(handle)
+    }
+
     /// Calls that are not about one sandbox (Create, List, snapshots) need a tenant key or the
     /// operator: a capability token reaches its own sandbox only.
     pub(super) fn require_key(principal: &Principal, rpc: &str) -> Result<(), Status> {

@@ -70,8 +70,9 @@ impl SandboxApi {
         chunks: impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + Unpin + 'static,
     ) -> Result<pb::UploadResponse, Status> {
         let api = self;
-        api.authorize(principal, &header.sandbox_id, const { super::rpc_table::scope("Upload") }).await?;
-        let handle = api.handle(&header.sandbox_id).await?;
+        let handle = api
+            .authorize_handle(principal, &header.sandbox_id, const { super::rpc_table::scope("Upload") })
+            .await?;
         let mut reader = tokio_util::io::StreamReader::new(chunks);
         let backend = api.backend();
         let written = match header.size {
@@ -126,8 +127,9 @@ pub(super) async fn download(
     let req = request.into_inner();
     let span = span("Download", &req.sandbox_id);
     let mut download = async {
-        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("Download") }).await?;
-        let handle = api.handle(&req.sandbox_id).await?;
+        let handle = api
+            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope("Download") })
+            .await?;
         Ok::<_, Status>(api.backend().download(&handle, &req.path).await?)
     }
     .instrument(span.clone())

@@ -126,8 +126,9 @@ pub(super) async fn endpoint(
         let principal = Principal::of(&request);
         let req = request.into_inner();
         let port = convert::port("port", req.port)?;
-        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("Endpoint") }).await?;
-        let handle = api.handle(&req.sandbox_id).await?;
+        let handle = api
+            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope("Endpoint") })
+            .await?;
         let ep = api.backend().endpoint(&handle, port).await?;
         Ok(Response::new(pb::EndpointResponse {
             endpoint: ep.endpoint,

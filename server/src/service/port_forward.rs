@@ -35,8 +35,9 @@ pub(super) async fn port_forward(
     let span = span("PortForward", &open.sandbox_id);
     let connection = async {
         let target = ForwardTarget::parse(&open.host, open.port)?;
-        api.authorize(&principal, &open.sandbox_id, const { super::rpc_table::scope("PortForward") }).await?;
-        let handle = api.handle(&open.sandbox_id).await?;
+        let handle = api
+            .authorize_handle(&principal, &open.sandbox_id, const { super::rpc_table::scope("PortForward") })
+            .await?;
         Ok::<_, Status>(api.backend().port_forward(&handle, &target).await?)
     }
     .instrument(span.clone())

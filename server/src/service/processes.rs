@@ -62,8 +62,9 @@ pub(super) async fn start_process(
             pty: if req.pty { Some(processes::terminal_size(req.rows, req.cols)?) } else { None },
         };
         start.check()?;
-        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("StartProcess") }).await?;
-        let handle = api.handle(&req.sandbox_id).await?;
+        let handle = api
+            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope("StartProcess") })
+            .await?;
         let started = api.backend().start_process(&handle, &start).await?;
         Ok(Response::new(pb::StartProcessResponse { process_id: started.process_id, pid: started.pid }))
     }
@@ -78,9 +79,9 @@ pub(super) async fn list_processes(
     let principal = Principal::of(&request);
     let req = request.into_inner();
     async {
-        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("ListProcesses") })
+        let handle = api
+            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope("ListProcesses") })
             .await?;
-        let handle = api.handle(&req.sandbox_id).await?;
         let list = api.backend().list_processes(&handle).await?;
         Ok(Response::new(pb::ListProcessesResponse { processes: list.into_iter().map(Into::into).collect() }))
     }
@@ -96,9 +97,9 @@ pub(super) async fn signal_process(
     let req = request.into_inner();
     async {
         let signal = processes::parse_signal("signal", &req.signal)?;
-        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("SignalProcess") })
+        let handle = api
+            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope("SignalProcess") })
             .await?;
-        let handle = api.handle(&req.sandbox_id).await?;
         api.backend().signal_process(&handle, &req.process_id, signal).await?;
         Ok(Response::new(pb::SignalProcessResponse {}))
     }
@@ -116,9 +117,9 @@ pub(super) async fn attach_process(
     let req = request.into_inner();
     let span = span("AttachProcess", &req.sandbox_id);
     let events = async {
-        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("AttachProcess") })
+        let handle = api
+            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope("AttachProcess") })
             .await?;
-        let handle = api.handle(&req.sandbox_id).await?;
         Ok::<_, Status>(api.backend().attach_process(&handle, &req.process_id, req.since).await?)
     }
     .instrument(span.clone())

@@ -89,8 +89,8 @@ pub(super) async fn serve_pty(
                 None
             }
         };
-        api.authorize(&principal, &sandbox_id, const { super::rpc_table::scope("Pty") }).await?;
-        let handle = api.handle(&sandbox_id).await?;
+        let handle =
+            api.authorize_handle(&principal, &sandbox_id, const { super::rpc_table::scope("Pty") }).await?;
         let open = open.map(|mut spec| {
             spec.env = api.call_env(&handle, std::mem::take(&mut spec.env));
             spec

@@ -34,8 +34,9 @@ pub(super) async fn list_pty_sessions(
     async {
         let id = SandboxId::parse("sandbox_id", &req.sandbox_id)?;
         // Listing shows what runs (the commands): a terminal's scope, not a reader's.
-        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("ListPtySessions") }).await?;
-        let handle = api.handle(id.as_str()).await?;
+        let handle = api
+            .authorize_handle(&principal, id.as_str(), const { super::rpc_table::scope("ListPtySessions") })
+            .await?;
         let sessions = api.backend().list_terminals(&handle).await?;
         Ok(Response::new(pb::ListPtySessionsResponse {
             sessions: sessions.into_iter().map(pb::PtySessionInfo::from).collect(),
