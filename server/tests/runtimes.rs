@@ -185,6 +185,7 @@ async fn a_tenant_bound_to_runsc_cannot_ask_for_runc() {
         template: Some(on("runc")),
         target: 0,
         max: 1,
+        ..Default::default()
     };
     let e =
         raw.create_pool(with_key("gv-key", proto::CreatePoolRequest { pool: Some(pool) })).await.unwrap_err();
