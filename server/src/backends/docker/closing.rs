@@ -14,22 +14,10 @@ use super::argv;
 use super::failure::{CliError, DockerFailureKind};
 use super::provider::DockerProvider;
 
-/// Names of containers whose removal a close left to the background.
-pub const CLOSING_NAME_PREFIX: &str = "sandboxd-closing-";
+use super::argv::closing_name;
 
 /// How long a background removal keeps trying.
 const BACKGROUND_REMOVAL_WAIT: Duration = Duration::from_secs(120);
-
-/// The name a closed sandbox's container has until it is removed.
-pub fn closing_name(sandbox_id: &str) -> String {
-    let hex = sandbox_id.strip_prefix(crate::core::spec::SANDBOX_ID_PREFIX).unwrap_or(sandbox_id);
-    format!("{CLOSING_NAME_PREFIX}{hex}")
-}
-
-/// The sandbox id a closing container's name stands for.
-pub fn sandbox_of_closing(name: &str) -> Option<String> {
-    name.strip_prefix(CLOSING_NAME_PREFIX).map(|hex| format!("{}{hex}", crate::core::spec::SANDBOX_ID_PREFIX))
-}
 
 impl DockerProvider {
     /// Kill and rename `sandbox_id`'s container, then remove it in the background. `Ok(false)`:
@@ -107,6 +95,7 @@ async fn remove_closed(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backends::docker::argv::sandbox_of_closing;
 
     #[test]
     fn closing_names_map_back_to_their_sandbox() {

@@ -43,7 +43,7 @@ fn parse_listing(text: &str) -> Vec<Owned> {
             let mut num = || parts.next().and_then(|v| v.trim().parse::<i64>().ok());
             let expires_ms = num();
             let create_deadline_ms = num();
-            if name.starts_with(super::closing::CLOSING_NAME_PREFIX) {
+            if name.starts_with(argv::CLOSING_NAME_PREFIX) {
                 // A close whose background removal did not finish (the server stopped): an
                 // unfinished operation past its deadline, removed by this sweep.
                 return Owned {

@@ -123,7 +123,7 @@ pub struct DockerProvider {
     /// Processes started and OOM kills attributed, per sandbox (`usage.rs`).
     pub(super) usage_book: crate::core::usage::UsageBook,
     /// What each sandbox this process created is reset to (`reset.rs`).
-    pub(super) baselines: Mutex<HashMap<String, super::reset::Baseline>>,
+    pub(super) baselines: Mutex<HashMap<String, Arc<crate::core::spec::SandboxSpec>>>,
     /// Removals a close left to the background (`closing.rs`).
     pub(super) removals: tokio_util::task::TaskTracker,
     /// The daemon's data root (`docker info`'s DockerRootDir), once asked (`live.rs`).

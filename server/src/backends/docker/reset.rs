@@ -45,10 +45,6 @@ const MAX_PATHS: usize = 100_000;
 /// How long the kill step may take.
 const KILL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// What a sandbox is reset to beyond its image: the spec it was created from (its files and
-/// volumes). Kept from the create; a sandbox this process did not create has none.
-pub(super) type Baseline = Arc<SandboxSpec>;
-
 /// The kill step: POSIX shell builtins only (read, set, case, test, kill), so no child of its
 /// own is among the processes it kills. Prints `K <killed>` then `M <mount point>` lines.
 const KILL_SCRIPT: &str = r#"self=$$
@@ -137,7 +133,8 @@ struct Plan {
 }
 
 impl DockerProvider {
-    /// Keep what `id` is reset to (its create's spec).
+    /// Keep what `id` is reset to beyond its image: the spec it was created from (its files
+    /// and volumes). A sandbox this process did not create has none.
     pub(super) fn keep_baseline(&self, id: &str, spec: &SandboxSpec) {
         if let Ok(mut map) = self.baselines.lock() {
             map.insert(id.to_string(), Arc::new(spec.clone()));

@@ -56,7 +56,7 @@ impl Follower {
             .get(super::labels::SERVICE_NAME_LABEL)
             .filter(|s| crate::core::spec::SandboxId::has_valid_shape(s))
             .cloned();
-        let closing = super::closing::sandbox_of_closing(&name);
+        let closing = super::argv::sandbox_of_closing(&name);
         let sandbox_id = task_of
             .clone()
             .or_else(|| creating.clone())

@@ -12,6 +12,20 @@ use crate::core::spec::{normalize_image, SandboxResources, SandboxSpec};
 /// so the name alone tells the sweep whether a create completed (labels cannot change).
 pub const CREATING_NAME_PREFIX: &str = "sandboxd-creating-";
 
+/// Names of containers whose removal a close left to the background.
+pub const CLOSING_NAME_PREFIX: &str = "sandboxd-closing-";
+
+/// The name a closed sandbox's container has until it is removed.
+pub fn closing_name(sandbox_id: &str) -> String {
+    let hex = sandbox_id.strip_prefix(crate::core::spec::SANDBOX_ID_PREFIX).unwrap_or(sandbox_id);
+    format!("{CLOSING_NAME_PREFIX}{hex}")
+}
+
+/// The sandbox id a closing container's name stands for.
+pub fn sandbox_of_closing(name: &str) -> Option<String> {
+    name.strip_prefix(CLOSING_NAME_PREFIX).map(|hex| format!("{}{hex}", crate::core::spec::SANDBOX_ID_PREFIX))
+}
+
 /// The name a create of sandbox `sandbox_id` runs under until it completes.
 pub fn creating_name(sandbox_id: &str) -> String {
     let hex = sandbox_id.strip_prefix(crate::core::spec::SANDBOX_ID_PREFIX).unwrap_or(sandbox_id);
