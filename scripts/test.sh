@@ -69,8 +69,8 @@ python3 scripts/check-import-cycles.py server/src client/src agent/src ctl/src p
 step "cargo test --workspace --all-targets (exec engine: agent)"
 bounded 45m cargo test --workspace --all-targets --no-fail-fast
 
-step "provider, service, client and daemon-fault suites again on the docker exec engine"
-SANDBOXD_TEST_ENGINE=docker bounded 20m cargo test -p sandboxd --test provider --test e2e_server --test e2e_client --test daemon_faults
+step "provider, service and daemon-fault suites again on the docker exec engine"
+SANDBOXD_TEST_ENGINE=docker bounded 20m cargo test -p sandboxd --test provider --test e2e_server --test daemon_faults
 
 step "provider, client, files, terminal-session and trace suites again on the agent's docker exec channel"
 SANDBOXD_TEST_TRANSPORT=channel bounded 20m cargo test -p sandboxd --test provider --test e2e_client --test files_api --test pty_sessions --test traces
@@ -103,6 +103,9 @@ fi
 
 step "scripts/test-python.sh (the Python package: stubs, mypy, pytest)"
 bounded 20m bash scripts/test-python.sh
+
+step "scripts/test-console.sh (the web console in headless Chromium: Selenium, real server and Docker)"
+bounded 10m bash scripts/test-console.sh
 
 # The soak: the release server under faults for about 2 minutes (plus a release build of 4-10
 # minutes); it fails on any leak, stray process, overrun or footprint growth. On demand
