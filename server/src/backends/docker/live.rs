@@ -439,6 +439,10 @@ impl DockerProvider {
         if self.hibernated.lock().is_ok_and(|h| h.contains(id.as_str())) {
             return true;
         }
+        // The events table knows most sandboxes: one running or paused is not asleep.
+        if matches!(self.states.state(id.as_str()), Some(ContainerState::Running | ContainerState::Paused)) {
+            return false;
+        }
         let Ok(Some(found)) = self.inspect(id.as_str()).await else { return false };
         if !found.owned || found.state.sandbox_status() != crate::core::spec::SandboxStatus::Stopped {
             return false;
