@@ -232,13 +232,25 @@ impl DockerProvider {
         // A restore reads the whole checkpoint (docker copies it to containerd first): bounded
         // as a create's start is, not as a control command.
         let args = argv::start_from_checkpoint_args(name, checkpoint);
-        match self.cli.run(&args, self.config.create.start_timeout, None).await {
-            Ok(_) => Ok(()),
-            Err(CliError::Failed(f)) => Err(ProviderError::Docker(format!(
-                "docker start --checkpoint {checkpoint} {name} failed: {}",
-                f.error_line()
-            ))),
-            Err(e) => Err(e.into()),
+        // The gVisor sandbox a checkpoint stopped may still be going away ("id already in
+        // use", seen with a large memory): a restore right after waits for it a little.
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            match self.cli.run(&args, self.config.create.start_timeout, None).await {
+                Ok(_) => return Ok(()),
+                Err(CliError::Failed(f))
+                    if f.stderr.contains("id already in use") && std::time::Instant::now() < give_up =>
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+                Err(CliError::Failed(f)) => {
+                    return Err(ProviderError::Docker(format!(
+                        "docker start --checkpoint {checkpoint} {name} failed: {}",
+                        f.error_line()
+                    )))
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
     }
 
