@@ -367,7 +367,12 @@ impl DockerProvider {
                 }
             },
         };
-        match self.control(start).await {
+        let started = match live {
+            // A restore reads the whole checkpoint: bounded as a create's start.
+            Some(_) => self.cli.run(&start, self.config.create.start_timeout, None).await,
+            None => self.control(start).await,
+        };
+        match started {
             Ok(_) => Ok(()),
             Err(e) => {
                 // `docker start` says only "failed to start containers" when the daemon went

@@ -76,6 +76,18 @@ fn link_tree(from: &Path, to: &Path) -> std::io::Result<u64> {
     Ok(bytes)
 }
 
+/// Make this copy of a checkpoint unlike any other: docker uploads the directory to
+/// containerd's content store by digest, and a restore whose digest is there already (another
+/// restore of the same checkpoint at once, or one a cut-off upload left) fails ("content
+/// sha256:… already exists"). runsc reads only its image files.
+fn mark_restore(dir: &Path, container_id: &str) -> std::io::Result<()> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    std::fs::write(dir.join(RESTORE_MARK), format!("{container_id} {nanos}"))
+}
+
 /// Bytes under `dir` (0 when it is gone).
 fn tree_bytes(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
@@ -217,13 +229,28 @@ impl DockerProvider {
 
     /// Start `name` from checkpoint `checkpoint` in its own `checkpoints/`.
     async fn start_from_checkpoint(&self, name: &str, checkpoint: &str) -> Result<()> {
-        match self.control(argv::start_from_checkpoint_args(name, checkpoint)).await {
-            Ok(_) => Ok(()),
-            Err(CliError::Failed(f)) => Err(ProviderError::Docker(format!(
-                "docker start --checkpoint {checkpoint} {name} failed: {}",
-                f.error_line()
-            ))),
-            Err(e) => Err(e.into()),
+        // A restore reads the whole checkpoint (docker copies it to containerd first): bounded
+        // as a create's start is, not as a control command.
+        let args = argv::start_from_checkpoint_args(name, checkpoint);
+        // The gVisor sandbox a checkpoint stopped may still be going away ("id already in
+        // use", seen with a large memory): a restore right after waits for it a little.
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            match self.cli.run(&args, self.config.create.start_timeout, None).await {
+                Ok(_) => return Ok(()),
+                Err(CliError::Failed(f))
+                    if f.stderr.contains("id already in use") && std::time::Instant::now() < give_up =>
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+                Err(CliError::Failed(f)) => {
+                    return Err(ProviderError::Docker(format!(
+                        "docker start --checkpoint {checkpoint} {name} failed: {}",
+                        f.error_line()
+                    )))
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
     }
 
@@ -263,6 +290,8 @@ impl DockerProvider {
         }
         .await;
         if leave_running {
+            let (dir, full) = (taken.clone(), source.id.clone());
+            let _ = blocking(move || mark_restore(&dir, &full)).await;
             hub.expect_event(sandbox_id, "start", None);
             let restored = self.start_from_checkpoint(sandbox_id, &name).await;
             if let Err(e) = &restored {
@@ -295,6 +324,26 @@ impl DockerProvider {
         }
     }
 
+    /// Remove kept checkpoints whose snapshot image is gone (removed outside this service, or
+    /// by a test's clean-up), once they are a minute old (a checkpoint being taken has its
+    /// image before its directory).
+    pub(super) async fn prune_orphan_checkpoints(&self, snapshot_refs: &[String]) {
+        let Ok(root) = self.data_root().await else { return };
+        let Ok(entries) = std::fs::read_dir(root.join(STORE)) else { return };
+        for entry in entries.flatten() {
+            let hex = entry.file_name().to_string_lossy().to_string();
+            let owned = snapshot_refs.iter().any(|r| hex_of(r) == hex);
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().unwrap_or_default() > std::time::Duration::from_secs(60));
+            if !owned && old {
+                tracing::info!(checkpoint = %hex, "removing a kept checkpoint whose snapshot is gone");
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+
     /// Put live snapshot `snapshot_id`'s checkpoint into the created container `name`'s own
     /// `checkpoints/` (hard links): the name `docker start --checkpoint` takes.
     pub(super) async fn place_checkpoint(&self, name: &str, snapshot_id: &str) -> Result<String> {
@@ -317,7 +366,7 @@ impl DockerProvider {
             // Docker uploads the directory to containerd's content store by digest: restores of
             // one checkpoint at once would collide ("content sha256:… already exists") unless
             // each copy differs. runsc reads only its image files.
-            std::fs::write(target.join(RESTORE_MARK), container_id.as_bytes())
+            mark_restore(&target, &container_id)
         })
         .await?;
         Ok(checkpoint)
@@ -439,6 +488,10 @@ impl DockerProvider {
         if self.hibernated.lock().is_ok_and(|h| h.contains(id.as_str())) {
             return true;
         }
+        // The events table knows most sandboxes: one running or paused is not asleep.
+        if matches!(self.states.state(id.as_str()), Some(ContainerState::Running | ContainerState::Paused)) {
+            return false;
+        }
         let Ok(Some(found)) = self.inspect(id.as_str()).await else { return false };
         if !found.owned || found.state.sandbox_status() != crate::core::spec::SandboxStatus::Stopped {
             return false;
@@ -456,6 +509,10 @@ impl DockerProvider {
             return Ok(false);
         }
         let sandbox_id = id.as_str();
+        if let (Ok(root), Ok(full)) = (self.data_root().await, self.container_id(sandbox_id).await) {
+            let dir = Self::container_checkpoint(&root, &full, HIBERNATE_CHECKPOINT);
+            blocking(move || mark_restore(&dir, &full)).await?;
+        }
         let hub = self.states.hub();
         hub.expect_event(sandbox_id, "start", Some(EventKind::Resumed));
         if let Err(e) = self.start_from_checkpoint(sandbox_id, HIBERNATE_CHECKPOINT).await {

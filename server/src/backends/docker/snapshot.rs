@@ -249,6 +249,9 @@ impl DockerProvider {
     /// removed ids. The crash sweep and the periodic task below call this.
     pub async fn remove_expired_snapshots(&self, ttl: Duration) -> Result<Vec<String>> {
         let cutoff = now_ms() - ttl.as_millis() as i64;
+        if let Ok(refs) = self.snapshot_refs().await {
+            self.prune_orphan_checkpoints(&refs).await;
+        }
         let mut removed = Vec::new();
         for snapshot in self.list_snapshots(&BTreeMap::new()).await? {
             if snapshot.created_at_unix_ms > cutoff {
