@@ -83,7 +83,7 @@ step "main suites again on gVisor (scripts/runsc-daemon.sh, SANDBOXD_TEST_RUNTIM
 runsc_host="$(bash scripts/runsc-daemon.sh up | tail -n 1)"
 DOCKER_HOST="${runsc_host#DOCKER_HOST=}" SANDBOXD_TEST_RUNTIME=runsc SANDBOXD_TEST_DAEMON_NETNS="${SANDBOXD_RUNSC_NS:-sbxrunsc}" \
   bounded 20m cargo test -p sandboxd --no-fail-fast --test provider --test e2e_client --test files_api \
-  --test pty_sessions --test processes --test branching --test runtimes --test walls
+  --test pty_sessions --test processes --test branching --test runtimes --test walls --test live_fork
 bash scripts/runsc-daemon.sh down
 
 
