@@ -3,7 +3,6 @@
 //! cannot see or touch each other's sandboxes, and quotas refused with nothing half-made.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use sandboxd_client::proto;
@@ -244,13 +243,10 @@ async fn two_tenants_cannot_see_or_touch_each_other_and_quotas_refuse_with_nothi
     assert_eq!(blue_exec["sandbox_id"], red.sandbox_id.as_str());
 }
 
-/// This test's containers on the machine's daemon (by its own label).
+/// This test's containers on the machine's daemon (by its own label), background removals
+/// ended.
 fn containers(label: &TestLabel) -> Vec<String> {
-    let out = Command::new("docker")
-        .args(["ps", "-aq", "--filter", &format!("label=sandboxd.test.case={}", label.value)])
-        .output()
-        .expect("docker ps");
-    let mut ids: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(String::from).collect();
+    let mut ids = label.containers();
     ids.sort();
     ids
 }

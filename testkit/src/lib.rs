@@ -58,26 +58,44 @@ impl TestLabel {
         ]
     }
 
-    /// Containers (running or not) created under this label.
+    /// Containers (running or not) created under this label, once the removals `Close` left
+    /// to the background have ended (see [`Self::settled`]).
     pub fn containers(&self) -> Vec<String> {
-        let out = Command::new("docker")
-            .args(["ps", "-aq", "--filter", &format!("label=sandboxd.test.case={}", self.value)])
-            .output()
-            .expect("docker ps");
-        String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect()
+        self.settled().into_iter().map(|(id, _)| id).collect()
     }
 
-    /// Container names (running or not) created under this label.
+    /// Container names (running or not) created under this label, once the background
+    /// removals have ended (see [`Self::settled`]).
     pub fn names(&self) -> Vec<String> {
-        let out = docker(&[
-            "ps",
-            "-a",
-            "--filter",
-            &format!("label=sandboxd.test.case={}", self.value),
-            "--format",
-            "{{.Names}}",
-        ]);
-        String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect()
+        self.settled().into_iter().map(|(_, name)| name).collect()
+    }
+
+    /// (id, name) of this label's containers. A closed sandbox is killed and renamed
+    /// `sandboxd-closing-…` before `Close` returns, and its `docker rm` finishes in the
+    /// background: while such a container is listed this waits (up to 60 s) for its removal,
+    /// so "nothing left behind" means removed, never "not yet removed".
+    pub fn settled(&self) -> Vec<(String, String)> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let out = docker(&[
+                "ps",
+                "-a",
+                "--filter",
+                &format!("label=sandboxd.test.case={}", self.value),
+                "--format",
+                "{{.ID}} {{.Names}}",
+            ]);
+            let listed: Vec<(String, String)> = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(|line| line.split_once(' '))
+                .map(|(id, name)| (id.to_string(), name.to_string()))
+                .collect();
+            let closing = listed.iter().any(|(_, name)| name.starts_with("sandboxd-closing-"));
+            if !closing || std::time::Instant::now() >= deadline {
+                return listed;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
     }
 
     /// Removes this label's containers, then the networks, volumes and snapshot images that

@@ -106,9 +106,26 @@ class ContainerLabel:
     def run_args(self) -> list[str]:
         return ["--label", "sandboxd.test=1", "--label", f"sandboxd.test.case={self.value}"]
 
-    def containers(self) -> list[str]:
-        out = docker("ps", "-aq", "--filter", f"label=sandboxd.test.case={self.value}", check=False)
-        return out.stdout.split()
+    def containers(self, deadline_s: float = 60) -> list[str]:
+        """This label's container ids, once the removals `Close` leaves to the background have
+        ended: a closed sandbox is renamed `sandboxd-closing-…` and removed after the call
+        returns, so while one is listed this waits (up to `deadline_s`)."""
+        deadline = time.monotonic() + deadline_s
+        while True:
+            out = docker(
+                "ps",
+                "-a",
+                "--filter",
+                f"label=sandboxd.test.case={self.value}",
+                "--format",
+                "{{.ID}} {{.Names}}",
+                check=False,
+            )
+            listed = [line.split(" ", 1) for line in out.stdout.splitlines() if " " in line]
+            closing = any(name.startswith("sandboxd-closing-") for _, name in listed)
+            if not closing or time.monotonic() >= deadline:
+                return [cid for cid, _ in listed]
+            time.sleep(0.1)
 
     def settle(self, before: set[str], deadline_s: float = 60) -> None:
         """Waits until no container is left beyond `before` (a removal the server finishes in the
