@@ -451,9 +451,20 @@ async fn the_loop_disk_bounds_a_private_overlay2_daemon_and_closes_cleanly() {
     assert_ne!(rc, 0);
     assert!(err.contains("No space left on device"), "{err}");
     sandbox.stop().await.unwrap();
+    // The close returns once the container is killed and renamed; its removal (the disk
+    // detached first, then `docker rm`, then the file) finishes in the background.
+    let disks = docker.path("state").join("disks");
+    let removed = || {
+        let left = docker.docker(&["ps", "-aq"]);
+        String::from_utf8_lossy(&left.stdout).trim().is_empty()
+            && std::fs::read_dir(&disks).unwrap().count() == 0
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !removed() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     let left = docker.docker(&["ps", "-aq"]);
     assert!(String::from_utf8_lossy(&left.stdout).trim().is_empty(), "the container outlived its close");
-    let disks = docker.path("state").join("disks");
     assert_eq!(std::fs::read_dir(&disks).unwrap().count(), 0, "the disk file outlived its close");
 }
 
