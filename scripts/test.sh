@@ -69,8 +69,8 @@ python3 scripts/check-import-cycles.py server/src client/src agent/src ctl/src p
 step "cargo test --workspace --all-targets (exec engine: agent)"
 bounded 45m cargo test --workspace --all-targets --no-fail-fast
 
-step "provider, service and daemon-fault suites again on the docker exec engine"
-SANDBOXD_TEST_ENGINE=docker bounded 20m cargo test -p sandboxd --test provider --test e2e_server --test daemon_faults
+step "provider and service suites again on the docker exec engine"
+SANDBOXD_TEST_ENGINE=docker bounded 20m cargo test -p sandboxd --test provider --test e2e_server
 
 step "provider, client, files, terminal-session and trace suites again on the agent's docker exec channel"
 SANDBOXD_TEST_TRANSPORT=channel bounded 20m cargo test -p sandboxd --test provider --test e2e_client --test files_api --test pty_sessions --test traces
@@ -95,8 +95,9 @@ elif [[ -e scripts/e2e-polyglot.sh ]]; then
 fi
 
 # The agent's frame decoder reads untrusted bytes: a short libFuzzer run (the long one is
-# `scripts/fuzz.sh --seconds 1800`, on demand). SANDBOXD_FUZZ=0 skips it.
-if [[ "${SANDBOXD_FUZZ:-1}" != 0 ]]; then
+# `scripts/fuzz.sh --seconds 1800`). On demand (SANDBOXD_FUZZ=1): its build and run took
+# about 100 s of the 40 minutes the gate may use.
+if [[ "${SANDBOXD_FUZZ:-0}" != 0 ]]; then
   step "scripts/fuzz.sh --short (the agent's frame decoder, 30 s)"
   bounded 30m bash scripts/fuzz.sh --short
 fi
