@@ -37,8 +37,8 @@ from .types import (
     Grant,
     NetworkAddress,
     PoolInfo,
-    ResetResult,
     PtySessionInfo,
+    ResetResult,
     SandboxInfo,
     SandboxPage,
     SandboxRef,
@@ -749,9 +749,7 @@ class Client(AsyncClosing):
         closed sandbox of the pool is reset and handed back to it instead of removed."""
         spec = SandboxSpec.of(template) if template is not None else SandboxSpec()
         request = pb.CreatePoolRequest(
-            pool=pb.PoolSpec(
-                name=name, image=image, template=spec.to_proto(), target=target, max=max, recycle=recycle
-            )
+            pool=pb.PoolSpec(name=name, image=image, template=spec.to_proto(), target=target, max=max, recycle=recycle)
         )
         response = await self._unary(
             "CreatePool", request, pb.CreatePoolResponse, deadline_s=deadline_s, idempotent=False

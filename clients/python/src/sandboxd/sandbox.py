@@ -19,10 +19,10 @@ from .types import (
     ExecEvent,
     ExecResult,
     Grant,
+    ResetResult,
     SandboxRef,
     SandboxSpec,
     SandboxStatus,
-    ResetResult,
     SandboxUsage,
     SnapshotInfo,
 )
