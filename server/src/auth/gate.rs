@@ -37,6 +37,20 @@ impl AccessGate {
         Ok(request)
     }
 
+    /// The caller named by a credential that arrived outside gRPC metadata (the E2B and
+    /// console front-ends' headers and messages), checked exactly as `authorization: Bearer`.
+    pub fn principal_of_credential(&self, credential: Option<&str>) -> Result<Principal, Status> {
+        let mut request = Request::new(());
+        if let Some(value) = credential {
+            let bearer = format!("Bearer {}", value.trim())
+                .parse()
+                .map_err(|_| Status::unauthenticated("the credential is not a valid header value"))?;
+            request.metadata_mut().insert("authorization", bearer);
+        }
+        let checked = self.check(request)?;
+        Ok(Principal::of(&checked))
+    }
+
     fn principal<T>(&self, request: &Request<T>) -> Result<Principal, Status> {
         let bearer = request
             .metadata()

@@ -135,15 +135,7 @@ impl E2bFront {
 
     /// The caller by one of its credentials, through the gRPC service's own gate.
     fn principal(&self, credential: Option<&str>) -> Result<Principal, Status> {
-        let mut request = tonic::Request::new(());
-        if let Some(value) = credential {
-            let bearer = format!("Bearer {}", value.trim())
-                .parse()
-                .map_err(|_| Status::unauthenticated("the credential is not a valid header value"))?;
-            request.metadata_mut().insert("authorization", bearer);
-        }
-        let checked = self.inner.gate.check(request)?;
-        Ok(Principal::of(&checked))
+        self.inner.gate.principal_of_credential(credential)
     }
 
     /// The control plane's caller: `X-API-Key`.
