@@ -68,7 +68,12 @@ class Server:
         config = {
             "docker": {
                 "create": {
-                    "extra_run_args": ["--label", "sandboxd.test=1", "--label", f"sandboxd.test.case={self.case}"]
+                    "extra_run_args": [
+                        "--label",
+                        "sandboxd.test=1",
+                        "--label",
+                        f"sandboxd.test.case={self.case}",
+                    ]
                 }
             },
             "server": {
@@ -114,7 +119,9 @@ class Server:
         threading.Thread(target=read, daemon=True).start()
         if not found.wait(60):
             self.stop()
-            raise AssertionError("sandboxd did not start:\n" + (tmp / "server.log").read_text())
+            raise AssertionError(
+                "sandboxd did not start:\n" + (tmp / "server.log").read_text()
+            )
         assert self.console.startswith("http://127.0.0.1:"), self.console
 
     def ctl(self, who: str, *args: str) -> str:
@@ -138,7 +145,9 @@ class Server:
 
     def http(self, who: str, path: str) -> tuple[int, Any]:
         token = self.operator if who == "operator" else self.keys[who]
-        req = urllib.request.Request(self.console + path, headers={"Authorization": f"Bearer {token}"})
+        req = urllib.request.Request(
+            self.console + path, headers={"Authorization": f"Bearer {token}"}
+        )
         try:
             with urllib.request.urlopen(req, timeout=30) as r:
                 return r.status, json.load(r)
@@ -153,13 +162,21 @@ class Server:
             self.proc.kill()
         self.log.close()
         leftovers = subprocess.run(
-            ["docker", "ps", "-aq", "--filter", f"label=sandboxd.test.case={self.case}"],
+            [
+                "docker",
+                "ps",
+                "-aq",
+                "--filter",
+                f"label=sandboxd.test.case={self.case}",
+            ],
             check=False,
             capture_output=True,
             text=True,
         ).stdout.split()
         if leftovers:
-            subprocess.run(["docker", "rm", "-f", *leftovers], check=False, capture_output=True)
+            subprocess.run(
+                ["docker", "rm", "-f", *leftovers], check=False, capture_output=True
+            )
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +201,10 @@ def browser() -> Iterator[webdriver.Chrome]:
     ):
         options.add_argument(arg)
     options.binary_location = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-    driver = webdriver.Chrome(service=Service(os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")), options=options)
+    driver = webdriver.Chrome(
+        service=Service(os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")),
+        options=options,
+    )
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     try:
         yield driver
@@ -198,7 +218,10 @@ def sign_in(browser: webdriver.Chrome, server: Server, key: str) -> None:
     field.clear()
     field.send_keys(key)
     browser.find_element(By.ID, "sign-in").click()
-    wait_for("the page is live (Watch open)", lambda: browser.find_element(By.ID, "live").text == "live")
+    wait_for(
+        "the page is live (Watch open)",
+        lambda: browser.find_element(By.ID, "live").text == "live",
+    )
 
 
 def row(browser: webdriver.Chrome, sandbox_id: str) -> Any:
@@ -221,7 +244,9 @@ def shot(browser: webdriver.Chrome, name: str) -> None:
     assert browser.save_screenshot(str(ARTIFACTS / name)), name
 
 
-def test_sandboxes_appear_live_and_a_tenant_sees_only_its_own(server: Server, browser: webdriver.Chrome) -> None:
+def test_sandboxes_appear_live_and_a_tenant_sees_only_its_own(
+    server: Server, browser: webdriver.Chrome
+) -> None:
     blue = server.create("blue", "team=blue")
     sign_in(browser, server, server.keys["red"])
     assert "tenant red" in browser.find_element(By.ID, "whoami").text
@@ -230,14 +255,20 @@ def test_sandboxes_appear_live_and_a_tenant_sees_only_its_own(server: Server, br
     for sandbox_id in made:
 
         def running(sandbox_id: str = sandbox_id) -> bool:
-            return row(browser, sandbox_id).find_element(By.CLASS_NAME, "status").text == "running"
+            return (
+                row(browser, sandbox_id).find_element(By.CLASS_NAME, "status").text
+                == "running"
+            )
 
         wait_for(f"{sandbox_id} running on the page", running)
         text = row(browser, sandbox_id).text
         assert "team=red" in text and IMAGE in text and "runc" in text, text
     assert row(browser, blue) is None, "red's page shows blue's sandbox"
     # The config's warm pool (every tenant's) with its fill, once its member is ready.
-    wait_for("the pool filled", lambda: "1/1 ready" in browser.find_element(By.ID, "pools").text)
+    wait_for(
+        "the pool filled",
+        lambda: "1/1 ready" in browser.find_element(By.ID, "pools").text,
+    )
     shot(browser, "fleet.png")
     # The same walls through the JSON API: blue's sandbox is not red's to read.
     code, body = server.http("red", f"/api/sandboxes/{blue}")
@@ -247,13 +278,17 @@ def test_sandboxes_appear_live_and_a_tenant_sees_only_its_own(server: Server, br
     assert blue not in {s["id"] for s in listing["sandboxes"]}
     code, everything = server.http("operator", "/api/sandboxes")
     assert code == 200 and {blue, *made} <= {s["id"] for s in everything["sandboxes"]}
-    req = urllib.request.Request(server.console + "/api/sandboxes", headers={"Authorization": "Bearer not-a-key"})
+    req = urllib.request.Request(
+        server.console + "/api/sandboxes", headers={"Authorization": "Bearer not-a-key"}
+    )
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(req, timeout=30)
     assert refused.value.code == 401
     # Nor through the terminal's WebSocket: red cannot open a shell in blue's sandbox.
     answer = browser.execute_async_script(TERMINAL_PROBE, server.keys["red"], blue)
-    assert '"error"' in answer and ("PermissionDenied" in answer or "NotFound" in answer), answer
+    assert '"error"' in answer and (
+        "PermissionDenied" in answer or "NotFound" in answer
+    ), answer
     assert "opened" not in answer, answer
     # Blue's page shows blue's, not red's.
     sign_in(browser, server, server.keys["blue"])
@@ -272,35 +307,100 @@ socket.onclose = () => done("closed without a message");
 
 
 def terminal_lines(browser: webdriver.Chrome) -> list[str]:
-    return [line.rstrip() for line in browser.execute_script("return window.terminalText();").split("\n")]
+    return [
+        line.rstrip()
+        for line in browser.execute_script("return window.terminalText();").split("\n")
+    ]
 
 
-def test_terminal_in_the_browser_runs_echo(server: Server, browser: webdriver.Chrome) -> None:
+def test_terminal_in_the_browser_runs_echo(
+    server: Server, browser: webdriver.Chrome
+) -> None:
     sandbox_id = server.create("red", "team=red", "purpose=terminal")
     sign_in(browser, server, server.keys["red"])
     click(browser, "the sandbox's row", f"#sandbox-{sandbox_id}")
     browser.find_element(By.ID, "new-terminal").click()
-    wait_for("the session open", lambda: browser.find_element(By.ID, "terminal-state").text.startswith("open"))
+    wait_for(
+        "the session open",
+        lambda: browser.find_element(By.ID, "terminal-state").text.startswith("open"),
+    )
     typing = browser.find_element(By.CSS_SELECTOR, "#terminal .xterm-helper-textarea")
     typing.send_keys("echo hello\n")
     wait_for("hello on a line of its own", lambda: "hello" in terminal_lines(browser))
-    assert any(line.endswith("echo hello") for line in terminal_lines(browser)), terminal_lines(browser)
+    assert any(line.endswith("echo hello") for line in terminal_lines(browser)), (
+        terminal_lines(browser)
+    )
     shot(browser, "terminal.png")
     # The page's Pty call went through the audited path, as red.
     audit = server.audit.read_text()
-    assert any('"Pty"' in line and "red" in line for line in audit.splitlines()), audit[-2000:]
+    assert any('"Pty"' in line and "red" in line for line in audit.splitlines()), audit[
+        -2000:
+    ]
 
 
-def test_attach_to_a_running_session_replays_its_output(server: Server, browser: webdriver.Chrome) -> None:
-    sandbox_id = server.create("red", "team=red", "purpose=attach")
-    process_id = server.ctl("red", "start", sandbox_id, "--tty", "--", "echo retained-marker-$((6*7)); exec sleep 600")
+def test_the_terminal_fits_the_window_and_the_program_learns_each_size(
+    server: Server, browser: webdriver.Chrome
+) -> None:
+    sandbox_id = server.create("red", "team=red", "purpose=resize")
     sign_in(browser, server, server.keys["red"])
     click(browser, "the sandbox's row", f"#sandbox-{sandbox_id}")
-    listed = wait_for("the session listed", lambda: browser.find_element(By.ID, f"session-{process_id}").text)
+    browser.find_element(By.ID, "new-terminal").click()
+    wait_for(
+        "the session open",
+        lambda: browser.find_element(By.ID, "terminal-state").text.startswith("open"),
+    )
+    typing = browser.find_element(By.CSS_SELECTOR, "#terminal .xterm-helper-textarea")
+
+    def program_sees(rows: int, cols: int) -> None:
+        typing.send_keys("stty size\n")
+        wait_for(
+            f"stty size answering {rows} {cols}",
+            lambda: f"{rows} {cols}" in terminal_lines(browser),
+        )
+
+    rows, wide = browser.execute_script("return window.terminalSize();")
+    assert wide > 40, wide  # as wide as the box, not a fixed width
+    program_sees(rows, wide)
+    browser.set_window_size(1000, 1000)
+    try:
+        wait_for(
+            "the terminal narrower",
+            lambda: browser.execute_script("return window.terminalSize();")[1] < wide,
+        )
+        rows, narrow = browser.execute_script("return window.terminalSize();")
+        program_sees(rows, narrow)
+    finally:
+        browser.set_window_size(1500, 1000)
+
+
+def test_attach_to_a_running_session_replays_its_output(
+    server: Server, browser: webdriver.Chrome
+) -> None:
+    sandbox_id = server.create("red", "team=red", "purpose=attach")
+    process_id = server.ctl(
+        "red",
+        "start",
+        sandbox_id,
+        "--tty",
+        "--",
+        "echo retained-marker-$((6*7)); exec sleep 600",
+    )
+    sign_in(browser, server, server.keys["red"])
+    click(browser, "the sandbox's row", f"#sandbox-{sandbox_id}")
+    listed = wait_for(
+        "the session listed",
+        lambda: browser.find_element(By.ID, f"session-{process_id}").text,
+    )
     assert "sleep 600" in listed, listed
     click(browser, "the session's Attach", f"#session-{process_id} .attach-session")
-    wait_for("attached", lambda: browser.find_element(By.ID, "terminal-state").text.startswith("open"))
-    wait_for("the retained output replayed", lambda: "retained-marker-42" in terminal_lines(browser))
+    wait_for(
+        "attached",
+        lambda: browser.find_element(By.ID, "terminal-state").text.startswith("open"),
+    )
+    wait_for(
+        "the retained output replayed",
+        lambda: "retained-marker-42" in terminal_lines(browser),
+    )
     assert browser.find_element(By.ID, "terminal-session").text == process_id
     shot(browser, "attach.png")
     # Leaving detaches: the session runs on.
@@ -309,7 +409,9 @@ def test_attach_to_a_running_session_replays_its_output(server: Server, browser:
     assert any(p["process_id"] == process_id and p["running"] for p in ps), ps
 
 
-def test_closing_a_sandbox_from_the_page_is_audited(server: Server, browser: webdriver.Chrome) -> None:
+def test_closing_a_sandbox_from_the_page_is_audited(
+    server: Server, browser: webdriver.Chrome
+) -> None:
     sandbox_id = server.create("red", "team=red", "purpose=close")
     sign_in(browser, server, server.keys["red"])
     click(browser, "the sandbox's row", f"#sandbox-{sandbox_id}")
@@ -318,5 +420,11 @@ def test_closing_a_sandbox_from_the_page_is_audited(server: Server, browser: web
     wait_for("the row gone", lambda: row(browser, sandbox_id) is None)
     code, _ = server.http("red", f"/api/sandboxes/{sandbox_id}")
     assert code == 404, code
-    audit = [json.loads(line) for line in server.audit.read_text().splitlines() if line.strip()]
-    assert any(e.get("method") == "Close" and sandbox_id in json.dumps(e) for e in audit), audit[-5:]
+    audit = [
+        json.loads(line)
+        for line in server.audit.read_text().splitlines()
+        if line.strip()
+    ]
+    assert any(
+        e.get("method") == "Close" and sandbox_id in json.dumps(e) for e in audit
+    ), audit[-5:]

@@ -291,6 +291,19 @@ async def test_exec_timeouts_take_gyms_shape(server: ServerProcess, images: Imag
         await provider.aclose()
 
 
+async def _until_foreground(provider: Any, handle: Any, program: str) -> None:
+    """Waits until `program` is the foreground job of its terminal (its process group is the
+    terminal's: fields 5 and 8 of /proc/PID/stat)."""
+    probe = f"awk '$2 == \"({program})\" && $5 == $8 {{ print $1 }}' /proc/[0-9]*/stat"
+    deadline = asyncio.get_running_loop().time() + 30
+    while asyncio.get_running_loop().time() < deadline:
+        result = await provider.exec(handle, probe)
+        if (result.stdout or "").strip():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{program} never became the terminal's foreground job")
+
+
 async def test_pty_session_follows_gyms_protocol(provider: Any, images: Images) -> None:
     handle = await provider.create(SandboxSpec(image=images.bash, env={"GREETING": "hi"}))
     try:
@@ -304,6 +317,9 @@ async def test_pty_session_follows_gyms_protocol(provider: Any, images: Images) 
             output, code = await session.run_detached("stty size </dev/tty")
             assert (output.replace(b"\r\n", b"\n"), code) == (b"40 120\n", 0)
             await session.write(b"sleep 60\n")
+            # As a person would: Ctrl-C once the job runs. Sent while the shell still reads the
+            # line, SIGINT reaches the shell's line editor (the foreground then) and eats the line.
+            await _until_foreground(provider, handle, "sleep")
             await session.send_signal("SIGINT")  # reaches the foreground job, not the shell
             output, code = await session.run_detached("echo alive")
             assert output.endswith(b"alive\r\n") and code == 0

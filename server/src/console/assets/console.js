@@ -184,12 +184,45 @@
     if (state.term) { state.term.destroy(); state.term = null; }
     $("terminal-box").hidden = true;
   }
+  // The terminal is as wide as its box allows (and follows the window); the program in the
+  // sandbox learns each new size through the session's resize, as from any terminal.
+  var TERMINAL_ROWS = 24;
+  var TERMINAL_FONT = { family: "monospace", size: 14 };
+  function cellWidth() {
+    var probe = document.createElement("span");
+    probe.style.cssText = "position:absolute;visibility:hidden;white-space:pre;font-family:" +
+      TERMINAL_FONT.family + ";font-size:" + TERMINAL_FONT.size + "px";
+    probe.textContent = new Array(101).join("W");
+    document.body.appendChild(probe);
+    var width = probe.getBoundingClientRect().width / 100;
+    document.body.removeChild(probe);
+    return width || 8;
+  }
+  function fittingCols() {
+    var box = $("terminal");
+    var style = getComputedStyle(box);
+    // Room for the padding and xterm's scroll bar.
+    var room = box.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight) - 16;
+    return Math.max(20, Math.min(400, Math.floor(room / cellWidth())));
+  }
+  var refit = null;
+  window.addEventListener("resize", function () {
+    clearTimeout(refit);
+    refit = setTimeout(function () {
+      if (!state.term) return;
+      var cols = fittingCols();
+      if (cols !== state.term.cols) state.term.resize(cols, state.term.rows);
+    }, 100);
+  });
+  // The terminal's size as the page set it (for a reader and for the browser tests).
+  window.terminalSize = function () { return state.term ? [state.term.rows, state.term.cols] : null; };
   function openTerminal(sessionId, takeover) {
     leaveTerminal();
     $("terminal-box").hidden = false;
     $("terminal-session").textContent = sessionId || "(new)";
     $("terminal-state").textContent = "connecting";
-    var term = new Terminal({ cols: 100, rows: 20, rendererType: "dom", cursorBlink: true });
+    var term = new Terminal({ cols: fittingCols(), rows: TERMINAL_ROWS, rendererType: "dom", cursorBlink: true,
+                              fontFamily: TERMINAL_FONT.family, fontSize: TERMINAL_FONT.size });
     state.term = term;
     term.open($("terminal"));
     var decoder = new TextDecoder();
