@@ -69,7 +69,8 @@ async fn create_exec_and_close_on_busybox_and_bash() {
 async fn missing_image_fails_create_and_leaves_nothing() {
     let label = TestLabel::new();
     let p = provider(&label);
-    let err = p.create(&spec("sandboxd-test/does-not-exist:1")).await.unwrap_err();
+    // A registry on loopback that refuses: the pull the `missing` policy tries never leaves the host.
+    let err = p.create(&spec("127.0.0.1:9/sandboxd-test/does-not-exist:1")).await.unwrap_err();
     assert!(matches!(err, ProviderError::Create(_)), "{err:?}");
     assert!(err.to_string().contains("does-not-exist"), "{err}");
     assert!(err.to_string().contains("pull_policy") && !err.to_string().contains("--help"), "{err}");

@@ -22,6 +22,9 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 IMAGES_RS = REPO_ROOT / "testkit" / "src" / "images.rs"
+# An image no daemon has, named on a registry at loopback that refuses: the pull the server's
+# `missing` policy tries fails at once and never leaves the host.
+NO_SUCH_IMAGE = "127.0.0.1:9/sandboxd-test/does-not-exist:1"
 LISTENING = "sandboxd listening on "
 # Printed before LISTENING when `server.e2b.listen` is set.
 E2B_LISTENING = "sandboxd e2b on http://"

@@ -16,7 +16,7 @@ import sandboxd
 from sandboxd import AsyncSandbox, Client, SandboxSpec, SandboxStatus
 from sandboxd._pb import sandbox_pb2 as pb
 
-from support import Images, ServerProcess
+from support import NO_SUCH_IMAGE, Images, ServerProcess
 
 UNKNOWN_ID = "sandboxd-00000000000000000000000000000000"
 
@@ -222,7 +222,7 @@ async def test_create_failures_are_typed(client: Client, images: Images) -> None
     with pytest.raises(sandboxd.InvalidArgument, match="ports"):
         await client.create(SandboxSpec(image=images.busybox, ports=[80, 80]))
     with pytest.raises(sandboxd.CreateFailed) as failed:
-        await client.create("sandboxd-test/does-not-exist:1")
+        await client.create(NO_SUCH_IMAGE)
     assert failed.value.code is not None and failed.value.code.name == "FAILED_PRECONDITION"
     with pytest.raises(sandboxd.PermissionDenied, match="volumes"):
         await client.create(SandboxSpec(image=images.busybox, volumes=["/:/host"]))

@@ -30,7 +30,7 @@ from sandboxd import PermissionDenied
 from sandboxd.gym import SandboxdProvider
 
 from conformance import EXPECTED_HIGHLIGHTS, run_conformance
-from support import ContainerLabel, Images, ServerProcess
+from support import NO_SUCH_IMAGE, ContainerLabel, Images, ServerProcess
 
 
 def sandboxd_config(server: ServerProcess) -> dict[str, Any]:
@@ -243,7 +243,7 @@ async def test_errors_map_to_gyms(provider: Any, images: Images) -> None:
     with pytest.raises(SandboxCreateError, match="image"):
         await provider.create(SandboxSpec(image=None))
     with pytest.raises(SandboxCreateError):
-        await provider.create(SandboxSpec(image="sandboxd-test/does-not-exist:1"))
+        await provider.create(SandboxSpec(image=NO_SUCH_IMAGE))
     with pytest.raises(SandboxCreateVerificationError):
         await provider.create(SandboxSpec(image=images.busybox, entrypoint=["/bin/false"]))
     with pytest.raises(SandboxCreateError):

@@ -92,6 +92,23 @@ mod tests {
             kind(&["inspect", "x"], "Cannot connect to the Docker daemon at unix:///x"),
             DaemonUnreachable
         );
+        // The daemon answered: the connection refused was its own, to a registry.
+        assert_eq!(
+            kind(
+                &["run", "127.0.0.1:9/img:1"],
+                "Unable to find image '127.0.0.1:9/img:1' locally\ndocker: Error response from daemon: Get \
+                 \"http://127.0.0.1:9/v2/\": dial tcp 127.0.0.1:9: connect: connection refused."
+            ),
+            MissingImage
+        );
+        assert_eq!(
+            kind(
+                &["pull", "r.example/img:1"],
+                "Error response from daemon: Get \"https://r.example/v2/\": dial tcp: i/o timeout"
+            ),
+            Other,
+            "a registry's timeout is not a broken connection to the daemon"
+        );
         assert_eq!(
             kind(
                 &["run"],

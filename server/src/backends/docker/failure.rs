@@ -125,13 +125,16 @@ fn kind_of(image_command: bool, stderr: &str) -> DockerFailureKind {
     use DockerFailureKind::*;
     let low = stderr.to_ascii_lowercase();
     let has = |m: &str| low.contains(m);
+    // The daemon answered: a connection it failed to make itself (a registry's, on a pull) says
+    // nothing of the connection to it.
+    let daemon_answered = has("error response from daemon");
     if has("conflict") && has("already in use") {
         NameConflict
     } else if has("conflict") && (has("is using its referenced image") || has("being used")) {
         ImageInUse
-    } else if DAEMON_UNREACHABLE_MARKERS.iter().any(|m| has(m)) {
+    } else if !daemon_answered && DAEMON_UNREACHABLE_MARKERS.iter().any(|m| has(m)) {
         DaemonUnreachable
-    } else if INTERRUPTED_MARKERS.iter().any(|m| has(m)) {
+    } else if !daemon_answered && INTERRUPTED_MARKERS.iter().any(|m| has(m)) {
         Interrupted
     } else if has("no such container") || (has("no such object") && !image_command) {
         MissingContainer
