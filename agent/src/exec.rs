@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::channel::{Channel, Credit};
 use crate::launch::Launch;
-use crate::processes::{self, Process};
+use crate::processes::{self, Program};
 use crate::protocol::{Event, ExecExit, ExecStart, Usage};
 use crate::reaper::reaper;
 use crate::spawn::{self, Prepared, SpawnError};
@@ -40,29 +40,49 @@ pub struct Command {
     credit: Arc<Credit>,
 }
 
-impl Command {
+/// What the command's own request stream does to it (`Signal`, `Resize` and `Detach` are
+/// refused: a command holds no session).
+impl Program for Command {
     /// Bytes for the command's stdin (dropped when it was started without one or closed it).
-    pub fn input(&self, data: Vec<u8>) {
+    fn input(self: Arc<Self>, _conn: u64, _request: u64, data: Vec<u8>) {
         if let Some(tx) = self.stdin.lock().ok().and_then(|s| s.clone()) {
             let _ = tx.send(data);
         }
     }
 
     /// Close the command's stdin.
-    pub fn end_input(&self) {
+    fn end_input(self: Arc<Self>, _conn: u64, _request: u64) {
+        self.close_stdin();
+    }
+
+    /// Its output stops at once (a pump waiting for credit gives up); the tree is killed on a
+    /// thread of its own.
+    fn kill(self: Arc<Self>, _conn: u64, _request: u64) {
+        self.credit.close();
+        std::thread::spawn(move || self.stop());
+    }
+
+    fn credit(&self, _conn: u64, _request: u64) -> Option<Arc<Credit>> {
+        Some(self.credit.clone())
+    }
+
+    fn connection_ended(self: Arc<Self>, _conn: u64, _request: u64) {
+        self.stop();
+        self.credit.close();
+    }
+}
+
+impl Command {
+    fn close_stdin(&self) {
         if let Ok(mut s) = self.stdin.lock() {
             s.take();
         }
     }
 
-    pub fn credit(&self) -> &Arc<Credit> {
-        &self.credit
-    }
-
     /// Stop the command and everything it started.
-    pub fn kill(&self) {
+    fn stop(&self) {
         self.killed.store(true, Ordering::SeqCst);
-        self.end_input();
+        self.close_stdin();
         // Not started yet: its starter sees `killed` once it has the pid.
         let shim = self.shim.load(Ordering::SeqCst);
         if shim > 0 {
@@ -105,7 +125,7 @@ pub fn start(
         killed: AtomicBool::new(false),
         credit: Credit::new(),
     });
-    processes::insert(conn, id, Process::Command(command.clone()));
+    processes::insert(conn, id, command.clone());
     let run = Run { conn, id, channel: channel.clone(), command };
     let limit = start.output_limit;
     std::thread::spawn(move || run.run(prepared, limit, stdin_rx));
@@ -184,7 +204,7 @@ impl Run {
     /// The command ended or could not start: its credit closes and it leaves the table.
     fn forget(&self) {
         self.command.credit.close();
-        processes::remove_command(self.conn, self.id, &self.command);
+        processes::remove(self.conn, self.id, &self.command);
     }
 
     /// Forward one output pipe as frames until EOF or `stop`; the receiver gets the count of

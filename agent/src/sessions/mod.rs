@@ -18,7 +18,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::channel::{Channel, Credit};
-use crate::processes::{self, Process};
+use crate::processes::{self, Program};
 use crate::protocol::{self, DetachReason, Event, FailureKind, SessionInfo, WindowSize, DETACH_NEVER};
 use crate::spawn::SpawnError;
 use crate::terminal;
@@ -35,8 +35,6 @@ const HANGUP_GRACE: Duration = Duration::from_secs(2);
 const OUTPUT_GRACE: Duration = Duration::from_millis(200);
 /// How long output waits for a holder that does not read before the ring drops unread bytes.
 const HOLDER_STALL: Duration = Duration::from_secs(5);
-/// Ended sessions kept for listing (their exit code); older ones are forgotten.
-pub(crate) const ENDED_KEPT: usize = 64;
 
 /// Who holds a session: one request on one connection.
 struct Holder {
@@ -99,15 +97,6 @@ impl Session {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// When an ended session started, and its id (the table forgets the oldest ended ones).
-    pub(crate) fn ended_at_start(&self) -> Option<(u64, String)> {
-        self.lock().exit.map(|_| (self.started_ms, self.id.clone()))
-    }
-
     /// Whether `request` on `conn` holds the session.
     pub fn held_by(&self, conn: u64, request: u64) -> bool {
         self.lock().holder.as_ref().is_some_and(|h| h.conn == conn && h.request == request)
@@ -158,7 +147,7 @@ impl Session {
             (holder.channel.clone(), holder.conn, holder.request, holder.credit.clone());
         // The stream's entry comes before the holder, and goes after it (never a holder
         // without its entry).
-        processes::insert(conn, request, Process::Session(self.clone()));
+        processes::insert(conn, request, self.clone());
         let (generation, old) = {
             let mut st = self.lock();
             let old = st.holder.take();
@@ -171,7 +160,7 @@ impl Session {
         self.changed.notify_all();
         // Outside the lock: a write to a stalled connection must not hold up the session.
         if let Some(old) = old {
-            processes::release_stream(old.conn, old.request, self);
+            processes::remove(old.conn, old.request, self);
             old.credit.close();
             old.channel.send(
                 old.request,
@@ -214,7 +203,7 @@ impl Session {
                         st.held_cursor = None;
                         st.generation += 1;
                         drop(st);
-                        processes::release_stream(conn, request, self);
+                        processes::remove(conn, request, self);
                         channel.send(request, &Event::SessionExit { code });
                         return;
                     }
@@ -255,7 +244,7 @@ impl Session {
         drop(st);
         self.changed.notify_all();
         if holder.is_some() {
-            processes::release_stream(conn, request, self);
+            processes::remove(conn, request, self);
         }
         holder
     }
@@ -280,7 +269,7 @@ impl Session {
         }
     }
 
-    pub(crate) fn signal(&self, signal: i32) -> Result<(), SpawnError> {
+    fn send_signal(&self, signal: i32) -> Result<(), SpawnError> {
         if !(1..=64).contains(&signal) {
             return Err((FailureKind::Invalid, format!("signal {signal} is not a signal number (1..=64)")));
         }
@@ -307,7 +296,7 @@ impl Session {
         Ok(())
     }
 
-    pub(crate) fn resize(&self, size: WindowSize) -> Result<(), SpawnError> {
+    fn set_size(&self, size: WindowSize) -> Result<(), SpawnError> {
         if size.rows == 0 || size.cols == 0 {
             return Err((FailureKind::Invalid, "rows and cols must be > 0".into()));
         }
@@ -344,17 +333,11 @@ impl Session {
 
 /// What a holder's stream does to its session (reached through the process table; each acts
 /// only while `request` on `conn` still holds the session).
-impl Session {
-    /// The holder's output credit, for `Credit` frames.
-    pub fn holder_credit(&self, conn: u64, request: u64) -> Option<Arc<Credit>> {
-        let st = self.lock();
-        st.holder.as_ref().filter(|h| h.conn == conn && h.request == request).map(|h| h.credit.clone())
-    }
-
+impl Program for Session {
     /// Input for the program. Input it does not read is queued up to `MAX_QUEUED_INPUT`; past
     /// it the holder's stream ends (`Detached { InputFull }`) and the session runs on, to be
     /// attached again.
-    pub fn input(self: &Arc<Self>, conn: u64, request: u64, data: Vec<u8>) {
+    fn input(self: Arc<Self>, conn: u64, request: u64, data: Vec<u8>) {
         if !self.held_by(conn, request) {
             return;
         }
@@ -380,7 +363,7 @@ impl Session {
     }
 
     /// End of input: a pipe session's stdin closes; a terminal gets its EOF character.
-    pub fn end_input(self: &Arc<Self>, conn: u64, request: u64) {
+    fn end_input(self: Arc<Self>, conn: u64, request: u64) {
         if !self.held_by(conn, request) {
             return;
         }
@@ -391,30 +374,68 @@ impl Session {
         }
     }
 
+    /// `Kill` on the holder's stream: end the session (HUP, then KILL, on a thread of its own);
+    /// its exit ends the stream.
+    fn kill(self: Arc<Self>, conn: u64, request: u64) {
+        if self.held_by(conn, request) {
+            self.close();
+        }
+    }
+
+    fn credit(&self, conn: u64, request: u64) -> Option<Arc<Credit>> {
+        let st = self.lock();
+        st.holder.as_ref().filter(|h| h.conn == conn && h.request == request).map(|h| h.credit.clone())
+    }
+
+    /// The holder's connection ended: as `Abandon`.
+    fn connection_ended(self: Arc<Self>, conn: u64, request: u64) {
+        self.abandon(conn, request);
+    }
+
+    fn signal(&self, conn: u64, request: u64, signal: i32) -> Result<(), SpawnError> {
+        if !self.held_by(conn, request) {
+            return Err(processes::no_session());
+        }
+        self.send_signal(signal)
+    }
+
+    fn resize(&self, conn: u64, request: u64, size: WindowSize) -> Result<(), SpawnError> {
+        if !self.held_by(conn, request) {
+            return Err(processes::no_session());
+        }
+        self.set_size(size)
+    }
+
     /// `Detach`: the stream ends cleanly (`Detached`), the session runs on.
-    pub fn detach(self: &Arc<Self>, conn: u64, request: u64) {
+    fn detach(self: Arc<Self>, conn: u64, request: u64) -> Result<(), SpawnError> {
+        if !self.held_by(conn, request) {
+            return Err(processes::no_session());
+        }
         if let Some(h) = self.release(conn, request) {
             h.channel.send(
                 request,
                 &Event::Detached { reason: DetachReason::Requested, message: "detached".into() },
             );
         }
+        Ok(())
     }
 
-    /// `Abandon` (or the holder's connection ended): the detach timeout applies.
-    pub fn abandon(self: &Arc<Self>, conn: u64, request: u64) {
+    /// `Abandon`: the holder went away; the detach timeout applies.
+    fn abandon(self: Arc<Self>, conn: u64, request: u64) {
         if self.release(conn, request).is_some() {
             self.abandoned();
         }
     }
 
-    /// `Kill` on the holder's stream: end the session (HUP, then KILL); its exit ends the
-    /// stream.
-    pub fn close_held(self: &Arc<Self>, conn: u64, request: u64) {
-        if self.held_by(conn, request) {
-            self.close();
-        }
+    fn ended_started_ms(&self) -> Option<u64> {
+        self.lock().exit.map(|_| self.started_ms)
     }
+}
+
+/// The session `session_id`.
+fn find(session_id: &str) -> Result<Arc<Session>, SpawnError> {
+    processes::named(session_id)
+        .ok_or_else(|| (FailureKind::NoSession, format!("no session {session_id:?} in this sandbox")))
 }
 
 /// Hold `session_id` from `request` on: replay from `since`, take over a held one if asked.
@@ -426,7 +447,7 @@ pub fn attach(
     since: Option<u64>,
     takeover: bool,
 ) -> Result<(), SpawnError> {
-    let session = processes::session(session_id)?;
+    let session = find(session_id)?;
     let cursor = {
         let st = session.lock();
         let (oldest, end) = (st.ring.oldest(), st.ring.end());
@@ -459,20 +480,20 @@ pub fn attach(
 }
 
 pub fn signal_by_id(session_id: &str, sig: i32) -> Result<(), SpawnError> {
-    processes::session(session_id)?.signal(sig)
+    find(session_id)?.send_signal(sig)
 }
 
 /// End a session by id and forget it.
 pub fn close_by_id(session_id: &str) -> Result<(), SpawnError> {
-    let session = processes::session(session_id)?;
+    let session = find(session_id)?;
     session.close();
-    processes::remove_session(session_id);
+    processes::remove_named(session_id);
     Ok(())
 }
 
 /// Every session, oldest first.
 pub fn list() -> Vec<SessionInfo> {
-    let mut list: Vec<SessionInfo> = processes::sessions().iter().map(|s| s.info()).collect();
+    let mut list: Vec<SessionInfo> = processes::all_named::<Session>().iter().map(|s| s.info()).collect();
     list.sort_by(|a, b| (a.started_ms, &a.session_id).cmp(&(b.started_ms, &b.session_id)));
     list
 }

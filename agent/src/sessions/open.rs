@@ -125,7 +125,7 @@ pub fn open(
             session.changed.notify_all();
         });
     }
-    processes::add_session(session.clone());
+    processes::add_named(session.id.clone(), session.clone());
     if start.attach {
         session.hold(Holder { conn, request, channel: channel.clone(), credit: Credit::new() }, 0);
     } else {
