@@ -43,6 +43,18 @@ NEVER = {
         ("service", "agent_client"),
         ("agent_client", "backends"),
     ],
+    # The agent: `processes` (the one process table and its `Program` trait) names no kind of
+    # program; the exec runner and the sessions name neither each other nor the dispatcher
+    # (`serve`) that routes requests to them.
+    "agent/src": [
+        ("processes", "exec"),
+        ("processes", "sessions"),
+        ("processes", "serve"),
+        ("exec", "sessions"),
+        ("exec", "serve"),
+        ("sessions", "exec"),
+        ("sessions", "serve"),
+    ],
 }
 
 

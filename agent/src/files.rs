@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 
-use crate::channel::Channel;
-use crate::protocol::{Event, FailureKind};
+use crate::channel::{Channel, Credit};
+use crate::protocol::{self, Event, FailureKind};
 
 /// A failure as the server receives it.
 pub type FileError = (FailureKind, String);
@@ -254,6 +254,32 @@ pub fn read_chunk(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
         match file.read(buf) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             other => return other,
+        }
+    }
+}
+
+/// Stream `path` to request `id` (`GetStart`, `GetData` within `credit`, `GetEnd`, or `Failed`).
+pub fn download(channel: &Channel, id: u64, path: &str, credit: &Credit) {
+    let fail = |(kind, message): FileError| channel.send(id, &Event::Failed { kind, message });
+    let (mut file, size) = match open_for_download(path) {
+        Ok(f) => f,
+        Err(e) => return fail(e),
+    };
+    channel.send(id, &Event::GetStart { size });
+    let mut buf = vec![0u8; protocol::MAX_CHUNK];
+    loop {
+        match read_chunk(&mut file, &mut buf) {
+            Ok(0) => return channel.send(id, &Event::GetEnd),
+            Ok(n) => {
+                if !credit.spend(n) {
+                    return;
+                }
+                channel.send(id, &Event::GetData(buf[..n].to_vec()));
+            }
+            Err(e) => {
+                let kind = e.raw_os_error().map(FailureKind::from_errno).unwrap_or(FailureKind::Other);
+                return fail((kind, format!("{path}: {e}")));
+            }
         }
     }
 }

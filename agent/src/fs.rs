@@ -103,9 +103,7 @@ fn user_of(request: &Request) -> Option<&str> {
 }
 
 fn serve(channel: &Channel, id: u64, request: Request, credit: &Credit) -> Result<(), FsError> {
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-    let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
-    let user = users::resolve(user_of(&request), &passwd, &group).map_err(|e| (FailureKind::User, e))?;
+    let user = users::Files::read().resolve(user_of(&request)).map_err(|e| (FailureKind::User, e))?;
     become_user(&user)?;
     match request {
         Request::ListDir { path, depth, include_hidden, .. } => {

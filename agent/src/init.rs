@@ -244,13 +244,11 @@ fn spawn_wrapped(options: &Options) -> Result<Wrapped, String> {
     command.args(&options.argv[1..]);
     let mut user = None;
     if let Some(spec) = options.user.as_deref().filter(|u| !u.is_empty()) {
-        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-        let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
-        let resolved = users::resolve(Some(spec), &passwd, &group)?;
+        let files = users::Files::read();
+        let resolved = files.resolve(Some(spec))?;
         // `docker run -u 0` gave the agent root's HOME; the image's user gets its own, as
         // `docker run` would have given it (a HOME the image's env sets stays).
-        let root_home =
-            users::resolve(None, &passwd, &group).map(|u| u.home).unwrap_or_else(|_| "/root".into());
+        let root_home = files.resolve(None).map(|u| u.home).unwrap_or_else(|_| "/root".into());
         match std::env::var("HOME") {
             Ok(home) if home != root_home => {}
             _ => {

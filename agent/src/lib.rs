@@ -5,11 +5,14 @@
 //! resolves users from the image's own files.
 
 pub mod channel;
+pub mod exec;
 pub mod files;
 pub mod forward;
 pub mod fs;
 pub mod init;
+pub mod launch;
 pub mod probe;
+pub mod processes;
 pub mod protocol;
 pub mod reaper;
 pub mod relay;

@@ -54,9 +54,7 @@ fn attempt(
     env: &[(String, String)],
     timeout: Duration,
 ) -> Result<(i32, String, String), String> {
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-    let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
-    let user = users::resolve(None, &passwd, &group)?;
+    let user = users::Files::read().resolve(None)?;
     let prepared = Prepared::new("sh", command.as_bytes(), env, None, user, false).map_err(|(_, m)| m)?;
     let (spawned, exited) =
         reaper().spawn_registered(|register| spawn::spawn(&prepared, register)).map_err(|(_, m)| m)?;

@@ -1,79 +1,37 @@
-//! The agent's loop on one channel: frames in, one thread per running command's stream. Over
-//! stdio (`serve`) the channel is private to the server (it holds the other end of this
-//! `docker exec -i`) and at its end the agent stops every command still running and exits; on
-//! the socket (`socket`) each accepted connection runs this loop and only its own commands stop
-//! when it ends.
+//! The dispatcher: the agent's loop on one channel, reading requests and routing each to the
+//! part that serves it (commands to the exec runner `exec`, sessions to `sessions`, a stream's
+//! `Stdin`, `Kill`, `Signal`, `Resize` … to the one process table `processes`, files to
+//! `files` and `fs`, connections to `forward`). A command's or session's user and environment
+//! are resolved here, once per request (`launch`). Over stdio (`serve`) the channel is private
+//! to the server (it holds the other end of this `docker exec -i`) and at its end the agent
+//! stops every command still running and exits; on the socket (`socket`) each accepted
+//! connection runs this loop and only its own commands stop when it ends.
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufReader, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::mpsc;
+use std::io::{BufReader, Read};
+use std::os::fd::FromRawFd;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use crate::channel::{Channel, Credit};
+use crate::exec;
 use crate::files::{self, Upload, UploadWriter};
 use crate::forward;
 use crate::fs;
-use crate::protocol::{self, Event, ExecExit, ExecStart, FailureKind, Request, SessionStart, Usage};
-use crate::reaper::reaper;
+use crate::launch::Launch;
+use crate::processes;
+use crate::protocol::{self, Event, FailureKind, Request};
 use crate::sessions;
-use crate::spawn::{self, Prepared};
-use crate::tree;
-use crate::users;
 
-/// How long output may keep arriving after the command exits (a background child holding the
-/// pipes open must not hold the result back; `docker exec` does not wait for it either).
-const OUTPUT_GRACE: Duration = Duration::from_millis(200);
-/// After the grace, how long a pump may take to forward what its pipe already held. Output
-/// written before the exit is never dropped for a late thread: on a loaded machine a pump may
-/// not have run at all within the grace (the soak saw `echo` answer 0 with no output).
-const DRAIN_WAIT: Duration = Duration::from_secs(2);
-/// At most this much is forwarded from a pipe once the grace ended (a background child may
-/// still be writing).
-const DRAIN_MAX: u64 = 1 << 20;
-
-/// A command the agent is running for the server (from the moment its `Exec` is read: its
-/// stdin and a `Kill` may come before it has started).
-struct Running {
-    /// The shim's pid once started (0 before).
-    shim: AtomicI32,
-    stdin: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
-    killed: AtomicBool,
-}
-
-impl Running {
-    fn kill(&self) {
-        self.killed.store(true, Ordering::SeqCst);
-        if let Ok(mut s) = self.stdin.lock() {
-            s.take();
-        }
-        // Not started yet: its starter sees `killed` once it has the pid.
-        let shim = self.shim.load(Ordering::SeqCst);
-        if shim > 0 {
-            tree::kill_descendants(shim);
-        }
-    }
-
-    /// The command started as `shim`; a kill that came first takes effect now.
-    fn started(&self, shim: libc::pid_t) {
-        self.shim.store(shim, Ordering::SeqCst);
-        if self.killed.load(Ordering::SeqCst) {
-            tree::kill_descendants(shim);
-        }
-    }
-}
-
-/// One connection's state: the commands, downloads and uploads it started. Sessions live in
-/// `sessions` (they outlive connections).
+/// One connection's state: the downloads and uploads it started. Its commands and the sessions
+/// it holds are in the process table (`processes`), under this connection's number.
 pub struct Agent {
-    /// Unique per connection in this process (sessions name their holder by it).
+    /// Unique per connection in this process (the process table keys its streams by it).
     conn: u64,
     channel: Channel,
-    running: Mutex<HashMap<u64, Arc<Running>>>,
-    credits: Mutex<HashMap<u64, Arc<Credit>>>,
+    /// Downloads in flight: their credit.
+    downloads: Mutex<HashMap<u64, Arc<Credit>>>,
     uploads: Mutex<HashMap<u64, UploadWriter>>,
     /// The environment the agent was started with: the sandbox's, the base of every command's.
     base_env: Arc<Vec<(String, String)>>,
@@ -141,8 +99,7 @@ impl Agent {
         Arc::new(Self {
             conn: next_connection(),
             channel,
-            running: Mutex::default(),
-            credits: Mutex::default(),
+            downloads: Mutex::default(),
             uploads: Mutex::default(),
             base_env,
         })
@@ -182,16 +139,12 @@ impl Agent {
         }
     }
 
-    /// The connection ended: stop what it started, release the sessions it held.
+    /// The connection ended: stop what it started, abandon the sessions it held.
     pub fn end(&self) {
         self.channel.close();
-        let running: Vec<Arc<Running>> =
-            self.running.lock().map(|r| r.values().cloned().collect()).unwrap_or_default();
-        for r in running {
-            r.kill();
-        }
-        if let Ok(credits) = self.credits.lock() {
-            for c in credits.values() {
+        processes::connection_ended(self.conn);
+        if let Ok(downloads) = self.downloads.lock() {
+            for c in downloads.values() {
                 c.close();
             }
         }
@@ -200,7 +153,6 @@ impl Agent {
                 u.abort();
             }
         }
-        sessions::connection_ended(self.conn);
         forward::connection_ended(self.conn);
         fs::connection_ended(self.conn);
     }
@@ -211,89 +163,76 @@ impl Agent {
         self.channel.send(id, &Event::Failed { kind, message });
     }
 
+    /// Route one request.
     fn handle(self: &Arc<Self>, id: u64, request: Request) {
+        let conn = self.conn;
         match request {
             request @ (Request::ListDir { .. }
             | Request::Stat { .. }
             | Request::MakeDir { .. }
             | Request::Remove { .. }
             | Request::Rename { .. }
-            | Request::WatchDir { .. }) => fs::handle(self.conn, self.channel.clone(), id, request),
+            | Request::WatchDir { .. }) => fs::handle(conn, self.channel.clone(), id, request),
             Request::Exec(start) => {
-                if let Err(e) = self.exec(id, start) {
+                let started = Launch::resolve(&self.base_env, start.user.as_deref(), &start.env)
+                    .and_then(|launch| exec::start(conn, &self.channel, id, start, launch));
+                if let Err(e) = started {
                     self.fail(id, e);
                 }
             }
-            Request::Stdin(data) => {
-                let sender = self.running.lock().ok().and_then(|r| r.get(&id).cloned());
-                if let Some(r) = sender {
-                    if let Some(tx) = r.stdin.lock().ok().and_then(|s| s.clone()) {
-                        let _ = tx.send(data);
-                    }
-                } else {
-                    sessions::input(self.conn, id, data);
+            Request::SessionOpen(start) => {
+                let opened = Launch::resolve(&self.base_env, start.user.as_deref(), &start.env)
+                    .and_then(|launch| sessions::open(conn, &self.channel, id, start, launch));
+                if let Err(e) = opened {
+                    self.fail(id, e);
                 }
             }
-            Request::StdinEnd => {
-                if let Some(r) = self.running.lock().ok().and_then(|r| r.get(&id).cloned()) {
-                    if let Ok(mut s) = r.stdin.lock() {
-                        s.take();
-                    }
-                } else {
-                    sessions::end_input(self.conn, id);
+            // A stream's requests: one destination, the program the stream drives.
+            Request::Stdin(data) => processes::input(conn, id, data),
+            Request::StdinEnd => processes::end_input(conn, id),
+            Request::Resize(size) => {
+                if let Err(e) = processes::resize(conn, id, size) {
+                    self.fail(id, e);
                 }
             }
+            Request::Signal(sig) => {
+                if let Err(e) = processes::signal(conn, id, sig) {
+                    self.fail(id, e);
+                }
+            }
+            Request::Detach => {
+                if let Err(e) = processes::detach(conn, id) {
+                    self.fail(id, e);
+                }
+            }
+            Request::Abandon => processes::abandon(conn, id),
+            // `Kill` and `Credit` apply to any stream: a program's, a file transfer's, a file
+            // call's or a forwarded connection's.
             Request::Kill => {
-                fs::stop(self.conn, id);
-                sessions::close_held(self.conn, id);
-                if let Some(r) = self.running.lock().ok().and_then(|r| r.get(&id).cloned()) {
-                    std::thread::spawn(move || r.kill());
-                }
-                if let Some(c) = self.credits.lock().ok().and_then(|c| c.get(&id).cloned()) {
+                fs::stop(conn, id);
+                processes::kill(conn, id);
+                if let Some(c) = self.downloads.lock().ok().and_then(|c| c.get(&id).cloned()) {
                     c.close();
                 }
                 if let Some(upload) = self.uploads.lock().ok().and_then(|mut u| u.remove(&id)) {
                     upload.abort();
                 }
-                forward::kill(self.conn, id);
+                forward::kill(conn, id);
             }
             Request::Credit(n) => {
-                if let Some(c) = self.credits.lock().ok().and_then(|c| c.get(&id).cloned()) {
+                let credit = processes::credit_of(conn, id)
+                    .or_else(|| self.downloads.lock().ok().and_then(|c| c.get(&id).cloned()))
+                    .or_else(|| forward::credit_of(conn, id))
+                    .or_else(|| fs::credit_of(conn, id));
+                if let Some(c) = credit {
                     c.grant(n);
-                } else if let Some(c) = sessions::credit_of(self.conn, id) {
-                    c.grant(n);
-                } else if let Some(c) = forward::credit_of(self.conn, id) {
-                    c.grant(n);
-                } else if let Some(c) = fs::credit_of(self.conn, id) {
-                    c.grant(n);
-                }
-            }
-            Request::SessionOpen(start) => {
-                if let Err(e) = self.open_session(id, start) {
-                    self.fail(id, e);
                 }
             }
             Request::SessionAttach { session_id, since, takeover } => {
-                if let Err(e) = sessions::attach(self.conn, &self.channel, id, &session_id, since, takeover) {
+                if let Err(e) = sessions::attach(conn, &self.channel, id, &session_id, since, takeover) {
                     self.fail(id, e);
                 }
             }
-            Request::Resize(size) => {
-                if let Err(e) = sessions::resize(self.conn, id, size) {
-                    self.fail(id, e);
-                }
-            }
-            Request::Signal(sig) => {
-                if let Err(e) = sessions::signal(self.conn, id, sig) {
-                    self.fail(id, e);
-                }
-            }
-            Request::Detach => {
-                if let Err(e) = sessions::detach(self.conn, id) {
-                    self.fail(id, e);
-                }
-            }
-            Request::Abandon => sessions::abandon(self.conn, id),
             Request::SignalSession { session_id, signal } => {
                 match sessions::signal_by_id(&session_id, signal) {
                     Ok(()) => self.channel.send(id, &Event::Done),
@@ -330,260 +269,26 @@ impl Agent {
                     upload.abort();
                 }
             }
-            Request::ForwardOpen { host, port } => forward::open(self.conn, &self.channel, id, host, port),
+            Request::ForwardOpen { host, port } => forward::open(conn, &self.channel, id, host, port),
             Request::ForwardData(data) => {
-                forward::data(self.conn, id, data);
+                forward::data(conn, id, data);
             }
             Request::ForwardEnd => {
-                forward::end(self.conn, id);
+                forward::end(conn, id);
             }
             Request::Get { path } => {
                 let credit = Credit::new();
-                if let Ok(mut c) = self.credits.lock() {
+                if let Ok(mut c) = self.downloads.lock() {
                     c.insert(id, credit.clone());
                 }
                 let agent = self.clone();
                 std::thread::spawn(move || {
-                    agent.download(id, &path, &credit);
-                    if let Ok(mut c) = agent.credits.lock() {
+                    files::download(&agent.channel, id, &path, &credit);
+                    if let Ok(mut c) = agent.downloads.lock() {
                         c.remove(&id);
                     }
                 });
             }
         }
     }
-
-    fn download(&self, id: u64, path: &str, credit: &Credit) {
-        let (mut file, size) = match files::open_for_download(path) {
-            Ok(f) => f,
-            Err(e) => return self.fail(id, e),
-        };
-        self.channel.send(id, &Event::GetStart { size });
-        let mut buf = vec![0u8; protocol::MAX_CHUNK];
-        loop {
-            match files::read_chunk(&mut file, &mut buf) {
-                Ok(0) => return self.channel.send(id, &Event::GetEnd),
-                Ok(n) => {
-                    if !credit.spend(n) {
-                        return;
-                    }
-                    self.channel.send(id, &Event::GetData(buf[..n].to_vec()));
-                }
-                Err(e) => {
-                    let kind = e.raw_os_error().map(FailureKind::from_errno).unwrap_or(FailureKind::Other);
-                    return self.fail(id, (kind, format!("{path}: {e}")));
-                }
-            }
-        }
-    }
-
-    /// The command's environment: the sandbox's, `HOME` for its user, then the call's.
-    fn environment(
-        &self,
-        extra: &[(String, String)],
-        user: &users::ExecUser,
-        root_home: &str,
-    ) -> Vec<(String, String)> {
-        let mut env: Vec<(String, String)> = self.base_env.as_ref().clone();
-        // `docker exec -u 0` gave the agent root's HOME unless the sandbox's env sets one; a
-        // command of another user gets its own, as `docker exec -u` would.
-        if let Some(home) = env.iter_mut().find(|(k, _)| k == "HOME") {
-            if home.1 == root_home {
-                home.1 = user.home.clone();
-            }
-        } else {
-            env.push(("HOME".into(), user.home.clone()));
-        }
-        for (k, v) in extra {
-            match env.iter_mut().find(|(ek, _)| ek == k) {
-                Some(slot) => slot.1 = v.clone(),
-                None => env.push((k.clone(), v.clone())),
-            }
-        }
-        env
-    }
-
-    fn open_session(&self, id: u64, start: SessionStart) -> Result<(), (FailureKind, String)> {
-        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-        let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
-        let user =
-            users::resolve(start.user.as_deref(), &passwd, &group).map_err(|e| (FailureKind::User, e))?;
-        let root_home = users::resolve(None, &passwd, &group).map(|u| u.home).unwrap_or_else(|_| "/".into());
-        let env = self.environment(&start.env, &user, &root_home);
-        sessions::open(self.conn, &self.channel, id, start, env, user)
-    }
-
-    fn exec(self: &Arc<Self>, id: u64, start: ExecStart) -> Result<(), (FailureKind, String)> {
-        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-        let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
-        let user =
-            users::resolve(start.user.as_deref(), &passwd, &group).map_err(|e| (FailureKind::User, e))?;
-        let root_home = users::resolve(None, &passwd, &group).map(|u| u.home).unwrap_or_else(|_| "/".into());
-        let env = self.environment(&start.env, &user, &root_home);
-        let prepared =
-            Prepared::new(&start.shell, &start.command, &env, start.cwd.as_deref(), user, start.stdin)?;
-        let credit = Credit::new();
-        let (stdin_tx, stdin_rx) = mpsc::channel::<Vec<u8>>();
-        let running = Arc::new(Running {
-            shim: AtomicI32::new(0),
-            stdin: Mutex::new(start.stdin.then_some(stdin_tx)),
-            killed: AtomicBool::new(false),
-        });
-        if let Ok(mut r) = self.running.lock() {
-            r.insert(id, running.clone());
-        }
-        if let Ok(mut c) = self.credits.lock() {
-            c.insert(id, credit.clone());
-        }
-        // The fork and the wait for its `execve` happen off the connection's reader, which
-        // goes on to the next request (execs in flight start side by side).
-        let agent = self.clone();
-        let limit = start.output_limit;
-        std::thread::spawn(move || agent.run_command(id, prepared, limit, running, credit, stdin_rx));
-        Ok(())
-    }
-
-    /// Start a command the reader accepted, forward its output, and report its exit (or why it
-    /// did not start).
-    fn run_command(
-        self: Arc<Self>,
-        id: u64,
-        prepared: Prepared,
-        limit: u64,
-        running: Arc<Running>,
-        credit: Arc<Credit>,
-        stdin_rx: mpsc::Receiver<Vec<u8>>,
-    ) {
-        let started = Instant::now();
-        let (spawned, exit_rx) = match reaper().spawn_registered(|register| spawn::spawn(&prepared, register))
-        {
-            Ok(spawned) => spawned,
-            Err(e) => {
-                credit.close();
-                self.forget_command(id);
-                self.fail(id, e);
-                return;
-            }
-        };
-        drop(prepared);
-        running.started(spawned.shim);
-        if let Some(mut stdin) = spawned.stdin {
-            std::thread::spawn(move || {
-                for chunk in stdin_rx {
-                    if stdin.write_all(&chunk).is_err() {
-                        break; // the command closed its stdin; the rest is dropped as docker does
-                    }
-                }
-            });
-        }
-        let stop = Arc::new(AtomicBool::new(false));
-        let out = self.pump(id, spawned.stdout, true, limit, &credit, &stop);
-        let err = self.pump(id, spawned.stderr, false, limit, &credit, &stop);
-        let (status, usage) = exit_rx.recv().unwrap_or((125 << 8, unsafe { std::mem::zeroed() }));
-        let wall = started.elapsed();
-        let deadline = Instant::now() + OUTPUT_GRACE;
-        let mut dropped = [0u64; 2];
-        let mut late = Vec::new();
-        for (i, pump) in [out, err].into_iter().enumerate() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match pump.recv_timeout(left) {
-                Ok(n) => dropped[i] = n,
-                Err(_) => late.push((i, pump)),
-            }
-        }
-        // Pumps still running forward what their pipe holds now, then stop.
-        stop.store(true, Ordering::Relaxed);
-        for (i, pump) in late {
-            dropped[i] = pump.recv_timeout(DRAIN_WAIT).unwrap_or(0);
-        }
-        credit.close();
-        self.forget_command(id);
-        let exit = ExecExit {
-            code: spawn::exit_code(status),
-            killed: running.killed.load(Ordering::SeqCst),
-            dropped_stdout: dropped[0],
-            dropped_stderr: dropped[1],
-            usage: Usage {
-                wall_us: wall.as_micros() as u64,
-                user_us: micros(usage.ru_utime),
-                system_us: micros(usage.ru_stime),
-                peak_rss_bytes: (usage.ru_maxrss.max(0) as u64) * 1024,
-            },
-        };
-        self.channel.send(id, &Event::Exit(exit));
-    }
-
-    /// The command's entries, once it ended or could not start.
-    fn forget_command(&self, id: u64) {
-        if let Ok(mut r) = self.running.lock() {
-            r.remove(&id);
-        }
-        if let Ok(mut c) = self.credits.lock() {
-            c.remove(&id);
-        }
-    }
-
-    /// Forward one output pipe as frames until EOF or `stop`; the receiver gets the count of
-    /// bytes dropped past `limit`.
-    fn pump(
-        self: &Arc<Self>,
-        id: u64,
-        mut pipe: File,
-        stdout: bool,
-        limit: u64,
-        credit: &Arc<Credit>,
-        stop: &Arc<AtomicBool>,
-    ) -> mpsc::Receiver<u64> {
-        let (done_tx, done_rx) = mpsc::channel();
-        let (agent, credit, stop) = (self.clone(), credit.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut buf = vec![0u8; 64 * 1024];
-            let (mut kept, mut dropped) = (0u64, 0u64);
-            let fd = pipe.as_raw_fd();
-            // Once `stop` is set: what is left to forward of what the pipe already holds.
-            let mut draining: Option<u64> = None;
-            while draining != Some(0) {
-                let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-                // SAFETY: one valid pollfd.
-                let ready = unsafe { libc::poll(&mut pfd, 1, if draining.is_some() { 0 } else { 50 }) };
-                if draining.is_none() && stop.load(Ordering::Relaxed) {
-                    draining = Some(DRAIN_MAX);
-                    continue;
-                }
-                if ready <= 0 {
-                    if draining.is_some() {
-                        break;
-                    }
-                    continue;
-                }
-                let n = match pipe.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(_) => break,
-                };
-                if let Some(left) = draining.as_mut() {
-                    *left = left.saturating_sub(n as u64);
-                }
-                let room = limit.saturating_sub(kept).min(n as u64) as usize;
-                dropped += (n - room) as u64;
-                if room == 0 {
-                    continue;
-                }
-                kept += room as u64;
-                if !credit.spend(room) {
-                    break;
-                }
-                let chunk = buf[..room].to_vec();
-                let event = if stdout { Event::Stdout(chunk) } else { Event::Stderr(chunk) };
-                agent.channel.send(id, &event);
-            }
-            let _ = done_tx.send(dropped);
-        });
-        done_rx
-    }
-}
-
-fn micros(t: libc::timeval) -> u64 {
-    (t.tv_sec.max(0) as u64) * 1_000_000 + t.tv_usec.max(0) as u64
 }

@@ -13,6 +13,27 @@ pub struct ExecUser {
     pub home: String,
 }
 
+/// The image's `/etc/passwd` and `/etc/group` as read once for a request (a missing file reads
+/// as empty: numbers still resolve, names do not).
+pub struct Files {
+    passwd: String,
+    group: String,
+}
+
+impl Files {
+    pub fn read() -> Self {
+        Self {
+            passwd: std::fs::read_to_string("/etc/passwd").unwrap_or_default(),
+            group: std::fs::read_to_string("/etc/group").unwrap_or_default(),
+        }
+    }
+
+    /// [`resolve`] against these files.
+    pub fn resolve(&self, spec: Option<&str>) -> Result<ExecUser, String> {
+        resolve(spec, &self.passwd, &self.group)
+    }
+}
+
 struct PasswdEntry<'a> {
     name: &'a str,
     uid: u32,

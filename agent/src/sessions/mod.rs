@@ -5,9 +5,11 @@
 //! A holder is one request on one connection. Its output is sent by a thread of its own that
 //! reads the ring from the holder's cursor and spends that request's credit: a holder that stops
 //! reading stalls only itself, never the program (the ring drops the oldest bytes instead).
-//! Starting a session (its program, pumps and exit watcher) is `open.rs`.
+//! Starting a session (its program, pumps and exit watcher) is `open.rs`. Sessions are kept in
+//! the agent's one process table (`processes`), by id and by the stream that holds each; the
+//! stream requests (`Stdin`, `Kill`, `Signal`, …) reach a session through that table and act
+//! only if their stream still holds it.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,6 +18,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::channel::{Channel, Credit};
+use crate::processes::{self, Program};
 use crate::protocol::{self, DetachReason, Event, FailureKind, SessionInfo, WindowSize, DETACH_NEVER};
 use crate::spawn::SpawnError;
 use crate::terminal;
@@ -32,8 +35,6 @@ const HANGUP_GRACE: Duration = Duration::from_secs(2);
 const OUTPUT_GRACE: Duration = Duration::from_millis(200);
 /// How long output waits for a holder that does not read before the ring drops unread bytes.
 const HOLDER_STALL: Duration = Duration::from_secs(5);
-/// Ended sessions kept for listing (their exit code); older ones are forgotten.
-const ENDED_KEPT: usize = 64;
 
 /// Who holds a session: one request on one connection.
 struct Holder {
@@ -76,33 +77,6 @@ pub struct Session {
     changed: Condvar,
 }
 
-static TABLE: Mutex<Option<HashMap<String, Arc<Session>>>> = Mutex::new(None);
-
-fn table() -> MutexGuard<'static, Option<HashMap<String, Arc<Session>>>> {
-    TABLE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn find(session_id: &str) -> Result<Arc<Session>, SpawnError> {
-    table()
-        .as_ref()
-        .and_then(|t| t.get(session_id).cloned())
-        .ok_or_else(|| (FailureKind::NoSession, format!("no session {session_id:?} in this sandbox")))
-}
-
-/// The session `request` on `conn` holds.
-fn held(conn: u64, request: u64) -> Option<Arc<Session>> {
-    let t = table();
-    t.as_ref()?
-        .values()
-        .find(|s| s.lock().holder.as_ref().is_some_and(|h| h.conn == conn && h.request == request))
-        .cloned()
-}
-
-/// Whether `request` on `conn` holds a session (so `Stdin`, `Kill` … are the session's).
-pub fn is_holder(conn: u64, request: u64) -> bool {
-    held(conn, request).is_some()
-}
-
 fn new_id() -> String {
     let mut bytes = [0u8; 8];
     // SAFETY: getrandom fills our buffer.
@@ -121,6 +95,11 @@ fn now_ms() -> u64 {
 impl Session {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `request` on `conn` holds the session.
+    pub fn held_by(&self, conn: u64, request: u64) -> bool {
+        self.lock().holder.as_ref().is_some_and(|h| h.conn == conn && h.request == request)
     }
 
     fn info(&self) -> SessionInfo {
@@ -164,7 +143,11 @@ impl Session {
 
     /// Make `holder` the holder (ending the previous one's stream) and stream from `cursor`.
     fn hold(self: &Arc<Self>, holder: Holder, cursor: u64) {
-        let (channel, request, credit) = (holder.channel.clone(), holder.request, holder.credit.clone());
+        let (channel, conn, request, credit) =
+            (holder.channel.clone(), holder.conn, holder.request, holder.credit.clone());
+        // The stream's entry comes before the holder, and goes after it (never a holder
+        // without its entry).
+        processes::insert(conn, request, self.clone());
         let (generation, old) = {
             let mut st = self.lock();
             let old = st.holder.take();
@@ -177,6 +160,7 @@ impl Session {
         self.changed.notify_all();
         // Outside the lock: a write to a stalled connection must not hold up the session.
         if let Some(old) = old {
+            processes::remove(old.conn, old.request, self);
             old.credit.close();
             old.channel.send(
                 old.request,
@@ -191,15 +175,16 @@ impl Session {
             &Event::SessionOpened { session_id: self.id.clone(), pid: self.pid as u32, offset: cursor },
         );
         let session = self.clone();
-        std::thread::spawn(move || session.send_output(generation, cursor, &channel, request, &credit));
+        std::thread::spawn(move || session.send_output(generation, cursor, &channel, conn, request, &credit));
     }
 
     /// The holder's stream: retained output from `cursor`, then live output, then the exit.
     fn send_output(
-        &self,
+        self: &Arc<Self>,
         generation: u64,
         mut cursor: u64,
         channel: &Channel,
+        conn: u64,
         request: u64,
         credit: &Credit,
     ) {
@@ -218,6 +203,7 @@ impl Session {
                         st.held_cursor = None;
                         st.generation += 1;
                         drop(st);
+                        processes::remove(conn, request, self);
                         channel.send(request, &Event::SessionExit { code });
                         return;
                     }
@@ -244,7 +230,7 @@ impl Session {
     }
 
     /// End the holder's stream without ending the session.
-    fn release(&self, conn: u64, request: u64) -> Option<Holder> {
+    fn release(self: &Arc<Self>, conn: u64, request: u64) -> Option<Holder> {
         let mut st = self.lock();
         if !st.holder.as_ref().is_some_and(|h| h.conn == conn && h.request == request) {
             return None;
@@ -257,6 +243,9 @@ impl Session {
         }
         drop(st);
         self.changed.notify_all();
+        if holder.is_some() {
+            processes::remove(conn, request, self);
+        }
         holder
     }
 
@@ -280,7 +269,7 @@ impl Session {
         }
     }
 
-    fn signal(&self, signal: i32) -> Result<(), SpawnError> {
+    fn send_signal(&self, signal: i32) -> Result<(), SpawnError> {
         if !(1..=64).contains(&signal) {
             return Err((FailureKind::Invalid, format!("signal {signal} is not a signal number (1..=64)")));
         }
@@ -307,7 +296,7 @@ impl Session {
         Ok(())
     }
 
-    fn resize(&self, size: WindowSize) -> Result<(), SpawnError> {
+    fn set_size(&self, size: WindowSize) -> Result<(), SpawnError> {
         if size.rows == 0 || size.cols == 0 {
             return Err((FailureKind::Invalid, "rows and cols must be > 0".into()));
         }
@@ -342,11 +331,111 @@ impl Session {
     }
 }
 
-/// The credit of the stream `request` holds, for `Credit` frames.
-pub fn credit_of(conn: u64, request: u64) -> Option<Arc<Credit>> {
-    let s = held(conn, request)?;
-    let st = s.lock();
-    st.holder.as_ref().map(|h| h.credit.clone())
+/// What a holder's stream does to its session (reached through the process table; each acts
+/// only while `request` on `conn` still holds the session).
+impl Program for Session {
+    /// Input for the program. Input it does not read is queued up to `MAX_QUEUED_INPUT`; past
+    /// it the holder's stream ends (`Detached { InputFull }`) and the session runs on, to be
+    /// attached again.
+    fn input(self: Arc<Self>, conn: u64, request: u64, data: Vec<u8>) {
+        if !self.held_by(conn, request) {
+            return;
+        }
+        let Some(tx) = self.input.lock().ok().and_then(|i| i.clone()) else { return };
+        let n = data.len() as u64;
+        let before = self.queued.fetch_add(n, Ordering::SeqCst);
+        if before + n <= protocol::MAX_QUEUED_INPUT {
+            if tx.send(data).is_err() {
+                self.queued.fetch_sub(n, Ordering::SeqCst);
+            }
+            return;
+        }
+        self.queued.fetch_sub(n, Ordering::SeqCst);
+        if let Some(h) = self.release(conn, request) {
+            let message = format!(
+                "session {} has {before} bytes of input its program has not read (at most {} are queued): \
+                 this stream ends, the session runs on (attach again to go on)",
+                self.id,
+                protocol::MAX_QUEUED_INPUT
+            );
+            h.channel.send(request, &Event::Detached { reason: DetachReason::InputFull, message });
+        }
+    }
+
+    /// End of input: a pipe session's stdin closes; a terminal gets its EOF character.
+    fn end_input(self: Arc<Self>, conn: u64, request: u64) {
+        if !self.held_by(conn, request) {
+            return;
+        }
+        if self.master.is_some() {
+            self.input(conn, request, vec![4]);
+        } else if let Ok(mut i) = self.input.lock() {
+            i.take();
+        }
+    }
+
+    /// `Kill` on the holder's stream: end the session (HUP, then KILL, on a thread of its own);
+    /// its exit ends the stream.
+    fn kill(self: Arc<Self>, conn: u64, request: u64) {
+        if self.held_by(conn, request) {
+            self.close();
+        }
+    }
+
+    fn credit(&self, conn: u64, request: u64) -> Option<Arc<Credit>> {
+        let st = self.lock();
+        st.holder.as_ref().filter(|h| h.conn == conn && h.request == request).map(|h| h.credit.clone())
+    }
+
+    /// The holder's connection ended: as `Abandon`.
+    fn connection_ended(self: Arc<Self>, conn: u64, request: u64) {
+        self.abandon(conn, request);
+    }
+
+    fn signal(&self, conn: u64, request: u64, signal: i32) -> Result<(), SpawnError> {
+        if !self.held_by(conn, request) {
+            return Err(processes::no_session());
+        }
+        self.send_signal(signal)
+    }
+
+    fn resize(&self, conn: u64, request: u64, size: WindowSize) -> Result<(), SpawnError> {
+        if !self.held_by(conn, request) {
+            return Err(processes::no_session());
+        }
+        self.set_size(size)
+    }
+
+    /// `Detach`: the stream ends cleanly (`Detached`), the session runs on.
+    fn detach(self: Arc<Self>, conn: u64, request: u64) -> Result<(), SpawnError> {
+        if !self.held_by(conn, request) {
+            return Err(processes::no_session());
+        }
+        if let Some(h) = self.release(conn, request) {
+            h.channel.send(
+                request,
+                &Event::Detached { reason: DetachReason::Requested, message: "detached".into() },
+            );
+        }
+        Ok(())
+    }
+
+    /// `Abandon`: the holder went away; the detach timeout applies.
+    fn abandon(self: Arc<Self>, conn: u64, request: u64) {
+        if self.release(conn, request).is_some() {
+            self.abandoned();
+        }
+    }
+
+    fn ended_started_ms(&self) -> Option<u64> {
+        self.lock().exit.map(|_| self.started_ms)
+    }
+}
+
+/// The session `session_id`.
+fn find(session_id: &str) -> Result<Arc<Session>, SpawnError> {
+    processes::named(session_id)
+        .ok_or_else(|| (FailureKind::NoSession, format!("no session {session_id:?} in this sandbox")))
 }
 
 /// Hold `session_id` from `request` on: replay from `since`, take over a held one if asked.
@@ -390,124 +479,21 @@ pub fn attach(
     Ok(())
 }
 
-/// Input for the held session. Input its program does not read is queued up to
-/// `MAX_QUEUED_INPUT`; past it the holder's stream ends (`Detached { InputFull }`) and the
-/// session runs on, to be attached again.
-pub fn input(conn: u64, request: u64, data: Vec<u8>) {
-    let Some(s) = held(conn, request) else { return };
-    let Some(tx) = s.input.lock().ok().and_then(|i| i.clone()) else { return };
-    let n = data.len() as u64;
-    let before = s.queued.fetch_add(n, Ordering::SeqCst);
-    if before + n <= protocol::MAX_QUEUED_INPUT {
-        if tx.send(data).is_err() {
-            s.queued.fetch_sub(n, Ordering::SeqCst);
-        }
-        return;
-    }
-    s.queued.fetch_sub(n, Ordering::SeqCst);
-    if let Some(h) = s.release(conn, request) {
-        let message = format!(
-            "session {} has {before} bytes of input its program has not read (at most {} are queued): \
-             this stream ends, the session runs on (attach again to go on)",
-            s.id,
-            protocol::MAX_QUEUED_INPUT
-        );
-        h.channel.send(request, &Event::Detached { reason: DetachReason::InputFull, message });
-    }
-}
-
-/// End of input: a pipe session's stdin closes; a terminal gets its EOF character.
-pub fn end_input(conn: u64, request: u64) {
-    if let Some(s) = held(conn, request) {
-        if s.master.is_some() {
-            input(conn, request, vec![4]);
-        } else if let Ok(mut i) = s.input.lock() {
-            i.take();
-        }
-    }
-}
-
-fn with_held(
-    conn: u64,
-    request: u64,
-    f: impl FnOnce(&Arc<Session>) -> Result<(), SpawnError>,
-) -> Result<(), SpawnError> {
-    match held(conn, request) {
-        Some(s) => f(&s),
-        None => Err((FailureKind::NoSession, "this request holds no session".into())),
-    }
-}
-
-pub fn resize(conn: u64, request: u64, size: WindowSize) -> Result<(), SpawnError> {
-    with_held(conn, request, |s| s.resize(size))
-}
-
-pub fn signal(conn: u64, request: u64, sig: i32) -> Result<(), SpawnError> {
-    with_held(conn, request, |s| s.signal(sig))
-}
-
-/// `Detach`: the stream ends cleanly (`Detached`), the session runs on.
-pub fn detach(conn: u64, request: u64) -> Result<(), SpawnError> {
-    with_held(conn, request, |s| {
-        if let Some(h) = s.release(conn, request) {
-            h.channel.send(
-                request,
-                &Event::Detached { reason: DetachReason::Requested, message: "detached".into() },
-            );
-        }
-        Ok(())
-    })
-}
-
-/// `Abandon`: the holder went away; the detach timeout applies.
-pub fn abandon(conn: u64, request: u64) {
-    if let Some(s) = held(conn, request) {
-        if s.release(conn, request).is_some() {
-            s.abandoned();
-        }
-    }
-}
-
-/// `Kill` on the holder's stream: end the session (HUP, then KILL); its exit ends the stream.
-pub fn close_held(conn: u64, request: u64) {
-    if let Some(s) = held(conn, request) {
-        s.close();
-    }
-}
-
-/// A connection ended: every session it held is abandoned.
-pub fn connection_ended(conn: u64) {
-    let sessions: Vec<Arc<Session>> =
-        table().as_ref().map(|t| t.values().cloned().collect()).unwrap_or_default();
-    for s in sessions {
-        let holder = s.lock().holder.as_ref().filter(|h| h.conn == conn).map(|h| h.request);
-        if let Some(request) = holder {
-            if s.release(conn, request).is_some() {
-                s.abandoned();
-            }
-        }
-    }
-}
-
 pub fn signal_by_id(session_id: &str, sig: i32) -> Result<(), SpawnError> {
-    find(session_id)?.signal(sig)
+    find(session_id)?.send_signal(sig)
 }
 
 /// End a session by id and forget it.
 pub fn close_by_id(session_id: &str) -> Result<(), SpawnError> {
     let session = find(session_id)?;
     session.close();
-    if let Some(t) = table().as_mut() {
-        t.remove(session_id);
-    }
+    processes::remove_named(session_id);
     Ok(())
 }
 
 /// Every session, oldest first.
 pub fn list() -> Vec<SessionInfo> {
-    let sessions: Vec<Arc<Session>> =
-        table().as_ref().map(|t| t.values().cloned().collect()).unwrap_or_default();
-    let mut list: Vec<SessionInfo> = sessions.iter().map(|s| s.info()).collect();
+    let mut list: Vec<SessionInfo> = processes::all_named::<Session>().iter().map(|s| s.info()).collect();
     list.sort_by(|a, b| (a.started_ms, &a.session_id).cmp(&(b.started_ms, &b.session_id)));
     list
 }

@@ -1,7 +1,6 @@
 //! Starting a session: its program on a pty or pipes, the pumps that fill its ring, the
-//! thread that records its exit, and its place in the table.
+//! thread that records its exit, and its place in the process table.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,24 +8,25 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
-use super::{new_id, now_ms, table, Holder, Session, State, ENDED_KEPT, OUTPUT_GRACE};
+use super::{new_id, now_ms, Holder, Session, State, OUTPUT_GRACE};
 use crate::channel::{Channel, Credit};
+use crate::launch::Launch;
+use crate::processes;
 use crate::protocol::{self, Event, FailureKind, SessionStart};
 use crate::reaper::reaper;
 use crate::spawn::{self, SpawnError};
 use crate::terminal::{self, Ends, Program};
-use crate::users::ExecUser;
 
-/// Start a session for `request` on `conn`. `env` is complete (the agent's base, HOME, the
-/// call's).
+/// Start a session for `request` on `conn` as `launch` says (its user and complete
+/// environment).
 pub fn open(
     conn: u64,
     channel: &Channel,
     request: u64,
     start: SessionStart,
-    mut env: Vec<(String, String)>,
-    user: ExecUser,
+    launch: Launch,
 ) -> Result<(), SpawnError> {
+    let Launch { user, mut env } = launch;
     if let Some(size) = start.pty {
         if size.rows == 0 || size.cols == 0 {
             return Err((FailureKind::Invalid, "pty rows and cols must be > 0".into()));
@@ -125,19 +125,7 @@ pub fn open(
             session.changed.notify_all();
         });
     }
-    {
-        let mut t = table();
-        let t = t.get_or_insert_with(HashMap::new);
-        let mut ended: Vec<(u64, String)> =
-            t.values().filter_map(|s| s.lock().exit.map(|_| (s.started_ms, s.id.clone()))).collect();
-        if ended.len() >= ENDED_KEPT {
-            ended.sort();
-            for (_, id) in &ended[..ended.len() + 1 - ENDED_KEPT] {
-                t.remove(id);
-            }
-        }
-        t.insert(session.id.clone(), session.clone());
-    }
+    processes::add_named(session.id.clone(), session.clone());
     if start.attach {
         session.hold(Holder { conn, request, channel: channel.clone(), credit: Credit::new() }, 0);
     } else {
