@@ -9,7 +9,9 @@
 use std::time::Duration;
 
 use sandboxd_client::proto;
+use sandboxd_client::proto::pty_request::Request as In;
 use serde_json::json;
+use testkit::pty::{session, Stream};
 use testkit::raw::{busybox, create_id, exec, RawClient};
 use testkit::service::TestService;
 use testkit::TestLabel;
@@ -230,6 +232,86 @@ async fn a_live_fork_goes_on_from_the_checkpointed_memory_in_each_child_with_its
         raw.close(proto::CloseRequest { sandbox_id: id.clone() }).await.unwrap();
     }
     raw.delete_snapshot(proto::DeleteSnapshotRequest { snapshot_id: snap.snapshot_id }).await.unwrap();
+}
+
+/// A terminal session the agent holds survives a live checkpoint: the stream on the source is
+/// detached by the checkpoint (cleanly, as `PtyDetach`), and in the source and in each fork the
+/// session is attached by its id with the output it retained; each fork's session is its own
+/// (input in one is not in the other).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_terminal_session_reattaches_by_id_in_each_live_fork_with_its_output() {
+    if !testkit::on_runsc() {
+        return;
+    }
+    let label = TestLabel::new();
+    let service = service(&label);
+    let mut raw = service.raw().await;
+    let source = create_id(&mut raw, spec()).await;
+    // A terminal (PTY mode) running a line echoer; no detach timeout: a checkpoint detaches.
+    let open = proto::PtyOpen {
+        sandbox_id: source.clone(),
+        command: Some("echo session-up; while read l; do echo \"got:$l\"; done".into()),
+        ..Default::default()
+    };
+    let (mut stream, opened) = Stream::open(&mut raw, open).await;
+    assert_eq!(opened.mode, "pty");
+    let session_id = opened.session_id.clone();
+    stream.read_until("session-up").await;
+    stream.send(In::Input(b"before\n".to_vec())).await;
+    stream.read_until("got:before").await;
+
+    let forked = raw
+        .fork(proto::ForkRequest { sandbox_id: source.clone(), count: 2, live: true, ..Default::default() })
+        .await
+        .expect("live fork")
+        .into_inner();
+    // The checkpoint detached the source's stream: it ends without an exit or an error.
+    let end = stream.drain().await;
+    assert!(end.status.is_none() && end.exit.is_none(), "the checkpoint detaches the stream: {end:?}");
+    let children: Vec<String> = forked.sandboxes.iter().map(|s| s.sandbox_id.clone()).collect();
+    assert_eq!(children.len(), 2);
+
+    // Each fork lists the session, unheld and running, and replays what it had retained.
+    let mut attached = Vec::new();
+    for child in &children {
+        let listed = session(&mut raw, child, &session_id).await;
+        assert!(listed.running && !listed.attached, "{child}: {listed:?}");
+        let (mut s, opened) =
+            Stream::attach(&mut raw, child, &session_id, false, 0).await.expect("attach in the fork");
+        assert_eq!((opened.session_id.as_str(), opened.offset), (session_id.as_str(), 0));
+        let replay = s.read_until("got:before").await;
+        assert!(String::from_utf8_lossy(&replay.output).contains("session-up"), "{replay:?}");
+        attached.push(s);
+    }
+    // Input in one fork's session is that session's alone.
+    attached[0].send(In::Input(b"alpha\n".to_vec())).await;
+    attached[0].read_until("got:alpha").await;
+    attached[1].send(In::Input(b"beta\n".to_vec())).await;
+    let seen = attached[1].read_until("got:beta").await;
+    assert!(!String::from_utf8_lossy(&seen.output).contains("alpha"), "fork 1 saw fork 0's input: {seen:?}");
+    // A fresh attach from the start in each: its whole retained output, its own input only.
+    for (child, (mine, other)) in children.iter().zip([("alpha", "beta"), ("beta", "alpha")]) {
+        let (mut s, _) =
+            Stream::attach(&mut raw, child, &session_id, true, 0).await.expect("takeover in the fork");
+        s.send(In::Input(b"end\n".to_vec())).await;
+        let all = String::from_utf8_lossy(&s.read_until("got:end").await.output).to_string();
+        for want in ["session-up", "got:before", &format!("got:{mine}")] {
+            assert!(all.contains(want), "{child}'s session lacks {want:?}: {all:?}");
+        }
+        assert!(!all.contains(other), "{child}'s session holds the other fork's input: {all:?}");
+    }
+    // The source's session goes on as well, attached by id.
+    let (mut s, _) =
+        Stream::attach(&mut raw, &source, &session_id, false, 0).await.expect("attach in the source");
+    let all = String::from_utf8_lossy(&s.read_until("got:before").await.output).to_string();
+    assert!(!all.contains("alpha") && !all.contains("beta"), "{all:?}");
+    drop(s);
+    drop(attached);
+
+    for id in children.iter().chain([&source]) {
+        raw.close(proto::CloseRequest { sandbox_id: id.clone() }).await.unwrap();
+    }
+    raw.delete_snapshot(proto::DeleteSnapshotRequest { snapshot_id: forked.snapshot_id }).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]

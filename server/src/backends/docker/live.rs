@@ -202,14 +202,16 @@ impl DockerProvider {
     }
 
     /// A process `docker exec` started holds host descriptors (its stdio), and gVisor cannot
-    /// restore those ("host.inode.afterLoad: failed to set host FD … non-blocking"): the agent's
-    /// channel is let go (its agent ends at the end of its input) and every exec must have
-    /// ended, within a few seconds, or the checkpoint is refused.
+    /// restore those ("host.inode.afterLoad: failed to set host FD … non-blocking"): the
+    /// terminal streams this process holds are detached (their sessions run on in the `init`
+    /// agent, which the checkpoint saves), the agent's channel is let go (the relay to `init`
+    /// ends at the end of its input) and every exec must have ended, within a few seconds, or
+    /// the checkpoint is refused.
     async fn no_execs_running(&self, sandbox_id: &str) -> Result<()> {
+        self.detach_pty_sessions(sandbox_id).await;
         if let Some(agent) = &self.agent {
             agent.disconnect(sandbox_id);
         }
-        self.release_pty_sessions(sandbox_id, true).await;
         let give_up = std::time::Instant::now() + std::time::Duration::from_secs(5);
         loop {
             let out = self.control(argv::running_execs_args(sandbox_id)).await?;
