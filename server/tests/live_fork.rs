@@ -325,6 +325,20 @@ async fn hibernate_stops_the_sandbox_and_resume_brings_its_process_back() {
     let id = create_id(&mut raw, spec()).await;
     exec(&mut raw, &id, LOOP).await;
     let (tag, _) = goes_on(&mut raw, &id, 3).await;
+    // Checkpointed twice first (each time restored in place): a restored sandbox is
+    // checkpointed again and restored again (runsc's stale "paused" state once made the
+    // second restore fail with "id already in use"; it is settled after each checkpoint).
+    let mut snapshots = Vec::new();
+    for _ in 0..2 {
+        let snap = raw
+            .checkpoint(proto::CheckpointRequest { sandbox_id: id.clone(), ..Default::default() })
+            .await
+            .expect("checkpoint of a restored sandbox");
+        snapshots.push(snap.into_inner().snapshot.unwrap().snapshot_id);
+        let (_, count) = read_loop(&mut raw, &id).await;
+        let (again, _) = goes_on(&mut raw, &id, count).await;
+        assert_eq!(again, tag, "restored in place after its checkpoint");
+    }
     let slept = raw.hibernate(proto::HibernateRequest { sandbox_id: id.clone() }).await.expect("hibernate");
     let slept = slept.into_inner();
     assert!(slept.checkpoint_bytes > 0, "{slept:?}");
@@ -333,6 +347,10 @@ async fn hibernate_stops_the_sandbox_and_resume_brings_its_process_back() {
     let (woken_tag, _) = goes_on(&mut raw, &id, asleep_at).await;
     assert_eq!(woken_tag, tag, "the woken loop is the process that slept");
     assert_eq!(status(&mut raw, &id).await, proto::SandboxStatus::Running);
+    raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+    for snapshot_id in snapshots {
+        raw.delete_snapshot(proto::DeleteSnapshotRequest { snapshot_id }).await.unwrap();
+    }
 }
 
 /// Resume a hibernated sandbox; the loop's state right after.
