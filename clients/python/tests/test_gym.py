@@ -251,7 +251,10 @@ async def test_pause_keeps_the_processes_and_on_runc_is_a_freeze(provider: Any, 
     handle = await provider.create(SandboxSpec(image=images.busybox))
     try:
         # A counter whose value lives only in its shell's memory.
-        loop = "sh -c 'i=0; echo $$ > /tmp/pid; while :; do i=$((i+1)); echo $i > /tmp/c; sleep 0.05; done' >/dev/null 2>&1 &"
+        loop = (
+            "sh -c 'i=0; echo $$ > /tmp/pid; while :; do i=$((i+1)); echo $i > /tmp/c; sleep 0.05; done' "
+            ">/dev/null 2>&1 &"
+        )
         assert (await provider.exec(handle, loop)).return_code == 0
         seen = await provider.exec(handle, "sleep 0.3; cat /tmp/pid /tmp/c")
         pid, before = (seen.stdout or "").split()
