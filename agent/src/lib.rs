@@ -5,6 +5,7 @@
 //! resolves users from the image's own files.
 
 pub mod channel;
+pub mod connect;
 pub mod exec;
 pub mod files;
 pub mod forward;

@@ -1,5 +1,5 @@
-//! `sandboxd-agent serve` (stdio), `listen` (a socket) or `init` (the sandbox's keep-alive on a
-//! socket).
+//! `sandboxd-agent serve` (stdio), `listen` (a socket), `init` (the sandbox's keep-alive on a
+//! socket) or `connect` (stdio relayed to that socket).
 
 use std::path::PathBuf;
 
@@ -8,6 +8,7 @@ const USAGE: &str = "usage:
   sandboxd-agent listen [--run-dir DIR]      serve DIR/agent.sock (default /.sandboxd/run)
   sandboxd-agent init [OPTIONS] [--] [ARGV…] keep the sandbox alive (with ARGV) and serve the socket
   sandboxd-agent ping [--run-dir DIR]        connect to the socket and print its hello (a health check)
+  sandboxd-agent connect [--run-dir DIR]     relay stdin/stdout to the socket (a host that cannot reach it)
   sandboxd-agent relay [--ready-file PATH] TARGET PORT…
                                              listen on 127.0.0.1:PORT… and splice each connection to TARGET:PORT
     --run-dir DIR  --user USER  --shell SHELL  --probe CMD  --probe-expect TEXT
@@ -23,6 +24,7 @@ fn main() {
             Err(e) => fail(&e),
         },
         Some("ping") => ping(&args[1..]),
+        Some("connect") => sandboxd_agent::connect::run(&run_dir("connect", &args[1..])),
         Some("relay") => match sandboxd_agent::relay::run(&args[1..]) {
             Ok(()) => {}
             Err(e) => fail(&e),

@@ -9,7 +9,9 @@
 use std::time::Duration;
 
 use sandboxd_client::proto;
+use sandboxd_client::proto::pty_request::Request as In;
 use serde_json::json;
+use testkit::pty::{session, Stream};
 use testkit::raw::{busybox, create_id, exec, RawClient};
 use testkit::service::TestService;
 use testkit::TestLabel;
@@ -232,6 +234,86 @@ async fn a_live_fork_goes_on_from_the_checkpointed_memory_in_each_child_with_its
     raw.delete_snapshot(proto::DeleteSnapshotRequest { snapshot_id: snap.snapshot_id }).await.unwrap();
 }
 
+/// A terminal session the agent holds survives a live checkpoint: the stream on the source is
+/// detached by the checkpoint (cleanly, as `PtyDetach`), and in the source and in each fork the
+/// session is attached by its id with the output it retained; each fork's session is its own
+/// (input in one is not in the other).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_terminal_session_reattaches_by_id_in_each_live_fork_with_its_output() {
+    if !testkit::on_runsc() {
+        return;
+    }
+    let label = TestLabel::new();
+    let service = service(&label);
+    let mut raw = service.raw().await;
+    let source = create_id(&mut raw, spec()).await;
+    // A terminal (PTY mode) running a line echoer; no detach timeout: a checkpoint detaches.
+    let open = proto::PtyOpen {
+        sandbox_id: source.clone(),
+        command: Some("echo session-up; while read l; do echo \"got:$l\"; done".into()),
+        ..Default::default()
+    };
+    let (mut stream, opened) = Stream::open(&mut raw, open).await;
+    assert_eq!(opened.mode, "pty");
+    let session_id = opened.session_id.clone();
+    stream.read_until("session-up").await;
+    stream.send(In::Input(b"before\n".to_vec())).await;
+    stream.read_until("got:before").await;
+
+    let forked = raw
+        .fork(proto::ForkRequest { sandbox_id: source.clone(), count: 2, live: true, ..Default::default() })
+        .await
+        .expect("live fork")
+        .into_inner();
+    // The checkpoint detached the source's stream: it ends without an exit or an error.
+    let end = stream.drain().await;
+    assert!(end.status.is_none() && end.exit.is_none(), "the checkpoint detaches the stream: {end:?}");
+    let children: Vec<String> = forked.sandboxes.iter().map(|s| s.sandbox_id.clone()).collect();
+    assert_eq!(children.len(), 2);
+
+    // Each fork lists the session, unheld and running, and replays what it had retained.
+    let mut attached = Vec::new();
+    for child in &children {
+        let listed = session(&mut raw, child, &session_id).await;
+        assert!(listed.running && !listed.attached, "{child}: {listed:?}");
+        let (mut s, opened) =
+            Stream::attach(&mut raw, child, &session_id, false, 0).await.expect("attach in the fork");
+        assert_eq!((opened.session_id.as_str(), opened.offset), (session_id.as_str(), 0));
+        let replay = s.read_until("got:before").await;
+        assert!(String::from_utf8_lossy(&replay.output).contains("session-up"), "{replay:?}");
+        attached.push(s);
+    }
+    // Input in one fork's session is that session's alone.
+    attached[0].send(In::Input(b"alpha\n".to_vec())).await;
+    attached[0].read_until("got:alpha").await;
+    attached[1].send(In::Input(b"beta\n".to_vec())).await;
+    let seen = attached[1].read_until("got:beta").await;
+    assert!(!String::from_utf8_lossy(&seen.output).contains("alpha"), "fork 1 saw fork 0's input: {seen:?}");
+    // A fresh attach from the start in each: its whole retained output, its own input only.
+    for (child, (mine, other)) in children.iter().zip([("alpha", "beta"), ("beta", "alpha")]) {
+        let (mut s, _) =
+            Stream::attach(&mut raw, child, &session_id, true, 0).await.expect("takeover in the fork");
+        s.send(In::Input(b"end\n".to_vec())).await;
+        let all = String::from_utf8_lossy(&s.read_until("got:end").await.output).to_string();
+        for want in ["session-up", "got:before", &format!("got:{mine}")] {
+            assert!(all.contains(want), "{child}'s session lacks {want:?}: {all:?}");
+        }
+        assert!(!all.contains(other), "{child}'s session holds the other fork's input: {all:?}");
+    }
+    // The source's session goes on as well, attached by id.
+    let (mut s, _) =
+        Stream::attach(&mut raw, &source, &session_id, false, 0).await.expect("attach in the source");
+    let all = String::from_utf8_lossy(&s.read_until("got:before").await.output).to_string();
+    assert!(!all.contains("alpha") && !all.contains("beta"), "{all:?}");
+    drop(s);
+    drop(attached);
+
+    for id in children.iter().chain([&source]) {
+        raw.close(proto::CloseRequest { sandbox_id: id.clone() }).await.unwrap();
+    }
+    raw.delete_snapshot(proto::DeleteSnapshotRequest { snapshot_id: forked.snapshot_id }).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn hibernate_stops_the_sandbox_and_resume_brings_its_process_back() {
     if !testkit::on_runsc() {
@@ -243,6 +325,20 @@ async fn hibernate_stops_the_sandbox_and_resume_brings_its_process_back() {
     let id = create_id(&mut raw, spec()).await;
     exec(&mut raw, &id, LOOP).await;
     let (tag, _) = goes_on(&mut raw, &id, 3).await;
+    // Checkpointed twice first (each time restored in place): a restored sandbox is
+    // checkpointed again and restored again (runsc's stale "paused" state once made the
+    // second restore fail with "id already in use"; it is settled after each checkpoint).
+    let mut snapshots = Vec::new();
+    for _ in 0..2 {
+        let snap = raw
+            .checkpoint(proto::CheckpointRequest { sandbox_id: id.clone(), ..Default::default() })
+            .await
+            .expect("checkpoint of a restored sandbox");
+        snapshots.push(snap.into_inner().snapshot.unwrap().snapshot_id);
+        let (_, count) = read_loop(&mut raw, &id).await;
+        let (again, _) = goes_on(&mut raw, &id, count).await;
+        assert_eq!(again, tag, "restored in place after its checkpoint");
+    }
     let slept = raw.hibernate(proto::HibernateRequest { sandbox_id: id.clone() }).await.expect("hibernate");
     let slept = slept.into_inner();
     assert!(slept.checkpoint_bytes > 0, "{slept:?}");
@@ -251,6 +347,10 @@ async fn hibernate_stops_the_sandbox_and_resume_brings_its_process_back() {
     let (woken_tag, _) = goes_on(&mut raw, &id, asleep_at).await;
     assert_eq!(woken_tag, tag, "the woken loop is the process that slept");
     assert_eq!(status(&mut raw, &id).await, proto::SandboxStatus::Running);
+    raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
+    for snapshot_id in snapshots {
+        raw.delete_snapshot(proto::DeleteSnapshotRequest { snapshot_id }).await.unwrap();
+    }
 }
 
 /// Resume a hibernated sandbox; the loop's state right after.

@@ -27,6 +27,8 @@ from nemo_gym.sandbox.providers import (
 from nemo_gym.sandbox.providers import base as gym_base
 
 from sandboxd import PermissionDenied
+from sandboxd import gym as sandboxd_gym
+from sandboxd import types as sd
 from sandboxd.gym import SandboxdProvider
 
 from conformance import EXPECTED_HIGHLIGHTS, run_conformance
@@ -237,6 +239,42 @@ async def test_token_file_and_bad_config(
         create_provider({"sandboxd": {"token": "a", "token_file": str(token_file)}})
     with pytest.raises(TypeError):
         create_provider({"sandboxd": {"url": server.address}})  # unknown key
+
+
+async def test_pause_keeps_the_processes_and_on_runc_is_a_freeze(provider: Any, images: Images) -> None:
+    """Gym's `SupportsSandboxPauseResume`: `pause` asks for `Hibernate` first (gVisor: processes
+    and memory to disk, host memory freed) and, refused with FAILED_PRECONDITION as it is on runc
+    (this suite's runtime), freezes the sandbox instead; either way its processes go on after
+    `resume` from where they were. (The hibernate path itself is tested on gVisor by the Rust
+    suite `server/tests/live_fork.rs`; this suite has no gVisor daemon.)"""
+    assert isinstance(provider, gym_base.SupportsSandboxPauseResume)
+    handle = await provider.create(SandboxSpec(image=images.busybox))
+    try:
+        # A counter whose value lives only in its shell's memory.
+        loop = (
+            "sh -c 'i=0; echo $$ > /tmp/pid; while :; do i=$((i+1)); echo $i > /tmp/c; sleep 0.05; done' "
+            ">/dev/null 2>&1 &"
+        )
+        assert (await provider.exec(handle, loop)).return_code == 0
+        seen = await provider.exec(handle, "sleep 0.3; cat /tmp/pid /tmp/c")
+        pid, before = (seen.stdout or "").split()
+        await provider.pause(handle)
+        assert await provider.status(handle) == SandboxStatus.PAUSED
+        sandbox_id = handle.raw.sandbox_id
+        assert await provider.client.status(sandbox_id) == sd.SandboxStatus.PAUSED, "runc: frozen, not hibernated"
+        await provider.resume(handle)
+        assert await provider.status(handle) == SandboxStatus.RUNNING
+        after = await provider.exec(handle, "sleep 0.3; cat /tmp/pid /tmp/c")
+        pid_after, count = (after.stdout or "").split()
+        assert pid_after == pid, "the same process goes on after resume"
+        assert int(count) > int(before)
+    finally:
+        await provider.close(handle)
+
+
+def test_a_hibernated_sandbox_is_paused_for_gym() -> None:
+    """A sandbox `pause` hibernated (gVisor) is Gym's PAUSED until `resume`."""
+    assert sandboxd_gym._STATUS[sd.SandboxStatus.HIBERNATED] == sandboxd_gym.PAUSED
 
 
 async def test_errors_map_to_gyms(provider: Any, images: Images) -> None:

@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::binary::AGENT_PATH_IN_SANDBOX;
-use super::host::{AgentHost, ServeProcess};
+use super::host::{AgentHost, ServeMode, ServeProcess};
 
 /// How long a new agent has to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(20);
@@ -46,6 +46,9 @@ pub enum Transport {
     Socket,
     /// `docker exec -i … serve` (the fallback).
     Exec,
+    /// `docker exec -i … connect`: relayed to the `init` agent on its socket inside the
+    /// sandbox (a sandbox made to be checkpointed); `Hello`, then `Readiness`, as on a socket.
+    Relay,
 }
 
 /// What the agent's probe said (socket connections only: `Readiness` after `Hello`).
@@ -111,11 +114,13 @@ impl Drop for Call {
 }
 
 impl AgentChannel {
-    /// Start the agent in `name` and wait for its hello; learn the image's user meanwhile.
-    pub async fn open(host: &dyn AgentHost, name: &str) -> Result<Self, OpenError> {
+    /// Start the agent in `name` (or, `mode` [`ServeMode::Relay`], a relay to its `init` agent)
+    /// and wait for its hello; learn the image's user meanwhile.
+    pub async fn open(host: &dyn AgentHost, name: &str, mode: ServeMode) -> Result<Self, OpenError> {
         // The user lookup is the host's control question: a crowd of execs must not hold up
         // the channel that would take them off the fallback engine.
-        let (client, facts) = tokio::join!(host.open_serve(name, AGENT_PATH_IN_SANDBOX), host.facts(name));
+        let (client, facts) =
+            tokio::join!(host.open_serve(name, AGENT_PATH_IN_SANDBOX, mode), host.facts(name));
         let client = client.map_err(OpenError::Transport)?;
         let default_user = match facts {
             Ok(facts) => facts.and_then(|f| f.default_user),
@@ -173,7 +178,8 @@ impl AgentChannel {
                 }
             });
         }
-        Ok(Self::run(name, reader, stdin, default_user, agent_pid, Transport::Exec, Some(client)))
+        let transport = if mode == ServeMode::Relay { Transport::Relay } else { Transport::Exec };
+        Ok(Self::run(name, reader, stdin, default_user, agent_pid, transport, Some(client)))
     }
 
     /// Connect to the agent's socket (already connected and its peer checked: `stream`) and
@@ -281,7 +287,7 @@ impl AgentChannel {
     /// Wait for the agent's probe to settle (Ready or Failed); `None` when the channel ended
     /// first or it has no readiness (the exec channel).
     pub async fn settled(&self) -> Option<Readiness> {
-        if self.transport != Transport::Socket {
+        if self.transport == Transport::Exec {
             return None;
         }
         let mut rx = self.readiness.clone();

@@ -18,6 +18,19 @@ pub struct HostFacts {
     pub default_user: Option<String>,
     /// Whether the sandbox was started with its agent on a socket.
     pub socket_started: bool,
+    /// Whether that socket is inside the sandbox only (a sandbox made to be checkpointed): the
+    /// host reaches it by a relay ([`ServeMode::Relay`]).
+    pub inner_socket: bool,
+}
+
+/// What a serve channel runs in the sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServeMode {
+    /// `agent serve`: an agent of its own on the channel's stdio.
+    Serve,
+    /// `agent connect`: the channel's stdio relayed to the sandbox's `init` agent on its socket
+    /// inside the sandbox (the sessions live in `init`, which a checkpoint saves).
+    Relay,
 }
 
 /// The host process that carries a serve channel (`docker exec -i … serve`): held while the
@@ -42,8 +55,10 @@ pub struct ServeChannel {
 /// The runtime a sandbox runs in, as the agent client sees it. Sandboxes are named by id.
 #[tonic::async_trait]
 pub trait AgentHost: Send + Sync + 'static {
-    /// Start the agent binary at `agent_path` serving on its stdio, as root, in sandbox `name`.
-    async fn open_serve(&self, name: &str, agent_path: &str) -> Result<ServeChannel, String>;
+    /// Start the agent binary at `agent_path` serving (or relaying, `mode`) on its stdio, as
+    /// root, in sandbox `name`.
+    async fn open_serve(&self, name: &str, agent_path: &str, mode: ServeMode)
+        -> Result<ServeChannel, String>;
 
     /// What the host knows of sandbox `name`'s container: `Ok(None)` when its answer could not
     /// be read, `Err` when the host could not be asked.

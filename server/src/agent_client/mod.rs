@@ -71,8 +71,12 @@ pub struct Facts {
     pub container_id: String,
     /// The user a command runs as when none is named (the image's user).
     pub default_user: Option<String>,
-    /// Its run directory on this host; `None`: started without one (an older server).
+    /// Its run directory on this host; `None`: started without one (an older server), or
+    /// with its socket inside the sandbox (`inner`).
     pub run_dir: Option<PathBuf>,
+    /// The agent's socket is inside the sandbox only (a sandbox made to be checkpointed): a
+    /// relay (`agent connect`) through the host reaches it.
+    pub inner: bool,
 }
 
 /// A name that is one plain path component (sandbox ids are), so it can name a directory.
@@ -158,19 +162,21 @@ impl AgentEngine {
         if let Some(f) = self.facts.lock().ok()?.get(name).cloned() {
             return Some(f);
         }
-        let host::HostFacts { container_id, default_user, socket_started } =
+        let host::HostFacts { container_id, default_user, socket_started, inner_socket } =
             self.host.facts(name).await.ok()??;
         let run_dir = self.run_dir_for(name).filter(|_| socket_started);
-        let facts = Facts { container_id, default_user, run_dir };
+        let facts = Facts { container_id, default_user, run_dir, inner: inner_socket };
         self.started(name, facts.clone());
         Some(facts)
     }
 
     /// The image's user of a sandbox started on the socket with `-u 0` (a non-root image).
     pub async fn image_user_of(&self, name: &str) -> Option<String> {
-        self.run_dirs.as_ref()?;
         let facts = self.facts(name).await?;
-        facts.run_dir.as_ref()?;
+        if !facts.inner {
+            self.run_dirs.as_ref()?;
+            facts.run_dir.as_ref()?;
+        }
         facts.default_user
     }
 
@@ -180,8 +186,17 @@ impl AgentEngine {
         if let Some(user) = user {
             return Some(user.to_string());
         }
-        self.run_dirs.as_ref()?;
-        self.facts(name).await.and_then(|f| f.default_user)
+        let facts = self.facts(name).await?;
+        if !facts.inner {
+            self.run_dirs.as_ref()?;
+        }
+        facts.default_user
+    }
+
+    /// Whether the sandbox's agent socket is inside it (reached by a relay): known from its
+    /// create, else from its labels (one inspect, kept).
+    async fn inner(&self, name: &str) -> bool {
+        self.facts(name).await.is_some_and(|f| f.inner)
     }
 
     /// Note once per sandbox that its socket is not used, and why.
@@ -241,6 +256,9 @@ impl AgentEngine {
         patience: Duration,
     ) -> std::result::Result<String, Option<String>> {
         let facts = self.facts.lock().ok().and_then(|f| f.get(name).cloned()).ok_or(None)?;
+        if facts.inner {
+            return self.await_ready_by_relay(name, patience).await;
+        }
         let run_dir = facts.run_dir.clone().ok_or(None)?;
         let give_up = tokio::time::Instant::now() + patience;
         let mut next_check = tokio::time::Instant::now() + FIRST_CHECK;
@@ -285,8 +303,37 @@ impl AgentEngine {
         }
     }
 
+    /// `await_ready` for an agent whose socket is inside the sandbox: a relay to it (the relay
+    /// waits for the socket to be bound), then its probe's verdict, as on a socket.
+    async fn await_ready_by_relay(
+        &self,
+        name: &str,
+        patience: Duration,
+    ) -> std::result::Result<String, Option<String>> {
+        let give_up = tokio::time::Instant::now() + patience;
+        let channel = match AgentChannel::open(self.host(), name, host::ServeMode::Relay).await {
+            Ok(channel) => Arc::new(channel),
+            Err(OpenError::NoAgent(reason) | OpenError::Transport(reason)) => {
+                if !self.host.is_running(name).await {
+                    return Err(Some(format!("sandbox {name} stopped before its agent was up")));
+                }
+                tracing::warn!(sandbox_id = %name, %reason, "no relay to the sandbox's agent; probing by exec");
+                return Err(None);
+            }
+        };
+        let slot = self.slots.lock().map_err(|_| None)?.entry(name.to_string()).or_default().clone();
+        *slot.lock().await = Some(channel.clone());
+        match tokio::time::timeout_at(give_up, channel.settled()).await {
+            Ok(Some(r)) if r.state == protocol::ReadyState::Ready => Ok(r.shell),
+            Ok(Some(r)) => Err(Some(r.detail)),
+            Ok(None) => Err(Some(AGENT_LOST.to_string())),
+            Err(_) => Err(Some("the agent's readiness probe did not settle in time".to_string())),
+        }
+    }
+
     /// Let go of the sandbox's channel (its `docker exec -i` ends, and so does the agent it
-    /// ran); the next call opens another. A checkpoint needs no exec running (`live.rs`).
+    /// ran, or the relay to its `init` agent); the next call opens another. A checkpoint needs
+    /// no exec running (`live.rs`).
     pub fn disconnect(&self, name: &str) {
         if let Ok(mut slots) = self.slots.lock() {
             slots.remove(name);
@@ -325,13 +372,18 @@ impl AgentEngine {
         if let Some(channel) = guard.as_ref().filter(|c| c.is_alive()) {
             return Some(channel.clone());
         }
-        if let Some(channel) = self.open_socket(name).await {
-            tracing::debug!(sandbox_id = %name, agent_pid = channel.agent_pid, "agent socket connected");
-            let channel = Arc::new(channel);
-            *guard = Some(channel.clone());
-            return Some(channel);
-        }
-        match AgentChannel::open(self.host(), name).await {
+        let mode = if self.inner(name).await {
+            host::ServeMode::Relay
+        } else {
+            if let Some(channel) = self.open_socket(name).await {
+                tracing::debug!(sandbox_id = %name, agent_pid = channel.agent_pid, "agent socket connected");
+                let channel = Arc::new(channel);
+                *guard = Some(channel.clone());
+                return Some(channel);
+            }
+            host::ServeMode::Serve
+        };
+        match AgentChannel::open(self.host(), name, mode).await {
             Ok(channel) => {
                 tracing::debug!(sandbox_id = %name, agent_pid = channel.agent_pid, "agent channel open");
                 let channel = Arc::new(channel);

@@ -86,6 +86,8 @@ _STATUS = {
     sd.SandboxStatus.STARTING: SandboxStatus.STARTING,
     sd.SandboxStatus.RUNNING: SandboxStatus.RUNNING,
     sd.SandboxStatus.PAUSED: PAUSED,
+    # Hibernated (gVisor: checkpointed to disk by `pause`): Gym's paused, woken by `resume`.
+    sd.SandboxStatus.HIBERNATED: PAUSED,
     sd.SandboxStatus.STOPPED: SandboxStatus.STOPPED,
     sd.SandboxStatus.ERROR: SandboxStatus.ERROR,
 }
@@ -500,13 +502,23 @@ class SandboxdProvider(RuntimeCapabilities):
     # --- SupportsSandboxPauseResume ---------------------------------------------------------
 
     async def pause(self, handle: SandboxHandle) -> None:
-        """Freeze the sandbox; NotImplementedError when the server has no Pause."""
+        """Pause the sandbox keeping its processes and their memory. On a runtime that can
+        checkpoint (gVisor's runsc offered with `checkpoint: true`) this is `Hibernate`: the
+        processes and memory go to disk and the host's memory is freed. Where the server refuses
+        that (FAILED_PRECONDITION: runc, or a gVisor sandbox that cannot be checkpointed now) it
+        is `Pause`: the processes are frozen with their memory in place. `resume` wakes either;
+        `status` says `PAUSED` for both. NotImplementedError when the server has neither."""
+        client, sandbox_id = self._client_for(handle), _ref(handle).sandbox_id
+        with contextlib.suppress(FailedPrecondition, Unimplemented):
+            await client.hibernate(sandbox_id)
+            return
         try:
-            await self._client_for(handle).pause(_ref(handle).sandbox_id)
+            await client.pause(sandbox_id)
         except Unimplemented as exc:
             raise NotImplementedError(f"this sandboxd server does not support pause: {exc.details}") from exc
 
     async def resume(self, handle: SandboxHandle) -> None:
+        """Wake a paused or hibernated sandbox (its processes go on where they were)."""
         try:
             await self._client_for(handle).resume(_ref(handle).sandbox_id)
         except Unimplemented as exc:

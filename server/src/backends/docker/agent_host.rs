@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::agent_client::host::{AgentHost, HostFacts, ServeChannel, ServeProcess};
+use crate::agent_client::host::{AgentHost, HostFacts, ServeChannel, ServeMode, ServeProcess};
 use crate::backends::docker::argv;
 use crate::backends::docker::cli::{DockerChild, Pool};
 use crate::backends::docker::failure::{CliError, DockerFailureKind};
@@ -45,8 +45,13 @@ impl ServeProcess for DockerChild {
 
 #[tonic::async_trait]
 impl AgentHost for DockerAgentHost {
-    async fn open_serve(&self, name: &str, agent_path: &str) -> Result<ServeChannel, String> {
-        let args = argv::agent_serve_args(name, agent_path);
+    async fn open_serve(
+        &self,
+        name: &str,
+        agent_path: &str,
+        mode: ServeMode,
+    ) -> Result<ServeChannel, String> {
+        let args = argv::agent_serve_args(name, agent_path, mode == ServeMode::Relay);
         let mut client = self.engine.cli.spawn_detached(&args, true).await.map_err(|e| e.to_string())?;
         let stdin = client.child.stdin.take().ok_or("no stdin pipe")?;
         let stdout = client.child.stdout.take().ok_or("no stdout pipe")?;
@@ -65,11 +70,14 @@ impl AgentHost for DockerAgentHost {
         let control = self.engine.cli.in_pool(Pool::Control);
         let out = control.run(&argv::agent_facts_args(name), Some(FACTS_TIMEOUT), None).await;
         let out = out.map_err(|e| e.to_string())?;
-        Ok(parse_facts(&out.stdout_text()).map(|(container_id, default_user, socket_started)| HostFacts {
-            container_id,
-            default_user,
-            socket_started,
-        }))
+        Ok(parse_facts(&out.stdout_text()).map(
+            |(container_id, default_user, socket_started, inner_socket)| HostFacts {
+                container_id,
+                default_user,
+                socket_started,
+                inner_socket,
+            },
+        ))
     }
 
     async fn is_running(&self, name: &str) -> bool {
@@ -116,16 +124,18 @@ async fn no_container(engine: &DockerExecEngine, name: &str) -> bool {
 }
 
 /// `id \t user \t labels-json` of `argv::agent_facts_args`: the container id, the user a
-/// command runs as by default (the image's, kept in a label when the agent runs as root), and
-/// whether the agent was started on a socket.
-pub fn parse_facts(text: &str) -> Option<(String, Option<String>, bool)> {
+/// command runs as by default (the image's, kept in a label when the agent runs as root),
+/// whether the agent was started on a socket, and whether that socket is inside the sandbox
+/// only (`argv::AGENT_INNER_LABEL`).
+pub fn parse_facts(text: &str) -> Option<(String, Option<String>, bool, bool)> {
     let mut parts = text.trim_end_matches('\n').splitn(3, '\t');
     let id = parts.next()?.trim().to_string();
     let config_user = parts.next()?.trim().to_string();
     let labels: HashMap<String, String> = serde_json::from_str(parts.next()?.trim()).unwrap_or_default();
     let agent_user = labels.get(argv::AGENT_USER_LABEL);
     let user = agent_user.cloned().unwrap_or(config_user);
-    Some((id, Some(user).filter(|u| !u.is_empty()), agent_user.is_some()))
+    let inner = labels.get(argv::AGENT_INNER_LABEL).is_some_and(|v| v == "1");
+    Some((id, Some(user).filter(|u| !u.is_empty()), agent_user.is_some() && !inner, inner))
 }
 
 #[cfg(test)]
@@ -135,12 +145,17 @@ mod tests {
     #[test]
     fn the_agents_user_label_wins_over_the_containers_user() {
         let socket = "abc\t0\t{\"sandboxd.agent.user\":\"sandbox\",\"x\":\"y\"}\n";
-        assert_eq!(parse_facts(socket), Some(("abc".into(), Some("sandbox".into()), true)));
+        assert_eq!(parse_facts(socket), Some(("abc".into(), Some("sandbox".into()), true, false)));
         let root_image = "abc\t\t{\"sandboxd.agent.user\":\"\"}\n";
-        assert_eq!(parse_facts(root_image), Some(("abc".into(), None, true)));
+        assert_eq!(parse_facts(root_image), Some(("abc".into(), None, true, false)));
         let older = "abc\tnobody\t{\"sandboxd.sandbox\":\"1\"}\n";
-        assert_eq!(parse_facts(older), Some(("abc".into(), Some("nobody".into()), false)));
-        assert_eq!(parse_facts("abc\tnobody\tnull\n"), Some(("abc".into(), Some("nobody".into()), false)));
+        assert_eq!(parse_facts(older), Some(("abc".into(), Some("nobody".into()), false, false)));
+        assert_eq!(
+            parse_facts("abc\tnobody\tnull\n"),
+            Some(("abc".into(), Some("nobody".into()), false, false))
+        );
+        let inner = "abc\t0\t{\"sandboxd.agent.user\":\"\",\"sandboxd.agent.inner\":\"1\"}\n";
+        assert_eq!(parse_facts(inner), Some(("abc".into(), None, false, true)));
         assert_eq!(parse_facts("garbage"), None);
     }
 }

@@ -98,12 +98,15 @@ impl DockerProvider {
             labels.push((lease::EXPIRES_LABEL, lease::after_ms(now, ttl).to_string()));
         }
         labels.extend(self.disk_label(&creating, disk));
-        // The agent as the keep-alive, on its socket, when this sandbox can have it.
+        // The agent as the keep-alive, on its socket, when this sandbox can have it; on a
+        // runtime that checkpoints, on a socket inside the sandbox (reached by `agent connect`),
+        // so that the agent with its sessions is part of every checkpoint.
         let socket = runtime.transport.unwrap_or(self.config.exec.transport) == ExecTransport::Socket;
-        let (agent_start, _run_dir_hold) = match self.agent_start(spec, sandbox_id, &image, socket).await {
-            Some((run, hold)) => (Some(run), Some(hold)),
-            None => (None, None),
-        };
+        let (agent_start, _run_dir_hold) =
+            match self.agent_start(spec, sandbox_id, &image, socket, runtime.checkpoint).await {
+                Some((run, hold)) => (Some(run), hold),
+                None => (None, None),
+            };
         let mut args = match &agent_start {
             Some(run) => argv::agent_run_args(&self.config.create, spec, &creating, run),
             None => {
@@ -151,10 +154,11 @@ impl DockerProvider {
                         None => self.container_id(&creating).await?,
                     };
                     let default_user = Some(run.image_user.clone()).filter(|u| !u.is_empty());
-                    let run_dir = Some(run.run_dir.clone());
+                    let run_dir = run.run_dir.clone();
+                    let inner = run_dir.is_none();
                     agent.started(
                         &creating,
-                        crate::agent_client::Facts { container_id, default_user, run_dir },
+                        crate::agent_client::Facts { container_id, default_user, run_dir, inner },
                     );
                     Some(agent)
                 }
@@ -247,7 +251,7 @@ impl DockerProvider {
                 self.engine.forget(&creating);
                 self.release_disk(&creating);
                 self.release_network(&creating).await;
-                if let Some(dir) = agent_start.as_ref().and_then(|run| run.run_dir.parent()) {
+                if let Some(dir) = agent_start.as_ref().and_then(|run| run.run_dir.as_deref()?.parent()) {
                     let _ = std::fs::remove_dir_all(dir);
                 }
                 Err(e)
@@ -417,10 +421,13 @@ impl DockerProvider {
         sandbox_id: &str,
         image: &str,
         socket: bool,
-    ) -> Option<(argv::AgentRun, InFlight<'_>)> {
+        inner: bool,
+    ) -> Option<(argv::AgentRun, Option<InFlight<'_>>)> {
         let agent = self.agent.as_ref()?;
         let binary = self.agent_binary.clone()?;
-        agent.run_dir_for(sandbox_id).filter(|_| socket)?;
+        if !inner {
+            agent.run_dir_for(sandbox_id).filter(|_| socket)?;
+        }
         if argv::sets_user_or_entrypoint(&self.config.create.extra_run_args)
             || argv::sets_user_or_entrypoint(&spec.provider_options.run_args)
         {
@@ -428,6 +435,10 @@ impl DockerProvider {
             return None;
         }
         let image_user = self.image_user(image).await?;
+        if inner {
+            let run = argv::AgentRun { binary, run_dir: None, image_user, init_flags: self.init_flags(spec) };
+            return Some((run, None));
+        }
         let (run_dir, hold) = match agent.make_run_dir_for_runtime(sandbox_id, socket).await? {
             Ok(made) => made,
             Err(e) => {
@@ -435,7 +446,9 @@ impl DockerProvider {
                 return None;
             }
         };
-        Some((argv::AgentRun { binary, run_dir, image_user, init_flags: self.init_flags(spec) }, hold))
+        let run =
+            argv::AgentRun { binary, run_dir: Some(run_dir), image_user, init_flags: self.init_flags(spec) };
+        Some((run, Some(hold)))
     }
 
     /// `init`'s options: the probe (`docker.probe`, the spec's `ready_timeout_s`) and shell.

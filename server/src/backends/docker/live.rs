@@ -101,6 +101,113 @@ fn tree_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
+/// Where runsc keeps one container's state (its `--root`) and the runsc binary, learnt from the
+/// container's running gVisor sandbox process on this host.
+///
+/// Why: containerd pauses a task before it checkpoints it, and with the runsc release these
+/// machines have, a checkpoint of a container that was itself *restored* leaves runsc's state
+/// saying "paused" after the sandbox is gone; the shim's `runsc delete` then refuses ("cannot
+/// delete container that is not stopped"), the state stays, and every later `docker start
+/// --checkpoint` of that container fails with "id already in use" (hibernating a sandbox that had
+/// been checkpointed once, then resuming it). Not a race: it lasted minutes.
+#[derive(Debug, Clone)]
+struct RunscState {
+    root: PathBuf,
+    binary: PathBuf,
+    container_id: String,
+}
+
+/// The runsc state of `container_id` (`None` when no runsc sandbox process of it is visible
+/// here: another host, another runtime).
+fn runsc_state_of(container_id: &str) -> Option<RunscState> {
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let args: Vec<String> =
+            cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).to_string()).collect();
+        if !args.first().is_some_and(|a| a.starts_with("runsc"))
+            || !args.iter().any(|a| a.contains(container_id))
+        {
+            continue;
+        }
+        let root = args.iter().find_map(|a| a.strip_prefix("--root=")).map(PathBuf::from)?;
+        let binary = std::fs::read_link(entry.path().join("exe")).ok()?;
+        return Some(RunscState { root, binary, container_id: container_id.to_string() });
+    }
+    None
+}
+
+impl RunscState {
+    /// The container's state file(s) in runsc's root (`<id>_sandbox:<id>.state`).
+    fn state_file(&self) -> Option<PathBuf> {
+        let prefix = format!("{}_sandbox:", self.container_id);
+        std::fs::read_dir(&self.root).ok()?.flatten().map(|e| e.path()).find(|p| {
+            p.file_name().is_some_and(|n| {
+                let n = n.to_string_lossy();
+                n.starts_with(&prefix) && n.ends_with(".state")
+            })
+        })
+    }
+
+    /// (status, sandbox pid) the state file records; `None` when it is gone.
+    fn recorded(&self) -> Option<(String, i64)> {
+        let text = std::fs::read_to_string(self.state_file()?).ok()?;
+        let state: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let status = state.get("status")?.as_str()?.to_string();
+        let pid = state.get("sandbox").and_then(|s| s.get("pid")).and_then(|p| p.as_i64()).unwrap_or(0);
+        Some((status, pid))
+    }
+
+    /// Wait until runsc's state of the checkpointed container is gone: the shim's delete
+    /// removes it, or it is the stale "paused" state of a sandbox that is gone (its process
+    /// exited), which is deleted here (`runsc delete --force`, which removes it and then
+    /// panics on the same transition in this release).
+    async fn settle(&self) {
+        const PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+        let give_up = std::time::Instant::now() + PATIENCE;
+        loop {
+            match self.recorded() {
+                None => return,
+                Some((status, pid)) if status == "paused" && !process_alive(pid) => {
+                    tracing::info!(container_id = %self.container_id, "removing runsc's stale paused state of a checkpointed sandbox");
+                    let _ = tokio::process::Command::new(&self.binary)
+                        .arg(format!("--root={}", self.root.display()))
+                        .args(["delete", "--force", &self.container_id])
+                        .stdin(std::process::Stdio::null())
+                        .stdout(std::process::Stdio::null())
+                        .stderr(std::process::Stdio::null())
+                        .status()
+                        .await;
+                    if self.recorded().is_none() {
+                        return;
+                    }
+                }
+                Some(_) => {}
+            }
+            if std::time::Instant::now() >= give_up {
+                tracing::warn!(container_id = %self.container_id, root = %self.root.display(), "runsc's state of a checkpointed sandbox is still there; its restore may fail ('id already in use')");
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Whether process `pid` runs (a zombie or no process is not running).
+fn process_alive(pid: i64) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state is the field after the command's closing parenthesis.
+        Ok(stat) => stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()) != Some("Z"),
+        Err(_) => false,
+    }
+}
+
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
 ) -> Result<T> {
@@ -179,12 +286,20 @@ impl DockerProvider {
             return Err(ProviderError::Paused(sandbox_id.into()));
         }
         self.no_execs_running(sandbox_id).await?;
+        // Where runsc keeps this container's state, learnt while its sandbox runs.
+        let full = self.container_id(sandbox_id).await.unwrap_or_default();
+        let runsc = if full.is_empty() { None } else { runsc_state_of(&full) };
         match self
             .cli
             .run(&argv::checkpoint_create_args(sandbox_id, name), self.config.create.start_timeout, None)
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                if let Some(runsc) = runsc {
+                    runsc.settle().await;
+                }
+                Ok(())
+            }
             Err(e) => match e.kind() {
                 Some(DockerFailureKind::MissingContainer) => {
                     Err(ProviderError::SandboxNotFound(sandbox_id.into()))
@@ -202,14 +317,16 @@ impl DockerProvider {
     }
 
     /// A process `docker exec` started holds host descriptors (its stdio), and gVisor cannot
-    /// restore those ("host.inode.afterLoad: failed to set host FD … non-blocking"): the agent's
-    /// channel is let go (its agent ends at the end of its input) and every exec must have
-    /// ended, within a few seconds, or the checkpoint is refused.
+    /// restore those ("host.inode.afterLoad: failed to set host FD … non-blocking"): the
+    /// terminal streams this process holds are detached (their sessions run on in the `init`
+    /// agent, which the checkpoint saves), the agent's channel is let go (the relay to `init`
+    /// ends at the end of its input) and every exec must have ended, within a few seconds, or
+    /// the checkpoint is refused.
     async fn no_execs_running(&self, sandbox_id: &str) -> Result<()> {
+        self.detach_pty_sessions(sandbox_id).await;
         if let Some(agent) = &self.agent {
             agent.disconnect(sandbox_id);
         }
-        self.release_pty_sessions(sandbox_id, true).await;
         let give_up = std::time::Instant::now() + std::time::Duration::from_secs(5);
         loop {
             let out = self.control(argv::running_execs_args(sandbox_id)).await?;
@@ -231,26 +348,16 @@ impl DockerProvider {
     async fn start_from_checkpoint(&self, name: &str, checkpoint: &str) -> Result<()> {
         // A restore reads the whole checkpoint (docker copies it to containerd first): bounded
         // as a create's start is, not as a control command.
+        // runsc's state of the checkpointed container was settled by `checkpoint_container`
+        // (`RunscState::settle`): a restore never meets "id already in use".
         let args = argv::start_from_checkpoint_args(name, checkpoint);
-        // The gVisor sandbox a checkpoint stopped may still be going away ("id already in
-        // use", seen with a large memory): a restore right after waits for it a little.
-        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        loop {
-            match self.cli.run(&args, self.config.create.start_timeout, None).await {
-                Ok(_) => return Ok(()),
-                Err(CliError::Failed(f))
-                    if f.stderr.contains("id already in use") && std::time::Instant::now() < give_up =>
-                {
-                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                }
-                Err(CliError::Failed(f)) => {
-                    return Err(ProviderError::Docker(format!(
-                        "docker start --checkpoint {checkpoint} {name} failed: {}",
-                        f.error_line()
-                    )))
-                }
-                Err(e) => return Err(e.into()),
-            }
+        match self.cli.run(&args, self.config.create.start_timeout, None).await {
+            Ok(_) => Ok(()),
+            Err(CliError::Failed(f)) => Err(ProviderError::Docker(format!(
+                "docker start --checkpoint {checkpoint} {name} failed: {}",
+                f.error_line()
+            ))),
+            Err(e) => Err(e.into()),
         }
     }
 

@@ -25,6 +25,9 @@ pub struct RuntimeChoice {
     pub daemon_name: String,
     /// Its transport override (`docker.runtimes[].transport`).
     pub transport: Option<ExecTransport>,
+    /// Whether sandboxes on it can be checkpointed (`docker.runtimes[].checkpoint`): their
+    /// agent's socket stays inside them (`argv::AGENT_INNER_LABEL`).
+    pub checkpoint: bool,
 }
 
 /// The runtime every Docker daemon has registered, under this name.
@@ -63,7 +66,12 @@ impl DockerProvider {
         let daemon_name = offer.daemon_name().to_string();
         // Docker registers `runc` itself (its built-in default): no `docker info` for it.
         if daemon_name == BUILT_IN_RUNTIME {
-            return Ok(RuntimeChoice { name: name.to_string(), daemon_name, transport: offer.transport });
+            return Ok(RuntimeChoice {
+                name: name.to_string(),
+                daemon_name,
+                transport: offer.transport,
+                checkpoint: offer.checkpoint,
+            });
         }
         let registered = self.daemon_runtimes(&daemon_name).await?;
         if !registered.contains(&daemon_name) {
@@ -74,7 +82,12 @@ impl DockerProvider {
                 registered.join(", ")
             )));
         }
-        Ok(RuntimeChoice { name: name.to_string(), daemon_name, transport: offer.transport })
+        Ok(RuntimeChoice {
+            name: name.to_string(),
+            daemon_name,
+            transport: offer.transport,
+            checkpoint: offer.checkpoint,
+        })
     }
 
     /// The runtimes the daemon lists, from one `docker info` kept for a while; asked again when

@@ -393,6 +393,24 @@ impl DockerProvider {
         }
     }
 
+    /// Detach every stream this process holds on the sandbox's sessions, as `PtyDetach` would
+    /// (the stream ends, the session runs on whatever its detach timeout), and wait for each
+    /// stream's end: before a checkpoint, whose copies keep the sessions to be attached by id.
+    /// A stream that cannot detach is released.
+    pub(super) async fn detach_pty_sessions(&self, sandbox_id: &str) {
+        use crate::core::terminal::PtyError;
+        const DETACH_WAIT: Duration = Duration::from_secs(5);
+        let sessions =
+            self.pty_sessions.lock().ok().and_then(|mut m| m.remove(sandbox_id)).unwrap_or_default();
+        for session in sessions.into_iter().filter(|s| !s.closed()) {
+            let detached = session.detach().await.is_ok()
+                && !matches!(session.wait_exit(Some(DETACH_WAIT)).await, Err(PtyError::Timeout(_)));
+            if !detached {
+                session.release().await;
+            }
+        }
+    }
+
     /// Release (or, when the container goes away, abandon) the live sessions of a sandbox.
     pub(super) async fn release_pty_sessions(&self, sandbox_id: &str, abandon: bool) {
         let sessions =

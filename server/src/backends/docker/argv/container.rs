@@ -159,16 +159,21 @@ pub fn agent_run_args(
 ) -> Vec<String> {
     let mut a = run_flags(cfg, spec, name);
     let mut head = agent_mount_args(&agent.binary);
-    head.extend([
-        s("--mount"),
-        format!(
-            "type=bind,source={},target={}",
-            agent.run_dir.display(),
-            crate::agent_client::socket::RUN_DIR_IN_SANDBOX
-        ),
-        s("--label"),
-        format!("{AGENT_USER_LABEL}={}", agent.image_user),
-    ]);
+    let run_dir = crate::agent_client::socket::RUN_DIR_IN_SANDBOX;
+    match &agent.run_dir {
+        Some(dir) => {
+            head.extend([s("--mount"), format!("type=bind,source={},target={run_dir}", dir.display())])
+        }
+        // The socket inside the sandbox only: a tmpfs (gVisor's own memory, saved with a
+        // checkpoint), root's alone.
+        None => head.extend([
+            s("--mount"),
+            format!("type=tmpfs,target={run_dir},tmpfs-mode=0700"),
+            s("--label"),
+            format!("{AGENT_INNER_LABEL}=1"),
+        ]),
+    }
+    head.extend([s("--label"), format!("{AGENT_USER_LABEL}={}", agent.image_user)]);
     if !agent.image_user.is_empty() {
         head.extend([s("-u"), s("0")]);
     }
@@ -197,11 +202,17 @@ fn has_entrypoint(spec: &SandboxSpec) -> bool {
 /// user a command runs as when none is named.
 pub const AGENT_USER_LABEL: &str = "sandboxd.agent.user";
 
+/// The label of a sandbox whose agent socket is inside the sandbox only (a tmpfs at the run
+/// directory; a sandbox made to be checkpointed): the server reaches it by `agent connect`.
+pub const AGENT_INNER_LABEL: &str = "sandboxd.agent.inner";
+
 /// What `agent_run_args` adds.
 #[derive(Debug, Clone)]
 pub struct AgentRun {
     pub binary: std::path::PathBuf,
-    pub run_dir: std::path::PathBuf,
+    /// The host's run directory bind-mounted for the socket; `None`: the socket stays inside
+    /// the sandbox (a tmpfs), reached through `agent connect`.
+    pub run_dir: Option<std::path::PathBuf>,
     /// The image's configured user (`""`: root).
     pub image_user: String,
     /// `init`'s options (probe, shell).

@@ -58,7 +58,9 @@ pub fn shell_command(shell: &str, command: &str) -> Vec<String> {
     vec![s(shell), s("-c"), s(command)]
 }
 
-/// `docker exec -i -u 0 NAME AGENT serve`: the agent channel of a sandbox (its stdio).
-pub fn agent_serve_args(name: &str, agent_path: &str) -> Vec<String> {
-    vec![s("exec"), s("-i"), s("-u"), s("0"), s(name), s(agent_path), s("serve")]
+/// `docker exec -i -u 0 NAME AGENT serve`: the agent channel of a sandbox (its stdio); with
+/// `relay`, `AGENT connect` (the stdio relayed to the `init` agent's socket inside the sandbox).
+pub fn agent_serve_args(name: &str, agent_path: &str, relay: bool) -> Vec<String> {
+    let mode = if relay { "connect" } else { "serve" };
+    vec![s("exec"), s("-i"), s("-u"), s("0"), s(name), s(agent_path), s(mode)]
 }

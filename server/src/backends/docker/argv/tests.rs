@@ -339,15 +339,16 @@ fn ids_and_ports() {
 #[test]
 fn the_agent_starts_as_the_keep_alive_wrapping_the_entrypoint() {
     let cfg = DockerCreateConfig::default();
-    let run = |user: &str, spec: &SandboxSpec| {
+    let run_in = |user: &str, spec: &SandboxSpec, run_dir: Option<&str>| {
         let agent = AgentRun {
             binary: "/s/agent-1".into(),
-            run_dir: "/s/sandboxes/sandboxd-x/run".into(),
+            run_dir: run_dir.map(Into::into),
             image_user: user.into(),
             init_flags: v(&["--probe", "true"]),
         };
         agent_run_args(&cfg, spec, "n", &agent)
     };
+    let run = |user: &str, spec: &SandboxSpec| run_in(user, spec, Some("/s/sandboxes/sandboxd-x/run"));
     let a = run("", &SandboxSpec::new("img"));
     let tail = a.iter().position(|x| x == "--entrypoint").unwrap();
     assert_eq!(
@@ -360,7 +361,13 @@ fn the_agent_starts_as_the_keep_alive_wrapping_the_entrypoint() {
     );
     assert!(a.iter().any(|x| x == "type=bind,source=/s/sandboxes/sandboxd-x/run,target=/.sandboxd/run"));
     assert!(a.iter().any(|x| x == "sandboxd.agent.user="), "{a:?}");
+    assert!(!a.iter().any(|x| x.starts_with("sandboxd.agent.inner")), "{a:?}");
     assert!(!a.windows(2).any(|w| w == ["-u", "0"]), "a root image needs no -u: {a:?}");
+    // A sandbox made to be checkpointed: its socket on a tmpfs inside it, marked so.
+    let inner = run_in("", &SandboxSpec::new("img"), None);
+    assert!(inner.iter().any(|x| x == "type=tmpfs,target=/.sandboxd/run,tmpfs-mode=0700"), "{inner:?}");
+    assert!(inner.iter().any(|x| x == "sandboxd.agent.inner=1"), "{inner:?}");
+    assert!(!inner.iter().any(|x| x.starts_with("type=bind,source=/s/sandboxes")), "{inner:?}");
     let mut spec = SandboxSpec::new("img");
     spec.entrypoint = Some(v(&["app", "--port", "1"]));
     let a = run("sandbox", &spec);
