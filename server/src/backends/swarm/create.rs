@@ -1,8 +1,9 @@
 //! `Create` in cluster mode: `docker service create` (Swarm places it), wait until its task
 //! runs, then the owning node adopts the task's container: `Connect` (the container answers a
 //! command; its shell is found) and `spec.files` uploaded, on this node's own docker backend
-//! when the task landed here, else through the owning node's sandboxd with the cluster token.
-//! Any failure after the service exists removes it.
+//! when the task landed here, else through the owning node's sandboxd with the cluster token,
+//! which also keeps them as the sandbox's `Reset` baseline (`SandboxPeer.KeepBaseline`). A task
+//! Swarm finds no node for is CAPACITY at once. Any failure after the service exists removes it.
 
 use std::time::{Duration, Instant};
 
