@@ -185,8 +185,11 @@ impl SwarmBackend {
         for (path, content) in &spec.files {
             self.upload_on(placement, id, path, content).await?;
         }
-        // What a `Reset` there writes back: the owning node never saw this spec.
-        self.keep_baseline_on(placement, id, spec).await?;
+        // What a `Reset` there writes back: the owning node never saw this spec. A node that
+        // cannot keep it (an older sandboxd) still serves the sandbox; only its `Reset` is refused.
+        if let Err(e) = self.keep_baseline_on(placement, id, spec).await {
+            tracing::warn!(sandbox_id = %id, node = %placement.node.hostname, error = %e, "the owning node did not keep the sandbox's reset baseline; Reset will be refused there");
+        }
         Ok(SandboxHandle {
             sandbox_id: id.to_string(),
             image: answer.image,
