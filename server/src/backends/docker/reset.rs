@@ -46,7 +46,9 @@ const MAX_PATHS: usize = 100_000;
 const KILL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The kill step: POSIX shell builtins only (read, set, case, test, kill), so no child of its
-/// own is among the processes it kills. Prints `K <killed>` then `M <mount point>` lines.
+/// own is among the processes it kills. Prints `K <killed>` then `M <mount point>` lines. Run
+/// after a `roots=keep|kill` line: whether other `docker exec` roots (parent pid 0: the agent's
+/// channels, or with no agent the episode's own execs) are spared.
 const KILL_SCRIPT: &str = r#"self=$$
 keep=" 1 $self "
 p=$self
@@ -95,7 +97,7 @@ for round in 1 2 3 4 5 6; do
     st=; read -r st < $d/stat 2>/dev/null || continue
     set -- ${st##*) }
     [ "$1" = Z ] && continue
-    [ "$2" = 0 ] && continue
+    [ "$2" = 0 ] && [ "$roots" != kill ] && continue
     victims="$victims $q"
     case "$killed" in *" $q "*) ;; *) killed="$killed$q ";; esac
   done
@@ -134,14 +136,15 @@ struct Plan {
 
 impl DockerProvider {
     /// Keep what `id` is reset to beyond its image: the spec it was created from (its files
-    /// and volumes). A sandbox this process did not create has none.
-    pub(super) fn keep_baseline(&self, id: &str, spec: &SandboxSpec) {
+    /// and volumes). A sandbox this process did not create has none, unless the node that
+    /// completed its create (cluster mode) handed it over.
+    pub(crate) fn keep_baseline(&self, id: &str, spec: &SandboxSpec) {
         if let Ok(mut map) = self.baselines.lock() {
             map.insert(id.to_string(), Arc::new(spec.clone()));
         }
     }
 
-    pub(super) fn forget_baseline(&self, id: &str) {
+    pub(crate) fn forget_baseline(&self, id: &str) {
         if let Ok(mut map) = self.baselines.lock() {
             map.remove(id);
         }
@@ -169,14 +172,12 @@ impl DockerProvider {
             agent.close_all_sessions(&name).await?;
         }
         // 2. Every other process of the episode.
+        // Without the agent (the docker exec engine, as in cluster mode) no `docker exec` root
+        // is the agent's channel: the other execs still running are the episode's too.
+        let kill = format!("roots={}\n{KILL_SCRIPT}", if self.agent.is_some() { "keep" } else { "kill" });
         let params = ExecParams { timeout: Some(KILL_TIMEOUT), ..Default::default() };
-        let exec = ExecSpec {
-            name: &name,
-            shell: &handle.shell,
-            command: KILL_SCRIPT,
-            params: &params,
-            user: Some("0"),
-        };
+        let exec =
+            ExecSpec { name: &name, shell: &handle.shell, command: &kill, params: &params, user: Some("0") };
         let result = self.engine.exec(exec).await;
         if result.return_code != 0 || result.error_type.is_some() {
             return Err(ProviderError::FailedPrecondition(format!(
@@ -242,6 +243,9 @@ impl DockerProvider {
 
     /// Remove what the episode added or changed, then write the image's versions back.
     async fn apply(&self, handle: &SandboxHandle, plan: Plan) -> Result<()> {
+        if self.agent.is_none() {
+            return self.apply_by_exec(handle, plan).await;
+        }
         let root = Some(crate::core::spec::User::parse("user", "0")?);
         for path in &plan.remove {
             let op = FileOp::Remove { path: path.as_bytes().to_vec(), recursive: true };
@@ -292,6 +296,81 @@ impl DockerProvider {
         }
         Ok(())
     }
+}
+
+impl DockerProvider {
+    /// `apply` without the agent (the docker exec engine, as in cluster mode): removals,
+    /// directories and links by root execs of shell commands (in scripts of at most
+    /// [`SCRIPT_BYTES`], under the kernel's bound on one argument), files by `docker cp`.
+    async fn apply_by_exec(&self, handle: &SandboxHandle, plan: Plan) -> Result<()> {
+        use super::pty::container::shell_quote as q;
+        let mut lines: Vec<String> = plan.remove.iter().map(|p| format!("rm -rf -- {}", q(p))).collect();
+        for restore in &plan.restore {
+            match restore {
+                Restore::Dir { path, mode } => {
+                    lines.push(format!("mkdir -p -- {p} && chmod {mode:o} -- {p}", p = q(path)));
+                }
+                Restore::Link { path, target } => lines.push(format!("ln -sfn -- {} {}", q(target), q(path))),
+                Restore::File { .. } => {}
+            }
+        }
+        for script in scripts(&lines) {
+            self.root_script(handle, &script).await?;
+        }
+        // Files after their directories (made above); a link's target need not exist.
+        for restore in &plan.restore {
+            if let Restore::File { path, source, mode } = restore {
+                let file = tokio::fs::File::open(source).await?;
+                let size = file.metadata().await?.len();
+                let reader = tokio::io::BufReader::new(file);
+                self.upload_reader(handle, reader, size, path, Some(*mode)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One root exec of `script`; any failure is the reset's.
+    async fn root_script(&self, handle: &SandboxHandle, script: &str) -> Result<()> {
+        let params = ExecParams { timeout: Some(KILL_TIMEOUT), ..Default::default() };
+        let exec = ExecSpec {
+            name: &handle.sandbox_id,
+            shell: &handle.shell,
+            command: script,
+            params: &params,
+            user: Some("0"),
+        };
+        let result = self.engine.exec(exec).await;
+        if result.return_code != 0 || result.error_type.is_some() {
+            return Err(ProviderError::Docker(format!(
+                "sandbox {}: the reset's roll-back failed: exit {}, {}",
+                handle.sandbox_id,
+                result.return_code,
+                result.stderr_str().trim()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The most bytes of one roll-back script (one `sh -c` argument; Linux bounds one at 128 KiB).
+const SCRIPT_BYTES: usize = 64 * 1024;
+
+/// `lines` joined into scripts of at most [`SCRIPT_BYTES`] (a longer line alone), each
+/// stopping at its first failure.
+fn scripts(lines: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::from("set -e\n");
+    for line in lines {
+        if current.len() + line.len() + 1 > SCRIPT_BYTES && current.len() > 7 {
+            out.push(std::mem::replace(&mut current, String::from("set -e\n")));
+        }
+        current.push_str(line);
+        current.push('\n');
+    }
+    if current.len() > 7 {
+        out.push(current);
+    }
+    out
 }
 
 /// A mount point as `/proc/*/mountinfo` escapes it (`\040` for a space, …).
@@ -524,6 +603,17 @@ fn walk(layers: &Layers, mounts: &BTreeSet<String>, rel: &str, out: &mut Plan) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn roll_back_scripts_stay_under_the_argument_bound() {
+        assert!(scripts(&[]).is_empty());
+        let lines: Vec<String> = (0..5000).map(|i| format!("rm -rf -- '/tmp/file-number-{i}'")).collect();
+        let out = scripts(&lines);
+        assert!(out.len() > 1, "{} scripts", out.len());
+        assert!(out.iter().all(|s| s.len() <= SCRIPT_BYTES && s.starts_with("set -e\n")));
+        let joined: usize = out.iter().map(|s| s.lines().count() - 1).sum();
+        assert_eq!(joined, lines.len());
+    }
 
     #[test]
     fn mount_points_are_unescaped() {

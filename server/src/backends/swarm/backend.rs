@@ -71,7 +71,9 @@ impl SwarmBackend {
         let peers = Peers::new(swarm.clone(), engine.clone(), cluster.peer_port);
         // This node's events from the start: another node merging them must not wait for the
         // `docker events` stream to come up (see `watch.rs`).
-        let _ = SandboxBackend::event_hub(&*local);
+        if let Some(hub) = SandboxBackend::event_hub(&*local) {
+            forget_removed_baselines(hub, local.clone());
+        }
         Ok(Self {
             local,
             swarm,
@@ -317,6 +319,7 @@ impl SandboxBackend for SwarmBackend {
     }
 
     async fn close(&self, id: &SandboxId) -> Result<()> {
+        self.local.forget_baseline(id.as_str());
         if !self.remove_service(id.as_str()).await {
             return Err(ProviderError::Unavailable(format!("Swarm did not remove the service of {id}")));
         }
@@ -409,6 +412,13 @@ impl SandboxBackend for SwarmBackend {
         SandboxBackend::usage(&*self.local, id).await
     }
 
+    /// On this node's docker backend (the relay sent a reset of another node's sandbox there),
+    /// with the spec's files the node that completed the create handed over (`create.rs`).
+    async fn reset(&self, id: &SandboxId) -> Result<crate::core::reset::ResetReport> {
+        self.alias(id.as_str()).await?;
+        SandboxBackend::reset(&*self.local, id).await
+    }
+
     async fn settle_exec(&self, handle: &SandboxHandle, result: ExecResult) -> Result<ExecResult> {
         SandboxBackend::settle_exec(&*self.local, handle, result).await
     }
@@ -423,4 +433,22 @@ impl SandboxBackend for SwarmBackend {
     ) -> Option<crate::core::watch::PeerEvents> {
         Some(self.peers.merge(filter.clone()).await)
     }
+}
+
+/// Drops the reset baseline of every sandbox of this node whose container is removed, whoever
+/// removed it (a `Close` answered here, another node's sweep, Swarm giving the task up).
+fn forget_removed_baselines(hub: Arc<crate::core::watch::EventHub>, local: Arc<DockerProvider>) {
+    use tokio::sync::broadcast::error::RecvError;
+    let mut events = hub.subscribe();
+    tokio::spawn(async move {
+        loop {
+            match events.recv().await {
+                Ok(event) if event.kind == crate::core::watch::EventKind::Removed => {
+                    local.forget_baseline(&event.sandbox.sandbox_id)
+                }
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return,
+            }
+        }
+    });
 }

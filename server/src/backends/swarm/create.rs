@@ -1,8 +1,9 @@
 //! `Create` in cluster mode: `docker service create` (Swarm places it), wait until its task
 //! runs, then the owning node adopts the task's container: `Connect` (the container answers a
 //! command; its shell is found) and `spec.files` uploaded, on this node's own docker backend
-//! when the task landed here, else through the owning node's sandboxd with the cluster token.
-//! Any failure after the service exists removes it.
+//! when the task landed here, else through the owning node's sandboxd with the cluster token,
+//! which also keeps them as the sandbox's `Reset` baseline (`SandboxPeer.KeepBaseline`). A task
+//! Swarm finds no node for is CAPACITY at once. Any failure after the service exists removes it.
 
 use std::time::{Duration, Instant};
 
@@ -132,6 +133,11 @@ impl SwarmBackend {
                 if task.current == "running" && !task.node.is_empty() {
                     return self.swarm.placed(id, &task.node).await;
                 }
+                if let Some(why) = no_room(task) {
+                    return Err(ProviderError::ResourceExhausted(format!(
+                        "no node of the cluster can take sandbox {id} now (Swarm: {why}); retry later, or ask for fewer resources"
+                    )));
+                }
                 if FINAL_STATES.contains(&task.current.as_str()) {
                     return Err(ProviderError::Create(format!(
                         "Swarm could not run {id}: task {} ({})",
@@ -160,6 +166,7 @@ impl SwarmBackend {
             for (path, content) in &spec.files {
                 self.upload_on(placement, id, path, content).await?;
             }
+            self.local.keep_baseline(id, spec);
             return Ok(handle);
         }
         let mut client = self.peer_client(placement)?;
@@ -177,6 +184,11 @@ impl SwarmBackend {
             .into_inner();
         for (path, content) in &spec.files {
             self.upload_on(placement, id, path, content).await?;
+        }
+        // What a `Reset` there writes back: the owning node never saw this spec. A node that
+        // cannot keep it (an older sandboxd) still serves the sandbox; only its `Reset` is refused.
+        if let Err(e) = self.keep_baseline_on(placement, id, spec).await {
+            tracing::warn!(sandbox_id = %id, node = %placement.node.hostname, error = %e, "the owning node did not keep the sandbox's reset baseline; Reset will be refused there");
         }
         Ok(SandboxHandle {
             sandbox_id: id.to_string(),
@@ -226,6 +238,22 @@ impl SwarmBackend {
         Ok(())
     }
 
+    /// Hands the spec's files to the owning node `placement` as the sandbox's reset baseline
+    /// (`SandboxPeer.KeepBaseline`).
+    async fn keep_baseline_on(&self, placement: &Placement, id: &str, spec: &SandboxSpec) -> Result<()> {
+        let channel = self.swarm.channel(&placement.node.addr)?;
+        let mut peer = sandboxd_proto::v1::sandbox_peer_client::SandboxPeerClient::new(channel)
+            .max_encoding_message_size(usize::MAX);
+        let request = pb::KeepBaselineRequest {
+            sandbox_id: id.to_string(),
+            files: spec.files.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        };
+        peer.keep_baseline(self.peer_request(request)?)
+            .await
+            .map_err(|s| peer_failure(&placement.node.hostname, "KeepBaseline", s))?;
+        Ok(())
+    }
+
     fn peer_client(&self, placement: &Placement) -> Result<SandboxServiceClient<tonic::transport::Channel>> {
         let channel = self.swarm.channel(&placement.node.addr)?;
         Ok(SandboxServiceClient::new(channel)
@@ -245,6 +273,13 @@ impl SwarmBackend {
     }
 }
 
+/// Swarm's reason when it found no node for a pending task (reservations past every node's
+/// free resources, every node paused or drained, constraints no node meets): the cluster is out
+/// of room now, said at once (CAPACITY) rather than waited on until the create's deadline.
+fn no_room(task: &super::placement::TaskLine) -> Option<&str> {
+    (task.current == "pending" && task.error.contains("no suitable node")).then_some(task.error.as_str())
+}
+
 /// A failed call to the owning node, as the error it stands for.
 fn peer_failure(node: &str, rpc: &str, status: tonic::Status) -> ProviderError {
     let message = format!("{rpc} on node {node}: {}", status.message());
@@ -254,5 +289,22 @@ fn peer_failure(node: &str, rpc: &str, status: tonic::Status) -> ProviderError {
         tonic::Code::Unavailable | tonic::Code::Unknown => ProviderError::Unavailable(message),
         tonic::Code::DeadlineExceeded => ProviderError::Timeout(message),
         _ => ProviderError::CreateVerification(message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::swarm::placement::parse_tasks;
+
+    #[test]
+    fn a_task_no_node_can_take_is_out_of_room() {
+        let text = "sbx-a.1\t\tRunning\tPending 2 seconds ago\t\"no suitable node (insufficient resources on 3 nodes)\"\n\
+                    sbx-b.1\t\tRunning\tPending 1 second ago\t\n\
+                    sbx-c.1\tn1\tRunning\tRunning 1 second ago\t\n";
+        let tasks = parse_tasks(text);
+        assert!(no_room(&tasks[0]).is_some_and(|why| why.contains("insufficient resources")));
+        assert_eq!(no_room(&tasks[1]), None, "not scheduled yet");
+        assert_eq!(no_room(&tasks[2]), None);
     }
 }

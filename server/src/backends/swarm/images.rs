@@ -40,7 +40,8 @@ pub struct PeerImages {
 
 impl PeerImages {
     pub fn server(local: Arc<DockerProvider>, token: String) -> SandboxPeerServer<PeerImages> {
-        SandboxPeerServer::new(PeerImages { local, token })
+        // A `KeepBaseline` carries a spec's files: as large as a `Create` may be (64 MiB).
+        SandboxPeerServer::new(PeerImages { local, token }).max_decoding_message_size(64 << 20)
     }
 
     fn check<T>(&self, request: &Request<T>) -> std::result::Result<(), Status> {
@@ -102,6 +103,19 @@ impl SandboxPeer for PeerImages {
         })
         .filter_map(std::future::ready);
         Ok(Response::new(Box::pin(chunks.chain(end))))
+    }
+
+    async fn keep_baseline(
+        &self,
+        request: Request<pb::KeepBaselineRequest>,
+    ) -> std::result::Result<Response<pb::KeepBaselineResponse>, Status> {
+        self.check(&request)?;
+        let keep = request.into_inner();
+        let id = crate::core::spec::SandboxId::parse("sandbox_id", &keep.sandbox_id)?;
+        let spec =
+            crate::core::spec::SandboxSpec { files: keep.files.into_iter().collect(), ..Default::default() };
+        self.local.keep_baseline(id.as_str(), &spec);
+        Ok(Response::new(pb::KeepBaselineResponse {}))
     }
 
     type FetchImageStream = BoxStream<pb::PrefetchImagesResponse>;

@@ -31,6 +31,10 @@ use view::{take_into, Def, Member, Reading, View};
 
 /// How often each node reads the pools again (the leader refills on the same beat).
 const TICK: Duration = Duration::from_secs(1);
+/// Why a cluster's pool does not recycle.
+const NO_RECYCLING: &str =
+    "is not offered in cluster mode (cluster.mode swarm): a closed pool sandbox is removed \
+                            there (Reset in place works on any sandbox of the cluster)";
 
 /// The cluster's pools, as one node serves them.
 pub struct ClusterPools {
@@ -53,6 +57,16 @@ impl ClusterPools {
         create_timeout: Duration,
     ) -> Arc<Self> {
         let engine = backend.engine.clone();
+        let config_pools = config_pools
+            .into_iter()
+            .map(|mut spec| {
+                if spec.recycle {
+                    tracing::warn!(pool = %spec.name, "pools[].recycle {NO_RECYCLING}: ignored");
+                    spec.recycle = false;
+                }
+                spec
+            })
+            .collect();
         Arc::new(Self {
             backend,
             engine,
@@ -217,6 +231,9 @@ fn shares(ready: Option<&VecDeque<Member>>) -> Vec<(String, u32)> {
 impl SharedPools for ClusterPools {
     async fn create(&self, tenant: Option<String>, spec: PoolSpec) -> Result<PoolStatus, PoolError> {
         super::argv::check_spec(&spec.template)?;
+        if spec.recycle {
+            return Err(ProviderError::invalid("pool.recycle", NO_RECYCLING).into());
+        }
         self.refresh().await?;
         let key = (tenant.clone(), spec.name.clone());
         {
