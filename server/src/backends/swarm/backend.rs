@@ -72,7 +72,7 @@ impl SwarmBackend {
         // This node's events from the start: another node merging them must not wait for the
         // `docker events` stream to come up (see `watch.rs`).
         let _ = SandboxBackend::event_hub(&*local);
-        Ok(Self {
+        let backend = Self {
             local,
             swarm,
             cli,
@@ -83,7 +83,10 @@ impl SwarmBackend {
             claims: OnceLock::new(),
             here: Mutex::default(),
             images: Default::default(),
-        })
+        };
+        // What this node's tasks run on, for every manager's placement (`runtimes.rs`).
+        backend.advertise_runtime().await;
+        Ok(backend)
     }
 
     pub fn swarm(&self) -> &Arc<Swarm> {
