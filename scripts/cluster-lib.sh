@@ -76,7 +76,24 @@ start_dockerd() {
   name="$(node_name "$i")"
   ns="$(node_ns "$i")"
   dir="$CLUSTER_DIR/$name"
-  [[ -f "$dir/daemon.json" ]] || echo '{}' >"$dir/daemon.json"
+  if [[ ! -f "$dir/daemon.json" ]]; then
+    local runsc_nodes="${SANDBOXD_CLUSTER_RUNSC_NODES:-}"
+    if [[ " ${runsc_nodes//,/ } " == *" $i "* ]]; then
+      # A gVisor node: runsc registered and its *default* runtime (a Swarm task has no
+      # --runtime; it runs on its node's default). Arguments as scripts/runsc-daemon.sh's, less
+      # --host-uds (a Swarm task has no agent socket: cluster mode execs with `docker exec`).
+      cat >"$dir/daemon.json" <<EOF
+{
+  "runtimes": {
+    "runsc": {"path": "${RUNSC:-/usr/bin/runsc}", "runtimeArgs": ["--platform=ptrace", "--network=host"]}
+  },
+  "default-runtime": "runsc"
+}
+EOF
+    else
+      echo '{}' >"$dir/daemon.json"
+    fi
+  fi
   setsid nsenter --net="/run/netns/$ns" unshare --uts -- sh -c 'hostname "$1"; shift; exec "$@"' sh "$name" \
     dockerd --config-file "$dir/daemon.json" -H "unix://$dir/docker.sock" \
     --containerd "$dir/containerd.sock" --containerd-namespace "sbxc-$name" \

@@ -21,6 +21,9 @@
 #   SANDBOXD_CLUSTER_PORT    first loopback port on the host (default 50150: node i gets +i)
 #   SANDBOXD_CLUSTER_MODE    the sandboxds' cluster.mode: swarm (default: one service answers for
 #                            every node's sandboxes) or single (each node on its own)
+#   SANDBOXD_CLUSTER_RUNSC_NODES  node numbers (e.g. "2" or "2,3") whose daemon has gVisor's runsc
+#                            registered as its default runtime: their Swarm tasks run on gVisor,
+#                            and each one's sandboxd advertises runsc (node label sandboxd.runtime)
 #
 # Why namespaces and private daemons: the machine's own daemon is never touched (never put in
 # swarm mode); each test host has its own containerd, socket, data root, exec root, hostname and

@@ -31,9 +31,6 @@ pub fn check_config(cfg: &DockerCreateConfig) -> Result<(), crate::config::Confi
     if !cfg.extra_run_args.is_empty() {
         return refuse("create.extra_run_args", "these are `docker run` flags; a sandbox is a Swarm service");
     }
-    if cfg.runtime != crate::config::DEFAULT_RUNTIME {
-        return refuse("create.runtime", "docker service create has no --runtime");
-    }
     Ok(())
 }
 
@@ -104,12 +101,6 @@ pub fn check_spec(spec: &SandboxSpec) -> Result<(), ProviderError> {
     if spec.shm_size_bytes.is_some() {
         return refuse("spec.shm_size_bytes", "Swarm services have no --shm-size");
     }
-    if spec.runtime.as_deref().is_some_and(|r| r != crate::config::DEFAULT_RUNTIME) {
-        return refuse(
-            "spec.runtime",
-            "Swarm services have no --runtime: every task runs on its node's default runtime (runc)",
-        );
-    }
     if !spec.volumes.is_empty() {
         return refuse("spec.volumes", "a named volume lives on one node, and Swarm picks the node");
     }
@@ -126,6 +117,10 @@ pub fn check_spec(spec: &SandboxSpec) -> Result<(), ProviderError> {
 /// owning node's docker backend reads back (ports, tenant, metadata).
 fn sandbox_labels(spec: &SandboxSpec) -> Vec<(String, String)> {
     let mut labels = vec![(s(SANDBOX_LABEL), s("1"))];
+    // The runtime it asked for (its node runs it: `runtimes.rs`), for List, Status and Watch.
+    if let Some(runtime) = &spec.runtime {
+        labels.push((s(crate::backends::docker::labels::OCI_RUNTIME_LABEL), runtime.clone()));
+    }
     if !spec.ports.is_empty() {
         let ports: Vec<String> = spec.ports.iter().map(u16::to_string).collect();
         labels.push((s(PORTS_LABEL), ports.join(",")));
@@ -482,8 +477,7 @@ mod tests {
     #[test]
     fn what_swarm_cannot_express_is_named() {
         type Change = fn(&mut SandboxSpec);
-        let cases: [(Change, &str); 5] = [
-            (|s| s.runtime = Some("runsc".into()), "spec.runtime"),
+        let cases: [(Change, &str); 4] = [
             (|s| s.provider_options.run_args = vec!["--privileged".into()], "spec.provider_options.run_args"),
             (|s| s.provider_options.volumes = vec!["/a:/b".into()], "spec.provider_options.volumes"),
             (|s| s.resources.gpu = Some(1), "spec.resources.gpu"),
@@ -503,10 +497,13 @@ mod tests {
         assert!(check_spec(&spec()).is_ok());
         let cfg = DockerCreateConfig { security_opt: vec!["no-new-privileges".into()], ..Default::default() };
         assert_eq!(check_config(&cfg).unwrap_err().field, "create.security_opt");
+        // A runtime is placement's (`runtimes.rs`): the nodes whose tasks run on it.
         let cfg = DockerCreateConfig { runtime: "runsc".into(), ..Default::default() };
-        assert_eq!(check_config(&cfg).unwrap_err().field, "create.runtime");
-        let runc = SandboxSpec { runtime: Some("runc".into()), ..SandboxSpec::new("img") };
-        assert!(check_spec(&runc).is_ok(), "runc is every node's default");
+        assert!(check_config(&cfg).is_ok());
+        let runsc = SandboxSpec { runtime: Some("runsc".into()), ..SandboxSpec::new("img") };
+        assert!(check_spec(&runsc).is_ok());
+        let labels = sandbox_labels(&runsc);
+        assert!(labels.contains(&(s("sandboxd.oci_runtime"), s("runsc"))), "{labels:?}");
     }
 
     #[test]

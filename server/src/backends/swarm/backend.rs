@@ -74,7 +74,7 @@ impl SwarmBackend {
         if let Some(hub) = SandboxBackend::event_hub(&*local) {
             forget_removed_baselines(hub, local.clone());
         }
-        Ok(Self {
+        let backend = Self {
             local,
             swarm,
             cli,
@@ -85,7 +85,10 @@ impl SwarmBackend {
             claims: OnceLock::new(),
             here: Mutex::default(),
             images: Default::default(),
-        })
+        };
+        // What this node's tasks run on, for every manager's placement (`runtimes.rs`).
+        backend.advertise_runtime().await;
+        Ok(backend)
     }
 
     pub fn swarm(&self) -> &Arc<Swarm> {

@@ -45,8 +45,10 @@ impl SwarmBackend {
         if let Some(ttl) = plan.ttl {
             labels.push((lease::EXPIRES_LABEL, lease::after_ms(now, ttl).to_string()));
         }
-        // Only nodes that have the image (none: refused at once, naming it).
+        // Only nodes whose tasks run on the spec's runtime (none: refused at once, naming it)
+        // and that have the image (none: refused at once, naming it).
         let mut cluster = self.cluster.clone();
+        cluster.constraints.extend(self.runtime_constraints(spec).await?);
         cluster.constraints.extend(self.image_constraints(&spec.image).await?);
         let args = argv::service_create_args(&self.docker_config.create, &cluster, spec, id, &labels);
         let (env, env_file) = crate::backends::docker::argv::run_env(&spec.env);

@@ -192,6 +192,16 @@ pub struct Node {
 pub struct NodeDescription {
     #[serde(rename = "Hostname", default)]
     pub hostname: String,
+    #[serde(rename = "Engine", default)]
+    pub engine: NodeEngine,
+}
+
+/// The node's Docker Engine as Swarm describes it: its labels are the daemon's own
+/// (`daemon.json` `labels`, `dockerd --label`), set on the node itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct NodeEngine {
+    #[serde(rename = "Labels", default)]
+    pub labels: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]

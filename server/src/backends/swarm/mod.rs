@@ -9,7 +9,8 @@
 //! reads Swarm's state (task → node → address); `create` and `inventory` are `Create` and
 //! `List`/status/sweep; `watch` merges the other nodes' events into a `Watch`; `pools` and
 //! `records` are the warm pools kept in Swarm's state; `argv` every docker command line of
-//! cluster mode, `engine` the few Engine API calls made without the CLI.
+//! cluster mode, `engine` the few Engine API calls made without the CLI;
+//! `runtimes` keeps a create on the nodes whose tasks run on the OCI runtime it asks for.
 
 pub mod argv;
 mod backend;
@@ -22,6 +23,7 @@ pub mod placement;
 mod pools;
 pub mod records;
 mod relay;
+mod runtimes;
 mod watch;
 
 pub use backend::SwarmBackend;

@@ -1,0 +1,95 @@
+//! Placement by OCI runtime in `cluster.mode: swarm` (issue 27), on a 2-node test cluster of
+//! `scripts/cluster-up.sh` whose node 2 is a gVisor node (`SANDBOXD_CLUSTER_RUNSC_NODES=2`: its
+//! daemon has runsc registered as its default runtime, since a Swarm task runs on its node's
+//! default) and node 1 a runc one that advertises nothing. Node 2's sandboxd advertises runsc
+//! at start (node label `sandboxd.runtime`, from its daemon's `docker info`); then a create
+//! asking for runsc goes only to node 2 and runs on gVisor (its `dmesg`), one asking for runc
+//! (or nothing) only to node 1, and with node 2 paused a runsc create is FAILED_PRECONDITION
+//! naming runsc, nothing created. Needs `/usr/bin/runsc` (`scripts/install-deps.sh`).
+
+use std::path::Path;
+use std::time::Duration;
+
+use sandboxd_client::{spec, spec_on, Sandbox};
+use testkit::cluster::TestCluster;
+use testkit::images::BUSYBOX;
+use testkit::wait::until;
+
+const WAIT: Duration = Duration::from_secs(120);
+
+fn sandboxd_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_sandboxd"))
+}
+
+fn step(what: &str) {
+    eprintln!("cluster_runtimes: {what}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_goes_to_a_node_that_runs_its_runtime() {
+    assert!(Path::new("/usr/bin/runsc").exists(), "runsc is missing: apt-get install runsc (scripts/install-deps.sh)");
+    let config = "docker:\n  runtimes:\n    - name: runc\n    - name: runsc\n";
+    let cluster = TestCluster::start(
+        2,
+        sandboxd_bin(),
+        &[("SANDBOXD_CLUSTER_RUNSC_NODES", "2"), ("SANDBOXD_CLUSTER_CONFIG", config)],
+    );
+    let clients = cluster.clients().await;
+    let (n1, n2) = (&cluster.nodes[0], &cluster.nodes[1]);
+
+    step("node 2's sandboxd advertised its daemon's default runtime; node 1 advertises none");
+    let label = |node: &str| {
+        let out = n1.docker(&["node", "inspect", "--format", "{{index .Spec.Labels \"sandboxd.runtime\"}}", node]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    until(WAIT, "node 2 to advertise runsc", || async {
+        match label(&n2.name) {
+            l if l == "runsc" => Ok(()),
+            other => Err(other),
+        }
+    })
+    .await;
+    let none = label(&n1.name);
+    assert!(none.is_empty() || none == "<no value>", "node 1 (runc) advertises nothing, not {none:?}");
+
+    step("runsc creates (through either node) land on node 2 and run on gVisor");
+    let mut made = Vec::new();
+    for client in &clients {
+        let sandbox = Sandbox::start(client, spec_on(BUSYBOX, "runsc")).await.unwrap();
+        assert_eq!(n1.placements().get(sandbox.id()), Some(&n2.name), "a runsc sandbox off the runsc node");
+        assert_eq!(sandbox.runtime().await.unwrap(), "runsc");
+        let dmesg = sandbox.exec("dmesg | head -n 1").await.unwrap();
+        assert!(dmesg.stdout_str().contains("Starting gVisor"), "{:?}", dmesg.stdout_str());
+        made.push(sandbox);
+    }
+
+    step("runc creates, named or by default, land on node 1 (the host's kernel)");
+    for s in [spec_on(BUSYBOX, "runc"), spec(BUSYBOX)] {
+        let sandbox = Sandbox::start(&clients[1], s).await.unwrap();
+        assert_eq!(n1.placements().get(sandbox.id()), Some(&n1.name), "a runc sandbox on the runsc node");
+        let dmesg = sandbox.exec("dmesg 2>&1 | head -n 1").await.unwrap();
+        assert!(!dmesg.stdout_str().contains("gVisor"), "{:?}", dmesg.stdout_str());
+        made.push(sandbox);
+    }
+
+    step("with node 2 paused, no node runs runsc: FAILED_PRECONDITION naming it, nothing created");
+    let services = |n: &testkit::cluster::ClusterNode| n.placements().len();
+    let before = services(n1);
+    n1.set_availability(&n2.name, "pause");
+    let e = Sandbox::start(&clients[0], spec_on(BUSYBOX, "runsc")).await.unwrap_err();
+    n1.set_availability(&n2.name, "active");
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    assert!(e.to_string().contains("\"runsc\"") && e.to_string().contains("spec.runtime"), "{e}");
+    assert_eq!(services(n1), before, "a refused create left a service");
+
+    step("a runtime the cluster does not offer is INVALID_ARGUMENT naming the offered ones");
+    let e = Sandbox::start(&clients[0], spec_on(BUSYBOX, "kata")).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    assert!(e.to_string().contains("runc, runsc"), "{e}");
+
+    for sandbox in made {
+        sandbox.stop().await.unwrap();
+    }
+    assert!(cluster.down(), "cluster-down.sh failed");
+    assert_eq!(cluster.leftovers(), Vec::<String>::new());
+}
