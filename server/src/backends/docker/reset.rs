@@ -144,7 +144,7 @@ impl DockerProvider {
         }
     }
 
-    pub(crate) fn forget_baseline(&self, id: &str) {
+    pub(super) fn forget_baseline(&self, id: &str) {
         if let Ok(mut map) = self.baselines.lock() {
             map.remove(id);
         }

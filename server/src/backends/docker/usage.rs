@@ -90,6 +90,14 @@ impl DockerProvider {
         self.usage_book.forget(name);
     }
 
+    /// Forget what this process kept of a sandbox someone else removed (cluster mode: a task
+    /// container of this node whose service another node, or Swarm, took away): its reset
+    /// baseline and its usage counts.
+    pub(crate) fn forget_removed(&self, name: &str) {
+        self.forget_baseline(name);
+        self.forget_usage(name);
+    }
+
     /// Whether the sandbox's cgroup saw an OOM kill not yet attributed to a command.
     async fn new_oom_kill(&self, name: &str, facts: &Facts) -> bool {
         if facts.pid == 0 {
