@@ -355,6 +355,58 @@ async fn tokens_reach_their_own_sandbox_up_to_their_scope() {
     assert_eq!(fake.sandboxes().keys().collect::<Vec<_>>(), [&other.sandbox_id]);
 }
 
+/// One call context: a tenant's call looks its sandbox up once (the check's lookup is the
+/// handler's), for Exec, Grant, Status and Stat alike.
+#[tokio::test]
+async fn a_tenants_call_looks_its_sandbox_up_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenants = dir.path().join("tenants.json");
+    let key_sha256 = sandboxd::auth::tenants::key_sha256("t1-key");
+    std::fs::write(&tenants, format!(r#"{{"tenants": [{{"name": "t1", "key_sha256": "{key_sha256}"}}]}}"#))
+        .unwrap();
+    let mut config = config(dir.path());
+    config.server.auth.tenants_file = Some(tenants);
+    let fake = Arc::new(FakeBackend::new());
+    let service = TestService::start_backend(fake.clone(), config, None);
+    let mut raw = raw_client(&service.url).await;
+    fn key<T>(message: T) -> tonic::Request<T> {
+        with_bearer(message, "t1-key")
+    }
+    let id = raw
+        .create(key(proto::CreateRequest { spec: Some(spec()) }))
+        .await
+        .unwrap()
+        .into_inner()
+        .sandbox
+        .unwrap()
+        .sandbox_id;
+    let lookups = || fake.calls().iter().filter(|c| *c == "lookup").count();
+
+    let before = lookups();
+    let exec = proto::ExecRequest { sandbox_id: id.clone(), command: "echo ok".into(), ..Default::default() };
+    assert_eq!(raw.exec(key(exec)).await.unwrap().into_inner().stdout, b"ok\n");
+    assert_eq!(lookups() - before, 1, "Exec");
+
+    let before = lookups();
+    let grant = proto::GrantRequest {
+        sandbox_id: id.clone(),
+        scope: proto::TokenScope::Read as i32,
+        ..Default::default()
+    };
+    assert!(!raw.grant(key(grant)).await.unwrap().into_inner().token.is_empty());
+    assert_eq!(lookups() - before, 1, "Grant");
+
+    let before = lookups();
+    raw.status(key(proto::StatusRequest { sandbox_id: id.clone() })).await.unwrap();
+    assert_eq!(lookups() - before, 1, "Status");
+
+    // The fake does not model file calls: the call fails after its one lookup.
+    let before = lookups();
+    let stat = proto::StatRequest { sandbox_id: id.clone(), path: b"/tmp".to_vec(), ..Default::default() };
+    let _ = raw.stat(key(stat)).await;
+    assert_eq!(lookups() - before, 1, "Stat");
+}
+
 /// The lifecycle's leases and the sweep over the fake: a sandbox whose lease ended goes, the
 /// others stay.
 #[tokio::test]

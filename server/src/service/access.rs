@@ -1,8 +1,10 @@
 //! Authorization in the service: what the gate found ([`Principal`]) checked against the
 //! sandbox a handler names, `Grant` and `Revoke`, and the owner token `Create` returns.
-//! Each handler makes one call, `api.authorize(&principal, sandbox_id, const { scope("X") })`:
-//! the scope each RPC needs is a row of `service/rpc_table.rs` (read, operate, owner; `Key` for
-//! the calls a tenant key or the operator makes: Create, List, snapshots, volumes, pools, Watch).
+//! Each handler makes one call, `api.authorize(&principal, sandbox_id, const { scope("X") })`,
+//! or `api.authorize_handle(…)` when it uses the sandbox's handle (the check's lookup is the
+//! handler's: no handler looks the handle up again): the scope each RPC needs is a row of
+//! `service/rpc_table.rs` (read, operate, owner; `Key` for the calls a tenant key or the
+//! operator makes: Create, List, snapshots, volumes, pools, Watch).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -130,7 +132,17 @@ pub(super) async fn grant(
     }
     .min(api.access.owner_token_ttl.max(api.access.grant_ttl));
     // A grant needs the sandbox at the granted scope: never wider than the caller's own.
-    api.authorize(&principal, &req.sandbox_id, scope).await?;
+    // An operator's or a tenant's grant names the sandbox's tenant: its handle, looked up once
+    // by the check; a token's names its own.
+    let handle = match &principal {
+        Principal::Token(_) => {
+            api.authorize(&principal, &req.sandbox_id, scope).await?;
+            None
+        }
+        Principal::Operator | Principal::Tenant(_) => {
+            Some(api.authorize_handle(&principal, &req.sandbox_id, scope).await?)
+        }
+    };
     let (widest, until) = principal.grantable(&req.sandbox_id)?;
     if !widest.allows(scope) {
         return Err(Status::permission_denied(format!(
@@ -138,7 +150,7 @@ pub(super) async fn grant(
         )));
     }
     let tenant = match &principal {
-        Principal::Operator | Principal::Tenant(_) => api.handle(&req.sandbox_id).await?.tenant,
+        Principal::Operator | Principal::Tenant(_) => handle.and_then(|h| h.tenant),
         Principal::Token(c) => c.ten.clone(),
     };
     let chain = match &principal {

@@ -139,8 +139,7 @@ pub(super) async fn fork(
     let span = span("Fork", &req.sandbox_id);
     let id = sandbox_id(&req.sandbox_id)?;
     let source = id.clone();
-    api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Fork") }).await?;
-    api.check_fork_runtime(&principal, id.as_str()).await?;
+    api.authorize_fork(&principal, id.as_str()).await?;
     let _permit = api.quotas.fork_allowed(api, &principal, req.count).await?;
     api.quotas.snapshot_allowed(api, &principal).await?;
     let fork_labels = tenant_labels(&principal, req.labels);
@@ -172,8 +171,7 @@ async fn fork_live(
     };
     match &id {
         Some(id) => {
-            api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Fork") }).await?;
-            api.check_fork_runtime(&principal, id.as_str()).await?;
+            api.authorize_fork(&principal, id.as_str()).await?;
         }
         None => SandboxApi::require_key(&principal, "Fork from a snapshot")?,
     }

@@ -38,12 +38,16 @@ pub(super) async fn exec_request(
 ) -> Result<(SandboxHandle, String, ExecParams, bool), Status> {
     let deadline = deadline::grpc_timeout(request.metadata());
     let principal = Principal::of(&request);
-    api.authorize(&principal, &request.get_ref().sandbox_id, const { super::rpc_table::scope("Exec") })
+    let handle = api
+        .authorize_handle(
+            &principal,
+            &request.get_ref().sandbox_id,
+            const { super::rpc_table::scope("Exec") },
+        )
         .await?;
     let req = request.into_inner();
     let requested = req.timeout_s.map(|t| convert::seconds("timeout_s", t)).transpose()?;
     let (timeout, capped) = deadline::cap(requested.or(api.backend().default_exec_timeout()), deadline);
-    let handle = api.handle(&req.sandbox_id).await?;
     let params = ExecParams {
         cwd: req.cwd,
         env: api.call_env(&handle, convert::sorted(req.env)),

@@ -59,7 +59,9 @@ pub(super) async fn list_dir(
     let req = request.into_inner();
     let span = span("ListDir", &req.sandbox_id);
     let batches = async {
-        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("ListDir") }).await?;
+        let handle = api
+            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope("ListDir") })
+            .await?;
         check_path("path", &req.path)?;
         if req.depth > MAX_DEPTH {
             return Err(super::status::invalid(
@@ -68,7 +70,6 @@ pub(super) async fn list_dir(
             ));
         }
         let user = user_of(&req.user)?;
-        let handle = api.handle(&req.sandbox_id).await?;
         let query =
             ListDirQuery { path: req.path, depth: req.depth.max(1), include_hidden: req.include_hidden };
         Ok::<_, Status>(api.backend().list_dir(&handle, &query, user.as_ref()).await?)
@@ -90,10 +91,11 @@ pub(super) async fn stat(
     let principal = Principal::of(&request);
     let req = request.into_inner();
     async {
-        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("Stat") }).await?;
+        let handle = api
+            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope("Stat") })
+            .await?;
         check_path("path", &req.path)?;
         let user = user_of(&req.user)?;
-        let handle = api.handle(&req.sandbox_id).await?;
         let entry = api.backend().stat(&handle, &req.path, req.follow_links, user.as_ref()).await?;
         Ok(Response::new(pb::StatResponse { entry: Some(entry_to_wire(entry)) }))
     }
@@ -116,7 +118,7 @@ async fn file_op(
             FileOp::Remove { .. } => const { super::rpc_table::scope("Remove") },
             FileOp::Rename { .. } => const { super::rpc_table::scope("Rename") },
         };
-        api.authorize(&principal, sandbox_id, needed).await?;
+        let handle = api.authorize_handle(&principal, sandbox_id, needed).await?;
         match &op {
             FileOp::MakeDir { path, mode, .. } => {
                 check_path("path", path)?;
@@ -139,7 +141,6 @@ async fn file_op(
             }
         }
         let user = user_of(user)?;
-        let handle = api.handle(sandbox_id).await?;
         Ok(api.backend().file_op(&handle, &op, user.as_ref()).await?)
     }
     .instrument(span(rpc, sandbox_id))
@@ -187,10 +188,11 @@ pub(super) async fn watch_dir(
     let req = request.into_inner();
     let span = span("WatchDir", &req.sandbox_id);
     let mut changes = async {
-        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("WatchDir") }).await?;
+        let handle = api
+            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope("WatchDir") })
+            .await?;
         check_path("path", &req.path)?;
         let user = user_of(&req.user)?;
-        let handle = api.handle(&req.sandbox_id).await?;
         Ok::<_, Status>(api.backend().watch_dir(&handle, &req.path, req.recursive, user.as_ref()).await?)
     }
     .instrument(span.clone())

@@ -102,14 +102,24 @@ pub(super) async fn status(
     let span = span("Status", &request.get_ref().sandbox_id);
     async {
         let id = SandboxId::parse("sandbox_id", &request.get_ref().sandbox_id)?;
-        api.authorize(&Principal::of(&request), id.as_str(), const { super::rpc_table::scope("Status") })
-            .await?;
+        let principal = Principal::of(&request);
+        let needed = const { super::rpc_table::scope("Status") };
+        // A tenant's check looks the handle up: the runtime comes from it. Others are not
+        // looked up for the check (a sandbox gone by now is `Stopped`, not an error).
+        let checked = match principal {
+            Principal::Tenant(_) => Some(api.authorize_handle(&principal, id.as_str(), needed).await?),
+            _ => {
+                api.authorize(&principal, id.as_str(), needed).await?;
+                None
+            }
+        };
         let status = api.backend().status(&id).await?;
         // The runtime from the handle (cached; one inspect after a restart); a sandbox gone
         // by now has none to show.
-        let runtime = match status {
-            crate::core::spec::SandboxStatus::Stopped => String::new(),
-            _ => api.handle(id.as_str()).await.ok().and_then(|h| h.runtime).unwrap_or_default(),
+        let runtime = match (status, checked) {
+            (crate::core::spec::SandboxStatus::Stopped, _) => String::new(),
+            (_, Some(handle)) => handle.runtime.unwrap_or_default(),
+            (_, None) => api.handle(id.as_str()).await.ok().and_then(|h| h.runtime).unwrap_or_default(),
         };
         Ok(Response::new(pb::StatusResponse { status: status.to_wire() as i32, runtime }))
     }

@@ -42,14 +42,14 @@ impl SandboxApi {
         }
     }
 
-    /// A fork's children run on their source's runtime: refused for a caller bound to another.
-    pub(super) async fn check_fork_runtime(
-        &self,
-        principal: &Principal,
-        sandbox_id: &str,
-    ) -> Result<(), Status> {
-        let Some(bound) = self.bound_runtime(principal) else { return Ok(()) };
-        let source = self.handle(sandbox_id).await?.runtime.unwrap_or_default();
+    /// `Fork`'s check: its scope, and a fork's children run on their source's runtime, refused
+    /// for a caller bound to another (the source's handle is the check's own lookup).
+    pub(super) async fn authorize_fork(&self, principal: &Principal, sandbox_id: &str) -> Result<(), Status> {
+        let needed = const { super::rpc_table::scope("Fork") };
+        let Some(bound) = self.bound_runtime(principal) else {
+            return self.authorize(principal, sandbox_id, needed).await;
+        };
+        let source = self.authorize_handle(principal, sandbox_id, needed).await?.runtime.unwrap_or_default();
         if source == bound {
             return Ok(());
         }
