@@ -16,12 +16,21 @@ pub use crate::grpc_timeout::parse;
 /// answer to travel back. Returns the timeout and whether the deadline set it.
 pub fn cap(requested: Option<Duration>, deadline: Option<Duration>) -> (Option<Duration>, bool) {
     let Some(deadline) = deadline else { return (requested, false) };
-    let margin = (deadline / 20).min(Duration::from_millis(250));
-    let budget = deadline.saturating_sub(margin).max(Duration::from_millis(1));
+    let budget = deadline.saturating_sub(margin(deadline)).max(Duration::from_millis(1));
     match requested {
         Some(r) if r <= budget => (Some(r), false),
         _ => (Some(budget), true),
     }
+}
+
+/// When the answer to a call with this deadline must leave: after the command's capped
+/// timeout (the deadline less the margin), before the caller's own timer fires.
+pub fn answer_by(deadline: Duration) -> Duration {
+    deadline.saturating_sub(margin(deadline) / 2).max(Duration::from_millis(1))
+}
+
+fn margin(deadline: Duration) -> Duration {
+    (deadline / 20).min(Duration::from_millis(250))
 }
 
 #[cfg(test)]
@@ -35,6 +44,8 @@ mod tests {
         assert_eq!(cap(Some(s(1)), Some(s(10))), (Some(s(1)), false));
         let (t, capped) = cap(Some(s(100)), Some(s(10)));
         assert!(capped && t.unwrap() < s(10) && t.unwrap() > s(9));
+        let by = answer_by(s(2));
+        assert!(by > cap(None, Some(s(2))).0.unwrap() && by < s(2), "{by:?}");
         assert!(cap(None, Some(s(10))).1);
     }
 }

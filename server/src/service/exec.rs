@@ -16,8 +16,27 @@ pub(super) async fn exec(
     let span = span("Exec", &request.get_ref().sandbox_id);
     async {
         let _slot = api.quotas.exec_slot(api, &Principal::of(&request))?;
+        let answer_by = deadline::grpc_timeout(request.metadata()).map(deadline::answer_by);
         let (handle, command, params, capped) = exec_request(api, request).await?;
-        let result = api.backend().exec(&handle, &command, &params).await?;
+        let backend = api.backend().clone();
+        let run = async move { backend.exec(&handle, &command, &params).await }.in_current_span();
+        let result = match answer_by.filter(|_| capped) {
+            // The command's timeout is the deadline's: it is killed then, and its exit report
+            // may come late on a loaded host. The caller hears DEADLINE_EXCEEDED in time either
+            // way (never its own client's CANCELLED); the kill goes on in the background.
+            Some(by) => match tokio::time::timeout(by, tokio::spawn(run)).await {
+                Ok(joined) => {
+                    joined.map_err(|e| Status::internal(format!("the exec task failed: {e}")))??
+                }
+                Err(_) => {
+                    crate::metrics::global().exec_result(ExecErrorType::Timeout.as_str());
+                    return Err(Status::deadline_exceeded(
+                        "the call's deadline passed before the command finished",
+                    ));
+                }
+            },
+            None => run.await?,
+        };
         Ok(Response::new(pb::ExecResponse::from(exec_outcome(result, capped)?)))
     }
     .instrument(span)
