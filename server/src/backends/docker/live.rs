@@ -101,6 +101,14 @@ fn tree_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
+/// What a call that needs a running sandbox answers on a hibernated one: nothing wakes it but
+/// `Resume` (a call never wakes it implicitly: a trainer decides when memory comes back).
+pub(super) fn hibernated_error(sandbox_id: &str) -> ProviderError {
+    ProviderError::FailedPrecondition(format!(
+        "sandbox {sandbox_id:?} is hibernated (checkpointed to disk, stopped): Resume wakes it"
+    ))
+}
+
 /// Where runsc keeps one container's state (its `--root`) and the runsc binary, learnt from the
 /// container's running gVisor sandbox process on this host.
 ///
@@ -587,6 +595,14 @@ impl DockerProvider {
             "sandbox hibernated"
         );
         Ok(Hibernated { checkpoint_bytes: bytes, memory_freed_bytes: memory })
+    }
+
+    /// As `is_hibernated`, by name (false for a name that is no sandbox id).
+    pub(super) async fn is_hibernated_name(&self, name: &str) -> bool {
+        match SandboxId::parse("sandbox_id", name) {
+            Ok(id) => self.is_hibernated(&id).await,
+            Err(_) => false,
+        }
     }
 
     /// Whether the sandbox sleeps in a hibernation checkpoint: this process put it there, or
