@@ -13,9 +13,12 @@
 //! `leave_running`, the default) the source is restored from the same checkpoint. runsc's own
 //! `--leave-running` panics in the release these machines have ("invalid state transition:
 //! paused => stopped"). A restored sandbox's TCP connections are gone (reset) and every host
-//! side of a stream (exec, terminal streams, the agent's connection) must re-attach: the
-//! server reconnects to the agent's socket on the next call, and terminal sessions the agent
-//! holds are re-attached by id with their retained output.
+//! side of a stream (exec, terminal streams, the agent's connection) must re-attach: on such a
+//! runtime the agent is the sandbox's `init` on a socket inside gVisor, reached through a
+//! `docker exec -i … agent connect` relay that a checkpoint lets go (terminal streams are
+//! detached first, `detach_pty_sessions`); the next call opens a new relay to the restored
+//! `init`, and the terminal sessions it holds are attached by id with their retained output,
+//! in the source and in every fork.
 //!
 //! Hibernate is a checkpoint kept in the container's own directory (`sandboxd-hibernate`) with
 //! the container stopped: its memory is freed, its disk stays. `Resume` restores it.
