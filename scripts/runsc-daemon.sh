@@ -35,8 +35,10 @@
 # checkpoint a sandbox on the host's network stack ("checkpoint not supported when using
 # hostinet") or one with a bound host socket ("Cannot save endpoint with bound host socket"), so
 # live snapshots, live forks and hibernation (`docker checkpoint`, hence "experimental": true)
-# need a sandbox with loopback only whose agent is reached by the `docker exec -i` channel.
-# sandboxd offers it as a runtime with `checkpoint: true` and `transport: channel`.
+# need a sandbox with loopback only whose agent is reached by the `docker exec -i` channel (a
+# relay to the sandbox's init agent, whose socket stays inside gVisor, so its terminal sessions
+# are part of every checkpoint). sandboxd offers it as a runtime with `checkpoint: true` and
+# `transport: channel`.
 # `runc` stays the daemon's default runtime, so one daemon serves both side by side.
 set -uo pipefail
 
@@ -208,5 +210,5 @@ case "${1:-}" in
   up) shift; up "$@" ;;
   down) down ;;
   host) answers || die "not up (scripts/runsc-daemon.sh up)"; printf 'DOCKER_HOST=%s\n' "$HOST" ;;
-  *) sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,42p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -343,6 +343,18 @@ async fn hibernate_stops_the_sandbox_and_resume_brings_its_process_back() {
     let slept = slept.into_inner();
     assert!(slept.checkpoint_bytes > 0, "{slept:?}");
     assert_eq!(status(&mut raw, &id).await, proto::SandboxStatus::Hibernated);
+    // A call that needs it running does not wake it: FAILED_PRECONDITION naming Resume.
+    let asleep = raw
+        .exec(proto::ExecRequest { sandbox_id: id.clone(), command: "true".into(), ..Default::default() })
+        .await
+        .expect_err("an exec on a hibernated sandbox is refused");
+    assert_eq!(asleep.code(), Code::FailedPrecondition, "{asleep:?}");
+    assert!(asleep.message().contains("hibernated") && asleep.message().contains("Resume"), "{asleep:?}");
+    assert_eq!(
+        status(&mut raw, &id).await,
+        proto::SandboxStatus::Hibernated,
+        "the refused call woke nothing"
+    );
     let (_, asleep_at) = read_loop_after_wake(&mut raw, &id).await;
     let (woken_tag, _) = goes_on(&mut raw, &id, asleep_at).await;
     assert_eq!(woken_tag, tag, "the woken loop is the process that slept");

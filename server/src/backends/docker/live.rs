@@ -13,9 +13,12 @@
 //! `leave_running`, the default) the source is restored from the same checkpoint. runsc's own
 //! `--leave-running` panics in the release these machines have ("invalid state transition:
 //! paused => stopped"). A restored sandbox's TCP connections are gone (reset) and every host
-//! side of a stream (exec, terminal streams, the agent's connection) must re-attach: the
-//! server reconnects to the agent's socket on the next call, and terminal sessions the agent
-//! holds are re-attached by id with their retained output.
+//! side of a stream (exec, terminal streams, the agent's connection) must re-attach: on such a
+//! runtime the agent is the sandbox's `init` on a socket inside gVisor, reached through a
+//! `docker exec -i … agent connect` relay that a checkpoint lets go (terminal streams are
+//! detached first, `detach_pty_sessions`); the next call opens a new relay to the restored
+//! `init`, and the terminal sessions it holds are attached by id with their retained output,
+//! in the source and in every fork.
 //!
 //! Hibernate is a checkpoint kept in the container's own directory (`sandboxd-hibernate`) with
 //! the container stopped: its memory is freed, its disk stays. `Resume` restores it.
@@ -99,6 +102,14 @@ fn tree_bytes(dir: &Path) -> u64 {
             Err(_) => 0,
         })
         .sum()
+}
+
+/// What a call that needs a running sandbox answers on a hibernated one: nothing wakes it but
+/// `Resume` (a call never wakes it implicitly: a trainer decides when memory comes back).
+pub(super) fn hibernated_error(sandbox_id: &str) -> ProviderError {
+    ProviderError::FailedPrecondition(format!(
+        "sandbox {sandbox_id:?} is hibernated (checkpointed to disk, stopped): Resume wakes it"
+    ))
 }
 
 /// Where runsc keeps one container's state (its `--root`) and the runsc binary, learnt from the
@@ -587,6 +598,14 @@ impl DockerProvider {
             "sandbox hibernated"
         );
         Ok(Hibernated { checkpoint_bytes: bytes, memory_freed_bytes: memory })
+    }
+
+    /// As `is_hibernated`, by name (false for a name that is no sandbox id).
+    pub(super) async fn is_hibernated_name(&self, name: &str) -> bool {
+        match SandboxId::parse("sandbox_id", name) {
+            Ok(id) => self.is_hibernated(&id).await,
+            Err(_) => false,
+        }
     }
 
     /// Whether the sandbox sleeps in a hibernation checkpoint: this process put it there, or

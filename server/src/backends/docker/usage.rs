@@ -142,6 +142,10 @@ impl DockerProvider {
                     Ok(Some(facts)) if facts.state == "paused" => {
                         return Err(ProviderError::Paused(name.into()));
                     }
+                    // Asleep on disk (after a server restart this process does not know it).
+                    Ok(Some(facts)) if facts.state != "running" && self.is_hibernated_name(name).await => {
+                        return Err(super::live::hibernated_error(name));
+                    }
                     Ok(Some(facts)) if facts.state != "running" => {
                         if facts.oom_killed || self.new_oom_kill(name, &facts).await {
                             FailureKind::OomKilled
