@@ -33,8 +33,16 @@ def stubs():
     out = tempfile.mkdtemp(prefix="sandboxd-bench-stubs-")
     from grpc_tools import protoc
 
-    protoc.main(["protoc", "-I", os.path.join(REPO_ROOT, "proto"), f"--python_out={out}",
-                 f"--grpc_python_out={out}", "sandbox/v1/sandbox.proto"])
+    protoc.main(
+        [
+            "protoc",
+            "-I",
+            os.path.join(REPO_ROOT, "proto"),
+            f"--python_out={out}",
+            f"--grpc_python_out={out}",
+            "sandbox/v1/sandbox.proto",
+        ]
+    )
     sys.path.insert(0, out)
     from sandbox.v1 import sandbox_pb2, sandbox_pb2_grpc
 
@@ -64,23 +72,33 @@ def main() -> int:
     sid = stub.Create(pb.CreateRequest(spec=pb.SandboxSpec(image=IMAGE))).sandbox.sandbox_id
     rows = []
     try:
+
         def exec_x():
             assert stub.Exec(pb.ExecRequest(sandbox_id=sid, command="printf x")).stdout == b"x"
 
-        rows.append(("exec `printf x`", timed(exec_x, 21),
-                     timed(lambda: docker("exec", sid, "sh", "-c", "printf x"), 21)))
+        rows.append(
+            ("exec `printf x`", timed(exec_x, 21), timed(lambda: docker("exec", sid, "sh", "-c", "printf x"), 21))
+        )
 
         def many(fn):
             with ThreadPoolExecutor(32) as pool:
                 list(pool.map(lambda i: fn(i), range(32)))
 
-        rows.append(("32 execs in flight (wall)",
-                     timed(lambda: many(lambda i: stub.Exec(pb.ExecRequest(sandbox_id=sid, command=f"echo {i}"))), 3),
-                     timed(lambda: many(lambda i: docker("exec", sid, "sh", "-c", f"echo {i}")), 3)))
+        rows.append(
+            (
+                "32 execs in flight (wall)",
+                timed(lambda: many(lambda i: stub.Exec(pb.ExecRequest(sandbox_id=sid, command=f"echo {i}"))), 3),
+                timed(lambda: many(lambda i: docker("exec", sid, "sh", "-c", f"echo {i}")), 3),
+            )
+        )
 
-        rows.append(("status (vs docker inspect)",
-                     timed(lambda: stub.Status(pb.StatusRequest(sandbox_id=sid)), 21),
-                     timed(lambda: docker("inspect", "-f", "{{.State.Status}}", sid), 21)))
+        rows.append(
+            (
+                "status (vs docker inspect)",
+                timed(lambda: stub.Status(pb.StatusRequest(sandbox_id=sid)), 21),
+                timed(lambda: docker("inspect", "-f", "{{.State.Status}}", sid), 21),
+            )
+        )
 
         tmp = tempfile.mkdtemp(prefix="sandboxd-bench-")
         for label, size in (("1 MiB", 1 << 20), ("64 MiB", 64 << 20)):
@@ -94,7 +112,8 @@ def main() -> int:
                 def reqs():
                     yield pb.UploadRequest(header=pb.UploadHeader(sandbox_id=sid, path="/tmp/up.bin", size=size))
                     for i in range(0, size, chunk):
-                        yield pb.UploadRequest(chunk=data[i:i + chunk])
+                        yield pb.UploadRequest(chunk=data[i : i + chunk])
+
                 assert stub.Upload(reqs()).bytes_written == size
 
             def download():
@@ -102,10 +121,19 @@ def main() -> int:
                 assert got == size
 
             runs = 7 if size <= 1 << 20 else 3
-            rows.append((f"upload + download {label} (vs docker cp)",
-                         timed(lambda: (upload(), download()), runs),
-                         timed(lambda: (docker("cp", local, f"{sid}:/tmp/raw.bin"),
-                                        docker("cp", f"{sid}:/tmp/raw.bin", os.path.join(tmp, "back"))), runs)))
+            rows.append(
+                (
+                    f"upload + download {label} (vs docker cp)",
+                    timed(lambda: (upload(), download()), runs),
+                    timed(
+                        lambda: (
+                            docker("cp", local, f"{sid}:/tmp/raw.bin"),
+                            docker("cp", f"{sid}:/tmp/raw.bin", os.path.join(tmp, "back")),
+                        ),
+                        runs,
+                    ),
+                )
+            )
     finally:
         stub.Close(pb.CloseRequest(sandbox_id=sid))
     print("| operation (Python grpcio) | sandboxd | raw docker | ratio |")
@@ -117,9 +145,25 @@ def main() -> int:
 
 def raw_run(runtime):
     """`docker run -d --runtime=R` of an idle container like a sandbox's; its name."""
-    out = subprocess.run(["docker", "run", "-d", f"--runtime={runtime}", "--init", "--label", "sandboxd.test=1",
-                          "--entrypoint", "/bin/sh", IMAGE, "-c", "while :; do sleep 2147483647; done"],
-                         check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            "docker",
+            "run",
+            "-d",
+            f"--runtime={runtime}",
+            "--init",
+            "--label",
+            "sandboxd.test=1",
+            "--entrypoint",
+            "/bin/sh",
+            IMAGE,
+            "-c",
+            "while :; do sleep 2147483647; done",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return out.stdout.strip()
 
 
@@ -174,20 +218,26 @@ def runtime_table(pb, stub, runtimes) -> int:
     tmp = tempfile.mkdtemp(prefix="sandboxd-bench-")
     try:
         for sid in ids:
+
             def exec_x(sid=sid):
                 assert stub.Exec(pb.ExecRequest(sandbox_id=sid, command="printf x")).stdout == b"x"
 
-            add("exec `printf x` (vs `docker exec`)", timed(exec_x, 21),
-                timed(lambda: docker("exec", sid, "sh", "-c", "printf x"), 21))
+            add(
+                "exec `printf x` (vs `docker exec`)",
+                timed(exec_x, 21),
+                timed(lambda: docker("exec", sid, "sh", "-c", "printf x"), 21),
+            )
 
         def many(fn):
             with ThreadPoolExecutor(32) as pool:
                 list(pool.map(lambda i: fn(i), range(32)))
 
         for sid in ids:
-            add("32 execs in flight (wall)",
+            add(
+                "32 execs in flight (wall)",
                 timed(lambda: many(lambda i: stub.Exec(pb.ExecRequest(sandbox_id=sid, command=f"echo {i}"))), 3),
-                timed(lambda: many(lambda i: docker("exec", sid, "sh", "-c", f"echo {i}")), 3))
+                timed(lambda: many(lambda i: docker("exec", sid, "sh", "-c", f"echo {i}")), 3),
+            )
 
         for label, size in (("1 MiB", 1 << 20), ("64 MiB", 64 << 20)):
             data = os.urandom(size)
@@ -196,31 +246,48 @@ def runtime_table(pb, stub, runtimes) -> int:
                 f.write(data)
             runs = 7 if size <= 1 << 20 else 3
             for sid in ids:
+
                 def upload(sid=sid):
                     def reqs():
                         yield pb.UploadRequest(header=pb.UploadHeader(sandbox_id=sid, path="/tmp/up.bin", size=size))
                         for i in range(0, size, 1 << 20):
-                            yield pb.UploadRequest(chunk=data[i:i + (1 << 20)])
+                            yield pb.UploadRequest(chunk=data[i : i + (1 << 20)])
+
                     assert stub.Upload(reqs()).bytes_written == size
 
                 def download(sid=sid):
-                    got = sum(len(m.chunk) for m in stub.Download(pb.DownloadRequest(sandbox_id=sid, path="/tmp/up.bin")))
+                    got = sum(
+                        len(m.chunk) for m in stub.Download(pb.DownloadRequest(sandbox_id=sid, path="/tmp/up.bin"))
+                    )
                     assert got == size
 
-                add(f"upload + download {label} (vs `docker cp` in + out)", timed(lambda: (upload(), download()), runs),
-                    timed(lambda: (docker("cp", local, f"{sid}:/tmp/raw.bin"),
-                                   docker("cp", f"{sid}:/tmp/raw.bin", os.path.join(tmp, "back"))), runs))
+                add(
+                    f"upload + download {label} (vs `docker cp` in + out)",
+                    timed(lambda: (upload(), download()), runs),
+                    timed(
+                        lambda: (
+                            docker("cp", local, f"{sid}:/tmp/raw.bin"),
+                            docker("cp", f"{sid}:/tmp/raw.bin", os.path.join(tmp, "back")),
+                        ),
+                        runs,
+                    ),
+                )
                 stub.Exec(pb.ExecRequest(sandbox_id=sid, command="rm -f /tmp/up.bin /tmp/raw.bin"))
 
         size = 16 << 20
         command = f"head -c {size} /dev/zero"
         for sid in ids:
+
             def pty(sid=sid):
                 assert pty_output(pb, stub, sid, command) >= size
 
             def raw_pty(sid=sid):
-                out = subprocess.run(["docker", "exec", "-t", sid, "sh", "-c", command], check=True,
-                                     stdin=subprocess.DEVNULL, capture_output=True)
+                out = subprocess.run(
+                    ["docker", "exec", "-t", sid, "sh", "-c", command],
+                    check=True,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                )
                 assert len(out.stdout) >= size
 
             add("PTY output 16 MiB (vs `docker exec -t`)", timed(pty, 3), timed(raw_pty, 3))
@@ -228,7 +295,9 @@ def runtime_table(pb, stub, runtimes) -> int:
         for sid in ids:
             stub.Close(pb.CloseRequest(sandbox_id=sid))
 
-    head = "| operation (Python grpcio) |" + "".join(f" {rt}: sandboxd | {rt}: raw CLI | {rt}: ratio |" for rt in runtimes)
+    head = "| operation (Python grpcio) |" + "".join(
+        f" {rt}: sandboxd | {rt}: raw CLI | {rt}: ratio |" for rt in runtimes
+    )
     head += "".join(f" {rt}/{runtimes[0]}: sandboxd | {rt}/{runtimes[0]}: raw |" for rt in runtimes[1:])
     rule = "|---|" + "---:|---:|---:|" * len(runtimes) + "---:|---:|" * (len(runtimes) - 1)
     print(head)

@@ -13,14 +13,16 @@ use std::time::{Duration, Instant};
 use sandboxd::config::{ExecTransport, RuntimeOffer, Runtimes};
 use sandboxd_proto::v1 as pb;
 
-use super::{close, docker, download, exec, median, proc_field, pty_output, timed_docker, upload, write_file};
+use super::{
+    close, docker, download, exec, median, proc_field, pty_output, timed_docker, upload, write_file,
+};
 use super::{Client, IMAGE, LABEL};
 
 /// The runtimes `SANDBOXD_BENCH_RUNTIMES` (or `SANDBOXD_BENCH_RUNTIME`) names, in order.
 pub fn requested() -> Option<Vec<String>> {
-    let list = std::env::var("SANDBOXD_BENCH_RUNTIMES").or_else(|_| std::env::var("SANDBOXD_BENCH_RUNTIME")).ok()?;
-    let list: Vec<String> =
-        list.split(',').map(|r| r.trim().to_string()).filter(|r| !r.is_empty()).collect();
+    let list =
+        std::env::var("SANDBOXD_BENCH_RUNTIMES").or_else(|_| std::env::var("SANDBOXD_BENCH_RUNTIME")).ok()?;
+    let list: Vec<String> = list.split(',').map(|r| r.trim().to_string()).filter(|r| !r.is_empty()).collect();
     (!list.is_empty()).then_some(list)
 }
 
@@ -55,7 +57,8 @@ async fn create_on(client: &mut Client, runtime: &str) -> String {
 /// `docker run -d --runtime=R` of an idle container like a sandbox's (`--init`, a shell loop).
 fn raw_run(runtime: &str) -> (String, Duration) {
     let name = format!("sandboxd-bench-{}", uuid::Uuid::new_v4().simple());
-    let network = format!("--network={}", std::env::var("SANDBOXD_BENCH_NETWORK").unwrap_or("default".into()));
+    let network =
+        format!("--network={}", std::env::var("SANDBOXD_BENCH_NETWORK").unwrap_or("default".into()));
     let runtime_arg = format!("--runtime={runtime}");
     let took = timed_docker(&[
         "run",
@@ -82,7 +85,8 @@ fn raw_run(runtime: &str) -> (String, Duration) {
 /// on runsc the `runsc-*` processes).
 fn container_pss(container: &str) -> (u64, u64) {
     let out = docker(&["inspect", "-f", "{{.State.Pid}}", container]);
-    let Some(shim) = String::from_utf8_lossy(&out.stdout).trim().parse().ok().and_then(testkit::procs::parent_of)
+    let Some(shim) =
+        String::from_utf8_lossy(&out.stdout).trim().parse().ok().and_then(testkit::procs::parent_of)
     else {
         return (0, 0);
     };
@@ -119,7 +123,8 @@ pub async fn run(runtimes: &[String], runs: usize, quick: bool) {
             [RuntimeOffer::new(r), channel]
         })
         .collect();
-    let (mut client, _addr, _state) = super::start_server_with(|c| c.docker.runtimes = Runtimes(offers)).await;
+    let (mut client, _addr, _state) =
+        super::start_server_with(|c| c.docker.runtimes = Runtimes(offers)).await;
     let dir = tempfile::tempdir().unwrap();
     let mut rows: Vec<Row> = Vec::new();
     let mut push = |op: &str, unit: &'static str, pairs: Vec<Option<Pair>>| {
@@ -152,7 +157,10 @@ pub async fn run(runtimes: &[String], runs: usize, quick: bool) {
     }
 
     // exec `printf x` on the agent's socket and on its channel, each beside a `docker exec`.
-    for (label, set) in [("exec `printf x`, agent socket (vs `docker exec`)", &ids), ("exec `printf x`, agent channel (vs `docker exec`)", &channel_ids)] {
+    for (label, set) in [
+        ("exec `printf x`, agent socket (vs `docker exec`)", &ids),
+        ("exec `printf x`, agent channel (vs `docker exec`)", &channel_ids),
+    ] {
         let mut pairs = Vec::new();
         for id in set {
             let (mut ours, mut raw) = (Vec::new(), Vec::new());
@@ -210,7 +218,8 @@ pub async fn run(runtimes: &[String], runs: usize, quick: bool) {
         let n = if size > 1 << 20 { runs.min(5) } else { runs * 2 };
         let (mut ups, mut downs) = (Vec::new(), Vec::new());
         for id in &ids {
-            let (mut up, mut up_raw, mut down, mut down_raw) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let (mut up, mut up_raw, mut down, mut down_raw) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for _ in 0..n {
                 let t = Instant::now();
                 upload(&mut client, id, &local, "/tmp/up.bin").await;
@@ -260,7 +269,11 @@ pub async fn run(runtimes: &[String], runs: usize, quick: bool) {
 
     // Host memory per idle sandbox: N sandboxes (each answered one exec) beside N raw
     // containers, PSS under each one's shim; sandboxd's side adds the server's own growth.
-    let n = std::env::var("SANDBOXD_BENCH_DENSITY").ok().and_then(|v| v.parse().ok()).unwrap_or(if quick { 2 } else { 5 });
+    let n = std::env::var("SANDBOXD_BENCH_DENSITY").ok().and_then(|v| v.parse().ok()).unwrap_or(if quick {
+        2
+    } else {
+        5
+    });
     let (mut whole, mut own) = (Vec::new(), Vec::new());
     for rt in runtimes {
         tokio::time::sleep(Duration::from_millis(500)).await;

@@ -23,7 +23,11 @@ pub const RUNTIME_NODE_LABEL: &str = "sandboxd.runtime";
 /// The runtime `node`'s tasks run on, as its daemon knows it.
 pub fn node_runtime(node: &Node) -> String {
     let label = |labels: &Option<std::collections::BTreeMap<String, String>>| {
-        labels.as_ref().and_then(|l| l.get(RUNTIME_NODE_LABEL)).map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+        labels
+            .as_ref()
+            .and_then(|l| l.get(RUNTIME_NODE_LABEL))
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
     };
     label(&node.spec.labels)
         .or_else(|| label(&node.description.engine.labels))
@@ -93,7 +97,8 @@ impl SwarmBackend {
     /// ([`RUNTIME_NODE_LABEL`]) when it is not what the node already advertises. A failure is
     /// logged (the node then keeps what it advertised).
     pub(super) async fn advertise_runtime(&self) {
-        let info = self.swarm.docker(vec!["info".into(), "--format".into(), "{{.DefaultRuntime}}".into()]).await;
+        let info =
+            self.swarm.docker(vec!["info".into(), "--format".into(), "{{.DefaultRuntime}}".into()]).await;
         let default = match info {
             Ok(out) => out.stdout_text().trim().to_string(),
             Err(e) => {
@@ -123,8 +128,12 @@ impl SwarmBackend {
             self.swarm.self_id().to_string(),
         ];
         match self.swarm.docker(args).await {
-            Ok(_) => tracing::info!(runtime = %default, "advertised this node's default runtime to the swarm"),
-            Err(e) => tracing::warn!(error = %e, runtime = %default, "could not advertise this node's runtime"),
+            Ok(_) => {
+                tracing::info!(runtime = %default, "advertised this node's default runtime to the swarm")
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, runtime = %default, "could not advertise this node's runtime")
+            }
         }
     }
 }
