@@ -9,7 +9,8 @@
 //! from its daemon's `DefaultRuntime` when that is not `runc`; an operator may set it with
 //! `docker node update --label-add`), else the daemon's own engine label `sandboxd.runtime`
 //! (`daemon.json` `"labels"`), else `runc` (the Engine's default). A runtime no active node
-//! advertises is FAILED_PRECONDITION naming it and what each node offers; nothing is created.
+//! advertises is FAILED_PRECONDITION naming it and what each node offers; nothing is created
+//! (with no active node at all the create is left to Swarm, which waits for one, as before).
 
 use super::backend::SwarmBackend;
 use super::engine::Node;
@@ -59,6 +60,10 @@ impl NodeRuntime {
 /// on the active nodes that run it; FAILED_PRECONDITION naming it when none does.
 pub fn placement(nodes: &[NodeRuntime], name: &str, daemon_name: &str) -> Result<Vec<String>> {
     let active: Vec<&NodeRuntime> = nodes.iter().filter(|n| n.availability == "active").collect();
+    // No active node at all: Swarm's own answer (the task waits for one), as without runtimes.
+    if active.is_empty() {
+        return Ok(Vec::new());
+    }
     if active.iter().any(|n| n.runtime == daemon_name) {
         return Ok(active
             .iter()
@@ -162,6 +167,8 @@ mod tests {
         assert!(matches!(e, ProviderError::FailedPrecondition(_)), "{e:?}");
         let text = e.to_string();
         assert!(text.contains("\"runsc\"") && text.contains("ha runc") && !text.contains("hc"), "{text}");
+        let idle = [node("c", "drain", "runsc")];
+        assert_eq!(placement(&idle, "runc", "runc").unwrap(), Vec::<String>::new(), "left to Swarm");
     }
 
     #[test]
