@@ -4,7 +4,10 @@
 //! `cargo bench --bench compare` (set `SANDBOXD_BENCH_QUICK=1` for smaller sizes and fewer runs,
 //! `SANDBOXD_BENCH_ENGINE=docker` to measure the `docker exec` engine instead of the agent,
 //! `SANDBOXD_BENCH_NETWORK=none` to create every container, ours and raw, without a network,
-//! `SANDBOXD_BENCH_DENSITY=N` for the density row's number of idle sandboxes, default 20).
+//! `SANDBOXD_BENCH_DENSITY=N` for the density row's number of idle sandboxes, default 20,
+//! `SANDBOXD_BENCH_RUNTIMES=runc,runsc` for the runtime table instead: each row on each OCI
+//! runtime beside the raw CLI on the same runtime, against the daemon `DOCKER_HOST` names, which
+//! must have them registered; see `compare/runtimes.rs`).
 
 #[path = "compare/branching.rs"]
 mod branching;
@@ -14,6 +17,8 @@ mod files;
 mod forward;
 #[path = "compare/pools.rs"]
 mod pools;
+#[path = "compare/runtimes.rs"]
+mod runtimes;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -57,6 +62,11 @@ fn timed_docker(args: &[&str]) -> Duration {
 }
 
 async fn start_server() -> (Client, SocketAddr, tempfile::TempDir) {
+    start_server_with(|_| {}).await
+}
+
+/// As [`start_server`], `edit` applied to the config last.
+async fn start_server_with(edit: impl FnOnce(&mut FileConfig)) -> (Client, SocketAddr, tempfile::TempDir) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let mut config = FileConfig::default();
@@ -71,6 +81,7 @@ async fn start_server() -> (Client, SocketAddr, tempfile::TempDir) {
     if std::env::var("SANDBOXD_BENCH_ENGINE").as_deref() == Ok("docker") {
         config.docker.exec.engine = sandboxd::config::ExecEngineKind::Docker;
     }
+    edit(&mut config);
     // The service in-process, as the binary serves it, until the bench exits.
     let services = Services::build_docker(&config, None).await.expect("services");
     let settings =
@@ -262,6 +273,10 @@ fn main() {
     let runs = if quick { 3 } else { 7 };
     let big = if quick { 32 << 20 } else { 256 << 20 };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    if let Some(list) = runtimes::requested() {
+        rt.block_on(runtimes::run(&list, runs, quick));
+        return;
+    }
     let rows = rt.block_on(run(runs, big, quick));
     println!("\n| operation | sandboxd | raw docker | ratio |");
     println!("|---|---:|---:|---:|");

@@ -1,5 +1,6 @@
 //! Starting one command: `fork` a shim (a child subreaper, so everything the command starts
-//! stays below it), which forks the command itself in its own process group, as the resolved
+//! stays below it), which starts the command itself (vfork-style, sharing the shim's memory
+//! until `execve`) in its own process group, as the resolved
 //! user, in its directory, with its three pipes. Everything is prepared before `fork`: between
 //! `fork` and `execve` only async-signal-safe system calls run (the agent is multi-threaded).
 
@@ -250,6 +251,70 @@ pub fn exit_code(status: libc::c_int) -> i32 {
     }
 }
 
+/// The stack the command child runs on until `execve`, in the shim's memory (a copy of the
+/// agent's: no agent thread ever touches it, and each shim has its own copy).
+const COMMAND_STACK_SIZE: usize = 128 * 1024;
+static mut COMMAND_STACK: [u8; COMMAND_STACK_SIZE] = [0; COMMAND_STACK_SIZE];
+
+/// What the command child needs, prepared by the shim before `clone` (in the shim's memory,
+/// which the child shares until it `execve`s).
+struct CommandArgs<'a> {
+    p: &'a Prepared,
+    in_r: RawFd,
+    out_w: RawFd,
+    err_w: RawFd,
+    fail_w: RawFd,
+    script_fd: Option<RawFd>,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    groups: *const libc::gid_t,
+    ngroups: usize,
+}
+
+/// The command child (`clone(CLONE_VM | CLONE_VFORK)` of the shim): its pipes, process group,
+/// signals, OOM score, user and directory, then `execve`. Only system calls on memory prepared
+/// before the agent's `fork`; the credentials through raw system calls (glibc's wrappers would
+/// act on the shim's thread list, whose memory this child shares).
+extern "C" fn start_command(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the shim's `CommandArgs`, alive while the shim waits (CLONE_VFORK).
+    unsafe {
+        let a = &*(arg as *const CommandArgs);
+        let p = a.p;
+        libc::setpgid(0, 0);
+        libc::dup2(a.in_r, 0);
+        libc::dup2(a.out_w, 1);
+        libc::dup2(a.err_w, 2);
+        libc::dup2(a.fail_w, ERROR_FD);
+        libc::fcntl(ERROR_FD, libc::F_SETFD, libc::FD_CLOEXEC);
+        match a.script_fd {
+            Some(fd) => {
+                libc::dup2(fd, SCRIPT_FD);
+                close_from(SCRIPT_FD + 1);
+            }
+            None => close_from(ERROR_FD + 1),
+        }
+        reset_signals();
+        prefer_for_oom_kill();
+        if libc::syscall(libc::SYS_setgroups, a.ngroups, a.groups) != 0
+            && *libc::__errno_location() != libc::EPERM
+        {
+            fail_child(STAGE_USER);
+        }
+        if libc::syscall(libc::SYS_setgid, p.user.gid) != 0
+            || libc::syscall(libc::SYS_setuid, p.user.uid) != 0
+        {
+            fail_child(STAGE_USER);
+        }
+        if let Some(cwd) = &p.cwd {
+            if libc::chdir(cwd.as_ptr()) != 0 {
+                fail_child(STAGE_CWD);
+            }
+        }
+        libc::execve(p.program.as_ptr(), a.argv, a.envp);
+        fail_child(STAGE_EXEC);
+    }
+}
+
 /// Start the command. `register` gets the shim's pid right after `fork`, before anything can
 /// wait for it (the caller holds the reaper's lock across this call). Without `stdin` the
 /// command's standard input is a pipe whose writer is closed at once: EOF.
@@ -288,42 +353,33 @@ pub fn spawn(p: &Prepared, register: &mut dyn FnMut(libc::pid_t)) -> Result<Spaw
     if shim == 0 {
         unsafe {
             libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-            let command = libc::fork();
+            // The command is started vfork-style: it shares the shim's memory (no copy of the
+            // agent's address space; under gVisor's ptrace platform each copy is a new stub
+            // process the sentry fills) and the shim waits until it `execve`s or fails.
+            let args = CommandArgs {
+                p,
+                in_r,
+                out_w,
+                err_w,
+                fail_w,
+                script_fd,
+                argv: argv.as_ptr(),
+                envp: envp.as_ptr(),
+                groups: groups.as_ptr(),
+                ngroups: groups.len(),
+            };
+            let stack = std::ptr::addr_of_mut!(COMMAND_STACK);
+            // The stack grows down: its top, 16-byte aligned.
+            let top = ((stack as usize + COMMAND_STACK_SIZE) & !15) as *mut libc::c_void;
+            let command = libc::clone(
+                start_command,
+                top,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                std::ptr::addr_of!(args) as *mut libc::c_void,
+            );
             if command < 0 {
                 libc::dup2(fail_w, ERROR_FD);
                 fail_child(STAGE_FORK);
-            }
-            if command == 0 {
-                libc::setpgid(0, 0);
-                libc::dup2(in_r, 0);
-                libc::dup2(out_w, 1);
-                libc::dup2(err_w, 2);
-                libc::dup2(fail_w, ERROR_FD);
-                libc::fcntl(ERROR_FD, libc::F_SETFD, libc::FD_CLOEXEC);
-                match script_fd {
-                    Some(fd) => {
-                        libc::dup2(fd, SCRIPT_FD);
-                        close_from(SCRIPT_FD + 1);
-                    }
-                    None => close_from(ERROR_FD + 1),
-                }
-                reset_signals();
-                prefer_for_oom_kill();
-                if libc::setgroups(groups.len(), groups.as_ptr()) != 0
-                    && *libc::__errno_location() != libc::EPERM
-                {
-                    fail_child(STAGE_USER);
-                }
-                if libc::setgid(p.user.gid) != 0 || libc::setuid(p.user.uid) != 0 {
-                    fail_child(STAGE_USER);
-                }
-                if let Some(cwd) = &p.cwd {
-                    if libc::chdir(cwd.as_ptr()) != 0 {
-                        fail_child(STAGE_CWD);
-                    }
-                }
-                libc::execve(p.program.as_ptr(), argv.as_ptr(), envp.as_ptr());
-                fail_child(STAGE_EXEC);
             }
             // The shim keeps nothing open but what the agent had on 0..=2 (null and its stderr).
             close_from(3);

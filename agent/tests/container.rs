@@ -62,7 +62,19 @@ impl Sandbox {
         init_args: &[&str],
         argv: &[&str],
     ) -> Self {
-        let (name, out) = Self::run(&run, image, docker_args, init_args, argv);
+        Self::start_with(static_agent(), run, image, docker_args, init_args, argv)
+    }
+
+    /// As `start_in`, with the agent binary `agent`.
+    fn start_with(
+        agent: &Path,
+        run: tempfile::TempDir,
+        image: &str,
+        docker_args: &[&str],
+        init_args: &[&str],
+        argv: &[&str],
+    ) -> Self {
+        let (name, out) = Self::run_agent(agent, &run, image, docker_args, init_args, argv);
         let sandbox = Self { name, run };
         assert!(out.status.success(), "docker run: {}", String::from_utf8_lossy(&out.stderr));
         wait_for_socket(&sandbox.socket());
@@ -77,13 +89,24 @@ impl Sandbox {
         init_args: &[&str],
         argv: &[&str],
     ) -> (String, Output) {
+        Self::run_agent(static_agent(), run, image, docker_args, init_args, argv)
+    }
+
+    fn run_agent(
+        agent: &Path,
+        run: &tempfile::TempDir,
+        image: &str,
+        docker_args: &[&str],
+        init_args: &[&str],
+        argv: &[&str],
+    ) -> (String, Output) {
         testkit::require_docker();
         if image.starts_with("sandboxd-test/") {
             images::ensure(image).unwrap();
         }
         let name = format!("sandboxd-agent-test-{}", uuid_like());
         let volume = format!("{}:/.sandboxd/run", run.path().display());
-        let mount = format!("type=bind,source={},target=/.sandboxd/agent,readonly", static_agent().display());
+        let mount = format!("type=bind,source={},target=/.sandboxd/agent,readonly", agent.display());
         let mut args = vec![
             "run",
             "-d",
@@ -468,4 +491,55 @@ fn figures() {
     }
     let secs = t.elapsed().as_secs_f64();
     println!("pty output: {} MiB in {secs:.2}s = {:.1} MiB/s", got >> 20, got as f64 / secs / 1048576.0);
+}
+
+/// An A/B of starting a command, not a check: exec `printf x` through this agent and through
+/// another static agent binary (`SANDBOXD_AGENT_BASELINE`, e.g. one built from main), in
+/// alternating batches so both see the same load, on the suites' runtime:
+/// `SANDBOXD_AGENT_BASELINE=… SANDBOXD_TEST_RUNTIME=runsc DOCKER_HOST=… cargo test -p
+/// sandboxd-agent --test container spawn_ab -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn spawn_ab() {
+    let baseline = PathBuf::from(std::env::var("SANDBOXD_AGENT_BASELINE").expect("SANDBOXD_AGENT_BASELINE"));
+    let runtime = format!("--runtime={}", testkit::runtime_name());
+    let agents = [("this agent", static_agent().to_path_buf()), ("baseline", baseline)];
+    let sandboxes: Vec<Sandbox> = agents
+        .iter()
+        .map(|(_, agent)| {
+            let run = tempfile::tempdir().unwrap();
+            Sandbox::start_with(agent, run, images::BUSYBOX, &[&runtime], &PROBE, &KEEPALIVE)
+        })
+        .collect();
+    let mut conns: Vec<_> = sandboxes
+        .iter()
+        .map(|s| {
+            let mut c = s.connect();
+            c.settled_readiness();
+            c
+        })
+        .collect();
+    let mut times = vec![Vec::new(), Vec::new()];
+    let mut id = 1000;
+    for _ in 0..8 {
+        for (i, c) in conns.iter_mut().enumerate() {
+            for _ in 0..10 {
+                id += 1;
+                let t = Instant::now();
+                assert_eq!(c.exec(id, "printf x"), ("x".to_string(), 0));
+                times[i].push(t.elapsed());
+            }
+        }
+    }
+    for ((name, _), mut t) in agents.iter().zip(times) {
+        t.sort();
+        println!(
+            "runtime={} {name}: exec printf x median {:?} (p10 {:?}, p90 {:?}, {} runs)",
+            testkit::runtime_name(),
+            t[t.len() / 2],
+            t[t.len() / 10],
+            t[t.len() * 9 / 10],
+            t.len()
+        );
+    }
 }

@@ -27,7 +27,10 @@ fn step(what: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_create_goes_to_a_node_that_runs_its_runtime() {
-    assert!(Path::new("/usr/bin/runsc").exists(), "runsc is missing: apt-get install runsc (scripts/install-deps.sh)");
+    assert!(
+        Path::new("/usr/bin/runsc").exists(),
+        "runsc is missing: apt-get install runsc (scripts/install-deps.sh)"
+    );
     let config = "docker:\n  runtimes:\n    - name: runc\n    - name: runsc\n";
     let cluster = TestCluster::start(
         2,
@@ -39,7 +42,8 @@ async fn a_create_goes_to_a_node_that_runs_its_runtime() {
 
     step("node 2's sandboxd advertised its daemon's default runtime; node 1 advertises none");
     let label = |node: &str| {
-        let out = n1.docker(&["node", "inspect", "--format", "{{index .Spec.Labels \"sandboxd.runtime\"}}", node]);
+        let out =
+            n1.docker(&["node", "inspect", "--format", "{{index .Spec.Labels \"sandboxd.runtime\"}}", node]);
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
     until(WAIT, "node 2 to advertise runsc", || async {

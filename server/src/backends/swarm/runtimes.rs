@@ -9,7 +9,8 @@
 //! from its daemon's `DefaultRuntime` when that is not `runc`; an operator may set it with
 //! `docker node update --label-add`), else the daemon's own engine label `sandboxd.runtime`
 //! (`daemon.json` `"labels"`), else `runc` (the Engine's default). A runtime no active node
-//! advertises is FAILED_PRECONDITION naming it and what each node offers; nothing is created.
+//! advertises is FAILED_PRECONDITION naming it and what each node offers; nothing is created
+//! (with no active node at all the create is left to Swarm, which waits for one, as before).
 
 use super::backend::SwarmBackend;
 use super::engine::Node;
@@ -23,7 +24,11 @@ pub const RUNTIME_NODE_LABEL: &str = "sandboxd.runtime";
 /// The runtime `node`'s tasks run on, as its daemon knows it.
 pub fn node_runtime(node: &Node) -> String {
     let label = |labels: &Option<std::collections::BTreeMap<String, String>>| {
-        labels.as_ref().and_then(|l| l.get(RUNTIME_NODE_LABEL)).map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+        labels
+            .as_ref()
+            .and_then(|l| l.get(RUNTIME_NODE_LABEL))
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
     };
     label(&node.spec.labels)
         .or_else(|| label(&node.description.engine.labels))
@@ -55,6 +60,10 @@ impl NodeRuntime {
 /// on the active nodes that run it; FAILED_PRECONDITION naming it when none does.
 pub fn placement(nodes: &[NodeRuntime], name: &str, daemon_name: &str) -> Result<Vec<String>> {
     let active: Vec<&NodeRuntime> = nodes.iter().filter(|n| n.availability == "active").collect();
+    // No active node at all: Swarm's own answer (the task waits for one), as without runtimes.
+    if active.is_empty() {
+        return Ok(Vec::new());
+    }
     if active.iter().any(|n| n.runtime == daemon_name) {
         return Ok(active
             .iter()
@@ -93,7 +102,8 @@ impl SwarmBackend {
     /// ([`RUNTIME_NODE_LABEL`]) when it is not what the node already advertises. A failure is
     /// logged (the node then keeps what it advertised).
     pub(super) async fn advertise_runtime(&self) {
-        let info = self.swarm.docker(vec!["info".into(), "--format".into(), "{{.DefaultRuntime}}".into()]).await;
+        let info =
+            self.swarm.docker(vec!["info".into(), "--format".into(), "{{.DefaultRuntime}}".into()]).await;
         let default = match info {
             Ok(out) => out.stdout_text().trim().to_string(),
             Err(e) => {
@@ -123,8 +133,12 @@ impl SwarmBackend {
             self.swarm.self_id().to_string(),
         ];
         match self.swarm.docker(args).await {
-            Ok(_) => tracing::info!(runtime = %default, "advertised this node's default runtime to the swarm"),
-            Err(e) => tracing::warn!(error = %e, runtime = %default, "could not advertise this node's runtime"),
+            Ok(_) => {
+                tracing::info!(runtime = %default, "advertised this node's default runtime to the swarm")
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, runtime = %default, "could not advertise this node's runtime")
+            }
         }
     }
 }
@@ -153,6 +167,8 @@ mod tests {
         assert!(matches!(e, ProviderError::FailedPrecondition(_)), "{e:?}");
         let text = e.to_string();
         assert!(text.contains("\"runsc\"") && text.contains("ha runc") && !text.contains("hc"), "{text}");
+        let idle = [node("c", "drain", "runsc")];
+        assert_eq!(placement(&idle, "runc", "runc").unwrap(), Vec::<String>::new(), "left to Swarm");
     }
 
     #[test]
