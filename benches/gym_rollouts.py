@@ -64,7 +64,9 @@ from sandboxd.gym import SandboxdProvider  # noqa: E402
 TOOL_CALLS = 20
 PAYLOAD = 64 * 1024
 POOL = "rollout-bench"
+# The server's containers and Gym's carry labels of their own: Gym's leftovers are removed by label.
 LABEL = "sandboxd.bench=rollouts"
+GYM_LABEL = "sandboxd.bench=rollouts-gym"
 PHASES = ("create", "upload", "calls", "download", "close")
 
 
@@ -388,7 +390,7 @@ async def reset_vs_churn(address: str, image: str, runs: int, work: Path) -> dic
 def remove_gym_leftovers() -> None:
     """Containers Gym's provider left (a failed run): only the bench's own label."""
     ids = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label={LABEL}"], capture_output=True, text=True, check=False
+        ["docker", "ps", "-aq", "--filter", f"label={GYM_LABEL}"], capture_output=True, text=True, check=False
     ).stdout.split()
     if ids:
         subprocess.run(["docker", "rm", "-f", *ids], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
@@ -414,7 +416,7 @@ async def bench(args: argparse.Namespace, work: Path, address: str, metrics_url:
 
     rows = []
     if not args.skip_gym:
-        gym = DockerProvider(create={"extra_run_args": ["--label", LABEL]})
+        gym = DockerProvider(create={"extra_run_args": ["--label", GYM_LABEL]})
         try:
             rows.append(("Gym 0.7.0 `DockerProvider`", await rollouts(gym, args.image, args.rollouts, args.in_flight, work, server_pid)))
         finally:
