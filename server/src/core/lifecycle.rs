@@ -42,8 +42,10 @@ pub struct Lifecycle {
     backend: Arc<dyn SandboxBackend>,
     created: Mutex<Created>,
     leases: LeaseOptions,
-    /// Wakes the sweeper when a lease moved (it may now end before the next sweep).
+    /// Wakes the sweeper when a lease moved (it may now end before the next sweep), with the
+    /// earliest end among the leases moved since it last looked (`i64::MAX`: none).
     sweep_wake: tokio::sync::Notify,
+    moved_lease_end: std::sync::atomic::AtomicI64,
     /// The create tasks still running: a removing shutdown waits for them, so a create that
     /// completes during it removes its sandbox before the process exits.
     creates: tokio_util::task::TaskTracker,
@@ -58,6 +60,7 @@ impl Lifecycle {
             created: Mutex::default(),
             leases,
             sweep_wake: tokio::sync::Notify::new(),
+            moved_lease_end: std::sync::atomic::AtomicI64::new(i64::MAX),
             creates: tokio_util::task::TaskTracker::new(),
             claims: ClaimStore::default(),
         }
@@ -113,8 +116,8 @@ impl Lifecycle {
     /// create's does.
     pub fn claimed(&self, id: &SandboxId, ttl_s: Option<f64>) {
         if let Some(ttl) = self.leases.policy.ttl(ttl_s.map(Duration::from_secs_f64)) {
-            self.start_lease(id, ttl);
-            self.sweep_wake.notify_one();
+            let expires_ms = self.start_lease(id, ttl);
+            self.lease_moved_to(expires_ms);
         }
     }
 
@@ -270,8 +273,16 @@ impl Lifecycle {
                 format!("cannot record the lease in {}: {e}", self.leases.store.dir().display()),
             ))
         })?;
-        self.sweep_wake.notify_one();
+        self.lease_moved_to(expires_ms);
         Ok(expires_ms)
+    }
+
+    /// Tell the sweeper a lease now ends at `expires_ms`: it sweeps then if that is before its
+    /// next sweep (a moved lease alone never makes it list the daemon early: under a trainer's
+    /// stream of pool claims that was a `docker ps` per claim).
+    fn lease_moved_to(&self, expires_ms: i64) {
+        self.moved_lease_end.fetch_min(expires_ms, std::sync::atomic::Ordering::SeqCst);
+        self.sweep_wake.notify_one();
     }
 
     /// A new sandbox's lease runs from the moment its create completes: the label set before
@@ -279,12 +290,13 @@ impl Lifecycle {
     /// it, and under load a sandbox reached its caller with its lease nearly spent (the soak saw
     /// held sandboxes swept seconds after they were handed out). The label stays as the end a
     /// server that dies before this point leaves (earlier, never later).
-    fn start_lease(&self, id: &SandboxId, ttl: Duration) {
+    fn start_lease(&self, id: &SandboxId, ttl: Duration) -> i64 {
         let expires_ms = lease::after_ms(lease::now_ms(), ttl);
         if let Err(e) = self.leases.store.set(id.as_str(), expires_ms) {
             tracing::warn!(sandbox_id = %id, error = %e, dir = %self.leases.store.dir().display(),
                 "cannot record the lease's start; it counts from the create's start");
         }
+        expires_ms
     }
 
     /// When the lease of `id` ends: its moved lease if `SetTimeout` moved it, else `at_create`.
@@ -314,9 +326,11 @@ impl Lifecycle {
         self.lock_created().ids.len()
     }
 
-    /// Resolves when a lease moved since the last call.
-    pub async fn lease_moved(&self) {
-        self.sweep_wake.notified().await
+    /// Resolves when a lease moved since the last call, with the earliest end (ms since the
+    /// epoch) among the leases moved since then.
+    pub async fn lease_moved(&self) -> i64 {
+        self.sweep_wake.notified().await;
+        self.moved_lease_end.swap(i64::MAX, std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The first step of a shutdown: close terminal sessions and, when asked, remove every

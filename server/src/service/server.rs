@@ -569,30 +569,40 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     Ok(())
 }
 
-/// Sweep at start, then every `interval` or sooner when a known lease ends or a lease moves;
-/// stops at shutdown.
+/// Sweep at start, then every `interval` or sooner when a known lease ends, a moved lease
+/// included (a lease moved to end after the next sweep changes nothing); stops at shutdown.
 async fn sweep_forever(
     lifecycle: Arc<Lifecycle>,
     interval: Duration,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
+    // When a lease ending at `at_ms` (ms since the epoch) is due to be swept.
+    let due = |at_ms: i64| {
+        let ahead = at_ms.saturating_sub(crate::core::lease::now_ms()).max(0) as u64;
+        tokio::time::Instant::now() + Duration::from_millis(ahead + 50)
+    };
     loop {
-        let mut wait = interval;
+        let mut wake_at = tokio::time::Instant::now() + interval;
         match lifecycle.sweep().await {
             Ok(report) => {
                 if let Some(at) = report.next_expiry_ms {
-                    let ahead = at.saturating_sub(crate::core::lease::now_ms()).max(0) as u64;
-                    wait = wait.min(Duration::from_millis(ahead + 50));
+                    wake_at = wake_at.min(due(at));
                 }
             }
             Err(e) => tracing::warn!(error = %e, "sweep failed; retrying at the next interval"),
         }
         // What the calls since the last sweep freed goes back to the kernel (see `memory`).
         crate::memory::trim_if_due();
-        tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            () = lifecycle.lease_moved() => {}
-            _ = shutdown.wait_for(|stopping| *stopping) => return,
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep_until(wake_at) => break,
+                at = lifecycle.lease_moved() => {
+                    if at != i64::MAX {
+                        wake_at = wake_at.min(due(at));
+                    }
+                }
+                _ = shutdown.wait_for(|stopping| *stopping) => return,
+            }
         }
     }
 }

@@ -124,6 +124,9 @@ pub struct DockerProvider {
     pub(super) usage_book: crate::core::usage::UsageBook,
     /// What each sandbox this process created is reset to (`reset.rs`).
     pub(super) baselines: Mutex<HashMap<String, Arc<crate::core::spec::SandboxSpec>>>,
+    /// Each reset sandbox's layer directories, read once (`reset.rs`): they are the
+    /// container's for its whole life, and a recycling pool resets a sandbox per rollout.
+    pub(super) reset_layers: Mutex<HashMap<String, super::reset::Layers>>,
     /// Removals a close left to the background (`closing.rs`).
     pub(super) removals: tokio_util::task::TaskTracker,
     /// The daemon's data root (`docker info`'s DockerRootDir), once asked (`live.rs`).
@@ -216,6 +219,7 @@ impl DockerProvider {
             disks_pruned_ms: Default::default(),
             usage_book: Default::default(),
             baselines: Mutex::default(),
+            reset_layers: Mutex::default(),
             removals: tokio_util::task::TaskTracker::new(),
             data_root: Default::default(),
             hibernated: Mutex::default(),

@@ -113,7 +113,7 @@ while read -r a b c d mnt rest; do echo "M $mnt"; done < /proc/1/mountinfo
 
 /// The layers of a container's root filesystem on the host.
 #[derive(Debug, Clone)]
-struct Layers {
+pub(super) struct Layers {
     upper: PathBuf,
     /// Topmost first.
     lowers: Vec<PathBuf>,
@@ -146,6 +146,9 @@ impl DockerProvider {
 
     pub(super) fn forget_baseline(&self, id: &str) {
         if let Ok(mut map) = self.baselines.lock() {
+            map.remove(id);
+        }
+        if let Ok(mut map) = self.reset_layers.lock() {
             map.remove(id);
         }
     }
@@ -211,8 +214,20 @@ impl DockerProvider {
         Ok(ResetReport { paths_restored, processes_killed })
     }
 
-    /// The container's upper and lower layer directories, as this server sees them.
+    /// The container's upper and lower layer directories, as this server sees them: asked of
+    /// the daemon at the sandbox's first reset, then remembered until it is closed.
     async fn layers(&self, name: &str) -> Result<Layers> {
+        if let Some(layers) = self.reset_layers.lock().ok().and_then(|m| m.get(name).cloned()) {
+            return Ok(layers);
+        }
+        let layers = self.inspect_layers(name).await?;
+        if let Ok(mut map) = self.reset_layers.lock() {
+            map.insert(name.to_string(), layers.clone());
+        }
+        Ok(layers)
+    }
+
+    async fn inspect_layers(&self, name: &str) -> Result<Layers> {
         let out = self.control(super::argv::layers_args(name)).await?;
         let text = out.stdout_text();
         let mut parts = text.trim().splitn(3, '\t');
