@@ -33,6 +33,7 @@ mod fs;
 mod images;
 mod inventory;
 pub mod labels;
+mod layers;
 mod live;
 mod logs;
 mod lookup;

@@ -126,7 +126,7 @@ pub struct DockerProvider {
     pub(super) baselines: Mutex<HashMap<String, Arc<crate::core::spec::SandboxSpec>>>,
     /// Each reset sandbox's layer directories, read once (`reset.rs`): they are the
     /// container's for its whole life, and a recycling pool resets a sandbox per rollout.
-    pub(super) reset_layers: Mutex<HashMap<String, super::reset::Layers>>,
+    pub(super) reset_layers: Mutex<HashMap<String, super::layers::Layers>>,
     /// Removals a close left to the background (`closing.rs`).
     pub(super) removals: tokio_util::task::TaskTracker,
     /// The daemon's data root (`docker info`'s DockerRootDir), once asked (`live.rs`).

@@ -32,6 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::diff::is_bookkeeping;
+use super::layers::Layers;
 use super::provider::DockerProvider;
 use super::transport::ExecSpec;
 use crate::core::fs::FileOp;
@@ -110,14 +111,6 @@ for q in $killed; do n=$((n+1)); done
 echo "K $n"
 while read -r a b c d mnt rest; do echo "M $mnt"; done < /proc/1/mountinfo
 "#;
-
-/// The layers of a container's root filesystem on the host.
-#[derive(Debug, Clone)]
-pub(super) struct Layers {
-    upper: PathBuf,
-    /// Topmost first.
-    lowers: Vec<PathBuf>,
-}
 
 /// One path to write back from the image.
 #[derive(Debug, Clone, PartialEq, Eq)]
