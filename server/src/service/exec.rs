@@ -16,11 +16,10 @@ pub(super) async fn exec(
     let span = span("Exec", &request.get_ref().sandbox_id);
     async {
         let _slot = api.quotas.exec_slot(api, &Principal::of(&request))?;
-        let answer_by = deadline::grpc_timeout(request.metadata()).map(deadline::answer_by);
-        let (handle, command, params, capped) = exec_request(api, request).await?;
+        let (handle, command, params, answer_by) = exec_request(api, request).await?;
         let backend = api.backend().clone();
         let run = async move { backend.exec(&handle, &command, &params).await }.in_current_span();
-        let result = match answer_by.filter(|_| capped) {
+        let result = match answer_by {
             // The command's timeout is the deadline's: it is killed then, and its exit report
             // may come late on a loaded host. The caller hears DEADLINE_EXCEEDED in time either
             // way (never its own client's CANCELLED); the kill goes on in the background.
@@ -30,21 +29,20 @@ pub(super) async fn exec(
                 }
                 Err(_) => {
                     crate::metrics::global().exec_result(ExecErrorType::Timeout.as_str());
-                    return Err(Status::deadline_exceeded(
-                        "the call's deadline passed before the command finished",
-                    ));
+                    return Err(past_deadline());
                 }
             },
             None => run.await?,
         };
-        Ok(Response::new(pb::ExecResponse::from(exec_outcome(result, capped)?)))
+        Ok(Response::new(pb::ExecResponse::from(exec_outcome(result, answer_by.is_some())?)))
     }
     .instrument(span)
     .await
 }
 
 /// An exec request as the backend takes it: the sandbox, the command, its parameters with
-/// the timeout capped by the call's deadline, and whether that cap applied.
+/// the timeout capped by the call's deadline, and, when that cap applied, by when the answer
+/// must leave (`deadline::answer_by`).
 // `Exec` and `ExecStream` share `exec_request`'s check: the table must give them one scope.
 const _: () = assert!(
     super::rpc_table::scope("Exec") as u8 == super::rpc_table::scope("ExecStream") as u8,
@@ -54,7 +52,7 @@ const _: () = assert!(
 pub(super) async fn exec_request(
     api: &SandboxApi,
     request: Request<pb::ExecRequest>,
-) -> Result<(SandboxHandle, String, ExecParams, bool), Status> {
+) -> Result<(SandboxHandle, String, ExecParams, Option<std::time::Duration>), Status> {
     let deadline = deadline::grpc_timeout(request.metadata());
     let principal = Principal::of(&request);
     let handle = api
@@ -74,7 +72,7 @@ pub(super) async fn exec_request(
         user: req.user,
         stdin: req.stdin,
     };
-    Ok((handle, req.command, params, capped))
+    Ok((handle, req.command, params, deadline.filter(|_| capped).map(deadline::answer_by)))
 }
 
 /// How an exec ended, for `Exec` and `ExecStream` alike: counted once in the exec-results
@@ -86,7 +84,12 @@ pub(super) fn exec_outcome(result: ExecResult, capped: bool) -> Result<ExecResul
         crate::otel::attribute("failure.kind", kind.reason());
     }
     if capped && result.error_type == Some(ExecErrorType::Timeout) {
-        return Err(Status::deadline_exceeded("the call's deadline passed before the command finished"));
+        return Err(past_deadline());
     }
     Ok(result)
+}
+
+/// The answer to an exec the call's deadline cut short.
+fn past_deadline() -> Status {
+    Status::deadline_exceeded("the call's deadline passed before the command finished")
 }

@@ -19,9 +19,9 @@ pub(super) async fn exec_stream(
     let span = span("ExecStream", &request.get_ref().sandbox_id);
     let slot = api.quotas.exec_slot(api, &crate::auth::Principal::of(&request))?;
     let mut stream = async {
-        let (handle, command, params, capped) = exec_request(api, request).await?;
+        let (handle, command, params, answer_by) = exec_request(api, request).await?;
         let stream = api.backend().exec_stream(&handle, &command, &params).await?;
-        Ok::<_, Status>((stream, capped, handle))
+        Ok::<_, Status>((stream, answer_by.is_some(), handle))
     }
     .instrument(span.clone())
     .await?;
