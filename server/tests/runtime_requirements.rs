@@ -1,7 +1,6 @@
 //! A sandbox's runtime requirements against the real daemon (issue 22, NeMo Gym's
-//! `SupportsSandboxNetwork`, `SupportsSandboxRuntimeRequirements`, `SupportsSandboxSharedStorage`):
-//! a network the service owns (sandboxes on it reach each other by `NetworkAddress`, others do
-//! not, the network goes with its last sandbox), `cap_add` only from the operator's allow-list,
+//! `SupportsSandboxRuntimeRequirements`, `SupportsSandboxSharedStorage`; the network of
+//! `SupportsSandboxNetwork` is `named_network.rs`): `cap_add` only from the operator's allow-list,
 //! `/dev/shm` sized, named volumes shared read-write, read-only and through a subpath,
 //! `ListVolumes`/`DeleteVolume`, and bad input refused with nothing made.
 
@@ -42,55 +41,6 @@ fn volume(name: &str, target: &str, read_only: bool, subpath: Option<&str>) -> p
         read_only,
         subpath: subpath.map(String::from),
     }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sandboxes_on_one_network_reach_each_other_and_the_network_goes_with_the_last() {
-    let label = TestLabel::new();
-    let server = TestService::start(&label, None);
-    let mut raw = server.raw().await;
-    let net = unique("lab");
-    let on_net = || proto::SandboxSpec { network: Some(net.clone()), ..busybox() };
-    let server_id = create_id(&mut raw, on_net()).await;
-    let client_id = create_id(&mut raw, on_net()).await;
-    let outsider = create_id(&mut raw, busybox()).await;
-
-    let found = raw
-        .network_address(proto::NetworkAddressRequest { sandbox_id: server_id.clone() })
-        .await
-        .expect("network address")
-        .into_inner();
-    assert_eq!(found.network, net);
-    assert!(found.address.parse::<std::net::Ipv4Addr>().is_ok(), "{found:?}");
-    let docker_net = format!("sandboxd-net-{net}");
-    assert_eq!(docker_lines(&["network", "ls", "-q", "--filter", &format!("name=^{docker_net}$")]).len(), 1);
-
-    let (rc, _, err) = exec(
-        &mut raw,
-        &server_id,
-        "mkdir -p /www && echo hello-from-the-lab > /www/index.html && httpd -p 8080 -h /www",
-    )
-    .await;
-    assert_eq!(rc, 0, "{err}");
-    // busybox-static's `wget -T` crashes: the outer `timeout` bounds it instead.
-    let fetch = format!("timeout 5 wget -q -O- http://{}:8080/", found.address);
-    let (rc, out, err) = exec(&mut raw, &client_id, &fetch).await;
-    assert_eq!((rc, out.trim()), (0, "hello-from-the-lab"), "{err}");
-    let (rc, out, _) = exec(&mut raw, &outsider, &fetch).await;
-    assert_ne!(rc, 0, "a sandbox off the network reached it: {out}");
-
-    close(&mut raw, &server_id).await;
-    assert_eq!(
-        docker_lines(&["network", "ls", "-q", "--filter", &format!("name=^{docker_net}$")]).len(),
-        1,
-        "the network stays while a sandbox is on it"
-    );
-    close(&mut raw, &client_id).await;
-    assert!(
-        docker_lines(&["network", "ls", "-q", "--filter", &format!("name=^{docker_net}$")]).is_empty(),
-        "the network went with its last sandbox"
-    );
-    close(&mut raw, &outsider).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
