@@ -3,7 +3,8 @@
 //! calls are mutating is `service/rpc_table.rs`'s to say.
 //!
 //! [`Audited`] wraps the sandbox service inside the access gate, so it sees the caller's
-//! [`Principal`]; the handler names its sandbox through [`note_sandbox`] (a task-local the
+//! [`Principal`]; every front-end's calls pass it (`service/calls.rs`), so none is audited by
+//! hand; the handler names its sandbox through [`note_sandbox`] (a task-local the
 //! wrapper scopes around the call), which `authorize` and `Create` do.
 
 use std::cell::RefCell;
@@ -58,33 +59,6 @@ impl AuditLog {
             let _ = sink.flush();
         }
     }
-}
-
-/// Runs `call`, the handler of RPC `method` called in-process by another front-end (the E2B
-/// endpoint), as [`Audited`] runs a gRPC call: a mutating method leaves its line, with the
-/// sandbox the handler named and the outcome's code, so no front-end escapes the log.
-pub async fn in_process<T>(
-    log: Option<&Arc<AuditLog>>,
-    principal: &Principal,
-    method: &str,
-    call: impl std::future::Future<Output = Result<T, tonic::Status>>,
-) -> Result<T, tonic::Status> {
-    let log = match log {
-        Some(log) if crate::service::rpc_table::mutating(method) => log,
-        _ => return call.await,
-    };
-    SANDBOX
-        .scope(RefCell::new(None), async move {
-            let result = call.await;
-            let sandbox = SANDBOX.with(|cell| cell.borrow().clone());
-            let outcome = match &result {
-                Ok(_) => "OK".to_string(),
-                Err(status) => format!("{:?}", status.code()),
-            };
-            log.write(Some(principal), sandbox.as_deref(), method, &outcome);
-            result
-        })
-        .await
 }
 
 /// The service `S`, its mutating calls logged to `log` (none: passed straight through).

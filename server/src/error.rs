@@ -26,6 +26,9 @@ pub enum ProviderError {
     /// The new container did not pass its readiness probe before its deadline; it was removed.
     #[error("readiness verification failed: {0}")]
     ReadyTimeout(String),
+    /// The spec's setup command did not finish within `setup_timeout_s`; the sandbox was removed.
+    #[error("setup timed out: {0}")]
+    SetupTimeout(String),
     /// The create as a whole ran out of time (the call's deadline or `server.create_timeout_s`).
     #[error("timed out: {0}")]
     CreateTimeout(String),
@@ -50,6 +53,10 @@ pub enum ProviderError {
     /// A server limit was reached (for example `server.max_snapshots`).
     #[error("limit reached: {0}")]
     ResourceExhausted(String),
+    /// No room now (this host's start slots, its admission queue): come back after
+    /// `retry_after`, an estimate from the measured start rate and the queue.
+    #[error("busy: {message}")]
+    Busy { message: String, retry_after: std::time::Duration },
     /// The Docker daemon (or the docker binary) cannot be reached.
     #[error("docker unavailable: {0}")]
     Unavailable(String),

@@ -195,6 +195,8 @@ pub struct PoolLabels {
 
 /// A gauge of a fractional quantity (CPUs reserved).
 pub type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+/// A counter of a fractional quantity (seconds used).
+pub type FloatCounter = Counter<f64, std::sync::atomic::AtomicU64>;
 
 fn seconds_histogram() -> Histogram {
     // 1 ms .. ~33 s
@@ -223,11 +225,19 @@ pub struct Metrics {
     pub tenant_memory_mib: Family<TenantLabels, Gauge>,
     pub tenant_execs_in_flight: Family<TenantLabels, Gauge>,
     pub tenant_creates: Family<TenantLabels, Counter>,
+    /// Per tenant: the sum of its closed sandboxes' usage receipts (`crate::core::receipts`).
+    pub tenant_sandbox_seconds: Family<TenantLabels, FloatCounter>,
+    pub tenant_cpu_seconds: Family<TenantLabels, FloatCounter>,
     /// Sandboxes by state (`crate::state_metrics`, refreshed from the backend's listing).
     pub sandboxes_by_state: Family<StateLabels, Gauge>,
     /// Warm pools' fill (this process's pools, refreshed by the refill task).
     pub pool_ready: Family<PoolLabels, Gauge>,
     pub pool_target: Family<PoolLabels, Gauge>,
+    /// The create admission queue (`crate::core::admission`): creates holding a start slot,
+    /// creates waiting for one, and calls refused with a retry delay.
+    pub admission_starting: Gauge,
+    pub admission_waiting: Gauge,
+    pub admission_refused: Counter,
 }
 
 impl Metrics {
@@ -250,9 +260,14 @@ impl Metrics {
             tenant_memory_mib: Family::default(),
             tenant_execs_in_flight: Family::default(),
             tenant_creates: Family::default(),
+            tenant_sandbox_seconds: Family::default(),
+            tenant_cpu_seconds: Family::default(),
             sandboxes_by_state: Family::default(),
             pool_ready: Family::default(),
             pool_target: Family::default(),
+            admission_starting: Gauge::default(),
+            admission_waiting: Gauge::default(),
+            admission_refused: Counter::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -320,12 +335,37 @@ impl Metrics {
             m.tenant_creates.clone(),
         );
         registry.register(
+            "tenant_sandbox_seconds",
+            "Wall time of a tenant's closed sandboxes: the sum of their usage receipts",
+            m.tenant_sandbox_seconds.clone(),
+        );
+        registry.register(
+            "tenant_cpu_seconds",
+            "CPU time of a tenant's closed sandboxes: the sum of their usage receipts",
+            m.tenant_cpu_seconds.clone(),
+        );
+        registry.register(
             "sandboxes",
             "Sandboxes of this service by state (the backend's listing, every tenant's)",
             m.sandboxes_by_state.clone(),
         );
         registry.register("pool_ready", "Ready, unclaimed members of a warm pool", m.pool_ready.clone());
         registry.register("pool_target", "The ready members a warm pool keeps", m.pool_target.clone());
+        registry.register(
+            "admission_starting",
+            "Creates holding one of this host's start slots (server.admission.max_starting)",
+            m.admission_starting.clone(),
+        );
+        registry.register(
+            "admission_waiting",
+            "Creates waiting in the fair queue for a start slot",
+            m.admission_waiting.clone(),
+        );
+        registry.register(
+            "admission_refused",
+            "Creates refused with a retry delay (CAPACITY) because no start slot could serve them in time",
+            m.admission_refused.clone(),
+        );
         Metrics { registry, ..m }
     }
 

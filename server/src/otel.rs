@@ -205,12 +205,11 @@ struct Node {
 }
 
 impl TraceLayer {
-    /// The layer of a server listening on `local` (`None`: traces off, the layer does nothing).
+    /// The layer of a server listening on `local` (`None`: a front-end's in-process calls);
+    /// it does nothing while traces are off.
     pub fn new(local: Option<std::net::SocketAddr>) -> Self {
-        let on = match local {
-            Some(addr) if enabled() => Some(Arc::new(Node { host: hostname(), address: addr.to_string() })),
-            _ => None,
-        };
+        let address = local.map_or_else(|| "in-process".to_string(), |addr| addr.to_string());
+        let on = enabled().then(|| Arc::new(Node { host: hostname(), address }));
         Self { on }
     }
 }

@@ -14,6 +14,12 @@ impl Services {
     /// [`Services::build`] over the Docker backend made from `config.docker`: the wiring the
     /// binary (and an in-process test or bench) uses.
     pub async fn build_docker(config: &FileConfig, auth_token: Option<String>) -> Result<Self, ServeError> {
+        // A server that starts can create: the walls' host programs are there.
+        crate::backends::docker::host_tools::check(
+            &config.docker.create,
+            config.network.default_policy.is_some(),
+        )
+        .map_err(ServeError::HostTools)?;
         if config.cluster.mode == crate::config::ClusterMode::Swarm {
             return Self::build_swarm(config, auth_token).await;
         }

@@ -59,6 +59,7 @@ async fn commands_run_through_the_agent_with_accounting() {
     assert!(usage.peak_rss_bytes > 0, "{usage:?}");
     agent_pid(&h);
     p.close(&h.id()).await.unwrap();
+    p.settle_removals().await; // Docker's removal runs after close answered
     assert!(label.containers().is_empty());
 }
 

@@ -359,6 +359,11 @@ async fn an_image_without_a_shell_creates_runs_programs_by_path_and_moves_files(
     let dir = run_dir(&id);
     assert!(dir.join("agent.sock").exists(), "served on its socket");
     raw.close(proto::CloseRequest { sandbox_id: id.clone() }).await.unwrap();
+    // Docker's removal finishes after Close answers (closing.rs): waited for, bounded.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while testkit::container_exists(&id) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     assert!(!testkit::container_exists(&id), "Close removed the container");
     assert!(!dir.parent().unwrap().exists(), "Close removed the run directory");
 }
@@ -375,7 +380,7 @@ async fn sandboxes_made_on_either_transport_are_served_by_a_server_on_the_other(
     // On gVisor, `docker exec -u 0` into a container whose image has a user of its own gets no
     // capabilities (runsc takes them from the container's spec; runc gives root its own), so
     // the channel's agent cannot switch users there: a non-root image needs the socket on
-    // runsc (README, "Sandboxes on gVisor"). The rest holds with a root image.
+    // runsc (docs/runtimes.md, "Sandboxes on gVisor"). The rest holds with a root image.
     let (image, uid) =
         if testkit::on_runsc() { (images::BUSYBOX, "0\n") } else { (images::NONROOT, "1000\n") };
     let with_socket = on_socket.create(&SandboxSpec::new(image)).await.unwrap();

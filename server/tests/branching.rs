@@ -510,3 +510,53 @@ async fn expiry_removes_old_unused_snapshots_and_keeps_used_ones() {
         provider.delete_snapshot(id).await.unwrap();
     }
 }
+
+/// A snapshot whose server was SIGKILLed before the call answered is one nobody was told of:
+/// the next server on the state directory removes it (its record, `snapshot_making.rs`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_snapshot_whose_server_died_before_answering_is_removed_by_the_next_server() {
+    use testkit::server::TestServer;
+    use testkit::wait::eventually;
+    const SANDBOXD: &str = env!("CARGO_BIN_EXE_sandboxd");
+    let _daemon = DAEMON_WIDE.read().await;
+    let cleanup = TestLabel::new();
+    let state = tempfile::tempdir().unwrap();
+    let config = serde_json::json!({"server": {"state_dir": state.path(), "sweep_interval_s": 1}});
+    let mut first = TestServer::launch(SANDBOXD, &cleanup).config(config.clone()).start();
+    let client = sandboxd_client::Client::connect(first.url.clone()).await.unwrap();
+    let source = Sandbox::start(&client, spec(BUSYBOX)).await.expect("source");
+    // A layer big enough that the commit takes a while on this daemon.
+    let r = source.exec("dd if=/dev/zero of=/big bs=1M count=200 2>&1").await.unwrap();
+    assert_eq!(r.return_code, 0, "{r:?}");
+    let mut raw = first.raw().await;
+    let id = source.id().to_string();
+    let call = tokio::spawn(async move {
+        raw.snapshot(proto::SnapshotRequest { sandbox_id: id, ..Default::default() }).await
+    });
+    let records = state.path().join("snapshotting");
+    let recorded = || {
+        std::fs::read_dir(&records)
+            .map(|d| d.flatten().any(|e| !e.file_name().to_string_lossy().starts_with('.')))
+            .unwrap_or(false)
+    };
+    eventually(Duration::from_secs(30), "the snapshot was never recorded as under way", recorded).await;
+    first.signal(nix::sys::signal::Signal::SIGKILL);
+    first.wait_exit(Duration::from_secs(10));
+    assert!(call.await.unwrap().is_err(), "the call answered before its server died");
+    // The daemon finishes the commit its client started.
+    let snapshots = || {
+        let case = format!("label=sandboxd.test.case={}", cleanup.value);
+        let out = docker(&["images", "-q", "--filter", "label=sandboxd.snapshot=1", "--filter", &case]);
+        String::from_utf8_lossy(&out.stdout).split_whitespace().count()
+    };
+    eventually(Duration::from_secs(60), "the commit never made its image", || snapshots() == 1).await;
+
+    let second = TestServer::launch(SANDBOXD, &cleanup).config(config).start();
+    eventually(Duration::from_secs(60), "the snapshot nobody was told of was never removed", || {
+        snapshots() == 0
+    })
+    .await;
+    // The record goes right after the image (once a live snapshot's checkpoint is gone too).
+    eventually(Duration::from_secs(10), "the record outlived its snapshot", || !recorded()).await;
+    assert!(second.logs().contains("removed a snapshot whose call never answered"), "{}", second.logs());
+}

@@ -4,10 +4,15 @@
 //! that does not own it as the owner answers it (a PTY session, a 64 MiB upload downloaded byte
 //! for byte through a third node, server streams, the caller's deadline); a cluster-wide `List`
 //! and `Watch` (each node's events merged; a peer whose sandboxd dies neither ends nor stalls the
-//! stream, and is followed again once it is back); what Swarm cannot express refused by name; a
+//! stream, and is followed again once it is back); E2B's envd calls (commands, files, a terminal)
+//! and the console's terminal through a node that does not own the sandbox (the front-ends
+//! enter the relaying stack); what Swarm cannot express refused by name; a
 //! paused node getting no new sandboxes; `Close` through a node that does not own the sandbox.
 //! Nothing of the cluster is left afterwards. Node loss, drain and restarts are
 //! `cluster_recovery.rs`; warm pools in the cluster `cluster_pools.rs`.
+
+mod cluster_front_ends;
+mod e2b_http;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -165,7 +170,12 @@ async fn unoffered_codes(client: &Client, id: &str) -> Vec<(&'static str, tonic:
 
 #[test]
 fn a_swarm_of_three_answers_for_every_sandbox_from_every_node() {
-    let cluster = TestCluster::start(3, sandboxd_bin(), &[("SANDBOXD_CLUSTER_IMAGES", images::BUSYBOX)]);
+    let front_ends = cluster_front_ends::config(images::BUSYBOX);
+    let cluster = TestCluster::start(
+        3,
+        sandboxd_bin(),
+        &[("SANDBOXD_CLUSTER_IMAGES", images::BUSYBOX), ("SANDBOXD_CLUSTER_CONFIG", &front_ends)],
+    );
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let clients = cluster.clients().await;
@@ -209,6 +219,8 @@ fn a_swarm_of_three_answers_for_every_sandbox_from_every_node() {
             assert_eq!((out.return_code, out.stdout_str().as_str()), (0, "hi-42\n"), "via node {via}: {out:?}");
             assert_eq!(sandbox.status().await.unwrap(), SandboxStatus::Running);
         }
+        step("E2B's commands, files and terminal, and the console's terminal, through node 1");
+        cluster_front_ends::drive(&cluster, 0, &far, &cluster.token()).await;
         let via1 = Sandbox::connect(&clients[0], far.as_str()).await.unwrap();
         let via3 = Sandbox::connect(&clients[2], far.as_str()).await.unwrap();
 

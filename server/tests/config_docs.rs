@@ -1,4 +1,4 @@
-//! The README's configuration reference against the parser itself (issue 22): every key the
+//! The configuration reference (docs/configuration.md) against the parser itself (issue 22): every key the
 //! config file accepts is in the reference's sample config and in its table, the sample is the
 //! defaults, and no document names a key the parser does not know. Every `sandboxd` flag (and
 //! its environment variable) is in the server flags table.
@@ -19,7 +19,8 @@ const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 const PROBE: &str = "__sandboxd_docs_probe__";
 /// Where the configuration reference lives, and its heading.
 const README: &str = "README.md";
-const REFERENCE_HEADING: &str = "## Configuration";
+const REFERENCE: &str = "docs/configuration.md";
+const REFERENCE_HEADING: &str = "# Configuration";
 const DOCKER_SECTIONS: [&str; 4] = ["create", "exec", "probe", "runtimes"];
 /// A backticked `docker.yaml` is a file, not a key.
 const FILE_EXTENSIONS: [&str; 8] = ["yaml", "yml", "json", "toml", "md", "rs", "py", "sh"];
@@ -174,8 +175,8 @@ fn the_walk_finds_what_the_parser_is_known_to_have() {
 #[test]
 fn the_sample_config_has_every_key_at_its_default() {
     let found = parser_keys();
-    let readme = read(README);
-    let reference = section(&readme, REFERENCE_HEADING);
+    let page = format!("\n{}", read(REFERENCE)); // the heading is the first line
+    let reference = section(&page, REFERENCE_HEADING);
     let sample_text = example(reference, "config-sample");
     let sample: Value = serde_json::from_str(sample_text).expect("the sample config is JSON");
     let parsed = FileConfig::from_json_value(&sample).unwrap_or_else(|e| panic!("the sample config: {e}"));
@@ -185,7 +186,7 @@ fn the_sample_config_has_every_key_at_its_default() {
     let missing: Vec<_> = found.keys.difference(&in_sample).collect();
     assert!(
         missing.is_empty(),
-        "keys the parser accepts but the README's sample config (the `config-sample` block under \
+        "keys the parser accepts but docs/configuration.md's sample config (the `config-sample` block under \
          `{REFERENCE_HEADING}`) lacks; add each with its default: {missing:?}"
     );
     let unknown: Vec<_> = in_sample.difference(&found.keys).collect();
@@ -195,12 +196,12 @@ fn the_sample_config_has_every_key_at_its_default() {
 #[test]
 fn the_reference_table_names_every_key() {
     let found = parser_keys();
-    let readme = read(README);
-    let reference = section(&readme, REFERENCE_HEADING);
+    let page = format!("\n{}", read(REFERENCE)); // the heading is the first line
+    let reference = section(&page, REFERENCE_HEADING);
     let missing: Vec<_> = found.keys.iter().filter(|k| !reference.contains(&format!("`{k}`"))).collect();
     assert!(
         missing.is_empty(),
-        "keys the parser accepts but the README's `{REFERENCE_HEADING}` section does not describe \
+        "keys the parser accepts but docs/configuration.md does not describe \
          (a table row naming the full dotted key, e.g. `docker.exec.engine`): {missing:?}"
     );
 }
@@ -264,8 +265,8 @@ fn the_server_flags_table_names_every_flag_and_its_variable() {
     let variables: BTreeSet<String> =
         help.split("[env: ").skip(1).map(|rest| rest.split('=').next().unwrap().to_string()).collect();
     assert!(flags.contains("--listen") && variables.contains("SANDBOXD_LISTEN"), "{help}");
-    let readme = read(README);
-    let table = section(&readme, REFERENCE_HEADING);
+    let page = format!("\n{}", read(REFERENCE)); // the heading is the first line
+    let table = section(&page, REFERENCE_HEADING);
     let table = &table[table.find("| flag |").expect("the server flags table")..];
     let table = &table[..table.find("\n\n").unwrap_or(table.len())];
     for name in flags.iter().chain(&variables) {

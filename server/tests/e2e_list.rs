@@ -79,7 +79,8 @@ async fn list_filters_by_label_and_status_pages_and_sees_only_owned_sandboxes() 
     for s in [&a, &b, &c] {
         s.stop().await.expect("stop");
     }
-    assert!(client.list_all(by_run).await.unwrap().is_empty());
+    let left = client.list_all(by_run).await.unwrap();
+    assert!(left.is_empty(), "listed after every close: {left:?}");
     label.remove_all();
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use sandboxd_client::{proto, spec, Client, ExecOptions, PtyOptions, Sandbox};
 use testkit::images::BUSYBOX;
+use testkit::metrics::{rpc, sample};
 use testkit::server::{scrape, TestServer};
 use testkit::TestLabel;
 
@@ -23,18 +24,6 @@ fn start(label: &TestLabel) -> TestServer {
     assert!(server.addr.starts_with("127.0.0.1:"), "localhost resolves to loopback IPv4: {}", server.addr);
     assert!(server.metrics_addr.is_some(), "the metrics line comes before the listening line");
     server
-}
-
-/// The value of the sample `name{labels}` (labels as they appear, in order); 0 when absent.
-fn sample(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
-        .map(|v| v.trim().parse().expect("a number"))
-        .unwrap_or(0.0)
-}
-
-fn rpc(method: &str, code: &str) -> String {
-    format!("sandboxd_rpc_requests_total{{service=\"sandbox.v1.SandboxService\",method=\"{method}\",code=\"{code}\"}}")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,10 +69,12 @@ async fn scrape_counts_a_known_sequence_of_calls() {
     while output.next().await.is_some() {}
     sandbox.stop().await.expect("close");
 
-    // The Pty call is counted when its stream ends on the server; wait for that, not a time.
+    // The Pty call is counted when its stream ends on the server, and the close's `docker rm`
+    // runs after Close answered (closing.rs); wait for both, not a time.
+    let rm = "sandboxd_docker_command_duration_seconds_count{command=\"rm\"}";
     let mut after = scrape(&metrics);
-    for _ in 0..100 {
-        if sample(&after, "sandboxd_pty_sessions") == 0.0 {
+    for _ in 0..300 {
+        if sample(&after, "sandboxd_pty_sessions") == 0.0 && sample(&after, rm) >= 1.0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

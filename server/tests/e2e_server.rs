@@ -65,6 +65,11 @@ async fn any_server_serves_a_sandbox_after_a_restart() {
         proto::SandboxStatus::Stopped as i32,
         "a sandbox this server closed reads stopped"
     );
+    // Docker's removal finishes after Close answers (closing.rs): waited for, bounded.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while container_exists(&id) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     assert!(!container_exists(&id));
 }
 

@@ -2,7 +2,9 @@
 //! the Rust client: a memory hog past its sandbox's cap (OOM_KILLED on the result; the sandbox
 //! lives on), a container killed from outside (SANDBOX_GONE, on the call and on Watch), a
 //! paused sandbox (SANDBOX_PAUSED), a command past its timeout (TIMEOUT), a missing working
-//! directory (EXEC_REFUSED), a create past its readiness deadline (CREATE_TIMEOUT), a killed
+//! directory (EXEC_REFUSED), a create past its readiness deadline (CREATE_TIMEOUT), a create
+//! still starting when its own deadline passes (STARTUP_TIMEOUT), a setup command that hangs
+//! (SETUP_TIMEOUT), a killed
 //! agent (AGENT_LOST), a closed sandbox (SANDBOX_GONE); a non-zero exit is a result with no
 //! kind. `Usage` and `Close` report the sandbox's totals. (QUOTA is checked in `access.rs`,
 //! DAEMON_UNAVAILABLE in `daemon_faults.rs`, Watch's OOM_KILLED in `docker/watch_events.rs`.)
@@ -115,7 +117,10 @@ async fn an_oom_kill_and_a_kill_from_outside_are_told_apart() {
     // needs, is not): each command carries a raised `oom_score_adj`.
     let score = sandbox.exec("cat /proc/self/oom_score_adj").await.expect("exec");
     assert_eq!(score.stdout_str(), "500\n", "{score:?}");
-    let r = sandbox.exec("head -c 300m /dev/zero | tail > /dev/null").await.expect("exec");
+    // One 300 MiB buffer filled by the kernel: killed at once. (`head -c 300m /dev/zero | tail`
+    // can thrash for seconds instead: tail's buffer fits with a few pages to spare, and head
+    // refaults its text through fuse-overlayfs at every step.)
+    let r = sandbox.exec("dd if=/dev/zero of=/dev/null bs=300M count=1").await.expect("exec");
     assert_eq!((r.return_code, r.failure_kind), (137, Some(FailureKind::OomKilled)), "{r:?}");
     assert!(FailureKind::OomKilled.is_task_fault());
     // A SIGKILL that was no OOM kill is the command's own exit.
@@ -159,7 +164,8 @@ async fn a_create_past_its_readiness_deadline_is_create_timeout() {
     assert_eq!(failure_kind_of(&status), Some(FailureKind::CreateTimeout), "{status:?}");
     assert!(label.containers().is_empty(), "nothing left behind");
 
-    // A create that outlives `server.create_timeout_s` (a probe holding it 30 s) is the same kind.
+    // A create still starting when `server.create_timeout_s` passes (a probe holding it 30 s):
+    // the create's own deadline, so the host's kind, STARTUP_TIMEOUT, and nothing left behind.
     let label = TestLabel::new();
     let mut config = testkit::config::slow_probe(30);
     testkit::config::merge(&mut config, serde_json::json!({"server": {"create_timeout_s": 2.0}}));
@@ -167,7 +173,64 @@ async fn a_create_past_its_readiness_deadline_is_create_timeout() {
     let mut raw = server.raw().await;
     let status = raw.create(proto::CreateRequest { spec: Some(spec(BUSYBOX)) }).await.expect_err("too slow");
     assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
-    assert_eq!(failure_kind_of(&status), Some(FailureKind::CreateTimeout), "{status:?}");
+    assert_eq!(failure_kind_of(&status), Some(FailureKind::StartupTimeout), "{status:?}");
+    assert!(label.containers().is_empty(), "nothing left behind");
+
+    // The same under the caller's own deadline (3 s, the server's bound left at its default):
+    // the server answers STARTUP_TIMEOUT before the caller's timer fires.
+    let server = TestService::start_json(&label, testkit::config::slow_probe(30));
+    let mut raw = server.raw().await;
+    let mut call = tonic::Request::new(proto::CreateRequest { spec: Some(spec(BUSYBOX)) });
+    call.set_timeout(Duration::from_secs(3));
+    let status = raw.create(call).await.expect_err("too slow for the call");
+    assert_eq!(failure_kind_of(&status), Some(FailureKind::StartupTimeout), "{status:?}");
+    // The answer left at the deadline; the create's task removes what it started right after.
+    testkit::wait::eventually(Duration::from_secs(60), "the half-started container is removed", || {
+        label.containers().is_empty()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_setup_command_that_hangs_is_setup_timeout_and_one_that_fails_is_create_failed() {
+    let label = TestLabel::new();
+    let server = TestService::start(&label, None);
+    let mut raw = server.raw().await;
+    let mut hangs = spec(BUSYBOX);
+    hangs.setup = Some("echo started > /tmp/setup; sleep 600".into());
+    hangs.setup_timeout_s = Some(1.5);
+    let started = std::time::Instant::now();
+    let status = raw.create(proto::CreateRequest { spec: Some(hangs) }).await.expect_err("setup hangs");
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    assert_eq!(failure_kind_of(&status), Some(FailureKind::SetupTimeout), "{status:?}");
+    assert!(status.message().contains("spec.setup_timeout_s"), "{status:?}");
+    assert!(started.elapsed() < Duration::from_secs(60), "ended at the setup's bound");
+    assert!(label.containers().is_empty(), "nothing left behind");
+
+    let mut fails = spec(BUSYBOX);
+    fails.setup = Some("echo no-such-dependency >&2; exit 3".into());
+    let status = raw.create(proto::CreateRequest { spec: Some(fails) }).await.expect_err("setup fails");
+    assert_eq!(failure_kind_of(&status), Some(FailureKind::CreateFailed), "{status:?}");
+    assert!(
+        status.message().contains("exited with 3") && status.message().contains("no-such-dependency"),
+        "{status:?}"
+    );
+    assert!(label.containers().is_empty(), "nothing left behind");
+
+    // A setup that works runs before the create returns.
+    let mut works = spec(BUSYBOX);
+    works.setup = Some("echo ready > /tmp/setup-done".into());
+    let id = raw
+        .create(proto::CreateRequest { spec: Some(works) })
+        .await
+        .expect("create")
+        .into_inner()
+        .sandbox
+        .unwrap()
+        .sandbox_id;
+    let out = testkit::raw::exec(&mut raw, &id, "cat /tmp/setup-done").await;
+    assert_eq!(out.stdout, b"ready\n");
+    raw.close(proto::CloseRequest { sandbox_id: id }).await.expect("close");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

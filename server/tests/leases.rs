@@ -159,7 +159,7 @@ async fn a_forks_children_get_the_capped_lease() {
         ttl_s: Some(3600.0),
         ..sandboxd::core::spec::SandboxSpec::new(testkit::images::BUSYBOX)
     };
-    let source = uncapped.create(spec, None).await.expect("create");
+    let source = uncapped.create(spec, None, &Default::default()).await.expect("create");
     let forked = capped.fork(&source.id(), 2, &std::collections::BTreeMap::new(), 100).await.expect("fork");
     let now = lease::now_ms();
     assert_eq!(forked.sandboxes.len(), 2);

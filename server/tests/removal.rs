@@ -97,7 +97,7 @@ async fn per_sandbox_caches_shrink_when_sandboxes_end_however_they_end() {
     let mut handles = Vec::new();
     for _ in 0..6 {
         let spec = sandboxd::core::spec::SandboxSpec::new(BUSYBOX);
-        let handle = lifecycle.create(spec, None).await.expect("create");
+        let handle = lifecycle.create(spec, None, &Default::default()).await.expect("create");
         let ran = provider.exec(&handle, "echo hi", &Default::default()).await.unwrap();
         assert_eq!(ran.return_code, 0);
         handles.push(handle);

@@ -222,7 +222,7 @@ async fn a_tenant_bound_to_runsc_cannot_ask_for_runc() {
 /// Figures (not run by default): exec `printf x` through the agent's socket, through its
 /// `docker exec -i` channel, and a raw `docker exec`, medians of 30, on the runtime under test:
 /// `SANDBOXD_TEST_RUNTIME=runsc DOCKER_HOST=… cargo test -p sandboxd --test runtimes figures
-/// -- --ignored --nocapture` (README, "Sandboxes on gVisor").
+/// -- --ignored --nocapture` (docs/runtimes.md, "Sandboxes on gVisor").
 #[tokio::test(flavor = "multi_thread")]
 #[ignore]
 async fn figures() {

@@ -48,9 +48,7 @@ fn server_with(
 async fn a_callers_trace_continues_through_rpc_handler_docker_and_agent() {
     let label = TestLabel::new();
     let collector = Collector::default();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    let _serving = collector.serve(listener);
+    let (endpoint, _serving) = collector.serve_on_loopback().await;
     let service_name = format!("sandboxd-traces-{}", &label.value[..8]);
     // A tenant's calls: its name is an attribute of the call's span.
     let dir = tempfile::tempdir().unwrap();
@@ -172,9 +170,7 @@ async fn figures() {
     const N: usize = 200;
     let label = TestLabel::new();
     let collector = Collector::default();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    let _serving = collector.serve(listener);
+    let (endpoint, _serving) = collector.serve_on_loopback().await;
     let off = TestServer::launch(SANDBOXD, &label).start();
     let on = server(&label, &endpoint, "sandboxd-figures");
     for (name, server) in [("off", &off), ("on", &on)] {

@@ -164,6 +164,59 @@ async fn a_claim_from_a_ready_pool_is_fast_gets_the_calls_env_files_metadata_and
     let _ = raw.close(proto::CloseRequest { sandbox_id: plain.sandbox_id }).await;
 }
 
+/// `DeletePool` while the pool's first members are still starting: the call answers once each
+/// start under way has finished and removed what it made, so nothing of the pool is left (a
+/// snapshot it was made from could be deleted next) and nothing appears later.
+#[tokio::test(flavor = "multi_thread")]
+async fn delete_pool_answers_once_its_starts_under_way_are_undone() {
+    let label = TestLabel::new();
+    let state = tempfile::tempdir().unwrap();
+    let service = TestService::start_json(&label, serde_json::json!({"server": {"state_dir": state.path()}}));
+    let mut raw = service.raw().await;
+    // The names of this test's containers now, as Docker lists them (no wait for removals).
+    let listed = || label.listed_now().into_iter().map(|(_, _, name)| name).collect::<Vec<_>>().join("\n");
+    // A pool whose members are caught starting (a start lasts from `docker create` to the
+    // rename after the agent's hello; a pool whose members all got ready first is deleted and
+    // another tried).
+    let mut caught = false;
+    for attempt in 0..5 {
+        let name = format!("going-{attempt}");
+        let spec = proto::PoolSpec {
+            name: name.clone(),
+            image: BUSYBOX.into(),
+            target: 3,
+            max: 3,
+            ..Default::default()
+        };
+        raw.create_pool(proto::CreatePoolRequest { pool: Some(spec) }).await.unwrap();
+        let start = Instant::now();
+        let starting = loop {
+            if listed().contains("sandboxd-creating-") {
+                break true;
+            }
+            if pool(&mut raw, &name).await.ready == 3 || start.elapsed() > Duration::from_secs(60) {
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        raw.delete_pool(proto::DeletePoolRequest { name: name.clone() }).await.expect("DeletePool");
+        // Looked at at once: no member is still being made.
+        let names = listed();
+        assert!(
+            !names.contains("sandboxd-creating-"),
+            "a member was still starting after DeletePool: {names}"
+        );
+        assert_eq!(label.names(), Vec::<String>::new(), "the pool's members outlived DeletePool");
+        if starting {
+            caught = true;
+            break;
+        }
+    }
+    assert!(caught, "no pool of five was caught with a member starting");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(label.names(), Vec::<String>::new(), "a start under way made a member after DeletePool");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_empty_pool_creates_on_demand_and_delete_pool_removes_the_unclaimed_ones() {
     let label = TestLabel::new();

@@ -7,6 +7,7 @@
 //! `echo WORDS…` prints the words, `exit N` returns N, `cat FILE` prints an uploaded file;
 //! any other command returns 127 with a message. What it does not model (streams, terminals,
 //! snapshots, forks, diffs, logs, endpoints) it refuses with UNIMPLEMENTED, naming the call.
+//! Usage is modelled as wall time since the create and a tenth of it as CPU time.
 //! Every call is recorded ([`FakeBackend::calls`]) so a test can tell what reached the seam.
 
 use std::collections::BTreeMap;
@@ -50,6 +51,15 @@ pub struct FakeBackend {
     gone: Mutex<Vec<String>>,
     /// Creates fail with this error's message (as a `Create` error) while set.
     fail_creates: Mutex<Option<String>>,
+    /// How long each create takes (a slow daemon under a burst).
+    create_delay: Mutex<Duration>,
+    /// Every n-th create takes this long instead (a loaded host's slow tail), when set.
+    slow_tail: Mutex<Option<(u64, Duration)>>,
+    /// Creates begun so far (for `slow_tail`).
+    begun: std::sync::atomic::AtomicU64,
+    /// Creates under way now, and the most there ever were at once.
+    creating: std::sync::atomic::AtomicUsize,
+    most_creating: std::sync::atomic::AtomicUsize,
 }
 
 impl FakeBackend {
@@ -70,6 +80,22 @@ impl FakeBackend {
     /// Creates fail (`Create` error, FAILED_PRECONDITION) with `reason` until called with `None`.
     pub fn fail_creates(&self, reason: Option<&str>) {
         *self.fail_creates.lock().unwrap() = reason.map(String::from);
+    }
+
+    /// Each create takes `delay` from now on (a loaded daemon).
+    pub fn slow_creates(&self, delay: Duration) {
+        *self.create_delay.lock().unwrap() = delay;
+    }
+
+    /// Every `every`-th create takes `delay` instead of `slow_creates`' (the slow tail of a
+    /// loaded host, far above the average).
+    pub fn slow_tail(&self, every: u64, delay: Duration) {
+        *self.slow_tail.lock().unwrap() = Some((every.max(1), delay));
+    }
+
+    /// The most creates that were ever under way at once.
+    pub fn most_creates_at_once(&self) -> usize {
+        self.most_creating.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The sandbox stops, as its main process ending would.
@@ -149,6 +175,20 @@ impl SandboxBackend for FakeBackend {
         self.note("create_planned");
         if let Some(reason) = self.fail_creates.lock().unwrap().clone() {
             return Err(ProviderError::Create(reason));
+        }
+        let mut delay = *self.create_delay.lock().unwrap();
+        let nth = self.begun.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if let Some((every, slow)) = *self.slow_tail.lock().unwrap() {
+            if nth.is_multiple_of(every) {
+                delay = slow;
+            }
+        }
+        if !delay.is_zero() {
+            use std::sync::atomic::Ordering::SeqCst;
+            let now = self.creating.fetch_add(1, SeqCst) + 1;
+            self.most_creating.fetch_max(now, SeqCst);
+            tokio::time::sleep(delay).await;
+            self.creating.fetch_sub(1, SeqCst);
         }
         let handle = SandboxHandle {
             sandbox_id: plan.id.as_str().to_string(),
@@ -310,6 +350,14 @@ impl SandboxBackend for FakeBackend {
             })
             .collect();
         Ok(sandboxd::core::inventory::page(found, query))
+    }
+
+    /// Wall time since the create; CPU time a tenth of it (a sandbox that idles mostly).
+    async fn usage(&self, id: &SandboxId) -> Result<sandboxd::core::usage::SandboxUsage> {
+        self.note("usage");
+        let created_ns = self.with(id.as_str(), |s| Ok(s.created_ns))?;
+        let wall = Duration::from_nanos((now_ns() - created_ns).max(0) as u64);
+        Ok(sandboxd::core::usage::SandboxUsage { wall_time: wall, cpu_time: wall / 10, ..Default::default() })
     }
 
     fn default_exec_timeout(&self) -> Option<Duration> {

@@ -17,6 +17,7 @@ pub mod config;
 pub mod ctl;
 pub mod fake;
 pub mod images;
+pub mod metrics;
 pub mod private_docker;
 pub mod procs;
 pub mod pty;
@@ -70,29 +71,49 @@ impl TestLabel {
         self.settled().into_iter().map(|(_, name)| name).collect()
     }
 
-    /// (id, name) of this label's containers. A closed sandbox is killed and renamed
-    /// `sandboxd-closing-…` before `Close` returns, and its `docker rm` finishes in the
-    /// background: while such a container is listed this waits (up to 60 s) for its removal,
-    /// so "nothing left behind" means removed, never "not yet removed".
+    /// (id, state, name) of this label's containers as Docker lists them now, without waiting
+    /// for removals under way (what [`Self::settled`] looks at each time round).
+    pub fn listed_now(&self) -> Vec<(String, String, String)> {
+        let out = docker(&[
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label=sandboxd.test.case={}", self.value),
+            "--format",
+            "{{.ID}} {{.State}} {{.Names}}",
+        ]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|line| {
+                let mut words = line.splitn(3, ' ');
+                Some((words.next()?.to_string(), words.next()?.to_string(), words.next()?.to_string()))
+            })
+            .collect()
+    }
+
+    /// (id, name) of this label's containers. `Close` ends a sandbox (its processes killed, its
+    /// id NOT_FOUND) before it answers and leaves Docker's removal to the background: while a
+    /// listed container is not running (killed, being removed) this waits, up to 30 s, for it
+    /// to go, so "nothing left behind" means removed, never "not yet removed"; running ones
+    /// count once they stayed so for a second (a killed sandbox reads running until the daemon
+    /// hears of its init's exit). A container that stays stopped is listed after the wait (a
+    /// real leftover fails its test).
     pub fn settled(&self) -> Vec<(String, String)> {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut steady: Option<std::time::Instant> = None;
         loop {
-            let out = docker(&[
-                "ps",
-                "-a",
-                "--filter",
-                &format!("label=sandboxd.test.case={}", self.value),
-                "--format",
-                "{{.ID}} {{.Names}}",
-            ]);
-            let listed: Vec<(String, String)> = String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .filter_map(|line| line.split_once(' '))
-                .map(|(id, name)| (id.to_string(), name.to_string()))
-                .collect();
-            let closing = listed.iter().any(|(_, name)| name.starts_with("sandboxd-closing-"));
-            if !closing || std::time::Instant::now() >= deadline {
-                return listed;
+            let listed = self.listed_now();
+            let closing = listed.iter().any(|(_, state, name)| {
+                name.starts_with("sandboxd-closing-")
+                    || matches!(state.as_str(), "exited" | "dead" | "removing")
+            });
+            let now = std::time::Instant::now();
+            let steady_since = if closing { None } else { Some(*steady.get_or_insert(now)) };
+            steady = steady_since;
+            let held = steady_since
+                .is_some_and(|since| listed.is_empty() || now - since >= std::time::Duration::from_secs(1));
+            if held || now >= deadline {
+                return listed.into_iter().map(|(id, _, name)| (id, name)).collect();
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }

@@ -31,6 +31,9 @@ pub struct TestServer {
     /// `HOST:PORT` of `/metrics`, when started with `--metrics-listen` (from the line
     /// `sandboxd metrics on http://HOST:PORT/metrics`, printed before the listening line).
     pub metrics_addr: Option<String>,
+    /// `HOST:PORT` of the E2B endpoint, when `server.e2b.listen` is set (its line
+    /// `sandboxd e2b on http://HOST:PORT`).
+    pub e2b_addr: Option<String>,
     log: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -139,6 +142,9 @@ impl Launch {
                 if let Some(url) = line.strip_prefix("sandboxd metrics on http://") {
                     let _ = tx.send(Printed::Metrics(url.trim().trim_end_matches("/metrics").to_string()));
                 }
+                if let Some(addr) = line.strip_prefix("sandboxd e2b on http://") {
+                    let _ = tx.send(Printed::E2b(addr.trim().to_string()));
+                }
                 if let Some(addr) = line.strip_prefix("sandboxd listening on ") {
                     let _ = tx.send(Printed::Listening(addr.trim().to_string()));
                 }
@@ -146,10 +152,12 @@ impl Launch {
         });
         let deadline = Instant::now() + LISTENING_WITHIN;
         let mut metrics_addr = None;
+        let mut e2b_addr = None;
         let addr = loop {
             match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
                 Ok(Printed::Listening(addr)) => break addr,
                 Ok(Printed::Metrics(addr)) => metrics_addr = Some(addr),
+                Ok(Printed::E2b(addr)) => e2b_addr = Some(addr),
                 Err(_) => {
                     let _ = child.kill();
                     let _ = child.wait();
@@ -161,13 +169,14 @@ impl Launch {
                 }
             }
         };
-        TestServer { child, url: format!("http://{addr}"), addr, metrics_addr, log, _dir: dir }
+        TestServer { child, url: format!("http://{addr}"), addr, metrics_addr, e2b_addr, log, _dir: dir }
     }
 }
 
 /// The lines of the server's stdout that the fixture reads.
 enum Printed {
     Metrics(String),
+    E2b(String),
     Listening(String),
 }
 

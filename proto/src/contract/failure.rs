@@ -8,7 +8,7 @@ pub const FAILURE_DOMAIN: &str = "sandboxd";
 
 impl FailureKind {
     /// Every kind that names a failure (not `Unspecified`), in wire order.
-    pub const ALL: [FailureKind; 13] = [
+    pub const ALL: [FailureKind; 15] = [
         FailureKind::Timeout,
         FailureKind::OomKilled,
         FailureKind::SandboxGone,
@@ -22,6 +22,8 @@ impl FailureKind {
         FailureKind::CreateFailed,
         FailureKind::ExecRefused,
         FailureKind::Internal,
+        FailureKind::StartupTimeout,
+        FailureKind::SetupTimeout,
     ];
 
     /// The `ErrorInfo.reason` and metric label: the proto name without `FAILURE_KIND_`
@@ -61,7 +63,7 @@ impl FailureKind {
     /// Whether the task itself caused it (count the rollout), as opposed to the
     /// infrastructure or the caller (mask it from the loss).
     pub fn is_task_fault(self) -> bool {
-        matches!(self, FailureKind::Timeout | FailureKind::OomKilled)
+        matches!(self, FailureKind::Timeout | FailureKind::OomKilled | FailureKind::SetupTimeout)
     }
 
     /// Whether calling again (a new sandbox for a lost one) is safe: the failed call left

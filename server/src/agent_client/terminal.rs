@@ -382,6 +382,16 @@ impl TerminalSession for AgentTerminal {
         Ok(())
     }
 
+    async fn end_input(&self) -> Result<(), PtyError> {
+        if self.mode != TerminalMode::Pipe {
+            return Err(PtyError::Invalid {
+                field: "stdin_end".into(),
+                message: "a terminal has no stdin to close: send Ctrl-D (0x04) as input".into(),
+            });
+        }
+        self.send(Request::StdinEnd).await
+    }
+
     async fn resize(&self, rows: u16, cols: u16) -> Result<(), PtyError> {
         if self.mode == TerminalMode::Pipe {
             return Ok(()); // no terminal to size

@@ -1,6 +1,8 @@
 //! Tenants (`server.auth.tenants_file`, YAML or JSON): each a name, the hex SHA-256 of the key
 //! its clients present, and quotas (a quota left out is unlimited). The server keeps only the
-//! digests; a presented key is hashed and compared with each in constant time.
+//! digests; a presented key is hashed and compared with each in constant time. The operator
+//! changes tenants and their limits without a restart (`reload`, on SIGHUP): a file with a bad
+//! entry is refused naming the field, and the tenants in force stay as they were.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -25,6 +27,63 @@ pub struct Quotas {
     pub creates_per_minute: Option<u64>,
     /// Snapshots at once.
     pub snapshots: Option<u64>,
+    /// Creates (and forks) per second, sustained: a token bucket refilled at this rate.
+    pub creates_per_second: Option<f64>,
+    /// The bucket's size (creates at once after a quiet spell); default: one second's worth,
+    /// at least one.
+    pub creates_burst: Option<u64>,
+    /// Sandbox-seconds (its sandboxes' wall time, from their usage receipts) per budget period.
+    pub sandbox_seconds_per_period: Option<f64>,
+    /// CPU-seconds (its sandboxes' CPU time, from their usage receipts) per budget period.
+    pub cpu_seconds_per_period: Option<f64>,
+    /// The budget period in seconds, periods aligned to the Unix epoch; default one hour.
+    pub period_s: Option<f64>,
+}
+
+/// The budget period when a tenant names none: one hour.
+pub const DEFAULT_PERIOD_S: f64 = 3600.0;
+
+impl Quotas {
+    /// The budget period.
+    pub fn period(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.period_s.unwrap_or(DEFAULT_PERIOD_S))
+    }
+
+    /// Every limit in range, or the first one that is not, named (`quotas.<field>`).
+    fn check(&self) -> Result<(), String> {
+        let positive = |name: &str, v: Option<f64>| match v {
+            Some(x) if !(x.is_finite() && x > 0.0) => Err(format!("quotas.{name}: a number > 0 (got {x})")),
+            _ => Ok(()),
+        };
+        if matches!(self.cpus, Some(c) if !(c.is_finite() && c >= 0.0)) {
+            return Err("quotas.cpus: a number >= 0".into());
+        }
+        positive("creates_per_second", self.creates_per_second)?;
+        positive("sandbox_seconds_per_period", self.sandbox_seconds_per_period)?;
+        positive("cpu_seconds_per_period", self.cpu_seconds_per_period)?;
+        positive("period_s", self.period_s)?;
+        if matches!(self.period_s, Some(p) if p > crate::config::MAX_CLIENT_SECONDS) {
+            return Err(format!("quotas.period_s: at most {} seconds", crate::config::MAX_CLIENT_SECONDS));
+        }
+        if self.creates_burst == Some(0) {
+            return Err("quotas.creates_burst: a number >= 1 (got 0)".into());
+        }
+        if self.creates_burst.is_some() && self.creates_per_second.is_none() {
+            return Err(
+                "quotas.creates_burst: needs quotas.creates_per_second (the bucket's refill rate)".into()
+            );
+        }
+        Ok(())
+    }
+
+    /// The token bucket's size.
+    pub fn creates_burst(&self) -> f64 {
+        match (self.creates_burst, self.creates_per_second) {
+            (Some(b), _) => b as f64,
+            (None, Some(rate)) => rate.ceil().max(1.0),
+            (None, None) => 0.0,
+        }
+    }
 }
 
 /// One tenant.
@@ -55,16 +114,26 @@ struct File {
     tenants: Vec<FileEntry>,
 }
 
-/// All tenants of the server.
-#[derive(Debug, Clone)]
+/// All tenants of the server (replaced whole by `reload`).
+#[derive(Debug)]
 pub struct Tenants {
-    tenants: Vec<Arc<Tenant>>,
+    tenants: std::sync::RwLock<Vec<Arc<Tenant>>>,
 }
 
 impl Tenants {
     pub fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The tenants of `path` from now on (a call in flight keeps the tenant it started with);
+    /// on any error nothing changes and the error names the file and the field.
+    pub fn reload(&self, path: &Path) -> Result<usize, String> {
+        let fresh = Self::load(path)?;
+        let fresh = fresh.tenants.into_inner().unwrap_or_else(|p| p.into_inner());
+        let count = fresh.len();
+        *self.tenants.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+        Ok(count)
     }
 
     /// YAML (JSON is YAML): `tenants: [{name, key_sha256, quotas: {...}, runtime}]`.
@@ -96,9 +165,7 @@ impl Tenants {
             if tenants.iter().any(|t| t.digest == digest) {
                 return Err(format!("tenants[{i}].key_sha256 is another tenant's key"));
             }
-            if matches!(entry.quotas.cpus, Some(c) if !(c.is_finite() && c >= 0.0)) {
-                return Err(format!("tenants[{i}].quotas.cpus: a number >= 0"));
-            }
+            entry.quotas.check().map_err(|e| format!("tenants[{i}].{e}"))?;
             if let Some(runtime) = entry.runtime.as_deref().filter(|r| !crate::config::is_runtime_name(r)) {
                 return Err(format!(
                     "tenants[{i}].runtime {runtime:?}: a runtime name the server offers (docker.runtimes, for example runsc)"
@@ -111,14 +178,18 @@ impl Tenants {
                 digest,
             }));
         }
-        Ok(Self { tenants })
+        Ok(Self { tenants: std::sync::RwLock::new(tenants) })
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<Tenant>>> {
+        self.tenants.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The tenant whose key is `key` (every digest compared, in constant time each).
     pub fn by_key(&self, key: &str) -> Option<Arc<Tenant>> {
         let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
         let mut found = None;
-        for t in &self.tenants {
+        for t in self.read().iter() {
             if bool::from(t.digest.ct_eq(&digest)) {
                 found = Some(t.clone());
             }
@@ -126,12 +197,12 @@ impl Tenants {
         found
     }
 
-    pub fn by_name(&self, name: &str) -> Option<&Arc<Tenant>> {
-        self.tenants.iter().find(|t| t.name == name)
+    pub fn by_name(&self, name: &str) -> Option<Arc<Tenant>> {
+        self.read().iter().find(|t| t.name == name).cloned()
     }
 
-    pub fn all(&self) -> &[Arc<Tenant>] {
-        &self.tenants
+    pub fn all(&self) -> Vec<Arc<Tenant>> {
+        self.read().clone()
     }
 }
 
@@ -178,6 +249,38 @@ mod tests {
         ))
         .unwrap_err();
         assert!(bad.contains("quotas") && bad.contains("sandbox"), "{bad}");
+    }
+
+    #[test]
+    fn budgets_out_of_range_are_refused_naming_the_field_and_a_reload_keeps_the_old_on_error() {
+        let entry = |quotas: &str| {
+            format!("tenants:\n- name: red\n  key_sha256: {}\n  quotas: {quotas}\n", key_sha256("k"))
+        };
+        for (quotas, field) in [
+            ("{creates_per_second: 0}", "tenants[0].quotas.creates_per_second"),
+            ("{creates_per_second: -1}", "tenants[0].quotas.creates_per_second"),
+            ("{creates_per_second: 2, creates_burst: 0}", "tenants[0].quotas.creates_burst"),
+            ("{creates_burst: 3}", "tenants[0].quotas.creates_burst"),
+            ("{sandbox_seconds_per_period: 0}", "tenants[0].quotas.sandbox_seconds_per_period"),
+            ("{cpu_seconds_per_period: .nan}", "tenants[0].quotas.cpu_seconds_per_period"),
+            ("{period_s: 0}", "tenants[0].quotas.period_s"),
+        ] {
+            let err = Tenants::parse(&entry(quotas)).unwrap_err();
+            assert!(err.contains(field), "{quotas}: {err}");
+        }
+        let good = Tenants::parse(&entry("{creates_per_second: 2.5}")).unwrap();
+        let quotas = &good.by_name("red").unwrap().quotas;
+        assert_eq!((quotas.creates_burst(), quotas.period().as_secs()), (3.0, 3600));
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tenants.yaml");
+        std::fs::write(&path, entry("{creates_per_second: 5}")).unwrap();
+        assert_eq!(good.reload(&path), Ok(1));
+        assert_eq!(good.by_name("red").unwrap().quotas.creates_per_second, Some(5.0));
+        std::fs::write(&path, entry("{creates_per_second: 0}")).unwrap();
+        let err = good.reload(&path).unwrap_err();
+        assert!(err.contains("quotas.creates_per_second") && err.contains("tenants.yaml"), "{err}");
+        assert_eq!(good.by_name("red").unwrap().quotas.creates_per_second, Some(5.0), "unchanged");
     }
 
     #[test]

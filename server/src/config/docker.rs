@@ -72,6 +72,16 @@ pub struct DockerCreateConfig {
     /// How a disk bound is enforced (`disk.rs`): `loop` (a sized ext4 file under the writable
     /// layer), `storage_opt` (`--storage-opt size=`), `refuse` (a disk bound is refused).
     pub disk_bound: DiskBound,
+    /// An IPv4 range the service's networks (a tenant's bridge, `spec.network`s) take their
+    /// subnets from, `tenant_subnet_prefix` each (`null`: the daemon's default address pools,
+    /// about 30 bridges on a stock daemon). Local bridges on this host only.
+    pub tenant_subnets: Option<String>,
+    /// The prefix length of each subnet carved from `tenant_subnets` (24: 253 sandboxes).
+    pub tenant_subnet_prefix: u8,
+    /// A service network with no container for this long is removed by the sweep (never on
+    /// a close: another server may be about to use it).
+    #[serde(rename = "network_idle_s", deserialize_with = "seconds::required")]
+    pub network_idle: Duration,
 }
 
 /// How `resources.disk_gib` (or `create.default_disk_gib`) is enforced.
@@ -119,6 +129,9 @@ impl Default for DockerCreateConfig {
             default_memory_mib: Some(4096),
             default_disk_gib: Some(10),
             disk_bound: DiskBound::Loop,
+            tenant_subnets: None,
+            tenant_subnet_prefix: 24,
+            network_idle: Duration::from_secs(600),
         }
     }
 }
@@ -153,6 +166,24 @@ impl DockerCreateConfig {
                 "create.default_disk_gib",
                 "must be null when create.disk_bound is refuse (no bound can be enforced)",
             ));
+        }
+        if let Some(range) = &self.tenant_subnets {
+            let pool: ipnet::Ipv4Net = range.parse().map_err(|_| {
+                ConfigError::new(
+                    "create.tenant_subnets",
+                    format!("must be an IPv4 range such as 10.128.0.0/14, or null (got {range:?})"),
+                )
+            })?;
+            if self.tenant_subnet_prefix < pool.prefix_len() || self.tenant_subnet_prefix > 29 {
+                return Err(ConfigError::new(
+                    "create.tenant_subnet_prefix",
+                    format!(
+                        "must be between the range's own prefix ({}) and 29 (got {})",
+                        pool.prefix_len(),
+                        self.tenant_subnet_prefix
+                    ),
+                ));
+            }
         }
         if self.publish_host.parse::<IpAddr>().is_err() {
             return Err(ConfigError::new(

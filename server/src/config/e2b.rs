@@ -21,6 +21,31 @@ pub struct E2bSection {
     /// Domain of host-name routing (`49983-<sandbox id>.<domain>`), also returned to the SDK
     /// as the sandbox's domain; `null`: route by the `E2b-Sandbox-Id` header only.
     pub domain: Option<String>,
+    /// Images E2B's template builder names (`from_image`, `from_base_image`'s `e2bdev/base`)
+    /// -> the image this server builds from instead (no registry is used); unlisted names are
+    /// used as they are.
+    pub images: BTreeMap<String, String>,
+    /// Template builds (`Template.build`, docs/templates.md).
+    pub builds: E2bBuilds,
+}
+
+/// `server.e2b.builds`: the bounds of one template build.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct E2bBuilds {
+    /// The whole build's time bound in seconds (steps, files, start and ready check, commit).
+    pub timeout_s: u64,
+    /// The build sandbox's disk bound in GiB (`resources.disk_gib`); `null`: the server's
+    /// `docker.create.default_disk_gib`.
+    pub disk_gib: Option<u64>,
+    /// The largest file archive one copy step may upload, in MiB.
+    pub max_upload_mib: u64,
+}
+
+impl Default for E2bBuilds {
+    fn default() -> Self {
+        Self { timeout_s: 1800, disk_gib: None, max_upload_mib: 1024 }
+    }
 }
 
 impl E2bSection {
@@ -40,6 +65,24 @@ impl E2bSection {
                     format!("image {image:?} must be one docker image reference (non-empty, no whitespace, not starting with `-`)"),
                 ));
             }
+        }
+        for (name, image) in &self.images {
+            if name.is_empty()
+                || image.is_empty()
+                || image.starts_with('-')
+                || image.chars().any(char::is_whitespace)
+            {
+                return Err(ConfigError::new(
+                    format!("server.e2b.images.{name}"),
+                    format!("image {image:?} must be one docker image reference (non-empty, no whitespace, not starting with `-`)"),
+                ));
+            }
+        }
+        if self.builds.timeout_s == 0 || self.builds.max_upload_mib == 0 || self.builds.disk_gib == Some(0) {
+            return Err(ConfigError::new(
+                "server.e2b.builds",
+                "timeout_s, max_upload_mib and disk_gib (when set) must be at least 1",
+            ));
         }
         if let Some(domain) = &self.domain {
             let ok = !domain.is_empty()

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+mod admission;
 mod cluster;
 mod console;
 mod docker;
@@ -22,6 +23,7 @@ mod runtimes;
 pub mod seconds;
 mod server;
 
+pub use admission::AdmissionSection;
 pub use cluster::*;
 pub use console::ConsoleSection;
 pub use docker::*;

@@ -64,6 +64,8 @@ pub struct ServerSection {
     pub console: super::ConsoleSection,
     /// OpenTelemetry traces (`server.tracing`); off unless an endpoint is set.
     pub tracing: super::TracingSection,
+    /// Creates under a burst (`server.admission`): start slots and the fair queue.
+    pub admission: super::AdmissionSection,
 }
 
 /// The `server.metrics` section.
@@ -140,6 +142,7 @@ impl Default for ServerSection {
             e2b: super::E2bSection::default(),
             console: super::ConsoleSection::default(),
             tracing: super::TracingSection::default(),
+            admission: super::AdmissionSection::default(),
         }
     }
 }
@@ -232,6 +235,7 @@ impl ServerSection {
         self.pty.validate()?;
         self.e2b.validate()?;
         self.tracing.validate()?;
+        self.admission.validate()?;
         self.limits.validate()
     }
 

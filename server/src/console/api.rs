@@ -1,4 +1,5 @@
-//! The console's JSON reads and its one action, each an in-process call of the gRPC handler.
+//! The console's JSON reads and its one action, each a `sandbox.v1` call through the served stack
+//! (`service/calls.rs`, in-process), as a gRPC client's would be.
 
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
@@ -6,7 +7,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::StreamExt;
 use sandboxd_proto::v1 as pb;
-use sandboxd_proto::v1::sandbox_service_server::SandboxService;
 use serde_json::{json, Value};
 use tonic::Status;
 
@@ -28,7 +28,8 @@ fn reply(result: Result<Value, Status>) -> Response {
 
 /// Who the credential is: `{"kind": "operator" | "tenant" | "token", "name": …}`.
 pub async fn whoami(State(front): State<ConsoleFront>, headers: HeaderMap) -> Response {
-    reply(front.caller(&headers).map(|p| match &p {
+    let who = ConsoleFront::credential(&headers).and_then(|c| front.principal(c));
+    reply(who.map(|p| match &p {
         Principal::Operator => json!({ "kind": "operator" }),
         Principal::Tenant(t) => json!({ "kind": "tenant", "name": t.name }),
         Principal::Token(_) => json!({ "kind": "token", "name": p.tenant() }),
@@ -67,12 +68,12 @@ pub fn sandbox_json(info: &pb::SandboxInfo, node: Option<&str>) -> Value {
 /// Every sandbox the caller may see (`List`, its pages followed), each with its node.
 pub async fn sandboxes(State(front): State<ConsoleFront>, headers: HeaderMap) -> Response {
     let run = async {
-        let principal = front.caller(&headers)?;
+        let caller = front.caller(&headers)?;
         let mut infos = Vec::new();
         let mut page_token = String::new();
         for _ in 0..MAX_PAGES {
             let list = pb::ListRequest { page_size: 1000, page_token, ..Default::default() };
-            let page = front.api().list(request(&principal, list)).await?.into_inner();
+            let page = front.calls().list(request(&caller, list)).await?.into_inner();
             infos.extend(page.sandboxes);
             if page.next_page_token.is_empty() {
                 break;
@@ -103,13 +104,15 @@ pub async fn sandbox(
     headers: HeaderMap,
 ) -> Response {
     let run = async {
-        let principal = front.caller(&headers)?;
-        let api = front.api();
+        let caller = front.caller(&headers)?;
         let by_id = || id.clone();
-        let status =
-            api.status(request(&principal, pb::StatusRequest { sandbox_id: by_id() })).await?.into_inner();
+        let status = front
+            .calls()
+            .status(request(&caller, pb::StatusRequest { sandbox_id: by_id() }))
+            .await?
+            .into_inner();
         let usage = async {
-            let u = api.usage(request(&principal, pb::UsageRequest { sandbox_id: by_id() })).await?;
+            let u = front.calls().usage(request(&caller, pb::UsageRequest { sandbox_id: by_id() })).await?;
             let u = u.into_inner().usage.unwrap_or_default();
             Ok(json!({
                 "wall_time_s": u.wall_time_s,
@@ -122,8 +125,9 @@ pub async fn sandbox(
             }))
         };
         let processes = async {
-            let list = api
-                .list_processes(request(&principal, pb::ListProcessesRequest { sandbox_id: by_id() }))
+            let list = front
+                .calls()
+                .list_processes(request(&caller, pb::ListProcessesRequest { sandbox_id: by_id() }))
                 .await?
                 .into_inner();
             let items: Vec<Value> = list
@@ -141,8 +145,9 @@ pub async fn sandbox(
             Ok(Value::Array(items))
         };
         let sessions = async {
-            let list = api
-                .list_pty_sessions(request(&principal, pb::ListPtySessionsRequest { sandbox_id: by_id() }))
+            let list = front
+                .calls()
+                .list_pty_sessions(request(&caller, pb::ListPtySessionsRequest { sandbox_id: by_id() }))
                 .await?
                 .into_inner();
             let items: Vec<Value> = list
@@ -160,7 +165,7 @@ pub async fn sandbox(
         };
         let logs = async {
             let logs = pb::LogsRequest { sandbox_id: by_id(), follow: false, tail_lines: Some(LOG_LINES) };
-            let mut stream = api.logs(request(&principal, logs)).await?.into_inner();
+            let mut stream = front.calls().logs(request(&caller, logs)).await?.into_inner();
             let mut text = Vec::new();
             while let Some(item) = stream.next().await {
                 match item?.output {
@@ -187,16 +192,16 @@ pub async fn sandbox(
     reply(run.await)
 }
 
-/// `Close`, audited.
+/// `Close`.
 pub async fn close(
     State(front): State<ConsoleFront>,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
     let run = async {
-        let principal = front.caller(&headers)?;
+        let caller = front.caller(&headers)?;
         let close = pb::CloseRequest { sandbox_id: id.clone() };
-        front.audited(&principal, "Close", front.api().close(request(&principal, close))).await?;
+        front.calls().close(request(&caller, close)).await?;
         Ok(json!({ "closed": id }))
     };
     reply(run.await)
@@ -205,8 +210,8 @@ pub async fn close(
 /// The pools the caller sees and their fill.
 pub async fn pools(State(front): State<ConsoleFront>, headers: HeaderMap) -> Response {
     let run = async {
-        let principal = front.caller(&headers)?;
-        let list = front.api().list_pools(request(&principal, pb::ListPoolsRequest {})).await?.into_inner();
+        let caller = front.caller(&headers)?;
+        let list = front.calls().list_pools(request(&caller, pb::ListPoolsRequest {})).await?.into_inner();
         let items: Vec<Value> = list
             .pools
             .iter()

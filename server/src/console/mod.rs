@@ -1,9 +1,10 @@
 //! The web console (`server.console`): a small page served by sandboxd, off unless
 //! `server.console.listen` is set. A third front-end beside gRPC and E2B's: its JSON reads, its
-//! actions and its WebSockets call the gRPC handlers of the same `SandboxApi` in-process (as
-//! `crate::e2b` does, through `e2b/inproc.rs`), the caller being whoever the gRPC gate says its
-//! credential is; so a tenant sees its own sandboxes only, the operator all of them, and the
-//! mutating calls (`Pty`, `Close`) are audited as the gRPC service audits them.
+//! actions and its WebSockets make gRPC calls through the served stack in-process (as
+//! `crate::e2b` does: `service/calls.rs`, `e2b/inproc.rs`) with the caller's credential; so the
+//! gate says who it is (a tenant sees its own sandboxes only, the operator all of them), and the
+//! audit log, the cluster relay (a terminal on another node's sandbox), metrics and traces are
+//! the gRPC API's.
 //!
 //! - `GET /` and `/assets/…`: the page, its script and style, and xterm.js (vendored from
 //!   Debian's `node-xterm`/`libjs-xterm` by `scripts/bundle-xterm.py`); all in the binary.
@@ -27,8 +28,8 @@ use axum::Router;
 use tonic::Status;
 
 use crate::auth::{AccessGate, Principal};
+use crate::service::calls::{Caller, Calls};
 use crate::service::forward::Cluster;
-use crate::service::SandboxApi;
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -39,21 +40,21 @@ pub struct ConsoleFront {
 }
 
 struct Inner {
-    api: SandboxApi,
+    calls: Calls,
+    /// Who a credential is, for `whoami` (every call is checked by the gate in the stack).
     gate: AccessGate,
-    audit: Option<Arc<crate::audit::AuditLog>>,
     /// This host's name (the node column on a single host).
     hostname: String,
 }
 
 impl ConsoleFront {
-    pub fn new(api: SandboxApi, gate: AccessGate, audit: Option<Arc<crate::audit::AuditLog>>) -> Self {
+    pub fn new(calls: Calls, gate: AccessGate) -> Self {
         let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .ok()
             .filter(|h| !h.is_empty())
             .unwrap_or_else(|| "localhost".into());
-        Self { inner: Arc::new(Inner { api, gate, audit, hostname }), cluster: None }
+        Self { inner: Arc::new(Inner { calls, gate, hostname }), cluster: None }
     }
 
     /// The same console, naming each sandbox's node through `cluster`.
@@ -88,37 +89,29 @@ impl ConsoleFront {
         axum::serve(listener, self.router()).with_graceful_shutdown(stopped).await
     }
 
-    fn api(&self) -> &SandboxApi {
-        &self.inner.api
+    /// The gRPC API through the served stack (a clone per call: its methods take `&mut`).
+    fn calls(&self) -> Calls {
+        self.inner.calls.clone()
     }
 
-    /// `call`, the in-process handler of RPC `method`, audited as the gRPC service audits it.
-    async fn audited<T>(
-        &self,
-        principal: &Principal,
-        method: &str,
-        call: impl std::future::Future<Output = Result<T, Status>>,
-    ) -> Result<T, Status> {
-        crate::audit::in_process(self.inner.audit.as_ref(), principal, method, call).await
-    }
-
-    /// The caller by its credential (none: what a server without keys allows), through the gRPC
-    /// service's own gate.
+    /// Who `credential` is (none: what a server without keys allows), by the gRPC gate.
     fn principal(&self, credential: Option<&str>) -> Result<Principal, Status> {
         self.inner.gate.principal_of_credential(credential.map(str::trim).filter(|v| !v.is_empty()))
     }
 
-    /// The caller of an HTTP request: `Authorization: Bearer …`.
-    fn caller(&self, headers: &HeaderMap) -> Result<Principal, Status> {
-        let value = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-        let token =
-            match value {
-                Some(v) => Some(v.strip_prefix("Bearer ").ok_or_else(|| {
-                    Status::unauthenticated("Authorization: expected `Bearer <key or token>`")
-                })?),
-                None => None,
-            };
-        self.principal(token)
+    /// The credential of an HTTP request: `Authorization: Bearer …`.
+    fn credential(headers: &HeaderMap) -> Result<Option<&str>, Status> {
+        match headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+            Some(v) => Ok(Some(v.strip_prefix("Bearer ").ok_or_else(|| {
+                Status::unauthenticated("Authorization: expected `Bearer <key or token>`")
+            })?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The caller of an HTTP request, for its calls.
+    fn caller(&self, headers: &HeaderMap) -> Result<Caller, Status> {
+        Ok(Caller::new(Self::credential(headers)?)?.traced(headers))
     }
 
     /// The node `sandbox_id` runs on: this host, or the cluster's answer.

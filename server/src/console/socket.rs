@@ -19,15 +19,13 @@ use futures_util::{SinkExt, StreamExt};
 use sandboxd_proto::v1 as pb;
 use sandboxd_proto::v1::pty_request::Request as In;
 use sandboxd_proto::v1::pty_response::Response as Out;
-use sandboxd_proto::v1::sandbox_service_server::SandboxService;
 use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::mpsc;
 use tonic::Status;
 
 use super::ConsoleFront;
-use crate::auth::Principal;
-use crate::e2b::inproc::{request, streaming};
+use crate::e2b::inproc::{request, streaming, Caller};
 
 /// The largest message the browser may send (keys typed, a paste).
 const MAX_MESSAGE: usize = 1 << 20;
@@ -101,9 +99,9 @@ pub async fn watch(State(front): State<ConsoleFront>, upgrade: WebSocketUpgrade)
 
 async fn watch_socket(front: &ConsoleFront, socket: &mut WebSocket) -> Result<(), Status> {
     let hello: Hello = hello(socket).await?;
-    let principal = front.principal(hello.token.as_deref())?;
+    let caller = Caller::new(hello.token.as_deref())?;
     let watch = pb::WatchRequest { include_existing: false, ..Default::default() };
-    let mut events = front.api().watch(request(&principal, watch)).await?.into_inner();
+    let mut events = front.calls().watch(request(&caller, watch)).await?.into_inner();
     let _ = socket.send(Message::Text(json!({ "watching": true }).to_string().into())).await;
     loop {
         tokio::select! {
@@ -146,7 +144,7 @@ pub async fn terminal(State(front): State<ConsoleFront>, upgrade: WebSocketUpgra
 
 async fn terminal_socket(front: &ConsoleFront, socket: &mut WebSocket) -> Result<(), Status> {
     let hello: TerminalHello = hello(socket).await?;
-    let principal: Principal = front.principal(hello.token.as_deref())?;
+    let caller = Caller::new(hello.token.as_deref())?;
     let first = match hello.session_id.filter(|s| !s.is_empty()) {
         Some(session_id) => In::Attach(pb::PtyAttach {
             sandbox_id: hello.sandbox_id,
@@ -165,11 +163,8 @@ async fn terminal_socket(front: &ConsoleFront, socket: &mut WebSocket) -> Result
     let (input, requests) = mpsc::channel::<pb::PtyRequest>(64);
     input.send(pb::PtyRequest { request: Some(first) }).await.map_err(|_| Status::internal("pty input"))?;
     let requests = tokio_stream::wrappers::ReceiverStream::new(requests);
-    // The same handler as the gRPC `Pty` call, audited as it is.
-    let mut output = front
-        .audited(&principal, "Pty", front.api().pty(streaming(&principal, requests)))
-        .await?
-        .into_inner();
+    // The gRPC `Pty` call, through the served stack (relayed to the sandbox's node, audited).
+    let mut output = front.calls().pty(streaming(&caller, requests)).await?.into_inner();
     let (mut to_browser, mut from_browser) = socket.split();
     loop {
         tokio::select! {

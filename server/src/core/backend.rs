@@ -285,6 +285,25 @@ pub trait SandboxBackend: Send + Sync + 'static {
         Err(ProviderError::Unimplemented("this backend cannot prefetch images".into()))
     }
 
+    /// The id of image `image` on this backend (`None`: it does not have it): what a
+    /// template's key is computed from.
+    async fn image_id(&self, image: &str) -> Result<Option<String>> {
+        let _ = image;
+        Err(ProviderError::Unimplemented("this backend cannot build templates".into()))
+    }
+
+    /// Commit sandbox `id`'s filesystem as template image `image` with `config`; a commit cut
+    /// off leaves no image.
+    async fn commit_template(
+        &self,
+        id: &SandboxId,
+        image: &str,
+        config: &crate::core::templates::TemplateImageConfig,
+    ) -> Result<()> {
+        let _ = (id, image, config);
+        Err(ProviderError::Unimplemented("this backend cannot build templates".into()))
+    }
+
     /// The named volumes this service owns for `tenant` (`None`: the tenant-less ones).
     async fn list_volumes(&self, tenant: Option<&str>) -> Result<Vec<crate::core::runtime::VolumeInfo>> {
         let _ = tenant;
@@ -503,6 +522,12 @@ pub trait TerminalSession: Send + Sync {
     async fn read_stderr(&self, timeout: Option<Duration>) -> Result<Vec<u8>, PtyError>;
     /// Bytes typed into the terminal (stdin in pipe mode).
     async fn write(&self, data: &[u8]) -> Result<(), PtyError>;
+    /// Close the program's stdin (pipe mode); its output and exit still come.
+    async fn end_input(&self) -> Result<(), PtyError> {
+        Err(PtyError::Unsupported(
+            "closing a session's stdin needs the sandbox's agent (this one runs through docker exec)".into(),
+        ))
+    }
     /// A new terminal size.
     async fn resize(&self, rows: u16, cols: u16) -> Result<(), PtyError>;
     /// Deliver a signal to the session's foreground group.

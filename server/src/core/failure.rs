@@ -22,11 +22,15 @@ pub fn kind_of(err: &ProviderError) -> Option<FailureKind> {
     Some(match err {
         ProviderError::SandboxNotFound(_) | ProviderError::Stopped(_) => FailureKind::SandboxGone,
         ProviderError::Paused(_) => FailureKind::SandboxPaused,
-        ProviderError::ReadyTimeout(_) | ProviderError::CreateTimeout(_) => FailureKind::CreateTimeout,
+        // The readiness probe never passed: the image's (or its probe's) doing.
+        ProviderError::ReadyTimeout(_) => FailureKind::CreateTimeout,
+        // The create's deadline passed while the sandbox was still starting: the host's.
+        ProviderError::CreateTimeout(_) => FailureKind::StartupTimeout,
+        ProviderError::SetupTimeout(_) => FailureKind::SetupTimeout,
         ProviderError::Create(_) | ProviderError::CreateVerification(_) => FailureKind::CreateFailed,
         // A docker call that could not reach the daemon or got no answer in time.
         ProviderError::Unavailable(_) | ProviderError::Timeout(_) => FailureKind::DaemonUnavailable,
-        ProviderError::ResourceExhausted(_) => FailureKind::Capacity,
+        ProviderError::ResourceExhausted(_) | ProviderError::Busy { .. } => FailureKind::Capacity,
         ProviderError::Docker(_) | ProviderError::Io(_) | ProviderError::Pty(_) => FailureKind::Internal,
         ProviderError::InvalidArgument { .. }
         | ProviderError::PermissionDenied(_)
@@ -45,18 +49,35 @@ pub fn kind_of(err: &ProviderError) -> Option<FailureKind> {
     })
 }
 
-/// A status of `code` carrying `kind` (counted in the `failures` metric); CAPACITY and QUOTA
+/// A status of `code` carrying `kind` (counted in the `failures` metric); CAPACITY, QUOTA and
+/// DAEMON_UNAVAILABLE (the service's own trouble: a daemon away, a network gone under a call)
 /// also carry a retry delay.
 pub fn status(code: Code, message: impl Into<String>, kind: Option<FailureKind>) -> Status {
+    status_retry_after(code, message, kind, RETRY_AFTER)
+}
+
+/// As [`status`], a CAPACITY or QUOTA refusal asking the caller to wait `retry_after` (an
+/// estimate of when there is room: the admission queue's, a budget's refill).
+pub fn status_retry_after(
+    code: Code,
+    message: impl Into<String>,
+    kind: Option<FailureKind>,
+    retry_after: Duration,
+) -> Status {
     let Some(kind) = kind else {
         return Status::new(code, message);
     };
     crate::metrics::global().failure(kind);
     let mut details = ErrorDetails::with_error_info(kind.reason(), FAILURE_DOMAIN, HashMap::new());
-    if matches!(kind, FailureKind::Capacity | FailureKind::Quota) {
-        details.set_retry_info(Some(RETRY_AFTER));
+    if matches!(kind, FailureKind::Capacity | FailureKind::Quota | FailureKind::DaemonUnavailable) {
+        details.set_retry_info(Some(retry_after));
     }
     Status::with_error_details(code, message, details)
+}
+
+/// The retry delay a status asks for (`google.rpc.RetryInfo`), if any.
+pub fn retry_after_of(status: &Status) -> Option<Duration> {
+    status.get_details_retry_info()?.retry_delay
 }
 
 /// The kind a status carries, if any (what a relayed or client-side status says).
@@ -82,6 +103,11 @@ mod tests {
         assert_eq!(kind_of_status(&s), Some(FailureKind::Capacity));
         assert_eq!(s.get_details_retry_info().and_then(|r| r.retry_delay), Some(RETRY_AFTER));
 
+        // The service's own trouble (a network removed under a create): UNAVAILABLE, retry.
+        let s = Status::from(ProviderError::Unavailable("network sandboxd-net-x not found".into()));
+        assert_eq!((s.code(), kind_of_status(&s)), (Code::Unavailable, Some(FailureKind::DaemonUnavailable)));
+        assert_eq!(s.get_details_retry_info().and_then(|r| r.retry_delay), Some(RETRY_AFTER));
+
         let s = Status::from(ProviderError::invalid("spec.image", "is required"));
         assert_eq!(kind_of_status(&s), None);
         assert!(s.details().is_empty());
@@ -93,7 +119,8 @@ mod tests {
             (ProviderError::SandboxNotFound("x".into()), FailureKind::SandboxGone),
             (ProviderError::Stopped("x".into()), FailureKind::SandboxGone),
             (ProviderError::ReadyTimeout("x".into()), FailureKind::CreateTimeout),
-            (ProviderError::CreateTimeout("x".into()), FailureKind::CreateTimeout),
+            (ProviderError::CreateTimeout("x".into()), FailureKind::StartupTimeout),
+            (ProviderError::SetupTimeout("x".into()), FailureKind::SetupTimeout),
             (ProviderError::Unavailable("x".into()), FailureKind::DaemonUnavailable),
             (ProviderError::Timeout("x".into()), FailureKind::DaemonUnavailable),
             (ProviderError::Create("x".into()), FailureKind::CreateFailed),

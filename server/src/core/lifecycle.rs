@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
+use crate::core::admission::{Admission, AdmissionLimits, Origin};
 use crate::core::backend::{CreatePlan, CreatePolicy, SandboxBackend};
 use crate::core::branching::Forked;
 use crate::core::claims::ClaimStore;
@@ -51,6 +52,11 @@ pub struct Lifecycle {
     creates: tokio_util::task::TaskTracker,
     /// Claims of warm-pool sandboxes (their env, metadata and tenant), read by every call.
     claims: ClaimStore,
+    /// This host's start slots and the fair queue for them: every create and pool refill
+    /// starts under a slot.
+    admission: Arc<Admission>,
+    /// What every closed sandbox used, by tenant.
+    receipts: crate::core::receipts::Receipts,
 }
 
 impl Lifecycle {
@@ -63,7 +69,24 @@ impl Lifecycle {
             moved_lease_end: std::sync::atomic::AtomicI64::new(i64::MAX),
             creates: tokio_util::task::TaskTracker::new(),
             claims: ClaimStore::default(),
+            admission: Admission::new(AdmissionLimits::default()),
+            receipts: Default::default(),
         }
+    }
+
+    /// The usage receipts of closed sandboxes.
+    pub fn receipts(&self) -> &crate::core::receipts::Receipts {
+        &self.receipts
+    }
+
+    /// The same lifecycle admitting creates under `limits` (`server.admission`).
+    pub fn with_admission(self, limits: AdmissionLimits) -> Self {
+        Self { admission: Admission::new(limits), ..self }
+    }
+
+    /// This host's admission queue.
+    pub fn admission(&self) -> &Arc<Admission> {
+        &self.admission
     }
 
     /// The same lifecycle keeping pool claims in `claims` (the state directory's).
@@ -92,6 +115,8 @@ impl Lifecycle {
         spec.validate()?;
         // No lease until it is claimed (`claimed` starts it under the same policy).
         let plan = CreatePlan { ttl: None, ..self.create_policy().plan(None, None) };
+        // A refill takes its turn in the queue as one more client of the operator's.
+        let _slot = self.admission.admit(&Origin::new(None, Some("pool refill".into())), None).await?;
         let _in_progress = GaugeGuard::hold(&metrics::global().creates_in_progress);
         let handle = self.backend.create_planned(spec, &plan).await?;
         let keep = {
@@ -128,20 +153,34 @@ impl Lifecycle {
     /// Run a create to its end in a task of its own, so a caller that goes away or whose
     /// deadline passes cannot stop it halfway: a create nobody waits for any more, or one that
     /// completes while a shutdown removes this process's sandboxes, removes its sandbox. The
-    /// create is bounded by `deadline` (the call's) and the operator's create timeout.
+    /// create first waits its turn for one of the host's start slots (`crate::core::admission`:
+    /// fair across tenants and `origin`'s clients, answered before `deadline` with a slot or
+    /// CAPACITY and a retry delay), then is bounded by what is left of `deadline` (the call's)
+    /// and the operator's create timeout.
     pub async fn create(
         self: &Arc<Self>,
         spec: SandboxSpec,
         deadline: Option<Duration>,
+        origin: &Origin,
     ) -> Result<SandboxHandle> {
         spec.validate()?;
+        let arrived = std::time::Instant::now();
+        // The answer must leave before the caller's own timer fires, with room for a loaded
+        // host's scheduling and the trip back (a tenth of the deadline, a second at most: at
+        // load 30 on 2 cores the burst bench saw an answer sent half a second early reach its
+        // caller after the caller's own timer).
+        let answer_by = deadline.map(|d| arrived + d.saturating_sub((d / 10).min(Duration::from_secs(1))));
+        let slot = self.admission.admit(origin, answer_by).await?;
+        let deadline = answer_by.map(|at| at.saturating_duration_since(std::time::Instant::now()));
         let plan = self.create_policy().plan(spec.ttl_s.map(Duration::from_secs_f64), deadline);
         tracing::Span::current().record("sandbox_id", plan.id.as_str());
         let (tx, rx) = tokio::sync::oneshot::channel();
         let this = self.clone();
         let work = async move {
             let in_progress = GaugeGuard::hold(&metrics::global().creates_in_progress);
-            let handle = match this.backend.create_planned(&spec, &plan).await {
+            let made = this.backend.create_planned(&spec, &plan).await;
+            drop(slot);
+            let handle = match made {
                 Ok(handle) => handle,
                 Err(e) => {
                     let _ = tx.send(Err(e));
@@ -172,8 +211,18 @@ impl Lifecycle {
             }
         };
         self.creates.spawn(work.instrument(tracing::Span::current()));
-        rx.await
-            .unwrap_or_else(|_| Err(ProviderError::Docker("the create task ended without an answer".into())))
+        let ended = || ProviderError::Docker("the create task ended without an answer".into());
+        let Some(at) = answer_by else { return rx.await.unwrap_or_else(|_| Err(ended())) };
+        // The answer leaves by the caller's deadline even when the backend's own timeout and its
+        // clean-up run late (removing a half-started container takes seconds on a loaded host):
+        // the task goes on and, finding nobody waiting, removes whatever it made.
+        match tokio::time::timeout_at(at.into(), rx).await {
+            Ok(answer) => answer.unwrap_or_else(|_| Err(ended())),
+            Err(_) => Err(ProviderError::CreateTimeout(format!(
+                "the sandbox was still starting when the call's deadline came ({} ms after the call); it is removed",
+                at.saturating_duration_since(arrived).as_millis()
+            ))),
+        }
     }
 
     /// Fork through the backend, each child planned by the one create policy (its lease capped

@@ -3,6 +3,7 @@
 //! sandboxes (leases, expiry and the sweep, claims, inventory, lifecycle events, pools). Nothing
 //! here names a backend: `backends/*` depend on `core`, never the reverse.
 
+pub mod admission;
 pub mod backend;
 pub mod branching;
 pub mod claims;
@@ -18,12 +19,14 @@ pub mod logs;
 pub mod metadata;
 pub mod pools;
 pub mod processes;
+pub mod receipts;
 pub mod reset;
 pub mod runtime;
 pub mod snapshot_expiry;
 pub mod spec;
 pub mod stats;
 pub mod sweep;
+pub mod templates;
 pub mod terminal;
 pub mod usage;
 pub mod usage_metrics;

@@ -259,6 +259,11 @@ pub struct SandboxSpec {
     /// finds it. Never from a request or a config file.
     #[serde(skip)]
     pub pool_member: Option<PoolMember>,
+    /// A shell command run once the sandbox is ready and its files are written, before the
+    /// create returns; a failure or a hang fails the create (and removes the sandbox).
+    pub setup: Option<String>,
+    /// Bound on `setup`; past it the create fails with SETUP_TIMEOUT.
+    pub setup_timeout_s: Option<f64>,
 }
 
 /// Which pool a sandbox started ahead of a claim belongs to, and which server (state
@@ -294,6 +299,19 @@ impl SandboxSpec {
         }
         positive("spec.ttl_s", self.ttl_s)?;
         positive("spec.ready_timeout_s", self.ready_timeout_s)?;
+        positive("spec.setup_timeout_s", self.setup_timeout_s)?;
+        if matches!(&self.setup, Some(c) if c.trim().is_empty() || c.contains('\0')) {
+            return Err(ProviderError::invalid(
+                "spec.setup",
+                "must be a non-empty shell command without NUL bytes",
+            ));
+        }
+        if self.setup_timeout_s.is_some() && self.setup.is_none() {
+            return Err(ProviderError::invalid(
+                "spec.setup_timeout_s",
+                "needs spec.setup (the command it bounds)",
+            ));
+        }
         if let Some(dir) = &self.workdir {
             validate_abs_path("spec.workdir", dir)?;
         }

@@ -28,9 +28,21 @@ pub fn body(http: StatusCode, message: &str) -> Response {
     (http, axum::Json(serde_json::json!({ "code": http.as_u16(), "message": message }))).into_response()
 }
 
-/// A refused REST or `/files` call.
+/// A refused REST or `/files` call. A refusal with a retry delay (CAPACITY, QUOTA: the
+/// status's `google.rpc.RetryInfo`) is a 429 with `Retry-After` in whole seconds, rounded up,
+/// and the delay in milliseconds in the body (`retryAfterMs`).
 pub fn rest(status: Status) -> Response {
-    body(http_status(status.code()), status.message())
+    let http = http_status(status.code());
+    let Some(delay) = crate::core::failure::retry_after_of(&status) else {
+        return body(http, status.message());
+    };
+    let json = serde_json::json!({
+        "code": http.as_u16(),
+        "message": status.message(),
+        "retryAfterMs": delay.as_millis() as u64,
+    });
+    let seconds = delay.as_secs() + u64::from(delay.subsec_nanos() > 0);
+    (http, [(axum::http::header::RETRY_AFTER, seconds.max(1).to_string())], axum::Json(json)).into_response()
 }
 
 /// Anything else on the listener.
@@ -48,5 +60,18 @@ mod tests {
         assert_eq!(http_status(Code::Unauthenticated), StatusCode::UNAUTHORIZED);
         assert_eq!(http_status(Code::InvalidArgument), StatusCode::BAD_REQUEST);
         assert_eq!(http_status(Code::ResourceExhausted), StatusCode::TOO_MANY_REQUESTS);
+    }
+
+    #[test]
+    fn a_refusal_with_a_retry_delay_is_a_429_saying_when_to_come_back() {
+        let busy = crate::error::ProviderError::Busy {
+            message: "no start slot".into(),
+            retry_after: std::time::Duration::from_millis(1500),
+        };
+        let response = rest(Status::from(busy));
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(response.headers().get("retry-after").unwrap(), "2");
+        let plain = rest(Status::not_found("x"));
+        assert!(plain.headers().get("retry-after").is_none());
     }
 }

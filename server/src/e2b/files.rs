@@ -9,26 +9,60 @@ use axum::Json;
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 use sandboxd_proto::v1 as pb;
-use sandboxd_proto::v1::sandbox_service_server::SandboxService;
 use serde::Deserialize;
 use serde_json::json;
 use tonic::Status;
 
-use super::inproc::request;
-use super::{errors, E2bFront};
+use super::inproc::{request, streaming, Caller};
+use super::{errors, gzip, owners, signed, E2bFront};
 
 #[derive(Debug, Default, Deserialize)]
 pub struct FileQuery {
     path: Option<String>,
     /// Whose home a relative `path` is below (sandboxd's transfers run as the sandbox's user).
     username: Option<String>,
+    /// A signed URL's signature (`signed.rs`): it stands for the access token.
+    signature: Option<String>,
+    signature_expiration: Option<i64>,
+}
+
+/// The caller and sandbox of a `/files` call: by its signature when the URL is signed (the
+/// token that signed it names both), else by its headers.
+fn caller_of(
+    front: &E2bFront,
+    headers: &HeaderMap,
+    query: &FileQuery,
+    operation: &str,
+) -> Result<(Caller, String), Status> {
+    let Some(signature) = query.signature.as_deref() else {
+        return Ok((front.envd_caller(headers)?, front.envd_sandbox(headers)?));
+    };
+    let url = signed::SignedUrl {
+        path: query.path.as_deref().unwrap_or(""),
+        operation,
+        user: query.username.as_deref().unwrap_or(""),
+        signature,
+        expiration: query.signature_expiration,
+    };
+    let (sandbox_id, token) = front.inner.signed_tokens.verify(&url)?;
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs() as i64;
+    signed::check_expiration(query.signature_expiration, now_s)?;
+    if let Ok(named) = front.envd_sandbox(headers) {
+        if named != sandbox_id {
+            return Err(Status::unauthenticated("the signature is for another sandbox"));
+        }
+    }
+    Ok((Caller::new(Some(&token))?.traced(headers), sandbox_id))
 }
 
 /// The file's absolute path: a relative one below the home of `username` (or the sandbox's
 /// user), as E2B resolves it.
 async fn absolute(
     front: &E2bFront,
-    principal: &crate::auth::Principal,
+    caller: &Caller,
     sandbox_id: &str,
     username: Option<&str>,
     path: Option<&str>,
@@ -36,21 +70,25 @@ async fn absolute(
     let path = path
         .filter(|p| !p.is_empty())
         .ok_or_else(|| Status::invalid_argument("query parameter `path` is required"))?;
-    front.resolve(principal, sandbox_id, username.unwrap_or(""), path).await
+    front.resolve(caller, sandbox_id, username.unwrap_or(""), path).await
 }
 
-/// `GET /health`.
+/// `GET /health`. A sandbox that does not run (closed, stopped, paused, never there) is a 502
+/// saying it "was not found", as E2B's proxy words it: the SDK probes this after a stream ended
+/// under it and reads exactly those words as "killed or at its end of life".
 pub async fn health(State(front): State<E2bFront>, headers: HeaderMap) -> Response {
-    let run = async {
-        let principal = front.envd_caller(&headers)?;
-        let sandbox_id = front.envd_sandbox(&headers)?;
-        let status = front.status(&principal, &sandbox_id).await?;
-        Ok::<_, Status>(status.status)
+    let target = front.envd_caller(&headers).and_then(|caller| Ok((caller, front.envd_sandbox(&headers)?)));
+    let (caller, sandbox_id) = match target {
+        Ok(target) => target,
+        Err(e) => return errors::rest(e),
     };
-    match run.await {
-        Ok(s) if s == pb::SandboxStatus::Running as i32 => StatusCode::NO_CONTENT.into_response(),
-        Ok(_) => errors::body(StatusCode::BAD_GATEWAY, "the sandbox is not running"),
-        Err(e) if e.code() == tonic::Code::NotFound => errors::body(StatusCode::BAD_GATEWAY, e.message()),
+    let gone = |why: &str| {
+        errors::body(StatusCode::BAD_GATEWAY, &format!("The sandbox {sandbox_id} was not found ({why})"))
+    };
+    match front.status(&caller, &sandbox_id).await {
+        Ok(s) if s.status == pb::SandboxStatus::Running as i32 => StatusCode::NO_CONTENT.into_response(),
+        Ok(_) => gone("it is not running"),
+        Err(e) if e.code() == tonic::Code::NotFound => gone(e.message()),
         Err(e) => errors::rest(e),
     }
 }
@@ -62,14 +100,12 @@ pub async fn read(
     Query(query): Query<FileQuery>,
 ) -> Response {
     let run = async {
-        let principal = front.envd_caller(&headers)?;
-        let sandbox_id = front.envd_sandbox(&headers)?;
+        let (caller, sandbox_id) = caller_of(&front, &headers, &query, "read")?;
         let path =
-            absolute(&front, &principal, &sandbox_id, query.username.as_deref(), query.path.as_deref())
-                .await?;
+            absolute(&front, &caller, &sandbox_id, query.username.as_deref(), query.path.as_deref()).await?;
         let mut chunks = front
-            .api()
-            .download(request(&principal, pb::DownloadRequest { sandbox_id, path }))
+            .calls()
+            .download(request(&caller, pb::DownloadRequest { sandbox_id, path }))
             .await?
             .into_inner();
         // The first chunk (or the error) before the 200: a missing file is a 404, not a
@@ -79,10 +115,20 @@ pub async fn read(
             c.map(|c| Bytes::from(c.chunk)).map_err(|s| std::io::Error::other(s.message().to_string()))
         });
         let head = futures_util::stream::iter(first.map(|c| Ok(Bytes::from(c.chunk))));
-        Ok::<_, Status>(axum::body::Body::from_stream(head.chain(rest)))
+        let chunks: Chunks = Box::pin(head.chain(rest));
+        Ok::<_, Status>(chunks)
     };
+    let accept = headers.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok());
     match run.await {
-        Ok(body) => ([(header::CONTENT_TYPE, "application/octet-stream")], body).into_response(),
+        Ok(chunks) if gzip::accepts_gzip(accept) => (
+            [(header::CONTENT_TYPE, "application/octet-stream"), (header::CONTENT_ENCODING, "gzip")],
+            axum::body::Body::from_stream(gzip::compress(chunks)),
+        )
+            .into_response(),
+        Ok(chunks) => {
+            ([(header::CONTENT_TYPE, "application/octet-stream")], axum::body::Body::from_stream(chunks))
+                .into_response()
+        }
         Err(e) => errors::rest(e),
     }
 }
@@ -98,15 +144,28 @@ fn written(path: &str) -> serde_json::Value {
 pub async fn write(State(front): State<E2bFront>, Query(query): Query<FileQuery>, req: Request) -> Response {
     let headers = req.headers().clone();
     let run = async {
-        let principal = front.envd_caller(&headers)?;
-        let sandbox_id = front.envd_sandbox(&headers)?;
+        let (caller, sandbox_id) = caller_of(&front, &headers, &query, "write")?;
         let content_type =
             headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-        if headers.get(header::CONTENT_ENCODING).is_some() {
-            return Err(Status::unimplemented(
-                "Content-Encoding (gzip uploads) is not accepted; send the file as is",
-            ));
+        // envd 0.6.2 keeps `X-Metadata-*` as the file's xattrs; sandboxd does not yet: refused
+        // before anything is written, rather than dropped.
+        if let Some(name) = headers.keys().find(|k| k.as_str().starts_with(METADATA_HEADER)) {
+            return Err(Status::unimplemented(format!(
+                "per-file metadata ({name}) is not served by this server: upload without metadata"
+            )));
         }
+        let encoding = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok());
+        let gzipped = gzip::is_gzip(encoding).map_err(Status::invalid_argument)?;
+        // A gzip body (octet-stream or multipart alike) is decompressed as it streams in; its
+        // Content-Length is the compressed size, so the upload's size is then unknown.
+        let req = if gzipped {
+            let (parts, body) = req.into_parts();
+            let chunks = body.into_data_stream().map_err(|e| std::io::Error::other(e.to_string()));
+            let plain = gzip::decompress(Box::pin(chunks));
+            Request::from_parts(parts, axum::body::Body::from_stream(plain))
+        } else {
+            req
+        };
         let mut out = Vec::new();
         if content_type.starts_with("multipart/form-data") {
             let mut multipart = Multipart::from_request(req, &())
@@ -122,11 +181,10 @@ pub async fn write(State(front): State<E2bFront>, Query(query): Query<FileQuery>
                 let named = field.file_name().map(str::to_string);
                 let path = match (&query.path, named) {
                     (Some(p), _) if parts == 1 => {
-                        absolute(&front, &principal, &sandbox_id, query.username.as_deref(), Some(p)).await?
+                        absolute(&front, &caller, &sandbox_id, query.username.as_deref(), Some(p)).await?
                     }
                     (_, Some(name)) => {
-                        absolute(&front, &principal, &sandbox_id, query.username.as_deref(), Some(&name))
-                            .await?
+                        absolute(&front, &caller, &sandbox_id, query.username.as_deref(), Some(&name)).await?
                     }
                     (_, None) => {
                         return Err(Status::invalid_argument("a multipart part has no file name (its path)"))
@@ -140,21 +198,25 @@ pub async fn write(State(front): State<E2bFront>, Query(query): Query<FileQuery>
                     .map_err(|e| Status::invalid_argument(format!("multipart part {path:?}: {e}")))?;
                 let size = Some(data.len() as u64);
                 let chunks = futures_util::stream::iter([Ok::<_, std::io::Error>(data)]);
-                upload_sized(&front, &principal, &sandbox_id, &path, size, Box::pin(chunks)).await?;
+                upload_sized(&front, &caller, &sandbox_id, &path, size, Box::pin(chunks)).await?;
                 out.push(written(&path));
             }
         } else {
             let path =
-                absolute(&front, &principal, &sandbox_id, query.username.as_deref(), query.path.as_deref())
+                absolute(&front, &caller, &sandbox_id, query.username.as_deref(), query.path.as_deref())
                     .await?;
             let size = headers
                 .get(header::CONTENT_LENGTH)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<u64>().ok());
+                .and_then(|v| v.parse::<u64>().ok())
+                .filter(|_| !gzipped);
             let chunks = req.into_body().into_data_stream().map_err(|e| std::io::Error::other(e.to_string()));
-            upload_sized(&front, &principal, &sandbox_id, &path, size, Box::pin(chunks)).await?;
+            upload_sized(&front, &caller, &sandbox_id, &path, size, Box::pin(chunks)).await?;
             out.push(written(&path));
         }
+        let paths: Vec<String> = out.iter().filter_map(|f| f["path"].as_str().map(str::to_string)).collect();
+        let user = query.username.as_deref().unwrap_or("");
+        owners::give_to_user(&front, &caller, &sandbox_id, user, &paths).await?;
         Ok::<_, Status>(out)
     };
     match run.await {
@@ -165,20 +227,55 @@ pub async fn write(State(front): State<E2bFront>, Query(query): Query<FileQuery>
 
 type Chunks = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send>>;
 
+/// envd's per-file metadata headers (`X-Metadata-<key>`), lower-cased as `HeaderMap` keeps them.
+const METADATA_HEADER: &str = "x-metadata-";
+
 /// Largest multipart body (its parts are held in memory); octet-stream uploads are streamed.
 pub const MULTIPART_LIMIT: usize = 256 << 20;
 
-/// The gRPC `Upload`'s own work (`SandboxApi::upload_from`).
+/// Upload messages carry at most this much of a file (a multipart part is read whole).
+const UPLOAD_CHUNK: usize = 1 << 20;
+
+/// `chunks` to `path` by the `Upload` call. A body that fails stops feeding the call, which is
+/// then abandoned with the body's error (never a short file written as if whole).
 async fn upload_sized(
     front: &E2bFront,
-    principal: &crate::auth::Principal,
+    caller: &Caller,
     sandbox_id: &str,
     path: &str,
     size: Option<u64>,
     chunks: Chunks,
 ) -> Result<(), Status> {
+    use pb::upload_request::Request as Part;
     let header =
         pb::UploadHeader { sandbox_id: sandbox_id.to_string(), path: path.to_string(), mode: None, size };
-    front.audited(principal, "Upload", front.api().upload_from(principal, header, chunks)).await?;
-    Ok(())
+    let (tx, rx) = tokio::sync::mpsc::channel::<pb::UploadRequest>(4);
+    let _ = tx.send(pb::UploadRequest { request: Some(Part::Header(header)) }).await;
+    // The body's bytes as `Upload`'s messages; a body that fails hands back its error with the
+    // sender (the stream stays open, so the call cannot end as if the file were whole).
+    let mut feeder = tokio::spawn(async move {
+        let mut chunks = chunks;
+        while let Some(item) = chunks.next().await {
+            let bytes = match item {
+                Ok(bytes) => bytes,
+                Err(e) => return Err((e, tx)),
+            };
+            for at in (0..bytes.len()).step_by(UPLOAD_CHUNK) {
+                let piece = bytes.slice(at..bytes.len().min(at + UPLOAD_CHUNK));
+                if tx.send(pb::UploadRequest { request: Some(Part::Chunk(piece.to_vec())) }).await.is_err() {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    });
+    let mut calls = front.calls();
+    let messages = tokio_stream::wrappers::ReceiverStream::new(rx);
+    let result = tokio::select! {
+        biased;
+        Ok(Err((e, _open))) = &mut feeder => Err(Status::invalid_argument(format!("the upload's body: {e}"))),
+        done = calls.upload(streaming(caller, messages)) => done.map(|_| ()),
+    };
+    feeder.abort();
+    result
 }

@@ -11,13 +11,12 @@ use axum::response::Response;
 use futures_util::{Stream, StreamExt};
 use sandboxd_proto::envd::filesystem as ef;
 use sandboxd_proto::v1 as pb;
-use sandboxd_proto::v1::sandbox_service_server::SandboxService;
 use tonic::Status;
 
 use super::connect::{self, CallKind};
 use super::inproc::request;
-use super::{basic_user, E2bFront};
-use crate::auth::Principal;
+use super::inproc::Caller;
+use super::{basic_user, owners, E2bFront};
 
 /// Events a polled watcher keeps between two polls; past it the watcher fails (never grows
 /// without bound), as a gRPC watcher that stops reading does.
@@ -41,9 +40,10 @@ impl Drop for Watcher {
     }
 }
 
+#[derive(Clone)]
 struct Ctx {
     front: E2bFront,
-    principal: Principal,
+    caller: Caller,
     sandbox_id: String,
     user: String,
 }
@@ -70,7 +70,7 @@ pub async fn call(
     let ctx = match (|| {
         Ok::<_, Status>(Ctx {
             front: front.clone(),
-            principal: front.envd_caller(&headers)?,
+            caller: front.envd_caller(&headers)?,
             sandbox_id: front.envd_sandbox(&headers)?,
             user: basic_user(&headers)?.unwrap_or_default(),
         })
@@ -106,7 +106,7 @@ pub async fn call(
                     Ok(r) => r,
                     Err(e) => return fail(e),
                 };
-            match watch(&ctx, &req.path, req.recursive).await {
+            match watch(&ctx, &req.path, req.recursive, req.include_entry).await {
                 Ok(events) => {
                     let start = futures_util::stream::iter([Ok(ef::WatchDirResponse {
                         event: Some(ef::watch_dir_response::Event::Start(
@@ -155,7 +155,7 @@ async fn absolute(ctx: &Ctx, field: &str, path: &str) -> Result<Vec<u8>, Status>
     if path.is_empty() {
         return Err(Status::invalid_argument(format!("{field}: must not be empty")));
     }
-    Ok(ctx.front.resolve(&ctx.principal, &ctx.sandbox_id, &ctx.user, path).await?.into_bytes())
+    Ok(ctx.front.resolve(&ctx.caller, &ctx.sandbox_id, &ctx.user, path).await?.into_bytes())
 }
 
 /// `ls -l`'s permission string of `mode` for a `kind`.
@@ -190,7 +190,7 @@ fn entry_info(e: pb::FileEntry) -> ef::EntryInfo {
         size: e.size as i64,
         mode: e.mode,
         permissions: permissions(kind, e.mode),
-        // The numeric ids: the sandbox's user database is not read for names.
+        // The numeric ids; `owners::name_entries` puts the sandbox's names in their place.
         owner: e.uid.to_string(),
         group: e.gid.to_string(),
         modified_time: Some(prost_types::Timestamp {
@@ -210,8 +210,28 @@ async fn entry(ctx: &Ctx, path: &[u8]) -> Result<ef::EntryInfo, Status> {
         follow_links: false,
         user: ctx.user.clone(),
     };
-    let entry = ctx.front.api().stat(request(&ctx.principal, req)).await?.into_inner().entry;
-    Ok(entry_info(entry.unwrap_or_default()))
+    let entry = ctx.front.calls().stat(request(&ctx.caller, req)).await?.into_inner().entry;
+    let mut info = [entry_info(entry.unwrap_or_default())];
+    if info[0].r#type == ef::FileType::Symlink as i32 {
+        // envd describes a link by what it points to: the target's type, and the target's
+        // absolute path as `symlink_target` (a dangling link stays a symlink).
+        let follow = pb::StatRequest {
+            sandbox_id: ctx.sandbox_id.clone(),
+            path: path.to_vec(),
+            follow_links: true,
+            user: ctx.user.clone(),
+        };
+        if let Ok(target) = ctx.front.calls().stat(request(&ctx.caller, follow)).await {
+            let target = entry_info(target.into_inner().entry.unwrap_or_default());
+            info[0].r#type = target.r#type;
+            if let Some(link) = info[0].symlink_target.take() {
+                info[0].symlink_target = Some(link_destination(&String::from_utf8_lossy(path), &link));
+            }
+        }
+    }
+    owners::name_entries(&ctx.front, &ctx.caller, &ctx.sandbox_id, &mut info).await?;
+    let [info] = info;
+    Ok(info)
 }
 
 async fn stat(ctx: Ctx, req: ef::StatRequest) -> Result<ef::StatResponse, Status> {
@@ -228,11 +248,12 @@ async fn list_dir(ctx: Ctx, req: ef::ListDirRequest) -> Result<ef::ListDirRespon
         include_hidden: true,
         user: ctx.user.clone(),
     };
-    let mut batches = ctx.front.api().list_dir(request(&ctx.principal, list)).await?.into_inner();
+    let mut batches = ctx.front.calls().list_dir(request(&ctx.caller, list)).await?.into_inner();
     let mut entries = Vec::new();
     while let Some(batch) = batches.next().await {
         entries.extend(batch?.entries.into_iter().map(entry_info));
     }
+    owners::name_entries(&ctx.front, &ctx.caller, &ctx.sandbox_id, &mut entries).await?;
     Ok(ef::ListDirResponse { entries })
 }
 
@@ -251,9 +272,7 @@ async fn make_dir(ctx: Ctx, req: ef::MakeDirRequest) -> Result<ef::MakeDirRespon
         mode: 0,
         user: ctx.user.clone(),
     };
-    ctx.front
-        .audited(&ctx.principal, "MakeDir", ctx.front.api().make_dir(request(&ctx.principal, make)))
-        .await?;
+    ctx.front.calls().make_dir(request(&ctx.caller, make)).await?;
     Ok(ef::MakeDirResponse { entry: Some(entry(&ctx, &path).await?) })
 }
 
@@ -267,9 +286,7 @@ async fn move_path(ctx: Ctx, req: ef::MoveRequest) -> Result<ef::MoveResponse, S
         overwrite: true,
         user: ctx.user.clone(),
     };
-    ctx.front
-        .audited(&ctx.principal, "Rename", ctx.front.api().rename(request(&ctx.principal, rename)))
-        .await?;
+    ctx.front.calls().rename(request(&ctx.caller, rename)).await?;
     Ok(ef::MoveResponse { entry: Some(entry(&ctx, &destination).await?) })
 }
 
@@ -282,11 +299,7 @@ async fn remove(ctx: Ctx, req: ef::RemoveRequest) -> Result<ef::RemoveResponse, 
         user: ctx.user.clone(),
     };
     // E2B's remove of a missing path succeeds.
-    match ctx
-        .front
-        .audited(&ctx.principal, "Remove", ctx.front.api().remove(request(&ctx.principal, remove)))
-        .await
-    {
+    match ctx.front.calls().remove(request(&ctx.caller, remove)).await {
         Err(e) if e.code() != tonic::Code::NotFound => Err(e),
         _ => Ok(ef::RemoveResponse {}),
     }
@@ -297,6 +310,7 @@ async fn watch(
     ctx: &Ctx,
     path: &str,
     recursive: bool,
+    include_entry: bool,
 ) -> Result<impl Stream<Item = Result<ef::FilesystemEvent, Status>> + Send + 'static, Status> {
     let dir = absolute(ctx, "path", path).await?;
     let req = pb::WatchDirRequest {
@@ -305,7 +319,7 @@ async fn watch(
         recursive,
         user: ctx.user.clone(),
     };
-    let mut stream = ctx.front.api().watch_dir(request(&ctx.principal, req)).await?.into_inner();
+    let mut stream = ctx.front.calls().watch_dir(request(&ctx.caller, req)).await?.into_inner();
     // The first response says the watch is in place.
     match stream.next().await {
         Some(Ok(_)) => {}
@@ -319,9 +333,11 @@ async fn watch(
         }
         b
     };
+    let dir = base.clone();
     let relative =
         move |p: &[u8]| String::from_utf8_lossy(p.strip_prefix(base.as_slice()).unwrap_or(p)).into_owned();
-    Ok(stream.flat_map(move |item| {
+    let stat_ctx = ctx.clone();
+    let events = stream.flat_map(move |item| {
         let events: Vec<Result<ef::FilesystemEvent, Status>> = match item {
             Err(e) => vec![Err(e)],
             Ok(pb::WatchDirResponse { event: None }) => vec![],
@@ -350,7 +366,48 @@ async fn watch(
             }
         };
         futures_util::stream::iter(events)
+    });
+    // envd 0.6.3's entry info: the entry as it is when the event is sent, for events whose path
+    // still exists (none for a remove or a rename away, nor when it is gone by then).
+    Ok(events.then(move |item| {
+        let ctx = stat_ctx.clone();
+        let dir = dir.clone();
+        async move {
+            let mut event = item?;
+            let gone = matches!(
+                ef::EventType::try_from(event.r#type),
+                Ok(ef::EventType::Remove) | Ok(ef::EventType::Rename)
+            );
+            if include_entry && !gone {
+                let mut path = dir;
+                path.extend_from_slice(event.name.as_bytes());
+                event.entry = entry(&ctx, &path).await.ok();
+            }
+            Ok(event)
+        }
     }))
+}
+
+/// Where a link at `link_path` whose content is `target` points, as an absolute path with `.`
+/// and `..` resolved (by the names alone; a link inside the target is not followed).
+fn link_destination(link_path: &str, target: &str) -> String {
+    let joined = if target.starts_with('/') {
+        target.to_string()
+    } else {
+        let dir = link_path.rsplit_once('/').map_or("", |(d, _)| d);
+        format!("{dir}/{target}")
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for part in joined.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            other => parts.push(other),
+        }
+    }
+    format!("/{}", parts.join("/"))
 }
 
 /// The agent's upload writes `.<name>.sandboxd-upload-<n>-<pid>` and renames it into place.
@@ -363,7 +420,7 @@ async fn create_watcher(
     ctx: Ctx,
     req: ef::CreateWatcherRequest,
 ) -> Result<ef::CreateWatcherResponse, Status> {
-    let mut events = Box::pin(watch(&ctx, &req.path, req.recursive).await?);
+    let mut events = Box::pin(watch(&ctx, &req.path, req.recursive, req.include_entry).await?);
     let id = uuid::Uuid::new_v4().simple().to_string();
     let (tx, rx) = tokio::sync::oneshot::channel::<Arc<Watcher>>();
     let task = tokio::spawn(async move {
@@ -405,7 +462,7 @@ async fn watcher_events(
     req: ef::GetWatcherEventsRequest,
 ) -> Result<ef::GetWatcherEventsResponse, Status> {
     // The caller must reach the sandbox the watcher is on.
-    ctx.front.status(&ctx.principal, &ctx.sandbox_id).await?;
+    ctx.front.status(&ctx.caller, &ctx.sandbox_id).await?;
     let w = watcher(&ctx, &req.watcher_id)?;
     let mut kept = w.events.lock().expect("watcher");
     match &mut *kept {
@@ -418,7 +475,7 @@ async fn remove_watcher(
     ctx: Ctx,
     req: ef::RemoveWatcherRequest,
 ) -> Result<ef::RemoveWatcherResponse, Status> {
-    ctx.front.status(&ctx.principal, &ctx.sandbox_id).await?;
+    ctx.front.status(&ctx.caller, &ctx.sandbox_id).await?;
     watcher(&ctx, &req.watcher_id)?;
     ctx.front.inner.watchers.by_id.lock().expect("watchers").remove(&req.watcher_id);
     Ok(ef::RemoveWatcherResponse {})
@@ -446,6 +503,9 @@ mod tests {
         assert_eq!(e.modified_time.unwrap().nanos, 500_000_000);
         assert_eq!(e.symlink_target, None);
         assert_eq!(permissions(pb::FileType::Dir, 0o755), "drwxr-xr-x");
+        assert_eq!(link_destination("/home/user/d/link", "test.txt"), "/home/user/d/test.txt");
+        assert_eq!(link_destination("/home/user/d/link", "../x/./y"), "/home/user/x/y");
+        assert_eq!(link_destination("/a/link", "/etc/../etc/passwd"), "/etc/passwd");
         assert!(is_upload_temp(b"/tmp/w/.f.txt.sandboxd-upload-9-7"));
         assert!(!is_upload_temp(b"/tmp/w/f.txt"));
     }

@@ -1,9 +1,9 @@
 //! The E2B-compatible endpoint (`server.e2b`): a second front-end over the same core as the
 //! gRPC service, so that the `e2b` SDK works unchanged against sandboxd. Every handler here
-//! turns an E2B request into the `sandbox.v1` request the gRPC handler takes and calls that
-//! handler in-process (`SandboxService` on [`SandboxApi`], the caller's [`Principal`] in the
-//! request's extensions, as the gRPC gate puts it): authorization, tenancy, quotas, policy and
-//! every sandbox operation are the gRPC service's own; nothing is implemented twice.
+//! turns an E2B request into the `sandbox.v1` request the gRPC API takes and makes it through
+//! the served stack in-process ([`Calls`], `service/calls.rs`) as the caller's credential: the
+//! gate, the audit log, the cluster relay, metrics, traces and limits are the gRPC API's
+//! (`service/rpc_table.rs`), and every sandbox operation is its own; nothing is implemented twice.
 //!
 //! One listener serves both halves, told apart by path:
 //! - control plane (rest.rs): `/sandboxes…`, `/v2/sandboxes…`, authenticated by `X-API-Key`
@@ -12,13 +12,21 @@
 //!   named by the `E2b-Sandbox-Id` header or a `<port>-<sandbox id>.<domain>` host name,
 //!   authenticated by `X-Access-Token` (the capability token `POST /sandboxes` returned).
 
+mod body;
 mod connect;
 pub(crate) mod errors;
 mod files;
 mod filesystem;
+mod gzip;
 pub(crate) mod inproc;
+mod lifecycle;
+mod network;
+mod owners;
 mod process;
 mod rest;
+mod signed;
+mod snapshots;
+mod templates;
 
 use std::sync::Arc;
 
@@ -29,12 +37,15 @@ use tonic::Status;
 
 use crate::auth::{AccessGate, Principal};
 use crate::config::E2bSection;
-use crate::service::SandboxApi;
+use crate::service::calls::{Caller, Calls};
+use crate::service::template_build::TemplateEngine;
 
-/// The envd version reported to the SDK: the features it gates that sandboxd serves
-/// (stdin, default user, octet-stream uploads), and none it does not (file metadata xattrs,
-/// entry info in watch events).
-pub const ENVD_VERSION: &str = "0.5.7";
+/// The envd version reported to the SDK: the features it gates that sandboxd serves (stdin,
+/// default user, octet-stream and gzip uploads, entry info in watch events (0.6.3), the
+/// network-mounts flag of a watch (0.6.4: accepted; sandboxd's watches have no such limit)).
+/// envd 0.6.2's per-file metadata is the one gated feature not served: an upload carrying it
+/// is refused (`files::METADATA_HEADER`), never silently stripped.
+pub const ENVD_VERSION: &str = "0.6.4";
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -43,33 +54,43 @@ pub struct E2bFront {
 }
 
 struct Inner {
-    api: SandboxApi,
+    calls: Calls,
+    /// Who a credential is, for this front-end's own bookkeeping only (templates are a
+    /// tenant's; a signed URL's kept token is let go once it no longer authenticates); never to
+    /// authorize a sandbox call: the stack's gate does that on every call.
     gate: AccessGate,
+    /// Template builds' image lookups and commits, which have no RPC (`TemplateEngine`).
+    engine: TemplateEngine,
     config: E2bSection,
-    /// The gRPC service's audit log: the calls this front-end makes are logged as its own are.
-    audit: Option<Arc<crate::audit::AuditLog>>,
     processes: process::Table,
     watchers: filesystem::Watchers,
+    /// Owner names and upload owners per sandbox.
+    owners: owners::Owners,
+    /// The envd access tokens handed out, by sandbox: the keys of signed `/files` URLs.
+    signed_tokens: signed::Tokens,
+    /// The pause timers of sandboxes whose E2B timeout pauses them.
+    lifecycles: lifecycle::Timers,
     /// `$HOME` by (sandbox, user): E2B resolves relative paths against it.
     homes: std::sync::Mutex<std::collections::HashMap<(String, String), String>>,
+    /// E2B's template names, builds and uploads (templates.rs).
+    templates: templates::Registry,
 }
 
 impl E2bFront {
-    pub fn new(
-        api: SandboxApi,
-        gate: AccessGate,
-        config: E2bSection,
-        audit: Option<Arc<crate::audit::AuditLog>>,
-    ) -> Self {
+    pub fn new(calls: Calls, config: E2bSection, gate: AccessGate, engine: TemplateEngine) -> Self {
         Self {
             inner: Arc::new(Inner {
-                api,
+                calls,
                 gate,
+                engine,
                 config,
-                audit,
                 processes: process::Table::default(),
                 watchers: filesystem::Watchers::default(),
+                owners: owners::Owners::default(),
+                signed_tokens: signed::Tokens::default(),
+                lifecycles: lifecycle::Timers::default(),
                 homes: Default::default(),
+                templates: templates::Registry::new().expect("a temporary directory for template uploads"),
             }),
         }
     }
@@ -88,10 +109,15 @@ impl E2bFront {
             .route("/v2/sandboxes/{id}/connect", post(rest::connect))
             .route("/sandboxes/{id}/metrics", get(rest::metrics))
             .route("/sandboxes/{id}/fork", post(rest::fork))
+            .route("/sandboxes/{id}/snapshots", post(snapshots::create))
+            .route("/snapshots", get(snapshots::list))
+            .route("/sandboxes/{id}/network", axum::routing::put(network::update))
+            .route("/templates/{id}", axum::routing::delete(snapshots::delete))
             .route("/health", get(files::health))
             .route("/files", get(files::read).post(files::write))
             .route("/process.Process/{method}", post(process::call))
             .route("/filesystem.Filesystem/{method}", post(filesystem::call))
+            .merge(templates::routes())
             .fallback(errors::no_route)
             .layer(axum::extract::DefaultBodyLimit::max(files::MULTIPART_LIMIT))
             .with_state(self.clone())
@@ -106,46 +132,39 @@ impl E2bFront {
         axum::serve(listener, self.router()).with_graceful_shutdown(stopped).await
     }
 
-    fn api(&self) -> &SandboxApi {
-        &self.inner.api
+    /// The gRPC API through the served stack (a clone per call: its methods take `&mut`).
+    fn calls(&self) -> Calls {
+        self.inner.calls.clone()
     }
 
-    /// Sandbox `id` as `principal` sees it, by the gRPC `Status` handler: the authorization a
-    /// call on a sandbox starts with (another tenant's sandbox is `NotFound`).
-    async fn status(
-        &self,
-        principal: &Principal,
-        id: &str,
-    ) -> Result<sandboxd_proto::v1::StatusResponse, Status> {
-        use sandboxd_proto::v1::sandbox_service_server::SandboxService;
+    /// Sandbox `id` as `caller` sees it, by the gRPC `Status` call: the authorization a call on
+    /// a sandbox starts with (another tenant's sandbox is `NotFound`).
+    async fn status(&self, caller: &Caller, id: &str) -> Result<sandboxd_proto::v1::StatusResponse, Status> {
         let status = sandboxd_proto::v1::StatusRequest { sandbox_id: id.to_string() };
-        Ok(self.api().status(inproc::request(principal, status)).await?.into_inner())
+        Ok(self.calls().status(inproc::request(caller, status)).await?.into_inner())
     }
 
-    /// `call`, the in-process handler of RPC `method`, audited as the gRPC service audits it
-    /// (every mutating call this front-end makes goes through here).
-    async fn audited<T>(
-        &self,
-        principal: &Principal,
-        method: &str,
-        call: impl std::future::Future<Output = Result<T, Status>>,
-    ) -> Result<T, Status> {
-        crate::audit::in_process(self.inner.audit.as_ref(), principal, method, call).await
+    /// The control plane's caller: `X-API-Key` (the gate checks it on every call).
+    fn api_caller(&self, headers: &HeaderMap) -> Result<Caller, Status> {
+        Ok(Caller::new(header(headers, "x-api-key"))?.traced(headers))
     }
 
-    /// The caller by one of its credentials, through the gRPC service's own gate.
-    fn principal(&self, credential: Option<&str>) -> Result<Principal, Status> {
-        self.inner.gate.principal_of_credential(credential)
+    /// Who the control plane's caller is (`X-API-Key`), for the front-end's own records (the
+    /// templates a tenant sees); its calls are authorized by the stack, not by this.
+    fn api_identity(&self, headers: &HeaderMap) -> Result<Principal, Status> {
+        self.inner.gate.principal_of_credential(header(headers, "x-api-key"))
     }
 
-    /// The control plane's caller: `X-API-Key`.
-    fn api_caller(&self, headers: &HeaderMap) -> Result<Principal, Status> {
-        self.principal(header(headers, "x-api-key"))
+    /// Whether `credential` still authenticates (a kept signed-URL key that no longer does is
+    /// let go).
+    fn authenticates(&self, credential: &str) -> bool {
+        self.inner.gate.principal_of_credential(Some(credential)).is_ok()
     }
 
     /// envd's caller: `X-Access-Token` (the sandbox's capability token), or an `X-API-Key`.
-    fn envd_caller(&self, headers: &HeaderMap) -> Result<Principal, Status> {
-        self.principal(header(headers, "x-access-token").or_else(|| header(headers, "x-api-key")))
+    fn envd_caller(&self, headers: &HeaderMap) -> Result<Caller, Status> {
+        let credential = header(headers, "x-access-token").or_else(|| header(headers, "x-api-key"));
+        Ok(Caller::new(credential)?.traced(headers))
     }
 
     /// The sandbox an envd request is for: `E2b-Sandbox-Id`, else the host name
@@ -169,7 +188,7 @@ impl E2bFront {
     /// the sandbox reports it for that user, asked once per sandbox and user through `Exec`).
     async fn resolve(
         &self,
-        principal: &Principal,
+        caller: &Caller,
         sandbox_id: &str,
         user: &str,
         path: &str,
@@ -182,7 +201,6 @@ impl E2bFront {
         let home = match cached {
             Some(home) => home,
             None => {
-                use sandboxd_proto::v1::sandbox_service_server::SandboxService;
                 let exec = sandboxd_proto::v1::ExecRequest {
                     sandbox_id: sandbox_id.to_string(),
                     command: "printf %s \"$HOME\"".into(),
@@ -190,10 +208,7 @@ impl E2bFront {
                     timeout_s: Some(10.0),
                     ..Default::default()
                 };
-                let out = self
-                    .audited(principal, "Exec", self.api().exec(inproc::request(principal, exec)))
-                    .await?
-                    .into_inner();
+                let out = self.calls().exec(inproc::request(caller, exec)).await?.into_inner();
                 // Read from inside the sandbox: only an absolute path without NUL is taken.
                 let home = String::from_utf8(out.stdout).unwrap_or_default();
                 let home = if out.return_code == 0 && home.starts_with('/') && !home.contains('\0') {

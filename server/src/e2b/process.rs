@@ -19,14 +19,13 @@ use sandboxd_proto::envd::process as ep;
 use sandboxd_proto::v1 as pb;
 use sandboxd_proto::v1::pty_request::Request as In;
 use sandboxd_proto::v1::pty_response::Response as Out;
-use sandboxd_proto::v1::sandbox_service_server::SandboxService;
 use tokio::sync::{broadcast, mpsc};
 use tonic::Status;
 
 use super::connect::{self, CallKind};
+use super::inproc::Caller;
 use super::inproc::{request, streaming};
 use super::{basic_user, E2bFront};
-use crate::auth::Principal;
 
 /// Output events kept for a slow reader before it skips ahead.
 const FANOUT: usize = 4096;
@@ -97,7 +96,7 @@ pub async fn call(
             connect::unary_error(&status)
         }
     };
-    let (principal, sandbox_id) = match (front.envd_caller(&headers), front.envd_sandbox(&headers)) {
+    let (caller, sandbox_id) = match (front.envd_caller(&headers), front.envd_sandbox(&headers)) {
         (Ok(p), Ok(s)) => (p, s),
         (Err(e), _) | (_, Err(e)) => return fail(e),
     };
@@ -110,7 +109,7 @@ pub async fn call(
         Err(e) => return fail(e),
     };
     let timeout = connect::timeout(&headers);
-    let ctx = Ctx { front: front.clone(), principal, sandbox_id };
+    let ctx = Ctx { front: front.clone(), caller, sandbox_id };
     macro_rules! unary {
         ($req:literal, $resp:literal, $f:expr) => {{
             let result = match connect::decode(kind.codec, $req, message) {
@@ -172,7 +171,7 @@ pub async fn call(
 
 struct Ctx {
     front: E2bFront,
-    principal: Principal,
+    caller: Caller,
     sandbox_id: String,
 }
 
@@ -255,9 +254,9 @@ async fn start(
     }
     // A relative working directory is below the user's home, as E2B resolves it.
     let cwd = match config.cwd.as_deref() {
-        Some(dir) if !dir.is_empty() && !dir.starts_with('/') => Some(
-            ctx.front.resolve(&ctx.principal, &ctx.sandbox_id, user.as_deref().unwrap_or(""), dir).await?,
-        ),
+        Some(dir) if !dir.is_empty() && !dir.starts_with('/') => {
+            Some(ctx.front.resolve(&ctx.caller, &ctx.sandbox_id, user.as_deref().unwrap_or(""), dir).await?)
+        }
         _ => config.cwd.clone(),
     };
     let size = req.pty.as_ref().and_then(|p| p.size);
@@ -278,12 +277,8 @@ async fn start(
         .await
         .map_err(|_| Status::internal("the session's input closed"))?;
     let requests = tokio_stream::wrappers::ReceiverStream::new(rx);
-    let api = ctx.front.api().clone();
-    let mut responses = ctx
-        .front
-        .audited(&ctx.principal, "Pty", api.pty(streaming(&ctx.principal, requests)))
-        .await?
-        .into_inner();
+    let mut calls = ctx.front.calls();
+    let mut responses = calls.pty(streaming(&ctx.caller, requests)).await?.into_inner();
     let session_id = match responses.next().await {
         Some(Ok(pb::PtyResponse { response: Some(Out::Opened(opened)) })) => opened.session_id,
         Some(Err(status)) => return Err(status),
@@ -312,11 +307,13 @@ async fn start(
                 Ok(pb::PtyResponse { response: Some(Out::Stderr(b)) }) => Event::Stderr(b),
                 Ok(pb::PtyResponse { response: Some(Out::Exit(exit)) }) => Event::End(exit.exit_code),
                 Ok(_) => continue,
-                Err(status) => Event::Failed(status),
+                Err(status) => Event::Failed(connection_lost(&held.sandbox_id, status)),
             };
             let last = matches!(event, Event::End(_) | Event::Failed(_));
             let _ = held.output.send(event);
             if last {
+                // The rest of the stream (its trailers): the call ends OK, not cancelled.
+                while responses.next().await.is_some() {}
                 break;
             }
         }
@@ -325,17 +322,38 @@ async fn start(
     Ok(events(pid, rx))
 }
 
-/// The pid of the agent's session `process_id` (`ListProcesses`).
+/// A process stream whose session was lost (FAILED_PRECONDITION: the session or its sandbox
+/// went away under it) ends as envd's proxy ends a stream whose sandbox died: UNAVAILABLE, "the
+/// connection ... ended". The SDK then probes `/health` itself, and reports the sandbox killed
+/// or at its end of life when it is gone (the original error otherwise). Any other failure
+/// stays as it was.
+fn connection_lost(sandbox_id: &str, status: Status) -> Status {
+    if status.code() != tonic::Code::FailedPrecondition {
+        return status;
+    }
+    Status::unavailable(format!(
+        "the connection to sandbox {sandbox_id} ended before the stream completed ({})",
+        status.message()
+    ))
+}
+
+/// The pid of the agent's session `process_id` (`ListProcesses`). A backend with no process
+/// supervisor (a cluster's Swarm tasks, `exec.engine: docker`) lists none: the session is then
+/// known by a number above any kernel pid (`pid_max` is at most 2^22), held in this table only.
 async fn pid_of(ctx: &Ctx, process_id: &str) -> Result<u32, Status> {
-    let list = ctx
+    static UNLISTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1 << 22);
+    let listed = ctx
         .front
-        .api()
-        .list_processes(request(
-            &ctx.principal,
-            pb::ListProcessesRequest { sandbox_id: ctx.sandbox_id.clone() },
-        ))
-        .await?
-        .into_inner();
+        .calls()
+        .list_processes(request(&ctx.caller, pb::ListProcessesRequest { sandbox_id: ctx.sandbox_id.clone() }))
+        .await;
+    let list = match listed {
+        Ok(list) => list.into_inner(),
+        Err(status) if status.code() == tonic::Code::FailedPrecondition => {
+            return Ok(UNLISTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
+        }
+        Err(status) => return Err(status),
+    };
     list.processes.iter().find(|p| p.process_id == process_id).map(|p| p.pid).ok_or_else(|| {
         Status::internal(format!("session {process_id:?} is not in the sandbox's process list"))
     })
@@ -355,11 +373,8 @@ async fn attach(
 /// own sandbox): `ListProcesses` checks it.
 async fn authorize(ctx: &Ctx) -> Result<(), Status> {
     ctx.front
-        .api()
-        .list_processes(request(
-            &ctx.principal,
-            pb::ListProcessesRequest { sandbox_id: ctx.sandbox_id.clone() },
-        ))
+        .calls()
+        .list_processes(request(&ctx.caller, pb::ListProcessesRequest { sandbox_id: ctx.sandbox_id.clone() }))
         .await?;
     Ok(())
 }
@@ -367,11 +382,8 @@ async fn authorize(ctx: &Ctx) -> Result<(), Status> {
 async fn list(ctx: Ctx, _req: ep::ListRequest) -> Result<ep::ListResponse, Status> {
     let list = ctx
         .front
-        .api()
-        .list_processes(request(
-            &ctx.principal,
-            pb::ListProcessesRequest { sandbox_id: ctx.sandbox_id.clone() },
-        ))
+        .calls()
+        .list_processes(request(&ctx.caller, pb::ListProcessesRequest { sandbox_id: ctx.sandbox_id.clone() }))
         .await?
         .into_inner();
     let held = ctx.front.inner.processes.held.lock().expect("process table");
@@ -434,13 +446,7 @@ async fn send_signal(ctx: Ctx, req: ep::SendSignalRequest) -> Result<ep::SendSig
                 process_id: held.process_id.clone(),
                 signal: name.into(),
             };
-            ctx.front
-                .audited(
-                    &ctx.principal,
-                    "SignalProcess",
-                    ctx.front.api().signal_process(request(&ctx.principal, signal)),
-                )
-                .await?;
+            ctx.front.calls().signal_process(request(&ctx.caller, signal)).await?;
         }
         // Started by another client: by pid through the agent's table.
         Err(_) => {
@@ -451,9 +457,9 @@ async fn send_signal(ctx: Ctx, req: ep::SendSignalRequest) -> Result<ep::SendSig
             };
             let list = ctx
                 .front
-                .api()
+                .calls()
                 .list_processes(request(
-                    &ctx.principal,
+                    &ctx.caller,
                     pb::ListProcessesRequest { sandbox_id: ctx.sandbox_id.clone() },
                 ))
                 .await?
@@ -468,22 +474,16 @@ async fn send_signal(ctx: Ctx, req: ep::SendSignalRequest) -> Result<ep::SendSig
                 process_id: p.process_id,
                 signal: name.into(),
             };
-            ctx.front
-                .audited(
-                    &ctx.principal,
-                    "SignalProcess",
-                    ctx.front.api().signal_process(request(&ctx.principal, signal)),
-                )
-                .await?;
+            ctx.front.calls().signal_process(request(&ctx.caller, signal)).await?;
         }
     }
     Ok(ep::SendSignalResponse {})
 }
 
-async fn close_stdin(_ctx: Ctx, _req: ep::CloseStdinRequest) -> Result<ep::CloseStdinResponse, Status> {
-    Err(Status::unimplemented(
-        "CloseStdin is not served: a sandboxd session's stdin closes with the session (send Ctrl-D to a terminal)",
-    ))
+/// `CloseStdin`: the session's `PtyStdinEnd` (a pipe-mode process sees end of input).
+async fn close_stdin(ctx: Ctx, req: ep::CloseStdinRequest) -> Result<ep::CloseStdinResponse, Status> {
+    send(&ctx, req.process.as_ref(), In::StdinEnd(pb::PtyStdinEnd {})).await?;
+    Ok(ep::CloseStdinResponse {})
 }
 
 #[cfg(test)]

@@ -9,18 +9,21 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use sandboxd_proto::v1 as pb;
-use sandboxd_proto::v1::sandbox_service_server::SandboxService;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tonic::Status;
 
 use super::errors;
 use super::inproc::request;
+use super::inproc::Caller;
 use super::{E2bFront, ENVD_VERSION};
-use crate::auth::Principal;
 
 /// E2B's default sandbox lifetime when a create names none (seconds).
 const DEFAULT_TIMEOUT_S: u64 = 15;
+/// The deadline of a create through E2B: its SDK's default request timeout (30 s). A create the
+/// host cannot start by then is answered 429 with `Retry-After` (the admission queue's
+/// estimate) instead of leaving the SDK's own timer to end the request.
+const CREATE_DEADLINE: &str = "30S";
 /// What E2B calls the service that runs the sandbox.
 const CLIENT_ID: &str = "sandboxd";
 
@@ -30,17 +33,7 @@ fn refuse(status: Status) -> Response {
     errors::rest(status)
 }
 
-/// The JSON body, or 400 naming what is wrong with it.
-fn body<T: serde::de::DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, Status> {
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
-    }
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        Status::invalid_argument(format!("request body field `{path}`: {}", e.inner()))
-    })
-}
+use super::body::body;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -53,8 +46,15 @@ struct NewSandbox {
     /// Accepted and ignored: every sandbox's envd is reached with its token (as E2B does now).
     #[allow(dead_code)]
     secure: Option<bool>,
-    /// false: the sandbox gets no egress (`network_policy` deny-all).
+    /// false: the sandbox gets no egress (`network_policy` deny-all). The SDK sends it in
+    /// snake case, the one field of its body that is.
+    #[serde(alias = "allow_internet_access")]
     allow_internet_access: Option<bool>,
+    /// The per-sandbox firewall (network.rs).
+    network: Option<super::network::Network>,
+    /// `autoPause` and friends (lifecycle.rs).
+    #[serde(flatten)]
+    lifecycle: super::lifecycle::Lifecycle,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -82,39 +82,83 @@ fn seconds(field: &str, value: u64) -> Result<f64, Status> {
 
 /// `POST /sandboxes` and `POST /v2/sandboxes`: `Create` with the template's image.
 pub async fn create(State(front): State<E2bFront>, headers: HeaderMap, bytes: axum::body::Bytes) -> Reply {
-    let principal = front.api_caller(&headers).map_err(refuse)?;
+    let caller = front.api_caller(&headers).map_err(refuse)?;
     let new: NewSandbox = body(&bytes).map_err(refuse)?;
     let template = new.template_id.unwrap_or_else(|| "base".into());
-    let image = front.inner.config.templates.get(&template).cloned().ok_or_else(|| {
-        let known: Vec<&str> = front.inner.config.templates.keys().map(String::as_str).collect();
-        refuse(Status::not_found(format!(
-            "template {template:?} not found; this server's templates (server.e2b.templates): {known:?}"
-        )))
-    })?;
+    // A configured or built template, else one of the caller's snapshots (E2B creates from a
+    // snapshot by naming it as the template).
+    // Who it is, for the templates it built (its own records); the Create itself is refused by
+    // the stack's gate when the key is wrong, as any gRPC caller's is (and counted so).
+    let who = front.api_identity(&headers).ok();
+    let resolved = super::templates::resolve(&front, who.as_ref(), &template);
+    let (image, snapshot_id) = match &resolved {
+        Some(resolved) => (resolved.image.clone(), None),
+        None => match super::snapshots::snapshot_of_template(&front, &caller, &template).await {
+            Ok(Some(snapshot)) => (String::new(), Some(snapshot)),
+            Err(e) => return Err(refuse(e)),
+            Ok(None) => {
+                let known: Vec<&str> = front.inner.config.templates.keys().map(String::as_str).collect();
+                return Err(refuse(Status::not_found(format!(
+                    "template {template:?} not found; this server's templates (server.e2b.templates): {known:?}, \
+                     one built with Template.build, or a snapshot id"
+                ))));
+            }
+        },
+    };
     let ttl = seconds("timeout", new.timeout.unwrap_or(DEFAULT_TIMEOUT_S)).map_err(refuse)?;
-    let network_policy = match new.allow_internet_access {
-        Some(false) => {
+    let pauses = new.lifecycle.pauses().map_err(refuse)?;
+    let firewall = match &new.network {
+        Some(network) => super::network::policy(network).map_err(refuse)?,
+        None => None,
+    };
+    let network_policy = match (new.allow_internet_access, firewall) {
+        (Some(false), Some(mut policy)) => {
+            policy.default_action = pb::EgressAction::Deny as i32;
+            policy.rules.retain(|r| r.action == pb::EgressAction::Allow as i32);
+            Some(policy)
+        }
+        (Some(false), None) => {
             Some(pb::NetworkPolicy { default_action: pb::EgressAction::Deny as i32, ..Default::default() })
         }
-        _ => None,
+        (_, firewall) => firewall,
     };
+    // A sandbox its timeout pauses gets the front-end timer's margin from the start: with the
+    // bare timeout as its lease, a slow create's answer could reach `arm` after the lease ended
+    // and the sweep removed it (E2B's test_auto_pause_without_auto_resume_requires_connect).
+    let lease = if pauses { ttl + super::lifecycle::LEASE_MARGIN.as_secs_f64() } else { ttl };
     let spec = pb::SandboxSpec {
         image,
-        ttl_s: Some(ttl),
+        ttl_s: Some(lease),
         env: new.env_vars.unwrap_or_default().into_iter().collect(),
         metadata: new.metadata.unwrap_or_default().into_iter().map(|(k, v)| (encode_key(&k), v)).collect(),
         network_policy,
+        snapshot_id,
         ..Default::default()
     };
-    let created = front
-        .audited(
-            &principal,
-            "Create",
-            front.api().create(request(&principal, pb::CreateRequest { spec: Some(spec) })),
-        )
-        .await;
+    let mut call = request(&caller, pb::CreateRequest { spec: Some(spec) });
+    call.metadata_mut().insert("grpc-timeout", tonic::metadata::MetadataValue::from_static(CREATE_DEADLINE));
+    // The caller's own name among its tenant's clients (the create queue's fairness), if given.
+    if let Some(client) = headers
+        .get(crate::service::CLIENT_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| tonic::metadata::MetadataValue::try_from(v).ok())
+    {
+        call.metadata_mut().insert(crate::service::CLIENT_HEADER, client);
+    }
+    let created = front.calls().create(call).await;
     let sandbox = created.map_err(refuse)?.into_inner().sandbox.unwrap_or_default();
-    let token = envd_token(&front, &principal, &sandbox.sandbox_id).await.map_err(refuse)?;
+    if let Some(resolved) = &resolved {
+        if let Err(e) = super::templates::start(&front, &caller, &sandbox.sandbox_id, resolved).await {
+            let close = request(&caller, pb::CloseRequest { sandbox_id: sandbox.sandbox_id });
+            let _ = front.calls().close(close).await;
+            return Err(refuse(e));
+        }
+    }
+    if pauses {
+        let after = Duration::from_secs_f64(ttl);
+        super::lifecycle::arm(&front, &caller, &sandbox.sandbox_id, after).await.map_err(refuse)?;
+    }
+    let token = envd_token(&front, &caller, &sandbox.sandbox_id).await.map_err(refuse)?;
     let out = json!({
         "templateID": template,
         "sandboxID": sandbox.sandbox_id,
@@ -128,18 +172,16 @@ pub async fn create(State(front): State<E2bFront>, headers: HeaderMap, bytes: ax
 
 /// envd's access token: a capability token of scope operate for this one sandbox (`Grant`),
 /// never the caller's API key.
-async fn envd_token(front: &E2bFront, principal: &Principal, sandbox_id: &str) -> Result<String, Status> {
+async fn envd_token(front: &E2bFront, caller: &Caller, sandbox_id: &str) -> Result<String, Status> {
     let grant = pb::GrantRequest {
         sandbox_id: sandbox_id.to_string(),
         scope: pb::TokenScope::Operate as i32,
         // As long as the owner token `Create` returns (Grant caps it at that).
         ttl_s: Some(crate::config::DEFAULT_OWNER_TOKEN_TTL.as_secs_f64()),
     };
-    Ok(front
-        .audited(principal, "Grant", front.api().grant(request(principal, grant)))
-        .await?
-        .into_inner()
-        .token)
+    let token = front.calls().grant(request(caller, grant)).await?.into_inner().token;
+    front.inner.signed_tokens.remember(sandbox_id, &token, |t| front.authenticates(t));
+    Ok(token)
 }
 
 fn rfc3339(unix_ms: i64) -> String {
@@ -188,7 +230,7 @@ fn listed(front: &E2bFront, info: &pb::SandboxInfo) -> Value {
 /// Every sandbox the caller sees that carries `labels` and is in one of `statuses`.
 async fn list_all(
     front: &E2bFront,
-    principal: &Principal,
+    caller: &Caller,
     labels: BTreeMap<String, String>,
     statuses: Vec<i32>,
 ) -> Result<Vec<pb::SandboxInfo>, Status> {
@@ -201,7 +243,7 @@ async fn list_all(
             page_size: 1000,
             page_token,
         };
-        let page = front.api().list(request(principal, req)).await?.into_inner();
+        let page = front.calls().list(request(caller, req)).await?.into_inner();
         out.extend(page.sandboxes);
         if page.next_page_token.is_empty() {
             return Ok(out);
@@ -275,10 +317,10 @@ fn parse_states(query: Option<&str>) -> Result<Vec<i32>, Status> {
 }
 
 async fn list(front: E2bFront, headers: HeaderMap, query: ListQuery, paged: bool) -> Reply {
-    let principal = front.api_caller(&headers).map_err(refuse)?;
+    let caller = front.api_caller(&headers).map_err(refuse)?;
     let labels = parse_metadata(query.metadata.as_deref()).map_err(refuse)?;
     let states = parse_states(query.state.as_deref()).map_err(refuse)?;
-    let all = list_all(&front, &principal, labels, states).await.map_err(refuse)?;
+    let all = list_all(&front, &caller, labels, states).await.map_err(refuse)?;
     let start = match &query.next_token {
         Some(t) if !t.is_empty() => t.parse::<usize>().map_err(|_| {
             refuse(Status::invalid_argument(format!("nextToken {t:?} is not one this server gave")))
@@ -315,9 +357,9 @@ pub async fn list_v1(
 }
 
 /// The sandbox as the caller sees it: `Status` first (authorization; another tenant's is 404).
-async fn find(front: &E2bFront, principal: &Principal, id: &str) -> Result<pb::SandboxInfo, Status> {
-    front.status(principal, id).await?;
-    let all = list_all(front, principal, BTreeMap::new(), vec![]).await?;
+async fn find(front: &E2bFront, caller: &Caller, id: &str) -> Result<pb::SandboxInfo, Status> {
+    front.status(caller, id).await?;
+    let all = list_all(front, caller, BTreeMap::new(), vec![]).await?;
     all.into_iter()
         .find(|i| i.sandbox.as_ref().is_some_and(|s| s.sandbox_id == id))
         .ok_or_else(|| Status::not_found(format!("sandbox {id:?} not found")))
@@ -325,33 +367,31 @@ async fn find(front: &E2bFront, principal: &Principal, id: &str) -> Result<pb::S
 
 /// `GET /sandboxes/{id}`.
 pub async fn info(State(front): State<E2bFront>, headers: HeaderMap, Path(id): Path<String>) -> Reply {
-    let principal = front.api_caller(&headers).map_err(refuse)?;
-    let info = find(&front, &principal, &id).await.map_err(refuse)?;
+    let caller = front.api_caller(&headers).map_err(refuse)?;
+    let info = find(&front, &caller, &id).await.map_err(refuse)?;
     Ok(Json(listed(&front, &info)).into_response())
 }
 
 /// `DELETE /sandboxes/{id}`: `Close`.
 pub async fn kill(State(front): State<E2bFront>, headers: HeaderMap, Path(id): Path<String>) -> Reply {
-    let principal = front.api_caller(&headers).map_err(refuse)?;
+    let caller = front.api_caller(&headers).map_err(refuse)?;
     // Close of an unknown id succeeds in sandboxd (idempotent); E2B answers 404, which the
     // SDK's `kill` turns into `False`.
-    front.status(&principal, &id).await.map_err(refuse)?;
+    front.status(&caller, &id).await.map_err(refuse)?;
     front
-        .audited(
-            &principal,
-            "Close",
-            front.api().close(request(&principal, pb::CloseRequest { sandbox_id: id })),
-        )
+        .calls()
+        .close(request(&caller, pb::CloseRequest { sandbox_id: id.clone() }))
         .await
         .map_err(refuse)?;
+    super::owners::forget(&front, &id);
+    super::lifecycle::forget(&front, &id);
+    front.inner.signed_tokens.forget(&id);
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-async fn set_ttl(front: &E2bFront, principal: &Principal, id: &str, ttl: f64) -> Result<(), Status> {
-    let set = front
-        .api()
-        .set_timeout(request(principal, pb::SetTimeoutRequest { sandbox_id: id.into(), ttl_s: ttl }));
-    front.audited(principal, "SetTimeout", set).await?;
+async fn set_ttl(front: &E2bFront, caller: &Caller, id: &str, ttl: f64) -> Result<(), Status> {
+    let set = pb::SetTimeoutRequest { sandbox_id: id.into(), ttl_s: ttl };
+    front.calls().set_timeout(request(caller, set)).await?;
     Ok(())
 }
 
@@ -362,10 +402,16 @@ pub async fn set_timeout(
     Path(id): Path<String>,
     bytes: axum::body::Bytes,
 ) -> Reply {
-    let principal = front.api_caller(&headers).map_err(refuse)?;
+    let caller = front.api_caller(&headers).map_err(refuse)?;
     let req: TimeoutBody = body(&bytes).map_err(refuse)?;
     let timeout = req.timeout.ok_or_else(|| refuse(Status::invalid_argument("`timeout` is required")))?;
-    set_ttl(&front, &principal, &id, seconds("timeout", timeout).map_err(refuse)?).await.map_err(refuse)?;
+    if super::lifecycle::pauses(&front, &id) {
+        // Its timeout pauses it: the timer moves (0: now).
+        let after = Duration::from_secs(timeout);
+        super::lifecycle::arm(&front, &caller, &id, after).await.map_err(refuse)?;
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    set_ttl(&front, &caller, &id, seconds("timeout", timeout).map_err(refuse)?).await.map_err(refuse)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -376,9 +422,14 @@ pub async fn refresh(
     Path(id): Path<String>,
     bytes: axum::body::Bytes,
 ) -> Reply {
-    let principal = front.api_caller(&headers).map_err(refuse)?;
+    let caller = front.api_caller(&headers).map_err(refuse)?;
     let req: RefreshBody = body(&bytes).map_err(refuse)?;
-    set_ttl(&front, &principal, &id, seconds("duration", req.duration.unwrap_or(60)).map_err(refuse)?)
+    if super::lifecycle::pauses(&front, &id) {
+        let after = Duration::from_secs(req.duration.unwrap_or(60).max(1));
+        super::lifecycle::arm(&front, &caller, &id, after).await.map_err(refuse)?;
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    set_ttl(&front, &caller, &id, seconds("duration", req.duration.unwrap_or(60)).map_err(refuse)?)
         .await
         .map_err(refuse)?;
     Ok(StatusCode::NO_CONTENT.into_response())
@@ -386,48 +437,41 @@ pub async fn refresh(
 
 /// `POST /sandboxes/{id}/pause`: `Pause` (409 when already paused, as E2B).
 pub async fn pause(State(front): State<E2bFront>, headers: HeaderMap, Path(id): Path<String>) -> Reply {
-    let principal = front.api_caller(&headers).map_err(refuse)?;
-    let status = front.status(&principal, &id).await.map_err(refuse)?.status;
+    let caller = front.api_caller(&headers).map_err(refuse)?;
+    let status = front.status(&caller, &id).await.map_err(refuse)?.status;
     if status == pb::SandboxStatus::Paused as i32 {
         return Err(refuse(Status::already_exists(format!("sandbox {id:?} is already paused"))));
     }
-    front
-        .audited(
-            &principal,
-            "Pause",
-            front.api().pause(request(&principal, pb::PauseRequest { sandbox_id: id })),
-        )
-        .await
-        .map_err(refuse)?;
+    front.calls().pause(request(&caller, pb::PauseRequest { sandbox_id: id })).await.map_err(refuse)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// `Resume` if paused, then the lease, then the sandbox as `POST /sandboxes` returns it.
-async fn resume_and_describe(
-    front: &E2bFront,
-    principal: &Principal,
-    id: &str,
-    timeout: Option<u64>,
-) -> Reply {
-    let status = front.status(principal, id).await.map_err(refuse)?.status;
+async fn resume_and_describe(front: &E2bFront, caller: &Caller, id: &str, timeout: Option<u64>) -> Reply {
+    let status = front.status(caller, id).await.map_err(refuse)?.status;
     let was_paused = status == pb::SandboxStatus::Paused as i32;
     if was_paused {
-        let resume = front.api().resume(request(principal, pb::ResumeRequest { sandbox_id: id.into() }));
-        front.audited(principal, "Resume", resume).await.map_err(refuse)?;
+        let resume = pb::ResumeRequest { sandbox_id: id.into() };
+        front.calls().resume(request(caller, resume)).await.map_err(refuse)?;
     }
-    let mut info = find(front, principal, id).await.map_err(refuse)?;
-    if let Some(t) = timeout {
+    if super::lifecycle::pauses(front, id) {
+        // Resumed (or running): its next pause is a timeout from now.
+        let after = Duration::from_secs(timeout.unwrap_or(DEFAULT_TIMEOUT_S).max(1));
+        super::lifecycle::arm(front, caller, id, after).await.map_err(refuse)?;
+    }
+    let mut info = find(front, caller, id).await.map_err(refuse)?;
+    if let Some(t) = timeout.filter(|_| !super::lifecycle::pauses(front, id)) {
         // E2B's connect extends a sandbox's life, never shortens it.
         let ttl = seconds("timeout", t).map_err(refuse)?;
         let now_ms =
             SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_millis() as i64;
         let wanted = now_ms + (ttl * 1000.0) as i64;
         if info.expires_at_unix_ms.is_some_and(|end| end < wanted) {
-            set_ttl(front, principal, id, ttl).await.map_err(refuse)?;
-            info = find(front, principal, id).await.map_err(refuse)?;
+            set_ttl(front, caller, id, ttl).await.map_err(refuse)?;
+            info = find(front, caller, id).await.map_err(refuse)?;
         }
     }
-    let token = envd_token(front, principal, id).await.map_err(refuse)?;
+    let token = envd_token(front, caller, id).await.map_err(refuse)?;
     let mut out = listed(front, &info);
     out["envdAccessToken"] = json!(token);
     let code = if was_paused { StatusCode::CREATED } else { StatusCode::OK };
@@ -441,9 +485,9 @@ pub async fn resume(
     Path(id): Path<String>,
     bytes: axum::body::Bytes,
 ) -> Reply {
-    let principal = front.api_caller(&headers).map_err(refuse)?;
+    let caller = front.api_caller(&headers).map_err(refuse)?;
     let req: TimeoutBody = body(&bytes).map_err(refuse)?;
-    resume_and_describe(&front, &principal, &id, req.timeout).await.map(|r| {
+    resume_and_describe(&front, &caller, &id, req.timeout).await.map(|r| {
         let (mut parts, body) = r.into_parts();
         parts.status = StatusCode::CREATED;
         Response::from_parts(parts, body)
@@ -457,9 +501,9 @@ pub async fn connect(
     Path(id): Path<String>,
     bytes: axum::body::Bytes,
 ) -> Reply {
-    let principal = front.api_caller(&headers).map_err(refuse)?;
+    let caller = front.api_caller(&headers).map_err(refuse)?;
     let req: TimeoutBody = body(&bytes).map_err(refuse)?;
-    resume_and_describe(&front, &principal, &id, req.timeout).await
+    resume_and_describe(&front, &caller, &id, req.timeout).await
 }
 
 /// `POST /sandboxes/{id}/fork`: `Fork` (the children start from a snapshot of the running
@@ -470,28 +514,25 @@ pub async fn fork(
     Path(id): Path<String>,
     bytes: axum::body::Bytes,
 ) -> Reply {
-    let principal = front.api_caller(&headers).map_err(refuse)?;
+    let caller = front.api_caller(&headers).map_err(refuse)?;
     let req: ForkBody = body(&bytes).map_err(refuse)?;
     let ttl = req.timeout.map(|t| seconds("timeout", t)).transpose().map_err(refuse)?;
-    let parent = find(&front, &principal, &id).await.map_err(refuse)?;
+    let parent = find(&front, &caller, &id).await.map_err(refuse)?;
     let template = listed(&front, &parent)["templateID"].clone();
-    let fork = front.api().fork(request(
-        &principal,
-        pb::ForkRequest {
-            sandbox_id: id,
-            count: req.count.unwrap_or(1),
-            labels: Default::default(),
-            ..Default::default()
-        },
-    ));
-    let forked = front.audited(&principal, "Fork", fork).await.map_err(refuse)?.into_inner();
+    let fork = pb::ForkRequest {
+        sandbox_id: id,
+        count: req.count.unwrap_or(1),
+        labels: Default::default(),
+        ..Default::default()
+    };
+    let forked = front.calls().fork(request(&caller, fork)).await.map_err(refuse)?.into_inner();
     let mut out = Vec::new();
     for child in forked.sandboxes {
         let made = async {
             if let Some(ttl) = ttl {
-                set_ttl(&front, &principal, &child.sandbox_id, ttl).await?;
+                set_ttl(&front, &caller, &child.sandbox_id, ttl).await?;
             }
-            envd_token(&front, &principal, &child.sandbox_id).await
+            envd_token(&front, &caller, &child.sandbox_id).await
         }
         .await;
         out.push(match made {
@@ -511,12 +552,45 @@ pub async fn fork(
     Ok((StatusCode::CREATED, Json(out)).into_response())
 }
 
-/// `GET /sandboxes/{id}/metrics`: one sample now, from `Stats`.
-pub async fn metrics(State(front): State<E2bFront>, headers: HeaderMap, Path(id): Path<String>) -> Reply {
-    let principal = front.api_caller(&headers).map_err(refuse)?;
+#[derive(Debug, Default, Deserialize)]
+pub struct MetricsQuery {
+    /// Unix seconds: the range asked for (E2B's `start` / `end`).
+    start: Option<i64>,
+    end: Option<i64>,
+}
+
+/// E2B's collection bucket: a sample taken now belongs to a range ending up to this long ago.
+const METRICS_BUCKET_S: i64 = 5;
+
+/// Whether a sample taken at `now_s` of a sandbox started at `started_s` answers the range.
+fn sample_in_range(query: &MetricsQuery, started_s: i64, now_s: i64) -> bool {
+    let end = query.end.unwrap_or(now_s);
+    let start = query.start.unwrap_or(i64::MIN);
+    end >= started_s.saturating_sub(METRICS_BUCKET_S) && end >= now_s - METRICS_BUCKET_S && start <= now_s
+}
+
+/// `GET /sandboxes/{id}/metrics?start=&end=`: one sample now, from `Stats`, when the range
+/// reaches now (a range that ended before the sandbox started, or a bucket ago, has none).
+pub async fn metrics(
+    State(front): State<E2bFront>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(range): Query<MetricsQuery>,
+) -> Reply {
+    let caller = front.api_caller(&headers).map_err(refuse)?;
+    if let (Some(start), Some(end)) = (range.start, range.end) {
+        if start > end {
+            return Err(refuse(Status::invalid_argument(format!("start {start} is after end {end}"))));
+        }
+    }
+    let info = find(&front, &caller, &id).await.map_err(refuse)?;
+    let now_s = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs() as i64;
+    if !sample_in_range(&range, info.created_at_unix_ms / 1000, now_s) {
+        return Ok(Json(Vec::<Value>::new()).into_response());
+    }
     let stats = front
-        .api()
-        .stats(request(&principal, pb::StatsRequest { sandbox_id: id }))
+        .calls()
+        .stats(request(&caller, pb::StatsRequest { sandbox_id: id }))
         .await
         .map_err(refuse)?
         .into_inner();
@@ -554,6 +628,16 @@ mod tests {
             assert_eq!(decode_key(&stored), key);
         }
         assert_eq!(encode_key("plain.key"), "plain.key");
+    }
+
+    #[test]
+    fn a_metrics_sample_now_answers_only_ranges_that_reach_now() {
+        let q = |start, end| MetricsQuery { start, end };
+        assert!(sample_in_range(&q(None, None), 1_000, 1_010));
+        assert!(sample_in_range(&q(Some(990), Some(1_009)), 1_000, 1_010));
+        assert!(!sample_in_range(&q(Some(-2_600), Some(-800)), 1_000, 1_010), "before the sandbox");
+        assert!(!sample_in_range(&q(Some(1_000), Some(1_002)), 1_000, 1_010), "a bucket ago");
+        assert!(!sample_in_range(&q(Some(1_020), None), 1_000, 1_010), "in the future");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! failed one as an item with its error and failure kind. A caller that leaves mid-batch does
 //! not leave sandboxes behind: one made after it left is closed.
 
+use crate::service::rpc_table::name as rpc;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use sandboxd_proto::v1 as pb;
 use tokio_stream::wrappers::ReceiverStream;
@@ -24,12 +25,13 @@ pub(super) async fn create_batch(
     api: &SandboxApi,
     request: Request<pb::CreateBatchRequest>,
 ) -> Result<Response<BoxStream<pb::CreateBatchResponse>>, Status> {
-    let span = tracing::info_span!("rpc", rpc = "CreateBatch", count = request.get_ref().count);
+    let span = tracing::info_span!("rpc", rpc = rpc::CREATE_BATCH, count = request.get_ref().count);
     let deadline = deadline::grpc_timeout(request.metadata());
     let principal = Principal::of(&request);
+    let origin = super::origin(&principal, &request);
     let api = api.clone();
     let (ready, to_create, permit, plan, network_policy) = async {
-        SandboxApi::require_key(&principal, "CreateBatch")?;
+        SandboxApi::require_key(&principal, rpc::CREATE_BATCH)?;
         let req = request.into_inner();
         if req.count == 0 || req.count > MAX_BATCH {
             return Err(invalid("count", format!("must be 1 to {MAX_BATCH} (got {})", req.count)));
@@ -104,7 +106,8 @@ pub(super) async fn create_batch(
                 .into_iter()
                 .map(|spec| {
                     let lifecycle = api.lifecycle.clone();
-                    async move { lifecycle.create(spec, deadline).await.map_err(Status::from) }
+                    let origin = origin.clone();
+                    async move { lifecycle.create(spec, deadline, &origin).await.map_err(Status::from) }
                 })
                 .collect();
             while let Some(made) = creating.next().await {

@@ -1,5 +1,6 @@
 //! Snapshot, fork, diff, pause and resume: branching a sandbox and grading it by what changed.
 
+use crate::service::rpc_table::name as rpc;
 use std::collections::{BTreeMap, HashMap};
 
 use sandboxd_proto::v1 as pb;
@@ -82,13 +83,13 @@ pub(super) async fn snapshot(
     let req = request.into_inner();
     async {
         let id = sandbox_id(&req.sandbox_id)?;
-        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Snapshot") }).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope(rpc::SNAPSHOT) }).await?;
         api.quotas.snapshot_allowed(api, &principal).await?;
         let labels = tenant_labels(&principal, req.labels);
         let info = api.backend().snapshot(&id, &labels, api.max_snapshots()).await?;
         Ok(Response::new(pb::SnapshotResponse { snapshot: Some(snapshot_info(info)) }))
     }
-    .instrument(span("Snapshot", &req.sandbox_id))
+    .instrument(span(rpc::SNAPSHOT, &req.sandbox_id))
     .await
 }
 
@@ -97,7 +98,7 @@ pub(super) async fn list_snapshots(
     request: Request<pb::ListSnapshotsRequest>,
 ) -> Result<Response<pb::ListSnapshotsResponse>, Status> {
     let principal = Principal::of(&request);
-    SandboxApi::require_key(&principal, "ListSnapshots")?;
+    SandboxApi::require_key(&principal, rpc::LIST_SNAPSHOTS)?;
     let req = request.into_inner();
     async {
         let found = api.backend().list_snapshots(&tenant_labels(&principal, req.labels)).await?;
@@ -105,7 +106,7 @@ pub(super) async fn list_snapshots(
             snapshots: found.into_iter().map(snapshot_info).collect(),
         }))
     }
-    .instrument(tracing::info_span!("rpc", rpc = "ListSnapshots"))
+    .instrument(tracing::info_span!("rpc", rpc = rpc::LIST_SNAPSHOTS))
     .await
 }
 
@@ -114,10 +115,10 @@ pub(super) async fn delete_snapshot(
     request: Request<pb::DeleteSnapshotRequest>,
 ) -> Result<Response<pb::DeleteSnapshotResponse>, Status> {
     let principal = Principal::of(&request);
-    SandboxApi::require_key(&principal, "DeleteSnapshot")?;
+    SandboxApi::require_key(&principal, rpc::DELETE_SNAPSHOT)?;
     let req = request.into_inner();
     api.check_snapshot(&principal, &req.snapshot_id).await?;
-    let span = tracing::info_span!("rpc", rpc = "DeleteSnapshot", snapshot_id = %req.snapshot_id);
+    let span = tracing::info_span!("rpc", rpc = rpc::DELETE_SNAPSHOT, snapshot_id = %req.snapshot_id);
     api.backend().delete_snapshot(&req.snapshot_id).instrument(span).await?;
     Ok(Response::new(pb::DeleteSnapshotResponse {}))
 }
@@ -136,7 +137,7 @@ pub(super) async fn fork(
             "snapshot_id: only a live fork (live: true) starts from a given snapshot",
         ));
     }
-    let span = span("Fork", &req.sandbox_id);
+    let span = span(rpc::FORK, &req.sandbox_id);
     let id = sandbox_id(&req.sandbox_id)?;
     let source = id.clone();
     api.authorize_fork(&principal, id.as_str()).await?;
@@ -164,7 +165,7 @@ async fn fork_live(
     principal: Principal,
     req: pb::ForkRequest,
 ) -> Result<Response<pb::ForkResponse>, Status> {
-    let span = span("Fork", &req.sandbox_id);
+    let span = span(rpc::FORK, &req.sandbox_id);
     let id = match (req.sandbox_id.is_empty(), &req.snapshot_id) {
         (true, Some(_)) => None,
         _ => Some(sandbox_id(&req.sandbox_id)?),
@@ -214,7 +215,7 @@ pub(super) async fn checkpoint(
     let req = request.into_inner();
     async {
         let id = sandbox_id(&req.sandbox_id)?;
-        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Checkpoint") }).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope(rpc::CHECKPOINT) }).await?;
         api.quotas.snapshot_allowed(api, &principal).await?;
         let labels = tenant_labels(&principal, req.labels);
         let leave_running = req.leave_running.unwrap_or(true);
@@ -225,7 +226,7 @@ pub(super) async fn checkpoint(
         let info = work.await.map_err(|e| Status::internal(format!("checkpoint task failed: {e}")))??;
         Ok(Response::new(pb::CheckpointResponse { snapshot: Some(snapshot_info(info)) }))
     }
-    .instrument(span("Checkpoint", &req.sandbox_id))
+    .instrument(span(rpc::CHECKPOINT, &req.sandbox_id))
     .await
 }
 
@@ -237,7 +238,7 @@ pub(super) async fn hibernate(
     let req = request.into_inner();
     async {
         let id = sandbox_id(&req.sandbox_id)?;
-        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Hibernate") }).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope(rpc::HIBERNATE) }).await?;
         let backend = api.backend().clone();
         let work = tokio::spawn(async move { backend.hibernate(&id).await });
         let done = work.await.map_err(|e| Status::internal(format!("hibernate task failed: {e}")))??;
@@ -246,7 +247,7 @@ pub(super) async fn hibernate(
             memory_freed_bytes: done.memory_freed_bytes,
         }))
     }
-    .instrument(span("Hibernate", &req.sandbox_id))
+    .instrument(span(rpc::HIBERNATE, &req.sandbox_id))
     .await
 }
 
@@ -258,10 +259,10 @@ pub(super) async fn diff(
     let req = request.into_inner();
     let entries = async {
         let id = sandbox_id(&req.sandbox_id)?;
-        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Diff") }).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope(rpc::DIFF) }).await?;
         Ok::<_, Status>(api.backend().diff(&id, req.path_prefix.as_deref()).await?)
     }
-    .instrument(span("Diff", &req.sandbox_id))
+    .instrument(span(rpc::DIFF, &req.sandbox_id))
     .await?;
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tokio::spawn(async move {
@@ -283,11 +284,11 @@ pub(super) async fn pause(
     let principal = Principal::of(&request);
     let req = request.into_inner();
     async {
-        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("Pause") }).await?;
+        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope(rpc::PAUSE) }).await?;
         api.backend().pause(&sandbox_id(&req.sandbox_id)?).await?;
         Ok(Response::new(pb::PauseResponse {}))
     }
-    .instrument(span("Pause", &req.sandbox_id))
+    .instrument(span(rpc::PAUSE, &req.sandbox_id))
     .await
 }
 
@@ -298,10 +299,10 @@ pub(super) async fn resume(
     let principal = Principal::of(&request);
     let req = request.into_inner();
     async {
-        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope("Resume") }).await?;
+        api.authorize(&principal, &req.sandbox_id, const { super::rpc_table::scope(rpc::RESUME) }).await?;
         api.backend().resume(&sandbox_id(&req.sandbox_id)?).await?;
         Ok(Response::new(pb::ResumeResponse {}))
     }
-    .instrument(span("Resume", &req.sandbox_id))
+    .instrument(span(rpc::RESUME, &req.sandbox_id))
     .await
 }

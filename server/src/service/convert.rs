@@ -58,6 +58,8 @@ pub fn spec_from_proto(spec: pb::SandboxSpec) -> Result<SandboxSpec, Status> {
         tenant: None,
         egress: None,
         pool_member: None,
+        setup: spec.setup,
+        setup_timeout_s: spec.setup_timeout_s,
     })
 }
 
@@ -135,6 +137,8 @@ pub fn pool_spec_to_proto(spec: &PoolSpec) -> pb::PoolSpec {
             run_args: t.provider_options.run_args.clone(),
         }),
         snapshot_id: t.snapshot_id.clone(),
+        setup: t.setup.clone(),
+        setup_timeout_s: t.setup_timeout_s,
         pool: None,
         network: t.network.clone(),
         cap_add: t.cap_add.clone(),

@@ -1,6 +1,7 @@
 //! `Exec`, and what `ExecStream` shares with it: the request as the backend takes it (the
 //! timeout capped by the call's deadline) and how an exec's end is counted and reported.
 
+use crate::service::rpc_table::name as rpc;
 use sandboxd_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
@@ -13,7 +14,7 @@ pub(super) async fn exec(
     api: &SandboxApi,
     request: Request<pb::ExecRequest>,
 ) -> Result<Response<pb::ExecResponse>, Status> {
-    let span = span("Exec", &request.get_ref().sandbox_id);
+    let span = span(rpc::EXEC, &request.get_ref().sandbox_id);
     async {
         let _slot = api.quotas.exec_slot(api, &Principal::of(&request))?;
         let (handle, command, params, answer_by) = exec_request(api, request).await?;
@@ -45,7 +46,7 @@ pub(super) async fn exec(
 /// must leave (`deadline::answer_by`).
 // `Exec` and `ExecStream` share `exec_request`'s check: the table must give them one scope.
 const _: () = assert!(
-    super::rpc_table::scope("Exec") as u8 == super::rpc_table::scope("ExecStream") as u8,
+    super::rpc_table::scope(rpc::EXEC) as u8 == super::rpc_table::scope(rpc::EXEC_STREAM) as u8,
     "Exec and ExecStream share exec_request's scope check"
 );
 
@@ -59,7 +60,7 @@ pub(super) async fn exec_request(
         .authorize_handle(
             &principal,
             &request.get_ref().sandbox_id,
-            const { super::rpc_table::scope("Exec") },
+            const { super::rpc_table::scope(rpc::EXEC) },
         )
         .await?;
     let req = request.into_inner();

@@ -2,6 +2,7 @@
 //! the stream (the caller cancelled, or its deadline passed) drops the engine's stream, which
 //! stops the command.
 
+use crate::service::rpc_table::name as rpc;
 use sandboxd_proto::contract::ExecEvent;
 use sandboxd_proto::v1 as pb;
 use tokio_stream::wrappers::ReceiverStream;
@@ -16,7 +17,7 @@ pub(super) async fn exec_stream(
     api: &SandboxApi,
     request: Request<pb::ExecRequest>,
 ) -> Result<Response<BoxStream<pb::ExecStreamResponse>>, Status> {
-    let span = span("ExecStream", &request.get_ref().sandbox_id);
+    let span = span(rpc::EXEC_STREAM, &request.get_ref().sandbox_id);
     let slot = api.quotas.exec_slot(api, &crate::auth::Principal::of(&request))?;
     let mut stream = async {
         let (handle, command, params, answer_by) = exec_request(api, request).await?;

@@ -2,6 +2,7 @@
 //! an anonymous temp file (bounded by `server.limits.max_upload_spool_bytes`); a transfer whose
 //! other side goes quiet for `server.limits.transfer_idle_timeout_s` is ended.
 
+use crate::service::rpc_table::name as rpc;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use sandboxd_proto::v1 as pb;
@@ -31,7 +32,7 @@ pub(super) async fn upload(
         Some(pb::upload_request::Request::Header(h)) => h,
         _ => return Err(invalid("header", "the first UploadRequest must carry an UploadHeader")),
     };
-    let span = span("Upload", &header.sandbox_id);
+    let span = span(rpc::UPLOAD, &header.sandbox_id);
     async move {
         // A client that stops sending fails the upload after the idle timeout (the transfer
         // permit is given back) instead of holding it forever.
@@ -71,7 +72,7 @@ impl SandboxApi {
     ) -> Result<pb::UploadResponse, Status> {
         let api = self;
         let handle = api
-            .authorize_handle(principal, &header.sandbox_id, const { super::rpc_table::scope("Upload") })
+            .authorize_handle(principal, &header.sandbox_id, const { super::rpc_table::scope(rpc::UPLOAD) })
             .await?;
         let mut reader = tokio_util::io::StreamReader::new(chunks);
         let backend = api.backend();
@@ -125,10 +126,10 @@ pub(super) async fn download(
 ) -> Result<Response<BoxStream<pb::DownloadResponse>>, Status> {
     let principal = Principal::of(&request);
     let req = request.into_inner();
-    let span = span("Download", &req.sandbox_id);
+    let span = span(rpc::DOWNLOAD, &req.sandbox_id);
     let mut download = async {
         let handle = api
-            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope("Download") })
+            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope(rpc::DOWNLOAD) })
             .await?;
         Ok::<_, Status>(api.backend().download(&handle, &req.path).await?)
     }

@@ -10,6 +10,7 @@
 //! carrying the cluster token is another node merging this node's events: it is served with
 //! this node's own events only, for the tenant the merging node names ([`NodeOnly`]).
 
+use crate::service::rpc_table::name as rpc;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -168,7 +169,7 @@ where
         };
         let Some(at) = at else {
             let (mut parts, body) = request.into_parts();
-            if method.as_deref() == Some("Watch") && parts.headers.contains_key(CLUSTER_TOKEN_HEADER) {
+            if method.as_deref() == Some(rpc::WATCH) && parts.headers.contains_key(CLUSTER_TOKEN_HEADER) {
                 // Another node merging this node's events, for the tenant it names.
                 if !token_matches(&parts.headers, &cluster) {
                     return Box::pin(async {
@@ -180,7 +181,7 @@ where
             }
             return Box::pin(inner.call(http::Request::from_parts(parts, Body::new(body))));
         };
-        let closing = method.as_deref() == Some("Close");
+        let closing = method.as_deref() == Some(rpc::CLOSE);
         Box::pin(async move {
             let started = Instant::now();
             let (parts, body) = request.into_parts();

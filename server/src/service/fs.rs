@@ -2,6 +2,7 @@
 //! here, the work behind the backend (on Docker, the sandbox's agent as that user). ListDir,
 //! Stat and WatchDir need `read`; the three that change files need `operate`.
 
+use crate::service::rpc_table::name as rpc;
 use futures_util::StreamExt;
 use sandboxd_proto::v1 as pb;
 use tokio_stream::wrappers::ReceiverStream;
@@ -57,10 +58,10 @@ pub(super) async fn list_dir(
 ) -> Result<Response<BoxStream<pb::ListDirResponse>>, Status> {
     let principal = Principal::of(&request);
     let req = request.into_inner();
-    let span = span("ListDir", &req.sandbox_id);
+    let span = span(rpc::LIST_DIR, &req.sandbox_id);
     let batches = async {
         let handle = api
-            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope("ListDir") })
+            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope(rpc::LIST_DIR) })
             .await?;
         check_path("path", &req.path)?;
         if req.depth > MAX_DEPTH {
@@ -92,14 +93,14 @@ pub(super) async fn stat(
     let req = request.into_inner();
     async {
         let handle = api
-            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope("Stat") })
+            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope(rpc::STAT) })
             .await?;
         check_path("path", &req.path)?;
         let user = user_of(&req.user)?;
         let entry = api.backend().stat(&handle, &req.path, req.follow_links, user.as_ref()).await?;
         Ok(Response::new(pb::StatResponse { entry: Some(entry_to_wire(entry)) }))
     }
-    .instrument(span("Stat", &req.sandbox_id))
+    .instrument(span(rpc::STAT, &req.sandbox_id))
     .await
 }
 
@@ -114,9 +115,9 @@ async fn file_op(
 ) -> Result<(), Status> {
     async {
         let needed = match &op {
-            FileOp::MakeDir { .. } => const { super::rpc_table::scope("MakeDir") },
-            FileOp::Remove { .. } => const { super::rpc_table::scope("Remove") },
-            FileOp::Rename { .. } => const { super::rpc_table::scope("Rename") },
+            FileOp::MakeDir { .. } => const { super::rpc_table::scope(rpc::MAKE_DIR) },
+            FileOp::Remove { .. } => const { super::rpc_table::scope(rpc::REMOVE) },
+            FileOp::Rename { .. } => const { super::rpc_table::scope(rpc::RENAME) },
         };
         let handle = api.authorize_handle(&principal, sandbox_id, needed).await?;
         match &op {
@@ -154,7 +155,7 @@ pub(super) async fn make_dir(
     let principal = Principal::of(&request);
     let req = request.into_inner();
     let op = FileOp::MakeDir { path: req.path, parents: req.parents, mode: req.mode };
-    file_op(api, "MakeDir", principal, &req.sandbox_id, &req.user, op).await?;
+    file_op(api, rpc::MAKE_DIR, principal, &req.sandbox_id, &req.user, op).await?;
     Ok(Response::new(pb::MakeDirResponse {}))
 }
 
@@ -165,7 +166,7 @@ pub(super) async fn remove(
     let principal = Principal::of(&request);
     let req = request.into_inner();
     let op = FileOp::Remove { path: req.path, recursive: req.recursive };
-    file_op(api, "Remove", principal, &req.sandbox_id, &req.user, op).await?;
+    file_op(api, rpc::REMOVE, principal, &req.sandbox_id, &req.user, op).await?;
     Ok(Response::new(pb::RemoveResponse {}))
 }
 
@@ -176,7 +177,7 @@ pub(super) async fn rename(
     let principal = Principal::of(&request);
     let req = request.into_inner();
     let op = FileOp::Rename { source: req.source, destination: req.destination, overwrite: req.overwrite };
-    file_op(api, "Rename", principal, &req.sandbox_id, &req.user, op).await?;
+    file_op(api, rpc::RENAME, principal, &req.sandbox_id, &req.user, op).await?;
     Ok(Response::new(pb::RenameResponse {}))
 }
 
@@ -186,10 +187,10 @@ pub(super) async fn watch_dir(
 ) -> Result<Response<BoxStream<pb::WatchDirResponse>>, Status> {
     let principal = Principal::of(&request);
     let req = request.into_inner();
-    let span = span("WatchDir", &req.sandbox_id);
+    let span = span(rpc::WATCH_DIR, &req.sandbox_id);
     let mut changes = async {
         let handle = api
-            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope("WatchDir") })
+            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope(rpc::WATCH_DIR) })
             .await?;
         check_path("path", &req.path)?;
         let user = user_of(&req.user)?;

@@ -1,6 +1,7 @@
 //! `PrefetchImages` and `SetPoolTargets`: images onto nodes before the tasks that need them,
 //! and the warm pools a task schedule keeps (`crate::core::images`; the backend does the work).
 
+use crate::service::rpc_table::name as rpc;
 use std::collections::HashSet;
 
 use futures_util::StreamExt;
@@ -89,7 +90,7 @@ pub(super) async fn prefetch_images(
     request: Request<pb::PrefetchImagesRequest>,
 ) -> Result<Response<BoxStream<pb::PrefetchImagesResponse>>, Status> {
     let principal = Principal::of(&request);
-    SandboxApi::require_key(&principal, "PrefetchImages")?;
+    SandboxApi::require_key(&principal, rpc::PREFETCH_IMAGES)?;
     let request = request.into_inner();
     let images = images::check_images(&request.images)?;
     check_nodes(&request.nodes)?;
@@ -97,7 +98,7 @@ pub(super) async fn prefetch_images(
     let (tx, rx) = tokio::sync::mpsc::channel::<ImageProgress>(64);
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<Result<(), Status>>();
     let nodes = request.nodes;
-    let span = tracing::info_span!("rpc", rpc = "PrefetchImages", images = images.len());
+    let span = tracing::info_span!("rpc", rpc = rpc::PREFETCH_IMAGES, images = images.len());
     tokio::spawn(
         async move {
             let result = backend.prefetch_images(&images, &nodes, tx).await;
@@ -126,7 +127,7 @@ pub(super) async fn set_pool_targets(
     request: Request<pb::SetPoolTargetsRequest>,
 ) -> Result<Response<pb::SetPoolTargetsResponse>, Status> {
     let principal = Principal::of(&request);
-    SandboxApi::require_key(&principal, "SetPoolTargets")?;
+    SandboxApi::require_key(&principal, rpc::SET_POOL_TARGETS)?;
     let targets = request.into_inner().targets;
     async move {
         if targets.is_empty() || targets.len() > MAX_ENTRIES {
@@ -199,6 +200,6 @@ pub(super) async fn set_pool_targets(
         }
         Ok(Response::new(pb::SetPoolTargetsResponse { pools }))
     }
-    .instrument(tracing::info_span!("rpc", rpc = "SetPoolTargets"))
+    .instrument(tracing::info_span!("rpc", rpc = rpc::SET_POOL_TARGETS))
     .await
 }

@@ -1,5 +1,6 @@
 //! `List` and `SetTimeout`: what this service owns, and how long each sandbox may live.
 
+use crate::service::rpc_table::name as rpc;
 use sandboxd_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
@@ -19,7 +20,7 @@ pub(super) async fn list(
     request: Request<pb::ListRequest>,
 ) -> Result<Response<pb::ListResponse>, Status> {
     let principal = crate::auth::Principal::of(&request);
-    SandboxApi::require_key(&principal, "List")?;
+    SandboxApi::require_key(&principal, rpc::LIST)?;
     let req = request.into_inner();
     async move {
         let mut query = query(req)?;
@@ -37,7 +38,7 @@ pub(super) async fn list(
             next_page_token: page.next.map(|k| k.to_token()).unwrap_or_default(),
         }))
     }
-    .instrument(tracing::info_span!("rpc", rpc = "List"))
+    .instrument(tracing::info_span!("rpc", rpc = rpc::LIST))
     .await
 }
 
@@ -98,10 +99,10 @@ pub(super) async fn set_timeout(
 ) -> Result<Response<pb::SetTimeoutResponse>, Status> {
     let principal = crate::auth::Principal::of(&request);
     let req = request.into_inner();
-    let span = super::span("SetTimeout", &req.sandbox_id);
+    let span = super::span(rpc::SET_TIMEOUT, &req.sandbox_id);
     async move {
         let id = SandboxId::parse("sandbox_id", &req.sandbox_id)?;
-        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("SetTimeout") }).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope(rpc::SET_TIMEOUT) }).await?;
         let ttl = convert::seconds("ttl_s", req.ttl_s)?;
         let expires_at_unix_ms = api.lifecycle().set_timeout(&id, ttl).await?;
         tracing::info!(expires_at_unix_ms, "lease moved");

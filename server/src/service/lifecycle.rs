@@ -2,6 +2,7 @@
 //! it. Create checks the operator's policy, the tenant's quotas and a snapshot's owner before
 //! `Lifecycle::create`, and returns the owner token.
 
+use crate::service::rpc_table::name as rpc;
 use sandboxd_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
@@ -17,14 +18,15 @@ pub(super) async fn create(
 ) -> Result<Response<pb::CreateResponse>, Status> {
     let span = tracing::info_span!(
         "rpc",
-        rpc = "Create",
+        rpc = rpc::CREATE,
         image = tracing::field::Empty,
         sandbox_id = tracing::field::Empty
     );
     async {
         let deadline = deadline::grpc_timeout(request.metadata());
         let principal = Principal::of(&request);
-        SandboxApi::require_key(&principal, "Create")?;
+        SandboxApi::require_key(&principal, rpc::CREATE)?;
+        let origin = super::origin(&principal, &request);
         let mut spec = request.into_inner().spec.ok_or_else(|| invalid("spec", "is required"))?;
         tracing::Span::current().record("image", spec.image.as_str());
         api.check_policy(&spec)?;
@@ -39,7 +41,8 @@ pub(super) async fn create(
         let network_policy = api.plan_network(network_policy, &mut spec).await?;
         let plan = spec.egress.clone();
         let pooled =
-            super::pools::create_from_pool(api, &principal, pool.as_deref(), &spec, deadline).await?;
+            super::pools::create_from_pool(api, &principal, pool.as_deref(), &spec, deadline, &origin)
+                .await?;
         let handle = match pooled {
             Some(handle) => {
                 // A pool member started before this claim: its egress rules are the claim's.
@@ -54,7 +57,7 @@ pub(super) async fn create(
             None => {
                 spec.validate()?;
                 let _permit = api.quotas.create_spec_allowed(api, &principal, &spec).await?;
-                api.lifecycle.create(spec, deadline).await?
+                api.lifecycle.create(spec, deadline, &origin).await?
             }
         };
         api.record_network(&handle, network_policy, plan.as_ref());
@@ -72,13 +75,14 @@ pub(super) async fn connect(
     api: &SandboxApi,
     request: Request<pb::ConnectRequest>,
 ) -> Result<Response<pb::ConnectResponse>, Status> {
-    let span = tracing::info_span!("rpc", rpc = "Connect", sandbox_id = tracing::field::Empty);
+    let span = tracing::info_span!("rpc", rpc = rpc::CONNECT, sandbox_id = tracing::field::Empty);
     async {
         let principal = Principal::of(&request);
         let sandbox = request.into_inner().sandbox.ok_or_else(|| invalid("sandbox", "is required"))?;
         tracing::Span::current().record("sandbox_id", sandbox.sandbox_id.as_str());
         SandboxId::parse("sandbox.sandbox_id", &sandbox.sandbox_id)?;
-        api.authorize(&principal, &sandbox.sandbox_id, const { super::rpc_table::scope("Connect") }).await?;
+        api.authorize(&principal, &sandbox.sandbox_id, const { super::rpc_table::scope(rpc::CONNECT) })
+            .await?;
         // The descriptor keeps the token it came with (serialize() carries it).
         let token = sandbox.token.clone();
         let descriptor = convert::descriptor(sandbox)?;
@@ -99,11 +103,11 @@ pub(super) async fn status(
     api: &SandboxApi,
     request: Request<pb::StatusRequest>,
 ) -> Result<Response<pb::StatusResponse>, Status> {
-    let span = span("Status", &request.get_ref().sandbox_id);
+    let span = span(rpc::STATUS, &request.get_ref().sandbox_id);
     async {
         let id = SandboxId::parse("sandbox_id", &request.get_ref().sandbox_id)?;
         let principal = Principal::of(&request);
-        let needed = const { super::rpc_table::scope("Status") };
+        let needed = const { super::rpc_table::scope(rpc::STATUS) };
         // A tenant's check looks the handle up: the runtime comes from it. Others are not
         // looked up for the check (a sandbox gone by now is `Stopped`, not an error).
         let checked = match principal {
@@ -131,13 +135,13 @@ pub(super) async fn endpoint(
     api: &SandboxApi,
     request: Request<pb::EndpointRequest>,
 ) -> Result<Response<pb::EndpointResponse>, Status> {
-    let span = span("Endpoint", &request.get_ref().sandbox_id);
+    let span = span(rpc::ENDPOINT, &request.get_ref().sandbox_id);
     async {
         let principal = Principal::of(&request);
         let req = request.into_inner();
         let port = convert::port("port", req.port)?;
         let handle = api
-            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope("Endpoint") })
+            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope(rpc::ENDPOINT) })
             .await?;
         let ep = api.backend().endpoint(&handle, port).await?;
         Ok(Response::new(pb::EndpointResponse {
@@ -153,11 +157,11 @@ pub(super) async fn reset(
     api: &SandboxApi,
     request: Request<pb::ResetRequest>,
 ) -> Result<Response<pb::ResetResponse>, Status> {
-    let span = span("Reset", &request.get_ref().sandbox_id);
+    let span = span(rpc::RESET, &request.get_ref().sandbox_id);
     async {
         let id = SandboxId::parse("sandbox_id", &request.get_ref().sandbox_id)?;
         let principal = Principal::of(&request);
-        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Reset") }).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope(rpc::RESET) }).await?;
         let started = std::time::Instant::now();
         let report = api.backend().reset(&id).await?;
         Ok(Response::new(pb::ResetResponse {
@@ -174,11 +178,17 @@ pub(super) async fn close(
     api: &SandboxApi,
     request: Request<pb::CloseRequest>,
 ) -> Result<Response<pb::CloseResponse>, Status> {
-    let span = span("Close", &request.get_ref().sandbox_id);
+    let span = span(rpc::CLOSE, &request.get_ref().sandbox_id);
     async {
         let id = SandboxId::parse("sandbox_id", &request.get_ref().sandbox_id)?;
         let principal = Principal::of(&request);
-        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Close") }).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope(rpc::CLOSE) }).await?;
+        // Whose receipt the sandbox's usage is: the caller's tenant, else the sandbox's own.
+        let tenant = match principal.tenant() {
+            Some(t) => Some(t.to_string()),
+            None if api.access.tenants.is_some() => api.handle(id.as_str()).await.ok().and_then(|h| h.tenant),
+            None => None,
+        };
         // A recycling pool's sandbox (one whose claim set no network policy: its rules would
         // outlive the claim) goes back to the pool: every token of the claim revoked first, so
         // it is unreachable once this returns; the reset runs in the background.
@@ -190,14 +200,14 @@ pub(super) async fn close(
                 .revocations()
                 .revoke(&claim.token_id(id.as_str()), until)
                 .map_err(|e| Status::internal(format!("cannot record the revocation: {e}")))?;
-            let usage = super::usage::before_close(api, &id).await;
+            let usage = super::usage::before_close(api, &id, tenant.as_deref()).await;
             if api.pools.recycle(&id) {
                 return Ok(Response::new(pb::CloseResponse { usage }));
             }
         }
         // Watchers learn who removed it (`SandboxEvent.reason`).
         api.lifecycle.announce_removal(&id, &super::watch::closed_by(&principal));
-        let usage = super::usage::before_close(api, &id).await;
+        let usage = super::usage::before_close(api, &id, tenant.as_deref()).await;
         api.lifecycle.close(&id).await?;
         api.egress.forget(id.as_str());
         Ok(Response::new(pb::CloseResponse { usage }))

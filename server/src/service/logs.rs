@@ -1,6 +1,7 @@
 //! `Logs`: the sandbox's main-process output, streamed. The backend's stream is dropped (and
 //! its reader stopped) when the caller cancels, or when the server shuts down.
 
+use crate::service::rpc_table::name as rpc;
 use sandboxd_proto::v1 as pb;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
@@ -17,10 +18,10 @@ pub(super) async fn logs(
 ) -> Result<Response<BoxStream<pb::LogsResponse>>, Status> {
     let principal = Principal::of(&request);
     let req = request.into_inner();
-    let span = span("Logs", &req.sandbox_id);
+    let span = span(rpc::LOGS, &req.sandbox_id);
     let stream = async {
         let id = SandboxId::parse("sandbox_id", &req.sandbox_id)?;
-        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Logs") }).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope(rpc::LOGS) }).await?;
         let options = LogOptions { follow: req.follow, tail_lines: req.tail_lines };
         Ok::<_, Status>(api.backend().logs(&id, options).await?)
     }

@@ -5,6 +5,7 @@
 mod access;
 mod batch;
 mod branching;
+pub mod calls;
 mod convert;
 mod deadline;
 mod exec;
@@ -32,6 +33,7 @@ mod server;
 mod stats;
 mod status;
 mod stream_limit;
+pub mod template_build;
 mod usage;
 mod watch;
 
@@ -171,6 +173,17 @@ impl SandboxApi {
     fn transfer_idle_timeout(&self) -> Duration {
         self.policy.limits.transfer_idle_timeout
     }
+}
+
+/// The metadata key a client may name itself by within its tenant (for the create queue's
+/// fairness among a tenant's clients); without it, the connection's peer address.
+pub const CLIENT_HEADER: &str = "x-sandboxd-client";
+
+/// Who a create is for the admission queue: the caller's tenant and client.
+fn origin<T>(principal: &crate::auth::Principal, request: &Request<T>) -> crate::core::admission::Origin {
+    let named = request.metadata().get(CLIENT_HEADER).and_then(|v| v.to_str().ok()).map(String::from);
+    let client = named.or_else(|| request.remote_addr().map(|a| a.to_string()));
+    crate::core::admission::Origin::new(principal.tenant(), client)
 }
 
 /// The span every handler runs in: the RPC's name and the sandbox it names (empty for none).
@@ -528,5 +541,12 @@ impl SandboxService for SandboxApi {
 
     async fn reset(&self, request: Request<pb::ResetRequest>) -> Result<Response<pb::ResetResponse>, Status> {
         lifecycle::reset(self, request).await
+    }
+
+    async fn tenant_usage(
+        &self,
+        request: Request<pb::TenantUsageRequest>,
+    ) -> Result<Response<pb::TenantUsageResponse>, Status> {
+        usage::tenant_usage(self, request).await
     }
 }

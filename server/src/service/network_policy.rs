@@ -2,6 +2,7 @@
 //! server's default) turned into the plan the backend enforces from the first moment, and a
 //! fork's children inheriting their source's policy. The rules themselves: `crate::egress`.
 
+use crate::service::rpc_table::name as rpc;
 use sandboxd_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
@@ -96,7 +97,8 @@ pub(super) async fn set_network_policy(
     let id = SandboxId::parse("sandbox_id", &req.sandbox_id)?;
     let policy = from_proto("policy", req.policy.ok_or_else(|| invalid("policy", "is required"))?)?;
     policy.check("policy").map_err(crate::error::ProviderError::from)?;
-    api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("SetNetworkPolicy") }).await?;
+    api.authorize(&principal, id.as_str(), const { super::rpc_table::scope(rpc::SET_NETWORK_POLICY) })
+        .await?;
     api.egress.set(api.backend().as_ref(), &id, policy).await?;
     Ok(Response::new(pb::SetNetworkPolicyResponse {}))
 }

@@ -5,6 +5,7 @@
 //! its creator tenant's binding. Whether the runtime is offered and registered is the
 //! backend's check (`docker/oci_runtime.rs`).
 
+use crate::service::rpc_table::name as rpc;
 use tonic::Status;
 
 use super::SandboxApi;
@@ -45,7 +46,7 @@ impl SandboxApi {
     /// `Fork`'s check: its scope, and a fork's children run on their source's runtime, refused
     /// for a caller bound to another (the source's handle is the check's own lookup).
     pub(super) async fn authorize_fork(&self, principal: &Principal, sandbox_id: &str) -> Result<(), Status> {
-        let needed = const { super::rpc_table::scope("Fork") };
+        let needed = const { super::rpc_table::scope(rpc::FORK) };
         let Some(bound) = self.bound_runtime(principal) else {
             return self.authorize(principal, sandbox_id, needed).await;
         };

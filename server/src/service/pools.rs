@@ -1,6 +1,7 @@
 //! `CreatePool`, `ListPools`, `DeletePool`, and the hand-off of a `Create` to a warm pool
 //! (`crate::core::pools` does the work; this is the wire and the caller's rights).
 
+use crate::service::rpc_table::name as rpc;
 use sandboxd_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
@@ -32,6 +33,7 @@ pub(super) async fn create_from_pool(
     named: Option<&str>,
     call: &SandboxSpec,
     deadline: Option<std::time::Duration>,
+    origin: &crate::core::admission::Origin,
 ) -> Result<Option<SandboxHandle>, Status> {
     if let Some(name) = named {
         crate::core::pools::rules::check_name("spec.pool", name).map_err(|(f, m)| invalid(&f, m))?;
@@ -50,7 +52,7 @@ pub(super) async fn create_from_pool(
         }
         Claimed::OnDemand(spec) => {
             tracing::info!(pool = %key.1, "pool empty: creating on demand");
-            api.lifecycle.create(*spec, deadline).await?
+            api.lifecycle.create(*spec, deadline, origin).await?
         }
     };
     tracing::Span::current().record("sandbox_id", handle.sandbox_id.as_str());
@@ -62,7 +64,7 @@ pub(super) async fn create_pool(
     request: Request<pb::CreatePoolRequest>,
 ) -> Result<Response<pb::CreatePoolResponse>, Status> {
     let principal = Principal::of(&request);
-    SandboxApi::require_key(&principal, "CreatePool")?;
+    SandboxApi::require_key(&principal, rpc::CREATE_POOL)?;
     let pool = request.into_inner().pool.ok_or_else(|| invalid("pool", "is required"))?;
     async move {
         if let Some(template) = &pool.template {
@@ -85,7 +87,7 @@ pub(super) async fn create_pool(
         tracing::info!(pool = %status.spec.name, target = status.spec.target, max = status.spec.max, "pool created");
         Ok(Response::new(pb::CreatePoolResponse { pool: Some(convert::pool_info(status)) }))
     }
-    .instrument(tracing::info_span!("rpc", rpc = "CreatePool"))
+    .instrument(tracing::info_span!("rpc", rpc = rpc::CREATE_POOL))
     .await
 }
 
@@ -94,7 +96,7 @@ pub(super) async fn list_pools(
     request: Request<pb::ListPoolsRequest>,
 ) -> Result<Response<pb::ListPoolsResponse>, Status> {
     let principal = Principal::of(&request);
-    SandboxApi::require_key(&principal, "ListPools")?;
+    SandboxApi::require_key(&principal, rpc::LIST_POOLS)?;
     let pools = api.pools.list(principal.tenant()).await?.into_iter().map(convert::pool_info).collect();
     Ok(Response::new(pb::ListPoolsResponse { pools }))
 }
@@ -104,13 +106,13 @@ pub(super) async fn delete_pool(
     request: Request<pb::DeletePoolRequest>,
 ) -> Result<Response<pb::DeletePoolResponse>, Status> {
     let principal = Principal::of(&request);
-    SandboxApi::require_key(&principal, "DeletePool")?;
+    SandboxApi::require_key(&principal, rpc::DELETE_POOL)?;
     let name = request.into_inner().name;
     async move {
         crate::core::pools::rules::check_name("name", &name).map_err(|(f, m)| invalid(&f, m))?;
         let removed = api.pools.delete(principal.tenant(), &name).await?;
         Ok(Response::new(pb::DeletePoolResponse { removed }))
     }
-    .instrument(tracing::info_span!("rpc", rpc = "DeletePool"))
+    .instrument(tracing::info_span!("rpc", rpc = rpc::DELETE_POOL))
     .await
 }

@@ -2,6 +2,7 @@
 //! two streams. Needs `operate` on the sandbox. The client's end of its request stream is the
 //! half-close of its side; the call ends OK once both sides closed.
 
+use crate::service::rpc_table::name as rpc;
 use futures_util::StreamExt;
 use sandboxd_proto::v1 as pb;
 use tokio_stream::wrappers::ReceiverStream;
@@ -32,11 +33,15 @@ pub(super) async fn port_forward(
         Some(Msg::Open(open)) => open,
         _ => return Err(invalid("open", "the first PortForwardRequest must carry a PortForwardOpen")),
     };
-    let span = span("PortForward", &open.sandbox_id);
+    let span = span(rpc::PORT_FORWARD, &open.sandbox_id);
     let connection = async {
         let target = ForwardTarget::parse(&open.host, open.port)?;
         let handle = api
-            .authorize_handle(&principal, &open.sandbox_id, const { super::rpc_table::scope("PortForward") })
+            .authorize_handle(
+                &principal,
+                &open.sandbox_id,
+                const { super::rpc_table::scope(rpc::PORT_FORWARD) },
+            )
             .await?;
         Ok::<_, Status>(api.backend().port_forward(&handle, &target).await?)
     }

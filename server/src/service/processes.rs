@@ -1,6 +1,7 @@
 //! `StartProcess`, `ListProcesses`, `AttachProcess`, `SignalProcess`: background processes
 //! supervised by the sandbox's agent. All need `operate` on the sandbox.
 
+use crate::service::rpc_table::name as rpc;
 use sandboxd_proto::v1 as pb;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
@@ -63,12 +64,16 @@ pub(super) async fn start_process(
         };
         start.check()?;
         let handle = api
-            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope("StartProcess") })
+            .authorize_handle(
+                &principal,
+                &req.sandbox_id,
+                const { super::rpc_table::scope(rpc::START_PROCESS) },
+            )
             .await?;
         let started = api.backend().start_process(&handle, &start).await?;
         Ok(Response::new(pb::StartProcessResponse { process_id: started.process_id, pid: started.pid }))
     }
-    .instrument(span("StartProcess", &req.sandbox_id))
+    .instrument(span(rpc::START_PROCESS, &req.sandbox_id))
     .await
 }
 
@@ -80,12 +85,16 @@ pub(super) async fn list_processes(
     let req = request.into_inner();
     async {
         let handle = api
-            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope("ListProcesses") })
+            .authorize_handle(
+                &principal,
+                &req.sandbox_id,
+                const { super::rpc_table::scope(rpc::LIST_PROCESSES) },
+            )
             .await?;
         let list = api.backend().list_processes(&handle).await?;
         Ok(Response::new(pb::ListProcessesResponse { processes: list.into_iter().map(Into::into).collect() }))
     }
-    .instrument(span("ListProcesses", &req.sandbox_id))
+    .instrument(span(rpc::LIST_PROCESSES, &req.sandbox_id))
     .await
 }
 
@@ -98,12 +107,16 @@ pub(super) async fn signal_process(
     async {
         let signal = processes::parse_signal("signal", &req.signal)?;
         let handle = api
-            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope("SignalProcess") })
+            .authorize_handle(
+                &principal,
+                &req.sandbox_id,
+                const { super::rpc_table::scope(rpc::SIGNAL_PROCESS) },
+            )
             .await?;
         api.backend().signal_process(&handle, &req.process_id, signal).await?;
         Ok(Response::new(pb::SignalProcessResponse {}))
     }
-    .instrument(span("SignalProcess", &req.sandbox_id))
+    .instrument(span(rpc::SIGNAL_PROCESS, &req.sandbox_id))
     .await
 }
 
@@ -115,10 +128,14 @@ pub(super) async fn attach_process(
 ) -> Result<Response<BoxStream<pb::AttachProcessResponse>>, Status> {
     let principal = Principal::of(&request);
     let req = request.into_inner();
-    let span = span("AttachProcess", &req.sandbox_id);
+    let span = span(rpc::ATTACH_PROCESS, &req.sandbox_id);
     let events = async {
         let handle = api
-            .authorize_handle(&principal, &req.sandbox_id, const { super::rpc_table::scope("AttachProcess") })
+            .authorize_handle(
+                &principal,
+                &req.sandbox_id,
+                const { super::rpc_table::scope(rpc::ATTACH_PROCESS) },
+            )
             .await?;
         Ok::<_, Status>(api.backend().attach_process(&handle, &req.process_id, req.since).await?)
     }

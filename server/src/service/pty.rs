@@ -2,6 +2,7 @@
 //! close flow in; `opened`, output, stderr and the exit code flow out. A caller that half-closes
 //! or cancels, or a server shutting down, closes the session in the container.
 
+use crate::service::rpc_table::name as rpc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,8 +79,7 @@ pub(super) async fn serve_pty(
         Some(In::Attach(attach)) => (attach.sandbox_id.clone(), First::Attach(attach)),
         _ => return Err(invalid("open", "the first PtyRequest must be a PtyOpen or a PtyAttach")),
     };
-    let span =
-        tracing::info_span!("rpc", rpc = "Pty", sandbox_id = %sandbox_id, session_id = tracing::field::Empty);
+    let span = tracing::info_span!("rpc", rpc = rpc::PTY, sandbox_id = %sandbox_id, session_id = tracing::field::Empty);
     let session = async {
         // Arguments first: a bad one changes nothing.
         let open = match &first {
@@ -89,8 +89,9 @@ pub(super) async fn serve_pty(
                 None
             }
         };
-        let handle =
-            api.authorize_handle(&principal, &sandbox_id, const { super::rpc_table::scope("Pty") }).await?;
+        let handle = api
+            .authorize_handle(&principal, &sandbox_id, const { super::rpc_table::scope(rpc::PTY) })
+            .await?;
         let open = open.map(|mut spec| {
             spec.env = api.call_env(&handle, std::mem::take(&mut spec.env));
             spec
@@ -252,6 +253,7 @@ async fn pump_input(
         let handle = async {
             match request {
                 Some(In::Input(bytes)) => session.write(&bytes).await,
+                Some(In::StdinEnd(_)) => session.end_input().await,
                 Some(In::Resize(r)) => match (u16::try_from(r.rows), u16::try_from(r.cols)) {
                     (Ok(rows), Ok(cols)) if rows > 0 && cols > 0 => session.resize(rows, cols).await,
                     _ => Err(PtyError::Invalid {

@@ -1,5 +1,6 @@
 //! `ListPtySessions`: the terminal and pipe sessions a sandbox's agent keeps, for `PtyAttach`.
 
+use crate::service::rpc_table::name as rpc;
 use sandboxd_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
@@ -35,13 +36,17 @@ pub(super) async fn list_pty_sessions(
         let id = SandboxId::parse("sandbox_id", &req.sandbox_id)?;
         // Listing shows what runs (the commands): a terminal's scope, not a reader's.
         let handle = api
-            .authorize_handle(&principal, id.as_str(), const { super::rpc_table::scope("ListPtySessions") })
+            .authorize_handle(
+                &principal,
+                id.as_str(),
+                const { super::rpc_table::scope(rpc::LIST_PTY_SESSIONS) },
+            )
             .await?;
         let sessions = api.backend().list_terminals(&handle).await?;
         Ok(Response::new(pb::ListPtySessionsResponse {
             sessions: sessions.into_iter().map(pb::PtySessionInfo::from).collect(),
         }))
     }
-    .instrument(span("ListPtySessions", &req.sandbox_id))
+    .instrument(span(rpc::LIST_PTY_SESSIONS, &req.sandbox_id))
     .await
 }

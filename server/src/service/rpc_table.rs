@@ -70,70 +70,129 @@ const READS: bool = false;
 const FWD: bool = true;
 const HERE: bool = false;
 
+/// The RPCs' names, for code that names one (a span, a key check, a scope): written here and
+/// nowhere else (`no_rpc_name_is_written_outside_the_table` fails on a name spelt as a string
+/// elsewhere in the server).
+pub mod name {
+    pub const CREATE: &str = "Create";
+    pub const CONNECT: &str = "Connect";
+    pub const EXEC: &str = "Exec";
+    pub const UPLOAD: &str = "Upload";
+    pub const DOWNLOAD: &str = "Download";
+    pub const STATUS: &str = "Status";
+    pub const ENDPOINT: &str = "Endpoint";
+    pub const CLOSE: &str = "Close";
+    pub const PTY: &str = "Pty";
+    pub const EXEC_STREAM: &str = "ExecStream";
+    pub const LIST: &str = "List";
+    pub const SET_TIMEOUT: &str = "SetTimeout";
+    pub const SNAPSHOT: &str = "Snapshot";
+    pub const LIST_SNAPSHOTS: &str = "ListSnapshots";
+    pub const DELETE_SNAPSHOT: &str = "DeleteSnapshot";
+    pub const FORK: &str = "Fork";
+    pub const DIFF: &str = "Diff";
+    pub const PAUSE: &str = "Pause";
+    pub const RESUME: &str = "Resume";
+    pub const CHECKPOINT: &str = "Checkpoint";
+    pub const HIBERNATE: &str = "Hibernate";
+    pub const GRANT: &str = "Grant";
+    pub const REVOKE: &str = "Revoke";
+    pub const LOGS: &str = "Logs";
+    pub const NETWORK_ADDRESS: &str = "NetworkAddress";
+    pub const LIST_VOLUMES: &str = "ListVolumes";
+    pub const DELETE_VOLUME: &str = "DeleteVolume";
+    pub const WATCH: &str = "Watch";
+    pub const STATS: &str = "Stats";
+    pub const STATS_STREAM: &str = "StatsStream";
+    pub const SET_NETWORK_POLICY: &str = "SetNetworkPolicy";
+    pub const CREATE_POOL: &str = "CreatePool";
+    pub const LIST_POOLS: &str = "ListPools";
+    pub const DELETE_POOL: &str = "DeletePool";
+    pub const PREFETCH_IMAGES: &str = "PrefetchImages";
+    pub const SET_POOL_TARGETS: &str = "SetPoolTargets";
+    pub const LIST_PTY_SESSIONS: &str = "ListPtySessions";
+    pub const START_PROCESS: &str = "StartProcess";
+    pub const LIST_PROCESSES: &str = "ListProcesses";
+    pub const ATTACH_PROCESS: &str = "AttachProcess";
+    pub const SIGNAL_PROCESS: &str = "SignalProcess";
+    pub const PORT_FORWARD: &str = "PortForward";
+    pub const LIST_DIR: &str = "ListDir";
+    pub const STAT: &str = "Stat";
+    pub const MAKE_DIR: &str = "MakeDir";
+    pub const REMOVE: &str = "Remove";
+    pub const RENAME: &str = "Rename";
+    pub const WATCH_DIR: &str = "WatchDir";
+    pub const USAGE: &str = "Usage";
+    pub const CREATE_BATCH: &str = "CreateBatch";
+    pub const RESET: &str = "Reset";
+    pub const TENANT_USAGE: &str = "TenantUsage";
+}
+
 /// Every RPC of `sandbox.v1.SandboxService`, in the proto's order. A new RPC gets a row here
 /// (the descriptor test says so, with the row to add).
 pub const RPCS: &[Rpc] = &[
-    rpc("Create", MUT, None, Key, HERE),
+    rpc(name::CREATE, MUT, None, Key, HERE),
     // Connect hands back the token it was given: audited as a change of who holds access.
-    rpc("Connect", MUT, Some(Nested), Sandbox(Read), FWD),
-    rpc("Exec", MUT, Some(Field1), Sandbox(Operate), FWD),
-    rpc("Upload", MUT, Some(Nested), Sandbox(Operate), FWD),
-    rpc("Download", READS, Some(Field1), Sandbox(Read), FWD),
-    rpc("Status", READS, Some(Field1), Sandbox(Read), FWD),
-    rpc("Endpoint", READS, Some(Field1), Sandbox(Operate), FWD),
+    rpc(name::CONNECT, MUT, Some(Nested), Sandbox(Read), FWD),
+    rpc(name::EXEC, MUT, Some(Field1), Sandbox(Operate), FWD),
+    rpc(name::UPLOAD, MUT, Some(Nested), Sandbox(Operate), FWD),
+    rpc(name::DOWNLOAD, READS, Some(Field1), Sandbox(Read), FWD),
+    rpc(name::STATUS, READS, Some(Field1), Sandbox(Read), FWD),
+    rpc(name::ENDPOINT, READS, Some(Field1), Sandbox(Operate), FWD),
     // Close runs where its sandbox runs, so the owning node tells its watchers why; a node
     // that is down is closed from the node called.
-    rpc("Close", MUT, Some(Field1), Sandbox(Owner), FWD),
-    rpc("Pty", MUT, Some(Pty), Sandbox(Operate), FWD),
-    rpc("ExecStream", MUT, Some(Field1), Sandbox(Operate), FWD),
-    rpc("List", READS, None, Key, HERE),
-    rpc("SetTimeout", MUT, Some(Field1), Sandbox(Owner), FWD),
+    rpc(name::CLOSE, MUT, Some(Field1), Sandbox(Owner), FWD),
+    rpc(name::PTY, MUT, Some(Pty), Sandbox(Operate), FWD),
+    rpc(name::EXEC_STREAM, MUT, Some(Field1), Sandbox(Operate), FWD),
+    rpc(name::LIST, READS, None, Key, HERE),
+    rpc(name::SET_TIMEOUT, MUT, Some(Field1), Sandbox(Owner), FWD),
     // Snapshots and forks: cluster mode does not offer them, so they are never relayed.
-    rpc("Snapshot", MUT, Some(Field1), Sandbox(Owner), HERE),
-    rpc("ListSnapshots", READS, None, Key, HERE),
-    rpc("DeleteSnapshot", MUT, None, Key, HERE),
-    rpc("Fork", MUT, Some(Field1), Sandbox(Owner), HERE),
-    rpc("Diff", READS, Some(Field1), Sandbox(Read), FWD),
-    rpc("Pause", MUT, Some(Field1), Sandbox(Owner), FWD),
-    rpc("Resume", MUT, Some(Field1), Sandbox(Owner), FWD),
+    rpc(name::SNAPSHOT, MUT, Some(Field1), Sandbox(Owner), HERE),
+    rpc(name::LIST_SNAPSHOTS, READS, None, Key, HERE),
+    rpc(name::DELETE_SNAPSHOT, MUT, None, Key, HERE),
+    rpc(name::FORK, MUT, Some(Field1), Sandbox(Owner), HERE),
+    rpc(name::DIFF, READS, Some(Field1), Sandbox(Read), FWD),
+    rpc(name::PAUSE, MUT, Some(Field1), Sandbox(Owner), FWD),
+    rpc(name::RESUME, MUT, Some(Field1), Sandbox(Owner), FWD),
     // Relayed to the sandbox's node: its checkpoint is written there, and a live fork of it
     // must run there too (the checkpoint does not move between nodes).
-    rpc("Checkpoint", MUT, Some(Field1), Sandbox(Owner), FWD),
-    rpc("Hibernate", MUT, Some(Field1), Sandbox(Owner), FWD),
-    rpc("Grant", MUT, Some(Field1), GrantedScope, HERE),
-    rpc("Revoke", MUT, None, OwnerTokenOrKey, HERE),
-    rpc("Logs", READS, Some(Field1), Sandbox(Read), FWD),
-    rpc("NetworkAddress", READS, Some(Field1), Sandbox(Read), FWD),
-    rpc("ListVolumes", READS, None, Key, HERE),
-    rpc("DeleteVolume", MUT, None, Key, HERE),
-    rpc("Watch", READS, None, Key, HERE),
-    rpc("Stats", READS, Some(Field1), Sandbox(Read), FWD),
-    rpc("StatsStream", READS, Some(Field1), Sandbox(Read), FWD),
-    rpc("SetNetworkPolicy", MUT, Some(Field1), Sandbox(Owner), FWD),
-    rpc("CreatePool", MUT, None, Key, HERE),
-    rpc("ListPools", READS, None, Key, HERE),
-    rpc("DeletePool", MUT, None, Key, HERE),
+    rpc(name::CHECKPOINT, MUT, Some(Field1), Sandbox(Owner), FWD),
+    rpc(name::HIBERNATE, MUT, Some(Field1), Sandbox(Owner), FWD),
+    rpc(name::GRANT, MUT, Some(Field1), GrantedScope, HERE),
+    rpc(name::REVOKE, MUT, None, OwnerTokenOrKey, HERE),
+    rpc(name::LOGS, READS, Some(Field1), Sandbox(Read), FWD),
+    rpc(name::NETWORK_ADDRESS, READS, Some(Field1), Sandbox(Read), FWD),
+    rpc(name::LIST_VOLUMES, READS, None, Key, HERE),
+    rpc(name::DELETE_VOLUME, MUT, None, Key, HERE),
+    rpc(name::WATCH, READS, None, Key, HERE),
+    rpc(name::STATS, READS, Some(Field1), Sandbox(Read), FWD),
+    rpc(name::STATS_STREAM, READS, Some(Field1), Sandbox(Read), FWD),
+    rpc(name::SET_NETWORK_POLICY, MUT, Some(Field1), Sandbox(Owner), FWD),
+    rpc(name::CREATE_POOL, MUT, None, Key, HERE),
+    rpc(name::LIST_POOLS, READS, None, Key, HERE),
+    rpc(name::DELETE_POOL, MUT, None, Key, HERE),
     // Images onto nodes and pool targets from a schedule: a key's calls, answered by the node
     // called (which asks the other nodes itself).
-    rpc("PrefetchImages", MUT, None, Key, HERE),
-    rpc("SetPoolTargets", MUT, None, Key, HERE),
-    rpc("ListPtySessions", READS, Some(Field1), Sandbox(Operate), FWD),
-    rpc("StartProcess", MUT, Some(Field1), Sandbox(Operate), FWD),
-    rpc("ListProcesses", READS, Some(Field1), Sandbox(Operate), FWD),
-    rpc("AttachProcess", READS, Some(Field1), Sandbox(Operate), FWD),
-    rpc("SignalProcess", MUT, Some(Field1), Sandbox(Operate), FWD),
-    rpc("PortForward", MUT, Some(Nested), Sandbox(Operate), FWD),
-    rpc("ListDir", READS, Some(Field1), Sandbox(Read), FWD),
-    rpc("Stat", READS, Some(Field1), Sandbox(Read), FWD),
-    rpc("MakeDir", MUT, Some(Field1), Sandbox(Operate), FWD),
-    rpc("Remove", MUT, Some(Field1), Sandbox(Operate), FWD),
-    rpc("Rename", MUT, Some(Field1), Sandbox(Operate), FWD),
-    rpc("WatchDir", READS, Some(Field1), Sandbox(Read), FWD),
-    rpc("Usage", READS, Some(Field1), Sandbox(Read), FWD),
+    rpc(name::PREFETCH_IMAGES, MUT, None, Key, HERE),
+    rpc(name::SET_POOL_TARGETS, MUT, None, Key, HERE),
+    rpc(name::LIST_PTY_SESSIONS, READS, Some(Field1), Sandbox(Operate), FWD),
+    rpc(name::START_PROCESS, MUT, Some(Field1), Sandbox(Operate), FWD),
+    rpc(name::LIST_PROCESSES, READS, Some(Field1), Sandbox(Operate), FWD),
+    rpc(name::ATTACH_PROCESS, READS, Some(Field1), Sandbox(Operate), FWD),
+    rpc(name::SIGNAL_PROCESS, MUT, Some(Field1), Sandbox(Operate), FWD),
+    rpc(name::PORT_FORWARD, MUT, Some(Nested), Sandbox(Operate), FWD),
+    rpc(name::LIST_DIR, READS, Some(Field1), Sandbox(Read), FWD),
+    rpc(name::STAT, READS, Some(Field1), Sandbox(Read), FWD),
+    rpc(name::MAKE_DIR, MUT, Some(Field1), Sandbox(Operate), FWD),
+    rpc(name::REMOVE, MUT, Some(Field1), Sandbox(Operate), FWD),
+    rpc(name::RENAME, MUT, Some(Field1), Sandbox(Operate), FWD),
+    rpc(name::WATCH_DIR, READS, Some(Field1), Sandbox(Read), FWD),
+    rpc(name::USAGE, READS, Some(Field1), Sandbox(Read), FWD),
     // A batch of creates: a key's call like Create, answered by the node called.
-    rpc("CreateBatch", MUT, None, Key, HERE),
+    rpc(name::CREATE_BATCH, MUT, None, Key, HERE),
     // A reset destroys the sandbox's state as Close does: scope owner.
-    rpc("Reset", MUT, Some(Field1), Sandbox(Owner), FWD),
+    rpc(name::RESET, MUT, Some(Field1), Sandbox(Owner), FWD),
+    rpc(name::TENANT_USAGE, READS, None, Key, HERE),
 ];
 
 const fn same(a: &str, b: &str) -> bool {
@@ -292,7 +351,7 @@ mod tests {
         assert!(
             missing.is_empty(),
             "RPCs of sandbox.v1.SandboxService missing from service/rpc_table.rs: {missing:?}. Add a row \
-             to RPCS for each, e.g. `rpc(\"{}\", MUT or READS, Some(Field1) or None, Sandbox(Read|Operate|Owner) \
+             to RPCS for each (and its constant in `name`), e.g. `rpc(\"{}\", MUT or READS, Some(Field1) or None, Sandbox(Read|Operate|Owner) \
              or Key, FWD or HERE),`: MUT if it changes anything (it is then audited), where its request \
              carries the sandbox id, the scope a token needs (Key: tenant key or operator only), and FWD \
              if a relaying node must send it to the node its sandbox runs on",
@@ -345,6 +404,53 @@ mod tests {
         assert_eq!(forwarded("Snapshot"), None, "cluster mode has no snapshots");
         assert_eq!(forwarded("Close"), Some(IdAt::Field1));
         assert_eq!(forwarded("Pty"), Some(IdAt::Pty));
+    }
+
+    /// Outside this file an RPC is named by its `name::` constant, never spelt: a hand-written
+    /// name (an audit call, a relay rule, a span) is how a front-end or a layer drifted from the
+    /// table. Test modules are not read; the exceptions are other protocols' words that happen to
+    /// be spelt as an RPC (envd's Connect methods, Docker's JSON).
+    #[test]
+    fn no_rpc_name_is_written_outside_the_table() {
+        const NOT_OURS: &[(&str, &str)] = &[
+            ("e2b/process.rs", "envd's process.Process methods"),
+            ("e2b/filesystem.rs", "envd's filesystem.Filesystem methods"),
+            ("backends/swarm/engine.rs", "Docker's JSON field `Status`"),
+        ];
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = vec![root.clone()];
+        let mut found = Vec::new();
+        while let Some(path) = files.pop() {
+            if path.is_dir() {
+                files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+                continue;
+            }
+            let relative = path.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
+            if !relative.ends_with(".rs") || relative == "service/rpc_table.rs" {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for (n, line) in code.lines().enumerate() {
+                for rpc in RPCS {
+                    let quoted = format!("\"{}\"", rpc.name);
+                    let Some(at) = line.find(&quoted) else { continue };
+                    // Theirs: a match arm on their method names, a serde field name.
+                    let arm = line.trim_start().starts_with('"') && line[at..].contains("=>");
+                    let exempt = NOT_OURS.iter().any(|(file, _)| *file == relative)
+                        && (arm || line.contains("rename ="));
+                    if !exempt {
+                        found.push(format!("server/src/{relative}:{}: {}", n + 1, line.trim()));
+                    }
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "RPC names spelt outside service/rpc_table.rs (use `rpc_table::name::…`; audit, relay, \
+             metrics and traces come from the table for every front-end):\n{}",
+            found.join("\n")
+        );
     }
 
     /// `docs/access.md` and `docs/architecture.md` hold the table as [`markdown`] prints it.

@@ -2,6 +2,7 @@
 //! for at create (`spec.network`, `spec.volumes`) seen from outside it. Volumes belong to the
 //! caller's tenant; a capability token (one sandbox) reaches none.
 
+use crate::service::rpc_table::name as rpc;
 use sandboxd_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
@@ -18,11 +19,12 @@ pub(super) async fn network_address(
     let req = request.into_inner();
     async {
         let id = SandboxId::parse("sandbox_id", &req.sandbox_id)?;
-        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("NetworkAddress") }).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope(rpc::NETWORK_ADDRESS) })
+            .await?;
         let found = api.backend().network_address(&id).await?;
         Ok(Response::new(pb::NetworkAddressResponse { address: found.address, network: found.network }))
     }
-    .instrument(span("NetworkAddress", &req.sandbox_id))
+    .instrument(span(rpc::NETWORK_ADDRESS, &req.sandbox_id))
     .await
 }
 
@@ -41,7 +43,7 @@ pub(super) async fn list_volumes(
                 .collect(),
         }))
     }
-    .instrument(span("ListVolumes", ""))
+    .instrument(span(rpc::LIST_VOLUMES, ""))
     .await
 }
 
@@ -56,7 +58,7 @@ pub(super) async fn delete_volume(
         api.backend().delete_volume(tenant, &req.name).await?;
         Ok(Response::new(pb::DeleteVolumeResponse {}))
     }
-    .instrument(span("DeleteVolume", ""))
+    .instrument(span(rpc::DELETE_VOLUME, ""))
     .await
 }
 

@@ -87,6 +87,9 @@ pub enum ServeError {
     SigningKeys(#[from] crate::auth::keys::KeyError),
     #[error("server.auth.tenants_file: {0}")]
     Tenants(String),
+    /// A host program the configured walls run is missing (`backends/docker/host_tools.rs`).
+    #[error("{0}")]
+    HostTools(String),
     #[error("{0}")]
     Audit(String),
     #[error("{0}")]
@@ -150,15 +153,17 @@ pub struct Services {
     shutdown_tx: tokio::sync::watch::Sender<bool>,
     /// Egress policies: their domains are resolved again while serving.
     egress: Arc<crate::egress::Egress>,
+    /// The gate every call passes (the console also asks it who a credential is).
+    gate: crate::auth::AccessGate,
+    /// `server.e2b`, for the E2B front-end built by [`Services::e2b`].
+    e2b: crate::config::E2bSection,
+    /// The per-connection call limit, one count for the listener and the front-ends.
+    stream_limit: super::stream_limit::StreamLimitLayer,
     /// Relays calls about sandboxes on other nodes (cluster mode; set by `crate::wiring`);
     /// passes everything through on a single host.
-    /// The E2B front-end over the same service (`server.e2b`), served by [`serve`] when
-    /// `server.e2b.listen` is set.
-    e2b: crate::e2b::E2bFront,
-    /// The web console over the same service (`server.console`), served by [`serve`] when
-    /// `server.console.listen` is set.
-    console: crate::console::ConsoleFront,
     pub(crate) forward: super::forward::ForwardLayer,
+    /// The tenants in force (`server.auth.tenants_file`), reloaded on SIGHUP by [`serve`].
+    tenants: Option<Arc<crate::auth::Tenants>>,
 }
 
 /// How [`Services::serve_until`] serves its listener and what its shutdown does.
@@ -191,7 +196,11 @@ impl Services {
         let state_dir = config.server.state_dir();
         let state = |source| ServeError::StateDir { dir: state_dir.clone(), source };
         let claims = crate::core::claims::ClaimStore::open(&state_dir).map_err(state)?;
-        let lifecycle = Arc::new(Lifecycle::new(backend, lease_options).with_claims(claims));
+        let lifecycle = Arc::new(
+            Lifecycle::new(backend, lease_options)
+                .with_claims(claims)
+                .with_admission(admission_limits(&config.server.admission)),
+        );
         let pool_specs =
             crate::core::pools::PoolSpec::all_from_config(&config.pools).map_err(ServeError::Pools)?;
         let owner = crate::core::pools::Pools::owner_of_state_dir(&state_dir).map_err(state)?;
@@ -200,6 +209,7 @@ impl Services {
         let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
         let access = load_access(config, &config.server.state_dir())?;
         let tenants = access.tenants.clone();
+        let reloadable = tenants.clone();
         let tokens = access.tokens.clone();
         let egress = Arc::new(crate::egress::Egress::new(&config.network, &config.server.state_dir()));
         let api = SandboxApi::new(lifecycle.clone(), config.server.clone(), shutdown_rx)
@@ -218,9 +228,7 @@ impl Services {
             )),
             None => None,
         };
-        let e2b =
-            crate::e2b::E2bFront::new(api.clone(), auth.clone(), config.server.e2b.clone(), audit.clone());
-        let console = crate::console::ConsoleFront::new(api.clone(), auth.clone(), audit.clone());
+        let gate = auth.clone();
         let intercept = move |req| auth.check(req);
         let sandbox = SandboxServiceServer::new(api)
             .max_decoding_message_size(MAX_MESSAGE)
@@ -250,10 +258,24 @@ impl Services {
             health: health_reporter,
             shutdown_tx,
             egress,
-            e2b,
-            console,
+            gate,
+            e2b: config.server.e2b.clone(),
+            stream_limit: super::stream_limit::StreamLimitLayer::new(
+                config.server.limits.max_streams_per_connection,
+            ),
             forward: super::forward::ForwardLayer::default(),
+            tenants: reloadable,
         })
+    }
+
+    /// Read the tenants file again (`server.auth.tenants_file`): new keys, tenants and limits
+    /// for every call from now on; a file with an error changes nothing (the error names the
+    /// field). `Ok(None)` when the server has no tenants file.
+    pub fn reload_tenants(&self) -> Result<Option<usize>, String> {
+        let (Some(tenants), Some(path)) = (&self.tenants, &self.policy.auth.tenants_file) else {
+            return Ok(None);
+        };
+        tenants.reload(path).map(Some)
     }
 
     /// Serve `peer` (the calls the nodes of a cluster make to each other) beside the API: it
@@ -275,15 +297,29 @@ impl Services {
         self.routes = routes.add_service(peer);
     }
 
-    /// The E2B-compatible front-end over these services (serve it with `E2bFront::serve`).
-    pub fn e2b(&self) -> &crate::e2b::E2bFront {
-        &self.e2b
+    /// A gRPC client of these services in-process: every call passes the layers the listener
+    /// serves (`service/calls.rs`), entered at `entry` (the span's address; `None`: in-process).
+    pub fn calls(&self, entry: Option<std::net::SocketAddr>) -> super::calls::Calls {
+        let layers = super::calls::layers(entry, &self.stream_limit, &self.forward);
+        super::calls::client(&layers, self.routes.clone(), MAX_MESSAGE)
+    }
+
+    /// The E2B-compatible front-end over these services (serve it with `E2bFront::serve`);
+    /// build it once per listener (it holds the sessions its `process.Start` calls opened).
+    pub fn e2b(&self) -> crate::e2b::E2bFront {
+        crate::e2b::E2bFront::new(
+            self.calls(None),
+            self.e2b.clone(),
+            self.gate.clone(),
+            super::template_build::TemplateEngine::new(self.lifecycle.backend().clone()),
+        )
     }
 
     /// The web console over these services, naming nodes through the cluster when there is one
     /// (serve it with `ConsoleFront::serve`).
     pub fn console(&self) -> crate::console::ConsoleFront {
-        self.console.clone().with_cluster(self.forward.cluster().cloned())
+        crate::console::ConsoleFront::new(self.calls(None), self.gate.clone())
+            .with_cluster(self.forward.cluster().cloned())
     }
 
     /// What this process owns (the sandboxes it created) above the backend.
@@ -321,8 +357,10 @@ impl Services {
             shutdown_tx,
             egress,
             forward,
+            gate: _,
             e2b: _,
-            console: _,
+            tenants: _,
+            stream_limit,
         } = self;
         let refresher =
             tokio::spawn(egress.refresh_forever(lifecycle.backend().clone(), shutdown_tx.subscribe()));
@@ -352,7 +390,7 @@ impl Services {
             policy.health_probe_interval,
             shutdown_tx.subscribe(),
         ));
-        let traces = crate::otel::TraceLayer::new(listener.local_addr().ok());
+        let layers = super::calls::layers(listener.local_addr().ok(), &stream_limit, &forward);
         let incoming = tonic::transport::server::TcpIncoming::from(listener)
             .with_nodelay(Some(true))
             .with_keepalive(Some(TCP_KEEPALIVE_IDLE))
@@ -396,10 +434,8 @@ impl Services {
             .max_concurrent_streams(Some(super::stream_limit::StreamLimitLayer::http2_cap(
                 policy.limits.max_streams_per_connection,
             )))
-            .layer(traces)
-            .layer(crate::metrics::RpcLayer)
-            .layer(super::stream_limit::StreamLimitLayer::new(policy.limits.max_streams_per_connection))
-            .layer(forward)
+            // The same layers the front-ends' in-process calls pass (`Services::calls`).
+            .layer(layers)
             .add_routes(routes)
             .serve_with_incoming_shutdown(incoming, shutdown_signal);
         let drain_timer = async {
@@ -499,6 +535,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
 
     // Handlers go in before the listening line: a SIGTERM right after it must drain, not kill.
     let mut signals = Signals::install();
+    reload_tenants_on_hangup(&services);
     let mut stdout = tokio::io::stdout();
     if let Some(listener) = metrics_listener {
         let metrics_addr =
@@ -522,7 +559,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     if let Some(listener) = e2b_listener {
         let e2b_addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: local, source })?;
         let stopped = services.stopping();
-        let front = services.e2b().clone();
+        let front = services.e2b();
         tokio::spawn(async move {
             if let Err(e) = front.serve(listener, stopped).await {
                 tracing::error!(error = %e, "the E2B endpoint failed");
@@ -623,6 +660,35 @@ fn raise_fd_limit() {
 }
 
 /// SIGTERM and SIGINT, installed up front.
+/// Every SIGHUP reads the tenants file again (a server without one ignores the signal).
+fn reload_tenants_on_hangup(services: &Services) {
+    let (Some(tenants), Some(path)) = (services.tenants.clone(), services.policy.auth.tenants_file.clone())
+    else {
+        return;
+    };
+    let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+        tracing::warn!("cannot install the SIGHUP handler: tenants are read at start only");
+        return;
+    };
+    let mut stopping = services.shutdown_tx.subscribe();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = hangups.recv() => {}
+                _ = stopping.wait_for(|s| *s) => return,
+            }
+            match tenants.reload(&path) {
+                Ok(count) => {
+                    tracing::info!(tenants = count, file = %path.display(), "SIGHUP: tenants reloaded")
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "SIGHUP: tenants file refused; the tenants in force are unchanged")
+                }
+            }
+        }
+    });
+}
+
 struct Signals {
     term: Option<tokio::signal::unix::Signal>,
     int: Option<tokio::signal::unix::Signal>,
@@ -643,5 +709,17 @@ impl Signals {
             _ = term.recv() => {}
             _ = int.recv() => {}
         }
+    }
+}
+
+/// `server.admission` as the admission queue's limits (the machine's size where unset).
+fn admission_limits(section: &crate::config::AdmissionSection) -> crate::core::admission::AdmissionLimits {
+    crate::core::admission::AdmissionLimits {
+        max_starting: section
+            .max_starting
+            .map_or_else(crate::core::admission::default_max_starting, |n| n as usize),
+        max_waiting: section.max_waiting as usize,
+        max_wait: section.max_wait,
+        first_start_estimate: section.first_start_estimate,
     }
 }

@@ -1,5 +1,6 @@
 //! `Stats` and `StatsStream`: readings of a sandbox's resource usage (read scope).
 
+use crate::service::rpc_table::name as rpc;
 use std::time::Duration;
 
 use sandboxd_proto::v1 as pb;
@@ -19,10 +20,10 @@ pub(super) async fn stats(
 ) -> Result<Response<pb::StatsResponse>, Status> {
     let principal = Principal::of(&request);
     let req = request.into_inner();
-    let span = span("Stats", &req.sandbox_id);
+    let span = span(rpc::STATS, &req.sandbox_id);
     async move {
         let id = SandboxId::parse("sandbox_id", &req.sandbox_id)?;
-        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("Stats") }).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope(rpc::STATS) }).await?;
         Ok(Response::new(wire(api.backend().stats(&id).await?)))
     }
     .instrument(span)
@@ -38,7 +39,7 @@ pub(super) async fn stats_stream(
 ) -> Result<Response<BoxStream<pb::StatsResponse>>, Status> {
     let principal = Principal::of(&request);
     let req = request.into_inner();
-    let span = span("StatsStream", &req.sandbox_id);
+    let span = span(rpc::STATS_STREAM, &req.sandbox_id);
     let (id, interval, first) = async {
         let id = SandboxId::parse("sandbox_id", &req.sandbox_id)?;
         let interval = match req.interval_s {
@@ -51,7 +52,7 @@ pub(super) async fn stats_stream(
                 ))
             }
         };
-        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope("StatsStream") }).await?;
+        api.authorize(&principal, id.as_str(), const { super::rpc_table::scope(rpc::STATS_STREAM) }).await?;
         // The first reading's errors (unknown, stopped) are the call's.
         let first = api.backend().stats(&id).await?;
         Ok::<_, Status>((id, interval, first))

@@ -1,4 +1,4 @@
-//! Provider errors as gRPC statuses a client can act on (the table in the README), each with
+//! Provider errors as gRPC statuses a client can act on (the table in docs/status-codes.md), each with
 //! its failure kind where one applies (`crate::core::failure`).
 
 use tonic::{Code, Status};
@@ -17,6 +17,7 @@ impl From<ProviderError> for Status {
             ProviderError::Create(_)
             | ProviderError::CreateVerification(_)
             | ProviderError::ReadyTimeout(_)
+            | ProviderError::SetupTimeout(_)
             | ProviderError::Stopped(_)
             | ProviderError::Paused(_)
             | ProviderError::SnapshotInUse(_)
@@ -26,7 +27,7 @@ impl From<ProviderError> for Status {
             ProviderError::OutOfRange(_) => Code::OutOfRange,
             ProviderError::Unimplemented(_) => Code::Unimplemented,
             ProviderError::AlreadyExists(_) => Code::AlreadyExists,
-            ProviderError::ResourceExhausted(_) => Code::ResourceExhausted,
+            ProviderError::ResourceExhausted(_) | ProviderError::Busy { .. } => Code::ResourceExhausted,
             ProviderError::Unavailable(_) => Code::Unavailable,
             ProviderError::Timeout(_) | ProviderError::CreateTimeout(_) => Code::DeadlineExceeded,
             ProviderError::Docker(_) | ProviderError::Io(_) => Code::Internal,
@@ -35,7 +36,13 @@ impl From<ProviderError> for Status {
             ProviderError::Aborted(_) => Code::Aborted,
         };
         // The kind travels as a `google.rpc.ErrorInfo` detail (crate::core::failure).
-        crate::core::failure::status(code, err.to_string(), crate::core::failure::kind_of(&err))
+        let kind = crate::core::failure::kind_of(&err);
+        match &err {
+            ProviderError::Busy { retry_after, .. } => {
+                crate::core::failure::status_retry_after(code, err.to_string(), kind, *retry_after)
+            }
+            _ => crate::core::failure::status(code, err.to_string(), kind),
+        }
     }
 }
 

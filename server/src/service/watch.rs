@@ -9,6 +9,7 @@
 //! In a cluster the other nodes' events are merged in (`SandboxBackend::peer_events`); a `Watch`
 //! another node makes for that ([`NodeOnly`]) is served this node's own events only.
 
+use crate::service::rpc_table::name as rpc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,10 +38,10 @@ pub(super) async fn watch(
     request: Request<pb::WatchRequest>,
 ) -> Result<Response<BoxStream<pb::WatchResponse>>, Status> {
     let principal = Principal::of(&request);
-    SandboxApi::require_key(&principal, "Watch")?;
+    SandboxApi::require_key(&principal, rpc::WATCH)?;
     let node_only = request.extensions().get::<NodeOnly>().cloned();
     let req = request.into_inner();
-    let span = tracing::info_span!("rpc", rpc = "Watch");
+    let span = tracing::info_span!("rpc", rpc = rpc::WATCH);
     let labels = convert::sorted(req.labels);
     crate::core::metadata::validate_metadata("labels", &labels)?;
     let statuses = req.statuses.iter().map(|&s| status_from_proto(s)).collect::<Result<Vec<_>, _>>()?;

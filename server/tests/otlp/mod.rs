@@ -48,6 +48,13 @@ impl TraceService for Collector {
 }
 
 impl Collector {
+    /// Serves on a fresh loopback port: its endpoint (`http://127.0.0.1:PORT`) and the task.
+    pub async fn serve_on_loopback(&self) -> (String, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        (endpoint, self.serve(listener))
+    }
+
     /// Serves on `listener` until the returned task is aborted.
     pub fn serve(&self, listener: tokio::net::TcpListener) -> tokio::task::JoinHandle<()> {
         let service = TraceServiceServer::new(self.clone());

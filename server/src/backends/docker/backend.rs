@@ -236,6 +236,19 @@ impl SandboxBackend for DockerProvider {
         DockerProvider::delete_volume(self, tenant, name).await
     }
 
+    async fn image_id(&self, image: &str) -> Result<Option<String>> {
+        DockerProvider::image_id(self, image).await
+    }
+
+    async fn commit_template(
+        &self,
+        id: &SandboxId,
+        image: &str,
+        config: &crate::core::templates::TemplateImageConfig,
+    ) -> Result<()> {
+        DockerProvider::commit_template(self, id, image, config).await
+    }
+
     fn event_hub(&self) -> Option<Arc<crate::core::watch::EventHub>> {
         Some(self.states.hub())
     }

@@ -17,7 +17,7 @@ use super::failure::{CliError, DockerFailure};
 use super::mask::masked;
 
 /// What a finished docker command produced.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CommandOutput {
     pub code: i32,
     pub stdout: Vec<u8>,

@@ -81,13 +81,11 @@ impl DockerProvider {
         let sandbox_id = plan.id.as_str();
         let timeout = plan.timeout;
         let creating = argv::creating_name(sandbox_id);
-        // Counted as the network's user from here on, so a close of its last sandbox does not
-        // remove it under this create (`release_network`).
-        self.join_network(&creating, spec).await?;
-        if let Err(e) = self.prepare_runtime(spec).await {
-            self.release_network(&creating).await;
-            return Err(e);
-        }
+        // Made if this server has not seen it; found gone later, made again (`remake_network`).
+        let step = Instant::now();
+        self.join_network(spec).await?;
+        let network_took = step.elapsed();
+        self.prepare_runtime(spec).await?;
         let image = argv::run_image(spec).to_string();
         let now = lease::now_ms();
         let mut labels = vec![
@@ -135,24 +133,22 @@ impl DockerProvider {
         // the creating name may be a stranger's (only removed when ours); after it, it is ours.
         let stage = AtomicU8::new(STAGE_RUNNING);
         let work = async {
+            let step = Instant::now();
             let container_id = self
-                .run_create_with_reconciliation(
-                    &args,
-                    &argv::run_env(&spec.env),
-                    &creating,
-                    &image,
-                    disk,
-                    live.as_deref(),
-                )
+                .run_create_with_reconciliation(&args, &creating, &image, disk, live.as_deref(), spec)
                 .await?;
+            let run_took = step.elapsed();
             stage.store(STAGE_STARTED, Ordering::SeqCst);
             let started = Instant::now();
+            let started_at = std::time::SystemTime::now();
+            let mut init_id = container_id.clone();
             let socket = match (&agent_start, &self.agent) {
                 (Some(run), Some(agent)) => {
                     let container_id = match container_id {
                         Some(id) => id,
                         None => self.container_id(&creating).await?,
                     };
+                    init_id = Some(container_id.clone());
                     let default_user = Some(run.image_user.clone()).filter(|u| !u.is_empty());
                     let run_dir = run.run_dir.clone();
                     let inner = run_dir.is_none();
@@ -196,8 +192,13 @@ impl DockerProvider {
             for (path, content) in &spec.files {
                 self.upload_reader(&handle, content.as_slice(), content.len() as u64, path, None).await?;
             }
+            if let Some(command) = &spec.setup {
+                self.run_setup(&handle, command, spec.setup_timeout_s.map(Duration::from_secs_f64)).await?;
+            }
+            let ready_took = started.elapsed();
             stage.store(STAGE_RENAMING, Ordering::SeqCst);
-            match self.control(argv::rename_args(&creating, sandbox_id)).await {
+            let step = Instant::now();
+            match self.rename_created(&creating, sandbox_id).await {
                 Ok(_) => {}
                 Err(CliError::Failed(f)) => {
                     return Err(ProviderError::Create(format!(
@@ -210,7 +211,19 @@ impl DockerProvider {
             // The agent channel opened by the probe serves the sandbox under its final name.
             self.engine.renamed(&creating, sandbox_id);
             handle.sandbox_id = sandbox_id.to_string();
-            Ok(handle)
+            // Where a create's time went (`RUST_LOG=sandboxd::backends::docker::create=debug`):
+            // the run includes, with a disk bound, the disk's attach and the start (logged
+            // apart by `disk_then_start`); ready is the agent's hello or the probe, with the
+            // spec's files and setup.
+            tracing::debug!(
+                sandbox_id = %sandbox_id,
+                network_ms = network_took.as_secs_f64() * 1e3,
+                run_ms = run_took.as_secs_f64() * 1e3,
+                ready_ms = ready_took.as_secs_f64() * 1e3,
+                rename_ms = step.elapsed().as_secs_f64() * 1e3,
+                "create steps"
+            );
+            Ok((handle, init_id, started_at))
         };
         let (result, timed_out) = match tokio::time::timeout(timeout, work).instrument(span).await {
             Ok(result) => (result, false),
@@ -222,12 +235,13 @@ impl DockerProvider {
             }
         };
         match result {
-            Ok(handle) => {
+            Ok((handle, init_id, started_at)) => {
                 self.remember(&handle);
+                if let (Some(id), Ok(mut map)) = (init_id, self.init_ids.lock()) {
+                    map.insert(sandbox_id.to_string(), (id, started_at));
+                }
                 self.keep_baseline(sandbox_id, spec);
-                self.note_network(sandbox_id, spec.tenant.as_deref(), spec.network.as_deref());
                 self.renamed_disk(&creating, sandbox_id);
-                self.forget_network(&creating);
                 tracing::info!(sandbox_id = %sandbox_id, shell = %handle.shell, "sandbox created");
                 Ok(handle)
             }
@@ -250,7 +264,6 @@ impl DockerProvider {
                 // (This also removes the sandbox's run directory.)
                 self.engine.forget(&creating);
                 self.release_disk(&creating);
-                self.release_network(&creating).await;
                 if let Some(dir) = agent_start.as_ref().and_then(|run| run.run_dir.as_deref()?.parent()) {
                     let _ = std::fs::remove_dir_all(dir);
                 }
@@ -262,23 +275,29 @@ impl DockerProvider {
     /// Run `docker run` without leaking a container when its response is lost: after a timeout,
     /// transport error or same-name conflict, inspect that exact name before retrying; reuse it
     /// only when both the ownership label and the image match; never remove a stranger.
+    #[allow(clippy::too_many_arguments)]
     async fn run_create_with_reconciliation(
         &self,
         args: &[String],
-        (env, env_file): &(Vec<(String, String)>, Option<Vec<u8>>),
         name: &str,
         image: &str,
         disk: Option<u64>,
         live: Option<&str>,
+        spec: &SandboxSpec,
     ) -> Result<Option<String>> {
+        // The spec's environment, passed to the client (never in its argv).
+        let (env, env_file) = &argv::run_env(&spec.env);
         let cfg = &self.config.create;
         let cli = self.cli.in_pool(Pool::Create).with_env(env.clone());
         let timeout = cfg.start_timeout;
         let attempts = cfg.transport_retries.max(0) as u32 + 1;
         let mut last_error = String::new();
         let mut unreachable = false;
-        for attempt in 0..attempts {
-            if attempt > 0 {
+        let mut remade = false;
+        let mut attempt = 0;
+        while attempt < attempts {
+            attempt += 1;
+            if attempt > 1 {
                 tokio::time::sleep(cfg.transport_retry_delay).await;
             }
             unreachable = false;
@@ -289,7 +308,7 @@ impl DockerProvider {
                 }
                 // `docker create`: its disk, then the start.
                 Ok(out) => {
-                    self.disk_then_start(name, image, disk, live).await?;
+                    self.disk_then_start(name, image, disk, live, spec).await?;
                     return Ok(Some(out.stdout_text().trim().to_string()).filter(|id| !id.is_empty()));
                 }
                 // The run may have made its container: reconcile below.
@@ -304,6 +323,16 @@ impl DockerProvider {
                     unreachable = f.kind == DockerFailureKind::DaemonUnreachable;
                     f.stderr
                 }
+                // The service network went away (another server's sweep) or was doubled
+                // under this create: the run's container (made, not started) goes, the network
+                // is made again, and the run runs again, once; this attempt is not counted.
+                Err(CliError::Failed(f)) if f.kind == DockerFailureKind::NetworkGone && !remade => {
+                    self.remove_if_owned(name, image).await;
+                    self.remake_network(spec).await?;
+                    remade = true;
+                    attempt -= 1;
+                    continue;
+                }
                 Err(CliError::Failed(f)) => {
                     self.remove_if_owned(name, image).await;
                     return Err(create_failure(image, &cfg.pull_policy, &f));
@@ -317,7 +346,7 @@ impl DockerProvider {
             match self.inspect(name).await {
                 Ok(Some(found)) if found.owned && same_image(&found.image, image) => {
                     if (disk.is_some() || live.is_some()) && found.state == ContainerState::Created {
-                        self.disk_then_start(name, image, disk, live).await?;
+                        self.disk_then_start(name, image, disk, live, spec).await?;
                         return Ok(None);
                     }
                     if self.start_reconciled_container(name, &found.state).await? {
@@ -349,7 +378,9 @@ impl DockerProvider {
         image: &str,
         disk: Option<u64>,
         live: Option<&str>,
+        spec: &SandboxSpec,
     ) -> Result<()> {
+        let step = Instant::now();
         if let Some(bytes) = disk {
             match self.attach_disk(name, bytes).await {
                 // Known before the start, so any removal detaches it first.
@@ -360,10 +391,10 @@ impl DockerProvider {
                 }
             }
         }
-        let start = match live {
-            None => argv::start_args(name),
+        let live_start = match live {
+            None => None,
             Some(snapshot_id) => match self.place_checkpoint(name, snapshot_id).await {
-                Ok(checkpoint) => argv::start_from_checkpoint_args(name, &checkpoint),
+                Ok(how) => Some(how),
                 Err(e) => {
                     self.remove_if_owned(name, image).await;
                     self.release_disk(name);
@@ -371,11 +402,40 @@ impl DockerProvider {
                 }
             },
         };
-        let started = match live {
-            // A restore reads the whole checkpoint: bounded as a create's start.
-            Some(_) => self.cli.run(&start, self.config.create.start_timeout, None).await,
-            None => self.control(start).await,
+        let run_start = || async {
+            match &live_start {
+                // A restore reads the whole checkpoint: bounded as a create's start.
+                Some(how) => {
+                    self.cli.run(&how.start_args(name), self.config.create.start_timeout, None).await
+                }
+                None => match &self.engine_api {
+                    Some(api) if api.start(name).await.is_ok() => Ok(Default::default()),
+                    _ => self.control(argv::start_args(name)).await,
+                },
+            }
         };
+        let disk_took = step.elapsed();
+        let step = Instant::now();
+        let mut started = run_start().await;
+        tracing::debug!(
+            sandbox_id = %name,
+            disk_ms = disk_took.as_secs_f64() * 1e3,
+            start_ms = step.elapsed().as_secs_f64() * 1e3,
+            "create steps: the disk and the start"
+        );
+        // The service network went away (another server's sweep) or was doubled between the
+        // create and this start: made again, the start runs again, once.
+        if matches!(&started, Err(CliError::Failed(f)) if f.kind == DockerFailureKind::NetworkGone) {
+            match self.remake_network(spec).await {
+                Ok(()) => started = run_start().await,
+                Err(e) => {
+                    self.remove_if_owned(name, image).await;
+                    self.release_disk(name);
+                    return Err(e);
+                }
+            }
+        }
+        drop(live_start);
         match started {
             Ok(_) => Ok(()),
             Err(e) => {
@@ -396,6 +456,21 @@ impl DockerProvider {
                 })
             }
         }
+    }
+
+    /// The create's last step, `docker rename`: through the Engine API when there is one (the
+    /// CLI where it fails, whose error the caller reads).
+    async fn rename_created(
+        &self,
+        creating: &str,
+        sandbox_id: &str,
+    ) -> std::result::Result<super::cli::CommandOutput, CliError> {
+        if let Some(api) = &self.engine_api {
+            if api.rename(creating, sandbox_id).await.is_ok() {
+                return Ok(Default::default());
+            }
+        }
+        self.control(argv::rename_args(creating, sandbox_id)).await
     }
 
     /// Finish a run that created its container but lost the start response.
@@ -523,6 +598,47 @@ impl DockerProvider {
                 Err(ProviderError::CreateVerification(format!("sandbox {name:?}: {detail}")))
             }
             Err(None) => self.verify_and_detect_shell(name, ready_timeout_s).await,
+        }
+    }
+
+    /// The spec's setup command, in the new sandbox's shell and workdir with its env, bounded
+    /// by `timeout` (else only by the create's own bound): a hang is SETUP_TIMEOUT, a non-zero
+    /// exit CREATE_FAILED with its output; the caller's clean-up removes the sandbox either way.
+    async fn run_setup(
+        &self,
+        handle: &SandboxHandle,
+        command: &str,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        let params = ExecParams { timeout, ..Default::default() };
+        let spec =
+            ExecSpec { name: &handle.sandbox_id, shell: &handle.shell, command, params: &params, user: None };
+        let result = self.engine.exec(spec).await;
+        let tail = |bytes: &[u8]| {
+            let text = String::from_utf8_lossy(bytes);
+            let text = text.trim();
+            let from = (text.len().saturating_sub(500)..=text.len()).find(|i| text.is_char_boundary(*i));
+            text[from.unwrap_or(0)..].to_string()
+        };
+        match result.error_type {
+            Some(sandboxd_proto::contract::ExecErrorType::Timeout) => Err(ProviderError::SetupTimeout(format!(
+                "sandbox {:?}: spec.setup did not finish within {} s (spec.setup_timeout_s); it was killed and the sandbox removed",
+                handle.sandbox_id,
+                timeout.unwrap_or_default().as_secs_f64()
+            ))),
+            Some(other) => Err(ProviderError::Create(format!(
+                "sandbox {:?}: spec.setup could not run ({}): {}",
+                handle.sandbox_id,
+                other.as_str(),
+                tail(&result.stderr)
+            ))),
+            None if result.return_code != 0 => Err(ProviderError::Create(format!(
+                "sandbox {:?}: spec.setup exited with {}: {}",
+                handle.sandbox_id,
+                result.return_code,
+                tail(&result.stderr)
+            ))),
+            None => Ok(()),
         }
     }
 
@@ -666,6 +782,15 @@ fn create_failure(image: &str, pull_policy: &str, failure: &DockerFailure) -> Pr
             )
         };
         ProviderError::Create(format!("{what}; docker said: {detail}"))
+    } else if failure.kind == DockerFailureKind::NetworkGone {
+        // The service's own network, never the caller's doing: worth a retry.
+        ProviderError::Unavailable(format!(
+            "docker run failed (code={code}) for image {image:?}: {detail} (the service network was removed or doubled under this create; retry)"
+        ))
+    } else if matches!(failure.kind, DockerFailureKind::NoSpace | DockerFailureKind::AddressPoolsExhausted) {
+        ProviderError::ResourceExhausted(format!(
+            "docker run failed (code={code}) for image {image:?}: {detail}"
+        ))
     } else {
         ProviderError::Create(format!("docker run failed (code={code}) for image {image:?}: {detail}"))
     }
@@ -696,6 +821,18 @@ mod tests {
         assert!(err.contains("No such image") && !err.contains("--help"), "{err}");
         let err = create_failure("img:1", "missing", &run("Unable to find image 'img:1' locally\ndocker: Error response from daemon: pull access denied\nSee 'docker run --help'.")).to_string();
         assert!(err.contains("could not be pulled") && !err.contains("--help"), "{err}");
+    }
+
+    #[test]
+    fn a_network_gone_under_a_create_is_the_services_and_names_the_network() {
+        let stderr = "Error response from daemon: network sandboxd-net-default not found\nError: failed to start containers: sandboxd-creating-ab";
+        let start =
+            DockerFailure::new(&["start".into(), "sandboxd-creating-ab".into()], 1, stderr, Vec::new());
+        let err = create_failure("img:1", "missing", &start);
+        assert!(matches!(&err, ProviderError::Unavailable(_)), "{err:?}");
+        assert!(err.to_string().contains("network sandboxd-net-default not found"), "{err}");
+        let status = tonic::Status::from(err);
+        assert_eq!(status.code(), tonic::Code::Unavailable);
     }
 
     #[test]

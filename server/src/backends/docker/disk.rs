@@ -51,8 +51,13 @@ impl DockerProvider {
     /// Put the writable layer of the created (not started) container `name` on an ext4 file
     /// of `bytes`; idempotent (a layer already mounted is left as it is). Returns the file.
     pub(super) async fn attach_disk(&self, name: &str, bytes: u64) -> Result<(PathBuf, PathBuf)> {
-        let out = self.control(argv::layer_dir_args(name)).await?;
-        let text = out.stdout_text();
+        let text = match self.engine_api.as_ref() {
+            Some(api) => match api.layer(name).await {
+                Ok(f) => format!("{}\t{}\t{}", f.id, f.driver, f.upper_dir),
+                Err(_) => self.control(argv::layer_dir_args(name)).await?.stdout_text(),
+            },
+            None => self.control(argv::layer_dir_args(name)).await?.stdout_text(),
+        };
         let mut parts = text.trim().splitn(3, '\t');
         let (id, driver, upper) =
             (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
@@ -72,10 +77,25 @@ impl DockerProvider {
             return Err(ProviderError::Docker(format!("docker inspect of {name} gave no container id")));
         }
         let image = self.disks_dir.join(format!("{id}.img"));
-        if is_mount_point(&layer) {
+        if super::loop_mount::is_mount_point(&layer) {
             return Ok((image, layer));
         }
         std::fs::create_dir_all(&self.disks_dir)?;
+        // A formatted file from the stock when one is ready (`disk_stock.rs`), then one more
+        // is made in the background.
+        self.disk_stock.refill(bytes);
+        if self.disk_stock.claim(bytes, &image) {
+            match super::disk_stock::mount_over(&image, &layer).await {
+                Ok(true) => return Ok((image, layer)),
+                Ok(false) => {
+                    tracing::debug!(sandbox_id = %name, "a layer the stock cannot carry: formatting")
+                }
+                Err(e) => {
+                    tracing::warn!(sandbox_id = %name, error = %e, "a stock disk did not mount: formatting")
+                }
+            }
+            let _ = std::fs::remove_file(&image);
+        }
         let file = std::fs::File::create(&image)?;
         file.set_len(bytes).map_err(|e| {
             ProviderError::invalid(
@@ -85,15 +105,17 @@ impl DockerProvider {
         })?;
         drop(file);
         let result = async {
-            let options = "lazy_itable_init=1,lazy_journal_init=1";
-            let layer_s = layer.to_string_lossy().to_string();
-            let image_s = image.to_string_lossy().to_string();
-            run_tool("mkfs.ext4", &["-q", "-F", "-m", "0", "-E", options, "-d", &layer_s, &image_s]).await?;
-            run_tool("mount", &["-o", "loop,noatime", &image_s, &layer_s]).await
+            super::loop_mount::format(&image.to_string_lossy(), Some(&layer.to_string_lossy())).await?;
+            super::loop_mount::mount_loop(&image, &layer).await
         }
         .await;
         if let Err(why) = result {
             let _ = std::fs::remove_file(&image);
+            if why.contains("loop device") {
+                return Err(ProviderError::FailedPrecondition(format!(
+                    "spec.resources.disk_gib: no loop device for the disk bound ({why}); every sandbox with a disk bound holds one: raise the kernel's limit (the loop module's max_loop, /dev/loop-control reachable), or set docker.create.disk_bound storage_opt or refuse"
+                )));
+            }
             return Err(refuse(why));
         }
         Ok((image, layer))
@@ -109,6 +131,11 @@ impl DockerProvider {
             self.note_no_disk(name);
         }
         Some((DISK_LABEL, if disk.is_some() { LOOP_DISK } else { NO_LOOP_DISK }.to_string()))
+    }
+
+    /// How many creates of this process took a formatted disk file from the stock.
+    pub fn disk_stock_claims(&self) -> u64 {
+        self.disk_stock.claims()
     }
 
     /// Sandbox `name` has no loop disk (its create said so, or its label).
@@ -142,7 +169,7 @@ impl DockerProvider {
                 }
             }
         };
-        detach_layer(name, &layer).await;
+        super::loop_mount::detach_layer(name, &layer).await;
     }
 
     /// Remember the disk file of sandbox `sandbox_id` (removed at its close).
@@ -184,12 +211,18 @@ impl DockerProvider {
     /// files are listed before the containers, so a file of a create in progress (made after
     /// its container) is never taken for a leftover.
     pub(super) async fn prune_disks_due(&self) {
+        if self.config.create.disk_bound == DiskBound::Loop {
+            if let Some(gib) = self.config.create.default_disk_gib {
+                self.disk_stock.refill(gib.saturating_mul(1 << 30));
+            }
+        }
         let now = crate::core::lease::now_ms();
         let last = self.disks_pruned_ms.load(Ordering::Relaxed);
         if now - last < PRUNE_EVERY.as_millis() as i64 {
             return;
         }
         self.disks_pruned_ms.store(now, Ordering::Relaxed);
+        self.disk_stock.prune_abandoned();
         let Ok(entries) = std::fs::read_dir(&self.disks_dir) else { return };
         let files: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
         if files.is_empty() {
@@ -204,37 +237,5 @@ impl DockerProvider {
                 let _ = std::fs::remove_file(&file);
             }
         }
-    }
-}
-
-/// Whether `dir` is a mount point (`/proc/self/mountinfo`'s fifth field).
-/// Lazily unmount the loop disk from `layer` (container `name`'s), if one is mounted there.
-pub(super) async fn detach_layer(name: &str, layer: &Path) {
-    if is_mount_point(layer) {
-        let layer = layer.to_string_lossy().to_string();
-        if let Err(e) = run_tool("umount", &["-l", &layer]).await {
-            tracing::warn!(sandbox_id = %name, error = %e, "could not detach a loop disk");
-        }
-    }
-}
-
-fn is_mount_point(dir: &Path) -> bool {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
-    let want = dir.to_string_lossy();
-    info.lines().any(|l| l.split(' ').nth(4) == Some(want.as_ref()))
-}
-
-/// Run a host tool; its stderr on failure.
-async fn run_tool(program: &str, args: &[&str]) -> std::result::Result<(), String> {
-    let out = tokio::process::Command::new(program)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .map_err(|e| format!("{program}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!("{program}: {}", String::from_utf8_lossy(&out.stderr).trim()))
     }
 }

@@ -93,9 +93,12 @@ fn shared_namespace_check(netns: &str, name: &str) -> Result<()> {
 
 /// `nsenter --net=NETNS -- nft -f -` with `ruleset` on stdin, within [`APPLY_TIMEOUT`].
 async fn run_nft(netns: &str, ruleset: &str) -> std::io::Result<()> {
-    let mut child = tokio::process::Command::new("nsenter")
+    use super::host_tools::program;
+    let mut child = tokio::process::Command::new(program("nsenter"))
         .arg(format!("--net={netns}"))
-        .args(["--", "nft", "-f", "-"])
+        .arg("--")
+        .arg(program("nft"))
+        .args(["-f", "-"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

@@ -42,6 +42,7 @@ impl DockerProvider {
     fn admit(&self, handle: &SandboxHandle, command: &str, params: &ExecParams) -> Result<Option<User>> {
         let user = params.check(command)?;
         argv::check_docker_env(&params.env, false).map_err(|m| ProviderError::invalid("env", m))?;
+        self.refuse_closing(&handle.sandbox_id)?;
         self.refuse_known_paused(&handle.sandbox_id)?;
         Ok(user)
     }

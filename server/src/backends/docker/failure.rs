@@ -70,6 +70,15 @@ pub enum DockerFailureKind {
     ParentNotDirectory,
     /// `docker cp`: the path is on a read-only filesystem.
     ReadOnlyPath,
+    /// The network a container is (to be) on is gone, or two networks have its name: the
+    /// service's own network, removed or doubled under it (never the caller's doing).
+    NetworkGone,
+    /// The host (or a sandbox's bounded disk) has no space left.
+    NoSpace,
+    /// `docker network create`: the daemon's address pools have no subnet left.
+    AddressPoolsExhausted,
+    /// `docker network create --subnet`: another network has (part of) that subnet.
+    SubnetTaken,
     Other,
 }
 
@@ -136,6 +145,14 @@ fn kind_of(image_command: bool, stderr: &str) -> DockerFailureKind {
         DaemonUnreachable
     } else if !daemon_answered && INTERRUPTED_MARKERS.iter().any(|m| has(m)) {
         Interrupted
+    } else if has("network") && (has(" not found") || has("is ambiguous")) {
+        NetworkGone
+    } else if has("no space left on device") {
+        NoSpace
+    } else if has("could not find an available, non-overlapping") {
+        AddressPoolsExhausted
+    } else if has("overlaps with other one") {
+        SubnetTaken
     } else if has("no such container") || (has("no such object") && !image_command) {
         MissingContainer
     } else if (has("removal of container") && has("already in progress"))
@@ -186,6 +203,13 @@ impl From<DockerFailure> for ProviderError {
     fn from(f: DockerFailure) -> Self {
         match f.kind {
             DockerFailureKind::DaemonUnreachable => ProviderError::Unavailable(f.stderr),
+            // The service's own network went away under the call: retrying makes it again.
+            DockerFailureKind::NetworkGone => {
+                ProviderError::Unavailable(format!("{}: {}", f.command, f.error_line()))
+            }
+            DockerFailureKind::NoSpace | DockerFailureKind::AddressPoolsExhausted => {
+                ProviderError::ResourceExhausted(format!("{}: {}", f.command, f.error_line()))
+            }
             _ => ProviderError::Docker(f.to_string()),
         }
     }
@@ -202,8 +226,10 @@ impl From<CliError> for ProviderError {
     }
 }
 
-/// Docker's own error line out of a client's stderr: the last `Error…`/`docker: Error…` line,
-/// else the last non-empty line that is not a usage hint (`Run 'docker … --help'`).
+/// Docker's own error line out of a client's stderr: the daemon's reasons (`Error response from
+/// daemon: …`; `docker start` follows them with a bare "failed to start containers"), else the
+/// last `Error…`/`docker: Error…` line, else the last non-empty line that is not a usage hint
+/// (`Run 'docker … --help'`).
 fn error_line(stderr: &str) -> String {
     let lines: Vec<&str> = stderr
         .lines()
@@ -211,9 +237,87 @@ fn error_line(stderr: &str) -> String {
         .filter(|l| !l.is_empty())
         .filter(|l| !(l.contains("--help") && (l.starts_with("Run '") || l.starts_with("See '"))))
         .collect();
+    let reasons: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.to_ascii_lowercase().contains("error response from daemon"))
+        .collect();
+    if !reasons.is_empty() {
+        return reasons.join("; ");
+    }
     let is_error = |l: &&&str| {
         let low = l.to_ascii_lowercase();
         low.starts_with("error") || low.starts_with("docker: error")
     };
     lines.iter().rev().find(is_error).or(lines.last()).map(|l| l.to_string()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(args: &[&str], stderr: &str) -> DockerFailure {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        DockerFailure::new(&args, 1, stderr, Vec::new())
+    }
+
+    // Each stderr below is what Engine 20.10 and docker CLI 28 printed on this project's machine.
+
+    #[test]
+    fn a_vanished_network_keeps_the_daemons_line_and_is_the_services_fault() {
+        let start = failed(
+            &["start", "sandboxd-creating-ab"],
+            "Error response from daemon: network sandboxd-net-default not found\nError: failed to start containers: sandboxd-creating-ab",
+        );
+        assert_eq!(start.kind, DockerFailureKind::NetworkGone);
+        assert_eq!(start.error_line(), "Error response from daemon: network sandboxd-net-default not found");
+        let run = failed(
+            &["run", "-d", "img"],
+            "docker: Error response from daemon: network walls-nonexistent not found\n\nRun 'docker run --help' for more information",
+        );
+        assert_eq!(run.kind, DockerFailureKind::NetworkGone);
+        assert!(run.error_line().ends_with("network walls-nonexistent not found"), "{}", run.error_line());
+        let doubled = failed(
+            &["run", "-d", "img"],
+            "docker: Error response from daemon: network walls-dup is ambiguous (2 matches found on name)\n\nRun 'docker run --help' for more information",
+        );
+        assert_eq!(doubled.kind, DockerFailureKind::NetworkGone);
+        let err = ProviderError::from(start);
+        assert!(
+            matches!(&err, ProviderError::Unavailable(m) if m.contains("network sandboxd-net-default not found")),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_full_disk_and_exhausted_address_pools_are_capacity() {
+        let full = failed(
+            &["run", "-d", "img"],
+            "docker: Error response from daemon: mkdir /var/lib/docker/overlay2/x-init: no space left on device.\nSee 'docker run --help'.",
+        );
+        assert_eq!(full.kind, DockerFailureKind::NoSpace);
+        assert!(
+            matches!(ProviderError::from(full), ProviderError::ResourceExhausted(m) if m.contains("no space left on device"))
+        );
+        let pools = failed(
+            &["network", "create", "n"],
+            "Error response from daemon: could not find an available, non-overlapping IPv4 address pool among the defaults to assign to the network",
+        );
+        assert_eq!(pools.kind, DockerFailureKind::AddressPoolsExhausted);
+        let taken = failed(
+            &["network", "create", "--subnet", "10.213.0.0/25", "n"],
+            "Error response from daemon: Pool overlaps with other one on this address space",
+        );
+        assert_eq!(taken.kind, DockerFailureKind::SubnetTaken);
+    }
+
+    #[test]
+    fn the_reason_line_is_the_daemons_not_the_clients_summary() {
+        assert_eq!(
+            error_line("Error response from daemon: a\nError response from daemon: b\nError: failed to start containers: x"),
+            "Error response from daemon: a; Error response from daemon: b"
+        );
+        assert_eq!(error_line("Error: No such object: x"), "Error: No such object: x");
+        assert_eq!(error_line("something\nRun 'docker run --help' for more information"), "something");
+    }
 }

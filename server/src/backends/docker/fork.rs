@@ -36,7 +36,7 @@ pub(super) struct ContainerJson {
     #[serde(rename = "Config", default)]
     pub(super) config: ConfigJson,
     #[serde(rename = "HostConfig", default)]
-    host: HostJson,
+    pub(super) host: HostJson,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -55,6 +55,9 @@ pub(super) struct HostJson {
     memory: i64,
     #[serde(rename = "DeviceRequests", default)]
     device_requests: Option<Vec<DeviceRequest>>,
+    /// The daemon runtime it runs on (`runsc_direct.rs` asks whether runsc is called directly).
+    #[serde(rename = "Runtime", default)]
+    pub(super) runtime: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -122,7 +125,7 @@ impl DockerProvider {
         }
         validate_labels("labels", labels)?;
         let source = self.inspect_source(sandbox_id).await?;
-        let snapshot = self.commit_owned(sandbox_id, labels, max_snapshots).await?;
+        let (snapshot, making) = self.commit_owned(sandbox_id, labels, max_snapshots).await?;
         let spec =
             SandboxSpec { snapshot_id: Some(snapshot.snapshot_id.clone()), ..child_spec(&source, labels) };
         let spec = &spec;
@@ -141,6 +144,7 @@ impl DockerProvider {
             self.remove_snapshot_image(&snapshot.snapshot_id).await;
             return Err(first);
         }
+        making.answered();
         tracing::info!(sandbox_id, count, snapshot_id = %snapshot.snapshot_id, "sandbox forked");
         Ok(Forked { snapshot, sandboxes, ttl: policy.lease.ttl(requested) })
     }

@@ -28,6 +28,9 @@ impl DockerProvider {
             // The pools' start-up cleanup: this server's members of this deployment only.
             filters = argv::pool_owner_filter_args(owner, &self.config.create.extra_run_args);
         }
+        // Closed here before the listing began: gone for every caller even when its removal
+        // finishes between Docker's answer and the look at what is in flight.
+        let closing_before = self.closing_ids();
         let mut names = self.owned_names(&filters).await?;
         // A claimed pool member's labels and tenant are its claim's, which docker's filters
         // cannot see: find the members apart and let `page` filter them by their claims.
@@ -48,7 +51,13 @@ impl DockerProvider {
                 Err(e) => return Err(e.into()),
             };
             for line in String::from_utf8_lossy(&stdout).lines().filter(|l| !l.trim().is_empty()) {
-                found.push(parse_summary(line)?);
+                let summary = parse_summary(line)?;
+                // Closed here and being removed in the background: gone for every caller (not
+                // listed, its quota place free) whatever the daemon has heard yet.
+                if closing_before.contains(&summary.sandbox_id) || self.closing_now(&summary.sandbox_id) {
+                    continue;
+                }
+                found.push(summary);
             }
         }
         Ok(page(found, query))

@@ -22,7 +22,15 @@
 //!
 //! Hibernate is a checkpoint kept in the container's own directory (`sandboxd-hibernate`) with
 //! the container stopped: its memory is freed, its disk stays. `Resume` restores it.
+//!
+//! On a runtime registered through `scripts/sandboxd-runsc` (gVisor 2024) all of this skips
+//! Docker's checkpoint path (`runsc_direct.rs`): the checkpoint is runsc's own, uncompressed,
+//! into the same directories, with `--leave-running` (the source never stops, so it needs no
+//! restore), and every restore is a plain `docker start` that the wrapper turns into
+//! `runsc restore` of that directory. The snapshot's files are committed just after the
+//! checkpoint, the source paused for the commit.
 
+use crate::service::rpc_table::name as rpc;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -32,6 +40,7 @@ use super::argv;
 use super::failure::{CliError, DockerFailureKind};
 use super::fork::{child_spec, ContainerJson};
 use super::provider::DockerProvider;
+use super::runsc_direct::{runsc_state_of, RestoreRequest};
 use super::snapshot::validate_labels;
 use super::state::ContainerState;
 use crate::core::backend::CreatePolicy;
@@ -46,6 +55,25 @@ pub const HIBERNATE_CHECKPOINT: &str = "sandboxd-hibernate";
 const STORE: &str = "sandboxd-checkpoints";
 /// A file naming the container in each copy of a checkpoint (`place_checkpoint`).
 const RESTORE_MARK: &str = "sandboxd-restore";
+/// How a container starts from a live snapshot (`place_checkpoint`).
+pub(super) enum LiveStart {
+    /// `docker start --checkpoint <name>`: a copy in the container's own `checkpoints/`.
+    Checkpoint(String),
+    /// A plain `docker start` that the wrapper restores (`runsc_direct.rs`); the request is
+    /// withdrawn when this is dropped.
+    Restore { _request: RestoreRequest },
+}
+
+impl LiveStart {
+    /// The `docker start` that restores container `name`.
+    pub(super) fn start_args(&self, name: &str) -> Vec<String> {
+        match self {
+            Self::Checkpoint(checkpoint) => argv::start_from_checkpoint_args(name, checkpoint),
+            Self::Restore { .. } => argv::start_args(name),
+        }
+    }
+}
+
 /// Children restored at once.
 const FORK_PARALLELISM: usize = 16;
 
@@ -110,113 +138,6 @@ pub(super) fn hibernated_error(sandbox_id: &str) -> ProviderError {
     ProviderError::FailedPrecondition(format!(
         "sandbox {sandbox_id:?} is hibernated (checkpointed to disk, stopped): Resume wakes it"
     ))
-}
-
-/// Where runsc keeps one container's state (its `--root`) and the runsc binary, learnt from the
-/// container's running gVisor sandbox process on this host.
-///
-/// Why: containerd pauses a task before it checkpoints it, and with the runsc release these
-/// machines have, a checkpoint of a container that was itself *restored* leaves runsc's state
-/// saying "paused" after the sandbox is gone; the shim's `runsc delete` then refuses ("cannot
-/// delete container that is not stopped"), the state stays, and every later `docker start
-/// --checkpoint` of that container fails with "id already in use" (hibernating a sandbox that had
-/// been checkpointed once, then resuming it). Not a race: it lasted minutes.
-#[derive(Debug, Clone)]
-struct RunscState {
-    root: PathBuf,
-    binary: PathBuf,
-    container_id: String,
-}
-
-/// The runsc state of `container_id` (`None` when no runsc sandbox process of it is visible
-/// here: another host, another runtime).
-fn runsc_state_of(container_id: &str) -> Option<RunscState> {
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let name = entry.file_name();
-        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
-        let args: Vec<String> =
-            cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).to_string()).collect();
-        if !args.first().is_some_and(|a| a.starts_with("runsc"))
-            || !args.iter().any(|a| a.contains(container_id))
-        {
-            continue;
-        }
-        let root = args.iter().find_map(|a| a.strip_prefix("--root=")).map(PathBuf::from)?;
-        let binary = std::fs::read_link(entry.path().join("exe")).ok()?;
-        return Some(RunscState { root, binary, container_id: container_id.to_string() });
-    }
-    None
-}
-
-impl RunscState {
-    /// The container's state file(s) in runsc's root (`<id>_sandbox:<id>.state`).
-    fn state_file(&self) -> Option<PathBuf> {
-        let prefix = format!("{}_sandbox:", self.container_id);
-        std::fs::read_dir(&self.root).ok()?.flatten().map(|e| e.path()).find(|p| {
-            p.file_name().is_some_and(|n| {
-                let n = n.to_string_lossy();
-                n.starts_with(&prefix) && n.ends_with(".state")
-            })
-        })
-    }
-
-    /// (status, sandbox pid) the state file records; `None` when it is gone.
-    fn recorded(&self) -> Option<(String, i64)> {
-        let text = std::fs::read_to_string(self.state_file()?).ok()?;
-        let state: serde_json::Value = serde_json::from_str(&text).ok()?;
-        let status = state.get("status")?.as_str()?.to_string();
-        let pid = state.get("sandbox").and_then(|s| s.get("pid")).and_then(|p| p.as_i64()).unwrap_or(0);
-        Some((status, pid))
-    }
-
-    /// Wait until runsc's state of the checkpointed container is gone: the shim's delete
-    /// removes it, or it is the stale "paused" state of a sandbox that is gone (its process
-    /// exited), which is deleted here (`runsc delete --force`, which removes it and then
-    /// panics on the same transition in this release).
-    async fn settle(&self) {
-        const PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
-        let give_up = std::time::Instant::now() + PATIENCE;
-        loop {
-            match self.recorded() {
-                None => return,
-                Some((status, pid)) if status == "paused" && !process_alive(pid) => {
-                    tracing::info!(container_id = %self.container_id, "removing runsc's stale paused state of a checkpointed sandbox");
-                    let _ = tokio::process::Command::new(&self.binary)
-                        .arg(format!("--root={}", self.root.display()))
-                        .args(["delete", "--force", &self.container_id])
-                        .stdin(std::process::Stdio::null())
-                        .stdout(std::process::Stdio::null())
-                        .stderr(std::process::Stdio::null())
-                        .status()
-                        .await;
-                    if self.recorded().is_none() {
-                        return;
-                    }
-                }
-                Some(_) => {}
-            }
-            if std::time::Instant::now() >= give_up {
-                tracing::warn!(container_id = %self.container_id, root = %self.root.display(), "runsc's state of a checkpointed sandbox is still there; its restore may fail ('id already in use')");
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    }
-}
-
-/// Whether process `pid` runs (a zombie or no process is not running).
-fn process_alive(pid: i64) -> bool {
-    if pid <= 0 {
-        return false;
-    }
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state is the field after the command's closing parenthesis.
-        Ok(stat) => stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()) != Some("Z"),
-        Err(_) => false,
-    }
 }
 
 async fn blocking<T: Send + 'static>(
@@ -372,6 +293,19 @@ impl DockerProvider {
         }
     }
 
+    /// `docker start` of `name`, which the wrapper restores (a `RestoreRequest` names it).
+    async fn start_restored(&self, name: &str) -> Result<()> {
+        // A restore reads the whole image: bounded as a create's start.
+        match self.cli.run(&argv::start_args(name), self.config.create.start_timeout, None).await {
+            Ok(_) => Ok(()),
+            Err(CliError::Failed(f)) => Err(ProviderError::Docker(format!(
+                "restoring {name} (docker start) failed: {}",
+                f.error_line()
+            ))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// A live snapshot of a running gVisor sandbox: checkpoint (the processes stop), commit of
     /// the stopped container (its files of that moment), the checkpoint moved beside the
     /// snapshot; then, with `leave_running`, the sandbox restored from it. Nothing is left on a
@@ -384,14 +318,22 @@ impl DockerProvider {
         max_snapshots: usize,
     ) -> Result<SnapshotInfo> {
         validate_labels("labels", labels)?;
-        let source = self.live_source(id, "Checkpoint").await?;
+        let source = self.live_source(id, rpc::CHECKPOINT).await?;
         let sandbox_id = id.as_str();
         let _place = self.reserve_snapshot_place(max_snapshots).await?;
         let root = self.data_root().await?;
         let snapshot_id = argv::new_snapshot_id();
+        let making = self.making_snapshot(&snapshot_id);
         let name = checkpoint_name(&snapshot_id);
         let taken = Self::container_checkpoint(&root, &source.id, &name);
         let store = Self::store_dir(&root, &snapshot_id);
+        if self.restore_dir(&source.host.runtime).await.is_some() {
+            let taken = self
+                .checkpoint_direct(sandbox_id, &source.id, &snapshot_id, &store, labels, leave_running)
+                .await?;
+            making.answered();
+            return Ok(taken);
+        }
         let hub = self.states.hub();
         hub.expect_event(sandbox_id, "die", None);
         let started = std::time::Instant::now();
@@ -424,7 +366,45 @@ impl DockerProvider {
             return Err(e);
         }
         tracing::info!(sandbox_id, snapshot_id = %snapshot_id, ?checkpointed, total = ?started.elapsed(), "live snapshot taken");
-        self.snapshot_info(&snapshot_id).await
+        let taken = self.snapshot_info(&snapshot_id).await?;
+        making.answered();
+        Ok(taken)
+    }
+
+    /// `checkpoint` on a runtime whose runsc the server calls (`runsc_direct.rs`): runsc's
+    /// checkpoint straight into the snapshot's store (with `leave_running` the sandbox goes
+    /// on), then the commit of its files.
+    async fn checkpoint_direct(
+        &self,
+        sandbox_id: &str,
+        container_id: &str,
+        snapshot_id: &str,
+        store: &Path,
+        labels: &BTreeMap<String, String>,
+        leave_running: bool,
+    ) -> Result<SnapshotInfo> {
+        if self.states.state(sandbox_id) == Some(ContainerState::Paused) {
+            return Err(ProviderError::Paused(sandbox_id.into()));
+        }
+        self.no_execs_running(sandbox_id).await?;
+        let hub = self.states.hub();
+        if !leave_running {
+            hub.expect_event(sandbox_id, "die", None);
+        }
+        let started = std::time::Instant::now();
+        if let Err(e) = self.runsc_checkpoint(sandbox_id, container_id, store, leave_running).await {
+            if !leave_running {
+                hub.take_expected(sandbox_id, "die");
+            }
+            return Err(e);
+        }
+        let checkpointed = started.elapsed();
+        if let Err(e) = self.commit_as(sandbox_id, snapshot_id, labels, true).await {
+            let _ = std::fs::remove_dir_all(store);
+            return Err(e);
+        }
+        tracing::info!(sandbox_id, snapshot_id, ?checkpointed, total = ?started.elapsed(), "live snapshot taken by runsc");
+        self.snapshot_info(snapshot_id).await
     }
 
     /// Remove the checkpoint kept beside a live snapshot (none: nothing to do).
@@ -462,9 +442,10 @@ impl DockerProvider {
         }
     }
 
-    /// Put live snapshot `snapshot_id`'s checkpoint into the created container `name`'s own
-    /// `checkpoints/` (hard links): the name `docker start --checkpoint` takes.
-    pub(super) async fn place_checkpoint(&self, name: &str, snapshot_id: &str) -> Result<String> {
+    /// How the created container `name` starts from live snapshot `snapshot_id`: restored by
+    /// the wrapper from the snapshot's store (`runsc_direct.rs`), or from a hard-linked copy in
+    /// its own `checkpoints/` (the name `docker start --checkpoint` takes).
+    pub(super) async fn place_checkpoint(&self, name: &str, snapshot_id: &str) -> Result<LiveStart> {
         let root = self.data_root().await?;
         let store = Self::store_dir(&root, snapshot_id);
         if !store.is_dir() {
@@ -473,9 +454,13 @@ impl DockerProvider {
                 store.display()
             )));
         }
-        let container_id = self.container_id(name).await?;
+        let (container_id, runtime) = self.id_and_runtime(name).await?;
         if container_id.is_empty() {
             return Err(ProviderError::SandboxNotFound(name.into()));
+        }
+        if let Some(restore_dir) = self.restore_dir(&runtime).await {
+            let request = RestoreRequest::write(&restore_dir, &container_id, &store).await?;
+            return Ok(LiveStart::Restore { _request: request });
         }
         let checkpoint = checkpoint_name(snapshot_id);
         let target = Self::container_checkpoint(&root, &container_id, &checkpoint);
@@ -487,7 +472,7 @@ impl DockerProvider {
             mark_restore(&target, &container_id)
         })
         .await?;
-        Ok(checkpoint)
+        Ok(LiveStart::Checkpoint(checkpoint))
     }
 
     /// `count` sandboxes restored from a live snapshot: `snapshot_id`'s, else a fresh one of
@@ -571,7 +556,7 @@ impl DockerProvider {
     /// Checkpoint the sandbox to disk and stop it: its memory is freed. Hibernating a
     /// hibernated sandbox succeeds.
     pub async fn hibernate(&self, id: &SandboxId) -> Result<Hibernated> {
-        let source = self.live_source(id, "Hibernate").await?;
+        let source = self.live_source(id, rpc::HIBERNATE).await?;
         let sandbox_id = id.as_str();
         let root = self.data_root().await?;
         let dir = Self::container_checkpoint(&root, &source.id, HIBERNATE_CHECKPOINT);
@@ -579,9 +564,21 @@ impl DockerProvider {
             return Ok(Hibernated { checkpoint_bytes: tree_bytes(&dir), memory_freed_bytes: 0 });
         }
         let memory = self.stats(id).await.map(|s| s.memory_usage_bytes).unwrap_or(0);
+        let direct = self.restore_dir(&source.host.runtime).await.is_some();
         let hub = self.states.hub();
         hub.expect_event(sandbox_id, "die", Some(EventKind::Hibernated));
-        if let Err(e) = self.checkpoint_container(sandbox_id, HIBERNATE_CHECKPOINT).await {
+        let checkpointed = if direct {
+            match self.states.state(sandbox_id) {
+                Some(ContainerState::Paused) => Err(ProviderError::Paused(sandbox_id.into())),
+                _ => match self.no_execs_running(sandbox_id).await {
+                    Ok(()) => self.runsc_checkpoint(sandbox_id, &source.id, &dir, false).await,
+                    Err(e) => Err(e),
+                },
+            }
+        } else {
+            self.checkpoint_container(sandbox_id, HIBERNATE_CHECKPOINT).await
+        };
+        if let Err(e) = checkpointed {
             hub.take_expected(sandbox_id, "die");
             let _ = std::fs::remove_dir_all(&dir);
             return Err(e);
@@ -635,22 +632,32 @@ impl DockerProvider {
             return Ok(false);
         }
         let sandbox_id = id.as_str();
-        if let (Ok(root), Ok(full)) = (self.data_root().await, self.container_id(sandbox_id).await) {
-            let dir = Self::container_checkpoint(&root, &full, HIBERNATE_CHECKPOINT);
-            blocking(move || mark_restore(&dir, &full)).await?;
-        }
+        let (full, runtime) = self.id_and_runtime(sandbox_id).await?;
+        let root = self.data_root().await?;
+        let dir = Self::container_checkpoint(&root, &full, HIBERNATE_CHECKPOINT);
+        let restore = match self.restore_dir(&runtime).await {
+            Some(restore_dir) => Some(RestoreRequest::write(&restore_dir, &full, &dir).await?),
+            None => {
+                let (dir, full) = (dir.clone(), full.clone());
+                blocking(move || mark_restore(&dir, &full)).await?;
+                None
+            }
+        };
         let hub = self.states.hub();
         hub.expect_event(sandbox_id, "start", Some(EventKind::Resumed));
-        if let Err(e) = self.start_from_checkpoint(sandbox_id, HIBERNATE_CHECKPOINT).await {
+        let started = match &restore {
+            Some(_) => self.start_restored(sandbox_id).await,
+            None => self.start_from_checkpoint(sandbox_id, HIBERNATE_CHECKPOINT).await,
+        };
+        drop(restore);
+        if let Err(e) = started {
             hub.take_expected(sandbox_id, "start");
             return Err(e);
         }
         if let Ok(mut h) = self.hibernated.lock() {
             h.remove(sandbox_id);
         }
-        if let (Ok(root), Ok(full)) = (self.data_root().await, self.container_id(sandbox_id).await) {
-            let _ = std::fs::remove_dir_all(Self::container_checkpoint(&root, &full, HIBERNATE_CHECKPOINT));
-        }
+        let _ = std::fs::remove_dir_all(&dir);
         tracing::info!(sandbox_id, "sandbox woken from hibernation");
         Ok(true)
     }

@@ -48,14 +48,13 @@ impl DockerProvider {
     /// the container (a restarted server or another replica). Ids of another shape, unknown
     /// containers and containers without the ownership label are all `SandboxNotFound`.
     pub async fn handle(&self, sandbox_id: &str) -> Result<SandboxHandle> {
-        if !SandboxId::has_valid_shape(sandbox_id) {
+        if !SandboxId::has_valid_shape(sandbox_id) || self.closing_now(sandbox_id) {
             return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
         }
         if let Some(h) = self.handles.lock().ok().and_then(|m| m.get(sandbox_id).cloned()) {
             return Ok(h);
         }
         let found = self.owned(sandbox_id).await?;
-        self.note_network(sandbox_id, found.tenant.as_deref(), found.network.as_deref());
         let running = found.state.is_running();
         let shell =
             if running { self.detect_shell(self.engine.as_ref(), sandbox_id).await? } else { "sh".into() };
@@ -83,10 +82,11 @@ impl DockerProvider {
     }
 
     /// Re-attach to a running sandbox from its descriptor, rediscovering image and shell.
-    /// Containers without this service's ownership label are refused.
+    /// Containers without this service's ownership label are refused, and so is a sandbox
+    /// closed here whose container's removal is still under way (it is gone for every caller).
     pub async fn connect(&self, descriptor: &SandboxDescriptor) -> Result<SandboxHandle> {
         let id = descriptor.sandbox_id.as_str();
-        if !SandboxId::has_valid_shape(id) {
+        if !SandboxId::has_valid_shape(id) || self.closing_now(id) {
             return Err(ProviderError::SandboxNotFound(id.into()));
         }
         let found = self.owned(id).await?;
@@ -100,7 +100,6 @@ impl DockerProvider {
             }
         }
         let shell = self.detect_shell(self.engine.as_ref(), id).await?;
-        self.note_network(id, found.tenant.as_deref(), found.network.as_deref());
         let handle = SandboxHandle {
             sandbox_id: id.into(),
             image: found.image,

@@ -9,7 +9,8 @@
 //! `lookup` (inspect, handle, connect), `create` (run, reconciliation, probe), `exec`, `files`
 //! (upload, download), `status` (status, endpoint, close), `sessions` (`create_pty`), `compose`
 //! (NeMo Gym's Compose helpers), and `backend` (the `SandboxBackend` implementation); and branching:
-//! `snapshot` (commit, list, delete, expiry), `fork`, `diff`, `pause` (pause, resume); and usage: `stats` over `cgroup` (the kernel's
+//! `snapshot` (commit, list, delete, expiry), `fork`, `diff`, `pause` (pause, resume), `live`
+//! (gVisor checkpoints, live forks, hibernation) over `runsc_direct` (runsc called directly); and usage: `stats` over `cgroup` (the kernel's
 //! counters), lifecycle events for `Watch` from `events` (`watch_events`).
 
 mod agent_host;
@@ -23,20 +24,26 @@ mod compose;
 mod create;
 mod diff;
 mod disk;
+mod disk_stock;
 mod egress;
+pub mod engine_api;
 pub mod events;
 mod exec;
 pub mod failure;
 pub(crate) mod files;
 mod fork;
 mod fs;
+mod held_files;
+pub mod host_tools;
 mod images;
+mod init_kill;
 mod inventory;
 pub mod labels;
 mod layers;
 mod live;
 mod logs;
 mod lookup;
+mod loop_mount;
 pub mod mask;
 mod oci_runtime;
 mod owned;
@@ -45,17 +52,23 @@ mod ping;
 mod processes;
 pub mod provider;
 pub mod pty;
+mod removal_state;
 mod reset;
+mod runsc_direct;
 pub mod runtime;
 pub mod sessions;
 mod snapshot;
+mod snapshot_making;
 pub mod state;
 mod stats;
 mod status;
+mod subnets;
 pub mod tarstream;
+mod templates;
 mod transfer;
 pub mod transport;
 mod usage;
 mod watch_events;
 
+pub use disk_stock::STOCK_PER_SIZE;
 pub use provider::DockerProvider;

@@ -34,6 +34,15 @@ pub struct RuntimeChoice {
 const BUILT_IN_RUNTIME: &str = "runc";
 
 impl DockerProvider {
+    /// Whether a sandbox on offered runtime `name` (`None`: the default) runs on Docker's
+    /// built-in runc, whose container init is a host process that is pid 1 of the sandbox's
+    /// namespace (what `init_kill.rs` ends a sandbox through). Another runtime's (gVisor's
+    /// sandbox processes) may die while Docker still reads the container running.
+    pub(super) fn on_built_in_runtime(&self, name: Option<&str>) -> bool {
+        let name = name.unwrap_or(self.config.create.runtime.as_str());
+        self.config.runtimes.get(name).is_some_and(|offer| offer.daemon_name() == BUILT_IN_RUNTIME)
+    }
+
     /// The runtime `spec` runs on; `snapshot_runtime` is its snapshot's (`""`: one taken
     /// before runtimes were recorded, which runs on the default).
     pub(super) async fn choose_runtime(
@@ -78,7 +87,7 @@ impl DockerProvider {
             return Err(ProviderError::FailedPrecondition(format!(
                 "spec.runtime: runtime {name:?} needs the Docker daemon's runtime {daemon_name:?}, which the \
                  daemon has not registered (`docker info` lists: {}); register it in the daemon's \
-                 daemon.json (see the README, \"Sandboxes on gVisor\")",
+                 daemon.json (see docs/runtimes.md, \"Sandboxes on gVisor\")",
                 registered.join(", ")
             )));
         }

@@ -18,6 +18,9 @@ impl DockerProvider {
             agent.prune_run_dirs_due().await; // run directories sandboxes left behind
         }
         self.prune_disks_due().await; // disk files of containers that are gone
+        self.finish_abandoned_closes().await; // closes whose server died
+        self.remove_abandoned_snapshots().await; // snapshots whose call never answered
+        self.prune_networks_due().await; // networks no sandbox used for network_idle_s
         let out = self.control(argv::sweep_list_args(&self.config.create)).await?;
         let owned = parse_listing(&out.stdout_text());
         Ok(OwnedListing { owned, gone: self.prune_gone() })

@@ -94,11 +94,14 @@ pub struct DockerProvider {
     /// The host file every new sandbox bind-mounts as its agent.
     pub(super) agent_binary: Option<PathBuf>,
     pub(super) handles: Mutex<HashMap<String, SandboxHandle>>,
-    /// The service network (`spec.network`) of each sandbox known to be on one, by Docker
-    /// name: removed after the sandbox when no other container uses it (`runtime.rs`).
-    pub(super) networks: Mutex<HashMap<String, String>>,
-    /// Serialises a network's removal with creates joining it (`runtime.rs`).
+    /// The service networks (Docker names) this server made or found: a hint only, dropped
+    /// when Docker says one is gone (`runtime.rs`).
+    pub(super) networks: Mutex<HashSet<String>>,
+    /// Serialises this server's making and removing of networks (`runtime.rs`).
     pub(super) network_gate: tokio::sync::Mutex<()>,
+    /// This deployment's networks seen without a sandbox, since when (the sweep's grace).
+    pub(super) idle_networks: Mutex<HashMap<String, i64>>,
+    pub(super) networks_pruned_ms: std::sync::atomic::AtomicI64,
     /// Owned containers' states, kept current by `docker events`.
     pub(super) states: StateWatch,
     /// Ids this process closed, so their status reads `stopped` rather than unknown.
@@ -120,6 +123,8 @@ pub struct DockerProvider {
     /// Sandboxes known to have no loop disk (`disk.rs`'s label): their removal asks nothing.
     pub(super) no_disk: Mutex<HashSet<String>>,
     pub(super) disks_pruned_ms: std::sync::atomic::AtomicI64,
+    /// Disk files formatted ahead of creates (`disk_stock.rs`).
+    pub(super) disk_stock: super::disk_stock::DiskStock,
     /// Processes started and OOM kills attributed, per sandbox (`usage.rs`).
     pub(super) usage_book: crate::core::usage::UsageBook,
     /// What each sandbox this process created is reset to (`reset.rs`).
@@ -127,13 +132,27 @@ pub struct DockerProvider {
     /// Each reset sandbox's layer directories, read once (`reset.rs`): they are the
     /// container's for its whole life, and a recycling pool resets a sandbox per rollout.
     pub(super) reset_layers: Mutex<HashMap<String, super::layers::Layers>>,
-    /// Removals a close left to the background (`closing.rs`).
+    /// Removals a close left to the background (`closing.rs`), their records' directory
+    /// (`<state_dir>/closing`) and what they share with this provider.
     pub(super) removals: tokio_util::task::TaskTracker,
+    pub(super) closing_dir: PathBuf,
+    /// Records of the snapshots calls are making (`snapshot_making.rs`).
+    pub(super) snapshotting_dir: PathBuf,
+    pub(super) closings: Arc<super::removal_state::Closings>,
+    /// The container's full id of each sandbox this process created, and when it started: a
+    /// close ends it from the host (`init_kill.rs`) and reads its usage without the daemon.
+    pub(super) init_ids: Mutex<HashMap<String, (String, std::time::SystemTime)>>,
+    /// The local daemon's Engine API for a create's start, rename and layer inspect, when the
+    /// CLI reaches the daemon through a local socket (`engine_api.rs`); `None`: the CLI only.
+    pub(super) engine_api: Option<super::engine_api::EngineApi>,
     /// The daemon's data root (`docker info`'s DockerRootDir), once asked (`live.rs`).
     pub(super) data_root: tokio::sync::OnceCell<PathBuf>,
     /// Sandboxes this process hibernated and has not woken (`live.rs`; a restarted server
     /// finds them by their checkpoint).
     pub(super) hibernated: Mutex<HashSet<String>>,
+    /// Each daemon runtime's restore directory (`runsc_direct.rs`; `None`: not registered
+    /// through `scripts/sandboxd-runsc`), once asked.
+    pub(super) restore_dirs: Mutex<HashMap<String, Option<PathBuf>>>,
 }
 
 impl DockerProvider {
@@ -146,7 +165,9 @@ impl DockerProvider {
     /// As `new`, sandboxes' run directories under `state_dir` (`server.state_dir`).
     pub fn new_in(config: DockerConfig, state_dir: PathBuf) -> Result<Self> {
         let binary = DockerCli::locate().map_err(ProviderError::Unavailable)?;
-        Self::with_binary_in(config, binary, state_dir)
+        let mut provider = Self::with_binary_in(config, binary, state_dir)?;
+        provider.engine_api = super::engine_api::EngineApi::local();
+        Ok(provider)
     }
 
     /// A provider running `binary` as docker (tests use a recording fake).
@@ -205,8 +226,10 @@ impl DockerProvider {
             agent,
             agent_binary,
             handles: Mutex::new(HashMap::new()),
-            networks: Mutex::new(HashMap::new()),
+            networks: Mutex::default(),
             network_gate: tokio::sync::Mutex::new(()),
+            idle_networks: Mutex::default(),
+            networks_pruned_ms: Default::default(),
             closed: Mutex::new(HashSet::new()),
             pty_sessions: Mutex::new(HashMap::new()),
             snapshot_lock: tokio::sync::Mutex::new(()),
@@ -217,12 +240,19 @@ impl DockerProvider {
             disks: Mutex::default(),
             no_disk: Mutex::default(),
             disks_pruned_ms: Default::default(),
+            disk_stock: super::disk_stock::DiskStock::new(&state_dir.join("disks")),
             usage_book: Default::default(),
             baselines: Mutex::default(),
             reset_layers: Mutex::default(),
             removals: tokio_util::task::TaskTracker::new(),
+            closing_dir: state_dir.join("closing"),
+            snapshotting_dir: state_dir.join("snapshotting"),
+            closings: Arc::default(),
+            init_ids: Mutex::default(),
+            engine_api: None,
             data_root: Default::default(),
             hibernated: Mutex::default(),
+            restore_dirs: Mutex::default(),
         })
     }
 
@@ -354,6 +384,9 @@ impl DockerProvider {
 
     pub(super) fn forget(&self, id: &str) {
         if let Ok(mut map) = self.handles.lock() {
+            map.remove(id);
+        }
+        if let Ok(mut map) = self.init_ids.lock() {
             map.remove(id);
         }
     }

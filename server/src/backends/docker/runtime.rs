@@ -1,14 +1,18 @@
 //! A spec's runtime requirements on Docker: the operator's policy (allowed capabilities, a
 //! `none` network), the service's own networks and named volumes (made on first use, checked
-//! to be ours, a network removed when its last sandbox closes), volume subpaths linked in the
-//! sandbox, and a sandbox's address (`NetworkAddress`).
+//! to be ours, made again when found gone; a network no sandbox used for `network_idle_s`
+//! removed by the sweep, never on a close), volume subpaths linked in the sandbox, and a
+//! sandbox's address (`NetworkAddress`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use super::argv;
 use super::failure::{CliError, DockerFailureKind};
 use super::provider::DockerProvider;
 use super::state::ContainerState;
+use super::subnets::{self, SubnetPool};
 use super::transport::ExecSpec;
 use crate::core::runtime::{unscoped_name, NetworkAddress, VolumeInfo, NEVER_ADDED};
 use crate::core::spec::{ExecParams, SandboxId, SandboxSpec};
@@ -92,73 +96,180 @@ impl DockerProvider {
         Ok(())
     }
 
-    /// Remember that `sandbox_id` is on the service network of `spec` (or of its label).
-    pub(super) fn note_network(&self, sandbox_id: &str, tenant: Option<&str>, network: Option<&str>) {
-        if let (Some(network), Ok(mut map)) = (network, self.networks.lock()) {
-            map.insert(sandbox_id.to_string(), argv::network_name(tenant, network));
-        }
-    }
-
-    /// A create of `spec` under `creating` will use its network: noted under the gate, so a
-    /// `release_network` either sees this user or has removed the network before
-    /// `prepare_runtime` makes it again.
-    /// Made (or found, and checked to be ours) under the gate too, unless another sandbox
-    /// known here is on it: concurrent `docker network create`s of one name can make two
-    /// networks of that name on Engine 20.10, and every later use is then "ambiguous".
-    pub(super) async fn join_network(&self, creating: &str, spec: &SandboxSpec) -> Result<()> {
+    /// The service network a create of `spec` uses is there. Made (or found, and checked to
+    /// be ours) under the gate the first time this server uses it; after that a create trusts
+    /// it until Docker says it is gone (`remake_network`): any server may remove an empty one
+    /// (the sweep, `prune_networks_due`), so what this server saw is only a hint.
+    pub(super) async fn join_network(&self, spec: &SandboxSpec) -> Result<()> {
         let Some(network) = &spec.network else { return Ok(()) };
-        let tenant = spec.tenant.as_deref();
-        let name = argv::network_name(tenant, network);
-        let _gate = self.network_gate.lock().await;
-        let known = self.networks.lock().map(|m| m.values().any(|n| *n == name)).unwrap_or(false);
-        self.note_network(creating, tenant, Some(network));
-        if known {
+        let name = argv::network_name(spec.tenant.as_deref(), network);
+        if self.network_known(&name) {
             return Ok(());
         }
-        let labels = self.resource_labels(tenant);
-        let mut create = argv::network_create_args(&name, &labels);
-        let operator = argv::operator_labels(&self.config.create.extra_run_args);
-        if tenant.is_none() && *network == argv::isolated_network_name(&operator) {
-            create.splice(
-                create.len() - 1..create.len() - 1,
-                [String::from("--opt"), argv::NO_ICC_OPTION.into()],
-            );
-        }
-        let made = match self.control(create).await {
-            Ok(_) => Ok(()),
-            // Another server made it first, or it is a stranger's: its labels say which.
-            Err(CliError::Failed(f)) if f.stderr.contains("already exists") => {
-                self.check_ours("network", &name, &labels, "spec.network").await
-            }
-            Err(e) => Err(e.into()),
-        };
-        if made.is_err() {
-            self.forget_network(creating);
-        }
-        made
-    }
-
-    /// Drop a create's note (the sandbox is noted under its id now).
-    pub(super) fn forget_network(&self, creating: &str) {
-        if let Ok(mut map) = self.networks.lock() {
-            map.remove(creating);
-        }
-    }
-
-    /// After a sandbox is removed: remove its service network if no container is left on it
-    /// (Docker refuses to remove a network in use, so one another sandbox uses stays).
-    pub(super) async fn release_network(&self, sandbox_id: &str) {
         let _gate = self.network_gate.lock().await;
-        // Forgotten, and whether another sandbox known here is still on it, under one lock.
-        let name = match self.networks.lock() {
-            Ok(mut map) => match map.remove(sandbox_id) {
-                Some(name) if !map.values().any(|n| *n == name) => name,
-                _ => return,
-            },
+        if self.network_known(&name) {
+            return Ok(());
+        }
+        self.make_network(&name, spec.tenant.as_deref(), network).await?;
+        if let Ok(mut known) = self.networks.lock() {
+            known.insert(name);
+        }
+        Ok(())
+    }
+
+    /// A create found `spec`'s network gone (another server's sweep removed it) or doubled
+    /// (two servers made it at once): forgotten, and made again, so the create goes on.
+    pub(super) async fn remake_network(&self, spec: &SandboxSpec) -> Result<()> {
+        if let (Some(network), Ok(mut known)) = (&spec.network, self.networks.lock()) {
+            known.remove(&argv::network_name(spec.tenant.as_deref(), network));
+        }
+        tracing::info!(network = ?spec.network, tenant = ?spec.tenant, "the service network is gone or doubled: made again");
+        self.join_network(spec).await
+    }
+
+    fn network_known(&self, name: &str) -> bool {
+        self.networks.lock().is_ok_and(|known| known.contains(name))
+    }
+
+    /// Make network `name` idempotently, by Docker's facts: exactly one network of that name,
+    /// ours. Concurrent `docker network create`s of one name (two servers) can make two on
+    /// Engine 20.10, and every later use is then "ambiguous": all but the lowest id are removed
+    /// (Docker refuses to remove one a container is on).
+    async fn make_network(&self, name: &str, tenant: Option<&str>, network: &str) -> Result<()> {
+        const TRIES: usize = 5;
+        let labels = self.resource_labels(tenant);
+        let mut last = String::new();
+        // The subnet of the name's own start is tried first without reading every network's
+        // (1.7 s with 200 networks here); taken, the daemon's networks are read.
+        let mut read_used = false;
+        for _ in 0..TRIES {
+            let out = self.control(argv::network_ids_args(name)).await?;
+            let mut ids: Vec<String> = out.stdout_text().split_whitespace().map(String::from).collect();
+            ids.sort();
+            match ids.len() {
+                // By id: another server's sweep may remove it meanwhile (then: again).
+                1 => match self.labels_of("network", &ids[0]).await? {
+                    None => continue,
+                    Some(found) if has_all(&found, &labels) => return Ok(()),
+                    Some(_) => {
+                        return Err(ProviderError::PermissionDenied(format!(
+                            "spec.network: the network {name} exists but was not made by this service"
+                        )))
+                    }
+                },
+                0 => {}
+                _ => {
+                    for extra in &ids[1..] {
+                        if let Err(e) = self.control(argv::resource_rm_args("network", extra)).await {
+                            tracing::debug!(network = %name, id = %extra, error = %e, "a doubled network stays (in use)");
+                        }
+                    }
+                    continue;
+                }
+            }
+            let mut create = argv::network_create_args(name, &labels);
+            let operator = argv::operator_labels(&self.config.create.extra_run_args);
+            if tenant.is_none() && network == argv::isolated_network_name(&operator) {
+                create.splice(
+                    create.len() - 1..create.len() - 1,
+                    [String::from("--opt"), argv::NO_ICC_OPTION.into()],
+                );
+            }
+            if let Some(pool) = SubnetPool::from_config(&self.config.create) {
+                let used = if read_used { self.used_subnets().await? } else { Vec::new() };
+                let subnet = pool.pick(name, &used).ok_or_else(|| {
+                    ProviderError::ResourceExhausted(format!(
+                        "network {name}: docker.create.tenant_subnets ({}) has no /{} left for another network ({} networks): widen docker.create.tenant_subnets or raise docker.create.tenant_subnet_prefix",
+                        self.config.create.tenant_subnets.as_deref().unwrap_or_default(),
+                        self.config.create.tenant_subnet_prefix,
+                        pool.capacity()
+                    ))
+                })?;
+                create = argv::with_subnet(create, &subnet.to_string());
+            }
+            match self.control(create).await {
+                // Looked at again: another server may have made one of the name at once.
+                Ok(_) => {}
+                Err(CliError::Failed(f)) if f.stderr.contains("already exists") => {}
+                // Another network took that subnet first: picked again from Docker's facts.
+                Err(CliError::Failed(f)) if f.kind == DockerFailureKind::SubnetTaken => {
+                    last = f.error_line();
+                    read_used = true;
+                }
+                Err(CliError::Failed(f)) if f.kind == DockerFailureKind::AddressPoolsExhausted => {
+                    return Err(ProviderError::ResourceExhausted(format!(
+                        "network {name}: the Docker daemon has no address pool left for another network ({}): set docker.create.tenant_subnets to a private IPv4 range to carve the service's networks from (or add default-address-pools to the daemon's configuration)",
+                        f.error_line()
+                    )))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ProviderError::Unavailable(format!(
+            "network {name}: not made after {TRIES} tries (others made or removed networks at the same time){}",
+            if last.is_empty() { String::new() } else { format!(": {last}") }
+        )))
+    }
+
+    /// Every subnet the daemon's networks hold (IPv4): one Engine API listing where the daemon
+    /// is local, else (or when that fails) the CLI's inspect of every network.
+    async fn used_subnets(&self) -> Result<Vec<ipnet::Ipv4Net>> {
+        if let Some(api) = &self.engine_api {
+            match api.subnets().await {
+                Ok(found) => return Ok(subnets::parse_used(&found.join(" "))),
+                Err(e) => tracing::debug!(error = %e, "the networks' subnets by the CLI instead"),
+            }
+        }
+        let ids = self.control(argv::all_network_ids_args()).await?;
+        let ids: Vec<String> = ids.stdout_text().split_whitespace().map(String::from).collect();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        match self.control(argv::network_subnets_args(&ids)).await {
+            Ok(out) => Ok(subnets::parse_used(&out.stdout_text())),
+            // A network removed between the two calls: the others were printed.
+            Err(CliError::Failed(f)) => Ok(subnets::parse_used(&String::from_utf8_lossy(&f.stdout))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The sweep's part: this deployment's networks that no sandbox of any server is on (in
+    /// any state: a created container holds no endpoint yet) for `docker.create.network_idle_s`
+    /// are removed. Docker refuses to remove a network with endpoints; a create that loses
+    /// its network to this anyway makes it again (`remake_network`).
+    pub(super) async fn prune_networks_due(&self) {
+        let idle = self.config.create.network_idle;
+        let every = (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+        let now = crate::core::lease::now_ms();
+        if now - self.networks_pruned_ms.load(Ordering::Relaxed) < every.as_millis() as i64 {
+            return;
+        }
+        self.networks_pruned_ms.store(now, Ordering::Relaxed);
+        let operator = argv::operator_labels(&self.config.create.extra_run_args);
+        let Ok(ours) =
+            self.control(argv::labelled_networks_args(&argv::resource_labels(None, &operator))).await
+        else {
+            return;
+        };
+        let Ok(used) = self.control(argv::sandbox_networks_args()).await else { return };
+        let used: HashSet<String> =
+            used.stdout_text().lines().flat_map(|l| l.split(',')).map(|n| n.trim().to_string()).collect();
+        let ours: Vec<String> = ours.stdout_text().split_whitespace().map(String::from).collect();
+        let due = match self.idle_networks.lock() {
+            Ok(mut since) => idle_due(&mut since, &ours, &used, now, idle),
             Err(_) => return,
         };
-        if let Err(e) = self.control(argv::resource_rm_args("network", &name)).await {
-            tracing::debug!(network = %name, error = %e, "network kept (still in use, or gone)");
+        for name in due {
+            let _gate = self.network_gate.lock().await;
+            if let Ok(mut known) = self.networks.lock() {
+                known.remove(&name);
+            }
+            match self.control(argv::resource_rm_args("network", &name)).await {
+                Ok(_) => {
+                    tracing::info!(network = %name, "removed a network no sandbox used for network_idle_s")
+                }
+                Err(e) => tracing::debug!(network = %name, error = %e, "network kept (in use, or gone)"),
+            }
         }
     }
 
@@ -199,8 +310,14 @@ impl DockerProvider {
             Some(found) if !has_all(&found, &labels) => return Ok(()),
             Some(_) => {}
         }
-        let users = self.control(argv::containers_using_volume_args(&docker_name)).await?;
-        let count = String::from_utf8_lossy(&users.stdout).lines().filter(|l| !l.trim().is_empty()).count();
+        // A sandbox closed a moment ago holds the volume until its background removal ends
+        // (`closing.rs`).
+        let count = self
+            .looked_at_after_removals(
+                || self.volume_users(&docker_name),
+                |count| matches!(count, Ok(n) if *n > 0),
+            )
+            .await?;
         if count > 0 {
             return Err(ProviderError::InUse(format!("volume {name:?} is mounted by {count} sandbox(es)")));
         }
@@ -212,6 +329,12 @@ impl DockerProvider {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// How many containers mount the Docker volume `docker_name`.
+    async fn volume_users(&self, docker_name: &str) -> Result<usize> {
+        let users = self.control(argv::containers_using_volume_args(docker_name)).await?;
+        Ok(String::from_utf8_lossy(&users.stdout).lines().filter(|l| !l.trim().is_empty()).count())
     }
 
     /// The labels this service's networks and volumes carry (owner, tenant, operator's).
@@ -238,7 +361,12 @@ impl DockerProvider {
                     serde_json::from_slice(&out.stdout).unwrap_or_default();
                 Ok(Some(labels.unwrap_or_default()))
             }
-            Err(CliError::Failed(f)) if f.stderr.to_ascii_lowercase().contains("no such") => Ok(None),
+            Err(CliError::Failed(f))
+                if f.stderr.to_ascii_lowercase().contains("no such")
+                    || f.kind == DockerFailureKind::NetworkGone =>
+            {
+                Ok(None)
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -246,6 +374,27 @@ impl DockerProvider {
     fn control_timeout_or_default(&self) -> std::time::Duration {
         self.control_timeout().unwrap_or(std::time::Duration::from_secs(30))
     }
+}
+
+/// Which of `ours` have had no sandbox on them (`used`) for `idle`, by when each was first seen
+/// empty (`since`, updated: a used network is forgotten, an empty one noted).
+fn idle_due(
+    since: &mut HashMap<String, i64>,
+    ours: &[String],
+    used: &HashSet<String>,
+    now: i64,
+    idle: Duration,
+) -> Vec<String> {
+    since.retain(|name, _| ours.contains(name) && !used.contains(name));
+    let mut due = Vec::new();
+    for name in ours.iter().filter(|n| !used.contains(*n)) {
+        let first = *since.entry(name.clone()).or_insert(now);
+        if now - first >= idle.as_millis() as i64 {
+            due.push(name.clone());
+            since.remove(name);
+        }
+    }
+    due
 }
 
 /// Whether `found` carries every `KEY=VALUE` of `labels`.
@@ -309,6 +458,25 @@ mod tests {
     fn inspected(labels: &str, state: &str, networks: &[(&str, &str)]) -> String {
         let lines: String = networks.iter().map(|(n, ip)| format!("{n}\t{ip}\n")).collect();
         format!("{labels}\t{state}\n{lines}")
+    }
+
+    #[test]
+    fn a_network_goes_only_after_being_empty_for_its_idle_time() {
+        let idle = Duration::from_secs(10);
+        let ours: Vec<String> = ["a", "b", "c"].map(String::from).into();
+        let mut since = HashMap::new();
+        let used: HashSet<String> = ["b".to_string()].into();
+        assert!(idle_due(&mut since, &ours, &used, 0, idle).is_empty(), "first seen empty");
+        assert_eq!(since.len(), 2);
+        assert!(idle_due(&mut since, &ours, &used, 9_999, idle).is_empty());
+        // `a` was used in between: its clock starts again.
+        let a_used: HashSet<String> = ["a".to_string(), "b".to_string()].into();
+        assert!(idle_due(&mut since, &ours, &a_used, 9_999, idle).is_empty());
+        assert_eq!(idle_due(&mut since, &ours, &used, 10_000, idle), ["c"]);
+        assert!(idle_due(&mut since, &ours, &used, 19_999, idle).is_empty());
+        assert_eq!(idle_due(&mut since, &ours, &used, 20_000, idle), ["a"]);
+        // Networks that are no longer there are forgotten.
+        assert!(idle_due(&mut since, &[], &used, 30_000, idle).is_empty() && since.is_empty());
     }
 
     #[test]

@@ -118,21 +118,26 @@ impl DockerProvider {
             return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
         }
         self.owned(sandbox_id).await?;
-        self.commit_owned(sandbox_id, labels, max_snapshots).await
+        let (taken, making) = self.commit_owned(sandbox_id, labels, max_snapshots).await?;
+        making.answered();
+        Ok(taken)
     }
 
-    /// `commit_snapshot` of a sandbox already known to be ours (a fork inspected it).
+    /// The commit of a sandbox already known to be ours (a fork inspected it) to a new
+    /// snapshot, recorded as under way once its place under the bound is reserved (a refused
+    /// call leaves no record): the caller answers the record when it answers its own caller.
     pub(super) async fn commit_owned(
         &self,
         sandbox_id: &str,
         labels: &BTreeMap<String, String>,
         max_snapshots: usize,
-    ) -> Result<SnapshotInfo> {
+    ) -> Result<(SnapshotInfo, super::snapshot_making::SnapshotMaking)> {
         let _place = self.reserve_snapshot_place(max_snapshots).await?;
         let snapshot_id = argv::new_snapshot_id();
+        let making = self.making_snapshot(&snapshot_id);
         self.commit_as(sandbox_id, &snapshot_id, labels, false).await?;
         tracing::info!(sandbox_id, snapshot_id = %snapshot_id, "snapshot taken");
-        self.snapshot_info(&snapshot_id).await
+        Ok((self.snapshot_info(&snapshot_id).await?, making))
     }
 
     /// `docker commit` of the sandbox to the snapshot image `snapshot_id` (its place under the
@@ -223,7 +228,14 @@ impl DockerProvider {
     /// kept (`SnapshotInUse`, naming the sandboxes) until they are closed.
     pub async fn delete_snapshot(&self, snapshot_id: &str) -> Result<()> {
         self.snapshot_info(snapshot_id).await?;
-        let failure = match self.control(argv::rmi_args(snapshot_id)).await {
+        // Its only users may be sandboxes closed a moment ago, removed in the background.
+        let removed = self
+            .looked_at_after_removals(
+                || self.control(argv::rmi_args(snapshot_id)),
+                |removed| matches!(removed, Err(e) if e.kind() == Some(DockerFailureKind::ImageInUse)),
+            )
+            .await;
+        let failure = match removed {
             Ok(_) => {
                 self.drop_live_checkpoint(snapshot_id).await;
                 tracing::info!(snapshot_id, "snapshot deleted");

@@ -20,6 +20,9 @@ impl DockerProvider {
         if !SandboxId::has_valid_shape(sandbox_id) {
             return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
         }
+        if self.closing_now(sandbox_id) {
+            return Ok(SandboxStatus::Stopped);
+        }
         if !self.was_closed(sandbox_id) {
             if let Some(state) = self.states.state(sandbox_id) {
                 return Ok(self.hibernated_or(id, state.sandbox_status()).await);
@@ -74,23 +77,29 @@ impl DockerProvider {
         self.remove_with(handle, false).await
     }
 
-    /// As `remove`; `background`: once the container is killed and renamed, its removal
-    /// finishes in the background (`closing.rs`).
+    /// As `remove`; `background`: once nothing in the sandbox runs and the close is recorded,
+    /// its removal finishes in the background (`closing.rs`).
     pub async fn remove_with(&self, handle: &SandboxHandle, background: bool) -> Result<()> {
         self.release_pty_sessions(&handle.sandbox_id, true).await;
+        // Read before `forget` drops it: a close ends the sandbox through it, unless it is
+        // paused (its processes cannot die until thawed; Docker's kill does both) or on another
+        // runtime than runc (Docker's kill waits until Docker, too, sees it stopped, so every
+        // replica reads it so once the close answered).
+        let paused = self.states.state(&handle.sandbox_id) == Some(super::state::ContainerState::Paused);
+        let init_id = self.init_ids.lock().ok().and_then(|m| m.get(&handle.sandbox_id).map(|i| i.0.clone()));
+        let init_id = init_id.filter(|_| !paused && self.on_built_in_runtime(handle.runtime.as_deref()));
         self.forget(&handle.sandbox_id);
         self.engine.forget(&handle.sandbox_id);
         self.forget_usage(&handle.sandbox_id);
         self.forget_baseline(&handle.sandbox_id);
         self.remember_closed(&handle.sandbox_id);
         self.states.record(&handle.sandbox_id, None);
-        if background && self.close_in_background(&handle.sandbox_id).await? {
+        if background && self.close_in_background(&handle.sandbox_id, init_id).await? {
             tracing::info!(sandbox_id = %handle.sandbox_id, "sandbox closed (removal in the background)");
             return Ok(());
         }
         self.remove_container(&handle.sandbox_id).await?;
         self.release_disk(&handle.sandbox_id);
-        self.release_network(&handle.sandbox_id).await;
         tracing::info!(sandbox_id = %handle.sandbox_id, "sandbox closed");
         Ok(())
     }
@@ -120,19 +129,16 @@ impl DockerProvider {
                     return Ok(());
                 }
                 Some(found) if !found.owned => return Err(ProviderError::SandboxNotFound(sandbox_id.into())),
-                Some(found) => {
-                    self.note_network(sandbox_id, found.tenant.as_deref(), found.network.as_deref());
-                    SandboxHandle {
-                        sandbox_id: sandbox_id.into(),
-                        image: found.image,
-                        shell: "sh".into(),
-                        ports: found.ports,
-                        workdir: found.workdir,
-                        metadata: found.metadata,
-                        tenant: found.tenant,
-                        runtime: found.runtime,
-                    }
-                }
+                Some(found) => SandboxHandle {
+                    sandbox_id: sandbox_id.into(),
+                    image: found.image,
+                    shell: "sh".into(),
+                    ports: found.ports,
+                    workdir: found.workdir,
+                    metadata: found.metadata,
+                    tenant: found.tenant,
+                    runtime: found.runtime,
+                },
             },
         };
         self.remove_with(&handle, background).await

@@ -34,6 +34,7 @@ impl DockerProvider {
                 format!("must be permission bits <= 0o7777 (got {mode:o})"),
             ));
         }
+        self.refuse_closing(&handle.sandbox_id)?;
         self.engine.upload(&handle.sandbox_id, Box::new(reader), size, target, mode).await
     }
 
@@ -45,6 +46,7 @@ impl DockerProvider {
         source: &str,
     ) -> Result<Box<dyn FileDownload>> {
         validate_abs_path("path", source)?;
+        self.refuse_closing(&handle.sandbox_id)?;
         self.engine.download(&handle.sandbox_id, source).await
     }
 }

@@ -226,6 +226,14 @@ impl SwarmBackend {
 #[async_trait::async_trait]
 impl SandboxBackend for SwarmBackend {
     async fn create_planned(&self, spec: &SandboxSpec, plan: &CreatePlan) -> Result<SandboxHandle> {
+        // Refused before anything is made rather than skipped: a create that returned without
+        // its setup having run would hand out a sandbox its caller thinks is set up.
+        if spec.setup.is_some() {
+            return Err(ProviderError::Unimplemented(
+                "spec.setup is not offered in cluster mode yet: run the command with Exec after the create"
+                    .into(),
+            ));
+        }
         self.create_in_swarm(spec, plan).await
     }
 
@@ -428,6 +436,82 @@ impl SandboxBackend for SwarmBackend {
 
     fn event_hub(&self) -> Option<Arc<crate::core::watch::EventHub>> {
         SandboxBackend::event_hub(&*self.local)
+    }
+
+    // Processes and file calls run where the sandbox runs (the relay brings them here), on this
+    // node's Docker backend: the E2B endpoint's commands and filesystem calls need them.
+    async fn start_process(
+        &self,
+        handle: &SandboxHandle,
+        start: &crate::core::processes::ProcessStart,
+    ) -> Result<crate::core::processes::Started> {
+        self.alias(&handle.sandbox_id).await?;
+        SandboxBackend::start_process(&*self.local, handle, start).await
+    }
+
+    async fn list_processes(
+        &self,
+        handle: &SandboxHandle,
+    ) -> Result<Vec<crate::core::processes::ProcessInfo>> {
+        self.alias(&handle.sandbox_id).await?;
+        SandboxBackend::list_processes(&*self.local, handle).await
+    }
+
+    async fn attach_process(
+        &self,
+        handle: &SandboxHandle,
+        process_id: &str,
+        since: Option<u64>,
+    ) -> Result<crate::core::processes::ProcessStream> {
+        self.alias(&handle.sandbox_id).await?;
+        SandboxBackend::attach_process(&*self.local, handle, process_id, since).await
+    }
+
+    async fn signal_process(&self, handle: &SandboxHandle, process_id: &str, signal: i32) -> Result<()> {
+        self.alias(&handle.sandbox_id).await?;
+        SandboxBackend::signal_process(&*self.local, handle, process_id, signal).await
+    }
+
+    async fn list_dir(
+        &self,
+        handle: &SandboxHandle,
+        query: &crate::core::fs::ListDirQuery,
+        user: Option<&crate::core::spec::User>,
+    ) -> Result<crate::core::fs::EntryStream> {
+        self.alias(&handle.sandbox_id).await?;
+        SandboxBackend::list_dir(&*self.local, handle, query, user).await
+    }
+
+    async fn stat(
+        &self,
+        handle: &SandboxHandle,
+        path: &[u8],
+        follow_links: bool,
+        user: Option<&crate::core::spec::User>,
+    ) -> Result<crate::core::fs::FileEntry> {
+        self.alias(&handle.sandbox_id).await?;
+        SandboxBackend::stat(&*self.local, handle, path, follow_links, user).await
+    }
+
+    async fn file_op(
+        &self,
+        handle: &SandboxHandle,
+        op: &crate::core::fs::FileOp,
+        user: Option<&crate::core::spec::User>,
+    ) -> Result<()> {
+        self.alias(&handle.sandbox_id).await?;
+        SandboxBackend::file_op(&*self.local, handle, op, user).await
+    }
+
+    async fn watch_dir(
+        &self,
+        handle: &SandboxHandle,
+        path: &[u8],
+        recursive: bool,
+        user: Option<&crate::core::spec::User>,
+    ) -> Result<crate::core::fs::WatchStream> {
+        self.alias(&handle.sandbox_id).await?;
+        SandboxBackend::watch_dir(&*self.local, handle, path, recursive, user).await
     }
 
     async fn peer_events(

@@ -5,6 +5,7 @@
 //! which also keeps them as the sandbox's `Reset` baseline (`SandboxPeer.KeepBaseline`). A task
 //! Swarm finds no node for is CAPACITY at once. Any failure after the service exists removes it.
 
+use crate::service::rpc_table::name as rpc;
 use std::time::{Duration, Instant};
 
 use sandboxd_proto::v1 as pb;
@@ -182,7 +183,7 @@ impl SwarmBackend {
         let answer = client
             .connect(self.peer_request(connect)?)
             .await
-            .map_err(|s| peer_failure(&placement.node.hostname, "Connect", s))?
+            .map_err(|s| peer_failure(&placement.node.hostname, rpc::CONNECT, s))?
             .into_inner();
         for (path, content) in &spec.files {
             self.upload_on(placement, id, path, content).await?;
@@ -236,7 +237,7 @@ impl SwarmBackend {
         self.peer_client(placement)?
             .upload(self.peer_request(futures_util::stream::iter(messages))?)
             .await
-            .map_err(|s| peer_failure(&placement.node.hostname, "Upload", s))?;
+            .map_err(|s| peer_failure(&placement.node.hostname, rpc::UPLOAD, s))?;
         Ok(())
     }
 

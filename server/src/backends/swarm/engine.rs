@@ -10,45 +10,9 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
 use serde::Deserialize;
 
-use crate::error::ProviderError;
-
-/// The API version asked for: Docker 20.10's, which every newer daemon still serves.
-const API_VERSION: &str = "v1.41";
-
-/// One call's bound (a Swarm write waits for the managers' raft).
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Why an Engine API call failed.
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    #[error("the Docker daemon's socket {socket}: {source}")]
-    Connect { socket: String, source: std::io::Error },
-    #[error("the Docker Engine API: {0}")]
-    Http(String),
-    #[error("the Docker Engine API did not answer within {CALL_TIMEOUT:?}")]
-    Timeout,
-    /// The daemon answered with an error status.
-    #[error("the Docker Engine API answered {status}: {message}")]
-    Status { status: u16, message: String },
-    #[error("unexpected Docker Engine API answer: {0}")]
-    Decode(String),
-}
-
-impl EngineError {
-    /// The daemon said the object does not exist.
-    pub fn is_not_found(&self) -> bool {
-        matches!(self, EngineError::Status { status: 404, .. })
-    }
-}
-
-impl From<EngineError> for ProviderError {
-    fn from(e: EngineError) -> Self {
-        ProviderError::Unavailable(e.to_string())
-    }
-}
+pub use crate::backends::docker::engine_api::EngineError;
 
 /// `Spec.Name` and `Spec.Labels` of a Swarm object.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -285,43 +249,7 @@ impl Engine {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<Bytes, EngineError> {
-        let call = async {
-            let stream = tokio::net::UnixStream::connect(&self.socket).await.map_err(|source| {
-                EngineError::Connect { socket: self.socket.display().to_string(), source }
-            })?;
-            let (mut sender, connection) =
-                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                    .await
-                    .map_err(|e| EngineError::Http(e.to_string()))?;
-            tokio::spawn(async move {
-                let _ = connection.await;
-            });
-            let request = http::Request::builder()
-                .method(method)
-                .uri(format!("/{API_VERSION}{path}"))
-                .header(http::header::HOST, "docker")
-                .header(http::header::CONTENT_TYPE, "application/json")
-                .body(Full::new(Bytes::from(body.unwrap_or_default())))
-                .map_err(|e| EngineError::Http(e.to_string()))?;
-            let response =
-                sender.send_request(request).await.map_err(|e| EngineError::Http(e.to_string()))?;
-            let status = response.status();
-            let bytes = response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| EngineError::Http(e.to_string()))?
-                .to_bytes();
-            if status.is_success() {
-                return Ok(bytes);
-            }
-            let message = serde_json::from_slice::<serde_json::Value>(&bytes)
-                .ok()
-                .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(String::from))
-                .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
-            Err(EngineError::Status { status: status.as_u16(), message })
-        };
-        tokio::time::timeout(CALL_TIMEOUT, call).await.map_err(|_| EngineError::Timeout)?
+        crate::backends::docker::engine_api::call(&self.socket, method, path, body).await
     }
 
     async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, EngineError> {

@@ -1,4 +1,4 @@
-// The sandboxd console: the fleet from /api (the gRPC handlers in-process), live from the Watch
+// The sandboxd console: the fleet from /api (each call a gRPC request through the served stack, service/calls.rs), live from the Watch
 // WebSocket, and a terminal (xterm.js) over the Pty WebSocket. Nothing is fetched from
 // elsewhere; the credential stays in this tab's sessionStorage.
 (function () {

@@ -43,6 +43,9 @@ const REFILLS_AT_ONCE: usize = 4;
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 /// The refill task looks at every pool at least this often.
 const REFILL_TICK: Duration = Duration::from_secs(1);
+/// How long `DeletePool` waits for its member starts under way (a create has its own bounds;
+/// this one keeps a wedged daemon from holding the call forever).
+const POOL_WORK_WAIT: Duration = Duration::from_secs(120);
 /// Pools one owner (a tenant, or the operator) may define.
 pub const MAX_POOLS_PER_OWNER: usize = 64;
 
@@ -80,6 +83,10 @@ struct Pool {
     recycling: usize,
     recycled: u64,
     retry_at: Option<tokio::time::Instant>,
+    /// Its member starts and recycles under way: `DeletePool` waits for them (each removes
+    /// what it made once it finds the pool gone), so what the pool held is closed when the
+    /// call answers (a snapshot it was made from can then be deleted).
+    work: tokio_util::task::TaskTracker,
 }
 
 /// The metrics' labels of pool `key`.
@@ -213,6 +220,7 @@ impl Pools {
                 recycling: 0,
                 recycled: 0,
                 retry_at: None,
+                work: tokio_util::task::TaskTracker::new(),
             },
         );
         Ok(())
@@ -305,6 +313,13 @@ impl Pools {
         let m = crate::metrics::global();
         m.pool_ready.remove(&fill_labels(&key));
         m.pool_target.remove(&fill_labels(&key));
+        pool.work.close();
+        if tokio::time::timeout(POOL_WORK_WAIT, pool.work.wait()).await.is_err() {
+            tracing::warn!(
+                pool = name,
+                "a member start outlasted the pool's deletion; it removes what it made when done"
+            );
+        }
         let mut removed = 0;
         for member in pool.ready {
             match self.lifecycle.close(&member.id()).await {
@@ -452,11 +467,11 @@ impl Pools {
     pub fn recycle(self: &Arc<Self>, id: &SandboxId) -> bool {
         let Some(claim) = self.lifecycle.claims().get(id.as_str()) else { return false };
         let Some(key) = self.recycling_pool(&claim) else { return false };
-        let generation = {
+        let (generation, tracker) = {
             let mut pools = self.lock();
             let Some(pool) = pools.get_mut(&key) else { return false };
             pool.recycling += 1;
-            pool.generation
+            (pool.generation, pool.work.clone())
         };
         self.lifecycle.unclaim(id);
         let (this, id) = (self.clone(), id.clone());
@@ -491,7 +506,7 @@ impl Pools {
             }
             this.wake.notify_one();
         };
-        tokio::spawn(work.instrument(tracing::Span::current()));
+        tracker.spawn(work.instrument(tracing::Span::current()));
         true
     }
 
@@ -573,13 +588,13 @@ impl Pools {
                 let n = wanted.min(room).min(REFILLS_AT_ONCE.saturating_sub(pool.starting));
                 for _ in 0..n {
                     pool.starting += 1;
-                    starts.push((key.clone(), pool.generation, pool.spec.clone()));
+                    starts.push((key.clone(), pool.generation, pool.spec.clone(), pool.work.clone()));
                 }
             }
         }
-        for (key, generation, spec) in starts {
+        for (key, generation, spec, tracker) in starts {
             let this = self.clone();
-            tokio::spawn(async move { this.start_member(key, generation, spec).await });
+            tracker.spawn(async move { this.start_member(key, generation, spec).await });
         }
     }
 

@@ -422,6 +422,11 @@ pub fn kill_args(name: &str) -> Vec<String> {
     vec![s("kill"), s(name)]
 }
 
+/// `docker wait`: returns once the daemon has handled the container's exit.
+pub fn wait_args(name: &str) -> Vec<String> {
+    vec![s("wait"), s(name)]
+}
+
 pub fn rm_args(name: &str) -> Vec<String> {
     vec![s("rm"), s("-f"), s(name)]
 }

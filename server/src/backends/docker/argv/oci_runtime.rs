@@ -24,6 +24,37 @@ pub fn parse_daemon_runtimes(stdout: &str) -> Option<Vec<String>> {
     Some(map.into_keys().collect())
 }
 
+/// The argument by which a daemon's runtime registered through `scripts/sandboxd-runsc` names
+/// the directory where the server asks it to restore a container (`runsc_direct.rs`).
+pub const RESTORE_DIR_ARG: &str = "--sandboxd-restore-dir=";
+
+/// The restore directory runtime `daemon_name` was registered with in `docker info`'s runtimes
+/// (`"runtimeArgs": ["--sandboxd-restore-dir=/…", …]`); `None` when it has none (an absolute
+/// path only).
+pub fn parse_restore_dir(stdout: &str, daemon_name: &str) -> Option<std::path::PathBuf> {
+    let map: std::collections::BTreeMap<String, serde_json::Value> =
+        serde_json::from_str(stdout.trim()).ok()?;
+    map.get(daemon_name)?
+        .get("runtimeArgs")?
+        .as_array()?
+        .iter()
+        .filter_map(|a| a.as_str()?.strip_prefix(RESTORE_DIR_ARG))
+        .map(std::path::PathBuf::from)
+        .find(|p| p.is_absolute())
+}
+
+/// `docker inspect`: a container's full id and the daemon runtime it runs on, tab-separated.
+pub fn id_and_runtime_args(name: &str) -> Vec<String> {
+    vec![
+        s("inspect"),
+        s("--type"),
+        s("container"),
+        s("--format"),
+        s("{{.Id}}\t{{.HostConfig.Runtime}}"),
+        s(name),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +73,16 @@ mod tests {
         let out = r#"{"io.containerd.runc.v2":{"path":"runc"},"runc":{"path":"runc"},"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--platform=ptrace"]}}"#;
         assert_eq!(parse_daemon_runtimes(out).unwrap(), ["io.containerd.runc.v2", "runc", "runsc"]);
         assert!(parse_daemon_runtimes("map[runc:{}]").is_none());
+    }
+
+    #[test]
+    fn the_restore_dir_is_the_wrappers_argument() {
+        let out = r#"{"runc":{"path":"runc"},"runsc":{"path":"/x/sandboxd-runsc","runtimeArgs":["--sandboxd-restore-dir=/d/r","--network=none"]},"plain":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none"]},"rel":{"path":"w","runtimeArgs":["--sandboxd-restore-dir=r"]}}"#;
+        assert_eq!(parse_restore_dir(out, "runsc"), Some(std::path::PathBuf::from("/d/r")));
+        assert_eq!(parse_restore_dir(out, "plain"), None);
+        assert_eq!(parse_restore_dir(out, "runc"), None);
+        assert_eq!(parse_restore_dir(out, "rel"), None);
+        assert_eq!(parse_restore_dir(out, "missing"), None);
+        assert_eq!(parse_restore_dir("not json", "runsc"), None);
     }
 }

@@ -144,6 +144,54 @@ pub fn labels_inspect_args(kind: &str, name: &str) -> Vec<String> {
     vec![s(kind), s("inspect"), s("--format"), s("{{json .Labels}}"), s(name)]
 }
 
+/// [`network_create_args`] of a network on `subnet` (from `docker.create.tenant_subnets`).
+pub fn with_subnet(mut create: Vec<String>, subnet: &str) -> Vec<String> {
+    let at = create.len() - 1;
+    create.splice(at..at, [s("--subnet"), s(subnet)]);
+    create
+}
+
+/// The full ids of the networks named exactly `name` (Engine 20.10 may hold two of a name
+/// that two callers made at once).
+pub fn network_ids_args(name: &str) -> Vec<String> {
+    vec![s("network"), s("ls"), s("-q"), s("--no-trunc"), s("--filter"), format!("name=^{name}$")]
+}
+
+/// Every network's id (whose subnets are taken).
+pub fn all_network_ids_args() -> Vec<String> {
+    vec![s("network"), s("ls"), s("-q"), s("--no-trunc")]
+}
+
+/// The IPv4/IPv6 subnets of networks `ids`, space-separated.
+pub fn network_subnets_args(ids: &[String]) -> Vec<String> {
+    let mut a =
+        vec![s("network"), s("inspect"), s("--format"), s("{{range .IPAM.Config}}{{.Subnet}} {{end}}")];
+    a.extend(ids.iter().cloned());
+    a
+}
+
+/// The names of this deployment's networks: those carrying every one of `labels`.
+pub fn labelled_networks_args(labels: &[String]) -> Vec<String> {
+    let mut a = vec![s("network"), s("ls"), s("--format"), s("{{.Name}}")];
+    for label in labels {
+        a.extend([s("--filter"), format!("label={label}")]);
+    }
+    a
+}
+
+/// The networks of every sandbox (any state, any deployment), comma-separated per line: a
+/// created container not started yet holds no endpoint, but is listed here.
+pub fn sandbox_networks_args() -> Vec<String> {
+    vec![
+        s("ps"),
+        s("-a"),
+        s("--filter"),
+        format!("label={SANDBOX_LABEL}=1"),
+        s("--format"),
+        s("{{.Networks}}"),
+    ]
+}
+
 /// `docker network rm` / `docker volume rm`.
 pub fn resource_rm_args(kind: &str, name: &str) -> Vec<String> {
     vec![s(kind), s("rm"), s(name)]
