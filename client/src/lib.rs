@@ -31,6 +31,7 @@ mod port_forward;
 mod processes;
 mod pty;
 mod sandbox;
+mod tenant_usage;
 
 pub use access::{Grant, TokenScope};
 pub use branching::{DiffEntry, DiffKind, Fork, Hibernated, Snapshot};

@@ -166,6 +166,47 @@ pub async fn usage(client: &Client, args: UsageArgs) -> Result<i32, CtlError> {
 }
 
 #[derive(Debug, Args)]
+pub struct TenantUsageArgs {
+    /// The tenant (an operator's token names one; a tenant key reads its own: leave it out).
+    #[arg(long)]
+    tenant: Option<String>,
+    /// Any instant of the period asked about, in ms since the Unix epoch (default: now).
+    #[arg(long)]
+    at_unix_ms: Option<i64>,
+}
+
+/// `sandboxctl tenant-usage`: a tenant's receipts over one period, their sums and its budgets,
+/// as one JSON object.
+pub async fn tenant_usage(client: &Client, args: TenantUsageArgs) -> Result<i32, CtlError> {
+    let r = client.tenant_usage(args.tenant.as_deref(), args.at_unix_ms).await.map_err(CtlError::from)?;
+    let receipts: Vec<serde_json::Value> = r
+        .receipts
+        .iter()
+        .map(|receipt| {
+            serde_json::json!({
+                "sandbox_id": receipt.sandbox_id,
+                "closed_at_unix_ms": receipt.closed_at_unix_ms,
+                "usage": usage_json(&receipt.usage.unwrap_or_default()),
+            })
+        })
+        .collect();
+    println!(
+        "{}",
+        serde_json::json!({
+            "tenant": r.tenant,
+            "period_start_unix_ms": r.period_start_unix_ms,
+            "period_end_unix_ms": r.period_end_unix_ms,
+            "sandbox_seconds": r.sandbox_seconds,
+            "cpu_seconds": r.cpu_seconds,
+            "sandbox_seconds_limit": r.sandbox_seconds_limit,
+            "cpu_seconds_limit": r.cpu_seconds_limit,
+            "receipts": receipts,
+        })
+    );
+    Ok(0)
+}
+
+#[derive(Debug, Args)]
 pub struct ResetArgs {
     /// The sandbox.
     sandbox_id: String,

@@ -118,6 +118,9 @@ enum Command {
     /// Print what a sandbox used so far (wall time, CPU, peak memory, disk and network bytes,
     /// processes started) as JSON.
     Usage(events::UsageArgs),
+    /// Print what a tenant spent over one period (its closed sandboxes' receipts, their sums)
+    /// and its budgets, as JSON.
+    TenantUsage(events::TenantUsageArgs),
     /// Put a sandbox back to the state it was created in, in place (processes killed, files
     /// rolled back to the image and the spec's); prints what was done as JSON.
     Reset(events::ResetArgs),
@@ -204,6 +207,7 @@ async fn run(cli: Cli) -> Result<i32, CtlError> {
         Command::Events(args) => events::events(&client, args).await,
         Command::Stats(args) => events::stats(&client, args).await,
         Command::Usage(args) => events::usage(&client, args).await,
+        Command::TenantUsage(args) => events::tenant_usage(&client, args).await,
         Command::Reset(args) => events::reset(&client, args).await,
         Command::Grant(args) => access::grant(&client, args).await,
         Command::Revoke(args) => access::revoke(&client, args).await,

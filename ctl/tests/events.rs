@@ -142,3 +142,43 @@ fn stats_prints_docker_stats_columns_and_json() {
     ctl(&addr, &["rm", &id]);
     label.remove_all();
 }
+
+#[test]
+fn usage_and_tenant_usage_print_the_receipts_close_kept() {
+    let label = TestLabel::new();
+    let server = TestService::start(&label, None);
+    let addr = server.addr();
+    let before: serde_json::Value = serde_json::from_str(&ctl(&addr, &["tenant-usage"])).unwrap();
+    let id = ctl(&addr, &["create", testkit::images::BUSYBOX]).trim().to_string();
+    ctl(&addr, &["exec", &id, "--", "true"]);
+    let live: serde_json::Value = serde_json::from_str(&ctl(&addr, &["usage", &id])).unwrap();
+    assert!(live["processes_started"].as_u64().unwrap() >= 1, "{live}");
+    ctl(&addr, &["rm", &id]);
+
+    // The operator (no tenants file) reads the tenant-less receipts: the closed sandbox's is
+    // there, and the sums grew by exactly its wall and CPU time.
+    let after: serde_json::Value = serde_json::from_str(&ctl(&addr, &["tenant-usage"])).unwrap();
+    assert_eq!(after["tenant"], "");
+    assert!(after["period_start_unix_ms"].as_i64() < after["period_end_unix_ms"].as_i64(), "{after}");
+    let receipt = after["receipts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["sandbox_id"] == id.as_str())
+        .unwrap_or_else(|| panic!("no receipt of {id}: {after}"))
+        .clone();
+    let wall = receipt["usage"]["wall_time_s"].as_f64().unwrap();
+    assert!(wall > 0.0, "{receipt}");
+    let grew = after["sandbox_seconds"].as_f64().unwrap() - before["sandbox_seconds"].as_f64().unwrap();
+    // Other tests of this binary close tenant-less sandboxes of this server too: none here
+    // (one server per test), so the growth is this receipt's alone.
+    assert!((grew - wall).abs() < 1e-6, "sums grew by {grew}, the receipt says {wall}: {after}");
+
+    // A tenant the operator names that closed nothing reads as empty sums.
+    let other: serde_json::Value =
+        serde_json::from_str(&ctl(&addr, &["tenant-usage", "--tenant", "nobody"])).unwrap();
+    assert_eq!(other["tenant"], "nobody");
+    assert_eq!(other["receipts"].as_array().unwrap().len(), 0, "{other}");
+    assert_eq!(other["sandbox_seconds"].as_f64(), Some(0.0));
+    label.remove_all();
+}

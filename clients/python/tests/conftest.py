@@ -125,7 +125,14 @@ def example_label() -> Iterator[ContainerLabel]:
 def example_server(
     starter: str, binaries: Path, example_label: ContainerLabel, server_dir: Path
 ) -> Iterator[ServerProcess]:
-    """The reader's `sandboxd &`, on a port of its own."""
-    process = ServerProcess(binaries / "sandboxd", example_label, server_dir)
+    """The reader's `sandboxd &`, on a port of its own; its sweep removes a network no sandbox
+    used for a second (the shipped 600 s would outlast the tests that look for it gone)."""
+    process = ServerProcess(
+        binaries / "sandboxd",
+        example_label,
+        server_dir,
+        create={"network_idle_s": 1},
+        server={"sweep_interval_s": 1},
+    )
     yield process
     process.stop()

@@ -109,11 +109,15 @@ class ContainerLabel:
     def run_args(self) -> list[str]:
         return ["--label", "sandboxd.test=1", "--label", f"sandboxd.test.case={self.value}"]
 
-    def containers(self, deadline_s: float = 60) -> list[str]:
+    def containers(self, deadline_s: float = 30) -> list[str]:
         """This label's container ids, once the removals `Close` leaves to the background have
-        ended: a closed sandbox is renamed `sandboxd-closing-…` and removed after the call
-        returns, so while one is listed this waits (up to `deadline_s`)."""
+        ended: a closed sandbox is ended before the call returns and removed after it, so while
+        a listed container is not running (killed, being removed) this waits (up to
+        `deadline_s`), and running ones count once they stayed so for a second (a killed
+        sandbox reads running until the daemon hears of it); one that stays stopped is listed
+        after the wait."""
         deadline = time.monotonic() + deadline_s
+        steady: float | None = None
         while True:
             out = docker(
                 "ps",
@@ -121,13 +125,24 @@ class ContainerLabel:
                 "--filter",
                 f"label=sandboxd.test.case={self.value}",
                 "--format",
-                "{{.ID}} {{.Names}}",
+                "{{.ID}} {{.State}} {{.Names}}",
                 check=False,
             )
-            listed = [line.split(" ", 1) for line in out.stdout.splitlines() if " " in line]
-            closing = any(name.startswith("sandboxd-closing-") for _, name in listed)
-            if not closing or time.monotonic() >= deadline:
-                return [cid for cid, _ in listed]
+            listed = [line.split(" ", 2) for line in out.stdout.splitlines() if line.count(" ") >= 2]
+            closing = any(
+                name.startswith("sandboxd-closing-") or state in ("exited", "dead", "removing")
+                for _, state, name in listed
+            )
+            # A sandbox killed by a close reads `running` until the daemon hears of its init's
+            # exit: a listing of running containers counts once it held for a second.
+            now = time.monotonic()
+            if closing:
+                steady = None
+            elif steady is None:
+                steady = now
+            held = steady is not None and (not listed or now - steady >= 1.0)
+            if held or now >= deadline:
+                return [cid for cid, _, _ in listed]
             time.sleep(0.1)
 
     def settle(self, before: set[str], deadline_s: float = 60) -> None:

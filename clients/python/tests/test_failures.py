@@ -54,6 +54,12 @@ async def test_errors_are_typed_by_kind_and_code(client: Client, images: Images)
     assert usage.wall_time_s > 0 and usage.peak_memory_bytes > 0
     await sandbox.close()
     assert sandbox.final_usage is not None and sandbox.final_usage.wall_time_s >= usage.wall_time_s
+    # The receipt Close returned is the one the tenant's period keeps (`TenantUsage`).
+    spent = await client.tenant_usage()
+    assert spent.period_start_unix_ms < spent.period_end_unix_ms
+    receipts = [r for r in spent.receipts if r.sandbox_id == sandbox.sandbox_id]
+    assert [r.usage for r in receipts] == [sandbox.final_usage]
+    assert spent.sandbox_seconds >= sandbox.final_usage.wall_time_s
 
     with pytest.raises(SandboxGone) as gone:
         await client.exec(sandbox.sandbox_id, "true")
@@ -65,7 +71,7 @@ async def test_results_carry_their_kind(client: Client, images: Images) -> None:
     async with await client.create(spec) as sandbox:
         plain = await sandbox.exec("exit 3")
         assert (plain.return_code, plain.failure_kind) == (3, None)
-        hog = await sandbox.exec("head -c 300m /dev/zero | tail > /dev/null")
+        hog = await sandbox.exec("dd if=/dev/zero of=/dev/null bs=300M count=1")
         assert (hog.return_code, hog.failure_kind) == (137, FailureKind.OOM_KILLED)
         slow = await sandbox.exec("sleep 10", timeout_s=0.5)
         assert slow.failure_kind is FailureKind.TIMEOUT
@@ -83,7 +89,7 @@ async def test_gym_provider_reports_kinds_duration_and_usage(server: ServerProce
         assert (ok.return_code, ok.error_type) == (0, None)
         if hasattr(ok, "duration_ms"):
             assert ok.duration_ms is not None and ok.duration_ms >= 0
-        hog = await provider.exec(handle, "head -c 300m /dev/zero | tail > /dev/null")
+        hog = await provider.exec(handle, "dd if=/dev/zero of=/dev/null bs=300M count=1")
         assert (hog.return_code, hog.error_type) == (137, "oom_killed")
         live = await provider.resource_usage(handle)
         assert live.wall_time_s > 0 and live.cpu_time_s > 0

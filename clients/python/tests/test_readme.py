@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from markdown import PACKAGE_README, README, example, example_env, run_shell, with_image
+from markdown import DOCS, PACKAGE_README, README, example, example_env, run_shell, with_image
 from support import REPO_ROOT, ContainerLabel, ServerProcess, free_port
 
 TESTS = Path(__file__).resolve().parent
@@ -107,7 +107,7 @@ def test_gym_example_runs(example_server: ServerProcess, starter: str) -> None:
 
 def test_branching_example_runs(example_server: ServerProcess, starter: str, example_label: ContainerLabel) -> None:
     before = set(example_label.containers())
-    code = example("branching", README)
+    code = example("branching", DOCS / "features.md")
     assert run_python(with_image(code, starter), example_server) == (
         "best child: 2 changed paths: 4\nSandboxStatus.PAUSED\n"
     )

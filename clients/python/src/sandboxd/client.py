@@ -48,6 +48,7 @@ from .types import (
     SnapshotInfo,
     Stderr,
     Stdout,
+    TenantUsage,
     VolumeInfo,
 )
 
@@ -633,6 +634,20 @@ class Client(AsyncClosing):
         )
         return SandboxUsage.from_proto(response.usage)
 
+    async def tenant_usage(
+        self, tenant: str | None = None, *, at_unix_ms: int | None = None, deadline_s: float | None = None
+    ) -> TenantUsage:
+        """A tenant's receipts over one period and their sums, with its budgets: the period that
+        holds `at_unix_ms` (default: the current one). A tenant key reads its own (leave `tenant`
+        out); the operator names one."""
+        request = pb.TenantUsageRequest(tenant=tenant or "")
+        if at_unix_ms is not None:
+            request.at_unix_ms = at_unix_ms
+        response = await self._unary(
+            "TenantUsage", request, pb.TenantUsageResponse, deadline_s=deadline_s, idempotent=True
+        )
+        return TenantUsage.from_proto(response)
+
     async def open_pty(
         self,
         sandbox_id: str,
@@ -1114,8 +1129,12 @@ class Client(AsyncClosing):
         try:
             msg = await call.read()
         except grpc.RpcError as exc:
+            # The request stream must end with the call, or its task outlives it.
+            queue.put_nowait(None)
+            call.cancel()
             raise from_rpc_error(exc, call="PortForward") from None
         if not isinstance(msg, pb.PortForwardResponse) or msg.WhichOneof("message") != "opened":
+            queue.put_nowait(None)
             call.cancel()
             raise SandboxdError("PortForward did not answer with `opened`")
         return ForwardConnection(call, queue, msg.opened.address)

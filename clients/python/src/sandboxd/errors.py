@@ -44,6 +44,8 @@ __all__ = [
     "DaemonUnavailable",
     "NodeLost",
     "CreateTimedOut",
+    "StartupTimedOut",
+    "SetupTimedOut",
     "CapacityExhausted",
     "QuotaExceeded",
     "CreateRejected",
@@ -202,6 +204,20 @@ class CreateTimedOut(Failure):
     failure_kind = FailureKind.CREATE_TIMEOUT
 
 
+class StartupTimedOut(Failure):
+    """STARTUP_TIMEOUT: the create's deadline passed while the sandbox was still starting (the
+    host's fault: retry later or elsewhere)."""
+
+    failure_kind = FailureKind.STARTUP_TIMEOUT
+
+
+class SetupTimedOut(Failure):
+    """SETUP_TIMEOUT: the spec's setup command did not finish within `setup_timeout_s` (the task's
+    setup hung); the sandbox was removed."""
+
+    failure_kind = FailureKind.SETUP_TIMEOUT
+
+
 class CapacityExhausted(Failure):
     """CAPACITY: no room on the server; retry after `retry_after_s`."""
 
@@ -248,6 +264,8 @@ FAILURE_CLASSES: dict[FailureKind, type[Failure]] = {
         CreateRejected,
         ExecRefused,
         InternalFailure,
+        StartupTimedOut,
+        SetupTimedOut,
     )
     if cls.failure_kind is not None
 }

@@ -38,11 +38,13 @@ class FailureKind(enum.Enum):
     CREATE_FAILED = "CREATE_FAILED"
     EXEC_REFUSED = "EXEC_REFUSED"
     INTERNAL = "INTERNAL"
+    STARTUP_TIMEOUT = "STARTUP_TIMEOUT"
+    SETUP_TIMEOUT = "SETUP_TIMEOUT"
 
     @property
     def is_task_fault(self) -> bool:
         """The task itself caused it (count the rollout); otherwise mask it from the loss."""
-        return self in (FailureKind.TIMEOUT, FailureKind.OOM_KILLED)
+        return self in (FailureKind.TIMEOUT, FailureKind.OOM_KILLED, FailureKind.SETUP_TIMEOUT)
 
     @property
     def is_retry_safe(self) -> bool:

@@ -127,6 +127,9 @@ class ForwardConnection:
         raise RuntimeError(f"unexpected PortForwardResponse {which}")
 
     def cancel(self) -> None:
+        # The request stream waits on the queue: ending it lets grpc's task that drains it end.
+        with contextlib.suppress(asyncio.QueueFull):
+            self._requests.put_nowait(None)
         self._call.cancel()
 
     async def splice(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -585,6 +585,51 @@ class SandboxUsage:
         )
 
 
+@dataclass(frozen=True)
+class UsageReceipt:
+    """What one closed sandbox used, as its `Close` returned it."""
+
+    sandbox_id: str
+    closed_at_unix_ms: int
+    usage: SandboxUsage
+
+    @classmethod
+    def from_proto(cls, msg: pb.UsageReceipt) -> UsageReceipt:
+        return cls(
+            sandbox_id=msg.sandbox_id,
+            closed_at_unix_ms=int(msg.closed_at_unix_ms),
+            usage=SandboxUsage.from_proto(msg.usage),
+        )
+
+
+@dataclass(frozen=True)
+class TenantUsage:
+    """A tenant's spending over one period (`TenantUsage`): its closed sandboxes' receipts, their
+    exact sums, and its budgets per period (0: none)."""
+
+    tenant: str
+    period_start_unix_ms: int
+    period_end_unix_ms: int
+    receipts: list[UsageReceipt]
+    sandbox_seconds: float
+    cpu_seconds: float
+    sandbox_seconds_limit: float
+    cpu_seconds_limit: float
+
+    @classmethod
+    def from_proto(cls, msg: pb.TenantUsageResponse) -> TenantUsage:
+        return cls(
+            tenant=msg.tenant,
+            period_start_unix_ms=int(msg.period_start_unix_ms),
+            period_end_unix_ms=int(msg.period_end_unix_ms),
+            receipts=[UsageReceipt.from_proto(r) for r in msg.receipts],
+            sandbox_seconds=msg.sandbox_seconds,
+            cpu_seconds=msg.cpu_seconds,
+            sandbox_seconds_limit=msg.sandbox_seconds_limit,
+            cpu_seconds_limit=msg.cpu_seconds_limit,
+        )
+
+
 ExecEvent = Stdout | Stderr | ExecExit
 
 

@@ -92,6 +92,8 @@ class FailureKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FAILURE_KIND_CREATE_FAILED: _ClassVar[FailureKind]
     FAILURE_KIND_EXEC_REFUSED: _ClassVar[FailureKind]
     FAILURE_KIND_INTERNAL: _ClassVar[FailureKind]
+    FAILURE_KIND_STARTUP_TIMEOUT: _ClassVar[FailureKind]
+    FAILURE_KIND_SETUP_TIMEOUT: _ClassVar[FailureKind]
 SANDBOX_STATUS_UNSPECIFIED: SandboxStatus
 SANDBOX_STATUS_STARTING: SandboxStatus
 SANDBOX_STATUS_RUNNING: SandboxStatus
@@ -151,9 +153,11 @@ FAILURE_KIND_QUOTA: FailureKind
 FAILURE_KIND_CREATE_FAILED: FailureKind
 FAILURE_KIND_EXEC_REFUSED: FailureKind
 FAILURE_KIND_INTERNAL: FailureKind
+FAILURE_KIND_STARTUP_TIMEOUT: FailureKind
+FAILURE_KIND_SETUP_TIMEOUT: FailureKind
 
 class SandboxSpec(_message.Message):
-    __slots__ = ("image", "ttl_s", "ready_timeout_s", "workdir", "env", "files", "metadata", "resources", "entrypoint", "ports", "provider_options", "snapshot_id", "pool", "network_policy", "network", "cap_add", "shm_size_bytes", "volumes", "runtime")
+    __slots__ = ("image", "ttl_s", "ready_timeout_s", "workdir", "env", "files", "metadata", "resources", "entrypoint", "ports", "provider_options", "snapshot_id", "pool", "network_policy", "network", "cap_add", "shm_size_bytes", "volumes", "runtime", "setup", "setup_timeout_s")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -194,6 +198,8 @@ class SandboxSpec(_message.Message):
     SHM_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     VOLUMES_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    SETUP_FIELD_NUMBER: _ClassVar[int]
+    SETUP_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     image: str
     ttl_s: float
     ready_timeout_s: float
@@ -213,7 +219,9 @@ class SandboxSpec(_message.Message):
     shm_size_bytes: int
     volumes: _containers.RepeatedCompositeFieldContainer[VolumeMount]
     runtime: str
-    def __init__(self, image: _Optional[str] = ..., ttl_s: _Optional[float] = ..., ready_timeout_s: _Optional[float] = ..., workdir: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., files: _Optional[_Mapping[str, bytes]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[SandboxResources, _Mapping]] = ..., entrypoint: _Optional[_Iterable[str]] = ..., ports: _Optional[_Iterable[int]] = ..., provider_options: _Optional[_Union[ProviderOptions, _Mapping]] = ..., snapshot_id: _Optional[str] = ..., pool: _Optional[str] = ..., network_policy: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., network: _Optional[str] = ..., cap_add: _Optional[_Iterable[str]] = ..., shm_size_bytes: _Optional[int] = ..., volumes: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., runtime: _Optional[str] = ...) -> None: ...
+    setup: str
+    setup_timeout_s: float
+    def __init__(self, image: _Optional[str] = ..., ttl_s: _Optional[float] = ..., ready_timeout_s: _Optional[float] = ..., workdir: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., files: _Optional[_Mapping[str, bytes]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., resources: _Optional[_Union[SandboxResources, _Mapping]] = ..., entrypoint: _Optional[_Iterable[str]] = ..., ports: _Optional[_Iterable[int]] = ..., provider_options: _Optional[_Union[ProviderOptions, _Mapping]] = ..., snapshot_id: _Optional[str] = ..., pool: _Optional[str] = ..., network_policy: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., network: _Optional[str] = ..., cap_add: _Optional[_Iterable[str]] = ..., shm_size_bytes: _Optional[int] = ..., volumes: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., runtime: _Optional[str] = ..., setup: _Optional[str] = ..., setup_timeout_s: _Optional[float] = ...) -> None: ...
 
 class VolumeMount(_message.Message):
     __slots__ = ("name", "target", "read_only", "subpath")
@@ -512,7 +520,7 @@ class PtyClose(_message.Message):
     def __init__(self) -> None: ...
 
 class PtyRequest(_message.Message):
-    __slots__ = ("open", "input", "resize", "signal", "close", "attach", "detach")
+    __slots__ = ("open", "input", "resize", "signal", "close", "attach", "detach", "stdin_end")
     OPEN_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     RESIZE_FIELD_NUMBER: _ClassVar[int]
@@ -520,6 +528,7 @@ class PtyRequest(_message.Message):
     CLOSE_FIELD_NUMBER: _ClassVar[int]
     ATTACH_FIELD_NUMBER: _ClassVar[int]
     DETACH_FIELD_NUMBER: _ClassVar[int]
+    STDIN_END_FIELD_NUMBER: _ClassVar[int]
     open: PtyOpen
     input: bytes
     resize: PtyResize
@@ -527,7 +536,8 @@ class PtyRequest(_message.Message):
     close: PtyClose
     attach: PtyAttach
     detach: PtyDetach
-    def __init__(self, open: _Optional[_Union[PtyOpen, _Mapping]] = ..., input: _Optional[bytes] = ..., resize: _Optional[_Union[PtyResize, _Mapping]] = ..., signal: _Optional[_Union[PtySignal, _Mapping]] = ..., close: _Optional[_Union[PtyClose, _Mapping]] = ..., attach: _Optional[_Union[PtyAttach, _Mapping]] = ..., detach: _Optional[_Union[PtyDetach, _Mapping]] = ...) -> None: ...
+    stdin_end: PtyStdinEnd
+    def __init__(self, open: _Optional[_Union[PtyOpen, _Mapping]] = ..., input: _Optional[bytes] = ..., resize: _Optional[_Union[PtyResize, _Mapping]] = ..., signal: _Optional[_Union[PtySignal, _Mapping]] = ..., close: _Optional[_Union[PtyClose, _Mapping]] = ..., attach: _Optional[_Union[PtyAttach, _Mapping]] = ..., detach: _Optional[_Union[PtyDetach, _Mapping]] = ..., stdin_end: _Optional[_Union[PtyStdinEnd, _Mapping]] = ...) -> None: ...
 
 class PtyOpened(_message.Message):
     __slots__ = ("session_id", "mode", "offset")
@@ -1172,6 +1182,10 @@ class PtyDetach(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class PtyStdinEnd(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class ListPtySessionsRequest(_message.Message):
     __slots__ = ("sandbox_id",)
     SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
@@ -1594,3 +1608,41 @@ class ResetResponse(_message.Message):
     processes_killed: int
     duration_ms: float
     def __init__(self, paths_restored: _Optional[int] = ..., processes_killed: _Optional[int] = ..., duration_ms: _Optional[float] = ...) -> None: ...
+
+class TenantUsageRequest(_message.Message):
+    __slots__ = ("tenant", "at_unix_ms")
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    at_unix_ms: int
+    def __init__(self, tenant: _Optional[str] = ..., at_unix_ms: _Optional[int] = ...) -> None: ...
+
+class UsageReceipt(_message.Message):
+    __slots__ = ("sandbox_id", "closed_at_unix_ms", "usage")
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    closed_at_unix_ms: int
+    usage: SandboxUsage
+    def __init__(self, sandbox_id: _Optional[str] = ..., closed_at_unix_ms: _Optional[int] = ..., usage: _Optional[_Union[SandboxUsage, _Mapping]] = ...) -> None: ...
+
+class TenantUsageResponse(_message.Message):
+    __slots__ = ("tenant", "period_start_unix_ms", "period_end_unix_ms", "receipts", "sandbox_seconds", "cpu_seconds", "sandbox_seconds_limit", "cpu_seconds_limit")
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_START_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_END_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    RECEIPTS_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_SECONDS_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CPU_SECONDS_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    period_start_unix_ms: int
+    period_end_unix_ms: int
+    receipts: _containers.RepeatedCompositeFieldContainer[UsageReceipt]
+    sandbox_seconds: float
+    cpu_seconds: float
+    sandbox_seconds_limit: float
+    cpu_seconds_limit: float
+    def __init__(self, tenant: _Optional[str] = ..., period_start_unix_ms: _Optional[int] = ..., period_end_unix_ms: _Optional[int] = ..., receipts: _Optional[_Iterable[_Union[UsageReceipt, _Mapping]]] = ..., sandbox_seconds: _Optional[float] = ..., cpu_seconds: _Optional[float] = ..., sandbox_seconds_limit: _Optional[float] = ..., cpu_seconds_limit: _Optional[float] = ...) -> None: ...

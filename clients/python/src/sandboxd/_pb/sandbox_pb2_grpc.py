@@ -290,6 +290,11 @@ class SandboxServiceStub:
                 request_serializer=sandbox_dot_v1_dot_sandbox__pb2.ResetRequest.SerializeToString,
                 response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.ResetResponse.FromString,
                 _registered_method=True)
+        self.TenantUsage = channel.unary_unary(
+                '/sandbox.v1.SandboxService/TenantUsage',
+                request_serializer=sandbox_dot_v1_dot_sandbox__pb2.TenantUsageRequest.SerializeToString,
+                response_deserializer=sandbox_dot_v1_dot_sandbox__pb2.TenantUsageResponse.FromString,
+                _registered_method=True)
 
 
 class SandboxServiceServicer:
@@ -730,6 +735,15 @@ class SandboxServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TenantUsage(self, request, context):
+        """What a tenant's sandboxes used over a budget period: one receipt per sandbox closed in it
+        (the usage `Close` returned) and their exact sum. A tenant key sees its own tenant; the
+        operator names one (empty: sandboxes of no tenant).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -987,6 +1001,11 @@ def add_SandboxServiceServicer_to_server(servicer, server):
                     servicer.Reset,
                     request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.ResetRequest.FromString,
                     response_serializer=sandbox_dot_v1_dot_sandbox__pb2.ResetResponse.SerializeToString,
+            ),
+            'TenantUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.TenantUsage,
+                    request_deserializer=sandbox_dot_v1_dot_sandbox__pb2.TenantUsageRequest.FromString,
+                    response_serializer=sandbox_dot_v1_dot_sandbox__pb2.TenantUsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2367,6 +2386,33 @@ class SandboxService:
             '/sandbox.v1.SandboxService/Reset',
             sandbox_dot_v1_dot_sandbox__pb2.ResetRequest.SerializeToString,
             sandbox_dot_v1_dot_sandbox__pb2.ResetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TenantUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sandbox.v1.SandboxService/TenantUsage',
+            sandbox_dot_v1_dot_sandbox__pb2.TenantUsageRequest.SerializeToString,
+            sandbox_dot_v1_dot_sandbox__pb2.TenantUsageResponse.FromString,
             options,
             channel_credentials,
             insecure,
