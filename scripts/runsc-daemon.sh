@@ -12,13 +12,19 @@
 #
 # Environment: SANDBOXD_RUNSC_DIR (default /tmp/sbxrunsc; short: socket paths are limited to
 # 108 bytes), SANDBOXD_RUNSC_NS (the network namespace, default sbxrunsc), RUNSC (the runsc
-# binary, default /usr/bin/runsc), SANDBOXD_RUNSC_NETWORK (`bridge`, the default: the daemon
+# binary, default /opt/sandboxd/runsc-2024/usr/bin/runsc: gVisor 2024, Debian 13's, which
+# scripts/install-deps.sh unpacks; RUNSC=/usr/bin/runsc runs Debian 12's 2022 release, on
+# ptrace, without the direct checkpoints of docs/gvisor.md), SANDBOXD_RUNSC_NETWORK (`bridge`, the default: the daemon
 # has a bridge of its own inside its namespace and sandboxes a network; `none`: no bridge, and
 # sandboxes on runsc have no network but loopback).
 #
-# The runtime is registered as `runsc` with the arguments sandboxd needs (see the README,
+# The runtime is registered as `runsc` with the arguments sandboxd needs (see docs/runtimes.md,
 # "Sandboxes on gVisor"):
-#   --platform=ptrace   how the sentry intercepts system calls; `kvm` hung on these machines
+#   --platform=systrap  how the sentry intercepts system calls (ptrace with the 2022 release,
+#                       which has no systrap: a stub process per task); `kvm` hung here
+#   --overlay2=none     the root filesystem's writes go to the container's own layer on the
+#                       host (docker commit, Reset and the file calls read them there); the
+#                       2024 release's default (root:self) keeps them in a file of its own
 #   --network=host      the sandbox's sockets are the host kernel's, inside the container's own
 #                       network namespace (so docker's bridge, published ports and egress rules
 #                       set in that namespace apply). gVisor's own stack (`sandbox`, the default)
@@ -31,7 +37,9 @@
 #                       the socket exists only inside gVisor, and sandboxd falls back to the
 #                       `docker exec -i` channel). `create`, not `all`: code in the sandbox may
 #                       not connect to host sockets a volume happens to show (`open`)
-# A second one, `runsc-checkpoint`, has --network=none and no --host-uds: gVisor refuses to
+# A second one, `runsc-checkpoint`, has --network=none and no --host-uds (with the 2024 release
+# it is registered through scripts/sandboxd-runsc, which restores a container the server names
+# in <data root>/sandboxd-restore from the server's own checkpoint image, docs/gvisor.md): gVisor refuses to
 # checkpoint a sandbox on the host's network stack ("checkpoint not supported when using
 # hostinet") or one with a bound host socket ("Cannot save endpoint with bound host socket"), so
 # live snapshots, live forks and hibernation (`docker checkpoint`, hence "experimental": true)
@@ -44,7 +52,7 @@ set -uo pipefail
 
 DIR="${SANDBOXD_RUNSC_DIR:-/tmp/sbxrunsc}"
 NS="${SANDBOXD_RUNSC_NS:-sbxrunsc}"
-RUNSC="${RUNSC:-/usr/bin/runsc}"
+RUNSC="${RUNSC:-/opt/sandboxd/runsc-2024/usr/bin/runsc}"
 NETWORK="${SANDBOXD_RUNSC_NETWORK:-bridge}"
 HOST="unix://$DIR/docker.sock"
 
@@ -130,7 +138,7 @@ up() {
   if ! answers; then
     # Whatever a killed or half-made run left, first.
     [[ -d "$DIR" ]] || ip netns list 2>/dev/null | awk '{print $1}' | grep -qxF "$NS" && down
-    [[ -x "$RUNSC" ]] || die "$RUNSC is missing: apt-get install runsc (or scripts/install-deps.sh)"
+    [[ -x "$RUNSC" ]] || die "$RUNSC is missing: scripts/install-deps.sh unpacks it"
     for bin in containerd dockerd nsenter ip; do
       command -v "$bin" >/dev/null 2>&1 || die "$bin is missing"
     done
@@ -152,7 +160,16 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 [metrics]
   address = ""
 EOF
-    local net_arg=host bridge_args=(--bip 172.28.0.1/16)
+    local platform=ptrace net_arg=host bridge_args=(--bip 172.28.0.1/16)
+    local flags checkpoint_path="$RUNSC" checkpoint_args=""
+    flags="$("$RUNSC" flags 2>&1)"
+    [[ "$flags" == *systrap* ]] && platform=systrap
+    # A release whose checkpoint can be uncompressed (2024) is called directly by the server
+    # for checkpoints and restored through scripts/sandboxd-runsc (docs/gvisor.md).
+    if [[ "$("$RUNSC" help checkpoint 2>&1)" == *compression* ]]; then
+      checkpoint_path="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/sandboxd-runsc"
+      checkpoint_args="\"--sandboxd-runsc=$RUNSC\", \"--sandboxd-restore-dir=$DIR/data/sandboxd-restore\", "
+    fi
     if [[ "$NETWORK" == none ]]; then
       net_arg=none bridge_args=(--bridge=none)
     fi
@@ -161,11 +178,11 @@ EOF
   "runtimes": {
     "runsc": {
       "path": "$RUNSC",
-      "runtimeArgs": ["--platform=ptrace", "--network=$net_arg", "--host-uds=create"]
+      "runtimeArgs": ["--platform=$platform", "--overlay2=none", "--network=$net_arg", "--host-uds=create"]
     },
     "runsc-checkpoint": {
-      "path": "$RUNSC",
-      "runtimeArgs": ["--platform=ptrace", "--network=none"]
+      "path": "$checkpoint_path",
+      "runtimeArgs": [$checkpoint_args"--platform=$platform", "--overlay2=none", "--network=none"]
     }
   },
   "experimental": true

@@ -18,7 +18,7 @@ docker info >/dev/null 2>&1 || die "Docker is unreachable"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check "selenium>=4.20,<5" pytest
 # The vendored xterm.js is what Debian's packages give (when they are installed).
 if [[ -d /usr/share/nodejs/xterm ]]; then python3 scripts/bundle-xterm.py --check; fi
-cargo build -q -p sandboxd --bin sandboxd -p sandboxctl
+cargo build -q -p sandboxd -p sandboxctl --bin sandboxd --bin sandboxctl
 # The test image (sandboxd-test/busybox:1), built from nothing by the testkit when missing.
 docker image inspect sandboxd-test/busybox:1 >/dev/null 2>&1 \
   || cargo test -q -p sandboxd --test images >/dev/null || die "building the test images failed"

@@ -7,7 +7,7 @@ set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_ROOT"
 
-# Each step's wall time, printed as a table at the end (the README's "how long each part takes").
+# Each step's wall time, printed as a table at the end (docs/testing.md's "how long each part takes").
 STEP_NAME="" STEP_START=$SECONDS TIMINGS=""
 step_done() {
   if [[ -n "$STEP_NAME" ]]; then
@@ -75,7 +75,7 @@ SANDBOXD_TEST_ENGINE=docker bounded 20m cargo test -p sandboxd --test provider -
 step "provider, client, files, terminal-session and trace suites again on the agent's docker exec channel"
 SANDBOXD_TEST_TRANSPORT=channel bounded 20m cargo test -p sandboxd --test provider --test e2e_client --test files_api --test pty_sessions --test traces
 
-# gVisor: a private containerd + dockerd with runsc registered (its own namespace; the test
+# gVisor: a private containerd + dockerd with runsc 2024 registered (docs/gvisor.md; its own namespace; the test
 # images are built into it), the main suites on it, then gone (the EXIT trap's leftovers
 # removal takes it down too when a suite fails). ~330 s of tests measured on a loaded 2-core
 # machine (load average 12), plus the build of the suites' binaries.
@@ -83,7 +83,8 @@ step "main suites again on gVisor (scripts/runsc-daemon.sh, SANDBOXD_TEST_RUNTIM
 runsc_host="$(bash scripts/runsc-daemon.sh up | tail -n 1)"
 DOCKER_HOST="${runsc_host#DOCKER_HOST=}" SANDBOXD_TEST_RUNTIME=runsc SANDBOXD_TEST_DAEMON_NETNS="${SANDBOXD_RUNSC_NS:-sbxrunsc}" \
   bounded 20m cargo test -p sandboxd --no-fail-fast --test provider --test e2e_client --test files_api \
-  --test pty_sessions --test processes --test branching --test runtimes --test walls --test live_fork
+  --test pty_sessions --test processes --test branching --test runtimes --test walls --test live_fork \
+  --test port_forward
 bash scripts/runsc-daemon.sh down
 
 
@@ -103,7 +104,7 @@ if [[ "${SANDBOXD_FUZZ:-0}" != 0 ]]; then
 fi
 
 step "scripts/test-python.sh (the Python package: stubs, mypy, pytest)"
-bounded 20m bash scripts/test-python.sh
+bounded 35m bash scripts/test-python.sh
 
 step "scripts/test-console.sh (the web console in headless Chromium: Selenium, real server and Docker)"
 bounded 10m bash scripts/test-console.sh
