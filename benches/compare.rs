@@ -158,6 +158,7 @@ async fn upload(client: &mut Client, id: &str, local: &Path, remote: &str) {
             path: remote.into(),
             mode: None,
             size: Some(size),
+            xattrs: Default::default(),
         })),
     };
     let mut file = tokio::fs::File::open(local).await.unwrap();

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 
 use crate::channel::{Channel, Credit};
-use crate::protocol::{self, Event, FailureKind};
+use crate::protocol::{self, Event, FailureKind, Xattr};
 
 /// A failure as the server receives it.
 pub type FileError = (FailureKind, String);
@@ -64,8 +64,9 @@ fn create_parents(dir: &Path, display: &str) -> Result<(), FileError> {
 }
 
 impl Upload {
-    /// Open the temporary file beside `path`, creating missing parents.
-    pub fn start(id: u64, path: &str, mode: u32) -> Result<Self, FileError> {
+    /// Open the temporary file beside `path`, creating missing parents, with `xattrs` set (the
+    /// file replaces the old one whole: attributes the old one had are gone).
+    pub fn start(id: u64, path: &str, mode: u32, xattrs: &[Xattr]) -> Result<Self, FileError> {
         let target = PathBuf::from(path);
         let (Some(dir), Some(name)) = (target.parent(), target.file_name()) else {
             return Err((FailureKind::Invalid, format!("{path:?} does not name a file")));
@@ -73,6 +74,7 @@ impl Upload {
         if mode > 0o7777 {
             return Err((FailureKind::Invalid, format!("mode {mode:o} is not permission bits")));
         }
+        crate::xattrs::check(xattrs).map_err(|e| (FailureKind::Invalid, e))?;
         create_parents(dir, path)?;
         if std::fs::symlink_metadata(&target).is_ok_and(|m| m.is_dir()) {
             return Err((
@@ -89,6 +91,17 @@ impl Upload {
             .custom_flags(libc::O_NOFOLLOW)
             .open(&temp)
             .map_err(|e| os_error(path, &e))?;
+        if let Err(e) = crate::xattrs::set_all(&file, xattrs) {
+            drop(file);
+            let _ = std::fs::remove_file(&temp);
+            return Err(match e.raw_os_error() {
+                Some(libc::EOPNOTSUPP) => (
+                    FailureKind::Invalid,
+                    format!("{path}: the sandbox's filesystem keeps no extended attributes there"),
+                ),
+                _ => os_error(path, &e),
+            });
+        }
         Ok(Self { file: Some(file), temp, target, display: path.into(), mode, written: 0, failure: None })
     }
 
@@ -293,19 +306,19 @@ mod tests {
         let dir = tempfile_dir();
         let target = dir.join("a/b/file.txt");
         let path = target.to_str().unwrap();
-        let mut up = Upload::start(1, path, 0o640).unwrap();
+        let mut up = Upload::start(1, path, 0o640, &[]).unwrap();
         up.write(b"hello");
         assert!(!target.exists(), "nothing at the target before the end");
         assert_eq!(up.finish(5).unwrap(), 5);
         assert_eq!(std::fs::read(&target).unwrap(), b"hello");
         assert_eq!(std::fs::metadata(&target).unwrap().permissions().mode() & 0o7777, 0o640);
 
-        let mut partial = Upload::start(2, path, 0o644).unwrap();
+        let mut partial = Upload::start(2, path, 0o644, &[]).unwrap();
         partial.write(b"new content");
         drop(partial);
         assert_eq!(std::fs::read(&target).unwrap(), b"hello", "an interrupted upload leaves the old file");
 
-        let mut short = Upload::start(3, path, 0o644).unwrap();
+        let mut short = Upload::start(3, path, 0o644, &[]).unwrap();
         short.write(b"abc");
         let (kind, msg) = short.finish(4).unwrap_err();
         assert_eq!(kind, FailureKind::Invalid, "{msg}");
@@ -316,14 +329,37 @@ mod tests {
     }
 
     #[test]
+    fn an_upload_sets_its_attributes_and_a_bad_one_writes_nothing() {
+        let dir = tempfile_dir();
+        let target = dir.join("meta.txt");
+        let path = target.to_str().unwrap();
+        let attrs = [Xattr { name: b"user.e2b.author".to_vec(), value: b"mish".to_vec() }];
+        let mut up = Upload::start(1, path, 0o644, &attrs).unwrap();
+        up.write(b"x");
+        up.finish(1).unwrap();
+        assert_eq!(crate::xattrs::read_user(path.as_bytes()), attrs);
+        // Overwritten without attributes: the new file has none.
+        let mut again = Upload::start(2, path, 0o644, &[]).unwrap();
+        again.write(b"y");
+        again.finish(1).unwrap();
+        assert!(crate::xattrs::read_user(path.as_bytes()).is_empty());
+        let bad = [Xattr { name: b"trusted.x".to_vec(), value: b"1".to_vec() }];
+        let err = Upload::start(3, path, 0o644, &bad).err().unwrap();
+        assert_eq!(err.0, FailureKind::Invalid, "{}", err.1);
+        let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, [std::ffi::OsString::from("meta.txt")], "a refused upload leaves nothing");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn errors_are_classified() {
         let dir = tempfile_dir();
         let file = dir.join("f");
         std::fs::write(&file, b"x").unwrap();
         let below_file = file.join("child");
-        let err = Upload::start(1, below_file.to_str().unwrap(), 0o644).err().unwrap();
+        let err = Upload::start(1, below_file.to_str().unwrap(), 0o644, &[]).err().unwrap();
         assert_eq!(err.0, FailureKind::NotDirectory, "{}", err.1);
-        let err = Upload::start(1, dir.to_str().unwrap(), 0o644).err().unwrap();
+        let err = Upload::start(1, dir.to_str().unwrap(), 0o644, &[]).err().unwrap();
         assert_eq!(err.0, FailureKind::IsDirectory, "{}", err.1);
         assert_eq!(open_for_download(dir.to_str().unwrap()).unwrap_err().0, FailureKind::IsDirectory);
         let missing = dir.join("missing");

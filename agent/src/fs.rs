@@ -269,6 +269,8 @@ fn entry_of(path: &[u8], meta: &Metadata) -> FsEntry {
         uid: meta.uid(),
         gid: meta.gid(),
         mtime_ms: meta.mtime().saturating_mul(1000).saturating_add(meta.mtime_nsec() / 1_000_000),
+        // Links cannot carry `user.` attributes; anything else's are read through its path.
+        xattrs: if kind == FsKind::Symlink { Vec::new() } else { crate::xattrs::read_user(path) },
         link_target,
     }
 }
@@ -294,7 +296,8 @@ struct Batches<'a> {
 impl Batches<'_> {
     /// Queue one entry; false once the call was stopped.
     fn push(&mut self, e: FsEntry) -> bool {
-        self.bytes += 41 + e.name.len() + e.path.len() + e.link_target.len();
+        let xattrs: usize = e.xattrs.iter().map(|x| 8 + x.name.len() + x.value.len()).sum();
+        self.bytes += 45 + e.name.len() + e.path.len() + e.link_target.len() + xattrs;
         self.batch.push(e);
         if self.batch.len() >= BATCH_ENTRIES || self.bytes >= BATCH_BYTES {
             return self.flush();

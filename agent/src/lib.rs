@@ -25,3 +25,4 @@ pub mod spawn;
 pub mod terminal;
 pub mod tree;
 pub mod users;
+pub mod xattrs;

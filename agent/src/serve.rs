@@ -244,7 +244,7 @@ impl Agent {
                 Err(e) => self.fail(id, e),
             },
             Request::ListSessions => self.channel.send(id, &Event::Sessions(sessions::list())),
-            Request::PutStart { path, mode } => match Upload::start(id, &path, mode) {
+            Request::PutStart { path, mode, xattrs } => match Upload::start(id, &path, mode, &xattrs) {
                 Ok(upload) => {
                     let writer = UploadWriter::spawn(upload, self.channel.clone(), id);
                     if let Ok(mut u) = self.uploads.lock() {

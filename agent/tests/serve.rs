@@ -171,7 +171,7 @@ fn files_round_trip_through_the_agent() {
     let path = dir.join("sub/f.bin");
     let path_s = path.to_str().unwrap().to_string();
     let content: Vec<u8> = (0..600_000u32).map(|i| (i % 251) as u8).collect();
-    a.send(1, Request::PutStart { path: path_s.clone(), mode: 0o600 });
+    a.send(1, Request::PutStart { path: path_s.clone(), mode: 0o600, xattrs: Vec::new() });
     for chunk in content.chunks(protocol::MAX_CHUNK) {
         a.send(1, Request::PutData(chunk.to_vec()));
     }

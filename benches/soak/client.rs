@@ -345,6 +345,7 @@ impl Worker {
                 path: path.into(),
                 mode: None,
                 size: Some(data.len() as u64),
+                xattrs: Default::default(),
             })),
         };
         let chunks: Vec<pb::UploadRequest> = data

@@ -327,6 +327,7 @@ impl Sandbox {
                 path: remote.to_string(),
                 mode,
                 size: Some(size),
+                xattrs: Default::default(),
             })),
         };
         let read_error: Arc<StdMutex<Option<std::io::Error>>> = Arc::new(StdMutex::new(None));

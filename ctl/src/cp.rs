@@ -144,6 +144,7 @@ async fn send(
             path: path.to_string(),
             mode,
             size,
+            xattrs: Default::default(),
         })),
     };
     let (tx, rx) = tokio::sync::mpsc::channel(4);

@@ -241,7 +241,7 @@ async fn an_interrupted_upload_leaves_the_old_file() {
     let label = TestLabel::new();
     let p = agent_provider(&label, |_| {});
     let h = p.create(&SandboxSpec::new(images::BUSYBOX)).await.unwrap();
-    p.upload_reader(&h, &b"old"[..], 3, "/data/file", None).await.unwrap();
+    p.upload_reader(&h, &b"old"[..], 3, "/data/file", None, &[]).await.unwrap();
     /// A reader that fails after some bytes, like a client that drops its upload stream.
     struct Broken(usize);
     impl tokio::io::AsyncRead for Broken {
@@ -259,8 +259,9 @@ async fn an_interrupted_upload_leaves_the_old_file() {
             std::task::Poll::Ready(Ok(()))
         }
     }
-    let err =
-        p.upload_reader(&h, tokio::io::BufReader::new(Broken(100_000)), 1_000_000, "/data/file", None).await;
+    let err = p
+        .upload_reader(&h, tokio::io::BufReader::new(Broken(100_000)), 1_000_000, "/data/file", None, &[])
+        .await;
     assert!(err.is_err());
     let r = p.exec(&h, "cat /data/file; ls -A /data | wc -l", &params()).await.unwrap();
     assert_eq!(r.stdout_str(), "old1\n", "old content, and no partial file beside it");

@@ -238,6 +238,7 @@ async fn an_upload_of_another_length_than_declared_is_refused() {
                 path: path.clone(),
                 mode: None,
                 size: Some(declared),
+                xattrs: Default::default(),
             })),
         };
         let chunk =

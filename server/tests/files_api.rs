@@ -375,3 +375,93 @@ async fn the_docker_engine_answers_failed_precondition_naming_why() {
     );
     sandbox.stop().await.unwrap();
 }
+
+fn upload_with_xattrs(
+    id: &str,
+    path: &str,
+    content: &[u8],
+    xattrs: &[(&str, &[u8])],
+) -> Vec<sandboxd_client::proto::UploadRequest> {
+    use sandboxd_client::proto::upload_request::Request;
+    let mut header = testkit::raw::upload_header(id, path, Some(content.len() as u64));
+    if let Some(Request::Header(h)) = header.request.as_mut() {
+        h.xattrs = xattrs.iter().map(|(n, v)| (n.to_string(), v.to_vec())).collect();
+    }
+    vec![header, testkit::raw::chunk(content.to_vec())]
+}
+
+async fn xattrs_of(
+    raw: &mut testkit::raw::RawClient,
+    id: &str,
+    path: &str,
+) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let stat = sandboxd_client::proto::StatRequest {
+        sandbox_id: id.into(),
+        path: path.into(),
+        ..Default::default()
+    };
+    raw.stat(stat).await.expect("stat").into_inner().entry.expect("entry").xattrs.into_iter().collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uploads_extended_attributes_are_shown_by_stat_and_list_dir() {
+    let label = TestLabel::new();
+    let (server, client, sandbox) = start(&label).await;
+    let id = sandbox.id().to_string();
+    let mut raw = server.raw().await;
+    let attrs: &[(&str, &[u8])] = &[("user.e2b.author", b"mish"), ("user.bin", b"\x00\xff")];
+    let sent = raw.upload(tokio_stream::iter(upload_with_xattrs(&id, "/m/a.txt", b"hi", attrs))).await;
+    if !agent_engine() {
+        let err = sent.expect_err("no agent, no attributes");
+        assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+        assert!(err.message().contains("agent"), "{err:?}");
+        expect_code(client.stat(&id, "/m/a.txt", false, None).await, Code::FailedPrecondition, "agent");
+        return;
+    }
+    sent.expect("upload with attributes");
+    let want: std::collections::BTreeMap<String, Vec<u8>> =
+        attrs.iter().map(|(n, v)| (n.to_string(), v.to_vec())).collect();
+    assert_eq!(xattrs_of(&mut raw, &id, "/m/a.txt").await, want);
+    let list = sandboxd_client::proto::ListDirRequest {
+        sandbox_id: id.clone(),
+        path: b"/m".to_vec(),
+        depth: 1,
+        ..Default::default()
+    };
+    let mut batches = raw.list_dir(list).await.expect("list").into_inner();
+    let batch = batches.message().await.expect("batch").expect("one batch");
+    assert_eq!(batch.entries.len(), 1);
+    assert_eq!(
+        batch.entries[0].xattrs.clone().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
+        want
+    );
+
+    // Renamed, the file keeps them; overwritten without any, it has none.
+    client.rename(&id, "/m/a.txt", "/m/b.txt", false, None).await.expect("rename");
+    assert_eq!(xattrs_of(&mut raw, &id, "/m/b.txt").await, want);
+    raw.upload(tokio_stream::iter(upload_with_xattrs(&id, "/m/b.txt", b"again", &[])))
+        .await
+        .expect("overwrite");
+    assert!(
+        xattrs_of(&mut raw, &id, "/m/b.txt").await.is_empty(),
+        "an overwrite drops the old file's attributes"
+    );
+
+    // Names outside user., and oversized values, are refused naming the field, writing nothing.
+    for bad in [("trusted.x", &b"1"[..]), ("security.selinux", b"x"), ("user.", b"x")] {
+        let err = raw
+            .upload(tokio_stream::iter(upload_with_xattrs(&id, "/m/bad.txt", b"x", &[bad])))
+            .await
+            .expect_err("a bad attribute");
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert!(err.message().contains("xattrs"), "{err:?}");
+    }
+    let big = vec![7u8; 64 * 1024 + 1];
+    let err = raw
+        .upload(tokio_stream::iter(upload_with_xattrs(&id, "/m/bad.txt", b"x", &[("user.big", &big)])))
+        .await
+        .expect_err("a value past 64 KiB");
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    expect_code(client.stat(&id, "/m/bad.txt", false, None).await, Code::NotFound, "/m/bad.txt");
+    sandbox.stop().await.unwrap();
+}

@@ -19,6 +19,7 @@ use sandboxd::core::backend::{
 };
 use sandboxd::core::branching::{DiffEntry, Forked, SnapshotInfo};
 use sandboxd::core::expiry::{Owned, OwnedListing};
+use sandboxd::core::fs::Xattr;
 use sandboxd::core::inventory::{ListPage, ListQuery, SandboxSummary};
 use sandboxd::core::logs::{LogOptions, LogStream};
 use sandboxd::core::spec::{
@@ -259,6 +260,7 @@ impl SandboxBackend for FakeBackend {
         size: u64,
         path: &str,
         _mode: Option<u32>,
+        _xattrs: &[Xattr],
     ) -> Result<u64> {
         self.note("upload");
         self.running(&handle.sandbox_id)?;

@@ -351,7 +351,7 @@ pub async fn upload_file(
         )));
     }
     let reader = Box::new(tokio::io::BufReader::with_capacity(256 * 1024, file));
-    backend.upload(handle, reader, meta.len(), target, None).await
+    backend.upload(handle, reader, meta.len(), target, None, &[]).await
 }
 
 /// Download one sandbox file to the host through the backend (parents of `target` created).

@@ -52,6 +52,7 @@ pub fn upload_header(sandbox_id: &str, path: &str, size: Option<u64>) -> proto::
             path: path.into(),
             mode: None,
             size,
+            xattrs: Default::default(),
         })),
     }
 }

@@ -298,8 +298,8 @@ impl Event {
             143 => Event::ForwardAck(d.u64()?),
             150 => {
                 let n = d.u32()? as usize;
-                // Each entry takes at least 41 bytes: a count beyond what the frame holds is a lie.
-                if n > d.0.len() / 41 {
+                // Each entry takes at least 45 bytes: a count beyond what the frame holds is a lie.
+                if n > d.0.len() / 45 {
                     return Err(short());
                 }
                 let mut list = Vec::with_capacity(n);

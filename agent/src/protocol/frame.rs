@@ -4,7 +4,7 @@
 
 use std::io::{self, Read, Write};
 
-use super::types::{FsEntry, FsKind, WindowSize};
+use super::types::{FsEntry, FsKind, WindowSize, Xattr};
 
 /// One frame: a message and the request it belongs to.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,6 +76,14 @@ impl Enc {
             .u32(e.gid)
             .u64(e.mtime_ms as u64)
             .bytes(&e.link_target)
+            .xattrs(&e.xattrs)
+    }
+    pub(super) fn xattrs(&mut self, v: &[Xattr]) -> &mut Self {
+        self.u32(v.len() as u32);
+        for x in v {
+            self.bytes(&x.name).bytes(&x.value);
+        }
+        self
     }
     pub(super) fn finish(mut self) -> Vec<u8> {
         let len = (self.0.len() - 4) as u32;
@@ -133,7 +141,20 @@ impl<'a> Dec<'a> {
             gid: self.u32()?,
             mtime_ms: self.u64()? as i64,
             link_target: self.bytes()?,
+            xattrs: self.xattrs()?,
         })
+    }
+    pub(super) fn xattrs(&mut self) -> io::Result<Vec<Xattr>> {
+        let n = self.u32()? as usize;
+        // Each attribute takes at least its two 4-byte lengths.
+        if n > self.0.len() / 8 {
+            return Err(short());
+        }
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            v.push(Xattr { name: self.bytes()?, value: self.bytes()? });
+        }
+        Ok(v)
     }
     pub(super) fn size(&mut self) -> io::Result<WindowSize> {
         let b = self.take(4)?;

@@ -10,7 +10,8 @@
 /// `Readiness` and the session requests; version 3 the port-forward frames (kinds 40-42 and
 /// 140-143); every older frame is unchanged. `Detached`'s reason `InputFull` (3) came within 3:
 /// only an agent that bounds its input sends it, and an older reader takes it for `Requested`.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// Version 4 carries extended attributes: `PutStart` sets them, every `FsEntry` lists them.
+pub const PROTOCOL_VERSION: u32 = 4;
 /// Output a session retains when its opener names no size (`server.pty.retain_bytes`).
 pub const DEFAULT_RETAIN_BYTES: u64 = 1 << 20;
 /// Largest retained output the agent accepts for one session.
@@ -48,5 +49,5 @@ pub use frame::{body_len, read_body, split_frame, unknown_request_id, write_fram
 pub use request::{decode_request, Request};
 pub use types::{
     DetachReason, ExecExit, ExecStart, FailureKind, FsChange, FsChangeKind, FsEntry, FsKind, ReadyState,
-    SessionInfo, SessionStart, Usage, WindowSize,
+    SessionInfo, SessionStart, Usage, WindowSize, Xattr, MAX_XATTRS, MAX_XATTR_VALUE, USER_XATTR_PREFIX,
 };

@@ -3,7 +3,7 @@
 use std::io;
 
 use super::frame::{bad_kind, parse_body, short, Dec, Enc, Frame};
-use super::types::{ExecStart, SessionStart, WindowSize};
+use super::types::{ExecStart, SessionStart, WindowSize, Xattr};
 
 /// Server to agent.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,6 +21,8 @@ pub enum Request {
     PutStart {
         path: String,
         mode: u32,
+        /// Extended attributes of the new file (`user.` names only).
+        xattrs: Vec<Xattr>,
     },
     PutData(Vec<u8>),
     /// The upload is complete and had `size` bytes.
@@ -141,9 +143,9 @@ impl Request {
                 enc.u64(*n);
                 enc.finish()
             }
-            Request::PutStart { path, mode } => {
+            Request::PutStart { path, mode, xattrs } => {
                 let mut enc = Enc::new(6, id);
-                enc.bytes(path.as_bytes()).u32(*mode);
+                enc.bytes(path.as_bytes()).u32(*mode).xattrs(xattrs);
                 enc.finish()
             }
             Request::PutData(d) => {
@@ -268,7 +270,7 @@ impl Request {
             3 => Request::StdinEnd,
             4 => Request::Kill,
             5 => Request::Credit(d.u64()?),
-            6 => Request::PutStart { path: d.string()?, mode: d.u32()? },
+            6 => Request::PutStart { path: d.string()?, mode: d.u32()?, xattrs: d.xattrs()? },
             7 => Request::PutData(d.bytes()?),
             8 => Request::PutEnd { size: d.u64()? },
             9 => Request::PutAbort,

@@ -28,7 +28,12 @@ fn every_request_round_trips() {
     request_round_trip(Request::StdinEnd);
     request_round_trip(Request::Kill);
     request_round_trip(Request::Credit(1 << 40));
-    request_round_trip(Request::PutStart { path: "/a/b".into(), mode: 0o4755 });
+    request_round_trip(Request::PutStart { path: "/a/b".into(), mode: 0o4755, xattrs: Vec::new() });
+    request_round_trip(Request::PutStart {
+        path: "/a/b".into(),
+        mode: 0o644,
+        xattrs: vec![Xattr { name: b"user.e2b.author".to_vec(), value: b"mish\0\xff".to_vec() }],
+    });
     request_round_trip(Request::PutData(vec![9; 1000]));
     request_round_trip(Request::PutEnd { size: 1000 });
     request_round_trip(Request::PutAbort);
@@ -131,6 +136,14 @@ fn every_event_round_trips() {
             gid: 1001,
             mtime_ms: -5,
             link_target: b"../t".to_vec(),
+            xattrs: Vec::new(),
+        },
+        FsEntry {
+            xattrs: vec![
+                Xattr { name: b"user.a".to_vec(), value: Vec::new() },
+                Xattr { name: b"user.b".to_vec(), value: b"2".to_vec() },
+            ],
+            ..FsEntry::default()
         },
         FsEntry::default(),
     ]));

@@ -238,7 +238,24 @@ pub struct FsEntry {
     pub mtime_ms: i64,
     /// A symlink's target as stored; empty otherwise.
     pub link_target: Vec<u8>,
+    /// The path's extended attributes in the `user.` namespace (those a file's owner may set),
+    /// by full name; other namespaces are the system's and never leave the sandbox.
+    pub xattrs: Vec<Xattr>,
 }
+
+/// One extended attribute: its full name (`user.…`) and value.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Xattr {
+    pub name: Vec<u8>,
+    pub value: Vec<u8>,
+}
+
+/// The namespace of the extended attributes files carry to and from the server.
+pub const USER_XATTR_PREFIX: &[u8] = b"user.";
+/// Most attributes an upload may set (Linux allows about this many on most filesystems).
+pub const MAX_XATTRS: usize = 64;
+/// Largest attribute value accepted in either direction (Linux's own limit).
+pub const MAX_XATTR_VALUE: usize = 64 * 1024;
 
 /// What happened below a watched directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Upload and Download through the agent: one request each on the sandbox's channel, the file
 //! written beside its target and renamed on success, reads paced by credit.
 
-use sandboxd_agent::protocol::{self, Event, FailureKind, Request};
+use sandboxd_agent::protocol::{self, Event, FailureKind, Request, Xattr};
 use tokio::io::AsyncBufReadExt;
 
 use super::channel::{AgentChannel, Call};
@@ -41,9 +41,10 @@ pub async fn upload(
     size: u64,
     path: &str,
     mode: u32,
+    xattrs: &[Xattr],
 ) -> Result<u64> {
-    let mut call =
-        channel.call(Request::PutStart { path: path.to_string(), mode }).await.ok_or_else(|| lost(name))?;
+    let start = Request::PutStart { path: path.to_string(), mode, xattrs: xattrs.to_vec() };
+    let mut call = channel.call(start).await.ok_or_else(|| lost(name))?;
     let mut copied = 0u64;
     loop {
         if let Ok(Event::Failed { kind, message }) = call.events.try_recv() {

@@ -31,6 +31,7 @@ use self::host::AgentHost;
 use self::run_dirs::{InFlight, RunDirs};
 use crate::core::backend::{ExecStream, FileDownload, StreamEvent, TerminalSession, UploadSource};
 use crate::core::exec_engine::{no_sessions, spawn_stream, ExecEngine, ExecSpec};
+use crate::core::fs::Xattr;
 use crate::core::spec::PtySpec;
 use crate::core::spec::{ExecErrorType, ExecResult};
 use crate::core::terminal::{AttachSpec, TerminalInfo};
@@ -455,11 +456,12 @@ impl ExecEngine for AgentEngine {
         size: u64,
         path: &str,
         mode: u32,
+        xattrs: &[Xattr],
     ) -> Result<u64> {
         let Some(channel) = self.channel(name).await else {
-            return self.host.fallback().upload(name, source, size, path, mode).await;
+            return self.host.fallback().upload(name, source, size, path, mode, xattrs).await;
         };
-        match files::upload(&channel, name, source, size, path, mode).await {
+        match files::upload(&channel, name, source, size, path, mode, xattrs).await {
             Err(e) => Err(self.host.explain(name, e).await),
             ok => ok,
         }

@@ -14,7 +14,7 @@ use tokio::io::AsyncBufRead;
 
 use crate::core::branching::{DiffEntry, Forked, SnapshotInfo};
 use crate::core::expiry::{Owned, OwnedListing};
-use crate::core::fs::{EntryStream, FileEntry, FileOp, ListDirQuery, WatchStream};
+use crate::core::fs::{EntryStream, FileEntry, FileOp, ListDirQuery, WatchStream, Xattr};
 use crate::core::inventory::{ListPage, ListQuery};
 use crate::core::lease::LeasePolicy;
 use crate::core::processes::{
@@ -124,7 +124,8 @@ pub trait SandboxBackend: Send + Sync + 'static {
         params: &ExecParams,
     ) -> Result<ExecStream>;
 
-    /// Write `size` bytes from `source` to `path` (parents created, root-owned, `mode`).
+    /// Write `size` bytes from `source` to `path` (parents created, root-owned, `mode`, with
+    /// the `user.` extended attributes `xattrs`, already checked by `core::fs::check_xattrs`).
     async fn upload(
         &self,
         handle: &SandboxHandle,
@@ -132,6 +133,7 @@ pub trait SandboxBackend: Send + Sync + 'static {
         size: u64,
         path: &str,
         mode: Option<u32>,
+        xattrs: &[Xattr],
     ) -> Result<u64>;
 
     /// Open a streaming read of one regular file. Path errors come here, before any byte.

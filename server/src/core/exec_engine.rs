@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::core::backend::{ExecStream, FileDownload, StreamEvent, TerminalSession, UploadSource};
+use crate::core::fs::Xattr;
 use crate::core::spec::{ExecErrorType, ExecParams, ExecResult, PtySpec, SandboxHandle};
 use crate::core::terminal::{AttachSpec, TerminalInfo};
 use crate::error::{ProviderError, Result};
@@ -49,9 +50,9 @@ pub trait ExecEngine: Send + Sync {
     /// As `exec`, with output delivered as it is produced (no output bound: nothing accumulates).
     async fn exec_stream(&self, spec: ExecSpec<'_>) -> ExecStream;
 
-    /// Stream exactly `size` bytes from `source` into file `path` (owned by root, `mode`) of
-    /// container `name`; the arguments are already checked. A short or long stream is
-    /// INVALID_ARGUMENT on `size` and leaves no truncated file.
+    /// Stream exactly `size` bytes from `source` into file `path` (owned by root, `mode`, with
+    /// `xattrs`) of container `name`; the arguments are already checked. A short or long
+    /// stream is INVALID_ARGUMENT on `size` and leaves no truncated file.
     async fn upload(
         &self,
         name: &str,
@@ -59,6 +60,7 @@ pub trait ExecEngine: Send + Sync {
         size: u64,
         path: &str,
         mode: u32,
+        xattrs: &[Xattr],
     ) -> Result<u64>;
 
     /// Open file `path` of container `name` for reading: errors about the path (missing, a

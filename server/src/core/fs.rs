@@ -6,8 +6,39 @@
 use crate::error::{ProviderError, Result};
 
 pub use sandboxd_agent::protocol::{
-    FsChange as FileEvent, FsChangeKind as FileEventKind, FsEntry as FileEntry, FsKind as FileKind,
+    FsChange as FileEvent, FsChangeKind as FileEventKind, FsEntry as FileEntry, FsKind as FileKind, Xattr,
 };
+use sandboxd_agent::protocol::{MAX_XATTRS, MAX_XATTR_VALUE};
+
+/// An upload's extended attributes from the wire (`UploadHeader.xattrs`), checked: names in
+/// the `user.` namespace (the others are the system's), of at most 255 bytes, values of at
+/// most 64 KiB, at most 64 of them; INVALID_ARGUMENT naming `field` otherwise.
+pub fn check_xattrs<'a>(
+    field: &str,
+    xattrs: impl IntoIterator<Item = (&'a String, &'a Vec<u8>)>,
+) -> Result<Vec<Xattr>> {
+    let mut out = Vec::new();
+    for (name, value) in xattrs {
+        let bad = |why: &str| ProviderError::invalid(field, format!("{name:?}: {why}"));
+        let Some(rest) = name.strip_prefix("user.") else {
+            return Err(bad("must be a name in the user. namespace (for example user.e2b.author)"));
+        };
+        if rest.is_empty() || name.len() > 255 || name.contains('\0') {
+            return Err(bad("a name is user. and 1 to 250 more bytes, without NUL"));
+        }
+        if value.len() > MAX_XATTR_VALUE {
+            return Err(bad(&format!("a value is at most {MAX_XATTR_VALUE} bytes (got {})", value.len())));
+        }
+        out.push(Xattr { name: name.as_bytes().to_vec(), value: value.clone() });
+    }
+    if out.len() > MAX_XATTRS {
+        return Err(ProviderError::invalid(
+            field,
+            format!("at most {MAX_XATTRS} attributes (got {})", out.len()),
+        ));
+    }
+    Ok(out)
+}
 
 /// Deepest `ListDir` (the agent's own limit).
 pub const MAX_DEPTH: u32 = 64;
@@ -63,5 +94,28 @@ mod tests {
         assert!(e.contains("path") && e.contains("rel"), "{e}");
         assert!(check_path("source", b"").is_err());
         assert!(check_path("path", b"/a\0").is_err());
+    }
+
+    #[test]
+    fn only_user_attributes_within_linux_bounds_pass() {
+        let attrs = |pairs: &[(&str, &[u8])]| -> std::collections::HashMap<String, Vec<u8>> {
+            pairs.iter().map(|(n, v)| (n.to_string(), v.to_vec())).collect()
+        };
+        let ok = check_xattrs("xattrs", &attrs(&[("user.e2b.author", b"mish")])).unwrap();
+        assert_eq!(ok, [Xattr { name: b"user.e2b.author".to_vec(), value: b"mish".to_vec() }]);
+        for bad in ["trusted.x", "security.selinux", "user.", "USER.x"] {
+            let e = check_xattrs("xattrs", &attrs(&[(bad, b"1")])).unwrap_err().to_string();
+            assert!(e.contains("xattrs") && e.contains(bad), "{e}");
+        }
+        let long = format!("user.{}", "n".repeat(251));
+        assert!(check_xattrs("xattrs", &attrs(&[(&long, b"1")])).is_err());
+        let big = vec![0u8; MAX_XATTR_VALUE + 1];
+        assert!(check_xattrs("xattrs", &attrs(&[("user.big", &big)]))
+            .unwrap_err()
+            .to_string()
+            .contains("at most"));
+        let many: std::collections::HashMap<String, Vec<u8>> =
+            (0..=MAX_XATTRS).map(|i| (format!("user.k{i}"), vec![])).collect();
+        assert!(check_xattrs("xattrs", &many).is_err());
     }
 }

@@ -133,10 +133,45 @@ pub async fn read(
     }
 }
 
-/// One uploaded file as E2B's write answer lists it.
-fn written(path: &str) -> serde_json::Value {
+/// One uploaded file as E2B's write answer lists it (with the metadata it was given).
+fn written(path: &str, metadata: &Metadata) -> serde_json::Value {
     let name = path.rsplit('/').next().unwrap_or(path);
-    json!({ "name": name, "type": "file", "path": path })
+    let mut info = json!({ "name": name, "type": "file", "path": path });
+    if !metadata.is_empty() {
+        let shown: serde_json::Map<String, serde_json::Value> = metadata
+            .iter()
+            .filter_map(|(name, value)| {
+                let key = name.strip_prefix(METADATA_XATTR_PREFIX)?;
+                Some((key.to_string(), String::from_utf8_lossy(value).into_owned().into()))
+            })
+            .collect();
+        info["metadata"] = shown.into();
+    }
+    info
+}
+
+/// An upload's files' extended attributes, by full name.
+type Metadata = std::collections::HashMap<String, Vec<u8>>;
+
+/// envd's `X-Metadata-<key>: <value>` headers as the `user.e2b.<key>` attributes envd keeps
+/// them in (keys lower-cased, as `HeaderMap` holds them and envd stores them). The SDK checks
+/// keys and values before sending; a request that did not is refused naming the header.
+fn metadata_of(headers: &HeaderMap) -> Result<Metadata, Status> {
+    let mut out = Metadata::new();
+    for (name, value) in headers {
+        let Some(key) = name.as_str().strip_prefix(METADATA_HEADER) else { continue };
+        if key.is_empty() {
+            return Err(Status::invalid_argument(format!("header {name}: the metadata key is empty")));
+        }
+        let printable = value.as_bytes().iter().all(|b| (0x20..0x7f).contains(b));
+        if !printable {
+            return Err(Status::invalid_argument(format!(
+                "header {name}: a metadata value must be printable US-ASCII"
+            )));
+        }
+        out.insert(format!("{METADATA_XATTR_PREFIX}{key}"), value.as_bytes().to_vec());
+    }
+    Ok(out)
 }
 
 /// `POST /files`: one file from an octet-stream body at `?path=`, or each multipart part at
@@ -147,13 +182,8 @@ pub async fn write(State(front): State<E2bFront>, Query(query): Query<FileQuery>
         let (caller, sandbox_id) = caller_of(&front, &headers, &query, "write")?;
         let content_type =
             headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-        // envd 0.6.2 keeps `X-Metadata-*` as the file's xattrs; sandboxd does not yet: refused
-        // before anything is written, rather than dropped.
-        if let Some(name) = headers.keys().find(|k| k.as_str().starts_with(METADATA_HEADER)) {
-            return Err(Status::unimplemented(format!(
-                "per-file metadata ({name}) is not served by this server: upload without metadata"
-            )));
-        }
+        // envd 0.6.2 keeps `X-Metadata-*` as every uploaded file's `user.e2b.*` attributes.
+        let metadata = metadata_of(&headers)?;
         let encoding = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok());
         let gzipped = gzip::is_gzip(encoding).map_err(Status::invalid_argument)?;
         // A gzip body (octet-stream or multipart alike) is decompressed as it streams in; its
@@ -198,8 +228,8 @@ pub async fn write(State(front): State<E2bFront>, Query(query): Query<FileQuery>
                     .map_err(|e| Status::invalid_argument(format!("multipart part {path:?}: {e}")))?;
                 let size = Some(data.len() as u64);
                 let chunks = futures_util::stream::iter([Ok::<_, std::io::Error>(data)]);
-                upload_sized(&front, &caller, &sandbox_id, &path, size, Box::pin(chunks)).await?;
-                out.push(written(&path));
+                upload_sized(&front, &caller, &sandbox_id, &path, size, &metadata, Box::pin(chunks)).await?;
+                out.push(written(&path, &metadata));
             }
         } else {
             let path =
@@ -211,8 +241,8 @@ pub async fn write(State(front): State<E2bFront>, Query(query): Query<FileQuery>
                 .and_then(|v| v.parse::<u64>().ok())
                 .filter(|_| !gzipped);
             let chunks = req.into_body().into_data_stream().map_err(|e| std::io::Error::other(e.to_string()));
-            upload_sized(&front, &caller, &sandbox_id, &path, size, Box::pin(chunks)).await?;
-            out.push(written(&path));
+            upload_sized(&front, &caller, &sandbox_id, &path, size, &metadata, Box::pin(chunks)).await?;
+            out.push(written(&path, &metadata));
         }
         let paths: Vec<String> = out.iter().filter_map(|f| f["path"].as_str().map(str::to_string)).collect();
         let user = query.username.as_deref().unwrap_or("");
@@ -230,6 +260,9 @@ type Chunks = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, st
 /// envd's per-file metadata headers (`X-Metadata-<key>`), lower-cased as `HeaderMap` keeps them.
 const METADATA_HEADER: &str = "x-metadata-";
 
+/// Where envd keeps a file's metadata: its extended attributes of this prefix.
+pub const METADATA_XATTR_PREFIX: &str = "user.e2b.";
+
 /// Largest multipart body (its parts are held in memory); octet-stream uploads are streamed.
 pub const MULTIPART_LIMIT: usize = 256 << 20;
 
@@ -244,11 +277,17 @@ async fn upload_sized(
     sandbox_id: &str,
     path: &str,
     size: Option<u64>,
+    metadata: &Metadata,
     chunks: Chunks,
 ) -> Result<(), Status> {
     use pb::upload_request::Request as Part;
-    let header =
-        pb::UploadHeader { sandbox_id: sandbox_id.to_string(), path: path.to_string(), mode: None, size };
+    let header = pb::UploadHeader {
+        sandbox_id: sandbox_id.to_string(),
+        path: path.to_string(),
+        mode: None,
+        size,
+        xattrs: metadata.clone(),
+    };
     let (tx, rx) = tokio::sync::mpsc::channel::<pb::UploadRequest>(4);
     let _ = tx.send(pb::UploadRequest { request: Some(Part::Header(header)) }).await;
     // The body's bytes as `Upload`'s messages; a body that fails hands back its error with the
@@ -278,4 +317,28 @@ async fn upload_sized(
     };
     feeder.abort();
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_headers_become_user_e2b_attributes_and_bad_ones_are_refused() {
+        let mut headers = HeaderMap::new();
+        headers.insert("X-Metadata-Author", "mish".parse().unwrap());
+        headers.insert("content-type", "application/octet-stream".parse().unwrap());
+        let metadata = metadata_of(&headers).unwrap();
+        assert_eq!(metadata, [("user.e2b.author".to_string(), b"mish".to_vec())].into());
+        let info = written("/home/user/a.txt", &metadata);
+        assert_eq!(info["metadata"], json!({"author": "mish"}));
+        assert_eq!(written("/a", &Metadata::new()).get("metadata"), None, "none when none was sent");
+
+        let mut tab = HeaderMap::new();
+        tab.insert("x-metadata-k", axum::http::HeaderValue::from_bytes(b"a\tb").unwrap());
+        assert_eq!(metadata_of(&tab).unwrap_err().code(), tonic::Code::InvalidArgument);
+        let mut empty_key = HeaderMap::new();
+        empty_key.insert("x-metadata-", "v".parse().unwrap());
+        assert_eq!(metadata_of(&empty_key).unwrap_err().code(), tonic::Code::InvalidArgument);
+    }
 }

@@ -113,10 +113,19 @@ pub async fn call(
                             ef::watch_dir_response::StartEvent {},
                         )),
                     })]);
-                    let rest = events.map(|e| {
-                        e.map(|fs| ef::WatchDirResponse {
-                            event: Some(ef::watch_dir_response::Event::Filesystem(fs)),
-                        })
+                    let rest = events.flat_map(|group| {
+                        let responses: Vec<Result<ef::WatchDirResponse, Status>> = match group {
+                            Ok(events) => events
+                                .into_iter()
+                                .map(|fs| {
+                                    Ok(ef::WatchDirResponse {
+                                        event: Some(ef::watch_dir_response::Event::Filesystem(fs)),
+                                    })
+                                })
+                                .collect(),
+                            Err(e) => vec![Err(e)],
+                        };
+                        futures_util::stream::iter(responses)
                     });
                     connect::streaming_response(
                         kind,
@@ -199,7 +208,16 @@ fn entry_info(e: pb::FileEntry) -> ef::EntryInfo {
         }),
         symlink_target: (kind == pb::FileType::Symlink)
             .then(|| String::from_utf8_lossy(&e.link_target).into_owned()),
-        metadata: Default::default(),
+        // envd shows its `user.e2b.*` attributes, the prefix taken off; other `user.` ones
+        // (another tool's) are not metadata.
+        metadata: e
+            .xattrs
+            .iter()
+            .filter_map(|(name, value)| {
+                let key = name.strip_prefix(super::files::METADATA_XATTR_PREFIX)?;
+                Some((key.to_string(), String::from_utf8_lossy(value).into_owned()))
+            })
+            .collect(),
     }
 }
 
@@ -306,12 +324,15 @@ async fn remove(ctx: Ctx, req: ef::RemoveRequest) -> Result<ef::RemoveResponse, 
 }
 
 /// A `WatchDir` stream's events as E2B names them (relative to the watched directory).
+/// The watch of `path` as E2B's events, in groups: every event one change of the sandbox's
+/// makes (a landed upload is three) comes in one group, so a poller (`GetWatcherEvents`) sees
+/// all of them or none.
 async fn watch(
     ctx: &Ctx,
     path: &str,
     recursive: bool,
     include_entry: bool,
-) -> Result<impl Stream<Item = Result<ef::FilesystemEvent, Status>> + Send + 'static, Status> {
+) -> Result<impl Stream<Item = Result<Vec<ef::FilesystemEvent>, Status>> + Send + 'static, Status> {
     let dir = absolute(ctx, "path", path).await?;
     let req = pb::WatchDirRequest {
         sandbox_id: ctx.sandbox_id.clone(),
@@ -337,55 +358,65 @@ async fn watch(
     let relative =
         move |p: &[u8]| String::from_utf8_lossy(p.strip_prefix(base.as_slice()).unwrap_or(p)).into_owned();
     let stat_ctx = ctx.clone();
-    let events = stream.flat_map(move |item| {
-        let events: Vec<Result<ef::FilesystemEvent, Status>> = match item {
-            Err(e) => vec![Err(e)],
-            Ok(pb::WatchDirResponse { event: None }) => vec![],
-            Ok(pb::WatchDirResponse { event: Some(e) }) => {
-                let one = |name: String, t: ef::EventType| {
-                    Ok(ef::FilesystemEvent { name, r#type: t as i32, entry: None })
-                };
-                match pb::FileEventType::try_from(e.r#type) {
-                    // An upload's temporary file is the transfer's own business: E2B's write
-                    // shows the file itself created and written.
-                    _ if is_upload_temp(&e.path) => vec![],
-                    Ok(pb::FileEventType::Rename) if is_upload_temp(&e.old_path) => vec![
-                        one(relative(&e.path), ef::EventType::Create),
-                        one(relative(&e.path), ef::EventType::Write),
-                    ],
-                    Ok(pb::FileEventType::Create) => vec![one(relative(&e.path), ef::EventType::Create)],
-                    Ok(pb::FileEventType::Modify) => vec![one(relative(&e.path), ef::EventType::Write)],
-                    Ok(pb::FileEventType::Remove) => vec![one(relative(&e.path), ef::EventType::Remove)],
-                    // E2B reports a move as the old name renamed and the new one created.
-                    Ok(pb::FileEventType::Rename) => vec![
-                        one(relative(&e.old_path), ef::EventType::Rename),
-                        one(relative(&e.path), ef::EventType::Create),
-                    ],
-                    _ => vec![],
-                }
-            }
+    let groups = stream.map(move |item| {
+        let e = match item? {
+            pb::WatchDirResponse { event: None } => return Ok(Vec::new()),
+            pb::WatchDirResponse { event: Some(e) } => e,
         };
-        futures_util::stream::iter(events)
+        let one =
+            |name: String, t: ef::EventType| ef::FilesystemEvent { name, r#type: t as i32, entry: None };
+        Ok(match pb::FileEventType::try_from(e.r#type) {
+            // An upload's temporary file is the transfer's own business: E2B's write shows
+            // the file itself created, written and given its mode and owner (envd's CREATE,
+            // WRITE, CHMOD; sandboxd did all three to the file before it landed).
+            _ if is_upload_temp(&e.path) => vec![],
+            Ok(pb::FileEventType::Rename) if is_upload_temp(&e.old_path) => vec![
+                one(relative(&e.path), ef::EventType::Create),
+                one(relative(&e.path), ef::EventType::Write),
+                one(relative(&e.path), ef::EventType::Chmod),
+            ],
+            Ok(pb::FileEventType::Create) => vec![one(relative(&e.path), ef::EventType::Create)],
+            Ok(pb::FileEventType::Modify) => vec![one(relative(&e.path), ef::EventType::Write)],
+            Ok(pb::FileEventType::Remove) => vec![one(relative(&e.path), ef::EventType::Remove)],
+            // E2B reports a move as the old name renamed and the new one created.
+            Ok(pb::FileEventType::Rename) => vec![
+                one(relative(&e.old_path), ef::EventType::Rename),
+                one(relative(&e.path), ef::EventType::Create),
+            ],
+            _ => vec![],
+        })
     });
     // envd 0.6.3's entry info: the entry as it is when the event is sent, for events whose path
-    // still exists (none for a remove or a rename away, nor when it is gone by then).
-    Ok(events.then(move |item| {
-        let ctx = stat_ctx.clone();
-        let dir = dir.clone();
-        async move {
-            let mut event = item?;
-            let gone = matches!(
-                ef::EventType::try_from(event.r#type),
-                Ok(ef::EventType::Remove) | Ok(ef::EventType::Rename)
-            );
-            if include_entry && !gone {
-                let mut path = dir;
-                path.extend_from_slice(event.name.as_bytes());
-                event.entry = entry(&ctx, &path).await.ok();
+    // still exists (none for a remove or a rename away, nor when it is gone by then); read once
+    // for a group's events on one path.
+    Ok(groups
+        .then(move |group: Result<Vec<ef::FilesystemEvent>, Status>| {
+            let ctx = stat_ctx.clone();
+            let dir = dir.clone();
+            async move {
+                let mut group = group?;
+                if include_entry {
+                    let mut read: Option<(String, Option<ef::EntryInfo>)> = None;
+                    for event in &mut group {
+                        let gone = matches!(
+                            ef::EventType::try_from(event.r#type),
+                            Ok(ef::EventType::Remove) | Ok(ef::EventType::Rename)
+                        );
+                        if gone {
+                            continue;
+                        }
+                        if read.as_ref().is_none_or(|(name, _)| *name != event.name) {
+                            let mut path = dir.clone();
+                            path.extend_from_slice(event.name.as_bytes());
+                            read = Some((event.name.clone(), entry(&ctx, &path).await.ok()));
+                        }
+                        event.entry = read.as_ref().and_then(|(_, e)| e.clone());
+                    }
+                }
+                Ok(group)
             }
-            Ok(event)
-        }
-    }))
+        })
+        .filter(|group| std::future::ready(!matches!(group, Ok(g) if g.is_empty()))))
 }
 
 /// Where a link at `link_path` whose content is `target` points, as an absolute path with `.`
@@ -428,7 +459,7 @@ async fn create_watcher(
         while let Some(item) = events.next().await {
             let mut kept = watcher.events.lock().expect("watcher");
             match (&mut *kept, item) {
-                (Ok(list), Ok(e)) if list.len() < WATCHER_BACKLOG => list.push(e),
+                (Ok(list), Ok(group)) if list.len() + group.len() <= WATCHER_BACKLOG => list.extend(group),
                 (Ok(_), Ok(_)) => {
                     *kept = Err(Status::resource_exhausted(format!(
                         "more than {WATCHER_BACKLOG} events between two GetWatcherEvents"
@@ -497,7 +528,13 @@ mod tests {
             gid: 0,
             mtime: 1_500,
             link_target: vec![],
+            xattrs: [
+                ("user.e2b.author".to_string(), b"mish".to_vec()),
+                ("user.other.tool".to_string(), b"x".to_vec()),
+            ]
+            .into(),
         });
+        assert_eq!(e.metadata, [("author".to_string(), "mish".to_string())].into(), "only user.e2b.*");
         assert_eq!(e.r#type, ef::FileType::File as i32);
         assert_eq!(e.permissions, "-rw-r--r--");
         assert_eq!(e.modified_time.unwrap().nanos, 500_000_000);

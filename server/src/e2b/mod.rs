@@ -42,9 +42,9 @@ use crate::service::template_build::TemplateEngine;
 
 /// The envd version reported to the SDK: the features it gates that sandboxd serves (stdin,
 /// default user, octet-stream and gzip uploads, entry info in watch events (0.6.3), the
-/// network-mounts flag of a watch (0.6.4: accepted; sandboxd's watches have no such limit)).
-/// envd 0.6.2's per-file metadata is the one gated feature not served: an upload carrying it
-/// is refused (`files::METADATA_HEADER`), never silently stripped.
+/// network-mounts flag of a watch (0.6.4: accepted; sandboxd's watches have no such limit)), and
+/// per-file metadata (0.6.2: `X-Metadata-*` uploads kept as the files' `user.e2b.*` extended
+/// attributes, shown in every entry).
 pub const ENVD_VERSION: &str = "0.6.4";
 
 /// What the handlers share.

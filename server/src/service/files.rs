@@ -74,10 +74,14 @@ impl SandboxApi {
         let handle = api
             .authorize_handle(principal, &header.sandbox_id, const { super::rpc_table::scope(rpc::UPLOAD) })
             .await?;
+        // Checked before a byte is read: a refused upload writes nothing.
+        let xattrs = crate::core::fs::check_xattrs("xattrs", &header.xattrs)?;
         let mut reader = tokio_util::io::StreamReader::new(chunks);
         let backend = api.backend();
         let written = match header.size {
-            Some(size) => backend.upload(&handle, Box::new(reader), size, &header.path, header.mode).await,
+            Some(size) => {
+                backend.upload(&handle, Box::new(reader), size, &header.path, header.mode, &xattrs).await
+            }
             None => {
                 // No size: spool to an anonymous temp file (bounded memory), then stream it.
                 let limit = api.policy.limits.max_upload_spool_bytes;
@@ -96,7 +100,7 @@ impl SandboxApi {
                 match spooled {
                     Ok((file, size)) => {
                         let file = Box::new(tokio::io::BufReader::with_capacity(256 * 1024, file));
-                        backend.upload(&handle, file, size, &header.path, header.mode).await
+                        backend.upload(&handle, file, size, &header.path, header.mode, &xattrs).await
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
                         return Err(invalid("chunk", e));

@@ -39,6 +39,12 @@ fn entry_to_wire(e: FileEntry) -> pb::FileEntry {
         gid: e.gid,
         mtime: e.mtime_ms,
         link_target: e.link_target,
+        // Names the agent read from the sandbox: untrusted bytes, shown lossily as UTF-8.
+        xattrs: e
+            .xattrs
+            .into_iter()
+            .map(|x| (String::from_utf8_lossy(&x.name).into_owned(), x.value))
+            .collect(),
     }
 }
 

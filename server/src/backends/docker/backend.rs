@@ -12,7 +12,7 @@ use crate::core::backend::{
 };
 use crate::core::branching::{DiffEntry, Forked, SnapshotInfo};
 use crate::core::expiry::{Owned, OwnedListing};
-use crate::core::fs::{EntryStream, FileEntry, FileOp, ListDirQuery, WatchStream};
+use crate::core::fs::{EntryStream, FileEntry, FileOp, ListDirQuery, WatchStream, Xattr};
 use crate::core::inventory::{ListPage, ListQuery};
 use crate::core::processes::{
     ForwardConnection, ForwardTarget, ProcessInfo, ProcessStart, ProcessStream, Started,
@@ -69,8 +69,9 @@ impl SandboxBackend for DockerProvider {
         size: u64,
         path: &str,
         mode: Option<u32>,
+        xattrs: &[Xattr],
     ) -> Result<u64> {
-        self.upload_reader(handle, source, size, path, mode).await
+        self.upload_reader(handle, source, size, path, mode, xattrs).await
     }
 
     async fn download(&self, handle: &SandboxHandle, path: &str) -> Result<Box<dyn FileDownload>> {

@@ -190,7 +190,8 @@ impl DockerProvider {
                 self.write_hosts(&creating, plan).await;
             }
             for (path, content) in &spec.files {
-                self.upload_reader(&handle, content.as_slice(), content.len() as u64, path, None).await?;
+                self.upload_reader(&handle, content.as_slice(), content.len() as u64, path, None, &[])
+                    .await?;
             }
             if let Some(command) = &spec.setup {
                 self.run_setup(&handle, command, spec.setup_timeout_s.map(Duration::from_secs_f64)).await?;

@@ -200,7 +200,7 @@ impl DockerProvider {
         self.apply(&handle, plan).await?;
         // 4. The spec's own files and links.
         for (path, content) in &baseline.files {
-            self.upload_reader(&handle, content.as_slice(), content.len() as u64, path, None).await?;
+            self.upload_reader(&handle, content.as_slice(), content.len() as u64, path, None, &[]).await?;
         }
         self.link_subpaths(&name, &baseline).await?;
         tracing::info!(sandbox_id = %name, paths_restored, processes_killed, "sandbox reset");
@@ -276,7 +276,7 @@ impl DockerProvider {
                     let file = tokio::fs::File::open(source).await?;
                     let size = file.metadata().await?.len();
                     let reader = tokio::io::BufReader::new(file);
-                    self.upload_reader(handle, reader, size, path, Some(*mode)).await?;
+                    self.upload_reader(handle, reader, size, path, Some(*mode), &[]).await?;
                 }
                 Restore::Link { path, target } => {
                     use super::pty::container::shell_quote as q;
@@ -331,7 +331,7 @@ impl DockerProvider {
                 let file = tokio::fs::File::open(source).await?;
                 let size = file.metadata().await?.len();
                 let reader = tokio::io::BufReader::new(file);
-                self.upload_reader(handle, reader, size, path, Some(*mode)).await?;
+                self.upload_reader(handle, reader, size, path, Some(*mode), &[]).await?;
             }
         }
         Ok(())

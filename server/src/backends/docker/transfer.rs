@@ -5,6 +5,7 @@ use tokio::io::AsyncBufRead;
 
 use super::provider::DockerProvider;
 use crate::core::backend::FileDownload;
+use crate::core::fs::Xattr;
 use crate::core::spec::validate_abs_path;
 use crate::core::spec::SandboxHandle;
 use crate::error::{ProviderError, Result};
@@ -19,6 +20,7 @@ impl DockerProvider {
         size: u64,
         target: &str,
         mode: Option<u32>,
+        xattrs: &[Xattr],
     ) -> Result<u64> {
         validate_abs_path("path", target)?;
         if target.ends_with('/') {
@@ -35,7 +37,7 @@ impl DockerProvider {
             ));
         }
         self.refuse_closing(&handle.sandbox_id)?;
-        self.engine.upload(&handle.sandbox_id, Box::new(reader), size, target, mode).await
+        self.engine.upload(&handle.sandbox_id, Box::new(reader), size, target, mode, xattrs).await
     }
 
     /// Open a streaming download: errors about the path (missing, a directory) come here, before

@@ -25,6 +25,7 @@ use crate::core::backend::{
 use crate::core::branching::{DiffEntry, Forked, SnapshotInfo};
 use crate::core::claims::ClaimStore;
 use crate::core::expiry::{Owned, OwnedListing};
+use crate::core::fs::Xattr;
 use crate::core::inventory::{ListPage, ListQuery};
 use crate::core::spec::{
     ExecParams, ExecResult, PtySpec, SandboxDescriptor, SandboxEndpoint, SandboxHandle, SandboxId,
@@ -306,9 +307,10 @@ impl SandboxBackend for SwarmBackend {
         size: u64,
         path: &str,
         mode: Option<u32>,
+        xattrs: &[Xattr],
     ) -> Result<u64> {
         self.alias(&handle.sandbox_id).await?;
-        SandboxBackend::upload(&*self.local, handle, source, size, path, mode).await
+        SandboxBackend::upload(&*self.local, handle, source, size, path, mode, xattrs).await
     }
 
     async fn download(&self, handle: &SandboxHandle, path: &str) -> Result<Box<dyn FileDownload>> {

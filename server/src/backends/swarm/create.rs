@@ -218,7 +218,7 @@ impl SwarmBackend {
             self.alias(id).await?;
             let handle = SandboxBackend::lookup(&*self.local, &SandboxId::parse("sandbox_id", id)?).await?;
             let size = content.len() as u64;
-            SandboxBackend::upload(&*self.local, &handle, Box::new(content), size, path, None).await?;
+            SandboxBackend::upload(&*self.local, &handle, Box::new(content), size, path, None, &[]).await?;
             return Ok(());
         }
         let mut messages = vec![pb::UploadRequest {
@@ -227,6 +227,7 @@ impl SwarmBackend {
                 path: path.to_string(),
                 mode: None,
                 size: Some(content.len() as u64),
+                xattrs: Default::default(),
             })),
         }];
         messages.extend(

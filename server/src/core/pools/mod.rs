@@ -422,7 +422,10 @@ impl Pools {
         let applied = async {
             for (path, content) in &call.files {
                 let source = Box::new(content.as_slice());
-                self.lifecycle.backend().upload(&handle, source, content.len() as u64, path, None).await?;
+                self.lifecycle
+                    .backend()
+                    .upload(&handle, source, content.len() as u64, path, None, &[])
+                    .await?;
             }
             self.lifecycle.claims().set(id.as_str(), claim.clone()).map_err(ProviderError::Io)
         }

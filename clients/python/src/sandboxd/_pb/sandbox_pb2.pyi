@@ -384,16 +384,25 @@ class ExecStreamResponse(_message.Message):
     def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., exit: _Optional[_Union[ExecExit, _Mapping]] = ...) -> None: ...
 
 class UploadHeader(_message.Message):
-    __slots__ = ("sandbox_id", "path", "mode", "size")
+    __slots__ = ("sandbox_id", "path", "mode", "size", "xattrs")
+    class XattrsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: bytes
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
     SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
+    XATTRS_FIELD_NUMBER: _ClassVar[int]
     sandbox_id: str
     path: str
     mode: int
     size: int
-    def __init__(self, sandbox_id: _Optional[str] = ..., path: _Optional[str] = ..., mode: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
+    xattrs: _containers.ScalarMap[str, bytes]
+    def __init__(self, sandbox_id: _Optional[str] = ..., path: _Optional[str] = ..., mode: _Optional[int] = ..., size: _Optional[int] = ..., xattrs: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
 
 class UploadRequest(_message.Message):
     __slots__ = ("header", "chunk")
@@ -1394,7 +1403,14 @@ class PortForwardResponse(_message.Message):
     def __init__(self, opened: _Optional[_Union[PortForwardOpened, _Mapping]] = ..., data: _Optional[bytes] = ..., eof: _Optional[_Union[PortForwardEof, _Mapping]] = ...) -> None: ...
 
 class FileEntry(_message.Message):
-    __slots__ = ("name", "path", "type", "size", "mode", "uid", "gid", "mtime", "link_target")
+    __slots__ = ("name", "path", "type", "size", "mode", "uid", "gid", "mtime", "link_target", "xattrs")
+    class XattrsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: bytes
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -1404,6 +1420,7 @@ class FileEntry(_message.Message):
     GID_FIELD_NUMBER: _ClassVar[int]
     MTIME_FIELD_NUMBER: _ClassVar[int]
     LINK_TARGET_FIELD_NUMBER: _ClassVar[int]
+    XATTRS_FIELD_NUMBER: _ClassVar[int]
     name: bytes
     path: bytes
     type: FileType
@@ -1413,7 +1430,8 @@ class FileEntry(_message.Message):
     gid: int
     mtime: int
     link_target: bytes
-    def __init__(self, name: _Optional[bytes] = ..., path: _Optional[bytes] = ..., type: _Optional[_Union[FileType, str]] = ..., size: _Optional[int] = ..., mode: _Optional[int] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., mtime: _Optional[int] = ..., link_target: _Optional[bytes] = ...) -> None: ...
+    xattrs: _containers.ScalarMap[str, bytes]
+    def __init__(self, name: _Optional[bytes] = ..., path: _Optional[bytes] = ..., type: _Optional[_Union[FileType, str]] = ..., size: _Optional[int] = ..., mode: _Optional[int] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., mtime: _Optional[int] = ..., link_target: _Optional[bytes] = ..., xattrs: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
 
 class ListDirRequest(_message.Message):
     __slots__ = ("sandbox_id", "path", "depth", "include_hidden", "user")

@@ -21,8 +21,9 @@ use crate::backends::docker::files;
 use crate::backends::docker::pty;
 use crate::config::DockerConfig;
 use crate::core::backend::{ExecStream, StreamEvent};
+use crate::core::fs::Xattr;
 use crate::core::spec::{ExecErrorType, ExecResult, PtySpec};
-use crate::error::Result;
+use crate::error::{ProviderError, Result};
 
 /// One `docker exec` per command.
 #[derive(Clone)]
@@ -50,7 +51,14 @@ impl ExecEngine for DockerExecEngine {
         size: u64,
         path: &str,
         mode: u32,
+        xattrs: &[Xattr],
     ) -> Result<u64> {
+        if !xattrs.is_empty() {
+            // `docker cp` carries a tar, and Docker drops the user. attributes it holds.
+            return Err(ProviderError::FailedPrecondition(format!(
+                "extended attributes on {path} need the sandbox's agent; sandbox {name} runs commands with docker exec"
+            )));
+        }
         files::cp_upload(&self.cli, name, source, size, path, mode).await
     }
 
