@@ -3,8 +3,11 @@
 //! whose `runsc-checkpoint` runtime is gVisor with `--network=none`): a process keeping state
 //! only in memory goes on in every fork, each fork with its own memory and files; a terminal
 //! session re-attaches in a fork with its output; hibernate stops the container and resume
-//! brings the process back; a live pool hands out restored sandboxes. On runc: every live call
-//! is FAILED_PRECONDITION naming runsc, and nothing is made.
+//! brings the process back; a live pool hands out restored sandboxes; E2B's pause hibernates
+//! and E2B's snapshot is a live one. On runc: every live call is FAILED_PRECONDITION naming
+//! runsc, and nothing is made; E2B's pause freezes and its snapshot is the filesystem.
+
+mod e2b_http;
 
 use std::time::Duration;
 
@@ -18,13 +21,16 @@ use testkit::TestLabel;
 use tonic::Code;
 
 /// The server's runtimes: on gVisor, `runsc` is the daemon's checkpointing registration.
-fn service(label: &TestLabel) -> TestService {
-    let runtimes = if testkit::on_runsc() {
+fn runtimes() -> serde_json::Value {
+    if testkit::on_runsc() {
         json!([{"name": "runc"}, {"name": "runsc", "daemon_name": "runsc-checkpoint", "checkpoint": true, "transport": "channel"}])
     } else {
         json!([{"name": "runc"}])
-    };
-    TestService::start_json(label, json!({"docker": {"runtimes": runtimes}}))
+    }
+}
+
+fn service(label: &TestLabel) -> TestService {
+    TestService::start_json(label, json!({"docker": {"runtimes": runtimes()}}))
 }
 
 fn spec() -> proto::SandboxSpec {
@@ -611,4 +617,64 @@ async fn runsc_exec_and_create_figures() {
     for id in made {
         raw.close(proto::CloseRequest { sandbox_id: id }).await.unwrap();
     }
+}
+
+/// E2B's pause and snapshot keep a sandbox's memory. On a runtime that checkpoints they are
+/// `Hibernate` (the container stopped, its memory on disk) and `Checkpoint`: the process in the
+/// sandbox goes on after a connect wakes it. On runc the pause is `Pause` (frozen) and the
+/// snapshot is the filesystem. Either way E2B shows the sandbox paused, and a connect resumes it.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_e2b_pause_hibernates_and_an_e2b_snapshot_is_live_where_the_runtime_checkpoints() {
+    let label = TestLabel::new();
+    let server = testkit::server::TestServer::launch(env!("CARGO_BIN_EXE_sandboxd"), &label)
+        .config(json!({
+            "docker": {"runtimes": runtimes(), "create": {"runtime": testkit::runtime_name()}},
+            "server": {"e2b": {"listen": "127.0.0.1:0", "templates": {"base": testkit::images::BUSYBOX}}},
+        }))
+        .start();
+    let e2b = e2b_http::E2b::new(server.e2b_addr.clone().expect("the E2B endpoint's line"));
+    let key = || vec![("x-api-key", "any".to_string())];
+    let mut raw = server.raw().await;
+    let made = e2b.create("any", "base", None).await;
+    let id = made.id.clone();
+    assert_eq!(exec(&mut raw, &id, LOOP).await.return_code, 0);
+    let (tag, before) = goes_on(&mut raw, &id, 0).await;
+
+    let paused = e2b.call("POST", &format!("/sandboxes/{id}/pause"), &key(), "application/json", "").await;
+    assert_eq!(paused.status, 204, "{}", paused.text());
+    let want =
+        if testkit::on_runsc() { proto::SandboxStatus::Hibernated } else { proto::SandboxStatus::Paused };
+    assert_eq!(status(&mut raw, &id).await, want);
+    let shown = e2b.call("GET", &format!("/sandboxes/{id}"), &key(), "application/json", "").await;
+    assert_eq!(shown.json()["state"], "paused", "{}", shown.text());
+    let again = e2b.call("POST", &format!("/sandboxes/{id}/pause"), &key(), "application/json", "").await;
+    assert_eq!(again.status, 409, "pausing a paused sandbox: {}", again.text());
+    let listed = e2b.call("GET", "/v2/sandboxes?state=paused", &key(), "application/json", "").await;
+    assert!(listed.text().contains(&id), "listed as paused: {}", listed.text());
+
+    let connected = e2b
+        .call("POST", &format!("/sandboxes/{id}/connect"), &key(), "application/json", r#"{"timeout": 60}"#)
+        .await;
+    assert!(matches!(connected.status, 200 | 201), "{}", connected.text());
+    assert_eq!(status(&mut raw, &id).await, proto::SandboxStatus::Running);
+    let (tag_after, _) = goes_on(&mut raw, &id, before).await;
+    assert_eq!(tag_after, tag, "the same process, its memory kept through the pause");
+
+    let snapshot = e2b
+        .call(
+            "POST",
+            &format!("/sandboxes/{id}/snapshots"),
+            &key(),
+            "application/json",
+            r#"{"name": "kept"}"#,
+        )
+        .await;
+    assert_eq!(snapshot.status, 201, "{}", snapshot.text());
+    let snapshots = raw.list_snapshots(proto::ListSnapshotsRequest::default()).await.unwrap().into_inner();
+    let taken = snapshots.snapshots.iter().find(|s| s.source_sandbox_id == id).expect("the snapshot");
+    assert_eq!(taken.live, testkit::on_runsc(), "{taken:?}");
+    raw.delete_snapshot(proto::DeleteSnapshotRequest { snapshot_id: taken.snapshot_id.clone() })
+        .await
+        .unwrap();
+    assert_eq!(e2b.kill("any", &id).await.status, 204);
 }

@@ -78,6 +78,11 @@ impl Runtimes {
         self.0.iter().find(|r| r.name == name)
     }
 
+    /// The offered runtimes that can checkpoint.
+    pub fn checkpointing(&self) -> std::collections::BTreeSet<String> {
+        self.0.iter().filter(|r| r.checkpoint).map(|r| r.name.clone()).collect()
+    }
+
     /// The names of the offered runtimes that can checkpoint, comma-separated.
     pub fn checkpoint_names(&self) -> String {
         self.0.iter().filter(|r| r.checkpoint).map(|r| r.name.as_str()).collect::<Vec<_>>().join(", ")

@@ -112,10 +112,9 @@ pub async fn arm(front: &E2bFront, caller: &Caller, sandbox_id: &str, after: Dur
 
 /// Pause it (if it runs) and keep it paused for [`PAUSED_LEASE`].
 async fn pause_now(front: &E2bFront, caller: &Caller, sandbox_id: &str) -> Result<(), Status> {
-    let status = front.status(caller, sandbox_id).await?.status;
-    if status == pb::SandboxStatus::Running as i32 {
-        let pause = pb::PauseRequest { sandbox_id: sandbox_id.into() };
-        front.calls().pause(request(caller, pause)).await?;
+    let status = front.status(caller, sandbox_id).await?;
+    if status.status == pb::SandboxStatus::Running as i32 {
+        front.pause_sandbox(caller, sandbox_id, &status).await?;
     }
     let keep = pb::SetTimeoutRequest { sandbox_id: sandbox_id.into(), ttl_s: PAUSED_LEASE.as_secs_f64() };
     front.calls().set_timeout(request(caller, keep)).await?;

@@ -74,10 +74,19 @@ struct Inner {
     homes: std::sync::Mutex<std::collections::HashMap<(String, String), String>>,
     /// E2B's template names, builds and uploads (templates.rs).
     templates: templates::Registry,
+    /// Runtimes whose sandboxes `pause` hibernates (memory to disk, freed) rather than freezes.
+    hibernating: std::collections::BTreeSet<String>,
 }
 
 impl E2bFront {
-    pub fn new(calls: Calls, config: E2bSection, gate: AccessGate, engine: TemplateEngine) -> Self {
+    /// `hibernating`: the runtimes that checkpoint, whose sandboxes `pause` hibernates.
+    pub fn new(
+        calls: Calls,
+        config: E2bSection,
+        gate: AccessGate,
+        engine: TemplateEngine,
+        hibernating: std::collections::BTreeSet<String>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 calls,
@@ -91,8 +100,29 @@ impl E2bFront {
                 lifecycles: lifecycle::Timers::default(),
                 homes: Default::default(),
                 templates: templates::Registry::new().expect("a temporary directory for template uploads"),
+                hibernating,
             }),
         }
+    }
+
+    /// Pause `sandbox_id` as E2B means it: on a runtime that checkpoints (gVisor) a `Hibernate`,
+    /// its memory kept on disk and freed, as E2B's pause keeps a sandbox's memory without holding
+    /// it; elsewhere a `Pause` (frozen, memory held). `status` is the sandbox's own.
+    pub(crate) async fn pause_sandbox(
+        &self,
+        caller: &Caller,
+        sandbox_id: &str,
+        status: &sandboxd_proto::v1::StatusResponse,
+    ) -> Result<(), Status> {
+        use sandboxd_proto::v1 as pb;
+        if self.inner.hibernating.contains(&status.runtime) {
+            let hibernate = pb::HibernateRequest { sandbox_id: sandbox_id.into() };
+            self.calls().hibernate(inproc::request(caller, hibernate)).await?;
+        } else {
+            let pause = pb::PauseRequest { sandbox_id: sandbox_id.into() };
+            self.calls().pause(inproc::request(caller, pause)).await?;
+        }
+        Ok(())
     }
 
     /// Both halves on one router.

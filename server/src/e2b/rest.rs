@@ -190,10 +190,20 @@ fn rfc3339(unix_ms: i64) -> String {
 }
 
 fn state_name(status: i32) -> &'static str {
-    match pb::SandboxStatus::try_from(status) {
-        Ok(pb::SandboxStatus::Paused) => "paused",
-        _ => "running",
+    if is_paused(status) {
+        "paused"
+    } else {
+        "running"
     }
+}
+
+/// E2B's paused: frozen (`Pause`) or hibernated (`Hibernate`, a pause on gVisor); `Resume`
+/// wakes either.
+fn is_paused(status: i32) -> bool {
+    matches!(
+        pb::SandboxStatus::try_from(status),
+        Ok(pb::SandboxStatus::Paused) | Ok(pb::SandboxStatus::Hibernated)
+    )
 }
 
 /// One sandbox as E2B lists and describes it.
@@ -302,16 +312,21 @@ fn decode_key(key: &str) -> String {
 fn parse_states(query: Option<&str>) -> Result<Vec<i32>, Status> {
     let mut out = Vec::new();
     for s in query.unwrap_or("").split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        out.push(match s {
-            "running" => pb::SandboxStatus::Running as i32,
-            "paused" => pb::SandboxStatus::Paused as i32,
+        match s {
+            "running" => out.push(pb::SandboxStatus::Running as i32),
+            // Hibernated is E2B's paused too (a pause on a runtime that checkpoints).
+            "paused" => out.extend([pb::SandboxStatus::Paused as i32, pb::SandboxStatus::Hibernated as i32]),
             other => {
                 return Err(Status::invalid_argument(format!("state {other:?}: allowed are running, paused")))
             }
-        });
+        }
     }
     if out.is_empty() {
-        out = vec![pb::SandboxStatus::Running as i32, pb::SandboxStatus::Paused as i32];
+        out = vec![
+            pb::SandboxStatus::Running as i32,
+            pb::SandboxStatus::Paused as i32,
+            pb::SandboxStatus::Hibernated as i32,
+        ];
     }
     Ok(out)
 }
@@ -438,18 +453,18 @@ pub async fn refresh(
 /// `POST /sandboxes/{id}/pause`: `Pause` (409 when already paused, as E2B).
 pub async fn pause(State(front): State<E2bFront>, headers: HeaderMap, Path(id): Path<String>) -> Reply {
     let caller = front.api_caller(&headers).map_err(refuse)?;
-    let status = front.status(&caller, &id).await.map_err(refuse)?.status;
-    if status == pb::SandboxStatus::Paused as i32 {
+    let status = front.status(&caller, &id).await.map_err(refuse)?;
+    if is_paused(status.status) {
         return Err(refuse(Status::already_exists(format!("sandbox {id:?} is already paused"))));
     }
-    front.calls().pause(request(&caller, pb::PauseRequest { sandbox_id: id })).await.map_err(refuse)?;
+    front.pause_sandbox(&caller, &id, &status).await.map_err(refuse)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// `Resume` if paused, then the lease, then the sandbox as `POST /sandboxes` returns it.
 async fn resume_and_describe(front: &E2bFront, caller: &Caller, id: &str, timeout: Option<u64>) -> Reply {
     let status = front.status(caller, id).await.map_err(refuse)?.status;
-    let was_paused = status == pb::SandboxStatus::Paused as i32;
+    let was_paused = is_paused(status);
     if was_paused {
         let resume = pb::ResumeRequest { sandbox_id: id.into() };
         front.calls().resume(request(caller, resume)).await.map_err(refuse)?;
@@ -646,7 +661,11 @@ mod tests {
         assert_eq!(labels["a"], "1");
         assert_eq!(labels["b"], "2");
         assert_eq!(parse_metadata(Some("novalue")).unwrap_err().code(), tonic::Code::InvalidArgument);
-        assert_eq!(parse_states(Some("paused")).unwrap(), vec![pb::SandboxStatus::Paused as i32]);
+        assert_eq!(
+            parse_states(Some("paused")).unwrap(),
+            vec![pb::SandboxStatus::Paused as i32, pb::SandboxStatus::Hibernated as i32]
+        );
+        assert_eq!(state_name(pb::SandboxStatus::Hibernated as i32), "paused");
         assert_eq!(parse_states(None).unwrap().len(), 2);
         assert!(parse_states(Some("dead")).unwrap_err().message().contains("running, paused"));
     }

@@ -27,8 +27,8 @@ type Reply = Result<Response, Response>;
 #[derive(Debug, Default, Deserialize)]
 struct NewSnapshot {
     name: Option<String>,
-    /// E2B's memory mode; sandboxd's snapshot of a sandbox is its filesystem (a live snapshot
-    /// is `Checkpoint`, on a runtime that checkpoints), which the SDK's tests read back.
+    /// E2B's memory mode, accepted: a snapshot here keeps memory where the runtime checkpoints
+    /// (a live `Checkpoint`) and is the filesystem elsewhere.
     #[allow(dead_code)]
     memory: Option<Value>,
 }
@@ -71,15 +71,18 @@ pub async fn create(
         check_name(&name).map_err(errors::rest)?;
         labels.insert(NAME_LABEL.to_string(), name);
     }
-    let snapshot = request(&caller, pb::SnapshotRequest { sandbox_id: id, labels });
-    let info = front
-        .calls()
-        .snapshot(snapshot)
-        .await
-        .map_err(errors::rest)?
-        .into_inner()
-        .snapshot
-        .unwrap_or_default();
+    // E2B's snapshot keeps the sandbox's memory: on a runtime that checkpoints it is a live one
+    // (`Checkpoint`: a sandbox made from it is restored with its processes), elsewhere the
+    // filesystem (`Snapshot`).
+    let status = front.status(&caller, &id).await.map_err(errors::rest)?;
+    let taken = if front.inner.hibernating.contains(&status.runtime) {
+        let live = pb::CheckpointRequest { sandbox_id: id, labels, leave_running: Some(true) };
+        front.calls().checkpoint(request(&caller, live)).await.map(|r| r.into_inner().snapshot)
+    } else {
+        let snapshot = pb::SnapshotRequest { sandbox_id: id, labels };
+        front.calls().snapshot(request(&caller, snapshot)).await.map(|r| r.into_inner().snapshot)
+    };
+    let info = taken.map_err(errors::rest)?.unwrap_or_default();
     Ok((StatusCode::CREATED, Json(described(&info))).into_response())
 }
 

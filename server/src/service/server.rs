@@ -157,6 +157,8 @@ pub struct Services {
     gate: crate::auth::AccessGate,
     /// `server.e2b`, for the E2B front-end built by [`Services::e2b`].
     e2b: crate::config::E2bSection,
+    /// The runtimes that checkpoint: the E2B front-end's `pause` hibernates their sandboxes.
+    checkpointing: std::collections::BTreeSet<String>,
     /// The per-connection call limit, one count for the listener and the front-ends.
     stream_limit: super::stream_limit::StreamLimitLayer,
     /// Relays calls about sandboxes on other nodes (cluster mode; set by `crate::wiring`);
@@ -260,6 +262,7 @@ impl Services {
             egress,
             gate,
             e2b: config.server.e2b.clone(),
+            checkpointing: config.docker.runtimes.checkpointing(),
             stream_limit: super::stream_limit::StreamLimitLayer::new(
                 config.server.limits.max_streams_per_connection,
             ),
@@ -312,6 +315,7 @@ impl Services {
             self.e2b.clone(),
             self.gate.clone(),
             super::template_build::TemplateEngine::new(self.lifecycle.backend().clone()),
+            self.checkpointing.clone(),
         )
     }
 
@@ -359,6 +363,7 @@ impl Services {
             forward,
             gate: _,
             e2b: _,
+            checkpointing: _,
             tenants: _,
             stream_limit,
         } = self;
