@@ -229,6 +229,19 @@ def row(browser: webdriver.Chrome, sandbox_id: str) -> Any:
     return found[0] if found else None
 
 
+def row_text(browser: webdriver.Chrome, sandbox_id: str) -> tuple[str, str] | None:
+    """A sandbox's row as (its text, its status cell's text), read by one script in the page,
+    so a re-render between two reads cannot split them; `None` when there is no such row."""
+    found = browser.execute_script(
+        "const r = document.getElementById(arguments[0]);"
+        "if (!r) { return null; }"
+        "const s = r.querySelector('.status');"
+        "return [r.innerText, s ? s.innerText : ''];",
+        f"sandbox-{sandbox_id}",
+    )
+    return (str(found[0]), str(found[1]).strip()) if found else None
+
+
 def click(browser: webdriver.Chrome, what: str, css: str) -> None:
     """Clicks `css` once it is there (the page re-renders its tables on every event, so an
     element found a moment ago may be gone: found again on each try)."""
@@ -254,14 +267,13 @@ def test_sandboxes_appear_live_and_a_tenant_sees_only_its_own(
     made = [server.create("red", "team=red", f"rollout={i}") for i in range(2)]
     for sandbox_id in made:
 
-        def running(sandbox_id: str = sandbox_id) -> bool:
-            return (
-                row(browser, sandbox_id).find_element(By.CLASS_NAME, "status").text
-                == "running"
-            )
+        def running(sandbox_id: str = sandbox_id) -> str | None:
+            # Read in one step: the page replaces its rows on every event, so a row found by
+            # one WebDriver call may be gone by the next.
+            seen = row_text(browser, sandbox_id)
+            return seen[0] if seen and seen[1] == "running" else None
 
-        wait_for(f"{sandbox_id} running on the page", running)
-        text = row(browser, sandbox_id).text
+        text = wait_for(f"{sandbox_id} running on the page", running)
         assert "team=red" in text and IMAGE in text and "runc" in text, text
     assert row(browser, blue) is None, "red's page shows blue's sandbox"
     # The config's warm pool (every tenant's) with its fill, once its member is ready.
