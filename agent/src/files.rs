@@ -96,7 +96,7 @@ impl Upload {
             let _ = std::fs::remove_file(&temp);
             return Err(match e.raw_os_error() {
                 Some(libc::EOPNOTSUPP) => (
-                    FailureKind::Invalid,
+                    FailureKind::Unsupported,
                     format!("{path}: the sandbox's filesystem keeps no extended attributes there"),
                 ),
                 _ => os_error(path, &e),

@@ -409,22 +409,34 @@ async fn an_uploads_extended_attributes_are_shown_by_stat_and_list_dir() {
     let (server, client, sandbox) = start(&label).await;
     let id = sandbox.id().to_string();
     let mut raw = server.raw().await;
+    // gVisor's root filesystem keeps no user. attributes (its tmpfs does); runc's overlay does.
+    let dir = if testkit::on_runsc() { "/dev/shm/m" } else { "/m" };
+    let (a, b, bad_path) = (format!("{dir}/a.txt"), format!("{dir}/b.txt"), format!("{dir}/bad.txt"));
     let attrs: &[(&str, &[u8])] = &[("user.e2b.author", b"mish"), ("user.bin", b"\x00\xff")];
-    let sent = raw.upload(tokio_stream::iter(upload_with_xattrs(&id, "/m/a.txt", b"hi", attrs))).await;
+    let sent = raw.upload(tokio_stream::iter(upload_with_xattrs(&id, &a, b"hi", attrs))).await;
     if !agent_engine() {
         let err = sent.expect_err("no agent, no attributes");
         assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
         assert!(err.message().contains("agent"), "{err:?}");
-        expect_code(client.stat(&id, "/m/a.txt", false, None).await, Code::FailedPrecondition, "agent");
+        expect_code(client.stat(&id, &a, false, None).await, Code::FailedPrecondition, "agent");
         return;
     }
     sent.expect("upload with attributes");
+    if testkit::on_runsc() {
+        let err = raw
+            .upload(tokio_stream::iter(upload_with_xattrs(&id, "/root-fs.txt", b"x", attrs)))
+            .await
+            .expect_err("gVisor's root filesystem has no user. attributes");
+        assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+        assert!(err.message().contains("extended attributes"), "{err:?}");
+        expect_code(client.stat(&id, "/root-fs.txt", false, None).await, Code::NotFound, "/root-fs.txt");
+    }
     let want: std::collections::BTreeMap<String, Vec<u8>> =
         attrs.iter().map(|(n, v)| (n.to_string(), v.to_vec())).collect();
-    assert_eq!(xattrs_of(&mut raw, &id, "/m/a.txt").await, want);
+    assert_eq!(xattrs_of(&mut raw, &id, &a).await, want);
     let list = sandboxd_client::proto::ListDirRequest {
         sandbox_id: id.clone(),
-        path: b"/m".to_vec(),
+        path: dir.as_bytes().to_vec(),
         depth: 1,
         ..Default::default()
     };
@@ -437,20 +449,15 @@ async fn an_uploads_extended_attributes_are_shown_by_stat_and_list_dir() {
     );
 
     // Renamed, the file keeps them; overwritten without any, it has none.
-    client.rename(&id, "/m/a.txt", "/m/b.txt", false, None).await.expect("rename");
-    assert_eq!(xattrs_of(&mut raw, &id, "/m/b.txt").await, want);
-    raw.upload(tokio_stream::iter(upload_with_xattrs(&id, "/m/b.txt", b"again", &[])))
-        .await
-        .expect("overwrite");
-    assert!(
-        xattrs_of(&mut raw, &id, "/m/b.txt").await.is_empty(),
-        "an overwrite drops the old file's attributes"
-    );
+    client.rename(&id, &a, &b, false, None).await.expect("rename");
+    assert_eq!(xattrs_of(&mut raw, &id, &b).await, want);
+    raw.upload(tokio_stream::iter(upload_with_xattrs(&id, &b, b"again", &[]))).await.expect("overwrite");
+    assert!(xattrs_of(&mut raw, &id, &b).await.is_empty(), "an overwrite drops the old file's attributes");
 
     // Names outside user., and oversized values, are refused naming the field, writing nothing.
     for bad in [("trusted.x", &b"1"[..]), ("security.selinux", b"x"), ("user.", b"x")] {
         let err = raw
-            .upload(tokio_stream::iter(upload_with_xattrs(&id, "/m/bad.txt", b"x", &[bad])))
+            .upload(tokio_stream::iter(upload_with_xattrs(&id, &bad_path, b"x", &[bad])))
             .await
             .expect_err("a bad attribute");
         assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
@@ -458,10 +465,10 @@ async fn an_uploads_extended_attributes_are_shown_by_stat_and_list_dir() {
     }
     let big = vec![7u8; 64 * 1024 + 1];
     let err = raw
-        .upload(tokio_stream::iter(upload_with_xattrs(&id, "/m/bad.txt", b"x", &[("user.big", &big)])))
+        .upload(tokio_stream::iter(upload_with_xattrs(&id, &bad_path, b"x", &[("user.big", &big)])))
         .await
         .expect_err("a value past 64 KiB");
     assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
-    expect_code(client.stat(&id, "/m/bad.txt", false, None).await, Code::NotFound, "/m/bad.txt");
+    expect_code(client.stat(&id, &bad_path, false, None).await, Code::NotFound, &bad_path);
     sandbox.stop().await.unwrap();
 }

@@ -30,6 +30,9 @@ pub enum FailureKind {
     Held = 12,
     /// `since` is older than the oldest retained byte (the message names it) or past the end.
     OutOfRange = 13,
+    /// The filesystem there does not offer what was asked (extended attributes on gVisor's
+    /// root filesystem, for one).
+    Unsupported = 14,
     /// The path a file call would make already exists.
     AlreadyExists = 40,
     /// A directory that must be empty is not.
@@ -55,6 +58,7 @@ impl FailureKind {
             11 => Self::NoSession,
             12 => Self::Held,
             13 => Self::OutOfRange,
+            14 => Self::Unsupported,
             40 => Self::AlreadyExists,
             41 => Self::NotEmpty,
             42 => Self::Overflow,

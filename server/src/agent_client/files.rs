@@ -25,6 +25,7 @@ fn file_error(name: &str, path: &str, kind: FailureKind, message: String) -> Pro
         }
         FailureKind::NotRegular => ProviderError::invalid("path", format!("{path} is not a regular file")),
         FailureKind::Invalid => ProviderError::invalid("size", message),
+        FailureKind::Unsupported => ProviderError::FailedPrecondition(message),
         _ => ProviderError::Docker(format!("{path}: {message}")),
     }
 }

@@ -46,7 +46,8 @@ pub(super) fn failure(kind: FailureKind, message: String) -> ProviderError {
         | FailureKind::NotRegular
         | FailureKind::ReadOnly
         | FailureKind::NotEmpty
-        | FailureKind::CrossDevice => ProviderError::FailedPrecondition(message),
+        | FailureKind::CrossDevice
+        | FailureKind::Unsupported => ProviderError::FailedPrecondition(message),
         FailureKind::AlreadyExists => ProviderError::AlreadyExists(message),
         FailureKind::Overflow => ProviderError::ResourceExhausted(message),
         FailureKind::Other => ProviderError::Docker(message),

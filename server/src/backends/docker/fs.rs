@@ -31,6 +31,7 @@ fn fs_error(name: &str, kind: FailureKind, message: String) -> ProviderError {
         | FailureKind::NotEmpty
         | FailureKind::CrossDevice
         | FailureKind::ReadOnly
+        | FailureKind::Unsupported
         | FailureKind::NotRegular => ProviderError::FailedPrecondition(message),
         FailureKind::Invalid if message.starts_with(UNKNOWN_REQUEST) => ProviderError::FailedPrecondition(
             format!("the agent of sandbox {name} is older than this server and has no file calls; recreate the sandbox"),

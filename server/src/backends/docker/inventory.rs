@@ -51,11 +51,17 @@ impl DockerProvider {
                 Err(e) => return Err(e.into()),
             };
             for line in String::from_utf8_lossy(&stdout).lines().filter(|l| !l.trim().is_empty()) {
-                let summary = parse_summary(line)?;
+                let mut summary = parse_summary(line)?;
                 // Closed here and being removed in the background: gone for every caller (not
                 // listed, its quota place free) whatever the daemon has heard yet.
                 if closing_before.contains(&summary.sandbox_id) || self.closing_now(&summary.sandbox_id) {
                     continue;
+                }
+                // A stopped container asleep in its checkpoint is hibernated, as `Status` says.
+                if summary.status == crate::core::spec::SandboxStatus::Stopped {
+                    if let Ok(id) = SandboxId::parse("sandbox_id", &summary.sandbox_id) {
+                        summary.status = self.hibernated_or(&id, summary.status).await;
+                    }
                 }
                 found.push(summary);
             }
