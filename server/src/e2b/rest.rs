@@ -666,7 +666,7 @@ mod tests {
             vec![pb::SandboxStatus::Paused as i32, pb::SandboxStatus::Hibernated as i32]
         );
         assert_eq!(state_name(pb::SandboxStatus::Hibernated as i32), "paused");
-        assert_eq!(parse_states(None).unwrap().len(), 2);
+        assert_eq!(parse_states(None).unwrap().len(), 3, "running, paused and hibernated");
         assert!(parse_states(Some("dead")).unwrap_err().message().contains("running, paused"));
     }
 }
