@@ -129,6 +129,19 @@ impl SwarmBackend {
         Ok(())
     }
 
+    /// A sandbox is its service: a stopped task container whose service is gone (closed, or
+    /// its node lost and back) is a sandbox that no longer exists, NOT_FOUND as `List` has it,
+    /// whatever the node has not cleaned up yet.
+    async fn gone_or_stopped(&self, id: String) -> ProviderError {
+        match self.engine.service(&id).await {
+            Ok(None) => {
+                self.forget(&id);
+                ProviderError::SandboxNotFound(id)
+            }
+            _ => ProviderError::Stopped(id),
+        }
+    }
+
     /// Whether sandbox `id` (aliased on this node) is a pool's member.
     fn is_local_member(&self, id: &str) -> bool {
         self.here.lock().ok().and_then(|h| h.get(id).copied()).unwrap_or(false)
@@ -278,7 +291,10 @@ impl SandboxBackend for SwarmBackend {
 
     async fn connect(&self, descriptor: &SandboxDescriptor) -> Result<SandboxHandle> {
         self.alias(&descriptor.sandbox_id).await?;
-        let handle = SandboxBackend::connect(&*self.local, descriptor).await?;
+        let handle = match SandboxBackend::connect(&*self.local, descriptor).await {
+            Err(ProviderError::Stopped(id)) => return Err(self.gone_or_stopped(id).await),
+            connected => connected?,
+        };
         if self.is_local_member(&descriptor.sandbox_id) {
             self.learn_claim(&descriptor.sandbox_id).await;
         }
