@@ -8,35 +8,14 @@
 //! passes and conntrack keeps it. Every network this test makes exists before it checks that an
 //! outsider is kept out.
 
+mod requirements;
+
 use sandboxd_client::proto;
-use testkit::raw::{busybox, create_id, RawClient};
+use testkit::raw::{busybox, create_id};
 use testkit::service::TestService;
-use testkit::{docker, TestLabel};
+use testkit::TestLabel;
 
-fn unique(prefix: &str) -> String {
-    format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..10])
-}
-
-async fn exec(raw: &mut RawClient, id: &str, command: &str) -> (i32, String, String) {
-    let r = testkit::raw::exec(raw, id, command).await;
-    (
-        r.return_code,
-        String::from_utf8_lossy(&r.stdout).into_owned(),
-        String::from_utf8_lossy(&r.stderr).into_owned(),
-    )
-}
-
-async fn close(raw: &mut RawClient, id: &str) {
-    raw.close(proto::CloseRequest { sandbox_id: id.into() }).await.expect("close");
-}
-
-fn docker_lines(args: &[&str]) -> Vec<String> {
-    String::from_utf8_lossy(&docker(args).stdout)
-        .lines()
-        .map(str::to_string)
-        .filter(|l| !l.is_empty())
-        .collect()
-}
+use requirements::{close, docker_lines, exec, unique};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sandboxes_on_one_network_reach_each_other_and_the_sweep_removes_it_once_unused() {

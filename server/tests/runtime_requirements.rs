@@ -4,35 +4,14 @@
 //! `/dev/shm` sized, named volumes shared read-write, read-only and through a subpath,
 //! `ListVolumes`/`DeleteVolume`, and bad input refused with nothing made.
 
+mod requirements;
+
 use sandboxd_client::proto;
-use testkit::raw::{busybox, create_id, RawClient};
+use testkit::raw::{busybox, create_id};
 use testkit::service::TestService;
-use testkit::{docker, TestLabel};
+use testkit::TestLabel;
 
-fn unique(prefix: &str) -> String {
-    format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..10])
-}
-
-async fn exec(raw: &mut RawClient, id: &str, command: &str) -> (i32, String, String) {
-    let r = testkit::raw::exec(raw, id, command).await;
-    (
-        r.return_code,
-        String::from_utf8_lossy(&r.stdout).into_owned(),
-        String::from_utf8_lossy(&r.stderr).into_owned(),
-    )
-}
-
-async fn close(raw: &mut RawClient, id: &str) {
-    raw.close(proto::CloseRequest { sandbox_id: id.into() }).await.expect("close");
-}
-
-fn docker_lines(args: &[&str]) -> Vec<String> {
-    String::from_utf8_lossy(&docker(args).stdout)
-        .lines()
-        .map(str::to_string)
-        .filter(|l| !l.is_empty())
-        .collect()
-}
+use requirements::{close, docker_lines, exec, unique};
 
 fn volume(name: &str, target: &str, read_only: bool, subpath: Option<&str>) -> proto::VolumeMount {
     proto::VolumeMount {
