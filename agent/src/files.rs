@@ -74,7 +74,7 @@ impl Upload {
         if mode > 0o7777 {
             return Err((FailureKind::Invalid, format!("mode {mode:o} is not permission bits")));
         }
-        crate::xattrs::check(xattrs).map_err(|e| (FailureKind::Invalid, e))?;
+        protocol::check_xattrs(xattrs).map_err(|e| (FailureKind::Invalid, e))?;
         create_parents(dir, path)?;
         if std::fs::symlink_metadata(&target).is_ok_and(|m| m.is_dir()) {
             return Err((

@@ -73,26 +73,6 @@ fn get(path: &CString, name: &CString) -> Option<Vec<u8>> {
     Some(buf)
 }
 
-/// Why a set of attributes cannot be set, before anything is written.
-pub fn check(xattrs: &[Xattr]) -> Result<(), String> {
-    if xattrs.len() > MAX_XATTRS {
-        return Err(format!("{} extended attributes, at most {MAX_XATTRS} are allowed", xattrs.len()));
-    }
-    for x in xattrs {
-        let shown = String::from_utf8_lossy(&x.name);
-        if !x.name.starts_with(USER_XATTR_PREFIX) || x.name.len() == USER_XATTR_PREFIX.len() {
-            return Err(format!("extended attribute {shown:?} must be a name in the user. namespace"));
-        }
-        if x.name.len() > 255 || x.name.contains(&0) {
-            return Err(format!("extended attribute {shown:?}: a name is at most 255 bytes, without NUL"));
-        }
-        if x.value.len() > MAX_XATTR_VALUE {
-            return Err(format!("extended attribute {shown:?}: a value is at most {MAX_XATTR_VALUE} bytes"));
-        }
-    }
-    Ok(())
-}
-
 /// Set each attribute on the open `file`.
 pub fn set_all(file: &std::fs::File, xattrs: &[Xattr]) -> std::io::Result<()> {
     for x in xattrs {
@@ -111,6 +91,7 @@ pub fn set_all(file: &std::fs::File, xattrs: &[Xattr]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::check_xattrs as check;
     use std::os::unix::ffi::OsStrExt;
 
     fn x(name: &str, value: &str) -> Xattr {

@@ -48,6 +48,7 @@ pub use event::{decode_event, Event};
 pub use frame::{body_len, read_body, split_frame, unknown_request_id, write_frame, Frame, UnknownKind};
 pub use request::{decode_request, Request};
 pub use types::{
-    DetachReason, ExecExit, ExecStart, FailureKind, FsChange, FsChangeKind, FsEntry, FsKind, ReadyState,
-    SessionInfo, SessionStart, Usage, WindowSize, Xattr, MAX_XATTRS, MAX_XATTR_VALUE, USER_XATTR_PREFIX,
+    check_xattrs, DetachReason, ExecExit, ExecStart, FailureKind, FsChange, FsChangeKind, FsEntry, FsKind,
+    ReadyState, SessionInfo, SessionStart, Usage, WindowSize, Xattr, MAX_XATTRS, MAX_XATTR_VALUE,
+    USER_XATTR_PREFIX,
 };

@@ -261,6 +261,27 @@ pub const MAX_XATTRS: usize = 64;
 /// Largest attribute value accepted in either direction (Linux's own limit).
 pub const MAX_XATTR_VALUE: usize = 64 * 1024;
 
+/// Why `xattrs` cannot be set on a file (the rules both ends hold an upload to, the server
+/// before a byte is read, the agent before it writes).
+pub fn check_xattrs(xattrs: &[Xattr]) -> Result<(), String> {
+    if xattrs.len() > MAX_XATTRS {
+        return Err(format!("{} extended attributes, at most {MAX_XATTRS} are allowed", xattrs.len()));
+    }
+    for x in xattrs {
+        let shown = String::from_utf8_lossy(&x.name);
+        if !x.name.starts_with(USER_XATTR_PREFIX) || x.name.len() == USER_XATTR_PREFIX.len() {
+            return Err(format!("extended attribute {shown:?} must be a name in the user. namespace"));
+        }
+        if x.name.len() > 255 || x.name.contains(&0) {
+            return Err(format!("extended attribute {shown:?}: a name is at most 255 bytes, without NUL"));
+        }
+        if x.value.len() > MAX_XATTR_VALUE {
+            return Err(format!("extended attribute {shown:?}: a value is at most {MAX_XATTR_VALUE} bytes"));
+        }
+    }
+    Ok(())
+}
+
 /// What happened below a watched directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]

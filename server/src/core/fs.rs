@@ -8,35 +8,19 @@ use crate::error::{ProviderError, Result};
 pub use sandboxd_agent::protocol::{
     FsChange as FileEvent, FsChangeKind as FileEventKind, FsEntry as FileEntry, FsKind as FileKind, Xattr,
 };
-use sandboxd_agent::protocol::{MAX_XATTRS, MAX_XATTR_VALUE};
 
-/// An upload's extended attributes from the wire (`UploadHeader.xattrs`), checked: names in
-/// the `user.` namespace (the others are the system's), of at most 255 bytes, values of at
-/// most 64 KiB, at most 64 of them; INVALID_ARGUMENT naming `field` otherwise.
+/// An upload's extended attributes from the wire (`UploadHeader.xattrs`), held to the agent
+/// protocol's rules (`check_xattrs`: `user.` names of at most 255 bytes, values of at most
+/// 64 KiB, at most 64), INVALID_ARGUMENT naming `field` otherwise.
 pub fn check_xattrs<'a>(
     field: &str,
     xattrs: impl IntoIterator<Item = (&'a String, &'a Vec<u8>)>,
 ) -> Result<Vec<Xattr>> {
-    let mut out = Vec::new();
-    for (name, value) in xattrs {
-        let bad = |why: &str| ProviderError::invalid(field, format!("{name:?}: {why}"));
-        let Some(rest) = name.strip_prefix("user.") else {
-            return Err(bad("must be a name in the user. namespace (for example user.e2b.author)"));
-        };
-        if rest.is_empty() || name.len() > 255 || name.contains('\0') {
-            return Err(bad("a name is user. and 1 to 250 more bytes, without NUL"));
-        }
-        if value.len() > MAX_XATTR_VALUE {
-            return Err(bad(&format!("a value is at most {MAX_XATTR_VALUE} bytes (got {})", value.len())));
-        }
-        out.push(Xattr { name: name.as_bytes().to_vec(), value: value.clone() });
-    }
-    if out.len() > MAX_XATTRS {
-        return Err(ProviderError::invalid(
-            field,
-            format!("at most {MAX_XATTRS} attributes (got {})", out.len()),
-        ));
-    }
+    let out: Vec<Xattr> = xattrs
+        .into_iter()
+        .map(|(name, value)| Xattr { name: name.as_bytes().to_vec(), value: value.clone() })
+        .collect();
+    sandboxd_agent::protocol::check_xattrs(&out).map_err(|why| ProviderError::invalid(field, why))?;
     Ok(out)
 }
 
@@ -86,6 +70,7 @@ pub fn check_path(field: &str, path: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sandboxd_agent::protocol::{MAX_XATTRS, MAX_XATTR_VALUE};
 
     #[test]
     fn paths_are_checked() {

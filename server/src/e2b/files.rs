@@ -138,16 +138,21 @@ fn written(path: &str, metadata: &Metadata) -> serde_json::Value {
     let name = path.rsplit('/').next().unwrap_or(path);
     let mut info = json!({ "name": name, "type": "file", "path": path });
     if !metadata.is_empty() {
-        let shown: serde_json::Map<String, serde_json::Value> = metadata
-            .iter()
-            .filter_map(|(name, value)| {
-                let key = name.strip_prefix(METADATA_XATTR_PREFIX)?;
-                Some((key.to_string(), String::from_utf8_lossy(value).into_owned().into()))
-            })
-            .collect();
-        info["metadata"] = shown.into();
+        info["metadata"] = json!(metadata_shown(metadata));
     }
     info
+}
+
+/// A file's metadata as envd shows it: its `user.e2b.*` attributes, the prefix taken off
+/// (other `user.` ones, another tool's, are not metadata); values as text.
+pub(super) fn metadata_shown(xattrs: &Metadata) -> std::collections::HashMap<String, String> {
+    xattrs
+        .iter()
+        .filter_map(|(name, value)| {
+            let key = name.strip_prefix(METADATA_XATTR_PREFIX)?;
+            Some((key.to_string(), String::from_utf8_lossy(value).into_owned()))
+        })
+        .collect()
 }
 
 /// An upload's files' extended attributes, by full name.
@@ -261,7 +266,7 @@ type Chunks = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, st
 const METADATA_HEADER: &str = "x-metadata-";
 
 /// Where envd keeps a file's metadata: its extended attributes of this prefix.
-pub const METADATA_XATTR_PREFIX: &str = "user.e2b.";
+const METADATA_XATTR_PREFIX: &str = "user.e2b.";
 
 /// Largest multipart body (its parts are held in memory); octet-stream uploads are streamed.
 pub const MULTIPART_LIMIT: usize = 256 << 20;

@@ -208,16 +208,7 @@ fn entry_info(e: pb::FileEntry) -> ef::EntryInfo {
         }),
         symlink_target: (kind == pb::FileType::Symlink)
             .then(|| String::from_utf8_lossy(&e.link_target).into_owned()),
-        // envd shows its `user.e2b.*` attributes, the prefix taken off; other `user.` ones
-        // (another tool's) are not metadata.
-        metadata: e
-            .xattrs
-            .iter()
-            .filter_map(|(name, value)| {
-                let key = name.strip_prefix(super::files::METADATA_XATTR_PREFIX)?;
-                Some((key.to_string(), String::from_utf8_lossy(value).into_owned()))
-            })
-            .collect(),
+        metadata: super::files::metadata_shown(&e.xattrs),
     }
 }
 

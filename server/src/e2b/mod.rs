@@ -74,18 +74,19 @@ struct Inner {
     homes: std::sync::Mutex<std::collections::HashMap<(String, String), String>>,
     /// E2B's template names, builds and uploads (templates.rs).
     templates: templates::Registry,
-    /// Runtimes whose sandboxes `pause` hibernates (memory to disk, freed) rather than freezes.
-    hibernating: std::collections::BTreeSet<String>,
+    /// The runtimes that checkpoint: there `pause` hibernates (memory to disk, freed) rather
+    /// than freezes, and a snapshot is a live one.
+    checkpointing: std::collections::BTreeSet<String>,
 }
 
 impl E2bFront {
-    /// `hibernating`: the runtimes that checkpoint, whose sandboxes `pause` hibernates.
+    /// `checkpointing`: the runtimes that checkpoint (`docker.runtimes` with `checkpoint: true`).
     pub fn new(
         calls: Calls,
         config: E2bSection,
         gate: AccessGate,
         engine: TemplateEngine,
-        hibernating: std::collections::BTreeSet<String>,
+        checkpointing: std::collections::BTreeSet<String>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -100,9 +101,14 @@ impl E2bFront {
                 lifecycles: lifecycle::Timers::default(),
                 homes: Default::default(),
                 templates: templates::Registry::new().expect("a temporary directory for template uploads"),
-                hibernating,
+                checkpointing,
             }),
         }
+    }
+
+    /// Whether the sandbox of `status` runs on a runtime that checkpoints.
+    fn checkpoints(&self, status: &sandboxd_proto::v1::StatusResponse) -> bool {
+        self.inner.checkpointing.contains(&status.runtime)
     }
 
     /// Pause `sandbox_id` as E2B means it: on a runtime that checkpoints (gVisor) a `Hibernate`,
@@ -115,7 +121,7 @@ impl E2bFront {
         status: &sandboxd_proto::v1::StatusResponse,
     ) -> Result<(), Status> {
         use sandboxd_proto::v1 as pb;
-        if self.inner.hibernating.contains(&status.runtime) {
+        if self.checkpoints(status) {
             let hibernate = pb::HibernateRequest { sandbox_id: sandbox_id.into() };
             self.calls().hibernate(inproc::request(caller, hibernate)).await?;
         } else {
