@@ -18,7 +18,8 @@
 #   - private Docker daemons (testkit's PrivateDocker: /tmp/sbxdd-<12 hex>): the processes that
 #     name the directory, the mounts under it, the directory;
 #   - the gVisor daemon of scripts/runsc-daemon.sh (its SANDBOXD_RUNSC_DIR / _NS, default
-#     /tmp/sbxrunsc and namespace sbxrunsc), taken down by `runsc-daemon.sh down`.
+#     /tmp/sbxrunsc and namespace sbxrunsc), taken down by `runsc-daemon.sh down`; the one of
+#     scripts/test-e2b-network.sh (/tmp/sbxe2bnet, namespace sbxe2bnet) likewise.
 #   Never run it without --case while tests run: it removes every test's sandboxes.
 #
 # --dry-run prints what would be removed and removes nothing. Exits 0 unless the arguments are
@@ -149,4 +150,13 @@ done
 if [[ -d "${SANDBOXD_RUNSC_DIR:-/tmp/sbxrunsc}" ]] || ip netns list 2>/dev/null | awk '{print $1}' | grep -qxF "${SANDBOXD_RUNSC_NS:-sbxrunsc}"; then
   remove "the runsc daemon" bash "$REPO_ROOT/scripts/runsc-daemon.sh" down
 fi
+# The private daemon of scripts/test-e2b-network.sh (the same script, its own directory and
+# namespace) and the stand-in hosts' certificates.
+if [[ -d /tmp/sbxe2bnet ]] || ip netns list 2>/dev/null | awk '{print $1}' | grep -qxF sbxe2bnet; then
+  remove "the E2B network tests' daemon" env SANDBOXD_RUNSC_DIR=/tmp/sbxe2bnet SANDBOXD_RUNSC_NS=sbxe2bnet \
+    bash "$REPO_ROOT/scripts/runsc-daemon.sh" down
+fi
+for dir in /tmp/sbxe2bnet-pki.*; do
+  [[ -d "$dir" ]] && remove "$dir" rm -rf -- "$dir"
+done
 exit 0

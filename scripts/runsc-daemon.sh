@@ -16,7 +16,8 @@
 # scripts/install-deps.sh unpacks; RUNSC=/usr/bin/runsc runs Debian 12's 2022 release, on
 # ptrace, without the direct checkpoints of docs/gvisor.md), SANDBOXD_RUNSC_NETWORK (`bridge`, the default: the daemon
 # has a bridge of its own inside its namespace and sandboxes a network; `none`: no bridge, and
-# sandboxes on runsc have no network but loopback).
+# sandboxes on runsc have no network but loopback), SANDBOXD_RUNSC_DNS (an IPv4 address: the
+# daemon's `dns`, the resolver its containers ask; default the machine's, as Docker picks it).
 #
 # The runtime is registered as `runsc` with the arguments sandboxd needs (see docs/runtimes.md,
 # "Sandboxes on gVisor"):
@@ -54,6 +55,7 @@ DIR="${SANDBOXD_RUNSC_DIR:-/tmp/sbxrunsc}"
 NS="${SANDBOXD_RUNSC_NS:-sbxrunsc}"
 RUNSC="${RUNSC:-/opt/sandboxd/runsc-2024/usr/bin/runsc}"
 NETWORK="${SANDBOXD_RUNSC_NETWORK:-bridge}"
+DNS="${SANDBOXD_RUNSC_DNS:-}"
 HOST="unix://$DIR/docker.sock"
 
 log() { printf 'runsc-daemon: %s\n' "$*" >&2; }
@@ -61,6 +63,7 @@ die() { printf 'runsc-daemon: ERROR: %s\n' "$*" >&2; exit 1; }
 
 [[ "$DIR" == /* && "$DIR" != / && ${#DIR} -le 80 ]] || die "SANDBOXD_RUNSC_DIR must be an absolute path of at most 80 characters"
 [[ "$NETWORK" == bridge || "$NETWORK" == none ]] || die "SANDBOXD_RUNSC_NETWORK must be bridge or none"
+[[ -z "$DNS" || "$DNS" =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]] || die "SANDBOXD_RUNSC_DNS must be an IPv4 address"
 [[ "$NS" =~ ^[a-z][a-z0-9-]{0,14}$ ]] || die "SANDBOXD_RUNSC_NS must be 1-15 lowercase letters, digits or '-', starting with a letter"
 
 answers() { docker -H "$HOST" info --format '{{.ServerVersion}}' >/dev/null 2>&1; }
@@ -173,6 +176,8 @@ EOF
     if [[ "$NETWORK" == none ]]; then
       net_arg=none bridge_args=(--bridge=none)
     fi
+    local dns_setting=""
+    [[ -n "$DNS" ]] && dns_setting="\"dns\": [\"$DNS\"],"
     cat >"$DIR/daemon.json" <<EOF
 {
   "runtimes": {
@@ -185,6 +190,7 @@ EOF
       "runtimeArgs": [$checkpoint_args"--platform=$platform", "--overlay2=none", "--network=none"]
     }
   },
+  $dns_setting
   "experimental": true
 }
 EOF
@@ -227,5 +233,5 @@ case "${1:-}" in
   up) shift; up "$@" ;;
   down) down ;;
   host) answers || die "not up (scripts/runsc-daemon.sh up)"; printf 'DOCKER_HOST=%s\n' "$HOST" ;;
-  *) sed -n '2,42p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,44p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

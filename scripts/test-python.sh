@@ -88,9 +88,14 @@ step "pytest tests/e2b-sdk (E2B's SDK tests against sandboxd's E2B endpoint)"
 # The same suite with older SDKs users still run: SANDBOXD_E2B_SDK_VERSIONS="2.45.1 ..." (on
 # demand; scripts/test-e2b-sdk.sh VERSION runs one, docs/e2b.md has the figures per version).
 SANDBOXD_VENV="$VENV" bash "$REPO_ROOT/scripts/test-e2b-sdk.sh"
+# Its tests that reach public hosts (skips-public-internet.txt there), against stand-ins for
+# those hosts in a private daemon's network namespace: nothing leaves the host.
+step "pytest tests/e2b-sdk's network tests against stand-in public hosts"
+SANDBOXD_VENV="$VENV" bash "$REPO_ROOT/scripts/test-e2b-network.sh"
 for version in ${SANDBOXD_E2B_SDK_VERSIONS:-}; do
   step "pytest tests/e2b-sdk with e2b $version"
   bash "$REPO_ROOT/scripts/test-e2b-sdk.sh" "$version"
+  bash "$REPO_ROOT/scripts/test-e2b-network.sh" "$version"
 done
 # SWE-ReX's own tests (the tests/ its 1.4.0 source distribution on PyPI ships, without their
 # conftest) against sandboxd.swerex.SandboxdDeployment: tests/swe-rex/conftest.py gives their

@@ -619,12 +619,13 @@ async fn runsc_exec_and_create_figures() {
     }
 }
 
-/// E2B's pause and snapshot keep a sandbox's memory. On a runtime that checkpoints they are
-/// `Hibernate` (the container stopped, its memory on disk) and `Checkpoint`: the process in the
-/// sandbox goes on after a connect wakes it. On runc the pause is `Pause` (frozen) and the
-/// snapshot is the filesystem. Either way E2B shows the sandbox paused, and a connect resumes it.
+/// E2B's pause, snapshot and fork keep a sandbox's memory. On a runtime that checkpoints they
+/// are `Hibernate` (the container stopped, its memory on disk), `Checkpoint` and a live `Fork`:
+/// the process in the sandbox goes on after a connect wakes it, and in the fork. On runc the
+/// pause is `Pause` (frozen) and the snapshot and fork are the filesystem. Either way E2B shows
+/// the sandbox paused, and a connect resumes it.
 #[tokio::test(flavor = "multi_thread")]
-async fn an_e2b_pause_hibernates_and_an_e2b_snapshot_is_live_where_the_runtime_checkpoints() {
+async fn an_e2b_pause_hibernates_and_e2b_snapshots_and_forks_are_live_where_the_runtime_checkpoints() {
     let label = TestLabel::new();
     let server = testkit::server::TestServer::launch(env!("CARGO_BIN_EXE_sandboxd"), &label)
         .config(json!({
@@ -676,5 +677,23 @@ async fn an_e2b_pause_hibernates_and_an_e2b_snapshot_is_live_where_the_runtime_c
     raw.delete_snapshot(proto::DeleteSnapshotRequest { snapshot_id: taken.snapshot_id.clone() })
         .await
         .unwrap();
+
+    // E2B's fork: live where the runtime checkpoints (the child's loop goes on from the
+    // parent's memory, the same tag), the filesystem elsewhere (the loop's file, no loop).
+    let forked = e2b
+        .call("POST", &format!("/sandboxes/{id}/fork"), &key(), "application/json", r#"{"count": 1}"#)
+        .await;
+    assert_eq!(forked.status, 201, "{}", forked.text());
+    let child = forked.json()[0]["sandbox"]["sandboxID"].as_str().expect("the child's id").to_string();
+    if testkit::on_runsc() {
+        let (child_tag, _) = goes_on(&mut raw, &child, 0).await;
+        assert_eq!(child_tag, tag, "the child goes on from the parent's memory");
+    } else {
+        assert!(has(&mut raw, &child, "/tmp/c").await, "the child has the parent's files");
+        let (_, first) = read_loop(&mut raw, &child).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(read_loop(&mut raw, &child).await.1, first, "no loop runs in a filesystem fork");
+    }
+    assert_eq!(e2b.kill("any", &child).await.status, 204);
     assert_eq!(e2b.kill("any", &id).await.status, 204);
 }

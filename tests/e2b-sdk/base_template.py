@@ -1,7 +1,9 @@
 """E2B's `base` template as its tests expect it, built from what this machine has (no
 registry, no download): the test suite's bash image, plus this host's own Debian Python
 (`/usr/bin/python3.11` with its standard library and C extensions), `tput` with its terminfo
-entries, and the shared libraries each of them loads (found by `ldd`), copied to the same paths;
+entries, `curl` with the host's CA bundle (E2B's network tests curl; a run against stand-in
+public hosts adds the CA it made, `extra_ca`), and the shared libraries each of them loads
+(found by `ldd`), copied to the same paths;
 a user `user` (uid 1000) whose home is the working directory; Debian's `sudo` (the host's, or
 its package fetched once by apt and unpacked) with the host's PAM stack, `user` allowed
 everything without a password. E2B's sandboxes are VMs whose root is whole: the suite's server
@@ -9,6 +11,7 @@ lets setuid work (`no_new_privileges: false`)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -18,7 +21,7 @@ from support import docker
 
 TAG = "sandboxd-test/e2b-base:2"
 # Bumped whenever what goes into the image changes.
-RECIPE = "6"
+RECIPE = "7"
 
 DOCKERFILE = """FROM {bash}
 COPY rootfs/ /
@@ -46,6 +49,9 @@ PYTHON_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3
 TPUT = Path("/usr/bin/tput")
 TERMINFO = [Path("/usr/share/terminfo"), Path("/lib/terminfo"), Path("/etc/terminfo")]
 SUDO = Path("/usr/bin/sudo")
+CURL = Path("/usr/bin/curl")
+# Where Debian's curl (OpenSSL) looks for the CAs it trusts.
+CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 # `docker.create` of the suite's server: setuid works (sudo); the default dropped caps stay
 # (without AUDIT_WRITE sudo warns on stderr and goes on).
 SERVER_CREATE = {"no_new_privileges": False}
@@ -94,6 +100,20 @@ def _tput(rootfs: Path) -> set[Path]:
             if entry.exists():
                 _copy(entry, rootfs)
     return _libraries(TPUT)
+
+
+def _curl(rootfs: Path, extra_ca: Path | None) -> set[Path]:
+    """The host's curl and its CA bundle, plus `extra_ca` (PEM) appended to the bundle."""
+    if not CURL.exists():
+        return set()
+    _copy(CURL, rootfs)
+    bundle = rootfs / CA_BUNDLE.relative_to("/")
+    bundle.parent.mkdir(parents=True, exist_ok=True)
+    text = CA_BUNDLE.read_text() if CA_BUNDLE.exists() else ""
+    if extra_ca is not None:
+        text += extra_ca.read_text()
+    bundle.write_text(text)
+    return _libraries(CURL)
 
 
 def _sudo_package() -> Path | None:
@@ -158,8 +178,11 @@ def has_sudo() -> bool:
     return _sudo_package() is not None
 
 
-def build(bash: str, version: str, workdir: Path) -> str:
-    label = f"{version}.{RECIPE}.{int(has_sudo())}"
+def build(bash: str, version: str, workdir: Path, extra_ca: Path | None = None) -> str:
+    """The template's image (built when missing or made by another recipe); `extra_ca` (PEM)
+    is trusted by its curl beside the host's CAs."""
+    ca = hashlib.sha256(extra_ca.read_bytes()).hexdigest()[:12] if extra_ca is not None else "host"
+    label = f"{version}.{RECIPE}.{int(has_sudo())}.{ca}"
     current = docker(
         "image", "inspect", "--format", '{{index .Config.Labels "sandboxd.test-image"}}', TAG, check=False
     )
@@ -174,7 +197,7 @@ def build(bash: str, version: str, workdir: Path) -> str:
     shadow = rootfs / "etc" / "shadow"
     shadow.write_text("".join(f"{line.split(':')[0]}:*:19000:0:99999:7:::\n" for line in PASSWD.splitlines()))
     os.chmod(shadow, 0o600)
-    libs = _python(rootfs) | _tput(rootfs) | _sudo(rootfs)
+    libs = _python(rootfs) | _tput(rootfs) | _sudo(rootfs) | _curl(rootfs, extra_ca)
     for lib in libs:
         _copy(lib, rootfs)
     (context / "Dockerfile").write_text(DOCKERFILE.format(bash=bash, version=label))

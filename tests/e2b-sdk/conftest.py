@@ -20,7 +20,6 @@ sys.path.insert(0, str(REPO / "clients" / "python" / "tests"))
 from support import (  # noqa: E402
     ContainerLabel,
     ServerProcess,
-    docker,
     ensure_images,
     require_docker,
     server_binary,
@@ -29,16 +28,24 @@ from support import (  # noqa: E402
 sys.path.insert(0, str(HERE))
 import base_template  # noqa: E402
 
+# The CA of the stand-in public hosts (PEM) when the suite runs where they are served
+# (scripts/test-e2b-network.sh): the template's curl trusts it, and the tests that reach public
+# hosts run instead of being skipped.
+STAND_INS_CA = os.environ.get("SANDBOXD_E2B_STAND_INS_CA") or None
+
 
 def _skips() -> dict[str, str]:
     """`skips.txt`, plus `skips-<SDK version>.txt` when the suite runs with an SDK that has one
-    (scripts/test-e2b-sdk.sh sets SANDBOXD_E2B_SDK_VERSION): `<node id prefix> | <reason>` a
-    line; `#` starts a comment."""
+    (scripts/test-e2b-sdk.sh sets SANDBOXD_E2B_SDK_VERSION), plus `skips-public-internet.txt`
+    unless the stand-in public hosts are there: `<node id prefix> | <reason>` a line; `#`
+    starts a comment."""
     out: dict[str, str] = {}
     files = [HERE / "skips.txt"]
     version = os.environ.get("SANDBOXD_E2B_SDK_VERSION")
     if version:
         files.append(HERE / f"skips-{version}.txt")
+    if STAND_INS_CA is None:
+        files.append(HERE / "skips-public-internet.txt")
     for path in files:
         if not path.exists():
             continue
@@ -65,7 +72,9 @@ def sandboxd_e2b(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     images = ensure_images()
     label = ContainerLabel()
     workdir = tmp_path_factory.mktemp("sandboxd-e2b-upstream")
-    base = base_template.build(images.bash, images.version, workdir)
+    base = base_template.build(
+        images.bash, images.version, workdir, extra_ca=Path(STAND_INS_CA) if STAND_INS_CA else None
+    )
     server = ServerProcess(
         server_binary(),
         label,

@@ -176,8 +176,27 @@ pub fn request_message(kind: CallKind, body: &[u8]) -> Result<&[u8], Status> {
         .ok_or_else(|| Status::invalid_argument("the request envelope is shorter than its length"))
 }
 
+/// The metadata key `cut_off` marks a stream's error with.
+const CUT_OFF: &str = "x-sandboxd-cut-off";
+
+/// `status`, marked so that `streaming_response` cuts the response off instead of ending it with
+/// an error message: for a stream whose sandbox went away under it, as a proxy's stream is cut
+/// off when the sandbox behind it dies (HTTP/1.1: the body ends without its last chunk; HTTP/2:
+/// the stream is reset). Every E2B SDK reads that as a transport failure and asks `/health`
+/// whether the sandbox is gone; SDKs before 2.46 map an UNAVAILABLE end message by its code alone.
+pub fn cut_off(mut status: Status) -> Status {
+    status.metadata_mut().insert(CUT_OFF, tonic::metadata::MetadataValue::from_static("1"));
+    status
+}
+
+/// Whether `status` was marked by `cut_off`.
+pub fn is_cut_off(status: &Status) -> bool {
+    status.metadata().contains_key(CUT_OFF)
+}
+
 /// A server-streaming response: each item an envelope, then the end-of-stream envelope (with
-/// the error, if the stream ended with one). Bounded by the call's `Connect-Timeout-Ms`.
+/// the error, if the stream ended with one; cut off instead for a `cut_off` error). Bounded by
+/// the call's `Connect-Timeout-Ms`.
 pub fn streaming_response<T, S>(
     kind: CallKind,
     name: &'static str,
@@ -190,8 +209,11 @@ where
 {
     let codec = kind.codec;
     let frames = async_stream(messages, timeout).map(move |item| match item {
-        Item::Message(m) => Ok::<_, std::convert::Infallible>(envelope(0, &encode(codec, name, &m))),
+        Item::Message(m) => Ok(envelope(0, &encode(codec, name, &m))),
         Item::End(None) => Ok(envelope(0x02, b"{}")),
+        Item::End(Some(status)) if is_cut_off(&status) => {
+            Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, status.message().to_owned()))
+        }
         Item::End(Some(status)) => {
             let end = serde_json::json!({ "error": error_json(&status) });
             Ok(envelope(0x02, end.to_string().as_bytes()))
@@ -294,5 +316,31 @@ mod tests {
         assert_eq!(request_message(kind, &framed).unwrap(), b"abc");
         assert_eq!(request_message(kind, &framed[..6]).unwrap_err().code(), Code::InvalidArgument);
         assert_eq!(request_message(kind, &envelope(1, b"x")).unwrap_err().code(), Code::Unimplemented);
+    }
+
+    /// A stream's error ends it with the end-of-stream message, unless the error is `cut_off`:
+    /// then the body fails (the connection is cut), and no end message is sent.
+    #[tokio::test]
+    async fn a_cut_off_error_fails_the_body_instead_of_ending_it() {
+        let kind = CallKind { codec: Codec::Json, streaming: true };
+        let event = || pp::ProcessEvent { event: None };
+        let ended = streaming_response(
+            kind,
+            "process.ProcessEvent",
+            None,
+            futures_util::stream::iter([Ok(event()), Err(Status::unavailable("gone"))]),
+        );
+        let body = axum::body::to_bytes(ended.into_body(), usize::MAX).await.expect("a whole body");
+        let end = envelope(0x02, br#"{"error":{"code":"unavailable","message":"gone"}}"#);
+        assert!(body.ends_with(&end), "{body:?}");
+
+        let cut = streaming_response(
+            kind,
+            "process.ProcessEvent",
+            None,
+            futures_util::stream::iter([Ok(event()), Err(cut_off(Status::unavailable("gone")))]),
+        );
+        let err = axum::body::to_bytes(cut.into_body(), usize::MAX).await.expect_err("a cut-off body");
+        assert!(err.to_string().contains("gone"), "{err}");
     }
 }

@@ -14,6 +14,7 @@
 
 mod body;
 mod connect;
+mod connection;
 pub(crate) mod errors;
 mod files;
 mod filesystem;
@@ -165,7 +166,9 @@ impl E2bFront {
         listener: tokio::net::TcpListener,
         stopped: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        axum::serve(listener, self.router()).with_graceful_shutdown(stopped).await
+        axum::serve(listener, self.router().into_make_service_with_connect_info::<connection::Connection>())
+            .with_graceful_shutdown(stopped)
+            .await
     }
 
     /// The gRPC API through the served stack (a clone per call: its methods take `&mut`).

@@ -11,8 +11,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use axum::extract::ConnectInfo;
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
+use axum::http::{Extensions, HeaderMap, Version};
 use axum::response::Response;
 use futures_util::{Stream, StreamExt};
 use sandboxd_proto::envd::process as ep;
@@ -23,6 +24,7 @@ use tokio::sync::{broadcast, mpsc};
 use tonic::Status;
 
 use super::connect::{self, CallKind};
+use super::connection::Connection;
 use super::inproc::Caller;
 use super::inproc::{request, streaming};
 use super::{basic_user, E2bFront};
@@ -81,9 +83,12 @@ impl Table {
 pub async fn call(
     State(front): State<E2bFront>,
     Path(method): Path<String>,
+    version: Version,
+    extensions: Extensions,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
+    let cut = resets(version, &extensions);
     let Some(kind) = CallKind::from_headers(&headers) else {
         return connect::unary_error(&Status::invalid_argument(
             "content-type must be application/json, application/proto or application/connect+json|proto",
@@ -136,7 +141,7 @@ pub async fn call(
                     kind,
                     "process.StartResponse",
                     timeout,
-                    events.map(|e| e.map(|event| ep::StartResponse { event: Some(event) })),
+                    events.map(cut).map(|e| e.map(|event| ep::StartResponse { event: Some(event) })),
                 ),
                 Err(e) => fail(e),
             }
@@ -152,7 +157,7 @@ pub async fn call(
                     kind,
                     "process.ConnectResponse",
                     timeout,
-                    events.map(|e| e.map(|event| ep::ConnectResponse { event: Some(event) })),
+                    events.map(cut).map(|e| e.map(|event| ep::ConnectResponse { event: Some(event) })),
                 ),
                 Err(e) => fail(e),
             }
@@ -322,19 +327,40 @@ async fn start(
     Ok(events(pid, rx))
 }
 
+/// What a process stream passes its events through: a `cut_off` error makes an HTTP/1 connection's
+/// close a reset, so the cut reads as a dropped connection (HTTP/2 resets the stream by itself).
+/// Called as the connection polls the response, which is when its socket may be touched.
+fn resets(
+    version: Version,
+    extensions: &Extensions,
+) -> impl Fn(Result<ep::ProcessEvent, Status>) -> Result<ep::ProcessEvent, Status> + Send + Copy + 'static {
+    let connection = extensions
+        .get::<ConnectInfo<Connection>>()
+        .filter(|_| version <= Version::HTTP_11)
+        .map(|info| info.0);
+    move |event| {
+        if let (Err(status), Some(connection)) = (&event, connection) {
+            if connect::is_cut_off(status) {
+                connection.reset_when_closed();
+            }
+        }
+        event
+    }
+}
+
 /// A process stream whose session was lost (FAILED_PRECONDITION: the session or its sandbox
-/// went away under it) ends as envd's proxy ends a stream whose sandbox died: UNAVAILABLE, "the
-/// connection ... ended". The SDK then probes `/health` itself, and reports the sandbox killed
-/// or at its end of life when it is gone (the original error otherwise). Any other failure
-/// stays as it was.
+/// went away under it) is cut off, as envd's proxy cuts off a stream whose sandbox died
+/// (`connect::cut_off`; its status, UNAVAILABLE "the connection ... ended", is what the server
+/// logs). The SDK then probes `/health` itself, and reports the sandbox killed or at its end of
+/// life when it is gone (the original error otherwise). Any other failure stays as it was.
 fn connection_lost(sandbox_id: &str, status: Status) -> Status {
     if status.code() != tonic::Code::FailedPrecondition {
         return status;
     }
-    Status::unavailable(format!(
+    connect::cut_off(Status::unavailable(format!(
         "the connection to sandbox {sandbox_id} ended before the stream completed ({})",
         status.message()
-    ))
+    )))
 }
 
 /// The pid of the agent's session `process_id` (`ListProcesses`). A backend with no process

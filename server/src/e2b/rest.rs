@@ -521,8 +521,10 @@ pub async fn connect(
     resume_and_describe(&front, &caller, &id, req.timeout).await
 }
 
-/// `POST /sandboxes/{id}/fork`: `Fork` (the children start from a snapshot of the running
-/// sandbox's filesystem; its memory is not carried over), then each child's lease and token.
+/// `POST /sandboxes/{id}/fork`: `Fork`, then each child's lease and token. On a runtime that
+/// checkpoints the fork is live (each child restored from a live snapshot, its processes and
+/// memory going on), as E2B's fork carries a sandbox's memory; elsewhere the children start
+/// from a snapshot of the sandbox's filesystem.
 pub async fn fork(
     State(front): State<E2bFront>,
     headers: HeaderMap,
@@ -533,11 +535,13 @@ pub async fn fork(
     let req: ForkBody = body(&bytes).map_err(refuse)?;
     let ttl = req.timeout.map(|t| seconds("timeout", t)).transpose().map_err(refuse)?;
     let parent = find(&front, &caller, &id).await.map_err(refuse)?;
+    let live = front.checkpoints(&front.status(&caller, &id).await.map_err(refuse)?);
     let template = listed(&front, &parent)["templateID"].clone();
     let fork = pb::ForkRequest {
         sandbox_id: id,
         count: req.count.unwrap_or(1),
         labels: Default::default(),
+        live,
         ..Default::default()
     };
     let forked = front.calls().fork(request(&caller, fork)).await.map_err(refuse)?.into_inner();
