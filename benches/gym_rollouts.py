@@ -6,6 +6,8 @@ One rollout: `create` (a claim when a pool serves it), upload 64 KiB, 20 tool ca
 download the file, `close`. `--rollouts` of them (64), `--in-flight` at once (16), per provider:
 - `gym-docker`: Gym 0.7.0's `DockerProvider`, unchanged, with its defaults (`docker run` /
   `exec` / `cp` / `rm -f`; the bench adds only a label to its containers, to remove leftovers);
+- `sandboxd, no pool` (unless `--skip-no-pool`): the same provider before any pool exists, so
+  every create makes a container and every close removes one (every wall of the config on);
 - `sandboxd`: `sandboxd.gym.SandboxdProvider`, unchanged create/close, against a server whose
   pool for the image recycles: `CreatePool(recycle=true, target=max=2 × --in-flight)`, made by the
   bench and filled before the run, so a closed sandbox is reset and handed back instead of
@@ -405,14 +407,6 @@ async def bench(args: argparse.Namespace, work: Path, address: str, metrics_url:
     size = args.in_flight * 2
     if POOL in {p.name for p in await client.list_pools()}:
         await client.delete_pool(POOL)
-    await client.create_pool(POOL, args.image, target=size, max=size, recycle=True)
-    for _ in range(3000):
-        pool = next(p for p in await client.list_pools() if p.name == POOL)
-        if pool.ready >= size:
-            break
-        await asyncio.sleep(0.2)
-    else:
-        raise RuntimeError(f"the pool did not fill: {pool}")
 
     rows = []
     if not args.skip_gym:
@@ -421,6 +415,21 @@ async def bench(args: argparse.Namespace, work: Path, address: str, metrics_url:
             rows.append(("Gym 0.7.0 `DockerProvider`", await rollouts(gym, args.image, args.rollouts, args.in_flight, work, server_pid)))
         finally:
             remove_gym_leftovers()
+    if not args.skip_no_pool:
+        # Before the pool exists: every create makes a container and every close removes one.
+        plain = SandboxdProvider(address=address)
+        measured = await rollouts(plain, args.image, args.rollouts, args.in_flight, work, server_pid)
+        rows.append(("sandboxd Gym provider, no pool", measured))
+        await plain.client.close()
+
+    await client.create_pool(POOL, args.image, target=size, max=size, recycle=True)
+    for _ in range(3000):
+        pool = next(p for p in await client.list_pools() if p.name == POOL)
+        if pool.ready >= size:
+            break
+        await asyncio.sleep(0.2)
+    else:
+        raise RuntimeError(f"the pool did not fill: {pool}")
     sd = SandboxdProvider(address=address)
     before = scrape(metrics_url)
     rows.append(("sandboxd Gym provider, recycling pool", await rollouts(sd, args.image, args.rollouts, args.in_flight, work, server_pid)))
@@ -444,8 +453,9 @@ async def bench(args: argparse.Namespace, work: Path, address: str, metrics_url:
         )
     for name, r in rows:
         print(f"{name}: one tool call {_ms(r['call'])} (median); {describe_load(r['load'])}")
-    if len(rows) == 2:
-        print(f"ratio sandboxd / Gym's Docker provider: {rows[1][1]['per_min'] / rows[0][1]['per_min']:.1f}x")
+    if not args.skip_gym:
+        for name, r in rows[1:]:
+            print(f"ratio {name} / Gym's Docker provider: {r['per_min'] / rows[0][1]['per_min']:.1f}x")
     profile = server_profile(before, after)
     if profile:
         print("in the server during sandboxd's rollouts: " + "; ".join(profile))
@@ -478,6 +488,7 @@ async def main() -> int:
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--episodes", type=int, default=2)
     ap.add_argument("--skip-gym", action="store_true")
+    ap.add_argument("--skip-no-pool", action="store_true", help="only the recycling pool's row for sandboxd")
     ap.add_argument("--reset-runs", type=int, default=10)
     ap.add_argument("--server-log", type=Path, help="keep the started server's log here (RUST_LOG sets its filter)")
     args = ap.parse_args()
