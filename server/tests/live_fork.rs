@@ -155,6 +155,20 @@ async fn a_live_fork_goes_on_from_the_checkpointed_memory_in_each_child_with_its
     let (_, at_checkpoint) = read_loop(&mut raw, &source).await;
     let listed = raw.list_snapshots(proto::ListSnapshotsRequest::default()).await.unwrap().into_inner();
     assert!(listed.snapshots.iter().any(|s| s.snapshot_id == snap.snapshot_id && s.live));
+    // Its size counts the memory image beside the files: more than a files-only snapshot of
+    // the same sandbox, and the same whichever call reports it.
+    let files = raw
+        .snapshot(proto::SnapshotRequest { sandbox_id: source.clone(), ..Default::default() })
+        .await
+        .expect("files-only snapshot")
+        .into_inner()
+        .snapshot
+        .unwrap();
+    assert!(snap.size_bytes > files.size_bytes, "live {snap:?} against files only {files:?}");
+    let listed_size =
+        listed.snapshots.iter().find(|s| s.snapshot_id == snap.snapshot_id).map(|s| s.size_bytes);
+    assert_eq!(listed_size, Some(snap.size_bytes));
+    raw.delete_snapshot(proto::DeleteSnapshotRequest { snapshot_id: files.snapshot_id }).await.unwrap();
     let (source_tag, _) = goes_on(&mut raw, &source, at_checkpoint).await;
     assert_eq!(source_tag, tag, "the source's loop is the same process after its checkpoint");
 

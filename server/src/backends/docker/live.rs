@@ -407,6 +407,18 @@ impl DockerProvider {
         self.snapshot_info(snapshot_id).await
     }
 
+    /// `info` with a live snapshot's size counting its checkpoint (the memory image kept beside
+    /// the committed files), which is most of what it holds on disk.
+    pub(super) async fn counting_checkpoint(&self, mut info: SnapshotInfo) -> SnapshotInfo {
+        if info.live {
+            if let Ok(root) = self.data_root().await {
+                let store = Self::store_dir(&root, &info.snapshot_id);
+                info.size_bytes += blocking(move || Ok(tree_bytes(&store))).await.unwrap_or(0);
+            }
+        }
+        info
+    }
+
     /// Remove the checkpoint kept beside a live snapshot (none: nothing to do).
     pub(super) async fn drop_live_checkpoint(&self, snapshot_id: &str) {
         if !argv::is_valid_snapshot_id(snapshot_id) {

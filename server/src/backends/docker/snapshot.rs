@@ -198,11 +198,12 @@ impl DockerProvider {
             return Err(ProviderError::SnapshotNotFound(snapshot_id.into()));
         }
         let found = self.inspect_images(&[snapshot_id.to_string()]).await?;
-        found
+        let info = found
             .into_iter()
             .filter_map(owned_snapshot)
             .find(|s| s.snapshot_id == snapshot_id)
-            .ok_or_else(|| ProviderError::SnapshotNotFound(snapshot_id.into()))
+            .ok_or_else(|| ProviderError::SnapshotNotFound(snapshot_id.into()))?;
+        Ok(self.counting_checkpoint(info).await)
     }
 
     /// The snapshots this service owns carrying every label of `filter`, oldest first.
@@ -211,13 +212,14 @@ impl DockerProvider {
         if refs.is_empty() {
             return Ok(Vec::new());
         }
-        let mut found: Vec<SnapshotInfo> = self
+        let owned = self
             .inspect_images(&refs)
             .await?
             .into_iter()
             .filter_map(owned_snapshot)
-            .filter(|s| matches_labels(&s.labels, filter))
-            .collect();
+            .filter(|s| matches_labels(&s.labels, filter));
+        let mut found: Vec<SnapshotInfo> =
+            futures_util::future::join_all(owned.map(|info| self.counting_checkpoint(info))).await;
         found.sort_by(|a, b| {
             (a.created_at_unix_ms, &a.snapshot_id).cmp(&(b.created_at_unix_ms, &b.snapshot_id))
         });
