@@ -60,6 +60,10 @@ command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)
 # chromium + chromium-driver: the web console's browser tests (scripts/test-console.sh).
 [[ -x /usr/bin/chromium ]] || missing+=(chromium)
 [[ -x /usr/bin/chromedriver ]] || missing+=(chromium-driver)
+# openssl and curl: the CA and certificate of E2B's stand-in public hosts, and the curl E2B's
+# network tests run in their template (scripts/test-e2b-network.sh, tests/e2b-sdk/base_template.py).
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+[[ -x /usr/bin/curl ]] || missing+=(curl)
 # node-xterm + libjs-xterm: scripts/bundle-xterm.py regenerates (--check: compares) the console's
 # vendored xterm.js from them; the build itself needs neither (the bundle is in the repository).
 [[ -d /usr/share/nodejs/xterm/lib ]] || missing+=(node-xterm)
@@ -73,7 +77,7 @@ fi
 if ((${#missing[@]})); then
   apt_install "${missing[@]}"
 else
-  log "apt packages present (busybox-static, bash-static, dash, tmux, zsh, fish, socat, systemd, nftables, runsc, chromium, chromium-driver, node-xterm, libjs-xterm)"
+  log "apt packages present (busybox-static, bash-static, dash, tmux, zsh, fish, socat, systemd, nftables, runsc, chromium, chromium-driver, node-xterm, libjs-xterm, openssl, curl)"
 fi
 # busybox-static must be the static build: the test images have no libc for it.
 if ldd /bin/busybox >/dev/null 2>&1; then
