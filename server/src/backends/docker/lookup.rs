@@ -83,7 +83,8 @@ impl DockerProvider {
 
     /// Re-attach to a running sandbox from its descriptor, rediscovering image and shell.
     /// Containers without this service's ownership label are refused, and so is a sandbox
-    /// closed here whose container's removal is still under way (it is gone for every caller).
+    /// closed here whose container's removal is still under way (it is gone for every caller);
+    /// one a replica closed is `Stopped` from its close's answer on.
     pub async fn connect(&self, descriptor: &SandboxDescriptor) -> Result<SandboxHandle> {
         let id = descriptor.sandbox_id.as_str();
         if !SandboxId::has_valid_shape(id) || self.closing_now(id) {
@@ -91,6 +92,11 @@ impl DockerProvider {
         }
         let found = self.owned(id).await?;
         match found.state {
+            // Closed by a replica sharing the state directory: its close killed the sandbox and
+            // wrote this record before answering, but Docker may not have seen the exit yet.
+            ContainerState::Running if self.closing_dir.join(id).exists() => {
+                return Err(ProviderError::Stopped(id.into()));
+            }
             ContainerState::Running => {}
             // Connect finds the exec shell by running a command, which a frozen sandbox refuses.
             ContainerState::Paused => return Err(ProviderError::Paused(id.into())),
