@@ -107,9 +107,9 @@ impl E2bFront {
         }
     }
 
-    /// Whether the sandbox of `status` runs on a runtime that checkpoints.
-    fn checkpoints(&self, status: &sandboxd_proto::v1::StatusResponse) -> bool {
-        self.inner.checkpointing.contains(&status.runtime)
+    /// Whether `runtime` (a sandbox's, as `Status` and `List` report it) checkpoints.
+    fn checkpoints(&self, runtime: &str) -> bool {
+        self.inner.checkpointing.contains(runtime)
     }
 
     /// Pause `sandbox_id` as E2B means it: on a runtime that checkpoints (gVisor) a `Hibernate`,
@@ -122,7 +122,7 @@ impl E2bFront {
         status: &sandboxd_proto::v1::StatusResponse,
     ) -> Result<(), Status> {
         use sandboxd_proto::v1 as pb;
-        if self.checkpoints(status) {
+        if self.checkpoints(&status.runtime) {
             let hibernate = pb::HibernateRequest { sandbox_id: sandbox_id.into() };
             self.calls().hibernate(inproc::request(caller, hibernate)).await?;
         } else {

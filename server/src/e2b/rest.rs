@@ -535,7 +535,7 @@ pub async fn fork(
     let req: ForkBody = body(&bytes).map_err(refuse)?;
     let ttl = req.timeout.map(|t| seconds("timeout", t)).transpose().map_err(refuse)?;
     let parent = find(&front, &caller, &id).await.map_err(refuse)?;
-    let live = front.checkpoints(&front.status(&caller, &id).await.map_err(refuse)?);
+    let live = front.checkpoints(&parent.runtime);
     let template = listed(&front, &parent)["templateID"].clone();
     let fork = pb::ForkRequest {
         sandbox_id: id,

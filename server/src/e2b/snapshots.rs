@@ -75,7 +75,7 @@ pub async fn create(
     // (`Checkpoint`: a sandbox made from it is restored with its processes), elsewhere the
     // filesystem (`Snapshot`).
     let status = front.status(&caller, &id).await.map_err(errors::rest)?;
-    let taken = if front.checkpoints(&status) {
+    let taken = if front.checkpoints(&status.runtime) {
         let live = pb::CheckpointRequest { sandbox_id: id, labels, leave_running: Some(true) };
         front.calls().checkpoint(request(&caller, live)).await.map(|r| r.into_inner().snapshot)
     } else {
