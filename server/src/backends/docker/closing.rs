@@ -85,7 +85,7 @@ impl DockerProvider {
             disk,
         };
         let record = serde_json::to_vec(&closing).unwrap_or_default();
-        let held = match Held::create(&self.closing_dir.join(sandbox_id), &record) {
+        let held = match Held::create(&self.closing_record(sandbox_id), &record) {
             Ok(held) => held,
             Err(e) => {
                 tracing::warn!(sandbox_id = %sandbox_id, error = %e, "cannot record a close: removing in the foreground");
@@ -120,6 +120,19 @@ impl DockerProvider {
             closings.done(&closing.sandbox_id);
         });
         Ok(true)
+    }
+
+    /// Where the close of `sandbox_id` writes what is left to do: in the state directory, so
+    /// every replica sharing it sees the record.
+    fn closing_record(&self, sandbox_id: &str) -> PathBuf {
+        self.closing_dir.join(sandbox_id)
+    }
+
+    /// Whether `sandbox_id` was closed by this server or a replica sharing its state directory
+    /// and its removal is not finished: from the close's answer on, although Docker may show
+    /// the killed container running for a moment longer.
+    pub(super) fn closed_by_any(&self, sandbox_id: &str) -> bool {
+        self.closing_record(sandbox_id).exists()
     }
 
     /// Whether `sandbox_id` was closed here and its removal is still under way.

@@ -92,9 +92,8 @@ impl DockerProvider {
         }
         let found = self.owned(id).await?;
         match found.state {
-            // Closed by a replica sharing the state directory: its close killed the sandbox and
-            // wrote this record before answering, but Docker may not have seen the exit yet.
-            ContainerState::Running if self.closing_dir.join(id).exists() => {
+            // Closed by a replica: Docker may not have seen the killed sandbox's exit yet.
+            ContainerState::Running if self.closed_by_any(id) => {
                 return Err(ProviderError::Stopped(id.into()));
             }
             ContainerState::Running => {}
