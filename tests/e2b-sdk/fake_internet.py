@@ -59,20 +59,21 @@ def handler_for(address: str) -> type[http.server.BaseHTTPRequestHandler]:
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def answer(self, body: bool) -> None:
+        def answer(self) -> None:
+            """The status (and redirect) the route has; every answer's body is empty, so GET
+            and HEAD answer alike."""
             status, location = routes.get(self.path.split("?", 1)[0], (404, None))
             self.send_response(status)
             if location:
                 self.send_header("Location", location)
             self.send_header("Content-Length", "0")
             self.end_headers()
-            del body  # every answer is empty
 
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            self.answer(True)
+            self.answer()
 
         def do_HEAD(self) -> None:  # noqa: N802
-            self.answer(False)
+            self.answer()
 
         def log_message(self, *args: object) -> None:
             pass
