@@ -58,7 +58,12 @@ else
   state_dirs+=("/var/lib/sandboxd")
 fi
 
-# remove WHAT COMMAND…: runs it (quietly), or says it would.
+# A daemon that answers `docker info` but hangs on one container (seen in CI: the script, run by
+# test.sh's exit trap after a suite hung, never returned) must not hang the caller: every Docker
+# question is bounded, and every removal too.
+ask_docker() { timeout --kill-after=5s 60s docker "$@"; }
+
+# remove WHAT COMMAND…: runs it (quietly, for at most 3 minutes), or says it would.
 remove() {
   local what="$1"
   shift
@@ -67,21 +72,27 @@ remove() {
     return
   fi
   printf 'remove-test-leftovers: removing %s\n' "$what" >&2
-  "$@" >/dev/null 2>&1 || printf 'remove-test-leftovers: could not remove %s (%s)\n' "$what" "$*" >&2
+  local rc=0
+  timeout --kill-after=10s 180s "$@" >/dev/null 2>&1 || rc=$?
+  case "$rc" in
+    0) ;;
+    124 | 137) printf 'remove-test-leftovers: could not remove %s within 180 s (%s)\n' "$what" "$*" >&2 ;;
+    *) printf 'remove-test-leftovers: could not remove %s (%s)\n' "$what" "$*" >&2 ;;
+  esac
 }
 
 # --- labelled: containers, then what they used ---------------------------------------------
-names="$(docker ps -a --filter "$filter" --format '{{.Names}}' 2>/dev/null)"
-ids="$(docker ps -aq --filter "$filter" 2>/dev/null)"
-full_ids="$(docker ps -aq --no-trunc --filter "$filter" 2>/dev/null)"
+names="$(ask_docker ps -a --filter "$filter" --format '{{.Names}}' 2>/dev/null)"
+ids="$(ask_docker ps -aq --filter "$filter" 2>/dev/null)"
+full_ids="$(ask_docker ps -aq --no-trunc --filter "$filter" 2>/dev/null)"
 # shellcheck disable=SC2086 # one id a word
 [[ -n "$ids" ]] && remove "$(wc -w <<<"$ids") container(s)" docker rm -f $ids
 for kind in network volume; do
-  list="$(docker "$kind" ls -q --filter "$filter" 2>/dev/null)"
+  list="$(ask_docker "$kind" ls -q --filter "$filter" 2>/dev/null)"
   # shellcheck disable=SC2086 # one name a word
   [[ -n "$list" ]] && remove "$(wc -w <<<"$list") ${kind}(s)" docker "$kind" rm $list
 done
-images="$(docker images -q --filter "$filter" 2>/dev/null | sort -u)"
+images="$(ask_docker images -q --filter "$filter" 2>/dev/null | sort -u)"
 # shellcheck disable=SC2086 # one id a word
 [[ -n "$images" ]] && remove "$(wc -w <<<"$images") image(s)" docker rmi -f $images
 
@@ -112,8 +123,8 @@ for dir in "${state_dirs[@]}"; do
     id="$(basename "$run")"
     [[ "$id" =~ ^sandboxd-[0-9a-f]{32}$ ]] || continue
     hex="${id#sandboxd-}"
-    docker inspect --type container "$id" >/dev/null 2>&1 && continue
-    docker inspect --type container "sandboxd-creating-$hex" >/dev/null 2>&1 && continue
+    ask_docker inspect --type container "$id" >/dev/null 2>&1 && continue
+    ask_docker inspect --type container "sandboxd-creating-$hex" >/dev/null 2>&1 && continue
     remove "the run directory of $id (no container)" rm -rf -- "$run"
   done < <(find "$dir/sandboxes" -mindepth 1 -maxdepth 1 -type d -mmin +10 2>/dev/null)
 done

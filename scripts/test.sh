@@ -46,8 +46,9 @@ printf 'docker engine %s\n' "$out" >&2
 
 # What earlier test runs left (containers, networks, volumes, snapshot images labelled
 # sandboxd.test=1, their run directories, test clusters, private daemons): one script knows.
+# Bounded: it runs in the exit trap, after a failure too, and must never hold CI past its limit.
 cleanup_test_leftovers() {
-  bash scripts/remove-test-leftovers.sh || true
+  timeout --kill-after=10s 10m bash scripts/remove-test-leftovers.sh || true
 }
 
 step "removing test leftovers (before): scripts/remove-test-leftovers.sh"

@@ -22,6 +22,9 @@ use crate::TestLabel;
 /// How long calls still running get when the fixture is dropped.
 const DRAIN: Duration = Duration::from_secs(2);
 
+/// How long the service's runtime waits for its blocking work after the drain.
+const RUNTIME_END: Duration = Duration::from_secs(2);
+
 /// A `sandboxd` service serving on a loopback port in this process, shut down on drop.
 pub struct TestService {
     /// `http://127.0.0.1:PORT`, what a client connects to.
@@ -125,6 +128,9 @@ impl TestService {
                         eprintln!("the in-process sandboxd failed: {e}");
                     }
                 });
+                // As the binary exits once `serve` returned: work still running (a blocking
+                // task, a docker client) is ended, never awaited, so a drop cannot hang.
+                runtime.shutdown_timeout(RUNTIME_END);
             })
             .expect("spawn the service's thread");
         match ready_rx.recv_timeout(Duration::from_secs(30)) {

@@ -102,7 +102,14 @@ impl Pty<'_> {
         let session = match state.oldest_live() {
             Some(session) => session,
             None => {
-                let session = PtySession::open(self.sandbox, PtySpec::default()).await?;
+                // The open is bounded like the rest of the call: a server that never answers
+                // it is a timeout, not a call that waits forever.
+                let opened =
+                    with_deadline(deadline, PtySession::open(self.sandbox, PtySpec::default())).await;
+                let Some(opened) = opened else {
+                    return Ok(failed_with_output(ExecErrorType::Timeout, Vec::new(), Vec::new()));
+                };
+                let session = opened?;
                 if let Err(result) = prepare_default_shell(&session, deadline).await {
                     session.close().await.ok();
                     return result;

@@ -221,18 +221,25 @@ impl AgentEngine {
             );
             return None;
         };
-        match Self::connect(name, &run_dir, &facts).await {
+        let stream = match socket::connect(&run_dir, &facts.container_id) {
+            Ok(stream) => stream,
+            // Not for good: the next call tries the socket again.
+            Err(socket::SocketError::Busy(reason)) => {
+                tracing::warn!(sandbox_id = %name, %reason, "the agent's socket is busy; its docker exec channel serves this call");
+                return None;
+            }
+            Err(e) => {
+                self.exec_only(name, &e.to_string());
+                return None;
+            }
+        };
+        match Self::over(name, stream, &facts).await {
             Ok(channel) => Some(channel),
             Err(reason) => {
                 self.exec_only(name, &reason);
                 None
             }
         }
-    }
-
-    async fn connect(name: &str, run_dir: &Path, facts: &Facts) -> std::result::Result<AgentChannel, String> {
-        let stream = socket::connect(run_dir, &facts.container_id).map_err(|e| e.to_string())?;
-        Self::over(name, stream, facts).await
     }
 
     /// The channel over a connected, checked socket.
@@ -271,7 +278,7 @@ impl AgentEngine {
                     self.exec_only(name, &reason);
                     return Err(None);
                 }
-                Err(socket::SocketError::Absent(_)) => {}
+                Err(socket::SocketError::Absent(_) | socket::SocketError::Busy(_)) => {}
             }
             let now = tokio::time::Instant::now();
             if now >= give_up {

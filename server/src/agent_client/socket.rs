@@ -31,6 +31,10 @@ pub enum SocketError {
     /// Something there is not what this server made or expects: never used.
     #[error("{0}")]
     Refused(String),
+    /// It listens but its queue of connections is full (an agent that stopped accepting, or
+    /// anything else root in the sandbox put there): this call does without it.
+    #[error("{0}")]
+    Busy(String),
 }
 
 fn cstring(path: &Path) -> io::Result<CString> {
@@ -152,11 +156,13 @@ pub fn cgroup_names_container(cgroup: &str, id: &str) -> bool {
 pub fn connect(dir: &Path, container_id: &str) -> Result<std::os::unix::net::UnixStream, SocketError> {
     let dirfd = open_run_dir(dir)?;
     let inode = open_socket_inode(&dirfd, dir)?;
-    let through = PathBuf::from(format!("/proc/self/fd/{}", inode.as_raw_fd()));
-    let stream = std::os::unix::net::UnixStream::connect(&through).map_err(|e| {
+    let stream = connect_without_waiting(&inode).map_err(|e| {
         let what = format!("connect to {}", dir.join(SOCKET_NAME).display());
         match e.raw_os_error() {
             Some(libc::ECONNREFUSED) | Some(libc::ENOENT) => SocketError::Absent(format!("{what}: {e}")),
+            Some(libc::EAGAIN) | Some(libc::EINPROGRESS) => {
+                SocketError::Busy(format!("{what}: its queue of connections is full ({e})"))
+            }
             _ => SocketError::Refused(format!("{what}: {e}")),
         }
     })?;
@@ -178,8 +184,21 @@ pub fn connect(dir: &Path, container_id: &str) -> Result<std::os::unix::net::Uni
 pub fn answers(dir: &Path) -> bool {
     let Ok(dirfd) = open_run_dir(dir) else { return false };
     let Ok(inode) = open_socket_inode(&dirfd, dir) else { return false };
+    connect_without_waiting(&inode).is_ok()
+}
+
+/// A non-blocking connect to the socket `inode` (through `/proc/self/fd`): a blocking one waits
+/// as long as the listener's queue is full, which whoever listens there decides (root in the
+/// sandbox can put a socket that never accepts in place of the agent's), and would hold one of
+/// the server's runtime threads for that long. The stream is returned non-blocking.
+fn connect_without_waiting(inode: &OwnedFd) -> io::Result<std::os::unix::net::UnixStream> {
     let through = PathBuf::from(format!("/proc/self/fd/{}", inode.as_raw_fd()));
-    std::os::unix::net::UnixStream::connect(through).is_ok()
+    let address = socket2::SockAddr::unix(&through)?;
+    let socket =
+        socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM.nonblocking().cloexec(), None)?;
+    // A unix socket connects at once or fails with EAGAIN: it never completes later.
+    socket.connect(&address)?;
+    Ok(std::os::unix::net::UnixStream::from(OwnedFd::from(socket)))
 }
 
 #[cfg(test)]
@@ -229,5 +248,41 @@ mod tests {
         std::os::unix::fs::symlink(&dir, &linked).unwrap();
         assert!(matches!(connect(&linked, ID), Err(SocketError::Refused(_))));
         drop(listener);
+    }
+
+    /// A socket that listens but never accepts (its queue full) is `Busy` at once: the connect
+    /// never waits for whoever listens there.
+    #[test]
+    fn a_listener_that_never_accepts_is_busy_not_waited_for() {
+        use std::os::unix::fs::PermissionsExt;
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return; // the socket must be root's; the suites run as root (docs/testing.md)
+        }
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("run");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let listener = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None).unwrap();
+        listener.bind(&socket2::SockAddr::unix(dir.join(SOCKET_NAME)).unwrap()).unwrap();
+        listener.listen(0).unwrap();
+        // Fill its queue as a sandbox's process could.
+        let mut queued = Vec::new();
+        loop {
+            let inode = open_socket_inode(&open_run_dir(&dir).unwrap(), &dir).unwrap();
+            match connect_without_waiting(&inode) {
+                Ok(stream) => queued.push(stream),
+                Err(e) => {
+                    assert_eq!(e.raw_os_error(), Some(libc::EAGAIN), "{e}");
+                    break;
+                }
+            }
+            assert!(queued.len() < 64, "a queue of backlog 0 took {} connections", queued.len());
+        }
+        assert!(!queued.is_empty(), "the queue took no connection at all");
+        let err = connect(&dir, ID).unwrap_err();
+        assert!(matches!(err, SocketError::Busy(ref m) if m.contains("queue")), "{err}");
+        assert!(!answers(&dir), "a full queue does not answer");
+        drop(queued);
     }
 }
