@@ -22,6 +22,9 @@ use sandboxd_proto::contract::{Signal, TerminalMode};
 
 /// How long `close()` waits for the server to end the stream before dropping the call.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
+/// How long opening (or attaching) a session waits for the server's `opened`: a server that
+/// never answers is a timeout, not a call that waits forever.
+const OPEN_WAIT: Duration = Duration::from_secs(60);
 /// Requests queued towards the server before `write` waits.
 const REQUEST_QUEUE: usize = 64;
 
@@ -136,8 +139,14 @@ impl PtySession {
     async fn start(sandbox: &dyn PtyHost, first: Req) -> Result<PtySession> {
         let (tx, rx) = mpsc::channel(REQUEST_QUEUE);
         tx.send(proto::PtyRequest { request: Some(first) }).await.map_err(|_| ClientError::Closed)?;
-        let mut stream = sandbox.rpc().pty(ReceiverStream::new(rx)).await?.into_inner();
-        let opened = match stream.message().await? {
+        let opening = async {
+            let mut stream = sandbox.rpc().pty(ReceiverStream::new(rx)).await?.into_inner();
+            let first = stream.message().await?;
+            Ok::<_, ClientError>((stream, first))
+        };
+        let (stream, first) =
+            tokio::time::timeout(OPEN_WAIT, opening).await.map_err(|_| ClientError::Timeout)??;
+        let opened = match first {
             Some(proto::PtyResponse { response: Some(Resp::Opened(opened)) }) => opened,
             Some(other) => {
                 return Err(ClientError::Pty(format!(
