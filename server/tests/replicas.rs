@@ -423,10 +423,21 @@ async fn three_replicas_survive_a_restart_and_a_sigkill_and_leave_nothing_behind
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let networks = listed(&["network", "ls", "-q", "--filter", &case]);
+        // Docker 20.10 sometimes counts an endpoint nobody holds on a network after heavy
+        // churn (moby/moby#42119): it refuses `network rm` though no container is on it, until
+        // the daemon restarts. The servers' sweep notes such a network and stops asking; what
+        // is left must be exactly that, never a network a container of ours is on.
+        // Asked only once the sweep had its time: the check's own `network rm` must not do
+        // the sweep's work.
         if networks.is_empty() {
             break;
         }
-        assert!(Instant::now() < deadline, "networks left behind: {networks:?}");
+        if Instant::now() >= deadline {
+            let ours: Vec<&String> = networks.iter().filter(|n| !held_by_docker(n)).collect();
+            assert!(ours.is_empty(), "networks left behind: {ours:?}");
+            eprintln!("networks Docker keeps though no container is on them (moby/moby#42119): {networks:?}");
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     for server in servers.iter_mut().flatten() {
@@ -465,4 +476,15 @@ async fn three_replicas_survive_a_restart_and_a_sigkill_and_leave_nothing_behind
             .unwrap_or_default();
         assert!(disks.is_empty(), "disk files left behind in {}: {disks:?}", state.display());
     }
+}
+
+/// Whether Docker refuses to remove `network` for "active endpoints" while it shows no
+/// container on it: an endpoint count Docker leaked (moby/moby#42119), not one of ours.
+fn held_by_docker(network: &str) -> bool {
+    let containers = testkit::docker(&["network", "inspect", "--format", "{{len .Containers}}", network]);
+    if String::from_utf8_lossy(&containers.stdout).trim() != "0" {
+        return false;
+    }
+    let rm = testkit::docker(&["network", "rm", network]);
+    !rm.status.success() && String::from_utf8_lossy(&rm.stderr).contains("has active endpoints")
 }

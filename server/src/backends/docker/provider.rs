@@ -102,6 +102,9 @@ pub struct DockerProvider {
     /// This deployment's networks seen without a sandbox, since when (the sweep's grace).
     pub(super) idle_networks: Mutex<HashMap<String, i64>>,
     pub(super) networks_pruned_ms: std::sync::atomic::AtomicI64,
+    /// Networks Docker refuses to remove though no container is on them (an endpoint count it
+    /// leaked, moby/moby#42119): noted once, never asked again (`runtime.rs`).
+    pub(super) networks_held_by_docker: Mutex<HashSet<String>>,
     /// Owned containers' states, kept current by `docker events`.
     pub(super) states: StateWatch,
     /// Ids this process closed, so their status reads `stopped` rather than unknown.
@@ -230,6 +233,7 @@ impl DockerProvider {
             network_gate: tokio::sync::Mutex::new(()),
             idle_networks: Mutex::default(),
             networks_pruned_ms: Default::default(),
+            networks_held_by_docker: Mutex::default(),
             closed: Mutex::new(HashSet::new()),
             pty_sessions: Mutex::new(HashMap::new()),
             snapshot_lock: tokio::sync::Mutex::new(()),

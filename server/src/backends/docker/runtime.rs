@@ -254,7 +254,9 @@ impl DockerProvider {
         let Ok(used) = self.control(argv::sandbox_networks_args()).await else { return };
         let used: HashSet<String> =
             used.stdout_text().lines().flat_map(|l| l.split(',')).map(|n| n.trim().to_string()).collect();
-        let ours: Vec<String> = ours.stdout_text().split_whitespace().map(String::from).collect();
+        let held = self.networks_held_by_docker.lock().map(|h| h.clone()).unwrap_or_default();
+        let ours: Vec<String> =
+            ours.stdout_text().split_whitespace().filter(|n| !held.contains(*n)).map(String::from).collect();
         let due = match self.idle_networks.lock() {
             Ok(mut since) => idle_due(&mut since, &ours, &used, now, idle),
             Err(_) => return,
@@ -268,9 +270,30 @@ impl DockerProvider {
                 Ok(_) => {
                     tracing::info!(network = %name, "removed a network no sandbox used for network_idle_s")
                 }
+                Err(e)
+                    if e.to_string().contains(ACTIVE_ENDPOINTS) && self.holds_no_container(&name).await =>
+                {
+                    tracing::warn!(
+                        network = %name,
+                        error = %e,
+                        "Docker refuses to remove this network though no container is on it: it counts an endpoint \
+                         nobody holds (moby/moby#42119, Docker Engine 20.10); the network works and stays until the \
+                         daemon restarts, and the sweep no longer asks"
+                    );
+                    if let Ok(mut held) = self.networks_held_by_docker.lock() {
+                        held.insert(name);
+                    }
+                }
                 Err(e) => tracing::debug!(network = %name, error = %e, "network kept (in use, or gone)"),
             }
         }
+    }
+
+    /// Whether Docker shows no container on network `name` (any state), asked after it
+    /// refused the removal for "active endpoints".
+    async fn holds_no_container(&self, name: &str) -> bool {
+        matches!(self.control(argv::network_containers_args(name)).await,
+            Ok(out) if out.stdout_text().trim() == "0")
     }
 
     /// The sandbox's address on its spec network, else on the first network it is on: one
@@ -375,6 +398,9 @@ impl DockerProvider {
         self.control_timeout().unwrap_or(std::time::Duration::from_secs(30))
     }
 }
+
+/// What Docker answers `network rm` for a network it counts endpoints on.
+const ACTIVE_ENDPOINTS: &str = "has active endpoints";
 
 /// Which of `ours` have had no sandbox on them (`used`) for `idle`, by when each was first seen
 /// empty (`since`, updated: a used network is forgotten, an empty one noted).
