@@ -427,11 +427,11 @@ async fn three_replicas_survive_a_restart_and_a_sigkill_and_leave_nothing_behind
         // churn (moby/moby#42119): it refuses `network rm` though no container is on it, until
         // the daemon restarts. The servers' sweep notes such a network and stops asking; what
         // is left must be exactly that, never a network a container of ours is on.
-        // Asked only once the sweep had its time: the check's own `network rm` must not do
-        // the sweep's work.
         if networks.is_empty() {
             break;
         }
+        // Asked only once the sweep had its time: the check's own `network rm` must not do
+        // the sweep's work.
         if Instant::now() >= deadline {
             let ours: Vec<&String> = networks.iter().filter(|n| !held_by_docker(n)).collect();
             assert!(ours.is_empty(), "networks left behind: {ours:?}");

@@ -73,6 +73,8 @@ pub enum DockerFailureKind {
     /// The network a container is (to be) on is gone, or two networks have its name: the
     /// service's own network, removed or doubled under it (never the caller's doing).
     NetworkGone,
+    /// `docker network rm` of a network Docker counts endpoints on.
+    NetworkInUse,
     /// The host (or a sandbox's bounded disk) has no space left.
     NoSpace,
     /// `docker network create`: the daemon's address pools have no subnet left.
@@ -147,6 +149,8 @@ fn kind_of(image_command: bool, stderr: &str) -> DockerFailureKind {
         Interrupted
     } else if has("network") && (has(" not found") || has("is ambiguous")) {
         NetworkGone
+    } else if has("has active endpoints") {
+        NetworkInUse
     } else if has("no space left on device") {
         NoSpace
     } else if has("could not find an available, non-overlapping") {
@@ -309,6 +313,11 @@ mod tests {
             "Error response from daemon: Pool overlaps with other one on this address space",
         );
         assert_eq!(taken.kind, DockerFailureKind::SubnetTaken);
+        let in_use = failed(
+            &["network", "rm", "n"],
+            "Error response from daemon: error while removing network: network n id 1352527613b0 has active endpoints",
+        );
+        assert_eq!(in_use.kind, DockerFailureKind::NetworkInUse);
     }
 
     #[test]

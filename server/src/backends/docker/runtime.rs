@@ -271,7 +271,8 @@ impl DockerProvider {
                     tracing::info!(network = %name, "removed a network no sandbox used for network_idle_s")
                 }
                 Err(e)
-                    if e.to_string().contains(ACTIVE_ENDPOINTS) && self.holds_no_container(&name).await =>
+                    if e.kind() == Some(DockerFailureKind::NetworkInUse)
+                        && self.holds_no_container(&name).await =>
                 {
                     tracing::warn!(
                         network = %name,
@@ -398,9 +399,6 @@ impl DockerProvider {
         self.control_timeout().unwrap_or(std::time::Duration::from_secs(30))
     }
 }
-
-/// What Docker answers `network rm` for a network it counts endpoints on.
-const ACTIVE_ENDPOINTS: &str = "has active endpoints";
 
 /// Which of `ours` have had no sandbox on them (`used`) for `idle`, by when each was first seen
 /// empty (`since`, updated: a used network is forgotten, an empty one noted).

@@ -192,12 +192,12 @@ pub fn sandbox_networks_args() -> Vec<String> {
     ]
 }
 
-/// `docker network rm` / `docker volume rm`.
 /// How many containers Docker shows on network `name` (a number).
 pub fn network_containers_args(name: &str) -> Vec<String> {
     vec![s("network"), s("inspect"), s("--format"), s("{{len .Containers}}"), s("--"), s(name)]
 }
 
+/// `docker network rm` / `docker volume rm`.
 pub fn resource_rm_args(kind: &str, name: &str) -> Vec<String> {
     vec![s(kind), s("rm"), s(name)]
 }
