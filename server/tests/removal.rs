@@ -145,3 +145,92 @@ async fn per_sandbox_caches_shrink_when_sandboxes_end_however_they_end() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
+
+/// Issue 36: one record per sandbox. After full lifecycles — create, exec, usage, a terminal
+/// left open, reset, pause and resume, a fork, a hibernate (refused on runc: nothing of it may
+/// stay either), then a close through this process or a `docker rm -f` behind its back — every
+/// per-sandbox structure of the provider and of its agent engine is empty.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_per_sandbox_record_is_gone_after_full_lifecycles() {
+    use sandboxd::core::backend::{CreatePolicy, SandboxBackend};
+    use sandboxd::core::lifecycle::{LeaseOptions, Lifecycle};
+    let label = TestLabel::new();
+    let provider = std::sync::Arc::new(testkit::provider(&label));
+    let state = tempfile::tempdir().unwrap();
+    let lifecycle = std::sync::Arc::new(Lifecycle::new(
+        provider.clone(),
+        LeaseOptions {
+            policy: sandboxd::core::lease::LeasePolicy::default(),
+            store: sandboxd::core::lease::LeaseStore::open(state.path()).unwrap(),
+            create_timeout: Duration::from_secs(300),
+        },
+    ));
+    let mut ended_here = Vec::new();
+    let mut removed_outside = Vec::new();
+    let mut snapshots = Vec::new();
+    for round in 0..4 {
+        let spec = sandboxd::core::spec::SandboxSpec::new(BUSYBOX);
+        let handle = lifecycle.create(spec, None, &Default::default()).await.expect("create");
+        let id = handle.id();
+        let ran = provider.exec(&handle, "echo hi > /tmp/x", &Default::default()).await.unwrap();
+        assert_eq!(ran.return_code, 0, "{ran:?}");
+        let usage = provider.usage(&id).await.expect("usage");
+        assert!(usage.processes_started >= 1, "{usage:?}");
+        provider.reset(&id).await.expect("reset");
+        provider.pause(&id).await.expect("pause");
+        provider.resume(&id).await.expect("resume");
+        let forked =
+            provider.fork(&id, 1, &Default::default(), 100, &CreatePolicy::default()).await.expect("fork");
+        snapshots.push(forked.snapshot.snapshot_id.clone());
+        // A terminal session still running when the sandbox ends (a reset would end it).
+        let pty = sandboxd::core::spec::PtySpec {
+            command: Some("sleep 600".into()),
+            mode: sandboxd::backends::docker::pty::TerminalMode::Pipe,
+            ..Default::default()
+        };
+        let _session = provider.open_terminal(&handle, &pty).await.expect("terminal");
+        let hibernated = provider.hibernate(&id).await;
+        assert!(hibernated.is_err(), "runc cannot hibernate here: {hibernated:?}");
+        let sizes = provider.cache_sizes();
+        assert!(sizes.records >= 2 && sizes.pty_sessions >= 1, "round {round}: {sizes:?}");
+        // Half of each generation ends through this process, half behind its back.
+        let child = forked.sandboxes[0].clone();
+        if round % 2 == 0 {
+            ended_here.push(id.clone());
+            lifecycle.close(&id).await.expect("close");
+            removed_outside.push(child.sandbox_id.clone());
+            assert!(testkit::docker(&["rm", "-f", &child.sandbox_id]).status.success());
+        } else {
+            removed_outside.push(handle.sandbox_id.clone());
+            assert!(testkit::docker(&["rm", "-f", &handle.sandbox_id]).status.success());
+            ended_here.push(child.id());
+            provider.close(&child.id()).await.expect("close the fork");
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        lifecycle.sweep().await.expect("sweep");
+        let sizes = provider.cache_sizes();
+        let empty = sizes.records == 0
+            && sizes.handles == 0
+            && sizes.pty_sandboxes == 0
+            && sizes.pty_sessions == 0
+            && sizes.agent_records == 0
+            && sizes.agent_channels == 0
+            && sizes.without_agent == 0
+            && lifecycle.created_count() == 0;
+        if empty {
+            assert!(sizes.closed <= ended_here.len(), "only what this process closed: {sizes:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "per-sandbox records never emptied: {sizes:?}, created {} (closed here {ended_here:?}, removed outside {removed_outside:?})",
+            lifecycle.created_count()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    for snapshot in &snapshots {
+        provider.delete_snapshot(snapshot).await.expect("delete the fork's snapshot");
+    }
+}

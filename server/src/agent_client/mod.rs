@@ -16,7 +16,7 @@ pub mod run_dirs;
 pub mod socket;
 pub mod terminal;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -48,21 +48,35 @@ type Slot = Arc<tokio::sync::Mutex<Option<Arc<AgentChannel>>>>;
 pub struct AgentEngine {
     /// The runtime the sandboxes run in: their channels, state and fallback engine.
     host: Arc<dyn AgentHost>,
-    slots: Mutex<HashMap<String, Slot>>,
-    /// Sandboxes without a usable agent: they use the host's fallback engine.
-    without_agent: Mutex<HashSet<String>>,
+    /// Everything kept of each sandbox, in one record by name (one `forget` drops it).
+    reaches: Mutex<HashMap<String, Reach>>,
     /// Where run directories live (`<root>/<sandbox id>/run`); `None`: no socket transport
     /// (the reason was logged when the server started).
     run_dirs: Option<RunDirs>,
     /// Whether new sandboxes get a socket (`exec.transport: socket`); sandboxes that have one
     /// are reached on it either way.
     new_sockets: bool,
-    /// What is known about a sandbox's container (id, image user, run directory), by name.
-    facts: Mutex<HashMap<String, Facts>>,
-    /// Sandboxes whose socket cannot be used: the exec channel serves them (said once).
-    exec_only: Mutex<HashSet<String>>,
     /// Output each terminal session retains for re-attaches (`server.pty.retain_bytes`).
     retain_bytes: AtomicU64,
+}
+
+/// What the engine keeps of one sandbox. A record whose every part is empty is dropped.
+#[derive(Default)]
+struct Reach {
+    /// Its channel's slot (opened on first use).
+    slot: Option<Slot>,
+    /// What is known about its container (id, image user, run directory).
+    facts: Option<Facts>,
+    /// It has no usable agent: the host's fallback engine serves it.
+    without_agent: bool,
+    /// Its socket cannot be used: the exec channel serves it (said once).
+    exec_only: bool,
+}
+
+impl Reach {
+    fn is_empty(&self) -> bool {
+        self.slot.is_none() && self.facts.is_none() && !self.without_agent && !self.exec_only
+    }
 }
 
 /// What reaching a sandbox's agent on its socket needs.
@@ -93,12 +107,9 @@ impl AgentEngine {
     pub fn new(host: Arc<dyn AgentHost>, socket_root: Option<PathBuf>, new_sockets: bool) -> Self {
         Self {
             host,
-            slots: Mutex::default(),
-            without_agent: Mutex::default(),
+            reaches: Mutex::default(),
             run_dirs: socket_root.map(RunDirs::new),
             new_sockets,
-            facts: Mutex::default(),
-            exec_only: Mutex::default(),
             retain_bytes: AtomicU64::new(protocol::DEFAULT_RETAIN_BYTES),
         }
     }
@@ -153,14 +164,12 @@ impl AgentEngine {
 
     /// A create tells what it knows about its container (the name it runs under now).
     pub fn started(&self, name: &str, facts: Facts) {
-        if let Ok(mut f) = self.facts.lock() {
-            f.insert(name.to_string(), facts);
-        }
+        self.update(name, |r| r.facts = Some(facts));
     }
 
     /// The sandbox's facts: known from its create, else asked of the host once (kept).
     async fn facts(&self, name: &str) -> Option<Facts> {
-        if let Some(f) = self.facts.lock().ok()?.get(name).cloned() {
+        if let Some(f) = self.read(name, |r| r.facts.clone()).flatten() {
             return Some(f);
         }
         let host::HostFacts { container_id, default_user, socket_started, inner_socket } =
@@ -202,7 +211,7 @@ impl AgentEngine {
 
     /// Note once per sandbox that its socket is not used, and why.
     fn exec_only(&self, name: &str, reason: &str) {
-        if self.exec_only.lock().is_ok_and(|mut e| e.insert(name.to_string())) {
+        if !self.update(name, |r| std::mem::replace(&mut r.exec_only, true)) {
             tracing::warn!(sandbox_id = %name, %reason, "the agent's socket is not used for this sandbox; its docker exec channel serves it");
         }
     }
@@ -210,7 +219,7 @@ impl AgentEngine {
     /// A channel on the sandbox's socket, or `None` (the exec channel answers instead).
     async fn open_socket(&self, name: &str) -> Option<AgentChannel> {
         self.run_dirs.as_ref()?;
-        if self.exec_only.lock().is_ok_and(|e| e.contains(name)) {
+        if self.read(name, |r| r.exec_only).unwrap_or(false) {
             return None;
         }
         let facts = self.facts(name).await?;
@@ -263,7 +272,7 @@ impl AgentEngine {
         name: &str,
         patience: Duration,
     ) -> std::result::Result<String, Option<String>> {
-        let facts = self.facts.lock().ok().and_then(|f| f.get(name).cloned()).ok_or(None)?;
+        let facts = self.read(name, |r| r.facts.clone()).flatten().ok_or(None)?;
         if facts.inner {
             return self.await_ready_by_relay(name, patience).await;
         }
@@ -301,7 +310,7 @@ impl AgentEngine {
                 return Err(None);
             }
         };
-        let slot = self.slots.lock().map_err(|_| None)?.entry(name.to_string()).or_default().clone();
+        let slot = self.slot(name).ok_or(None)?;
         *slot.lock().await = Some(channel.clone());
         match tokio::time::timeout_at(give_up, channel.settled()).await {
             Ok(Some(r)) if r.state == protocol::ReadyState::Ready => Ok(r.shell),
@@ -329,7 +338,7 @@ impl AgentEngine {
                 return Err(None);
             }
         };
-        let slot = self.slots.lock().map_err(|_| None)?.entry(name.to_string()).or_default().clone();
+        let slot = self.slot(name).ok_or(None)?;
         *slot.lock().await = Some(channel.clone());
         match tokio::time::timeout_at(give_up, channel.settled()).await {
             Ok(Some(r)) if r.state == protocol::ReadyState::Ready => Ok(r.shell),
@@ -343,14 +352,12 @@ impl AgentEngine {
     /// ran, or the relay to its `init` agent); the next call opens another. A checkpoint needs
     /// no exec running (`live.rs`).
     pub fn disconnect(&self, name: &str) {
-        if let Ok(mut slots) = self.slots.lock() {
-            slots.remove(name);
-        }
+        self.update(name, |r| r.slot = None);
     }
 
     /// How the sandbox's channel reaches its agent now (`None`: no channel open).
     pub fn transport(&self, name: &str) -> Option<Transport> {
-        let slot = self.slots.lock().ok()?.get(name).cloned()?;
+        let slot = self.read(name, |r| r.slot.clone()).flatten()?;
         let guard = slot.try_lock().ok()?;
         guard.as_ref().filter(|c| c.is_alive()).map(|c| c.transport)
     }
@@ -360,9 +367,34 @@ impl AgentEngine {
         self.retain_bytes.store(bytes, Ordering::Relaxed);
     }
 
-    /// Entries of the per-sandbox maps: channel slots, sandboxes without an agent.
-    pub fn cache_sizes(&self) -> (usize, usize) {
-        (self.slots.lock().map_or(0, |m| m.len()), self.without_agent.lock().map_or(0, |w| w.len()))
+    /// Records kept, channel slots among them, and sandboxes known to have no agent.
+    pub fn cache_sizes(&self) -> (usize, usize, usize) {
+        self.reaches.lock().map_or((0, 0, 0), |m| {
+            let slots = m.values().filter(|r| r.slot.is_some()).count();
+            (m.len(), slots, m.values().filter(|r| r.without_agent).count())
+        })
+    }
+
+    /// Read a part of `name`'s record (`None`: no record).
+    fn read<T>(&self, name: &str, f: impl FnOnce(&Reach) -> T) -> Option<T> {
+        self.reaches.lock().ok()?.get(name).map(f)
+    }
+
+    /// Change `name`'s record (made if missing, dropped if left empty).
+    fn update<T: Default>(&self, name: &str, f: impl FnOnce(&mut Reach) -> T) -> T {
+        let Ok(mut map) = self.reaches.lock() else { return T::default() };
+        let reach = map.entry(name.to_string()).or_default();
+        let out = f(reach);
+        if reach.is_empty() {
+            map.remove(name);
+        }
+        out
+    }
+
+    /// The sandbox's channel slot, made on first use.
+    fn slot(&self, name: &str) -> Option<Slot> {
+        let mut map = self.reaches.lock().ok()?;
+        Some(map.entry(name.to_string()).or_default().slot.get_or_insert_with(Slot::default).clone())
     }
 
     fn host(&self) -> &dyn AgentHost {
@@ -372,10 +404,10 @@ impl AgentEngine {
     /// The sandbox's channel, opened on first use and reopened after the agent died; `None`
     /// means "use docker exec for this call".
     pub async fn channel(&self, name: &str) -> Option<Arc<AgentChannel>> {
-        if self.without_agent.lock().is_ok_and(|w| w.contains(name)) {
+        if self.read(name, |r| r.without_agent).unwrap_or(false) {
             return None;
         }
-        let slot = self.slots.lock().ok()?.entry(name.to_string()).or_default().clone();
+        let slot = self.slot(name)?;
         let mut guard = slot.lock().await;
         if let Some(channel) = guard.as_ref().filter(|c| c.is_alive()) {
             return Some(channel.clone());
@@ -400,9 +432,7 @@ impl AgentEngine {
             }
             Err(OpenError::NoAgent(reason)) => {
                 tracing::warn!(sandbox_id = %name, %reason, "the sandbox's agent cannot run; using docker exec for it");
-                if let Ok(mut w) = self.without_agent.lock() {
-                    w.insert(name.to_string());
-                }
+                self.update(name, |r| r.without_agent = true);
                 None
             }
             Err(OpenError::Transport(reason)) => {
@@ -517,39 +547,15 @@ impl ExecEngine for AgentEngine {
     }
 
     fn renamed(&self, from: &str, to: &str) {
-        if let Ok(mut slots) = self.slots.lock() {
-            if let Some(slot) = slots.remove(from) {
-                slots.insert(to.to_string(), slot);
-            }
-        }
-        if let Ok(mut w) = self.without_agent.lock() {
-            if w.remove(from) {
-                w.insert(to.to_string());
-            }
-        }
-        if let Ok(mut e) = self.exec_only.lock() {
-            if e.remove(from) {
-                e.insert(to.to_string());
-            }
-        }
-        if let Ok(mut f) = self.facts.lock() {
-            if let Some(facts) = f.remove(from) {
-                f.insert(to.to_string(), facts);
+        if let Ok(mut map) = self.reaches.lock() {
+            if let Some(reach) = map.remove(from) {
+                map.insert(to.to_string(), reach);
             }
         }
     }
 
     fn forget(&self, name: &str) {
-        if let Ok(mut slots) = self.slots.lock() {
-            slots.remove(name);
-        }
-        if let Ok(mut w) = self.without_agent.lock() {
-            w.remove(name);
-        }
-        if let Ok(mut e) = self.exec_only.lock() {
-            e.remove(name);
-        }
-        let facts = self.facts.lock().ok().and_then(|mut f| f.remove(name));
+        let facts = self.reaches.lock().ok().and_then(|mut m| m.remove(name)).and_then(|r| r.facts);
         // The sandbox is gone: so is its run directory (its socket), wherever it was made.
         let run_dir = facts.and_then(|f| f.run_dir).or_else(|| self.run_dir_for(name));
         if let Some(sandbox_dir) = run_dir.as_deref().and_then(Path::parent) {

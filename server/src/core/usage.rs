@@ -2,8 +2,6 @@
 //! and the per-sandbox counts this process keeps beside the kernel's (processes it started,
 //! OOM kills already attributed).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// A sandbox's totals so far.
@@ -35,46 +33,31 @@ impl From<SandboxUsage> for sandboxd_proto::v1::SandboxUsage {
     }
 }
 
-/// Per-sandbox counts by sandbox id; forgotten when the sandbox is closed.
-#[derive(Default)]
-pub struct UsageBook {
-    entries: Mutex<HashMap<String, Entry>>,
-}
-
-#[derive(Default, Clone, Copy)]
-struct Entry {
+/// A sandbox's counts this process keeps beside the kernel's (kept in its record, forgotten
+/// with it).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct UsageCounts {
     started: u64,
     oom_kills_seen: u64,
 }
 
-impl UsageBook {
-    /// One more command or process started in `id`.
-    pub fn started(&self, id: &str) {
-        if let Ok(mut m) = self.entries.lock() {
-            m.entry(id.to_string()).or_default().started += 1;
-        }
+impl UsageCounts {
+    /// One more command or process started in it.
+    pub fn started(&mut self) {
+        self.started += 1;
     }
 
-    /// How many this process started in `id`.
-    pub fn processes_started(&self, id: &str) -> u64 {
-        self.entries.lock().ok().and_then(|m| m.get(id).map(|e| e.started)).unwrap_or(0)
+    /// How many this process started in it.
+    pub fn processes_started(&self) -> u64 {
+        self.started
     }
 
     /// Given the sandbox's cgroup OOM-kill count now, whether it grew since the last call
     /// (a kill not yet attributed to a command), remembering the new count.
-    pub fn new_oom_kill(&self, id: &str, count: u64) -> bool {
-        let Ok(mut m) = self.entries.lock() else { return false };
-        let entry = m.entry(id.to_string()).or_default();
-        let grew = count > entry.oom_kills_seen;
-        entry.oom_kills_seen = entry.oom_kills_seen.max(count);
+    pub fn new_oom_kill(&mut self, count: u64) -> bool {
+        let grew = count > self.oom_kills_seen;
+        self.oom_kills_seen = self.oom_kills_seen.max(count);
         grew
-    }
-
-    /// Drop what is kept of `id`.
-    pub fn forget(&self, id: &str) {
-        if let Ok(mut m) = self.entries.lock() {
-            m.remove(id);
-        }
     }
 }
 
@@ -84,15 +67,13 @@ mod tests {
 
     #[test]
     fn oom_kills_are_attributed_once() {
-        let book = UsageBook::default();
-        assert!(!book.new_oom_kill("a", 0));
-        assert!(book.new_oom_kill("a", 1));
-        assert!(!book.new_oom_kill("a", 1), "the same kill is not counted twice");
-        assert!(book.new_oom_kill("a", 3));
-        book.started("a");
-        book.started("a");
-        assert_eq!(book.processes_started("a"), 2);
-        book.forget("a");
-        assert_eq!(book.processes_started("a"), 0);
+        let mut counts = UsageCounts::default();
+        assert!(!counts.new_oom_kill(0));
+        assert!(counts.new_oom_kill(1));
+        assert!(!counts.new_oom_kill(1), "the same kill is not counted twice");
+        assert!(counts.new_oom_kill(3));
+        counts.started();
+        counts.started();
+        assert_eq!(counts.processes_started(), 2);
     }
 }

@@ -25,6 +25,7 @@ use super::argv;
 use super::failure::{CliError, DockerFailureKind};
 use super::held_files::{self, Held};
 use super::provider::DockerProvider;
+use super::records::DiskState;
 
 /// How long a background removal keeps trying before it leaves the record to the sweep.
 const BACKGROUND_REMOVAL_WAIT: Duration = Duration::from_secs(120);
@@ -61,6 +62,7 @@ impl DockerProvider {
         &self,
         sandbox_id: &str,
         container: Option<String>,
+        disk: &DiskState,
     ) -> std::result::Result<bool, CliError> {
         let killed = match &container {
             Some(id) => super::init_kill::kill_container(id, KILL_WAIT).await,
@@ -74,15 +76,15 @@ impl DockerProvider {
                 Err(_) => return Ok(false),
             }
         }
-        let disk = self.disks.lock().ok().and_then(|m| m.get(sandbox_id).cloned());
-        let no_disk = self.no_disk.lock().is_ok_and(|set| set.contains(sandbox_id));
         let closing = Closing {
             sandbox_id: sandbox_id.to_string(),
             container: container.unwrap_or_else(|| sandbox_id.to_string()),
-            maybe_disk: disk.is_none()
-                && !no_disk
+            maybe_disk: *disk == DiskState::Unknown
                 && self.config.create.disk_bound == crate::config::DiskBound::Loop,
-            disk,
+            disk: match disk {
+                DiskState::Attached { file, layer } => Some((file.clone(), layer.clone())),
+                DiskState::None | DiskState::Unknown => None,
+            },
         };
         let record = serde_json::to_vec(&closing).unwrap_or_default();
         let held = match Held::create(&self.closing_record(sandbox_id), &record) {
@@ -92,12 +94,6 @@ impl DockerProvider {
                 return Ok(false);
             }
         };
-        if let Ok(mut map) = self.disks.lock() {
-            map.remove(sandbox_id);
-        }
-        if let Ok(mut set) = self.no_disk.lock() {
-            set.remove(sandbox_id);
-        }
         if let Ok(mut set) = self.closings.in_flight.lock() {
             set.insert(sandbox_id.to_string());
         }

@@ -237,12 +237,11 @@ impl DockerProvider {
         };
         match result {
             Ok((handle, init_id, started_at)) => {
+                // What was kept under the creating name (its disk) is the sandbox's now.
+                self.records.rename(&creating, sandbox_id);
                 self.remember(&handle);
-                if let (Some(id), Ok(mut map)) = (init_id, self.init_ids.lock()) {
-                    map.insert(sandbox_id.to_string(), (id, started_at));
-                }
+                self.records.update(sandbox_id, |r| r.init = init_id.map(|id| (id, started_at)));
                 self.keep_baseline(sandbox_id, spec);
-                self.renamed_disk(&creating, sandbox_id);
                 tracing::info!(sandbox_id = %sandbox_id, shell = %handle.shell, "sandbox created");
                 Ok(handle)
             }

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use super::argv;
 use super::provider::DockerProvider;
+use super::records::DiskState;
 use crate::config::DiskBound;
 use crate::core::spec::SandboxSpec;
 use crate::error::{ProviderError, Result};
@@ -140,26 +141,26 @@ impl DockerProvider {
 
     /// Sandbox `name` has no loop disk (its create said so, or its label).
     pub(super) fn note_no_disk(&self, name: &str) {
-        if let Ok(mut set) = self.no_disk.lock() {
-            set.insert(name.to_string());
-        }
+        self.records.update(name, |r| r.disk = DiskState::None);
+    }
+
+    /// What this process knows of `name`'s disk.
+    pub(super) fn disk_of(&self, name: &str) -> DiskState {
+        self.records.read(name, |r| r.disk.clone()).unwrap_or_default()
     }
 
     /// Lazily unmount the loop disk under `name`'s writable layer, if one is mounted there:
     /// the daemon's removal then deletes the layer beneath it, and the disk goes when the last
-    /// user of it (a lost container's overlay) does. A sandbox known to have none (its
-    /// [`DISK_LABEL`]) costs no `docker inspect`.
-    pub(super) async fn detach_disk(&self, name: &str) {
+    /// user of it (a lost container's overlay) does. A sandbox known to have none (`disk`, or
+    /// its [`DISK_LABEL`]) costs no `docker inspect`.
+    pub(super) async fn detach_disk(&self, name: &str, disk: &DiskState) {
         if self.config.create.disk_bound != DiskBound::Loop {
             return;
         }
-        if self.no_disk.lock().is_ok_and(|mut set| set.remove(name)) {
-            return;
-        }
-        let known = self.disks.lock().ok().and_then(|m| m.get(name).map(|d| d.1.clone()));
-        let layer = match known {
-            Some(layer) => layer,
-            None => {
+        let layer = match disk {
+            DiskState::None => return,
+            DiskState::Attached { layer, .. } => layer.clone(),
+            DiskState::Unknown => {
                 let Ok(out) = self.control(argv::layer_dir_args(name)).await else { return };
                 let text = out.stdout_text();
                 let upper = text.trim().split('\t').nth(2).unwrap_or("").to_string();
@@ -173,37 +174,14 @@ impl DockerProvider {
     }
 
     /// Remember the disk file of sandbox `sandbox_id` (removed at its close).
-    pub(super) fn note_disk(&self, sandbox_id: &str, disk: (PathBuf, PathBuf)) {
-        if let Ok(mut map) = self.disks.lock() {
-            map.insert(sandbox_id.to_string(), disk);
-        }
+    pub(super) fn note_disk(&self, sandbox_id: &str, (file, layer): (PathBuf, PathBuf)) {
+        self.records.update(sandbox_id, |r| r.disk = DiskState::Attached { file, layer });
     }
 
-    /// The create's rename: the disk file is the sandbox's under its id now.
-    pub(super) fn renamed_disk(&self, creating: &str, sandbox_id: &str) {
-        if let Ok(mut map) = self.disks.lock() {
-            if let Some(file) = map.remove(creating) {
-                map.insert(sandbox_id.to_string(), file);
-            }
-        }
-        if let Ok(mut set) = self.no_disk.lock() {
-            if set.remove(creating) {
-                set.insert(sandbox_id.to_string());
-            }
-        }
-    }
-
-    /// After a sandbox's container is removed (its layer unmounted by Docker): its disk file.
-    pub(super) fn release_disk(&self, sandbox_id: &str) {
-        if let Ok(mut set) = self.no_disk.lock() {
-            set.remove(sandbox_id);
-        }
-        let image = self.disks.lock().ok().and_then(|mut m| m.remove(sandbox_id));
-        if let Some((image, _)) = image {
-            if let Err(e) = std::fs::remove_file(&image) {
-                tracing::debug!(file = %image.display(), error = %e, "disk file already gone");
-            }
-        }
+    /// After a create failed: the disk file made for its container goes.
+    pub(super) fn release_disk(&self, name: &str) {
+        let disk = self.records.update(name, |r| std::mem::take(&mut r.disk));
+        remove_disk_file(&disk);
     }
 
     /// The sweep's part: every [`PRUNE_EVERY`], remove disk files whose container no longer
@@ -236,6 +214,15 @@ impl DockerProvider {
                 tracing::info!(file = %file.display(), "removing the disk file of a container that is gone");
                 let _ = std::fs::remove_file(&file);
             }
+        }
+    }
+}
+
+/// Remove the disk file of a sandbox whose container is gone (its layer unmounted by Docker).
+pub(super) fn remove_disk_file(disk: &DiskState) {
+    if let DiskState::Attached { file, .. } = disk {
+        if let Err(e) = std::fs::remove_file(file) {
+            tracing::debug!(file = %file.display(), error = %e, "disk file already gone");
         }
     }
 }

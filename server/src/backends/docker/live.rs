@@ -595,9 +595,7 @@ impl DockerProvider {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(e);
         }
-        if let Ok(mut h) = self.hibernated.lock() {
-            h.insert(sandbox_id.to_string());
-        }
+        self.records.update(sandbox_id, |r| r.hibernated = true);
         self.states.record(sandbox_id, Some(ContainerState::Exited));
         let bytes = tree_bytes(&dir);
         tracing::info!(
@@ -620,7 +618,7 @@ impl DockerProvider {
     /// Whether the sandbox sleeps in a hibernation checkpoint: this process put it there, or
     /// (after a restart) its container is stopped with one.
     pub(super) async fn is_hibernated(&self, id: &SandboxId) -> bool {
-        if self.hibernated.lock().is_ok_and(|h| h.contains(id.as_str())) {
+        if self.is_known_hibernated(id.as_str()) {
             return true;
         }
         // The events table knows most sandboxes: one running or paused is not asleep.
@@ -666,9 +664,7 @@ impl DockerProvider {
             hub.take_expected(sandbox_id, "start");
             return Err(e);
         }
-        if let Ok(mut h) = self.hibernated.lock() {
-            h.remove(sandbox_id);
-        }
+        self.records.update(sandbox_id, |r| r.hibernated = false);
         let _ = std::fs::remove_dir_all(&dir);
         tracing::info!(sandbox_id, "sandbox woken from hibernation");
         Ok(true)
@@ -681,7 +677,7 @@ impl DockerProvider {
         status: crate::core::spec::SandboxStatus,
     ) -> crate::core::spec::SandboxStatus {
         use crate::core::spec::SandboxStatus;
-        if self.hibernated.lock().is_ok_and(|h| h.contains(id.as_str()))
+        if self.is_known_hibernated(id.as_str())
             || (status == SandboxStatus::Stopped && self.is_hibernated(id).await)
         {
             SandboxStatus::Hibernated

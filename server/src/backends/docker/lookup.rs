@@ -51,7 +51,7 @@ impl DockerProvider {
         if !SandboxId::has_valid_shape(sandbox_id) || self.closing_now(sandbox_id) {
             return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
         }
-        if let Some(h) = self.handles.lock().ok().and_then(|m| m.get(sandbox_id).cloned()) {
+        if let Some(h) = self.records.read(sandbox_id, |r| r.handle.clone()).flatten() {
             return Ok(h);
         }
         let found = self.owned(sandbox_id).await?;
@@ -100,7 +100,12 @@ impl DockerProvider {
             // Connect finds the exec shell by running a command, which a frozen sandbox refuses.
             ContainerState::Paused => return Err(ProviderError::Paused(id.into())),
             _ => {
-                self.forget(id);
+                // Stopped: its cached handle and container facts are stale (what a reset
+                // restores stays until it is removed).
+                self.records.update(id, |r| {
+                    r.handle = None;
+                    r.init = None;
+                });
                 return Err(ProviderError::Stopped(id.into()));
             }
         }

@@ -52,6 +52,7 @@ mod ping;
 mod processes;
 pub mod provider;
 pub mod pty;
+mod records;
 mod removal_state;
 mod reset;
 mod runsc_direct;

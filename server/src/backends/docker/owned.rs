@@ -23,7 +23,7 @@ impl DockerProvider {
         self.prune_networks_due().await; // networks no sandbox used for network_idle_s
         let out = self.control(argv::sweep_list_args(&self.config.create)).await?;
         let owned = parse_listing(&out.stdout_text());
-        Ok(OwnedListing { owned, gone: self.prune_gone() })
+        Ok(OwnedListing { owned, gone: self.take_gone_for_sweep() })
     }
 
     /// Remove what the sweep decided: an unfinished create's container, or a sandbox as

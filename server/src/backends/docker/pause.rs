@@ -37,7 +37,7 @@ impl DockerProvider {
     /// Refuse a sandbox the events table knows to be frozen (memory only, so every exec can
     /// afford it; the agent engine would otherwise wait on a frozen agent until its timeout).
     pub(super) fn refuse_known_paused(&self, sandbox_id: &str) -> Result<()> {
-        if self.hibernated.lock().is_ok_and(|h| h.contains(sandbox_id)) {
+        if self.is_known_hibernated(sandbox_id) {
             return Err(super::live::hibernated_error(sandbox_id));
         }
         match self.states.state(sandbox_id) {

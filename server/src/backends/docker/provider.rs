@@ -11,6 +11,7 @@ use super::cli::{CommandOutput, DockerCli, Pool, PoolSizes};
 use super::events::StateWatch;
 use super::failure::CliError;
 use super::failure::DockerFailureKind;
+use super::records::{DiskState, Records, SandboxRecord};
 use super::transport::cli::DockerExecEngine;
 use super::transport::ExecEngine;
 use crate::agent_client::binary::install as install_agent;
@@ -66,6 +67,8 @@ const REMOVAL_WAIT: Duration = Duration::from_secs(30);
 /// Entries in the provider's per-sandbox caches (`DockerProvider::cache_sizes`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheSizes {
+    /// Sandboxes with a record (`records.rs`): each live sandbox at most once.
+    pub records: usize,
     /// Handles of live sandboxes.
     pub handles: usize,
     /// Ids this process closed (bounded by a fixed size).
@@ -73,7 +76,9 @@ pub struct CacheSizes {
     /// Sandboxes with a terminal session open, and those sessions.
     pub pty_sandboxes: usize,
     pub pty_sessions: usize,
-    /// Agent channel slots, and sandboxes known to have no usable agent.
+    /// The agent engine's records (`agent_client`), its channel slots among them, and
+    /// sandboxes known to have no usable agent.
+    pub agent_records: usize,
     pub agent_channels: usize,
     pub without_agent: usize,
     /// Owned containers in the events table (all of them, whoever made them).
@@ -93,7 +98,8 @@ pub struct DockerProvider {
     pub(super) agent: Option<Arc<AgentEngine>>,
     /// The host file every new sandbox bind-mounts as its agent.
     pub(super) agent_binary: Option<PathBuf>,
-    pub(super) handles: Mutex<HashMap<String, SandboxHandle>>,
+    /// Everything kept about each sandbox, in one record (`records.rs`).
+    pub(super) records: Records,
     /// The service networks (Docker names) this server made or found: a hint only, dropped
     /// when Docker says one is gone (`runtime.rs`).
     pub(super) networks: Mutex<HashSet<String>>,
@@ -107,9 +113,11 @@ pub struct DockerProvider {
     pub(super) networks_held_by_docker: Mutex<HashSet<String>>,
     /// Owned containers' states, kept current by `docker events`.
     pub(super) states: StateWatch,
+    /// Containers found gone since the last sweep (`prune_gone`): the sweep's listing reports
+    /// them, whichever caller pruned them (bounded: the oldest half goes past its size).
+    gone_since_sweep: Mutex<Vec<String>>,
     /// Ids this process closed, so their status reads `stopped` rather than unknown.
     closed: Mutex<HashSet<String>>,
-    pty_sessions: Mutex<HashMap<String, Vec<Arc<dyn crate::core::backend::TerminalSession>>>>,
     /// Held while snapshots are counted (`server.max_snapshots`).
     pub(super) snapshot_lock: tokio::sync::Mutex<()>,
     /// Commits counted but not finished yet: they hold a place under the bound.
@@ -121,20 +129,9 @@ pub struct DockerProvider {
     /// Where loop disks go (`<state_dir>/disks`, `disk.rs`), each sandbox's file, and when
     /// the sweep last looked for files whose container is gone.
     pub(super) disks_dir: PathBuf,
-    /// (disk file, layer directory it is mounted on) by sandbox.
-    pub(super) disks: Mutex<HashMap<String, (PathBuf, PathBuf)>>,
-    /// Sandboxes known to have no loop disk (`disk.rs`'s label): their removal asks nothing.
-    pub(super) no_disk: Mutex<HashSet<String>>,
     pub(super) disks_pruned_ms: std::sync::atomic::AtomicI64,
     /// Disk files formatted ahead of creates (`disk_stock.rs`).
     pub(super) disk_stock: super::disk_stock::DiskStock,
-    /// Processes started and OOM kills attributed, per sandbox (`usage.rs`).
-    pub(super) usage_book: crate::core::usage::UsageBook,
-    /// What each sandbox this process created is reset to (`reset.rs`).
-    pub(super) baselines: Mutex<HashMap<String, Arc<crate::core::spec::SandboxSpec>>>,
-    /// Each reset sandbox's layer directories, read once (`reset.rs`): they are the
-    /// container's for its whole life, and a recycling pool resets a sandbox per rollout.
-    pub(super) reset_layers: Mutex<HashMap<String, super::layers::Layers>>,
     /// Removals a close left to the background (`closing.rs`), their records' directory
     /// (`<state_dir>/closing`) and what they share with this provider.
     pub(super) removals: tokio_util::task::TaskTracker,
@@ -142,17 +139,11 @@ pub struct DockerProvider {
     /// Records of the snapshots calls are making (`snapshot_making.rs`).
     pub(super) snapshotting_dir: PathBuf,
     pub(super) closings: Arc<super::removal_state::Closings>,
-    /// The container's full id of each sandbox this process created, and when it started: a
-    /// close ends it from the host (`init_kill.rs`) and reads its usage without the daemon.
-    pub(super) init_ids: Mutex<HashMap<String, (String, std::time::SystemTime)>>,
     /// The local daemon's Engine API for a create's start, rename and layer inspect, when the
     /// CLI reaches the daemon through a local socket (`engine_api.rs`); `None`: the CLI only.
     pub(super) engine_api: Option<super::engine_api::EngineApi>,
     /// The daemon's data root (`docker info`'s DockerRootDir), once asked (`live.rs`).
     pub(super) data_root: tokio::sync::OnceCell<PathBuf>,
-    /// Sandboxes this process hibernated and has not woken (`live.rs`; a restarted server
-    /// finds them by their checkpoint).
-    pub(super) hibernated: Mutex<HashSet<String>>,
     /// Each daemon runtime's restore directory (`runsc_direct.rs`; `None`: not registered
     /// through `scripts/sandboxd-runsc`), once asked.
     pub(super) restore_dirs: Mutex<HashMap<String, Option<PathBuf>>>,
@@ -228,34 +219,27 @@ impl DockerProvider {
             create_engine,
             agent,
             agent_binary,
-            handles: Mutex::new(HashMap::new()),
+            records: Records::default(),
             networks: Mutex::default(),
             network_gate: tokio::sync::Mutex::new(()),
             idle_networks: Mutex::default(),
             networks_pruned_ms: Default::default(),
             networks_held_by_docker: Mutex::default(),
             closed: Mutex::new(HashSet::new()),
-            pty_sessions: Mutex::new(HashMap::new()),
+            gone_since_sweep: Mutex::default(),
             snapshot_lock: tokio::sync::Mutex::new(()),
             snapshots_in_flight: Arc::default(),
             image_users: Mutex::default(),
             daemon_runtimes: Default::default(),
             disks_dir: state_dir.join("disks"),
-            disks: Mutex::default(),
-            no_disk: Mutex::default(),
             disks_pruned_ms: Default::default(),
             disk_stock: super::disk_stock::DiskStock::new(&state_dir.join("disks")),
-            usage_book: Default::default(),
-            baselines: Mutex::default(),
-            reset_layers: Mutex::default(),
             removals: tokio_util::task::TaskTracker::new(),
             closing_dir: state_dir.join("closing"),
             snapshotting_dir: state_dir.join("snapshotting"),
             closings: Arc::default(),
-            init_ids: Mutex::default(),
             engine_api: None,
             data_root: Default::default(),
-            hibernated: Mutex::default(),
             restore_dirs: Mutex::default(),
         })
     }
@@ -308,11 +292,20 @@ impl DockerProvider {
     /// removal another caller has in progress is waited for (up to [`REMOVAL_WAIT`]) instead of
     /// failing this one.
     pub(super) async fn remove_container(&self, name: &str) -> std::result::Result<(), CliError> {
+        self.remove_container_with(name, &self.disk_of(name)).await
+    }
+
+    /// As `remove_container`, its disk as the caller knows it (a close has taken its record).
+    pub(super) async fn remove_container_with(
+        &self,
+        name: &str,
+        disk: &DiskState,
+    ) -> std::result::Result<(), CliError> {
         let started = std::time::Instant::now();
         let mut pause = Duration::from_millis(100);
         // The daemon's overlay2 driver cannot remove a layer with a mount on it: the loop
         // disk goes first (`disk.rs`).
-        self.detach_disk(name).await;
+        self.detach_disk(name, disk).await;
         loop {
             match self.control(argv::rm_args(name)).await {
                 Ok(_) => return Ok(()),
@@ -330,28 +323,21 @@ impl DockerProvider {
     }
 
     pub(super) fn remember(&self, handle: &SandboxHandle) {
-        // The events stream reports containers removed by anyone, so what is cached about
-        // them can go (`prune_gone`).
+        // The events stream reports containers removed by anyone, so what is kept about them
+        // can go (`prune_gone`).
         self.states.ensure_started();
         self.prune_gone();
-        if let Ok(mut map) = self.handles.lock() {
-            map.insert(handle.sandbox_id.clone(), handle.clone());
-        }
+        self.records.update(&handle.sandbox_id, |r| r.handle = Some(handle.clone()));
     }
 
-    /// Forget what is cached about containers that no longer exist, whoever removed them (a
+    /// Forget everything kept about containers that no longer exist, whoever removed them (a
     /// Close through another replica, the sweep, `docker rm` from outside), and drop the
-    /// entries of sandboxes whose terminal sessions all ended. Returns the names that went.
-    /// Runs at every sweep and whenever a handle is cached.
+    /// terminal sessions that ended. Returns the names that went. Runs at every sweep and
+    /// whenever a handle is cached.
     pub fn prune_gone(&self) -> Vec<String> {
         let gone = self.states.take_gone();
         for name in &gone {
-            self.forget(name);
-            self.engine.forget(name);
-            if let Ok(mut set) = self.no_disk.lock() {
-                set.remove(name);
-            }
-            let sessions = self.pty_sessions.lock().ok().and_then(|mut m| m.remove(name)).unwrap_or_default();
+            let sessions = self.forget(name).terminals;
             if let (false, Ok(runtime)) = (sessions.is_empty(), tokio::runtime::Handle::try_current()) {
                 // Their container is gone: nothing in it to clean up, only the local clients.
                 runtime.spawn(async move {
@@ -361,38 +347,63 @@ impl DockerProvider {
                 });
             }
         }
-        if let Ok(mut map) = self.pty_sessions.lock() {
-            map.retain(|_, list| {
-                list.retain(|s| !s.closed());
-                !list.is_empty()
-            });
+        self.records.drop_ended_terminals();
+        if let (false, Ok(mut unreported)) = (gone.is_empty(), self.gone_since_sweep.lock()) {
+            if unreported.len() >= CLOSED_MEMORY {
+                unreported.drain(..CLOSED_MEMORY / 2);
+            }
+            unreported.extend(gone.iter().cloned());
         }
         gone
     }
 
-    /// Entries of every per-sandbox cache, after pruning what is gone (for tests and
+    /// The containers gone since the last call (the sweep's): pruned now, or earlier by a
+    /// create or a size check, so the sweep's caller forgets them too.
+    pub(super) fn take_gone_for_sweep(&self) -> Vec<String> {
+        self.prune_gone();
+        self.gone_since_sweep.lock().map(|mut g| std::mem::take(&mut *g)).unwrap_or_default()
+    }
+
+    /// Entries of every per-sandbox structure, after pruning what is gone (for tests and
     /// operators: each is bounded by the live sandboxes and sessions, or by a fixed size).
     pub fn cache_sizes(&self) -> CacheSizes {
         self.prune_gone();
-        let (agent_channels, without_agent) = self.agent.as_ref().map_or((0, 0), |a| a.cache_sizes());
+        let (agent_records, agent_channels, without_agent) =
+            self.agent.as_ref().map_or((0, 0, 0), |a| a.cache_sizes());
+        let (records, handles, pty_sandboxes, pty_sessions) = self.records.sizes();
         CacheSizes {
-            handles: self.handles.lock().map_or(0, |m| m.len()),
+            records,
+            handles,
             closed: self.closed.lock().map_or(0, |s| s.len()),
-            pty_sandboxes: self.pty_sessions.lock().map_or(0, |m| m.len()),
-            pty_sessions: self.pty_sessions.lock().map_or(0, |m| m.values().map(Vec::len).sum()),
+            pty_sandboxes,
+            pty_sessions,
+            agent_records,
             agent_channels,
             without_agent,
             states: self.states.size(),
         }
     }
 
-    pub(super) fn forget(&self, id: &str) {
-        if let Ok(mut map) = self.handles.lock() {
-            map.remove(id);
+    /// Let go of everything this process keeps of `id`: its record (returned, for what a
+    /// removal still needs; its terminal sessions are the caller's to end) and its agent
+    /// channel. The one place a sandbox is forgotten.
+    pub(super) fn forget(&self, id: &str) -> SandboxRecord {
+        self.engine.forget(id);
+        self.records.take(id)
+    }
+
+    /// As `forget`, its terminal sessions abandoned (their container is going or gone).
+    pub(super) async fn forget_all(&self, id: &str) -> SandboxRecord {
+        let mut record = self.forget(id);
+        for session in std::mem::take(&mut record.terminals) {
+            session.abandon().await;
         }
-        if let Ok(mut map) = self.init_ids.lock() {
-            map.remove(id);
-        }
+        record
+    }
+
+    /// Whether this process hibernated `id` and has not woken it.
+    pub(super) fn is_known_hibernated(&self, id: &str) -> bool {
+        self.records.read(id, |r| r.hibernated).unwrap_or(false)
     }
 
     /// Remember that this process closed `id` (bounded: the oldest memory is dropped first).
@@ -417,19 +428,16 @@ impl DockerProvider {
         sandbox_id: &str,
         session: Arc<dyn crate::core::backend::TerminalSession>,
     ) {
-        if let Ok(mut map) = self.pty_sessions.lock() {
-            let list = map.entry(sandbox_id.to_string()).or_default();
-            list.retain(|s| !s.closed());
-            list.push(session);
-        }
+        self.records.update(sandbox_id, |r| {
+            r.terminals.retain(|s| !s.closed());
+            r.terminals.push(session);
+        });
     }
 
     /// Let go of the terminal sessions still open, as their dropped streams would (a session
     /// without a detach timeout ends; one with it waits for an attach, past this server).
     pub async fn close_terminals(&self) {
-        let ids: Vec<String> =
-            self.pty_sessions.lock().map(|m| m.keys().cloned().collect()).unwrap_or_default();
-        for id in &ids {
+        for id in &self.records.with_terminals() {
             self.release_pty_sessions(id, false).await;
         }
     }
@@ -441,8 +449,7 @@ impl DockerProvider {
     pub(super) async fn detach_pty_sessions(&self, sandbox_id: &str) {
         use crate::core::terminal::PtyError;
         const DETACH_WAIT: Duration = Duration::from_secs(5);
-        let sessions =
-            self.pty_sessions.lock().ok().and_then(|mut m| m.remove(sandbox_id)).unwrap_or_default();
+        let sessions = self.records.update(sandbox_id, |r| std::mem::take(&mut r.terminals));
         for session in sessions.into_iter().filter(|s| !s.closed()) {
             let detached = session.detach().await.is_ok()
                 && !matches!(session.wait_exit(Some(DETACH_WAIT)).await, Err(PtyError::Timeout(_)));
@@ -454,8 +461,7 @@ impl DockerProvider {
 
     /// Release (or, when the container goes away, abandon) the live sessions of a sandbox.
     pub(super) async fn release_pty_sessions(&self, sandbox_id: &str, abandon: bool) {
-        let sessions =
-            self.pty_sessions.lock().ok().and_then(|mut m| m.remove(sandbox_id)).unwrap_or_default();
+        let sessions = self.records.update(sandbox_id, |r| std::mem::take(&mut r.terminals));
         for session in sessions {
             if abandon {
                 session.abandon().await;

@@ -132,18 +132,7 @@ impl DockerProvider {
     /// and volumes). A sandbox this process did not create has none, unless the node that
     /// completed its create (cluster mode) handed it over.
     pub(crate) fn keep_baseline(&self, id: &str, spec: &SandboxSpec) {
-        if let Ok(mut map) = self.baselines.lock() {
-            map.insert(id.to_string(), Arc::new(spec.clone()));
-        }
-    }
-
-    pub(super) fn forget_baseline(&self, id: &str) {
-        if let Ok(mut map) = self.baselines.lock() {
-            map.remove(id);
-        }
-        if let Ok(mut map) = self.reset_layers.lock() {
-            map.remove(id);
-        }
+        self.records.update(id, |r| r.baseline = Some(Arc::new(spec.clone())));
     }
 
     pub async fn reset(&self, id: &SandboxId) -> Result<ResetReport> {
@@ -156,7 +145,7 @@ impl DockerProvider {
             )));
         }
         self.refuse_if_paused(&name).await?;
-        let baseline = self.baselines.lock().ok().and_then(|m| m.get(&name).cloned()).ok_or_else(|| {
+        let baseline = self.records.read(&name, |r| r.baseline.clone()).flatten().ok_or_else(|| {
             ProviderError::FailedPrecondition(format!(
                 "sandbox {name} was not created by this server process (a restart forgets what a sandbox was created with): Reset cannot restore its spec's files; close it and create another"
             ))
@@ -210,13 +199,11 @@ impl DockerProvider {
     /// The container's upper and lower layer directories, as this server sees them: asked of
     /// the daemon at the sandbox's first reset, then remembered until it is closed.
     async fn layers(&self, name: &str) -> Result<Layers> {
-        if let Some(layers) = self.reset_layers.lock().ok().and_then(|m| m.get(name).cloned()) {
+        if let Some(layers) = self.records.read(name, |r| r.layers.clone()).flatten() {
             return Ok(layers);
         }
         let layers = self.inspect_layers(name).await?;
-        if let Ok(mut map) = self.reset_layers.lock() {
-            map.insert(name.to_string(), layers.clone());
-        }
+        self.records.update(name, |r| r.layers = Some(layers.clone()));
         Ok(layers)
     }
 

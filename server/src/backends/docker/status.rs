@@ -80,26 +80,23 @@ impl DockerProvider {
     /// As `remove`; `background`: once nothing in the sandbox runs and the close is recorded,
     /// its removal finishes in the background (`closing.rs`).
     pub async fn remove_with(&self, handle: &SandboxHandle, background: bool) -> Result<()> {
-        self.release_pty_sessions(&handle.sandbox_id, true).await;
-        // Read before `forget` drops it: a close ends the sandbox through it, unless it is
-        // paused (its processes cannot die until thawed; Docker's kill does both) or on another
-        // runtime than runc (Docker's kill waits until Docker, too, sees it stopped, so every
-        // replica reads it so once the close answered).
+        // Everything kept of it goes at once; what the removal needs comes from the record: a
+        // close ends the sandbox through its container's id, unless it is paused (its processes
+        // cannot die until thawed; Docker's kill does both) or on another runtime than runc
+        // (Docker's kill waits until Docker, too, sees it stopped, so every replica reads it so
+        // once the close answered).
         let paused = self.states.state(&handle.sandbox_id) == Some(super::state::ContainerState::Paused);
-        let init_id = self.init_ids.lock().ok().and_then(|m| m.get(&handle.sandbox_id).map(|i| i.0.clone()));
+        let record = self.forget_all(&handle.sandbox_id).await;
+        let init_id = record.init.map(|(id, _)| id);
         let init_id = init_id.filter(|_| !paused && self.on_built_in_runtime(handle.runtime.as_deref()));
-        self.forget(&handle.sandbox_id);
-        self.engine.forget(&handle.sandbox_id);
-        self.forget_usage(&handle.sandbox_id);
-        self.forget_baseline(&handle.sandbox_id);
         self.remember_closed(&handle.sandbox_id);
         self.states.record(&handle.sandbox_id, None);
-        if background && self.close_in_background(&handle.sandbox_id, init_id).await? {
+        if background && self.close_in_background(&handle.sandbox_id, init_id, &record.disk).await? {
             tracing::info!(sandbox_id = %handle.sandbox_id, "sandbox closed (removal in the background)");
             return Ok(());
         }
-        self.remove_container(&handle.sandbox_id).await?;
-        self.release_disk(&handle.sandbox_id);
+        self.remove_container_with(&handle.sandbox_id, &record.disk).await?;
+        super::disk::remove_disk_file(&record.disk);
         tracing::info!(sandbox_id = %handle.sandbox_id, "sandbox closed");
         Ok(())
     }
@@ -120,12 +117,12 @@ impl DockerProvider {
         if !SandboxId::has_valid_shape(sandbox_id) {
             return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
         }
-        let cached = self.handles.lock().ok().and_then(|m| m.get(sandbox_id).cloned());
+        let cached = self.records.read(sandbox_id, |r| r.handle.clone()).flatten();
         let handle = match cached {
             Some(h) => h,
             None => match self.inspect(sandbox_id).await? {
                 None => {
-                    self.release_pty_sessions(sandbox_id, true).await;
+                    self.forget_all(sandbox_id).await;
                     return Ok(());
                 }
                 Some(found) if !found.owned => return Err(ProviderError::SandboxNotFound(sandbox_id.into())),

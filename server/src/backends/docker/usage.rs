@@ -79,14 +79,14 @@ impl DockerProvider {
             disk_write_bytes: stats.block_write_bytes,
             network_rx_bytes: stats.network_rx_bytes,
             network_tx_bytes: stats.network_tx_bytes,
-            processes_started: self.usage_book.processes_started(name),
+            processes_started: self.records.read(name, |r| r.usage.processes_started()).unwrap_or(0),
         })
     }
 
     /// The facts of a sandbox this process created, from what its create kept and its cgroup
     /// (no `docker inspect`: a close reads its usage on its hot path); `None` when not known so.
     fn known_facts(&self, name: &str) -> Option<Facts> {
-        let (id, started_at) = self.init_ids.lock().ok()?.get(name).cloned()?;
+        let (id, started_at) = self.records.read(name, |r| r.init.clone())??;
         let pid = super::init_kill::init_pid(Path::new(cgroup::CGROUP_ROOT), Path::new("/proc"), &id)?;
         let state = "running".to_string();
         Some(Facts { id, pid, state, oom_killed: false, started_at: Some(started_at) })
@@ -94,20 +94,13 @@ impl DockerProvider {
 
     /// One more command or process started in `name` (counted in `Usage`).
     pub(super) fn note_started(&self, name: &str) {
-        self.usage_book.started(name);
-    }
-
-    /// Forget the counts of a removed sandbox.
-    pub(super) fn forget_usage(&self, name: &str) {
-        self.usage_book.forget(name);
+        self.records.update(name, |r| r.usage.started());
     }
 
     /// Forget what this process kept of a sandbox someone else removed (cluster mode: a task
-    /// container of this node whose service another node, or Swarm, took away): its reset
-    /// baseline and its usage counts.
+    /// container of this node whose service another node, or Swarm, took away).
     pub(crate) fn forget_removed(&self, name: &str) {
-        self.forget_baseline(name);
-        self.forget_usage(name);
+        self.forget(name);
     }
 
     /// Whether the sandbox's cgroup saw an OOM kill not yet attributed to a command.
@@ -122,7 +115,7 @@ impl DockerProvider {
                 .ok()
                 .flatten();
         match count {
-            Some(n) => self.usage_book.new_oom_kill(name, n),
+            Some(n) => self.records.update(name, |r| r.usage.new_oom_kill(n)),
             None => facts.oom_killed,
         }
     }
