@@ -383,6 +383,9 @@ fn a_swarm_of_three_answers_for_every_sandbox_from_every_node() {
             .map(|e| e.reason.clone())
             .collect();
         assert_eq!(reasons, ["closed by Close (operator)"]);
+
+        step("the backend conformance suite (testkit::conformance) through node 2, the sandboxes wherever Swarm puts them");
+        testkit::conformance::run_all(&clients[1], images::BUSYBOX).await;
     });
 
     assert!(cluster.down(), "cluster-down.sh failed");

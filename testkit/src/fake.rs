@@ -290,7 +290,8 @@ impl SandboxBackend for FakeBackend {
 
     async fn status(&self, id: &SandboxId) -> Result<SandboxStatus> {
         self.note("status");
-        self.with(id.as_str(), |s| Ok(s.status))
+        // As Docker's: a sandbox that is not there (closed, never made) reads stopped.
+        Ok(self.sandboxes.lock().unwrap().get(id.as_str()).map_or(SandboxStatus::Stopped, |s| s.status))
     }
 
     async fn endpoint(&self, _: &SandboxHandle, _: u16) -> Result<SandboxEndpoint> {

@@ -14,6 +14,7 @@
 
 pub mod cluster;
 pub mod config;
+pub mod conformance;
 pub mod ctl;
 pub mod fake;
 pub mod images;
