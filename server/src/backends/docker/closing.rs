@@ -54,6 +54,26 @@ struct Closing {
 pub use super::removal_state::{Closings, RemovalMode};
 
 impl DockerProvider {
+    /// End every process of sandbox `name` now and remember it closed, for a backend whose
+    /// removal finishes after its close answered (Swarm removes a service's task in its own
+    /// time): a Close answers once nothing in the sandbox runs, and Status reads it stopped.
+    /// Already stopped or gone is success.
+    pub(crate) async fn end_for_close(&self, name: &str) -> crate::error::Result<()> {
+        self.remember_closed(name);
+        match self.control(argv::kill_args(name)).await {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    Some(DockerFailureKind::MissingContainer | DockerFailureKind::NotRunning)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// End `sandbox_id` (container `container` when this process knows its full id) now and
     /// remove its container in the background. `Ok(false)`: not done
     /// this way (the kill failed, or no record could be written), the caller removes it in the

@@ -48,7 +48,12 @@ impl DockerProvider {
     /// the container (a restarted server or another replica). Ids of another shape, unknown
     /// containers and containers without the ownership label are all `SandboxNotFound`.
     pub async fn handle(&self, sandbox_id: &str) -> Result<SandboxHandle> {
-        if !SandboxId::has_valid_shape(sandbox_id) || self.closing_now(sandbox_id) {
+        // A sandbox this process closed is gone for every call, whatever its container's
+        // removal still has to do (Swarm removes a closed service's task in its own time).
+        if !SandboxId::has_valid_shape(sandbox_id)
+            || self.closing_now(sandbox_id)
+            || self.was_closed(sandbox_id)
+        {
             return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
         }
         if let Some(h) = self.records.read(sandbox_id, |r| r.handle.clone()).flatten() {

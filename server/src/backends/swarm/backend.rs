@@ -348,6 +348,14 @@ impl SandboxBackend for SwarmBackend {
     }
 
     async fn close(&self, id: &SandboxId) -> Result<()> {
+        // Close runs on the owning node (`rpc_table`): its task container ends here before the
+        // answer, as on one host; Swarm's `service rm` stops it only in its own time, and until
+        // then Status read it running.
+        if self.alias(id.as_str()).await.is_ok() {
+            if let Err(e) = self.local.end_for_close(id.as_str()).await {
+                tracing::warn!(sandbox_id = %id, error = %e, "cannot end the task container before its service's removal");
+            }
+        }
         self.local.forget_removed(id.as_str());
         if !self.remove_service(id.as_str()).await {
             return Err(ProviderError::Unavailable(format!("Swarm did not remove the service of {id}")));
