@@ -8,8 +8,9 @@ A module is one file (`a/b.rs` or `a/b/mod.rs` is `a::b`; `lib.rs` is the crate 
 A -> B is a path in A's code that names an item defined in B: `use crate::…`, `use super::…`,
 `use self::…` (with `{…}` groups) and inline paths such as `crate::x::y(…)` or `super::Z`. A path
 is resolved to the longest module prefix it names; an item a module only re-exports (`pub use
-child::Item`) is followed to the module that defines it, and a re-export line is no edge of its
-own (a facade is not a dependency). Inline `mod name { … }` blocks (tests) belong to their
+child::Item`, or a whole module's names by `pub(…) use super::*;`, a folder's facade over its
+parent) is followed to the module that defines it, and a re-export line is no edge of its own (a
+facade is not a dependency). Inline `mod name { … }` blocks (tests) belong to their
 file's module, but their `super` is resolved from the inline module.
 
 Exit status 1 when any two modules reach each other (a strongly connected component of more
@@ -161,6 +162,7 @@ class Crate:
                     p = os.path.join(dirpath, f)
                     self.modules[module_of(root, p)] = p
         self.reexports = {}  # (module, name) -> absolute target path
+        self.globs = {}  # module -> absolute path of the module it re-exports whole (`pub(…) use super::*;`)
         self.uses = []  # (from module, absolute path, line)
         for mod, path in self.modules.items():
             self.read(mod, path)
@@ -220,7 +222,8 @@ class Crate:
             is_pub = bool(m.group(1))
             scope = scope_at(m.start())
             for segs in expand_use_tree(m.group(2)):
-                if segs and segs[-1] == "*":
+                glob = bool(segs) and segs[-1] == "*"
+                if glob:
                     segs = segs[:-1]
                 if not segs or segs[0] not in ("crate", "super", "self"):
                     # `use child::Item` inside a module is relative to it (2018 edition).
@@ -231,7 +234,11 @@ class Crate:
                 target = self.absolute(segs, scope)
                 if target is None:
                     continue
-                if is_pub and scope == tuple(mod):
+                if is_pub and glob and segs == ["super"] and scope == tuple(mod):
+                    # A folder's facade over its parent (`pub(in …) use super::*;`): a name its
+                    # files reach through it is the parent's, followed there; no edge of its own.
+                    self.globs[tuple(mod)] = target
+                elif is_pub and scope == tuple(mod):
                     self.reexports[(tuple(mod), segs[-1] if segs[-1] not in ("crate", "super", "self") else "")] = target
                 else:
                     self.uses.append((tuple(mod), target, line_of(m.start())))
@@ -256,6 +263,9 @@ class Crate:
                 seen.add(key)
                 re_target = self.reexports[key] + list(target[k + 1 :])
                 return self.resolve(re_target, seen)
+            if mod in self.globs and (mod, "*") not in seen:
+                seen.add((mod, "*"))
+                return self.resolve(self.globs[mod] + list(target[k:]), seen)
         return mod
 
     def graph(self):

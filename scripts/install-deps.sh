@@ -52,7 +52,7 @@ command -v fish >/dev/null 2>&1 || missing+=(fish)
 # socat: the test cluster's loopback way into each node's namespace (scripts/cluster-up.sh).
 command -v socat >/dev/null 2>&1 || missing+=(socat)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
-# nft and nsenter: the server enforces egress policies with them (server/src/backends/docker/egress.rs).
+# nft and nsenter: the server enforces egress policies with them (server/src/backends/docker/host/egress.rs).
 command -v nft >/dev/null 2>&1 || [[ -x /usr/sbin/nft ]] || missing+=(nftables)
 command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)
 # runsc: gVisor, registered in the private daemon of scripts/runsc-daemon.sh (sandboxes on gVisor).

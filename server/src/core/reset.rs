@@ -1,6 +1,6 @@
 //! `Reset`: a sandbox back to the state it was created in, in place (no container created or
 //! removed). What a backend reports of one; how it is done is the backend's
-//! (`backends/docker/reset.rs`: processes killed by a root exec, the root filesystem's upper
+//! (`backends/docker/storage/reset.rs`: processes killed by a root exec, the root filesystem's upper
 //! layer rolled back against the image's layers, the spec's files written again).
 
 /// What one reset did.

@@ -3,7 +3,7 @@
 //! with its domains resolved), and `Egress`, which keeps each sandbox's policy in the state
 //! directory and re-resolves its domains on an interval. How a plan becomes packet filtering is
 //! `nft.rs` (the ruleset) and `hosts.rs` (the names written into the sandbox); the Docker
-//! backend enters the sandbox's network namespace with them (`backends/docker/egress.rs`).
+//! backend enters the sandbox's network namespace with them (`backends/docker/host/egress.rs`).
 
 pub mod hosts;
 pub mod nft;

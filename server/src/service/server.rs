@@ -87,7 +87,7 @@ pub enum ServeError {
     SigningKeys(#[from] crate::auth::keys::KeyError),
     #[error("server.auth.tenants_file: {0}")]
     Tenants(String),
-    /// A host program the configured walls run is missing (`backends/docker/host_tools.rs`).
+    /// A host program the configured walls run is missing (`backends/docker/host/host_tools.rs`).
     #[error("{0}")]
     HostTools(String),
     #[error("{0}")]

@@ -1,75 +1,63 @@
 //! The Docker backend: sandboxes as detached containers driven through the docker CLI.
 //!
-//! `transport` is the seam into a sandbox (`transport/cli.rs`: one `docker exec` per command;
-//! the resident agent through `crate::agent_client`, which reaches sandboxes through
-//! `agent_host`).
-//! `cli` starts docker subprocesses, `argv` builds their command lines, `classify` reads the
-//! client's stderr, `state` types container states, `tarstream` frames file transfers.
-//! `provider` holds `DockerProvider` and its caches; each operation lives in a file of its own:
-//! `lookup` (inspect, handle, connect), `create` (run, reconciliation, probe), `exec`, `files`
-//! (upload, download), `status` (status, endpoint, close), `sessions` (`create_pty`), `compose`
-//! (NeMo Gym's Compose helpers), and `backend` (the `SandboxBackend` implementation); and branching:
-//! `snapshot` (commit, list, delete, expiry), `fork`, `diff`, `pause` (pause, resume), `live`
-//! (gVisor checkpoints, live forks, hibernation) over `runsc_direct` (runsc called directly); and usage: `stats` over `cgroup` (the kernel's
-//! counters), lifecycle events for `Watch` from `events` (`watch_events`).
+//! At the top, what every part uses: `provider` (`DockerProvider`, its configuration and the
+//! one record per sandbox of `records`), `backend` (the `SandboxBackend` implementation), `cli`
+//! (docker subprocesses in pools), `argv` (their command lines), `failure` and `classify` (what
+//! docker's errors mean), `state`, `labels`, `events` and `watch_events` (container states and
+//! lifecycle events), `engine_api` (the Engine API where the CLI is slow), `transport` (the seam
+//! into a sandbox: `docker exec`, or the agent through `crate::agent_client` and `agent_host`)
+//! and `pty` (terminals). The rest sits in four folders:
+//!
+//! - `ops/`: the operations on a sandbox, one file each (create, exec, files, status and close,
+//!   lookup, sessions, processes, logs, stats and usage, pause, `List`, the sweep's listing);
+//! - `host/`: the host's facilities the walls use (loop disks, cgroups, egress rules, networks
+//!   and volumes, ending a sandbox from the host);
+//! - `storage/`: the filesystem as images and layers (snapshots, forks, diffs, reset, templates);
+//! - `checkpoints/`: gVisor's live checkpoints (live fork, hibernate) over runsc called directly.
+//!
+//! A file in a folder reaches its siblings elsewhere as `super::x`: each folder's `mod.rs` takes
+//! this module's names, and this module takes the folders' modules that other parts use.
 
 mod agent_host;
 pub mod argv;
 mod backend;
-pub mod cgroup;
 pub mod classify;
 pub mod cli;
-pub mod closing;
-mod compose;
-mod create;
-mod diff;
-mod disk;
-mod disk_stock;
-mod egress;
 pub mod engine_api;
 pub mod events;
-mod exec;
 pub mod failure;
-pub(crate) mod files;
-mod fork;
-mod fs;
-mod held_files;
-pub mod host_tools;
-mod images;
-mod init_kill;
-mod inventory;
 pub mod labels;
-mod layers;
-mod live;
-mod logs;
-mod lookup;
-mod loop_mount;
-pub mod mask;
-mod oci_runtime;
-mod owned;
-mod pause;
-mod ping;
-mod processes;
 pub mod provider;
 pub mod pty;
 mod records;
-mod removal_state;
-mod reset;
-mod runsc_direct;
-pub mod runtime;
-pub mod sessions;
-mod snapshot;
-mod snapshot_making;
 pub mod state;
-mod stats;
-mod status;
-mod subnets;
-pub mod tarstream;
-mod templates;
-mod transfer;
 pub mod transport;
-mod usage;
 mod watch_events;
+
+mod checkpoints;
+mod host;
+mod ops;
+mod storage;
+
+// The folders' modules other parts reach (as `super::x` inside this backend, or by path).
+pub(in crate::backends::docker) use checkpoints::live;
+pub use host::cgroup;
+pub(in crate::backends::docker) use host::disk;
+pub(in crate::backends::docker) use host::disk_stock;
+pub use host::host_tools;
+pub(in crate::backends::docker) use host::init_kill;
+pub(in crate::backends::docker) use host::loop_mount;
+pub use host::mask;
+pub use host::runtime;
+pub use ops::closing;
+pub(crate) use ops::files;
+pub(in crate::backends::docker) use ops::held_files;
+pub(in crate::backends::docker) use ops::removal_state;
+pub use ops::sessions;
+pub use ops::tarstream;
+pub(in crate::backends::docker) use storage::fork;
+pub(in crate::backends::docker) use storage::layers;
+pub(in crate::backends::docker) use storage::snapshot;
 
 pub use disk_stock::STOCK_PER_SIZE;
 pub use provider::DockerProvider;

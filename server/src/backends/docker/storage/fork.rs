@@ -29,26 +29,26 @@ const FORK_PARALLELISM: usize = 16;
 
 /// The parts of `docker inspect` a fork copies.
 #[derive(Debug, Default, Deserialize)]
-pub(super) struct ContainerJson {
+pub(in crate::backends::docker) struct ContainerJson {
     /// The container's full id.
     #[serde(rename = "Id", default)]
-    pub(super) id: String,
+    pub(in crate::backends::docker) id: String,
     #[serde(rename = "Config", default)]
-    pub(super) config: ConfigJson,
+    pub(in crate::backends::docker) config: ConfigJson,
     #[serde(rename = "HostConfig", default)]
-    pub(super) host: HostJson,
+    pub(in crate::backends::docker) host: HostJson,
 }
 
 #[derive(Debug, Default, Deserialize)]
-pub(super) struct ConfigJson {
+pub(in crate::backends::docker) struct ConfigJson {
     #[serde(rename = "Labels", default)]
-    pub(super) labels: Option<BTreeMap<String, String>>,
+    pub(in crate::backends::docker) labels: Option<BTreeMap<String, String>>,
     #[serde(rename = "WorkingDir", default)]
     working_dir: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
-pub(super) struct HostJson {
+pub(in crate::backends::docker) struct HostJson {
     #[serde(rename = "NanoCpus", default)]
     nano_cpus: i64,
     #[serde(rename = "Memory", default)]
@@ -57,7 +57,7 @@ pub(super) struct HostJson {
     device_requests: Option<Vec<DeviceRequest>>,
     /// The daemon runtime it runs on (`runsc_direct.rs` asks whether runsc is called directly).
     #[serde(rename = "Runtime", default)]
-    pub(super) runtime: String,
+    pub(in crate::backends::docker) runtime: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -74,7 +74,10 @@ fn lease_length_s(labels: &BTreeMap<String, String>) -> Option<f64> {
 }
 
 /// The spec a child of this container is created with (image and snapshot filled in later).
-pub(super) fn child_spec(source: &ContainerJson, labels: &BTreeMap<String, String>) -> SandboxSpec {
+pub(in crate::backends::docker) fn child_spec(
+    source: &ContainerJson,
+    labels: &BTreeMap<String, String>,
+) -> SandboxSpec {
     let container_labels = source.config.labels.clone().unwrap_or_default();
     let ports = container_labels
         .get(argv::PORTS_LABEL)
@@ -150,7 +153,10 @@ impl DockerProvider {
     }
 
     /// The full inspect of a sandbox this service owns.
-    pub(super) async fn inspect_source(&self, sandbox_id: &str) -> Result<ContainerJson> {
+    pub(in crate::backends::docker) async fn inspect_source(
+        &self,
+        sandbox_id: &str,
+    ) -> Result<ContainerJson> {
         if !SandboxId::has_valid_shape(sandbox_id) {
             return Err(ProviderError::SandboxNotFound(sandbox_id.into()));
         }

@@ -37,7 +37,7 @@ impl DockerProvider {
     /// The kernel's counters of sandbox `sandbox_id` (its process `pid`, container
     /// `container_id`), read off the async threads. A process that ended between the caller's
     /// look-up and the read is a sandbox that stopped (`Stopped`), not an unreadable one.
-    pub(super) async fn read_cgroup(
+    pub(in crate::backends::docker) async fn read_cgroup(
         &self,
         sandbox_id: &str,
         pid: u32,

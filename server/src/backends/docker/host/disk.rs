@@ -37,7 +37,7 @@ pub const NO_LOOP_DISK: &str = "none";
 impl DockerProvider {
     /// The loop disk's size for a create of `spec`, or `None` when it needs none (no bound, or
     /// another way bounds it). A bound the server cannot enforce is refused here.
-    pub(super) fn loop_disk_for(&self, spec: &SandboxSpec) -> Result<Option<u64>> {
+    pub(in crate::backends::docker) fn loop_disk_for(&self, spec: &SandboxSpec) -> Result<Option<u64>> {
         let create = &self.config.create;
         let Some(bytes) = argv::disk_bound_bytes(create, spec) else { return Ok(None) };
         match create.disk_bound {
@@ -51,7 +51,11 @@ impl DockerProvider {
 
     /// Put the writable layer of the created (not started) container `name` on an ext4 file
     /// of `bytes`; idempotent (a layer already mounted is left as it is). Returns the file.
-    pub(super) async fn attach_disk(&self, name: &str, bytes: u64) -> Result<(PathBuf, PathBuf)> {
+    pub(in crate::backends::docker) async fn attach_disk(
+        &self,
+        name: &str,
+        bytes: u64,
+    ) -> Result<(PathBuf, PathBuf)> {
         let text = match self.engine_api.as_ref() {
             Some(api) => match api.layer(name).await {
                 Ok(f) => format!("{}\t{}\t{}", f.id, f.driver, f.upper_dir),
@@ -124,7 +128,11 @@ impl DockerProvider {
 
     /// The [`DISK_LABEL`] of a create with a loop disk of `disk` bytes (or none), when the
     /// server bounds disks with loop files; a create without one is noted as such.
-    pub(super) fn disk_label(&self, name: &str, disk: Option<u64>) -> Option<(&'static str, String)> {
+    pub(in crate::backends::docker) fn disk_label(
+        &self,
+        name: &str,
+        disk: Option<u64>,
+    ) -> Option<(&'static str, String)> {
         if self.config.create.disk_bound != DiskBound::Loop {
             return None;
         }
@@ -140,12 +148,12 @@ impl DockerProvider {
     }
 
     /// Sandbox `name` has no loop disk (its create said so, or its label).
-    pub(super) fn note_no_disk(&self, name: &str) {
+    pub(in crate::backends::docker) fn note_no_disk(&self, name: &str) {
         self.records.update(name, |r| r.disk = DiskState::None);
     }
 
     /// What this process knows of `name`'s disk.
-    pub(super) fn disk_of(&self, name: &str) -> DiskState {
+    pub(in crate::backends::docker) fn disk_of(&self, name: &str) -> DiskState {
         self.records.read(name, |r| r.disk.clone()).unwrap_or_default()
     }
 
@@ -153,7 +161,7 @@ impl DockerProvider {
     /// the daemon's removal then deletes the layer beneath it, and the disk goes when the last
     /// user of it (a lost container's overlay) does. A sandbox known to have none (`disk`, or
     /// its [`DISK_LABEL`]) costs no `docker inspect`.
-    pub(super) async fn detach_disk(&self, name: &str, disk: &DiskState) {
+    pub(in crate::backends::docker) async fn detach_disk(&self, name: &str, disk: &DiskState) {
         if self.config.create.disk_bound != DiskBound::Loop {
             return;
         }
@@ -174,12 +182,12 @@ impl DockerProvider {
     }
 
     /// Remember the disk file of sandbox `sandbox_id` (removed at its close).
-    pub(super) fn note_disk(&self, sandbox_id: &str, (file, layer): (PathBuf, PathBuf)) {
+    pub(in crate::backends::docker) fn note_disk(&self, sandbox_id: &str, (file, layer): (PathBuf, PathBuf)) {
         self.records.update(sandbox_id, |r| r.disk = DiskState::Attached { file, layer });
     }
 
     /// After a create failed: the disk file made for its container goes.
-    pub(super) fn release_disk(&self, name: &str) {
+    pub(in crate::backends::docker) fn release_disk(&self, name: &str) {
         let disk = self.records.update(name, |r| std::mem::take(&mut r.disk));
         remove_disk_file(&disk);
     }
@@ -188,7 +196,7 @@ impl DockerProvider {
     /// exists (a crash between a removal and its clean-up, a `docker rm` from outside). The
     /// files are listed before the containers, so a file of a create in progress (made after
     /// its container) is never taken for a leftover.
-    pub(super) async fn prune_disks_due(&self) {
+    pub(in crate::backends::docker) async fn prune_disks_due(&self) {
         if self.config.create.disk_bound == DiskBound::Loop {
             if let Some(gib) = self.config.create.default_disk_gib {
                 self.disk_stock.refill(gib.saturating_mul(1 << 30));
@@ -219,7 +227,7 @@ impl DockerProvider {
 }
 
 /// Remove the disk file of a sandbox whose container is gone (its layer unmounted by Docker).
-pub(super) fn remove_disk_file(disk: &DiskState) {
+pub(in crate::backends::docker) fn remove_disk_file(disk: &DiskState) {
     if let DiskState::Attached { file, .. } = disk {
         if let Err(e) = std::fs::remove_file(file) {
             tracing::debug!(file = %file.display(), error = %e, "disk file already gone");

@@ -37,7 +37,11 @@ impl DockerProvider {
     /// The rules alone (a create enforces them right after `docker run`, before anything runs
     /// in the sandbox, and writes `/etc/hosts` once it is ready); `false` when the sandbox has no
     /// network to filter.
-    pub(super) async fn enforce_egress(&self, name: &str, plan: &EgressPlan) -> Result<bool> {
+    pub(in crate::backends::docker) async fn enforce_egress(
+        &self,
+        name: &str,
+        plan: &EgressPlan,
+    ) -> Result<bool> {
         if self.config.create.network.as_deref() == Some("none") {
             return Ok(false);
         }
@@ -63,7 +67,7 @@ impl DockerProvider {
 
     /// The allowed names into `/etc/hosts`: only for resolution, so a failure (a read-only
     /// file) is logged, never fatal.
-    pub(super) async fn write_hosts(&self, name: &str, plan: &EgressPlan) {
+    pub(in crate::backends::docker) async fn write_hosts(&self, name: &str, plan: &EgressPlan) {
         let script = hosts::update_script(plan);
         let params = ExecParams { timeout: Some(APPLY_TIMEOUT), ..Default::default() };
         let spec = ExecSpec { name, shell: "sh", command: &script, params: &params, user: Some("0") };

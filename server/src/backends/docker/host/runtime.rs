@@ -22,7 +22,7 @@ impl DockerProvider {
     /// The operator's policy over `spec`'s requirements, before anything is made: each added
     /// capability allowed (and never one of `NEVER_ADDED`), no network where the operator said
     /// `none`.
-    pub(super) fn check_runtime_policy(&self, spec: &SandboxSpec) -> Result<()> {
+    pub(in crate::backends::docker) fn check_runtime_policy(&self, spec: &SandboxSpec) -> Result<()> {
         let create = &self.config.create;
         // Checked and in Docker's spelling since the config was loaded.
         let allowed = &create.allowed_cap_add;
@@ -45,7 +45,7 @@ impl DockerProvider {
 
     /// Make (or find, and check to be ours) the volumes `spec` names (its network:
     /// `join_network`).
-    pub(super) async fn prepare_runtime(&self, spec: &SandboxSpec) -> Result<()> {
+    pub(in crate::backends::docker) async fn prepare_runtime(&self, spec: &SandboxSpec) -> Result<()> {
         let tenant = spec.tenant.as_deref();
         let labels = self.resource_labels(tenant);
         for (i, volume) in spec.volumes.iter().enumerate() {
@@ -60,7 +60,11 @@ impl DockerProvider {
     /// Show each volume's subpath at its target: a link into the volume's mount under
     /// `/.sandboxd/volumes/`, the subpath made first unless read-only. Runs as root in the
     /// sandbox (the only place these paths mean anything; the server never resolves them).
-    pub(super) async fn link_subpaths(&self, name: &str, spec: &SandboxSpec) -> Result<()> {
+    pub(in crate::backends::docker) async fn link_subpaths(
+        &self,
+        name: &str,
+        spec: &SandboxSpec,
+    ) -> Result<()> {
         use crate::backends::docker::pty::container::shell_quote as q;
         for (i, volume) in spec.volumes.iter().enumerate() {
             let Some(sub) = &volume.subpath else { continue };
@@ -100,7 +104,7 @@ impl DockerProvider {
     /// be ours) under the gate the first time this server uses it; after that a create trusts
     /// it until Docker says it is gone (`remake_network`): any server may remove an empty one
     /// (the sweep, `prune_networks_due`), so what this server saw is only a hint.
-    pub(super) async fn join_network(&self, spec: &SandboxSpec) -> Result<()> {
+    pub(in crate::backends::docker) async fn join_network(&self, spec: &SandboxSpec) -> Result<()> {
         let Some(network) = &spec.network else { return Ok(()) };
         let name = argv::network_name(spec.tenant.as_deref(), network);
         if self.network_known(&name) {
@@ -119,7 +123,7 @@ impl DockerProvider {
 
     /// A create found `spec`'s network gone (another server's sweep removed it) or doubled
     /// (two servers made it at once): forgotten, and made again, so the create goes on.
-    pub(super) async fn remake_network(&self, spec: &SandboxSpec) -> Result<()> {
+    pub(in crate::backends::docker) async fn remake_network(&self, spec: &SandboxSpec) -> Result<()> {
         if let (Some(network), Ok(mut known)) = (&spec.network, self.networks.lock()) {
             known.remove(&argv::network_name(spec.tenant.as_deref(), network));
         }
@@ -237,7 +241,7 @@ impl DockerProvider {
     /// any state: a created container holds no endpoint yet) for `docker.create.network_idle_s`
     /// are removed. Docker refuses to remove a network with endpoints; a create that loses
     /// its network to this anyway makes it again (`remake_network`).
-    pub(super) async fn prune_networks_due(&self) {
+    pub(in crate::backends::docker) async fn prune_networks_due(&self) {
         let idle = self.config.create.network_idle;
         let every = (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
         let now = crate::core::lease::now_ms();

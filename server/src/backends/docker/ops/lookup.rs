@@ -12,25 +12,25 @@ use crate::error::{ProviderError, Result};
 
 /// What one `docker inspect` says about a container.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Inspected {
-    pub(super) owned: bool,
-    pub(super) image: String,
-    pub(super) state: ContainerState,
-    pub(super) workdir: Option<String>,
-    pub(super) ports: Vec<u16>,
-    pub(super) metadata: BTreeMap<String, String>,
-    pub(super) tenant: Option<String>,
+pub(in crate::backends::docker) struct Inspected {
+    pub(in crate::backends::docker) owned: bool,
+    pub(in crate::backends::docker) image: String,
+    pub(in crate::backends::docker) state: ContainerState,
+    pub(in crate::backends::docker) workdir: Option<String>,
+    pub(in crate::backends::docker) ports: Vec<u16>,
+    pub(in crate::backends::docker) metadata: BTreeMap<String, String>,
+    pub(in crate::backends::docker) tenant: Option<String>,
     /// Its service network (`spec.network`), from its runtime label.
-    pub(super) network: Option<String>,
+    pub(in crate::backends::docker) network: Option<String>,
     /// Its OCI runtime (`sandboxd.oci_runtime`).
-    pub(super) runtime: Option<String>,
+    pub(in crate::backends::docker) runtime: Option<String>,
     /// Its create said it has no loop disk (`disk.rs`'s label).
-    pub(super) no_loop_disk: bool,
+    pub(in crate::backends::docker) no_loop_disk: bool,
 }
 
 impl DockerProvider {
     /// `Ok(None)` when no container has that name.
-    pub(super) async fn inspect(&self, name: &str) -> Result<Option<Inspected>> {
+    pub(in crate::backends::docker) async fn inspect(&self, name: &str) -> Result<Option<Inspected>> {
         match self.control(argv::inspect_args(name)).await {
             Ok(out) => {
                 let found = parse_inspect(&out.stdout_text())?;
@@ -79,7 +79,7 @@ impl DockerProvider {
         Ok(handle)
     }
 
-    pub(super) async fn owned(&self, sandbox_id: &str) -> Result<Inspected> {
+    pub(in crate::backends::docker) async fn owned(&self, sandbox_id: &str) -> Result<Inspected> {
         match self.inspect(sandbox_id).await? {
             Some(found) if found.owned => Ok(found),
             _ => Err(ProviderError::SandboxNotFound(sandbox_id.into())),

@@ -569,7 +569,7 @@ impl DockerProvider {
     }
 
     /// A container's full id.
-    pub(super) async fn container_id(&self, name: &str) -> Result<String> {
+    pub(in crate::backends::docker) async fn container_id(&self, name: &str) -> Result<String> {
         let out = self.control(argv::agent_facts_args(name)).await?;
         Ok(out.stdout_text().split('\t').next().unwrap_or("").trim().to_string())
     }
@@ -720,7 +720,11 @@ impl DockerProvider {
 
     /// Configured exec shell, else bash when the image has it, else sh, asked through `engine`
     /// (a create asks in its own pool, a lookup of an existing sandbox in the exec pool).
-    pub(super) async fn detect_shell(&self, engine: &dyn ExecEngine, name: &str) -> Result<String> {
+    pub(in crate::backends::docker) async fn detect_shell(
+        &self,
+        engine: &dyn ExecEngine,
+        name: &str,
+    ) -> Result<String> {
         if let Some(shell) = &self.config.exec.exec_shell {
             return Ok(shell.clone());
         }
@@ -731,7 +735,7 @@ impl DockerProvider {
     }
 
     /// Force-remove a container this call created, whatever state it is in.
-    pub(super) async fn force_remove(&self, name: &str) {
+    pub(in crate::backends::docker) async fn force_remove(&self, name: &str) {
         if let Err(e) = self.remove_container(name).await {
             tracing::warn!(sandbox_id = %name, error = %e, "could not remove a half-created container");
         }

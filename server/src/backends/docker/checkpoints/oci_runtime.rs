@@ -38,14 +38,14 @@ impl DockerProvider {
     /// built-in runc, whose container init is a host process that is pid 1 of the sandbox's
     /// namespace (what `init_kill.rs` ends a sandbox through). Another runtime's (gVisor's
     /// sandbox processes) may die while Docker still reads the container running.
-    pub(super) fn on_built_in_runtime(&self, name: Option<&str>) -> bool {
+    pub(in crate::backends::docker) fn on_built_in_runtime(&self, name: Option<&str>) -> bool {
         let name = name.unwrap_or(self.config.create.runtime.as_str());
         self.config.runtimes.get(name).is_some_and(|offer| offer.daemon_name() == BUILT_IN_RUNTIME)
     }
 
     /// The runtime `spec` runs on; `snapshot_runtime` is its snapshot's (`""`: one taken
     /// before runtimes were recorded, which runs on the default).
-    pub(super) async fn choose_runtime(
+    pub(in crate::backends::docker) async fn choose_runtime(
         &self,
         spec: &SandboxSpec,
         snapshot_runtime: Option<&str>,

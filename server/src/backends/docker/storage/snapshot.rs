@@ -37,7 +37,7 @@ struct ImageConfig {
 }
 
 /// A commit's place under the bound, given back when the commit ends (or is cancelled).
-pub(super) struct InFlight(Arc<AtomicUsize>);
+pub(in crate::backends::docker) struct InFlight(Arc<AtomicUsize>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
@@ -126,7 +126,7 @@ impl DockerProvider {
     /// The commit of a sandbox already known to be ours (a fork inspected it) to a new
     /// snapshot, recorded as under way once its place under the bound is reserved (a refused
     /// call leaves no record): the caller answers the record when it answers its own caller.
-    pub(super) async fn commit_owned(
+    pub(in crate::backends::docker) async fn commit_owned(
         &self,
         sandbox_id: &str,
         labels: &BTreeMap<String, String>,
@@ -142,7 +142,7 @@ impl DockerProvider {
 
     /// `docker commit` of the sandbox to the snapshot image `snapshot_id` (its place under the
     /// bound already reserved), marked live or not; a commit cut off leaves no image.
-    pub(super) async fn commit_as(
+    pub(in crate::backends::docker) async fn commit_as(
         &self,
         sandbox_id: &str,
         snapshot_id: &str,
@@ -179,7 +179,10 @@ impl DockerProvider {
     /// A place under `max_snapshots` for one commit: counted under a lock with the commits
     /// still running, so concurrent snapshots of this process never pass the bound, while the
     /// commits themselves run in parallel.
-    pub(super) async fn reserve_snapshot_place(&self, max_snapshots: usize) -> Result<InFlight> {
+    pub(in crate::backends::docker) async fn reserve_snapshot_place(
+        &self,
+        max_snapshots: usize,
+    ) -> Result<InFlight> {
         let _counting = self.snapshot_lock.lock().await;
         let existing = self.snapshot_refs().await?.len() + self.snapshots_in_flight.load(Ordering::SeqCst);
         if existing >= max_snapshots {
@@ -292,7 +295,7 @@ impl DockerProvider {
     }
 
     /// Best effort: remove a snapshot image this call made (a failed commit or fork).
-    pub(super) async fn remove_snapshot_image(&self, snapshot_id: &str) {
+    pub(in crate::backends::docker) async fn remove_snapshot_image(&self, snapshot_id: &str) {
         self.drop_live_checkpoint(snapshot_id).await;
         if let Err(e) = self.control(argv::rmi_args(snapshot_id)).await {
             if e.kind() == Some(DockerFailureKind::MissingImage) {

@@ -56,7 +56,7 @@ const STORE: &str = "sandboxd-checkpoints";
 /// A file naming the container in each copy of a checkpoint (`place_checkpoint`).
 const RESTORE_MARK: &str = "sandboxd-restore";
 /// How a container starts from a live snapshot (`place_checkpoint`).
-pub(super) enum LiveStart {
+pub(in crate::backends::docker) enum LiveStart {
     /// `docker start --checkpoint <name>`: a copy in the container's own `checkpoints/`.
     Checkpoint(String),
     /// A plain `docker start` that the wrapper restores (`runsc_direct.rs`); the request is
@@ -66,7 +66,7 @@ pub(super) enum LiveStart {
 
 impl LiveStart {
     /// The `docker start` that restores container `name`.
-    pub(super) fn start_args(&self, name: &str) -> Vec<String> {
+    pub(in crate::backends::docker) fn start_args(&self, name: &str) -> Vec<String> {
         match self {
             Self::Checkpoint(checkpoint) => argv::start_from_checkpoint_args(name, checkpoint),
             Self::Restore { .. } => argv::start_args(name),
@@ -134,7 +134,7 @@ fn tree_bytes(dir: &Path) -> u64 {
 
 /// What a call that needs a running sandbox answers on a hibernated one: nothing wakes it but
 /// `Resume` (a call never wakes it implicitly: a trainer decides when memory comes back).
-pub(super) fn hibernated_error(sandbox_id: &str) -> ProviderError {
+pub(in crate::backends::docker) fn hibernated_error(sandbox_id: &str) -> ProviderError {
     ProviderError::FailedPrecondition(format!(
         "sandbox {sandbox_id:?} is hibernated (checkpointed to disk, stopped): Resume wakes it"
     ))
@@ -152,7 +152,7 @@ async fn blocking<T: Send + 'static>(
 impl DockerProvider {
     /// The daemon's data root (asked once). The server must share the daemon's filesystem
     /// (as the agent's socket already needs).
-    pub(super) async fn data_root(&self) -> Result<PathBuf> {
+    pub(in crate::backends::docker) async fn data_root(&self) -> Result<PathBuf> {
         self.data_root
             .get_or_try_init(|| async {
                 let out = self.control(argv::data_root_args()).await?;
@@ -179,7 +179,12 @@ impl DockerProvider {
 
     /// `runtime` can checkpoint (`docker.runtimes[].checkpoint`), or the refusal naming what
     /// `call` needs.
-    pub(super) fn refuse_unless_checkpointable(&self, what: &str, runtime: &str, call: &str) -> Result<()> {
+    pub(in crate::backends::docker) fn refuse_unless_checkpointable(
+        &self,
+        what: &str,
+        runtime: &str,
+        call: &str,
+    ) -> Result<()> {
         let runtimes = &self.config.runtimes;
         if runtimes.get(runtime).is_some_and(|o| o.checkpoint) {
             return Ok(());
@@ -409,7 +414,10 @@ impl DockerProvider {
 
     /// `info` with a live snapshot's size counting its checkpoint (the memory image kept beside
     /// the committed files), which is most of what it holds on disk.
-    pub(super) async fn counting_checkpoint(&self, mut info: SnapshotInfo) -> SnapshotInfo {
+    pub(in crate::backends::docker) async fn counting_checkpoint(
+        &self,
+        mut info: SnapshotInfo,
+    ) -> SnapshotInfo {
         if info.live {
             if let Ok(root) = self.data_root().await {
                 let store = Self::store_dir(&root, &info.snapshot_id);
@@ -420,7 +428,7 @@ impl DockerProvider {
     }
 
     /// Remove the checkpoint kept beside a live snapshot (none: nothing to do).
-    pub(super) async fn drop_live_checkpoint(&self, snapshot_id: &str) {
+    pub(in crate::backends::docker) async fn drop_live_checkpoint(&self, snapshot_id: &str) {
         if !argv::is_valid_snapshot_id(snapshot_id) {
             return;
         }
@@ -437,7 +445,7 @@ impl DockerProvider {
     /// Remove kept checkpoints whose snapshot image is gone (removed outside this service, or
     /// by a test's clean-up), once they are a minute old (a checkpoint being taken has its
     /// image before its directory).
-    pub(super) async fn prune_orphan_checkpoints(&self, snapshot_refs: &[String]) {
+    pub(in crate::backends::docker) async fn prune_orphan_checkpoints(&self, snapshot_refs: &[String]) {
         let Ok(root) = self.data_root().await else { return };
         let Ok(entries) = std::fs::read_dir(root.join(STORE)) else { return };
         for entry in entries.flatten() {
@@ -457,7 +465,11 @@ impl DockerProvider {
     /// How the created container `name` starts from live snapshot `snapshot_id`: restored by
     /// the wrapper from the snapshot's store (`runsc_direct.rs`), or from a hard-linked copy in
     /// its own `checkpoints/` (the name `docker start --checkpoint` takes).
-    pub(super) async fn place_checkpoint(&self, name: &str, snapshot_id: &str) -> Result<LiveStart> {
+    pub(in crate::backends::docker) async fn place_checkpoint(
+        &self,
+        name: &str,
+        snapshot_id: &str,
+    ) -> Result<LiveStart> {
         let root = self.data_root().await?;
         let store = Self::store_dir(&root, snapshot_id);
         if !store.is_dir() {
@@ -608,7 +620,7 @@ impl DockerProvider {
     }
 
     /// As `is_hibernated`, by name (false for a name that is no sandbox id).
-    pub(super) async fn is_hibernated_name(&self, name: &str) -> bool {
+    pub(in crate::backends::docker) async fn is_hibernated_name(&self, name: &str) -> bool {
         match SandboxId::parse("sandbox_id", name) {
             Ok(id) => self.is_hibernated(&id).await,
             Err(_) => false,
@@ -617,7 +629,7 @@ impl DockerProvider {
 
     /// Whether the sandbox sleeps in a hibernation checkpoint: this process put it there, or
     /// (after a restart) its container is stopped with one.
-    pub(super) async fn is_hibernated(&self, id: &SandboxId) -> bool {
+    pub(in crate::backends::docker) async fn is_hibernated(&self, id: &SandboxId) -> bool {
         if self.is_known_hibernated(id.as_str()) {
             return true;
         }
@@ -637,7 +649,7 @@ impl DockerProvider {
 
     /// Wake a hibernated sandbox (restored from its checkpoint, which is then removed):
     /// `Ok(false)` when it was not hibernated.
-    pub(super) async fn wake(&self, id: &SandboxId) -> Result<bool> {
+    pub(in crate::backends::docker) async fn wake(&self, id: &SandboxId) -> Result<bool> {
         if !self.is_hibernated(id).await {
             return Ok(false);
         }
@@ -671,7 +683,7 @@ impl DockerProvider {
     }
 
     /// The status a stopped sandbox really has: hibernated when it sleeps in a checkpoint.
-    pub(super) async fn hibernated_or(
+    pub(in crate::backends::docker) async fn hibernated_or(
         &self,
         id: &SandboxId,
         status: crate::core::spec::SandboxStatus,

@@ -34,7 +34,7 @@ impl DockerProvider {
     }
 
     /// The `Pty` RPC's terminal: through the configured transport.
-    pub(super) async fn open_engine_terminal(
+    pub(in crate::backends::docker) async fn open_engine_terminal(
         &self,
         handle: &SandboxHandle,
         spec: &PtySpec,
@@ -47,7 +47,7 @@ impl DockerProvider {
     }
 
     /// `PtyAttach`: hold a session the sandbox's agent keeps, tracked like an opened one.
-    pub(super) async fn attach_engine_terminal(
+    pub(in crate::backends::docker) async fn attach_engine_terminal(
         &self,
         handle: &SandboxHandle,
         attach: &AttachSpec,
@@ -59,7 +59,10 @@ impl DockerProvider {
     }
 
     /// `ListPtySessions`: the sessions the sandbox's agent keeps.
-    pub(super) async fn list_engine_terminals(&self, handle: &SandboxHandle) -> Result<Vec<TerminalInfo>> {
+    pub(in crate::backends::docker) async fn list_engine_terminals(
+        &self,
+        handle: &SandboxHandle,
+    ) -> Result<Vec<TerminalInfo>> {
         self.refuse_if_paused(&handle.sandbox_id).await?;
         self.engine.list_terminals(&handle.sandbox_id).await
     }

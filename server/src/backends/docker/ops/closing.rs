@@ -78,7 +78,7 @@ impl DockerProvider {
     /// remove its container in the background. `Ok(false)`: not done
     /// this way (the kill failed, or no record could be written), the caller removes it in the
     /// foreground.
-    pub(super) async fn close_in_background(
+    pub(in crate::backends::docker) async fn close_in_background(
         &self,
         sandbox_id: &str,
         container: Option<String>,
@@ -147,26 +147,26 @@ impl DockerProvider {
     /// Whether `sandbox_id` was closed by this server or a replica sharing its state directory
     /// and its removal is not finished: from the close's answer on, although Docker may show
     /// the killed container running for a moment longer.
-    pub(super) fn closed_by_any(&self, sandbox_id: &str) -> bool {
+    pub(in crate::backends::docker) fn closed_by_any(&self, sandbox_id: &str) -> bool {
         self.closing_record(sandbox_id).exists()
     }
 
     /// Whether `sandbox_id` was closed here and its removal is still under way.
-    pub(super) fn closing_now(&self, sandbox_id: &str) -> bool {
+    pub(in crate::backends::docker) fn closing_now(&self, sandbox_id: &str) -> bool {
         self.closings.in_flight.lock().is_ok_and(|set| set.contains(sandbox_id))
     }
 
     /// The sandboxes closed here whose removal is under way now. A reader of Docker's state
     /// takes this before reading: a removal that ends while it reads (the id no longer in
     /// flight) may still show in what it read.
-    pub(super) fn closing_ids(&self) -> std::collections::HashSet<String> {
+    pub(in crate::backends::docker) fn closing_ids(&self) -> std::collections::HashSet<String> {
         self.closings.in_flight.lock().map(|set| set.clone()).unwrap_or_default()
     }
 
     /// `SandboxNotFound` for a sandbox closed here whose removal is under way: a call that holds
     /// its handle from before the close must not reach the stopped container (`docker cp` into
     /// it would still work).
-    pub(super) fn refuse_closing(&self, sandbox_id: &str) -> crate::error::Result<()> {
+    pub(in crate::backends::docker) fn refuse_closing(&self, sandbox_id: &str) -> crate::error::Result<()> {
         if self.closing_now(sandbox_id) {
             return Err(crate::error::ProviderError::SandboxNotFound(sandbox_id.into()));
         }
@@ -175,7 +175,7 @@ impl DockerProvider {
 
     /// The sweep's part: finish the closes whose server died before their removal did (records
     /// nobody holds).
-    pub(super) async fn finish_abandoned_closes(&self) {
+    pub(in crate::backends::docker) async fn finish_abandoned_closes(&self) {
         for held in held_files::unheld(&self.closing_dir, Duration::from_secs(60)) {
             let closing = held.read().ok().and_then(|b| serde_json::from_slice::<Closing>(&b).ok());
             match closing {
@@ -195,7 +195,7 @@ impl DockerProvider {
     }
 
     /// Whether any removal this server left to the background is under way.
-    pub(super) fn removals_under_way(&self) -> bool {
+    pub(in crate::backends::docker) fn removals_under_way(&self) -> bool {
         self.closings.in_flight.lock().is_ok_and(|set| !set.is_empty())
     }
 
@@ -213,7 +213,7 @@ impl DockerProvider {
     /// removals were under way before it or are now: the only holders may be sandboxes closed
     /// a moment ago. Asked before as well as after: a removal that ends between the look and
     /// the question freed the resource, and the second look must still come.
-    pub(super) async fn looked_at_after_removals<T, Look, Fut>(
+    pub(in crate::backends::docker) async fn looked_at_after_removals<T, Look, Fut>(
         &self,
         mut look: Look,
         held: impl Fn(&T) -> bool,

@@ -93,7 +93,7 @@ impl DockerProvider {
     }
 
     /// One more command or process started in `name` (counted in `Usage`).
-    pub(super) fn note_started(&self, name: &str) {
+    pub(in crate::backends::docker) fn note_started(&self, name: &str) {
         self.records.update(name, |r| r.usage.started());
     }
 

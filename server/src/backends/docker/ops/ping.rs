@@ -11,7 +11,7 @@ const PING_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl DockerProvider {
     /// Ok when the daemon answers with its API version; `Unavailable` with what docker said.
-    pub(super) async fn ping_daemon(&self) -> Result<()> {
+    pub(in crate::backends::docker) async fn ping_daemon(&self) -> Result<()> {
         let mut child = self.cli.spawn(&argv::version_args(), false, false).await?;
         child.drain_stderr();
         match tokio::time::timeout(PING_TIMEOUT, child.finish()).await {

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 /// The layers of a container's root filesystem on the host.
 #[derive(Debug, Clone)]
-pub(super) struct Layers {
-    pub(super) upper: PathBuf,
+pub(in crate::backends::docker) struct Layers {
+    pub(in crate::backends::docker) upper: PathBuf,
     /// Topmost first.
-    pub(super) lowers: Vec<PathBuf>,
+    pub(in crate::backends::docker) lowers: Vec<PathBuf>,
 }

@@ -14,7 +14,7 @@ use super::provider::DockerProvider;
 
 /// A snapshot under way, recorded. Dropped without [`SnapshotMaking::answered`] (an error
 /// path, a cancelled call), the record stays for the sweep.
-pub(super) struct SnapshotMaking(Option<Held>);
+pub(in crate::backends::docker) struct SnapshotMaking(Option<Held>);
 
 impl SnapshotMaking {
     /// The call answered with the snapshot (or removed it itself): nothing left to sweep.
@@ -41,7 +41,7 @@ impl DockerProvider {
 
     /// Record that this call makes `snapshot_id`. Without a record (the state directory
     /// refused it) the call goes on; only the sweep after a crash loses it.
-    pub(super) fn making_snapshot(&self, snapshot_id: &str) -> SnapshotMaking {
+    pub(in crate::backends::docker) fn making_snapshot(&self, snapshot_id: &str) -> SnapshotMaking {
         match Held::create(&self.snapshotting_dir.join(snapshot_id), snapshot_id.as_bytes()) {
             Ok(held) => SnapshotMaking(Some(held)),
             Err(e) => {
@@ -52,7 +52,7 @@ impl DockerProvider {
     }
 
     /// The sweep's part: remove the snapshots whose call never answered.
-    pub(super) async fn remove_abandoned_snapshots(&self) {
+    pub(in crate::backends::docker) async fn remove_abandoned_snapshots(&self) {
         for held in held_files::unheld(&self.snapshotting_dir, Duration::from_secs(60)) {
             let snapshot_id =
                 held.read().map(|b| String::from_utf8_lossy(&b).trim().to_string()).unwrap_or_default();

@@ -36,7 +36,7 @@ impl DockerProvider {
 
     /// Refuse a sandbox the events table knows to be frozen (memory only, so every exec can
     /// afford it; the agent engine would otherwise wait on a frozen agent until its timeout).
-    pub(super) fn refuse_known_paused(&self, sandbox_id: &str) -> Result<()> {
+    pub(in crate::backends::docker) fn refuse_known_paused(&self, sandbox_id: &str) -> Result<()> {
         if self.is_known_hibernated(sandbox_id) {
             return Err(super::live::hibernated_error(sandbox_id));
         }

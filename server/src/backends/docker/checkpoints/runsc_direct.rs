@@ -36,7 +36,7 @@ const CHECKPOINT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1
 /// --checkpoint` of that container fails with "id already in use" (hibernating a sandbox that had
 /// been checkpointed once, then resuming it). Not a race: it lasted minutes.
 #[derive(Debug, Clone)]
-pub(super) struct RunscState {
+pub(in crate::backends::docker) struct RunscState {
     root: PathBuf,
     binary: PathBuf,
     container_id: String,
@@ -44,7 +44,7 @@ pub(super) struct RunscState {
 
 /// The runsc state of `container_id` (`None` when no runsc sandbox process of it is visible
 /// here: another host, another runtime).
-pub(super) fn runsc_state_of(container_id: &str) -> Option<RunscState> {
+pub(in crate::backends::docker) fn runsc_state_of(container_id: &str) -> Option<RunscState> {
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let name = entry.file_name();
         if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
@@ -93,7 +93,7 @@ impl RunscState {
     /// removes it, or it is the stale "paused" state of a sandbox that is gone (its process
     /// exited), which is deleted here (`runsc delete --force`, which removes it and then
     /// panics on the same transition in this release).
-    pub(super) async fn settle(&self) {
+    pub(in crate::backends::docker) async fn settle(&self) {
         const PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
         let give_up = std::time::Instant::now() + PATIENCE;
         loop {
@@ -138,7 +138,11 @@ fn process_alive(pid: i64) -> bool {
 
 /// What `runsc checkpoint` is given: the image uncompressed (a fork reads it at disk speed),
 /// pages never written left out, and with `leave_running` the sandbox going on.
-pub(super) fn checkpoint_args(state: &RunscState, image: &Path, leave_running: bool) -> Vec<String> {
+pub(in crate::backends::docker) fn checkpoint_args(
+    state: &RunscState,
+    image: &Path,
+    leave_running: bool,
+) -> Vec<String> {
     let mut args = vec![format!("--root={}", state.root.display()), "checkpoint".to_string()];
     if leave_running {
         args.push("--leave-running".to_string());
@@ -161,7 +165,7 @@ impl DockerProvider {
     /// The restore directory of daemon runtime `daemon_runtime` when it is registered through
     /// `scripts/sandboxd-runsc` (then its sandboxes are checkpointed and restored directly), or
     /// `None` (through `docker checkpoint`). Asked of `docker info` once per runtime.
-    pub(super) async fn restore_dir(&self, daemon_runtime: &str) -> Option<PathBuf> {
+    pub(in crate::backends::docker) async fn restore_dir(&self, daemon_runtime: &str) -> Option<PathBuf> {
         if let Some(known) = self.restore_dirs.lock().ok().and_then(|m| m.get(daemon_runtime).cloned()) {
             return known;
         }
@@ -174,7 +178,7 @@ impl DockerProvider {
     }
 
     /// (full id, daemon runtime) of container `name`.
-    pub(super) async fn id_and_runtime(&self, name: &str) -> Result<(String, String)> {
+    pub(in crate::backends::docker) async fn id_and_runtime(&self, name: &str) -> Result<(String, String)> {
         let out = self.control(argv::id_and_runtime_args(name)).await.map_err(|e| match e.kind() {
             Some(DockerFailureKind::MissingContainer) => ProviderError::SandboxNotFound(name.into()),
             _ => e.into(),
@@ -186,7 +190,7 @@ impl DockerProvider {
 
     /// `runsc checkpoint` of the running sandbox `sandbox_id` (container `container_id`) into
     /// `image` (made by runsc; whatever is there is replaced).
-    pub(super) async fn runsc_checkpoint(
+    pub(in crate::backends::docker) async fn runsc_checkpoint(
         &self,
         sandbox_id: &str,
         container_id: &str,
@@ -240,12 +244,16 @@ impl DockerProvider {
 
 /// The server's ask that the wrapper restore one container from an image at its next start;
 /// withdrawn when dropped (the wrapper removes it itself once it has restored).
-pub(super) struct RestoreRequest(PathBuf);
+pub(in crate::backends::docker) struct RestoreRequest(PathBuf);
 
 impl RestoreRequest {
     /// Ask that container `container_id` be restored from runsc image `image`, in `restore_dir`
     /// (the directory its runtime was registered with).
-    pub(super) async fn write(restore_dir: &Path, container_id: &str, image: &Path) -> Result<Self> {
+    pub(in crate::backends::docker) async fn write(
+        restore_dir: &Path,
+        container_id: &str,
+        image: &Path,
+    ) -> Result<Self> {
         let (dir, request) = (restore_dir.to_path_buf(), restore_request(restore_dir, container_id));
         let text = image.display().to_string();
         let path = request.clone();
