@@ -1,7 +1,12 @@
 //! Sandboxes that end under calls, in-process: concurrent closes of one sandbox, an upload into
 //! a sandbox killed from outside, and the per-sandbox caches that shrink however a sandbox ends.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use sandboxd::backends::docker::provider::CacheSizes;
+use sandboxd::backends::docker::DockerProvider;
+use sandboxd::core::lifecycle::{LeaseOptions, Lifecycle};
 
 use sandboxd_client::proto;
 use testkit::images::BUSYBOX;
@@ -82,18 +87,8 @@ async fn an_upload_into_a_sandbox_killed_from_outside_names_its_state() {
 #[tokio::test(flavor = "multi_thread")]
 async fn per_sandbox_caches_shrink_when_sandboxes_end_however_they_end() {
     use sandboxd::core::backend::SandboxBackend;
-    use sandboxd::core::lifecycle::{LeaseOptions, Lifecycle};
     let label = TestLabel::new();
-    let provider = std::sync::Arc::new(testkit::provider(&label));
-    let state = tempfile::tempdir().unwrap();
-    let lifecycle = std::sync::Arc::new(Lifecycle::new(
-        provider.clone(),
-        LeaseOptions {
-            policy: sandboxd::core::lease::LeasePolicy::default(),
-            store: sandboxd::core::lease::LeaseStore::open(state.path()).unwrap(),
-            create_timeout: Duration::from_secs(300),
-        },
-    ));
+    let (provider, lifecycle, _state) = provider_and_lifecycle(&label);
     let mut handles = Vec::new();
     for _ in 0..6 {
         let spec = sandboxd::core::spec::SandboxSpec::new(BUSYBOX);
@@ -123,27 +118,15 @@ async fn per_sandbox_caches_shrink_when_sandboxes_end_however_they_end() {
     for handle in &handles[3..] {
         assert!(testkit::docker(&["rm", "-f", &handle.sandbox_id]).status.success());
     }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        lifecycle.sweep().await.expect("sweep");
-        let sizes = provider.cache_sizes();
-        let settled = sizes.handles == 0
+    let sizes = until_settled(&provider, &lifecycle, "caches never came back down", |sizes| {
+        sizes.handles == 0
             && sizes.agent_channels == 0
             && sizes.without_agent == 0
             && sizes.pty_sandboxes == 0
             && sizes.pty_sessions == 0
-            && lifecycle.created_count() == 0;
-        if settled {
-            assert!(sizes.closed <= 3, "only what this process closed is remembered: {sizes:?}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "caches never came back down: {sizes:?}, created {}",
-            lifecycle.created_count()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    })
+    .await;
+    assert!(sizes.closed <= 3, "only what this process closed is remembered: {sizes:?}");
 }
 
 /// Issue 36: one record per sandbox. After full lifecycles — create, exec, usage, a terminal
@@ -153,18 +136,8 @@ async fn per_sandbox_caches_shrink_when_sandboxes_end_however_they_end() {
 #[tokio::test(flavor = "multi_thread")]
 async fn every_per_sandbox_record_is_gone_after_full_lifecycles() {
     use sandboxd::core::backend::{CreatePolicy, SandboxBackend};
-    use sandboxd::core::lifecycle::{LeaseOptions, Lifecycle};
     let label = TestLabel::new();
-    let provider = std::sync::Arc::new(testkit::provider(&label));
-    let state = tempfile::tempdir().unwrap();
-    let lifecycle = std::sync::Arc::new(Lifecycle::new(
-        provider.clone(),
-        LeaseOptions {
-            policy: sandboxd::core::lease::LeasePolicy::default(),
-            store: sandboxd::core::lease::LeaseStore::open(state.path()).unwrap(),
-            create_timeout: Duration::from_secs(300),
-        },
-    ));
+    let (provider, lifecycle, _state) = provider_and_lifecycle(&label);
     let mut ended_here = Vec::new();
     let mut removed_outside = Vec::new();
     let mut snapshots = Vec::new();
@@ -207,30 +180,56 @@ async fn every_per_sandbox_record_is_gone_after_full_lifecycles() {
             provider.close(&child.id()).await.expect("close the fork");
         }
     }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        lifecycle.sweep().await.expect("sweep");
-        let sizes = provider.cache_sizes();
-        let empty = sizes.records == 0
+    let what = format!(
+        "per-sandbox records never emptied (closed here {ended_here:?}, removed outside {removed_outside:?})"
+    );
+    let sizes = until_settled(&provider, &lifecycle, &what, |sizes| {
+        sizes.records == 0
             && sizes.handles == 0
             && sizes.pty_sandboxes == 0
             && sizes.pty_sessions == 0
             && sizes.agent_records == 0
             && sizes.agent_channels == 0
             && sizes.without_agent == 0
-            && lifecycle.created_count() == 0;
-        if empty {
-            assert!(sizes.closed <= ended_here.len(), "only what this process closed: {sizes:?}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "per-sandbox records never emptied: {sizes:?}, created {} (closed here {ended_here:?}, removed outside {removed_outside:?})",
-            lifecycle.created_count()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    })
+    .await;
+    assert!(sizes.closed <= ended_here.len(), "only what this process closed: {sizes:?}");
     for snapshot in &snapshots {
         provider.delete_snapshot(snapshot).await.expect("delete the fork's snapshot");
+    }
+}
+
+/// A provider of the test's label and a lifecycle over it, with its lease store's directory.
+fn provider_and_lifecycle(label: &TestLabel) -> (Arc<DockerProvider>, Arc<Lifecycle>, tempfile::TempDir) {
+    let provider = Arc::new(testkit::provider(label));
+    let state = tempfile::tempdir().unwrap();
+    let lifecycle = Arc::new(Lifecycle::new(
+        provider.clone(),
+        LeaseOptions {
+            policy: sandboxd::core::lease::LeasePolicy::default(),
+            store: sandboxd::core::lease::LeaseStore::open(state.path()).unwrap(),
+            create_timeout: Duration::from_secs(300),
+        },
+    ));
+    (provider, lifecycle, state)
+}
+
+/// Sweep every half second until `settled` holds for the provider's sizes and the lifecycle
+/// has seen every sandbox it created end (60 s at most, then fail saying `what`): the sizes.
+async fn until_settled(
+    provider: &DockerProvider,
+    lifecycle: &Lifecycle,
+    what: &str,
+    settled: impl Fn(&CacheSizes) -> bool,
+) -> CacheSizes {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        lifecycle.sweep().await.expect("sweep");
+        let sizes = provider.cache_sizes();
+        if settled(&sizes) && lifecycle.created_count() == 0 {
+            return sizes;
+        }
+        assert!(Instant::now() < deadline, "{what}: {sizes:?}, created {}", lifecycle.created_count());
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }

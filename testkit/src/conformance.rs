@@ -49,18 +49,23 @@ pub async fn create_exec_close(client: &Client, image: &str) {
     assert_eq!(three.return_code, 3, "create_exec_close: exit 3 is the command's own code");
     let id = sandbox.id().to_string();
     sandbox.stop().await.expect("create_exec_close: close");
-    let mut raw = client.raw();
     // Gone reads stopped (NeMo Gym's status of a removed sandbox).
-    let status = raw.status(proto::StatusRequest { sandbox_id: id.clone() }).await;
-    let status = status.map(|s| s.into_inner().status).map_err(|s| s.code());
-    assert_eq!(status, Ok(proto::SandboxStatus::Stopped as i32), "create_exec_close: Status after Close");
-    let exec =
-        raw.exec(proto::ExecRequest { sandbox_id: id, command: "echo x".into(), ..Default::default() }).await;
-    assert_eq!(
-        exec.map(|_| ()).map_err(|s| s.code()),
-        Err(Code::NotFound),
-        "create_exec_close: Exec after Close"
-    );
+    let stopped = Ok(proto::SandboxStatus::Stopped as i32);
+    assert_eq!(status_of(client, &id).await, stopped, "create_exec_close: Status after Close");
+    assert_eq!(exec_in(client, &id).await, Err(Code::NotFound), "create_exec_close: Exec after Close");
+}
+
+/// `Status` of `id` through the stub: the status, or the call's code.
+async fn status_of(client: &Client, id: &str) -> Result<i32, Code> {
+    let answer = client.raw().status(proto::StatusRequest { sandbox_id: id.into() }).await;
+    answer.map(|s| s.into_inner().status).map_err(|s| s.code())
+}
+
+/// `echo x` through the stub's `Exec` in `id`: `Ok` when the call was answered, else its code.
+async fn exec_in(client: &Client, id: &str) -> Result<(), Code> {
+    let request =
+        proto::ExecRequest { sandbox_id: id.into(), command: "echo x".into(), ..Default::default() };
+    client.raw().exec(request).await.map(|_| ()).map_err(|s| s.code())
 }
 
 /// `spec.files` are in the sandbox when its create answers.
@@ -95,22 +100,13 @@ pub async fn uploads_download_back(client: &Client, image: &str) {
 /// Exec on an id no sandbox has, or of a shape no sandbox id has, is NOT_FOUND (Status reads
 /// it stopped); an empty id is INVALID_ARGUMENT.
 pub async fn unknown_and_malformed_ids(client: &Client) {
-    let mut raw = client.raw();
-    let exec = |id: &str| proto::ExecRequest {
-        sandbox_id: id.into(),
-        command: "echo x".into(),
-        ..Default::default()
-    };
-    let unknown = raw.exec(exec(UNKNOWN_ID)).await.map(|_| ()).map_err(|s| s.code());
-    assert_eq!(unknown, Err(Code::NotFound), "unknown_ids: Exec of an unknown id");
+    assert_eq!(exec_in(client, UNKNOWN_ID).await, Err(Code::NotFound), "unknown_ids: Exec of an unknown id");
     // Status answers for an id that names nothing, as for one closed: stopped (NeMo Gym's).
-    let status = raw.status(proto::StatusRequest { sandbox_id: UNKNOWN_ID.into() }).await;
-    let status = status.map(|s| s.into_inner().status).map_err(|s| s.code());
-    assert_eq!(status, Ok(proto::SandboxStatus::Stopped as i32), "unknown_ids: Status");
-    let bad = raw.exec(exec("not an id; rm -rf /")).await.map(|_| ()).map_err(|s| s.code());
+    let stopped = Ok(proto::SandboxStatus::Stopped as i32);
+    assert_eq!(status_of(client, UNKNOWN_ID).await, stopped, "unknown_ids: Status");
+    let bad = exec_in(client, "not an id; rm -rf /").await;
     assert_eq!(bad, Err(Code::NotFound), "unknown_ids: a malformed id");
-    let empty = raw.exec(exec("")).await.map(|_| ()).map_err(|s| s.code());
-    assert_eq!(empty, Err(Code::InvalidArgument), "unknown_ids: an empty id");
+    assert_eq!(exec_in(client, "").await, Err(Code::InvalidArgument), "unknown_ids: an empty id");
 }
 
 /// A paused sandbox refuses exec with FAILED_PRECONDITION and reads `paused`; resumed, it runs.

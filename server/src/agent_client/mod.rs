@@ -16,10 +16,9 @@ pub mod run_dirs;
 pub mod socket;
 pub mod terminal;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sandboxd_agent::protocol;
@@ -32,6 +31,7 @@ use self::run_dirs::{InFlight, RunDirs};
 use crate::core::backend::{ExecStream, FileDownload, StreamEvent, TerminalSession, UploadSource};
 use crate::core::exec_engine::{no_sessions, spawn_stream, ExecEngine, ExecSpec};
 use crate::core::fs::Xattr;
+use crate::core::record_map::{Record, RecordMap};
 use crate::core::spec::PtySpec;
 use crate::core::spec::{ExecErrorType, ExecResult};
 use crate::core::terminal::{AttachSpec, TerminalInfo};
@@ -49,7 +49,7 @@ pub struct AgentEngine {
     /// The runtime the sandboxes run in: their channels, state and fallback engine.
     host: Arc<dyn AgentHost>,
     /// Everything kept of each sandbox, in one record by name (one `forget` drops it).
-    reaches: Mutex<HashMap<String, Reach>>,
+    reaches: RecordMap<Reach>,
     /// Where run directories live (`<root>/<sandbox id>/run`); `None`: no socket transport
     /// (the reason was logged when the server started).
     run_dirs: Option<RunDirs>,
@@ -73,7 +73,7 @@ struct Reach {
     exec_only: bool,
 }
 
-impl Reach {
+impl Record for Reach {
     fn is_empty(&self) -> bool {
         self.slot.is_none() && self.facts.is_none() && !self.without_agent && !self.exec_only
     }
@@ -107,7 +107,7 @@ impl AgentEngine {
     pub fn new(host: Arc<dyn AgentHost>, socket_root: Option<PathBuf>, new_sockets: bool) -> Self {
         Self {
             host,
-            reaches: Mutex::default(),
+            reaches: RecordMap::default(),
             run_dirs: socket_root.map(RunDirs::new),
             new_sockets,
             retain_bytes: AtomicU64::new(protocol::DEFAULT_RETAIN_BYTES),
@@ -164,12 +164,12 @@ impl AgentEngine {
 
     /// A create tells what it knows about its container (the name it runs under now).
     pub fn started(&self, name: &str, facts: Facts) {
-        self.update(name, |r| r.facts = Some(facts));
+        self.reaches.update(name, |r| r.facts = Some(facts));
     }
 
     /// The sandbox's facts: known from its create, else asked of the host once (kept).
     async fn facts(&self, name: &str) -> Option<Facts> {
-        if let Some(f) = self.read(name, |r| r.facts.clone()).flatten() {
+        if let Some(f) = self.reaches.read(name, |r| r.facts.clone()).flatten() {
             return Some(f);
         }
         let host::HostFacts { container_id, default_user, socket_started, inner_socket } =
@@ -211,7 +211,7 @@ impl AgentEngine {
 
     /// Note once per sandbox that its socket is not used, and why.
     fn exec_only(&self, name: &str, reason: &str) {
-        if !self.update(name, |r| std::mem::replace(&mut r.exec_only, true)) {
+        if !self.reaches.update(name, |r| std::mem::replace(&mut r.exec_only, true)) {
             tracing::warn!(sandbox_id = %name, %reason, "the agent's socket is not used for this sandbox; its docker exec channel serves it");
         }
     }
@@ -219,7 +219,7 @@ impl AgentEngine {
     /// A channel on the sandbox's socket, or `None` (the exec channel answers instead).
     async fn open_socket(&self, name: &str) -> Option<AgentChannel> {
         self.run_dirs.as_ref()?;
-        if self.read(name, |r| r.exec_only).unwrap_or(false) {
+        if self.reaches.read(name, |r| r.exec_only).unwrap_or(false) {
             return None;
         }
         let facts = self.facts(name).await?;
@@ -272,7 +272,7 @@ impl AgentEngine {
         name: &str,
         patience: Duration,
     ) -> std::result::Result<String, Option<String>> {
-        let facts = self.read(name, |r| r.facts.clone()).flatten().ok_or(None)?;
+        let facts = self.reaches.read(name, |r| r.facts.clone()).flatten().ok_or(None)?;
         if facts.inner {
             return self.await_ready_by_relay(name, patience).await;
         }
@@ -352,12 +352,12 @@ impl AgentEngine {
     /// ran, or the relay to its `init` agent); the next call opens another. A checkpoint needs
     /// no exec running (`live.rs`).
     pub fn disconnect(&self, name: &str) {
-        self.update(name, |r| r.slot = None);
+        self.reaches.update(name, |r| r.slot = None);
     }
 
     /// How the sandbox's channel reaches its agent now (`None`: no channel open).
     pub fn transport(&self, name: &str) -> Option<Transport> {
-        let slot = self.read(name, |r| r.slot.clone()).flatten()?;
+        let slot = self.reaches.read(name, |r| r.slot.clone()).flatten()?;
         let guard = slot.try_lock().ok()?;
         guard.as_ref().filter(|c| c.is_alive()).map(|c| c.transport)
     }
@@ -369,32 +369,15 @@ impl AgentEngine {
 
     /// Records kept, channel slots among them, and sandboxes known to have no agent.
     pub fn cache_sizes(&self) -> (usize, usize, usize) {
-        self.reaches.lock().map_or((0, 0, 0), |m| {
+        self.reaches.survey(|m| {
             let slots = m.values().filter(|r| r.slot.is_some()).count();
             (m.len(), slots, m.values().filter(|r| r.without_agent).count())
         })
     }
 
-    /// Read a part of `name`'s record (`None`: no record).
-    fn read<T>(&self, name: &str, f: impl FnOnce(&Reach) -> T) -> Option<T> {
-        self.reaches.lock().ok()?.get(name).map(f)
-    }
-
-    /// Change `name`'s record (made if missing, dropped if left empty).
-    fn update<T: Default>(&self, name: &str, f: impl FnOnce(&mut Reach) -> T) -> T {
-        let Ok(mut map) = self.reaches.lock() else { return T::default() };
-        let reach = map.entry(name.to_string()).or_default();
-        let out = f(reach);
-        if reach.is_empty() {
-            map.remove(name);
-        }
-        out
-    }
-
     /// The sandbox's channel slot, made on first use.
     fn slot(&self, name: &str) -> Option<Slot> {
-        let mut map = self.reaches.lock().ok()?;
-        Some(map.entry(name.to_string()).or_default().slot.get_or_insert_with(Slot::default).clone())
+        self.reaches.update(name, |r| Some(r.slot.get_or_insert_with(Slot::default).clone()))
     }
 
     fn host(&self) -> &dyn AgentHost {
@@ -404,7 +387,7 @@ impl AgentEngine {
     /// The sandbox's channel, opened on first use and reopened after the agent died; `None`
     /// means "use docker exec for this call".
     pub async fn channel(&self, name: &str) -> Option<Arc<AgentChannel>> {
-        if self.read(name, |r| r.without_agent).unwrap_or(false) {
+        if self.reaches.read(name, |r| r.without_agent).unwrap_or(false) {
             return None;
         }
         let slot = self.slot(name)?;
@@ -432,7 +415,7 @@ impl AgentEngine {
             }
             Err(OpenError::NoAgent(reason)) => {
                 tracing::warn!(sandbox_id = %name, %reason, "the sandbox's agent cannot run; using docker exec for it");
-                self.update(name, |r| r.without_agent = true);
+                self.reaches.update(name, |r| r.without_agent = true);
                 None
             }
             Err(OpenError::Transport(reason)) => {
@@ -547,15 +530,11 @@ impl ExecEngine for AgentEngine {
     }
 
     fn renamed(&self, from: &str, to: &str) {
-        if let Ok(mut map) = self.reaches.lock() {
-            if let Some(reach) = map.remove(from) {
-                map.insert(to.to_string(), reach);
-            }
-        }
+        self.reaches.rename(from, to);
     }
 
     fn forget(&self, name: &str) {
-        let facts = self.reaches.lock().ok().and_then(|mut m| m.remove(name)).and_then(|r| r.facts);
+        let facts = self.reaches.take(name).and_then(|r| r.facts);
         // The sandbox is gone: so is its run directory (its socket), wherever it was made.
         let run_dir = facts.and_then(|f| f.run_dir).or_else(|| self.run_dir_for(name));
         if let Some(sandbox_dir) = run_dir.as_deref().and_then(Path::parent) {

@@ -20,6 +20,7 @@ pub mod metadata;
 pub mod pools;
 pub mod processes;
 pub mod receipts;
+pub mod record_map;
 pub mod reset;
 pub mod runtime;
 pub mod snapshot_expiry;

@@ -332,29 +332,20 @@ impl DockerProvider {
 
     /// Forget everything kept about containers that no longer exist, whoever removed them (a
     /// Close through another replica, the sweep, `docker rm` from outside), and drop the
-    /// terminal sessions that ended. Returns the names that went. Runs at every sweep and
-    /// whenever a handle is cached.
-    pub fn prune_gone(&self) -> Vec<String> {
+    /// terminal sessions that ended; the names are kept for the sweep's listing. Runs at every
+    /// sweep and whenever a handle is cached.
+    pub fn prune_gone(&self) {
         let gone = self.states.take_gone();
         for name in &gone {
-            let sessions = self.forget(name).terminals;
-            if let (false, Ok(runtime)) = (sessions.is_empty(), tokio::runtime::Handle::try_current()) {
-                // Their container is gone: nothing in it to clean up, only the local clients.
-                runtime.spawn(async move {
-                    for session in sessions {
-                        session.abandon().await;
-                    }
-                });
-            }
+            self.forget_gone(name);
         }
         self.records.drop_ended_terminals();
         if let (false, Ok(mut unreported)) = (gone.is_empty(), self.gone_since_sweep.lock()) {
             if unreported.len() >= CLOSED_MEMORY {
                 unreported.drain(..CLOSED_MEMORY / 2);
             }
-            unreported.extend(gone.iter().cloned());
+            unreported.extend(gone);
         }
-        gone
     }
 
     /// The containers gone since the last call (the sweep's): pruned now, or earlier by a
@@ -389,7 +380,21 @@ impl DockerProvider {
     /// channel. The one place a sandbox is forgotten.
     pub(super) fn forget(&self, id: &str) -> SandboxRecord {
         self.engine.forget(id);
-        self.records.take(id)
+        self.records.take(id).unwrap_or_default()
+    }
+
+    /// As `forget`, for a sandbox whose container is gone (removed by anyone, here or on another
+    /// node): its terminal sessions are abandoned in the background (nothing in it to clean up,
+    /// only the local clients).
+    pub(crate) fn forget_gone(&self, id: &str) {
+        let sessions = self.forget(id).terminals;
+        if let (false, Ok(runtime)) = (sessions.is_empty(), tokio::runtime::Handle::try_current()) {
+            runtime.spawn(async move {
+                for session in sessions {
+                    session.abandon().await;
+                }
+            });
+        }
     }
 
     /// As `forget`, its terminal sessions abandoned (their container is going or gone).

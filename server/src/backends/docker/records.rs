@@ -4,13 +4,13 @@
 //! (These were eleven maps, each cleared in its own place; a sandbox removed behind the
 //! server's back left entries in some of them.)
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::layers::Layers;
 use crate::core::backend::TerminalSession;
+use crate::core::record_map::{Record, RecordMap};
 use crate::core::spec::{SandboxHandle, SandboxSpec};
 use crate::core::usage::UsageCounts;
 
@@ -47,7 +47,7 @@ pub(super) struct SandboxRecord {
     pub(super) usage: UsageCounts,
 }
 
-impl SandboxRecord {
+impl Record for SandboxRecord {
     fn is_empty(&self) -> bool {
         self.handle.is_none()
             && self.init.is_none()
@@ -62,63 +62,22 @@ impl SandboxRecord {
 
 /// The records of every sandbox this process knows, by sandbox id (or, during a create, by
 /// the container's creating name until its rename).
-#[derive(Default)]
-pub(super) struct Records {
-    map: Mutex<HashMap<String, SandboxRecord>>,
-}
+pub(super) type Records = RecordMap<SandboxRecord>;
 
-impl Records {
-    /// Read a part of `id`'s record (`None`: no record).
-    pub(super) fn read<T>(&self, id: &str, f: impl FnOnce(&SandboxRecord) -> T) -> Option<T> {
-        self.map.lock().ok()?.get(id).map(f)
-    }
-
-    /// Change `id`'s record (made if missing, dropped if left empty).
-    pub(super) fn update<T: Default>(&self, id: &str, f: impl FnOnce(&mut SandboxRecord) -> T) -> T {
-        let Ok(mut map) = self.map.lock() else { return T::default() };
-        let record = map.entry(id.to_string()).or_default();
-        let out = f(record);
-        if record.is_empty() {
-            map.remove(id);
-        }
-        out
-    }
-
-    /// Take `id`'s whole record (an empty one when there is none).
-    pub(super) fn take(&self, id: &str) -> SandboxRecord {
-        self.map.lock().ok().and_then(|mut m| m.remove(id)).unwrap_or_default()
-    }
-
-    /// The create's rename: what was kept under the creating name is the sandbox's now.
-    pub(super) fn rename(&self, from: &str, to: &str) {
-        if let Ok(mut map) = self.map.lock() {
-            if let Some(record) = map.remove(from) {
-                map.insert(to.to_string(), record);
-            }
-        }
-    }
-
+impl RecordMap<SandboxRecord> {
     /// Drop the terminal sessions that ended (and the records left empty by it).
     pub(super) fn drop_ended_terminals(&self) {
-        if let Ok(mut map) = self.map.lock() {
-            map.retain(|_, record| {
-                record.terminals.retain(|s| !s.closed());
-                !record.is_empty()
-            });
-        }
+        self.update_all(|record| record.terminals.retain(|s| !s.closed()));
     }
 
     /// Ids whose record holds terminal sessions.
     pub(super) fn with_terminals(&self) -> Vec<String> {
-        self.map
-            .lock()
-            .map(|m| m.iter().filter(|(_, r)| !r.terminals.is_empty()).map(|(id, _)| id.clone()).collect())
-            .unwrap_or_default()
+        self.survey(|m| m.iter().filter(|(_, r)| !r.terminals.is_empty()).map(|(id, _)| id.clone()).collect())
     }
 
     /// How many records there are, how many hold a handle, and the terminal sessions held.
     pub(super) fn sizes(&self) -> (usize, usize, usize, usize) {
-        self.map.lock().map_or((0, 0, 0, 0), |m| {
+        self.survey(|m| {
             let handles = m.values().filter(|r| r.handle.is_some()).count();
             let with_terminals = m.values().filter(|r| !r.terminals.is_empty()).count();
             let terminals = m.values().map(|r| r.terminals.len()).sum();
@@ -139,21 +98,12 @@ mod tests {
         assert_eq!(records.sizes().0, 1);
         records.update("a", |r| r.hibernated = false);
         assert_eq!(records.sizes().0, 1, "its usage counts are still kept");
-        let taken = records.take("a");
+        let taken = records.take("a").unwrap();
         assert_eq!(taken.usage.processes_started(), 1);
         assert_eq!(records.sizes().0, 0);
         // Reading or clearing a part of a missing record makes none.
         assert!(records.read("b", |r| r.hibernated).is_none());
         records.update("b", |r| r.baseline = None);
         assert_eq!(records.sizes().0, 0);
-    }
-
-    #[test]
-    fn the_rename_moves_the_whole_record() {
-        let records = Records::default();
-        records.update("creating-x", |r| r.disk = DiskState::None);
-        records.rename("creating-x", "x");
-        assert!(records.read("creating-x", |_| ()).is_none());
-        assert_eq!(records.read("x", |r| r.disk.clone()), Some(DiskState::None));
     }
 }

@@ -73,7 +73,7 @@ impl SwarmBackend {
         // This node's events from the start: another node merging them must not wait for the
         // `docker events` stream to come up (see `watch.rs`).
         if let Some(hub) = SandboxBackend::event_hub(&*local) {
-            forget_removed(hub, local.clone());
+            forget_gone(hub, local.clone());
         }
         let backend = Self {
             local,
@@ -356,7 +356,7 @@ impl SandboxBackend for SwarmBackend {
                 tracing::warn!(sandbox_id = %id, error = %e, "cannot end the task container before its service's removal");
             }
         }
-        self.local.forget_removed(id.as_str());
+        self.local.forget_gone(id.as_str());
         if !self.remove_service(id.as_str()).await {
             return Err(ProviderError::Unavailable(format!("Swarm did not remove the service of {id}")));
         }
@@ -548,17 +548,16 @@ impl SandboxBackend for SwarmBackend {
     }
 }
 
-/// Drops the reset baseline and usage counts of every sandbox of this node whose container is
-/// removed, whoever removed it (a `Close` answered here, another node's sweep, Swarm giving the
-/// task up).
-fn forget_removed(hub: Arc<crate::core::watch::EventHub>, local: Arc<DockerProvider>) {
+/// Forgets every sandbox of this node whose container is removed (`DockerProvider::forget_gone`),
+/// whoever removed it (a `Close` answered here, another node's sweep, Swarm giving the task up).
+fn forget_gone(hub: Arc<crate::core::watch::EventHub>, local: Arc<DockerProvider>) {
     use tokio::sync::broadcast::error::RecvError;
     let mut events = hub.subscribe();
     tokio::spawn(async move {
         loop {
             match events.recv().await {
                 Ok(event) if event.kind == crate::core::watch::EventKind::Removed => {
-                    local.forget_removed(&event.sandbox.sandbox_id)
+                    local.forget_gone(&event.sandbox.sandbox_id)
                 }
                 Ok(_) | Err(RecvError::Lagged(_)) => {}
                 Err(RecvError::Closed) => return,

@@ -97,12 +97,6 @@ impl DockerProvider {
         self.records.update(name, |r| r.usage.started());
     }
 
-    /// Forget what this process kept of a sandbox someone else removed (cluster mode: a task
-    /// container of this node whose service another node, or Swarm, took away).
-    pub(crate) fn forget_removed(&self, name: &str) {
-        self.forget(name);
-    }
-
     /// Whether the sandbox's cgroup saw an OOM kill not yet attributed to a command.
     async fn new_oom_kill(&self, name: &str, facts: &Facts) -> bool {
         if facts.pid == 0 {
