@@ -107,10 +107,13 @@ async fn the_service_drives_a_fake_backend_end_to_end() {
         [id.as_str()]
     );
 
-    // What the fake does not model is UNIMPLEMENTED, named.
-    let diff =
-        raw.diff(proto::DiffRequest { sandbox_id: id.clone(), ..Default::default() }).await.unwrap_err();
-    assert_eq!(diff.code(), Code::Unimplemented, "{diff:?}");
+    // What the fake does not offer is refused by its declared capabilities, named, before it
+    // reaches the backend.
+    let calls_before = fake.calls().len();
+    let stats = raw.stats(proto::StatsRequest { sandbox_id: id.clone() }).await.unwrap_err();
+    assert_eq!(stats.code(), Code::Unimplemented, "{stats:?}");
+    assert!(stats.message().contains("does not offer stats"), "{stats:?}");
+    assert_eq!(fake.calls().len(), calls_before, "a refused capability reached the backend");
 
     raw.close(proto::CloseRequest { sandbox_id: id.clone() }).await.unwrap();
     // Gone reads stopped, as on Docker (testkit::conformance).
@@ -401,11 +404,11 @@ async fn a_tenants_call_looks_its_sandbox_up_once() {
     raw.status(key(proto::StatusRequest { sandbox_id: id.clone() })).await.unwrap();
     assert_eq!(lookups() - before, 1, "Status");
 
-    // The fake does not model file calls: the call fails after its one lookup.
+    // The fake does not offer file calls: its capability table refuses them before a lookup.
     let before = lookups();
     let stat = proto::StatRequest { sandbox_id: id.clone(), path: b"/tmp".to_vec(), ..Default::default() };
-    let _ = raw.stat(key(stat)).await;
-    assert_eq!(lookups() - before, 1, "Stat");
+    assert_eq!(raw.stat(key(stat)).await.unwrap_err().code(), Code::Unimplemented);
+    assert_eq!(lookups() - before, 0, "Stat");
 }
 
 /// The lifecycle's leases and the sweep over the fake: a sandbox whose lease ended goes, the

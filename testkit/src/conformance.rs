@@ -25,6 +25,7 @@ pub async fn run_all(client: &Client, image: &str) {
     reset_restores_the_spec_files(client, image).await;
     list_finds_a_sandbox_by_its_labels(client, image).await;
     usage_is_reported_and_the_close_answers_once(client, image).await;
+    capabilities_are_answered_or_refused_by_the_table(client, image).await;
 }
 
 fn spec(image: &str) -> proto::SandboxSpec {
@@ -176,4 +177,71 @@ pub async fn usage_is_reported_and_the_close_answers_once(client: &Client, image
     assert!(closed.is_some_and(|u| u.wall_time_s >= usage.wall_time_s), "usage: the close's receipt");
     let again = client.raw().close(proto::CloseRequest { sandbox_id: id }).await;
     assert!(again.is_ok(), "usage: a second close succeeds: {again:?}");
+}
+
+/// Each probed capability (`sandboxd::core::capabilities`) is either answered (any code but
+/// UNIMPLEMENTED: the backend declares it and implements the call) or refused by the
+/// backend's declared table (UNIMPLEMENTED naming the capability). A backend that declares a
+/// capability and forgets one of its calls answers "a defect: … declares …" and fails here.
+/// Not probed: port forwards, egress, templates and image prefetch (no call that changes
+/// nothing).
+pub async fn capabilities_are_answered_or_refused_by_the_table(client: &Client, image: &str) {
+    let sandbox = Sandbox::start(client, spec(image)).await.expect("capabilities: create");
+    let id = sandbox.id().to_string();
+    let mut raw = client.raw();
+    let answered = |r: Result<(), tonic::Status>| r.err();
+    let probes: Vec<(&str, Option<tonic::Status>)> = vec![
+        ("snapshots", answered(raw.list_snapshots(proto::ListSnapshotsRequest::default()).await.map(drop))),
+        (
+            "terminal_sessions",
+            answered(
+                raw.list_pty_sessions(proto::ListPtySessionsRequest { sandbox_id: id.clone() })
+                    .await
+                    .map(drop),
+            ),
+        ),
+        (
+            "processes",
+            answered(
+                raw.list_processes(proto::ListProcessesRequest { sandbox_id: id.clone() }).await.map(drop),
+            ),
+        ),
+        (
+            "file_calls",
+            answered(
+                raw.stat(proto::StatRequest {
+                    sandbox_id: id.clone(),
+                    path: b"/".to_vec(),
+                    ..Default::default()
+                })
+                .await
+                .map(drop),
+            ),
+        ),
+        ("usage", answered(raw.usage(proto::UsageRequest { sandbox_id: id.clone() }).await.map(drop))),
+        ("stats", answered(raw.stats(proto::StatsRequest { sandbox_id: id.clone() }).await.map(drop))),
+        (
+            "network_address",
+            answered(
+                raw.network_address(proto::NetworkAddressRequest { sandbox_id: id.clone() }).await.map(drop),
+            ),
+        ),
+        ("volumes", answered(raw.list_volumes(proto::ListVolumesRequest {}).await.map(drop))),
+        ("reset", answered(raw.reset(proto::ResetRequest { sandbox_id: id.clone() }).await.map(drop))),
+        // Last: where it is offered, the sandbox sleeps (or the runtime refuses it).
+        (
+            "live_checkpoints",
+            answered(raw.hibernate(proto::HibernateRequest { sandbox_id: id.clone() }).await.map(drop)),
+        ),
+    ];
+    for (capability, refusal) in probes {
+        if let Some(status) = refusal.filter(|s| s.code() == Code::Unimplemented) {
+            let message = status.message();
+            assert!(
+                message.contains(&format!("does not offer {capability}")),
+                "capabilities: {capability} was neither answered nor refused by the backend's table: {message}"
+            );
+        }
+    }
+    sandbox.stop().await.expect("capabilities: close");
 }

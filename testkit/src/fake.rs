@@ -1,12 +1,16 @@
 //! A `SandboxBackend` in memory, for fast in-process tests of everything above the seam (the
 //! service, the lifecycle, the sweep, pools, the access rules) without a Docker daemon.
 //!
-//! What it models: sandboxes (create with `spec.files`, lookup, connect, status, pause, resume,
-//! reset (files back to the spec's), close, list with labels, states, tenants, pools and paging as `core::inventory::page` does),
-//! their files (upload, download), leases as `list_owned` reports them, and a tiny shell:
-//! `echo WORDS…` prints the words, `exit N` returns N, `cat FILE` prints an uploaded file;
-//! any other command returns 127 with a message. What it does not model (streams, terminals,
-//! snapshots, forks, diffs, logs, endpoints) it refuses with UNIMPLEMENTED, naming the call.
+//! What it models: sandboxes (create with `spec.files` or from a snapshot, lookup, connect,
+//! status, pause, resume, reset (files back to the spec's), close, list with labels, states,
+//! tenants, pools and paging as `core::inventory::page` does), their files (upload, download),
+//! snapshots and forks of their files (listed, deleted, kept while a sandbox runs from one),
+//! diffs against what they started from, streamed execs, logs (the main process writes
+//! nothing), leases as `list_owned` reports them, and a tiny shell: `echo WORDS…` prints the
+//! words, `exit N` returns N, `cat FILE` prints an uploaded file; any other command returns 127
+//! with a message. Its declared capabilities ([`SandboxBackend::capabilities`]) are snapshots,
+//! reset and usage; the rest the call path refuses before they reach it. Terminals and
+//! endpoints it refuses with UNIMPLEMENTED, naming the call.
 //! Usage is modelled as wall time since the create and a tenth of it as CPU time.
 //! Every call is recorded ([`FakeBackend::calls`]) so a test can tell what reached the seam.
 
@@ -15,9 +19,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use sandboxd::core::backend::{
-    CreatePlan, CreatePolicy, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource,
+    CreatePlan, CreatePolicy, ExecStream, FileDownload, SandboxBackend, StreamEvent, TerminalSession,
+    UploadSource,
 };
-use sandboxd::core::branching::{DiffEntry, Forked, SnapshotInfo};
+use sandboxd::core::branching::{DiffEntry, DiffKind, Forked, SnapshotInfo};
+use sandboxd::core::capabilities::{Capabilities, Capability};
 use sandboxd::core::expiry::{Owned, OwnedListing};
 use sandboxd::core::fs::Xattr;
 use sandboxd::core::inventory::{ListPage, ListQuery, SandboxSummary};
@@ -42,12 +48,24 @@ pub struct FakeSandbox {
     pub files: BTreeMap<String, Vec<u8>>,
     /// The spec's files, what `reset` puts back.
     pub baseline: BTreeMap<String, Vec<u8>>,
+    /// What it started from (the spec's files, or its snapshot's), what `diff` compares with.
+    pub origin: BTreeMap<String, Vec<u8>>,
+    /// The snapshot it started from, which cannot be deleted while it runs.
+    pub snapshot_id: Option<String>,
+}
+
+/// One snapshot as the fake keeps it: its facts and the files it holds.
+#[derive(Debug, Clone)]
+struct FakeSnapshot {
+    info: SnapshotInfo,
+    files: BTreeMap<String, Vec<u8>>,
 }
 
 /// The in-memory backend.
 #[derive(Default)]
 pub struct FakeBackend {
     sandboxes: Mutex<BTreeMap<String, FakeSandbox>>,
+    snapshots: Mutex<BTreeMap<String, FakeSnapshot>>,
     calls: Mutex<Vec<String>>,
     gone: Mutex<Vec<String>>,
     /// Creates fail with this error's message (as a `Create` error) while set.
@@ -201,6 +219,14 @@ impl SandboxBackend for FakeBackend {
             metadata: spec.metadata.clone(),
             tenant: spec.tenant.clone(),
         };
+        let mut files = match &spec.snapshot_id {
+            Some(snapshot) => match self.snapshots.lock().unwrap().get(snapshot) {
+                Some(taken) => taken.files.clone(),
+                None => return Err(ProviderError::SnapshotNotFound(snapshot.clone())),
+            },
+            None => BTreeMap::new(),
+        };
+        files.extend(spec.files.clone());
         let expires_ms = plan.ttl.map(|ttl| sandboxd::core::lease::now_ms() + ttl.as_millis() as i64);
         let sandbox = FakeSandbox {
             handle: handle.clone(),
@@ -208,11 +234,17 @@ impl SandboxBackend for FakeBackend {
             created_ns: now_ns(),
             expires_ms,
             pool: spec.pool_member.as_ref().map(|m| m.pool.clone()),
-            files: spec.files.clone(),
-            baseline: spec.files.clone(),
+            baseline: files.clone(),
+            origin: files.clone(),
+            files,
+            snapshot_id: spec.snapshot_id.clone(),
         };
         self.sandboxes.lock().unwrap().insert(handle.sandbox_id.clone(), sandbox);
         Ok(handle)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::none("fake").with(Capability::Snapshots).with(Capability::Reset).with(Capability::Usage)
     }
 
     async fn list_owned(&self) -> Result<OwnedListing> {
@@ -249,8 +281,26 @@ impl SandboxBackend for FakeBackend {
         self.with(&handle.sandbox_id, |s| Ok(run(command, &s.files)))
     }
 
-    async fn exec_stream(&self, _: &SandboxHandle, _: &str, _: &ExecParams) -> Result<ExecStream> {
-        self.unmodelled("exec_stream")
+    /// The command as `exec` runs it, its stdout and stderr as one event each, then its exit.
+    async fn exec_stream(
+        &self,
+        handle: &SandboxHandle,
+        command: &str,
+        params: &ExecParams,
+    ) -> Result<ExecStream> {
+        let mut result = self.exec(handle, command, params).await?;
+        let (events, receiver) = tokio::sync::mpsc::channel(3);
+        for event in [
+            StreamEvent::Stdout(std::mem::take(&mut result.stdout)),
+            StreamEvent::Stderr(std::mem::take(&mut result.stderr)),
+        ] {
+            let empty = matches!(&event, StreamEvent::Stdout(b) | StreamEvent::Stderr(b) if b.is_empty());
+            if !empty {
+                let _ = events.try_send(event);
+            }
+        }
+        let _ = events.try_send(StreamEvent::Exit(result));
+        Ok(ExecStream::new(receiver, Box::new(|| {})))
     }
 
     async fn upload(
@@ -369,37 +419,147 @@ impl SandboxBackend for FakeBackend {
 
     fn shutdown(&self) {}
 
-    async fn snapshot(&self, _: &SandboxId, _: &BTreeMap<String, String>, _: usize) -> Result<SnapshotInfo> {
-        self.unmodelled("snapshot")
+    /// The sandbox's files now, as a snapshot; at most `max_snapshots` at once.
+    async fn snapshot(
+        &self,
+        id: &SandboxId,
+        labels: &BTreeMap<String, String>,
+        max_snapshots: usize,
+    ) -> Result<SnapshotInfo> {
+        self.note("snapshot");
+        let (files, runtime) = self.with(id.as_str(), |s| Ok((s.files.clone(), s.handle.runtime.clone())))?;
+        let mut snapshots = self.snapshots.lock().unwrap();
+        if snapshots.len() >= max_snapshots {
+            return Err(ProviderError::ResourceExhausted(format!(
+                "{} snapshots exist, the most server.max_snapshots allows",
+                snapshots.len()
+            )));
+        }
+        let info = SnapshotInfo {
+            snapshot_id: format!("fake-snapshot-{}", SandboxId::generate().as_str()),
+            source_sandbox_id: id.as_str().to_string(),
+            labels: labels.clone(),
+            created_at_unix_ms: sandboxd::core::lease::now_ms(),
+            size_bytes: files.values().map(|f| f.len() as u64).sum(),
+            runtime: runtime.unwrap_or_default(),
+            live: false,
+        };
+        snapshots.insert(info.snapshot_id.clone(), FakeSnapshot { info: info.clone(), files });
+        Ok(info)
     }
 
-    async fn list_snapshots(&self, _: &BTreeMap<String, String>) -> Result<Vec<SnapshotInfo>> {
+    async fn list_snapshots(&self, filter: &BTreeMap<String, String>) -> Result<Vec<SnapshotInfo>> {
         self.note("list_snapshots");
-        Ok(vec![])
+        let mut found: Vec<SnapshotInfo> = self
+            .snapshots
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|s| filter.iter().all(|(k, v)| s.info.labels.get(k) == Some(v)))
+            .map(|s| s.info.clone())
+            .collect();
+        found.sort_by_key(|s| s.created_at_unix_ms);
+        Ok(found)
     }
 
     async fn delete_snapshot(&self, snapshot_id: &str) -> Result<()> {
         self.note("delete_snapshot");
-        Err(ProviderError::SnapshotNotFound(snapshot_id.to_string()))
+        let in_use =
+            self.sandboxes.lock().unwrap().values().any(|s| s.snapshot_id.as_deref() == Some(snapshot_id));
+        if in_use {
+            return Err(ProviderError::SnapshotInUse(snapshot_id.to_string()));
+        }
+        match self.snapshots.lock().unwrap().remove(snapshot_id) {
+            Some(_) => Ok(()),
+            None => Err(ProviderError::SnapshotNotFound(snapshot_id.to_string())),
+        }
     }
 
-    async fn remove_expired_snapshots(&self, _: Duration) -> Result<Vec<String>> {
-        Ok(vec![])
+    async fn remove_expired_snapshots(&self, ttl: Duration) -> Result<Vec<String>> {
+        let in_use: Vec<String> =
+            self.sandboxes.lock().unwrap().values().filter_map(|s| s.snapshot_id.clone()).collect();
+        let oldest = sandboxd::core::lease::now_ms() - ttl.as_millis() as i64;
+        let mut snapshots = self.snapshots.lock().unwrap();
+        let expired: Vec<String> = snapshots
+            .values()
+            .filter(|s| s.info.created_at_unix_ms < oldest && !in_use.contains(&s.info.snapshot_id))
+            .map(|s| s.info.snapshot_id.clone())
+            .collect();
+        for id in &expired {
+            snapshots.remove(id);
+        }
+        Ok(expired)
     }
 
+    /// `count` children from one fresh snapshot of `id`'s files, with its handle's facts, all
+    /// or nothing; the source goes on.
     async fn fork(
         &self,
-        _: &SandboxId,
-        _: u32,
-        _: &BTreeMap<String, String>,
-        _: usize,
-        _: &CreatePolicy,
+        id: &SandboxId,
+        count: u32,
+        labels: &BTreeMap<String, String>,
+        max_snapshots: usize,
+        policy: &CreatePolicy,
     ) -> Result<Forked> {
-        self.unmodelled("fork")
+        self.note("fork");
+        self.running(id.as_str())?;
+        let snapshot = self.snapshot(id, labels, max_snapshots).await?;
+        let source = self.with(id.as_str(), |s| Ok(s.clone()))?;
+        let length = source.expires_ms.map(|at| {
+            let created_ms = (source.created_ns / 1_000_000) as i64;
+            Duration::from_millis((at - created_ms).max(0) as u64)
+        });
+        let files = self.snapshots.lock().unwrap()[&snapshot.snapshot_id].files.clone();
+        let ttl = policy.lease.ttl(length);
+        let mut children = Vec::new();
+        let mut sandboxes = self.sandboxes.lock().unwrap();
+        for _ in 0..count {
+            let plan = policy.plan(length, None);
+            let mut handle = source.handle.clone();
+            handle.sandbox_id = plan.id.as_str().to_string();
+            handle.metadata.extend(labels.clone());
+            sandboxes.insert(
+                handle.sandbox_id.clone(),
+                FakeSandbox {
+                    handle: handle.clone(),
+                    status: SandboxStatus::Running,
+                    created_ns: now_ns(),
+                    expires_ms: plan.ttl.map(|t| sandboxd::core::lease::now_ms() + t.as_millis() as i64),
+                    pool: None,
+                    files: files.clone(),
+                    baseline: files.clone(),
+                    origin: files.clone(),
+                    snapshot_id: Some(snapshot.snapshot_id.clone()),
+                },
+            );
+            children.push(handle);
+        }
+        Ok(Forked { snapshot, sandboxes: children, ttl })
     }
 
-    async fn diff(&self, _: &SandboxId, _: Option<&str>) -> Result<Vec<DiffEntry>> {
-        self.unmodelled("diff")
+    /// The files added, changed and deleted since the sandbox started, under `path_prefix`.
+    async fn diff(&self, id: &SandboxId, path_prefix: Option<&str>) -> Result<Vec<DiffEntry>> {
+        self.note("diff");
+        self.with(id.as_str(), |s| {
+            let under = |path: &str| path_prefix.is_none_or(|p| path.starts_with(p));
+            let mut entries: Vec<DiffEntry> = s
+                .files
+                .iter()
+                .filter(|(path, content)| under(path) && s.origin.get(*path) != Some(*content))
+                .map(|(path, _)| DiffEntry {
+                    path: path.clone(),
+                    kind: if s.origin.contains_key(path) { DiffKind::Changed } else { DiffKind::Added },
+                })
+                .collect();
+            entries.extend(
+                s.origin
+                    .keys()
+                    .filter(|path| under(path) && !s.files.contains_key(*path))
+                    .map(|path| DiffEntry { path: path.clone(), kind: DiffKind::Deleted }),
+            );
+            entries.sort_by(|a, b| a.path.cmp(&b.path));
+            Ok(entries)
+        })
     }
 
     async fn pause(&self, id: &SandboxId) -> Result<()> {
@@ -424,7 +584,12 @@ impl SandboxBackend for FakeBackend {
         })
     }
 
-    async fn logs(&self, _: &SandboxId, _: LogOptions) -> Result<LogStream> {
-        self.unmodelled("logs")
+    /// The fake's main process writes nothing: a stream that ends at once (the sandbox must
+    /// be known).
+    async fn logs(&self, id: &SandboxId, _: LogOptions) -> Result<LogStream> {
+        self.note("logs");
+        self.with(id.as_str(), |_| Ok(()))?;
+        let (_, chunks) = tokio::sync::mpsc::channel(1);
+        Ok(LogStream::new(chunks))
     }
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::io::AsyncBufRead;
 
 use crate::core::branching::{DiffEntry, Forked, SnapshotInfo};
+use crate::core::capabilities::{Capabilities, Capability};
 use crate::core::expiry::{Owned, OwnedListing};
 use crate::core::fs::{EntryStream, FileEntry, FileOp, ListDirQuery, WatchStream, Xattr};
 use crate::core::inventory::{ListPage, ListQuery};
@@ -87,6 +88,26 @@ impl CreatePolicy {
 /// status codes.
 #[async_trait::async_trait]
 pub trait SandboxBackend: Send + Sync + 'static {
+    /// What this backend offers beyond the calls every backend answers, declared (no default,
+    /// so a new backend says it): the call path refuses the RPCs of a capability it lacks
+    /// before they reach it, and the conformance suite holds it to what it declares.
+    fn capabilities(&self) -> Capabilities;
+
+    /// What the trait's methods of `capability` answer unless the backend implements them:
+    /// the refusal naming it when the backend does not offer it, else UNIMPLEMENTED saying the
+    /// backend declares it and forgot this call (the conformance suite fails on it).
+    fn refuse(&self, capability: Capability) -> ProviderError {
+        let capabilities = self.capabilities();
+        if capabilities.has(capability) {
+            ProviderError::Unimplemented(format!(
+                "a defect: the {} backend declares {capability} but does not implement this call of it",
+                capabilities.backend()
+            ))
+        } else {
+            capability.lacking(capabilities.backend())
+        }
+    }
+
     /// Create sandbox `plan.id` with `spec.files` written, leased for `plan.ttl`, within
     /// `plan.timeout`: complete, or failed with nothing left behind. A create whose process
     /// dies halfway must be listed as unfinished by `list_owned`.
@@ -160,12 +181,12 @@ pub trait SandboxBackend: Send + Sync + 'static {
         _handle: &SandboxHandle,
         _attach: &AttachSpec,
     ) -> Result<Arc<dyn TerminalSession>> {
-        Err(ProviderError::Unimplemented("this backend keeps no terminal sessions to attach to".into()))
+        Err(self.refuse(Capability::TerminalSessions))
     }
 
     /// The sessions the sandbox keeps, oldest first (`ListPtySessions`).
     async fn list_terminals(&self, _handle: &SandboxHandle) -> Result<Vec<TerminalInfo>> {
-        Err(ProviderError::Unimplemented("this backend keeps no terminal sessions to list".into()))
+        Err(self.refuse(Capability::TerminalSessions))
     }
 
     /// Let go of every terminal session this backend holds, as a dropped stream would (the
@@ -192,17 +213,30 @@ pub trait SandboxBackend: Send + Sync + 'static {
         id: &SandboxId,
         labels: &BTreeMap<String, String>,
         max_snapshots: usize,
-    ) -> Result<SnapshotInfo>;
+    ) -> Result<SnapshotInfo> {
+        let _ = (id, labels, max_snapshots);
+        Err(self.refuse(Capability::Snapshots))
+    }
 
     /// The snapshots this service owns carrying every label of `filter`, oldest first.
-    async fn list_snapshots(&self, filter: &BTreeMap<String, String>) -> Result<Vec<SnapshotInfo>>;
+    async fn list_snapshots(&self, filter: &BTreeMap<String, String>) -> Result<Vec<SnapshotInfo>> {
+        let _ = filter;
+        Err(self.refuse(Capability::Snapshots))
+    }
 
     /// Remove a snapshot this service owns (`SnapshotNotFound` otherwise); one a sandbox still
     /// runs from is kept (`SnapshotInUse`).
-    async fn delete_snapshot(&self, snapshot_id: &str) -> Result<()>;
+    async fn delete_snapshot(&self, snapshot_id: &str) -> Result<()> {
+        let _ = snapshot_id;
+        Err(self.refuse(Capability::Snapshots))
+    }
 
-    /// Remove the snapshots older than `ttl` that no sandbox uses; returns their ids.
-    async fn remove_expired_snapshots(&self, ttl: Duration) -> Result<Vec<String>>;
+    /// Remove the snapshots older than `ttl` that no sandbox uses; returns their ids. (Never
+    /// called on a backend without [`Capability::Snapshots`].)
+    async fn remove_expired_snapshots(&self, ttl: Duration) -> Result<Vec<String>> {
+        let _ = ttl;
+        Err(self.refuse(Capability::Snapshots))
+    }
 
     /// `count` new sandboxes from one fresh snapshot of `id`, with its env, workdir, ports (new
     /// host ports), limits and lease length, all or nothing, each planned by `policy` (its lease
@@ -214,7 +248,10 @@ pub trait SandboxBackend: Send + Sync + 'static {
         labels: &BTreeMap<String, String>,
         max_snapshots: usize,
         policy: &CreatePolicy,
-    ) -> Result<Forked>;
+    ) -> Result<Forked> {
+        let _ = (id, count, labels, max_snapshots, policy);
+        Err(self.refuse(Capability::Snapshots))
+    }
 
     /// A live snapshot of a running sandbox (processes, memory and files of one moment) the
     /// snapshot calls list, delete and expire; with `leave_running` the sandbox goes on, else it
@@ -228,7 +265,8 @@ pub trait SandboxBackend: Send + Sync + 'static {
         max_snapshots: usize,
     ) -> Result<SnapshotInfo> {
         let _ = (labels, leave_running, max_snapshots);
-        Err(ProviderError::Unimplemented(format!("this backend cannot checkpoint sandbox {id}")))
+        let _ = id;
+        Err(self.refuse(Capability::LiveCheckpoints))
     }
 
     /// `count` sandboxes restored from a live snapshot (`snapshot_id`'s, else a fresh one of
@@ -244,12 +282,13 @@ pub trait SandboxBackend: Send + Sync + 'static {
         policy: &CreatePolicy,
     ) -> Result<Forked> {
         let _ = (id, snapshot_id, count, labels, max_snapshots, policy);
-        Err(ProviderError::Unimplemented("this backend cannot fork a sandbox live".into()))
+        Err(self.refuse(Capability::LiveCheckpoints))
     }
 
     /// Checkpoint the sandbox to disk and stop it (its memory freed) until `resume`.
     async fn hibernate(&self, id: &SandboxId) -> Result<crate::core::branching::Hibernated> {
-        Err(ProviderError::Unimplemented(format!("this backend cannot hibernate sandbox {id}")))
+        let _ = id;
+        Err(self.refuse(Capability::LiveCheckpoints))
     }
 
     /// The paths added, changed and deleted since the sandbox started (or since its
@@ -272,7 +311,8 @@ pub trait SandboxBackend: Send + Sync + 'static {
 
     /// The sandbox's address on its `spec.network` (or on the network it runs on).
     async fn network_address(&self, id: &SandboxId) -> Result<crate::core::runtime::NetworkAddress> {
-        Err(ProviderError::Unimplemented(format!("this backend does not tell the network address of {id}")))
+        let _ = id;
+        Err(self.refuse(Capability::NetworkAddress))
     }
 
     /// `PrefetchImages`: make `images` (checked) present on `nodes` (empty: every node),
@@ -284,14 +324,14 @@ pub trait SandboxBackend: Send + Sync + 'static {
         sink: crate::core::images::ImageSink,
     ) -> Result<()> {
         let _ = (images, nodes, sink);
-        Err(ProviderError::Unimplemented("this backend cannot prefetch images".into()))
+        Err(self.refuse(Capability::ImagePrefetch))
     }
 
     /// The id of image `image` on this backend (`None`: it does not have it): what a
     /// template's key is computed from.
     async fn image_id(&self, image: &str) -> Result<Option<String>> {
         let _ = image;
-        Err(ProviderError::Unimplemented("this backend cannot build templates".into()))
+        Err(self.refuse(Capability::Templates))
     }
 
     /// Commit sandbox `id`'s filesystem as template image `image` with `config`; a commit cut
@@ -303,19 +343,19 @@ pub trait SandboxBackend: Send + Sync + 'static {
         config: &crate::core::templates::TemplateImageConfig,
     ) -> Result<()> {
         let _ = (id, image, config);
-        Err(ProviderError::Unimplemented("this backend cannot build templates".into()))
+        Err(self.refuse(Capability::Templates))
     }
 
     /// The named volumes this service owns for `tenant` (`None`: the tenant-less ones).
     async fn list_volumes(&self, tenant: Option<&str>) -> Result<Vec<crate::core::runtime::VolumeInfo>> {
         let _ = tenant;
-        Err(ProviderError::Unimplemented("this backend has no named volumes".into()))
+        Err(self.refuse(Capability::Volumes))
     }
 
     /// Remove `tenant`'s volume `name`; gone is success, one a sandbox mounts is `InUse`.
     async fn delete_volume(&self, tenant: Option<&str>, name: &str) -> Result<()> {
         let _ = (tenant, name);
-        Err(ProviderError::Unimplemented("this backend has no named volumes".into()))
+        Err(self.refuse(Capability::Volumes))
     }
     // --- events and usage ---
 
@@ -339,7 +379,8 @@ pub trait SandboxBackend: Send + Sync + 'static {
 
     /// The sandbox's resource usage now (running or paused; `Stopped` otherwise).
     async fn stats(&self, id: &SandboxId) -> Result<crate::core::stats::SandboxStats> {
-        Err(ProviderError::Unavailable(format!("this backend cannot read the usage of sandbox {id}")))
+        let _ = id;
+        Err(self.refuse(Capability::Stats))
     }
 
     /// How a streamed exec's end reads once the backend has looked (its failure kind: an OOM
@@ -356,29 +397,30 @@ pub trait SandboxBackend: Send + Sync + 'static {
     /// `Reset`: the sandbox back to the state it was created in (files, processes), its id,
     /// lease, labels and tokens kept, no container created or removed.
     async fn reset(&self, _id: &SandboxId) -> Result<crate::core::reset::ResetReport> {
-        Err(ProviderError::Unimplemented("this backend cannot reset a sandbox in place".into()))
+        Err(self.refuse(Capability::Reset))
     }
 
     /// What the sandbox used since it started (running or paused; `Stopped` otherwise).
     async fn usage(&self, id: &SandboxId) -> Result<crate::core::usage::SandboxUsage> {
-        Err(ProviderError::Unimplemented(format!("this backend cannot read the usage of sandbox {id}")))
+        let _ = id;
+        Err(self.refuse(Capability::Usage))
     }
 
     /// Enforce `plan` on the running sandbox `id`, replacing what was enforced before, from
     /// outside the sandbox so nothing in it can undo it. A backend that cannot refuses.
     async fn apply_egress(&self, id: &SandboxId, plan: &crate::egress::EgressPlan) -> Result<()> {
         let _ = (id, plan);
-        Err(ProviderError::Create("this backend cannot enforce network policies".into()))
+        Err(self.refuse(Capability::Egress))
     }
     // --- processes and ports (crate::core::processes) ---
     /// Start a background process (checked already); it outlives every caller.
     async fn start_process(&self, _handle: &SandboxHandle, _start: &ProcessStart) -> Result<Started> {
-        Err(no_processes())
+        Err(self.refuse(Capability::Processes))
     }
 
     /// Every process and terminal session of the sandbox, oldest first.
     async fn list_processes(&self, _handle: &SandboxHandle) -> Result<Vec<ProcessInfo>> {
-        Err(no_processes())
+        Err(self.refuse(Capability::Processes))
     }
 
     /// Stream a process's output from `since` (`None`: the oldest retained byte), then its exit.
@@ -388,12 +430,12 @@ pub trait SandboxBackend: Send + Sync + 'static {
         _process_id: &str,
         _since: Option<u64>,
     ) -> Result<ProcessStream> {
-        Err(no_processes())
+        Err(self.refuse(Capability::Processes))
     }
 
     /// Signal a process's group.
     async fn signal_process(&self, _handle: &SandboxHandle, _process_id: &str, _signal: i32) -> Result<()> {
-        Err(no_processes())
+        Err(self.refuse(Capability::Processes))
     }
 
     /// One TCP connection from inside the sandbox to `target`.
@@ -402,7 +444,7 @@ pub trait SandboxBackend: Send + Sync + 'static {
         _handle: &SandboxHandle,
         _target: &ForwardTarget,
     ) -> Result<ForwardConnection> {
-        Err(ProviderError::FailedPrecondition("this backend cannot forward ports into its sandboxes".into()))
+        Err(self.refuse(Capability::PortForward))
     }
 
     // --- files --- (acted on as `user`, else the sandbox's user; paths checked at the boundary)
@@ -414,7 +456,7 @@ pub trait SandboxBackend: Send + Sync + 'static {
         _query: &ListDirQuery,
         _user: Option<&User>,
     ) -> Result<EntryStream> {
-        Err(no_file_calls())
+        Err(self.refuse(Capability::FileCalls))
     }
 
     /// One path's entry.
@@ -425,12 +467,12 @@ pub trait SandboxBackend: Send + Sync + 'static {
         _follow_links: bool,
         _user: Option<&User>,
     ) -> Result<FileEntry> {
-        Err(no_file_calls())
+        Err(self.refuse(Capability::FileCalls))
     }
 
     /// MakeDir, Remove or Rename.
     async fn file_op(&self, _handle: &SandboxHandle, _op: &FileOp, _user: Option<&User>) -> Result<()> {
-        Err(no_file_calls())
+        Err(self.refuse(Capability::FileCalls))
     }
 
     /// Changes below a directory from the moment this returns.
@@ -441,16 +483,8 @@ pub trait SandboxBackend: Send + Sync + 'static {
         _recursive: bool,
         _user: Option<&User>,
     ) -> Result<WatchStream> {
-        Err(no_file_calls())
+        Err(self.refuse(Capability::FileCalls))
     }
-}
-
-fn no_processes() -> ProviderError {
-    ProviderError::FailedPrecondition("this backend has no process supervisor in its sandboxes".into())
-}
-
-fn no_file_calls() -> ProviderError {
-    ProviderError::FailedPrecondition("this backend has no file calls".into())
 }
 
 /// One step of a streamed command.

@@ -6,6 +6,7 @@
 pub mod admission;
 pub mod backend;
 pub mod branching;
+pub mod capabilities;
 pub mod claims;
 pub mod exec_engine;
 pub mod expiry;

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::core::backend::SandboxBackend;
+use crate::core::capabilities::Capability;
 
 /// Every `every`, remove the snapshots taken more than `ttl` ago that no sandbox uses, until
 /// `shutdown` turns true.
@@ -13,6 +14,9 @@ pub async fn expire_periodically(
     every: Duration,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
+    if !backend.capabilities().has(Capability::Snapshots) {
+        return;
+    }
     loop {
         tokio::select! {
             _ = tokio::time::sleep(every) => {}

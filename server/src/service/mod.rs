@@ -6,6 +6,7 @@ mod access;
 mod batch;
 mod branching;
 pub mod calls;
+mod capable;
 mod convert;
 mod deadline;
 mod exec;

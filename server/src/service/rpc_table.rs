@@ -7,6 +7,7 @@
 //! RPC cannot be forgotten in one of those lists.
 
 use crate::auth::Scope;
+use crate::core::capabilities::Capability;
 
 /// Where a call's sandbox id sits in its first request message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +50,16 @@ pub struct Rpc {
     /// A relaying node (cluster mode) forwards it to the node its sandbox runs on; the others
     /// are answered by the node called.
     pub forwarded: bool,
+    /// The backend capability it needs (`None`: every backend answers it); a backend that
+    /// lacks it never sees the call (`service/capable.rs` refuses it with UNIMPLEMENTED).
+    pub needs: Option<Capability>,
+}
+
+impl Rpc {
+    /// This RPC, answered only by a backend that offers `capability`.
+    const fn needing(self, capability: Capability) -> Rpc {
+        Rpc { needs: Some(capability), ..self }
+    }
 }
 
 const fn rpc(
@@ -58,7 +69,7 @@ const fn rpc(
     need: Need,
     forwarded: bool,
 ) -> Rpc {
-    Rpc { name, mutating, sandbox_id, need, forwarded }
+    Rpc { name, mutating, sandbox_id, need, forwarded, needs: None }
 }
 
 use IdAt::{Field1, Nested, Pty};
@@ -147,51 +158,52 @@ pub const RPCS: &[Rpc] = &[
     rpc(name::LIST, READS, None, Key, HERE),
     rpc(name::SET_TIMEOUT, MUT, Some(Field1), Sandbox(Owner), FWD),
     // Snapshots and forks: cluster mode does not offer them, so they are never relayed.
-    rpc(name::SNAPSHOT, MUT, Some(Field1), Sandbox(Owner), HERE),
-    rpc(name::LIST_SNAPSHOTS, READS, None, Key, HERE),
-    rpc(name::DELETE_SNAPSHOT, MUT, None, Key, HERE),
-    rpc(name::FORK, MUT, Some(Field1), Sandbox(Owner), HERE),
+    rpc(name::SNAPSHOT, MUT, Some(Field1), Sandbox(Owner), HERE).needing(Capability::Snapshots),
+    rpc(name::LIST_SNAPSHOTS, READS, None, Key, HERE).needing(Capability::Snapshots),
+    rpc(name::DELETE_SNAPSHOT, MUT, None, Key, HERE).needing(Capability::Snapshots),
+    rpc(name::FORK, MUT, Some(Field1), Sandbox(Owner), HERE).needing(Capability::Snapshots),
     rpc(name::DIFF, READS, Some(Field1), Sandbox(Read), FWD),
     rpc(name::PAUSE, MUT, Some(Field1), Sandbox(Owner), FWD),
     rpc(name::RESUME, MUT, Some(Field1), Sandbox(Owner), FWD),
     // Relayed to the sandbox's node: its checkpoint is written there, and a live fork of it
     // must run there too (the checkpoint does not move between nodes).
-    rpc(name::CHECKPOINT, MUT, Some(Field1), Sandbox(Owner), FWD),
-    rpc(name::HIBERNATE, MUT, Some(Field1), Sandbox(Owner), FWD),
+    rpc(name::CHECKPOINT, MUT, Some(Field1), Sandbox(Owner), FWD).needing(Capability::LiveCheckpoints),
+    rpc(name::HIBERNATE, MUT, Some(Field1), Sandbox(Owner), FWD).needing(Capability::LiveCheckpoints),
     rpc(name::GRANT, MUT, Some(Field1), GrantedScope, HERE),
     rpc(name::REVOKE, MUT, None, OwnerTokenOrKey, HERE),
     rpc(name::LOGS, READS, Some(Field1), Sandbox(Read), FWD),
-    rpc(name::NETWORK_ADDRESS, READS, Some(Field1), Sandbox(Read), FWD),
-    rpc(name::LIST_VOLUMES, READS, None, Key, HERE),
-    rpc(name::DELETE_VOLUME, MUT, None, Key, HERE),
+    rpc(name::NETWORK_ADDRESS, READS, Some(Field1), Sandbox(Read), FWD).needing(Capability::NetworkAddress),
+    rpc(name::LIST_VOLUMES, READS, None, Key, HERE).needing(Capability::Volumes),
+    rpc(name::DELETE_VOLUME, MUT, None, Key, HERE).needing(Capability::Volumes),
     rpc(name::WATCH, READS, None, Key, HERE),
-    rpc(name::STATS, READS, Some(Field1), Sandbox(Read), FWD),
-    rpc(name::STATS_STREAM, READS, Some(Field1), Sandbox(Read), FWD),
-    rpc(name::SET_NETWORK_POLICY, MUT, Some(Field1), Sandbox(Owner), FWD),
+    rpc(name::STATS, READS, Some(Field1), Sandbox(Read), FWD).needing(Capability::Stats),
+    rpc(name::STATS_STREAM, READS, Some(Field1), Sandbox(Read), FWD).needing(Capability::Stats),
+    rpc(name::SET_NETWORK_POLICY, MUT, Some(Field1), Sandbox(Owner), FWD).needing(Capability::Egress),
     rpc(name::CREATE_POOL, MUT, None, Key, HERE),
     rpc(name::LIST_POOLS, READS, None, Key, HERE),
     rpc(name::DELETE_POOL, MUT, None, Key, HERE),
     // Images onto nodes and pool targets from a schedule: a key's calls, answered by the node
     // called (which asks the other nodes itself).
-    rpc(name::PREFETCH_IMAGES, MUT, None, Key, HERE),
+    rpc(name::PREFETCH_IMAGES, MUT, None, Key, HERE).needing(Capability::ImagePrefetch),
     rpc(name::SET_POOL_TARGETS, MUT, None, Key, HERE),
-    rpc(name::LIST_PTY_SESSIONS, READS, Some(Field1), Sandbox(Operate), FWD),
-    rpc(name::START_PROCESS, MUT, Some(Field1), Sandbox(Operate), FWD),
-    rpc(name::LIST_PROCESSES, READS, Some(Field1), Sandbox(Operate), FWD),
-    rpc(name::ATTACH_PROCESS, READS, Some(Field1), Sandbox(Operate), FWD),
-    rpc(name::SIGNAL_PROCESS, MUT, Some(Field1), Sandbox(Operate), FWD),
-    rpc(name::PORT_FORWARD, MUT, Some(Nested), Sandbox(Operate), FWD),
-    rpc(name::LIST_DIR, READS, Some(Field1), Sandbox(Read), FWD),
-    rpc(name::STAT, READS, Some(Field1), Sandbox(Read), FWD),
-    rpc(name::MAKE_DIR, MUT, Some(Field1), Sandbox(Operate), FWD),
-    rpc(name::REMOVE, MUT, Some(Field1), Sandbox(Operate), FWD),
-    rpc(name::RENAME, MUT, Some(Field1), Sandbox(Operate), FWD),
-    rpc(name::WATCH_DIR, READS, Some(Field1), Sandbox(Read), FWD),
-    rpc(name::USAGE, READS, Some(Field1), Sandbox(Read), FWD),
+    rpc(name::LIST_PTY_SESSIONS, READS, Some(Field1), Sandbox(Operate), FWD)
+        .needing(Capability::TerminalSessions),
+    rpc(name::START_PROCESS, MUT, Some(Field1), Sandbox(Operate), FWD).needing(Capability::Processes),
+    rpc(name::LIST_PROCESSES, READS, Some(Field1), Sandbox(Operate), FWD).needing(Capability::Processes),
+    rpc(name::ATTACH_PROCESS, READS, Some(Field1), Sandbox(Operate), FWD).needing(Capability::Processes),
+    rpc(name::SIGNAL_PROCESS, MUT, Some(Field1), Sandbox(Operate), FWD).needing(Capability::Processes),
+    rpc(name::PORT_FORWARD, MUT, Some(Nested), Sandbox(Operate), FWD).needing(Capability::PortForward),
+    rpc(name::LIST_DIR, READS, Some(Field1), Sandbox(Read), FWD).needing(Capability::FileCalls),
+    rpc(name::STAT, READS, Some(Field1), Sandbox(Read), FWD).needing(Capability::FileCalls),
+    rpc(name::MAKE_DIR, MUT, Some(Field1), Sandbox(Operate), FWD).needing(Capability::FileCalls),
+    rpc(name::REMOVE, MUT, Some(Field1), Sandbox(Operate), FWD).needing(Capability::FileCalls),
+    rpc(name::RENAME, MUT, Some(Field1), Sandbox(Operate), FWD).needing(Capability::FileCalls),
+    rpc(name::WATCH_DIR, READS, Some(Field1), Sandbox(Read), FWD).needing(Capability::FileCalls),
+    rpc(name::USAGE, READS, Some(Field1), Sandbox(Read), FWD).needing(Capability::Usage),
     // A batch of creates: a key's call like Create, answered by the node called.
     rpc(name::CREATE_BATCH, MUT, None, Key, HERE),
     // A reset destroys the sandbox's state as Close does: scope owner.
-    rpc(name::RESET, MUT, Some(Field1), Sandbox(Owner), FWD),
+    rpc(name::RESET, MUT, Some(Field1), Sandbox(Owner), FWD).needing(Capability::Reset),
     rpc(name::TENANT_USAGE, READS, None, Key, HERE),
 ];
 
@@ -246,8 +258,8 @@ pub fn forwarded(name: &str) -> Option<IdAt> {
 /// The table as Markdown, as `docs/access.md` holds it between its `rpc-table` markers.
 pub fn markdown() -> String {
     let mut out = String::from(
-        "| RPC | Changes something (audited) | Sandbox id | Needs | Relayed to the sandbox's node |\n\
-         |-----|-----------------------------|------------|-------|-------------------------------|\n",
+        "| RPC | Changes something (audited) | Sandbox id | Needs | Relayed to the sandbox's node | Backend capability |\n\
+         |-----|-----------------------------|------------|-------|-------------------------------|--------------------|\n",
     );
     for r in RPCS {
         let id = match r.sandbox_id {
@@ -263,8 +275,9 @@ pub fn markdown() -> String {
             Need::OwnerTokenOrKey => "an owner token, a tenant key or the operator".into(),
         };
         let yes = |b: bool| if b { "yes" } else { "no" };
+        let capability = r.needs.map_or("-".to_string(), |c| format!("`{c}`"));
         out.push_str(&format!(
-            "| {} | {} | {id} | {need} | {} |\n",
+            "| {} | {} | {id} | {need} | {} | {capability} |\n",
             r.name,
             yes(r.mutating),
             yes(r.forwarded)

@@ -187,6 +187,7 @@ impl Services {
         config: &FileConfig,
         auth_token: Option<String>,
     ) -> Result<Self, ServeError> {
+        let capabilities = backend.capabilities();
         let state_dir = config.server.state_dir();
         let leases =
             LeaseStore::open(&state_dir).map_err(|source| ServeError::StateDir { dir: state_dir, source })?;
@@ -247,7 +248,7 @@ impl Services {
             .build_v1alpha()?;
         let routes = Routes::new(health)
             .add_service(InterceptedService::new(
-                crate::audit::Audited::new(sandbox, audit),
+                crate::audit::Audited::new(super::capable::Capable::new(sandbox, capabilities), audit),
                 intercept.clone(),
             ))
             .add_service(InterceptedService::new(reflection_v1, intercept.clone()))

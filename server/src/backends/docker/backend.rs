@@ -11,6 +11,7 @@ use crate::core::backend::{
     CreatePlan, CreatePolicy, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource,
 };
 use crate::core::branching::{DiffEntry, Forked, SnapshotInfo};
+use crate::core::capabilities::Capabilities;
 use crate::core::expiry::{Owned, OwnedListing};
 use crate::core::fs::{EntryStream, FileEntry, FileOp, ListDirQuery, WatchStream, Xattr};
 use crate::core::inventory::{ListPage, ListQuery};
@@ -25,6 +26,12 @@ use crate::error::Result;
 
 #[async_trait::async_trait]
 impl SandboxBackend for DockerProvider {
+    /// Every capability (a runtime that cannot checkpoint refuses live checkpoints per sandbox,
+    /// naming the runtime it needs).
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::all("docker")
+    }
+
     async fn create_planned(&self, spec: &SandboxSpec, plan: &CreatePlan) -> Result<SandboxHandle> {
         DockerProvider::create_planned(self, spec, plan).await
     }

@@ -6,7 +6,7 @@
 //! A claimed pool member's claim (its env, metadata, tenant) is read from Swarm the first time
 //! a call about it reaches a node, into the node's claim store that every call reads.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -20,9 +20,10 @@ use crate::backends::docker::failure::CliError;
 use crate::backends::docker::DockerProvider;
 use crate::config::{ClusterSection, DockerConfig};
 use crate::core::backend::{
-    CreatePlan, CreatePolicy, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource,
+    CreatePlan, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource,
 };
-use crate::core::branching::{DiffEntry, Forked, SnapshotInfo};
+use crate::core::branching::DiffEntry;
+use crate::core::capabilities::{Capabilities, Capability};
 use crate::core::claims::ClaimStore;
 use crate::core::expiry::{Owned, OwnedListing};
 use crate::core::fs::Xattr;
@@ -32,10 +33,6 @@ use crate::core::spec::{
     SandboxSpec, SandboxStatus,
 };
 use crate::error::{ProviderError, Result};
-
-/// Snapshots and forks are images on one node, and there is no registry to move them through.
-const NO_SNAPSHOTS: &str = "snapshots and forks are not available in cluster mode (cluster.mode swarm): a \
-                            snapshot is an image on one node and there is no registry to move it through";
 
 /// The cluster backend over this node's Docker backend.
 pub struct SwarmBackend {
@@ -239,6 +236,22 @@ impl SwarmBackend {
 
 #[async_trait::async_trait]
 impl SandboxBackend for SwarmBackend {
+    /// What a node's Docker backend offers, less what cannot cross nodes yet: snapshots, forks
+    /// and live checkpoints are images and files on one node with no registry to move them
+    /// through; volumes, templates, egress and network addresses are per node; kept terminal
+    /// sessions and port forwards are not relayed to the owning node's backend yet.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::all("swarm")
+            .without(Capability::Snapshots)
+            .without(Capability::LiveCheckpoints)
+            .without(Capability::TerminalSessions)
+            .without(Capability::PortForward)
+            .without(Capability::Egress)
+            .without(Capability::NetworkAddress)
+            .without(Capability::Volumes)
+            .without(Capability::Templates)
+    }
+
     async fn create_planned(&self, spec: &SandboxSpec, plan: &CreatePlan) -> Result<SandboxHandle> {
         // Refused before anything is made rather than skipped: a create that returned without
         // its setup having run would hand out a sandbox its caller thinks is set up.
@@ -386,33 +399,6 @@ impl SandboxBackend for SwarmBackend {
 
     fn shutdown(&self) {
         SandboxBackend::shutdown(&*self.local)
-    }
-
-    async fn snapshot(&self, _: &SandboxId, _: &BTreeMap<String, String>, _: usize) -> Result<SnapshotInfo> {
-        Err(ProviderError::Unimplemented(NO_SNAPSHOTS.into()))
-    }
-
-    async fn list_snapshots(&self, _: &BTreeMap<String, String>) -> Result<Vec<SnapshotInfo>> {
-        Err(ProviderError::Unimplemented(NO_SNAPSHOTS.into()))
-    }
-
-    async fn delete_snapshot(&self, _: &str) -> Result<()> {
-        Err(ProviderError::Unimplemented(NO_SNAPSHOTS.into()))
-    }
-
-    async fn remove_expired_snapshots(&self, _: Duration) -> Result<Vec<String>> {
-        Ok(Vec::new())
-    }
-
-    async fn fork(
-        &self,
-        _: &SandboxId,
-        _: u32,
-        _: &BTreeMap<String, String>,
-        _: usize,
-        _: &CreatePolicy,
-    ) -> Result<Forked> {
-        Err(ProviderError::Unimplemented(NO_SNAPSHOTS.into()))
     }
 
     async fn diff(&self, id: &SandboxId, path_prefix: Option<&str>) -> Result<Vec<DiffEntry>> {
