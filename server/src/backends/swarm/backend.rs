@@ -234,6 +234,24 @@ impl SwarmBackend {
     }
 }
 
+impl SwarmBackend {
+    /// A call on sandbox `id` made on this node's Docker backend, once its task container is
+    /// known here (`alias`; an id this node does not run is NOT_FOUND): the one way Swarm
+    /// forwards a call, since the relay (`service/forward.rs`) already brought it to the
+    /// owning node.
+    async fn on_owner<'a, T, F>(
+        &'a self,
+        id: &str,
+        call: impl FnOnce(&'a dyn SandboxBackend) -> F,
+    ) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        self.alias(id).await?;
+        call(&*self.local).await
+    }
+}
+
 #[async_trait::async_trait]
 impl SandboxBackend for SwarmBackend {
     /// What a node's Docker backend offers, less what cannot cross nodes yet: snapshots, forks
@@ -315,8 +333,7 @@ impl SandboxBackend for SwarmBackend {
     }
 
     async fn exec(&self, handle: &SandboxHandle, command: &str, params: &ExecParams) -> Result<ExecResult> {
-        self.alias(&handle.sandbox_id).await?;
-        SandboxBackend::exec(&*self.local, handle, command, params).await
+        self.on_owner(&handle.sandbox_id, |local| local.exec(handle, command, params)).await
     }
 
     async fn exec_stream(
@@ -325,8 +342,7 @@ impl SandboxBackend for SwarmBackend {
         command: &str,
         params: &ExecParams,
     ) -> Result<ExecStream> {
-        self.alias(&handle.sandbox_id).await?;
-        SandboxBackend::exec_stream(&*self.local, handle, command, params).await
+        self.on_owner(&handle.sandbox_id, |local| local.exec_stream(handle, command, params)).await
     }
 
     async fn upload(
@@ -338,13 +354,12 @@ impl SandboxBackend for SwarmBackend {
         mode: Option<u32>,
         xattrs: &[Xattr],
     ) -> Result<u64> {
-        self.alias(&handle.sandbox_id).await?;
-        SandboxBackend::upload(&*self.local, handle, source, size, path, mode, xattrs).await
+        self.on_owner(&handle.sandbox_id, |local| local.upload(handle, source, size, path, mode, xattrs))
+            .await
     }
 
     async fn download(&self, handle: &SandboxHandle, path: &str) -> Result<Box<dyn FileDownload>> {
-        self.alias(&handle.sandbox_id).await?;
-        SandboxBackend::download(&*self.local, handle, path).await
+        self.on_owner(&handle.sandbox_id, |local| local.download(handle, path)).await
     }
 
     async fn status(&self, id: &SandboxId) -> Result<SandboxStatus> {
@@ -356,8 +371,7 @@ impl SandboxBackend for SwarmBackend {
     }
 
     async fn endpoint(&self, handle: &SandboxHandle, port: u16) -> Result<SandboxEndpoint> {
-        self.alias(&handle.sandbox_id).await?;
-        SandboxBackend::endpoint(&*self.local, handle, port).await
+        self.on_owner(&handle.sandbox_id, |local| local.endpoint(handle, port)).await
     }
 
     async fn close(&self, id: &SandboxId) -> Result<()> {
@@ -381,8 +395,7 @@ impl SandboxBackend for SwarmBackend {
         handle: &SandboxHandle,
         spec: &PtySpec,
     ) -> Result<Arc<dyn TerminalSession>> {
-        self.alias(&handle.sandbox_id).await?;
-        SandboxBackend::open_terminal(&*self.local, handle, spec).await
+        self.on_owner(&handle.sandbox_id, |local| local.open_terminal(handle, spec)).await
     }
 
     async fn close_terminals(&self) {
@@ -402,18 +415,15 @@ impl SandboxBackend for SwarmBackend {
     }
 
     async fn diff(&self, id: &SandboxId, path_prefix: Option<&str>) -> Result<Vec<DiffEntry>> {
-        self.alias(id.as_str()).await?;
-        SandboxBackend::diff(&*self.local, id, path_prefix).await
+        self.on_owner(id.as_str(), |local| local.diff(id, path_prefix)).await
     }
 
     async fn pause(&self, id: &SandboxId) -> Result<()> {
-        self.alias(id.as_str()).await?;
-        SandboxBackend::pause(&*self.local, id).await
+        self.on_owner(id.as_str(), |local| local.pause(id)).await
     }
 
     async fn resume(&self, id: &SandboxId) -> Result<()> {
-        self.alias(id.as_str()).await?;
-        SandboxBackend::resume(&*self.local, id).await
+        self.on_owner(id.as_str(), |local| local.resume(id)).await
     }
 
     async fn logs(
@@ -421,25 +431,21 @@ impl SandboxBackend for SwarmBackend {
         id: &SandboxId,
         options: crate::core::logs::LogOptions,
     ) -> Result<crate::core::logs::LogStream> {
-        self.alias(id.as_str()).await?;
-        SandboxBackend::logs(&*self.local, id, options).await
+        self.on_owner(id.as_str(), |local| local.logs(id, options)).await
     }
 
     async fn stats(&self, id: &SandboxId) -> Result<crate::core::stats::SandboxStats> {
-        self.alias(id.as_str()).await?;
-        SandboxBackend::stats(&*self.local, id).await
+        self.on_owner(id.as_str(), |local| local.stats(id)).await
     }
 
     async fn usage(&self, id: &SandboxId) -> Result<crate::core::usage::SandboxUsage> {
-        self.alias(id.as_str()).await?;
-        SandboxBackend::usage(&*self.local, id).await
+        self.on_owner(id.as_str(), |local| local.usage(id)).await
     }
 
     /// On this node's docker backend (the relay sent a reset of another node's sandbox there),
     /// with the spec's files the node that completed the create handed over (`create.rs`).
     async fn reset(&self, id: &SandboxId) -> Result<crate::core::reset::ResetReport> {
-        self.alias(id.as_str()).await?;
-        SandboxBackend::reset(&*self.local, id).await
+        self.on_owner(id.as_str(), |local| local.reset(id)).await
     }
 
     async fn settle_exec(&self, handle: &SandboxHandle, result: ExecResult) -> Result<ExecResult> {
@@ -457,16 +463,14 @@ impl SandboxBackend for SwarmBackend {
         handle: &SandboxHandle,
         start: &crate::core::processes::ProcessStart,
     ) -> Result<crate::core::processes::Started> {
-        self.alias(&handle.sandbox_id).await?;
-        SandboxBackend::start_process(&*self.local, handle, start).await
+        self.on_owner(&handle.sandbox_id, |local| local.start_process(handle, start)).await
     }
 
     async fn list_processes(
         &self,
         handle: &SandboxHandle,
     ) -> Result<Vec<crate::core::processes::ProcessInfo>> {
-        self.alias(&handle.sandbox_id).await?;
-        SandboxBackend::list_processes(&*self.local, handle).await
+        self.on_owner(&handle.sandbox_id, |local| local.list_processes(handle)).await
     }
 
     async fn attach_process(
@@ -475,13 +479,11 @@ impl SandboxBackend for SwarmBackend {
         process_id: &str,
         since: Option<u64>,
     ) -> Result<crate::core::processes::ProcessStream> {
-        self.alias(&handle.sandbox_id).await?;
-        SandboxBackend::attach_process(&*self.local, handle, process_id, since).await
+        self.on_owner(&handle.sandbox_id, |local| local.attach_process(handle, process_id, since)).await
     }
 
     async fn signal_process(&self, handle: &SandboxHandle, process_id: &str, signal: i32) -> Result<()> {
-        self.alias(&handle.sandbox_id).await?;
-        SandboxBackend::signal_process(&*self.local, handle, process_id, signal).await
+        self.on_owner(&handle.sandbox_id, |local| local.signal_process(handle, process_id, signal)).await
     }
 
     async fn list_dir(
@@ -490,8 +492,7 @@ impl SandboxBackend for SwarmBackend {
         query: &crate::core::fs::ListDirQuery,
         user: Option<&crate::core::spec::User>,
     ) -> Result<crate::core::fs::EntryStream> {
-        self.alias(&handle.sandbox_id).await?;
-        SandboxBackend::list_dir(&*self.local, handle, query, user).await
+        self.on_owner(&handle.sandbox_id, |local| local.list_dir(handle, query, user)).await
     }
 
     async fn stat(
@@ -501,8 +502,7 @@ impl SandboxBackend for SwarmBackend {
         follow_links: bool,
         user: Option<&crate::core::spec::User>,
     ) -> Result<crate::core::fs::FileEntry> {
-        self.alias(&handle.sandbox_id).await?;
-        SandboxBackend::stat(&*self.local, handle, path, follow_links, user).await
+        self.on_owner(&handle.sandbox_id, |local| local.stat(handle, path, follow_links, user)).await
     }
 
     async fn file_op(
@@ -511,8 +511,7 @@ impl SandboxBackend for SwarmBackend {
         op: &crate::core::fs::FileOp,
         user: Option<&crate::core::spec::User>,
     ) -> Result<()> {
-        self.alias(&handle.sandbox_id).await?;
-        SandboxBackend::file_op(&*self.local, handle, op, user).await
+        self.on_owner(&handle.sandbox_id, |local| local.file_op(handle, op, user)).await
     }
 
     async fn watch_dir(
@@ -522,8 +521,7 @@ impl SandboxBackend for SwarmBackend {
         recursive: bool,
         user: Option<&crate::core::spec::User>,
     ) -> Result<crate::core::fs::WatchStream> {
-        self.alias(&handle.sandbox_id).await?;
-        SandboxBackend::watch_dir(&*self.local, handle, path, recursive, user).await
+        self.on_owner(&handle.sandbox_id, |local| local.watch_dir(handle, path, recursive, user)).await
     }
 
     async fn peer_events(
