@@ -11,7 +11,7 @@ use crate::core::backend::{
     CreatePlan, CreatePolicy, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource,
 };
 use crate::core::branching::{DiffEntry, Forked, SnapshotInfo};
-use crate::core::capabilities::Capabilities;
+use crate::core::capabilities::{Capabilities, Capability};
 use crate::core::expiry::{Owned, OwnedListing};
 use crate::core::fs::{EntryStream, FileEntry, FileOp, ListDirQuery, WatchStream, Xattr};
 use crate::core::inventory::{ListPage, ListQuery};
@@ -26,10 +26,17 @@ use crate::error::Result;
 
 #[async_trait::async_trait]
 impl SandboxBackend for DockerProvider {
-    /// Every capability (a runtime that cannot checkpoint refuses live checkpoints per sandbox,
-    /// naming the runtime it needs).
+    /// Every capability but, on the docker exec engine (`exec.engine: docker`), kept terminal
+    /// sessions: only the agent keeps a session across callers. (A runtime that cannot
+    /// checkpoint refuses live checkpoints per sandbox, naming the runtime it needs; processes
+    /// and file calls on the docker engine are FAILED_PRECONDITION, saying the agent is needed.)
     fn capabilities(&self) -> Capabilities {
-        Capabilities::all("docker")
+        let all = Capabilities::all("docker");
+        if self.keeps_terminal_sessions() {
+            all
+        } else {
+            all.without(Capability::TerminalSessions)
+        }
     }
 
     async fn create_planned(&self, spec: &SandboxSpec, plan: &CreatePlan) -> Result<SandboxHandle> {

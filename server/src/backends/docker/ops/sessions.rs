@@ -67,6 +67,11 @@ impl DockerProvider {
         self.engine.list_terminals(&handle.sandbox_id).await
     }
 
+    /// Whether sessions outlive their caller here: only the agent engine keeps them.
+    pub(in crate::backends::docker) fn keeps_terminal_sessions(&self) -> bool {
+        self.agent.is_some()
+    }
+
     /// Output each terminal session keeps for re-attaches (`server.pty.retain_bytes`); only the
     /// agent keeps sessions.
     pub fn set_pty_retain_bytes(&self, bytes: u64) {
