@@ -97,13 +97,42 @@ def _self_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _cpu_by_process() -> dict[str, tuple[str, int]]:
+    """Every process's (name, CPU ticks of its own and of its reaped children) from /proc."""
+    out: dict[str, tuple[str, int]] = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        out[pid] = (name, sum(int(f) for f in fields[11:15]))
+    return out
+
+
+def _cpu_by_name(before: dict[str, tuple[str, int]]) -> list[tuple[str, float]]:
+    """CPU seconds per process name since `before` (a process's reaped children count as its
+    own: a `docker` CLI as the server's, a tool call's shell as its sandbox's init), most first."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    spent: dict[str, float] = {}
+    for pid, (name, now) in _cpu_by_process().items():
+        then = before.get(pid, (name, 0))[1]
+        spent[name] = spent.get(name, 0.0) + (now - then) / ticks
+    return sorted(((n, s) for n, s in spent.items() if s >= 0.05), key=lambda x: -x[1])
+
+
 class Load:
     """The machine's load over one phase: the 1-minute load average at its start and end, the
-    share of all CPUs busy, and the CPU seconds of this process and of the server."""
+    share of all CPUs busy, the CPU seconds of this process and of the server, and where the
+    machine's CPU went by process name."""
 
     def __init__(self, server_pid: int | None) -> None:
         self.server_pid = server_pid
         self.load_start = os.getloadavg()[0]
+        self.by_process = _cpu_by_process()
         self.ticks = _cpu_ticks()
         self.self_cpu = _self_cpu_s()
         self.server_cpu = _proc_cpu_s(server_pid) if server_pid else 0.0
@@ -119,6 +148,7 @@ class Load:
             "client_cpu_s": _self_cpu_s() - self.self_cpu,
             "server_cpu_s": (_proc_cpu_s(self.server_pid) - self.server_cpu) if self.server_pid else None,
             "wall_s": time.perf_counter() - self.started,
+            "by_name": _cpu_by_name(self.by_process),
         }
 
 
@@ -129,7 +159,9 @@ def describe_load(load: dict) -> str:
     )
     if load["server_cpu_s"] is not None:
         text += f", the server {load['server_cpu_s']:.1f} CPU s"
-    return text + f" in {load['wall_s']:.1f} s"
+    text += f" in {load['wall_s']:.1f} s"
+    top = ", ".join(f"{name} {spent:.1f}" for name, spent in load.get("by_name", [])[:6])
+    return text + (f"; CPU s by process: {top}" if top else "")
 
 
 # --- the server -------------------------------------------------------------------------------
@@ -418,7 +450,9 @@ async def bench(args: argparse.Namespace, work: Path, address: str, metrics_url:
     if not args.skip_no_pool:
         # Before the pool exists: every create makes a container and every close removes one.
         plain = SandboxdProvider(address=address)
+        plain_before = scrape(metrics_url)
         measured = await rollouts(plain, args.image, args.rollouts, args.in_flight, work, server_pid)
+        plain_profile = server_profile(plain_before, scrape(metrics_url))
         rows.append(("sandboxd Gym provider, no pool", measured))
         await plain.client.close()
 
@@ -456,9 +490,11 @@ async def bench(args: argparse.Namespace, work: Path, address: str, metrics_url:
     if not args.skip_gym:
         for name, r in rows[1:]:
             print(f"ratio {name} / Gym's Docker provider: {r['per_min'] / rows[0][1]['per_min']:.1f}x")
+    if not args.skip_no_pool and plain_profile:
+        print("in the server during the rollouts without a pool: " + "; ".join(plain_profile))
     profile = server_profile(before, after)
     if profile:
-        print("in the server during sandboxd's rollouts: " + "; ".join(profile))
+        print("in the server during the rollouts with the recycling pool: " + "; ".join(profile))
 
     if args.batch:
         batch = await batch_run(address, args.image, args.batch, args.episodes, args.in_flight, work, server_pid)

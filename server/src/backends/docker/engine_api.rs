@@ -1,5 +1,7 @@
 //! The Docker Engine API on the local daemon's unix socket, for the calls a create makes on its
-//! path (`docker start`, `docker rename`, the layer's `docker inspect`) and cluster mode's Swarm
+//! path (`docker start`, `docker rename`, the layer's `docker inspect`), a reset's first look at
+//! the layers (a recycling pool's hand-back), a close's removal in the background (`docker
+//! wait`, `docker rm -f`) and cluster mode's Swarm
 //! reads and writes (`backends/swarm/engine.rs`): one request here costs a few ms where the
 //! docker CLI spends ≈ 20–40 ms (more on a loaded machine) starting itself first. Everything
 //! else stays on the CLI. One connection per call (a unix socket connects in µs).
@@ -99,12 +101,14 @@ pub struct EngineApi {
     socket: PathBuf,
 }
 
-/// What a create reads of its container's writable layer.
+/// What a create reads of its container's writable layer (and a reset of the layers below).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LayerFacts {
     pub id: String,
     pub driver: String,
     pub upper_dir: String,
+    /// The image's layers, `:`-separated, top first (`""` when the driver names none).
+    pub lower_dir: String,
 }
 
 impl EngineApi {
@@ -141,6 +145,19 @@ impl EngineApi {
         call(&self.socket, http::Method::POST, &path, None).await.map(|_| ())
     }
 
+    /// `docker wait NAME` for a container that is stopping: returns once the daemon has handled
+    /// its exit (at once when it is not running).
+    pub async fn wait(&self, name: &str) -> Result<(), EngineError> {
+        let path = format!("{}?condition=not-running", Self::container_path(name, "/wait"));
+        call(&self.socket, http::Method::POST, &path, None).await.map(|_| ())
+    }
+
+    /// `docker rm -f NAME`.
+    pub async fn remove(&self, name: &str) -> Result<(), EngineError> {
+        let path = format!("{}?force=true", Self::container_path(name, ""));
+        call(&self.socket, http::Method::DELETE, &path, None).await.map(|_| ())
+    }
+
     /// Every subnet the daemon's networks hold: one `GET /networks` (the CLI's `docker network
     /// inspect` of each network costs a request per network: seconds with a thousand).
     pub async fn subnets(&self) -> Result<Vec<String>, EngineError> {
@@ -159,6 +176,7 @@ impl EngineApi {
             id: text("/Id"),
             driver: text("/GraphDriver/Name"),
             upper_dir: text("/GraphDriver/Data/UpperDir"),
+            lower_dir: text("/GraphDriver/Data/LowerDir"),
         })
     }
 }

@@ -117,7 +117,7 @@ impl DockerProvider {
         if let Ok(mut set) = self.closings.in_flight.lock() {
             set.insert(sandbox_id.to_string());
         }
-        let cli = self.cli.in_pool(super::cli::Pool::Control);
+        let remover = self.remover();
         let timeout = self.control_timeout();
         let closings = self.closings.clone();
         self.removals.spawn(async move {
@@ -132,10 +132,15 @@ impl DockerProvider {
                     }
                 }
             }
-            finish(&cli, held, &closing, timeout).await;
+            finish(&remover, held, &closing, timeout).await;
             closings.done(&closing.sandbox_id);
         });
         Ok(true)
+    }
+
+    /// What a background removal runs its daemon calls with.
+    fn remover(&self) -> Remover {
+        Remover { cli: self.cli.in_pool(super::cli::Pool::Control), api: self.engine_api.clone() }
     }
 
     /// Where the close of `sandbox_id` writes what is left to do: in the state directory, so
@@ -181,8 +186,7 @@ impl DockerProvider {
             match closing {
                 Some(closing) => {
                     tracing::info!(sandbox_id = %closing.sandbox_id, "finishing a close another server left");
-                    let cli = self.cli.in_pool(super::cli::Pool::Control);
-                    finish(&cli, held, &closing, self.control_timeout()).await;
+                    finish(&self.remover(), held, &closing, self.control_timeout()).await;
                 }
                 None => held.finish(),
             }
@@ -239,18 +243,72 @@ impl DockerProvider {
     }
 }
 
+/// The daemon calls of a background removal: the Engine API where the daemon is local (a
+/// request costs a few ms of CPU where each docker CLI process costs tens: three per close),
+/// the CLI otherwise and wherever the API fails (its errors are the classified ones).
+struct Remover {
+    cli: super::cli::DockerCli,
+    api: Option<super::engine_api::EngineApi>,
+}
+
+impl Remover {
+    /// `docker wait`, bounded by `within`; whether the exit was seen is only logged.
+    async fn wait(&self, name: &str, within: Duration) {
+        if let Some(api) = &self.api {
+            if let Ok(Ok(())) = tokio::time::timeout(within, api.wait(name)).await {
+                return;
+            }
+        }
+        if let Err(e) = self.cli.run(&argv::wait_args(name), Some(within), None).await {
+            tracing::debug!(container = %name, error = %e, "no exit seen before the removal");
+        }
+    }
+
+    /// `docker rm -f`: gone (or never there) is success.
+    async fn remove(&self, name: &str, timeout: Option<Duration>) -> std::result::Result<(), CliError> {
+        if let Some(api) = &self.api {
+            let removal = api.remove(name);
+            let answer = match timeout {
+                Some(within) => tokio::time::timeout(within, removal).await.ok(),
+                None => Some(removal.await),
+            };
+            match answer {
+                Some(Ok(())) => return Ok(()),
+                Some(Err(e)) if e.is_not_found() => return Ok(()),
+                _ => {}
+            }
+        }
+        match self.cli.run(&argv::rm_args(name), timeout, None).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == Some(DockerFailureKind::MissingContainer) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The writable layer's directory of container `name` (where a loop disk would be mounted).
+    async fn layer_of(&self, name: &str, timeout: Option<Duration>) -> Option<PathBuf> {
+        let upper = match self.api.as_ref() {
+            Some(api) => api.layer(name).await.ok().map(|facts| facts.upper_dir),
+            None => None,
+        };
+        let upper = match upper {
+            Some(upper) => upper,
+            None => {
+                let out = self.cli.run(&argv::layer_dir_args(name), timeout, None).await.ok()?;
+                out.stdout_text().trim().split('\t').nth(2).unwrap_or("").to_string()
+            }
+        };
+        Path::new(&upper).parent().filter(|_| upper.starts_with('/')).map(Path::to_path_buf)
+    }
+}
+
 /// Detach the loop disk, `docker rm -f` (waiting out a removal in progress), then the disk file
 /// and the record. Whether the container is gone; if not, the record is left for the sweep.
-async fn finish(
-    cli: &super::cli::DockerCli,
-    held: Held,
-    closing: &Closing,
-    timeout: Option<Duration>,
-) -> bool {
+async fn finish(remover: &Remover, held: Held, closing: &Closing, timeout: Option<Duration>) -> bool {
     let name = &closing.container;
     let layer = match (&closing.disk, closing.maybe_disk) {
         (Some((_, layer)), _) => Some(layer.clone()),
-        (None, true) => layer_of(cli, name, timeout).await,
+        (None, true) => remover.layer_of(name, timeout).await,
         (None, false) => None,
     };
     if let Some(layer) = &layer {
@@ -263,15 +321,12 @@ async fn finish(
     // endpoints" with no container on it, seen under load). Bounded; the removal follows
     // either way.
     let exit_wait = timeout.unwrap_or(EXIT_WAIT).min(EXIT_WAIT);
-    if let Err(e) = cli.run(&argv::wait_args(name), Some(exit_wait), None).await {
-        tracing::debug!(container = %name, error = %e, "no exit seen before the removal");
-    }
+    remover.wait(name, exit_wait).await;
     let started = std::time::Instant::now();
     let mut pause = Duration::from_millis(100);
     loop {
-        match cli.run(&argv::rm_args(name), timeout, None).await {
-            Ok(_) => break,
-            Err(e) if e.kind() == Some(DockerFailureKind::MissingContainer) => break,
+        match remover.remove(name, timeout).await {
+            Ok(()) => break,
             Err(e) if started.elapsed() + pause < BACKGROUND_REMOVAL_WAIT => {
                 tracing::debug!(container = %name, error = %e, "background removal retrying");
                 tokio::time::sleep(pause).await;
@@ -289,14 +344,6 @@ async fn finish(
     }
     held.finish();
     true
-}
-
-/// The writable layer's directory of container `name` (where a loop disk would be mounted).
-async fn layer_of(cli: &super::cli::DockerCli, name: &str, timeout: Option<Duration>) -> Option<PathBuf> {
-    let out = cli.run(&argv::layer_dir_args(name), timeout, None).await.ok()?;
-    let text = out.stdout_text();
-    let upper = text.trim().split('\t').nth(2).unwrap_or("").to_string();
-    Path::new(&upper).parent().filter(|_| upper.starts_with('/')).map(Path::to_path_buf)
 }
 
 fn remove_file(file: &Path) {

@@ -207,9 +207,18 @@ impl DockerProvider {
         Ok(layers)
     }
 
+    /// The layers from one Engine API request where the daemon is local (a `docker inspect`
+    /// costs a CLI process, tens of ms of CPU, on every pool member's first hand-back), else
+    /// from the CLI.
     async fn inspect_layers(&self, name: &str) -> Result<Layers> {
-        let out = self.control(super::argv::layers_args(name)).await?;
-        let text = out.stdout_text();
+        let from_api = match &self.engine_api {
+            Some(api) => api.layer(name).await.ok(),
+            None => None,
+        };
+        let text = match from_api {
+            Some(facts) => format!("{}\t{}\t{}", facts.driver, facts.upper_dir, facts.lower_dir),
+            None => self.control(super::argv::layers_args(name)).await?.stdout_text(),
+        };
         let mut parts = text.trim().splitn(3, '\t');
         let (driver, upper, lower) =
             (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
