@@ -82,13 +82,21 @@ def _cpu_ticks() -> tuple[int, int]:
     return sum(fields) - idle, sum(fields)
 
 
-def _proc_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process `pid` (its threads included)."""
+def _proc_stat(pid: int | str) -> tuple[str, list[str]] | None:
+    """Process `pid`'s name and the fields of /proc/PID/stat after it (`None`: it is gone)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
+        return None
+    return stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+
+
+def _proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (its threads included)."""
+    stat = _proc_stat(pid)
+    if stat is None:
         return 0.0
-    fields = stat.rsplit(")", 1)[1].split()
+    fields = stat[1]
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -101,15 +109,10 @@ def _cpu_by_process() -> dict[str, tuple[str, int]]:
     """Every process's (name, CPU ticks of its own and of its reaped children) from /proc."""
     out: dict[str, tuple[str, int]] = {}
     for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        out[pid] = (name, sum(int(f) for f in fields[11:15]))
+        stat = _proc_stat(pid) if pid.isdigit() else None
+        if stat is not None:
+            name, fields = stat
+            out[pid] = (name, sum(int(f) for f in fields[11:15]))
     return out
 
 

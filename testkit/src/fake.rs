@@ -46,12 +46,33 @@ pub struct FakeSandbox {
     pub expires_ms: Option<i64>,
     pub pool: Option<String>,
     pub files: BTreeMap<String, Vec<u8>>,
-    /// The spec's files, what `reset` puts back.
+    /// What it started from (the spec's files, or its snapshot's): what `reset` puts back and
+    /// `diff` compares with.
     pub baseline: BTreeMap<String, Vec<u8>>,
-    /// What it started from (the spec's files, or its snapshot's), what `diff` compares with.
-    pub origin: BTreeMap<String, Vec<u8>>,
     /// The snapshot it started from, which cannot be deleted while it runs.
     pub snapshot_id: Option<String>,
+}
+
+impl FakeSandbox {
+    /// A sandbox running from `files`, leased for `ttl`.
+    fn started(
+        handle: SandboxHandle,
+        files: BTreeMap<String, Vec<u8>>,
+        ttl: Option<Duration>,
+        pool: Option<String>,
+        snapshot_id: Option<String>,
+    ) -> Self {
+        FakeSandbox {
+            handle,
+            status: SandboxStatus::Running,
+            created_ns: now_ns(),
+            expires_ms: ttl.map(|ttl| sandboxd::core::lease::now_ms() + ttl.as_millis() as i64),
+            pool,
+            baseline: files.clone(),
+            files,
+            snapshot_id,
+        }
+    }
 }
 
 /// One snapshot as the fake keeps it: its facts and the files it holds.
@@ -227,18 +248,8 @@ impl SandboxBackend for FakeBackend {
             None => BTreeMap::new(),
         };
         files.extend(spec.files.clone());
-        let expires_ms = plan.ttl.map(|ttl| sandboxd::core::lease::now_ms() + ttl.as_millis() as i64);
-        let sandbox = FakeSandbox {
-            handle: handle.clone(),
-            status: SandboxStatus::Running,
-            created_ns: now_ns(),
-            expires_ms,
-            pool: spec.pool_member.as_ref().map(|m| m.pool.clone()),
-            baseline: files.clone(),
-            origin: files.clone(),
-            files,
-            snapshot_id: spec.snapshot_id.clone(),
-        };
+        let pool = spec.pool_member.as_ref().map(|m| m.pool.clone());
+        let sandbox = FakeSandbox::started(handle.clone(), files, plan.ttl, pool, spec.snapshot_id.clone());
         self.sandboxes.lock().unwrap().insert(handle.sandbox_id.clone(), sandbox);
         Ok(handle)
     }
@@ -518,20 +529,14 @@ impl SandboxBackend for FakeBackend {
             let mut handle = source.handle.clone();
             handle.sandbox_id = plan.id.as_str().to_string();
             handle.metadata.extend(labels.clone());
-            sandboxes.insert(
-                handle.sandbox_id.clone(),
-                FakeSandbox {
-                    handle: handle.clone(),
-                    status: SandboxStatus::Running,
-                    created_ns: now_ns(),
-                    expires_ms: plan.ttl.map(|t| sandboxd::core::lease::now_ms() + t.as_millis() as i64),
-                    pool: None,
-                    files: files.clone(),
-                    baseline: files.clone(),
-                    origin: files.clone(),
-                    snapshot_id: Some(snapshot.snapshot_id.clone()),
-                },
+            let child = FakeSandbox::started(
+                handle.clone(),
+                files.clone(),
+                plan.ttl,
+                None,
+                Some(snapshot.snapshot_id.clone()),
             );
+            sandboxes.insert(handle.sandbox_id.clone(), child);
             children.push(handle);
         }
         Ok(Forked { snapshot, sandboxes: children, ttl })
@@ -545,14 +550,14 @@ impl SandboxBackend for FakeBackend {
             let mut entries: Vec<DiffEntry> = s
                 .files
                 .iter()
-                .filter(|(path, content)| under(path) && s.origin.get(*path) != Some(*content))
+                .filter(|(path, content)| under(path) && s.baseline.get(*path) != Some(*content))
                 .map(|(path, _)| DiffEntry {
                     path: path.clone(),
-                    kind: if s.origin.contains_key(path) { DiffKind::Changed } else { DiffKind::Added },
+                    kind: if s.baseline.contains_key(path) { DiffKind::Changed } else { DiffKind::Added },
                 })
                 .collect();
             entries.extend(
-                s.origin
+                s.baseline
                     .keys()
                     .filter(|path| under(path) && !s.files.contains_key(*path))
                     .map(|path| DiffEntry { path: path.clone(), kind: DiffKind::Deleted }),

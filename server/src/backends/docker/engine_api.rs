@@ -101,7 +101,8 @@ pub struct EngineApi {
     socket: PathBuf,
 }
 
-/// What a create reads of its container's writable layer (and a reset of the layers below).
+/// Where a container's layers are: what a create reads of its writable layer (a loop disk is
+/// mounted on it), a removal to detach that disk, and a reset of the layers below.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LayerFacts {
     pub id: String,
@@ -109,6 +110,25 @@ pub struct LayerFacts {
     pub upper_dir: String,
     /// The image's layers, `:`-separated, top first (`""` when the driver names none).
     pub lower_dir: String,
+}
+
+impl LayerFacts {
+    /// The CLI's answer to `argv::layer_facts_args`.
+    pub fn parse(text: &str) -> Self {
+        let mut parts = text.trim().splitn(4, '\t').map(str::to_string);
+        let mut next = || parts.next().unwrap_or_default();
+        Self { id: next(), driver: next(), upper_dir: next(), lower_dir: next() }
+    }
+
+    /// The writable layer's directory (the upper dir's parent, where a loop disk is mounted);
+    /// `None` on a driver that names no upper dir.
+    pub fn layer_dir(&self) -> Option<PathBuf> {
+        let upper = &self.upper_dir;
+        Path::new(upper)
+            .parent()
+            .filter(|_| upper.starts_with('/') && !upper.contains("<no value>"))
+            .map(Path::to_path_buf)
+    }
 }
 
 impl EngineApi {
@@ -165,7 +185,8 @@ impl EngineApi {
         networks_subnets(&bytes)
     }
 
-    /// The container's id, storage driver and upper dir (`argv::layer_dir_args`'s answer).
+    /// The container's id, storage driver, upper and lower dirs (`argv::layer_facts_args`'s
+    /// answer).
     pub async fn layer(&self, name: &str) -> Result<LayerFacts, EngineError> {
         let path = Self::container_path(name, "/json");
         let bytes = call(&self.socket, http::Method::GET, &path, None).await?;
@@ -196,6 +217,23 @@ fn networks_subnets(body: &[u8]) -> Result<Vec<String>, EngineError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_clis_layer_facts_read_as_the_apis_and_name_the_layer_dir() {
+        let facts = LayerFacts::parse("abc123\tfuse-overlayfs\t/d/fo/x/diff\t/d/fo/l/A:/d/fo/l/B\n");
+        assert_eq!(
+            facts,
+            LayerFacts {
+                id: "abc123".into(),
+                driver: "fuse-overlayfs".into(),
+                upper_dir: "/d/fo/x/diff".into(),
+                lower_dir: "/d/fo/l/A:/d/fo/l/B".into(),
+            }
+        );
+        assert_eq!(facts.layer_dir(), Some(PathBuf::from("/d/fo/x")));
+        let none = LayerFacts::parse("abc123\tvfs\t<no value>\t<no value>");
+        assert_eq!((none.driver.as_str(), none.layer_dir()), ("vfs", None));
+    }
 
     #[test]
     fn every_networks_subnets_are_read_from_one_listing() {

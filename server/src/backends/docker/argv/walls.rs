@@ -113,27 +113,15 @@ pub fn as_create_args(mut run: Vec<String>) -> Vec<String> {
     run
 }
 
-/// Where a container's writable layer is: `id \t driver \t upper-dir` (`<no value>` on
-/// drivers without one).
-pub fn layer_dir_args(name: &str) -> Vec<String> {
+/// Where a container's layers are: `id \t driver \t upper-dir \t lower-dirs` (`<no value>` on
+/// drivers without them), what `engine_api::LayerFacts` holds.
+pub fn layer_facts_args(name: &str) -> Vec<String> {
     vec![
         s("inspect"),
         s("--type"),
         s("container"),
         s("--format"),
-        s("{{.Id}}\t{{.GraphDriver.Name}}\t{{index .GraphDriver.Data \"UpperDir\"}}"),
-        s(name),
-    ]
-}
-
-/// The storage driver's name, upper and lower directories of a container (`Reset`).
-pub fn layers_args(name: &str) -> Vec<String> {
-    vec![
-        s("inspect"),
-        s("--type"),
-        s("container"),
-        s("--format"),
-        s("{{.GraphDriver.Name}}\t{{index .GraphDriver.Data \"UpperDir\"}}\t{{index .GraphDriver.Data \"LowerDir\"}}"),
+        s("{{.Id}}\t{{.GraphDriver.Name}}\t{{index .GraphDriver.Data \"UpperDir\"}}\t{{index .GraphDriver.Data \"LowerDir\"}}"),
         s(name),
     ]
 }

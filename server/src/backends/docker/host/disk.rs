@@ -13,7 +13,7 @@
 //! FAILED_PRECONDITION naming `docker.create.disk_bound`, never an unbounded sandbox.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -56,28 +56,19 @@ impl DockerProvider {
         name: &str,
         bytes: u64,
     ) -> Result<(PathBuf, PathBuf)> {
-        let text = match self.engine_api.as_ref() {
-            Some(api) => match api.layer(name).await {
-                Ok(f) => format!("{}\t{}\t{}", f.id, f.driver, f.upper_dir),
-                Err(_) => self.control(argv::layer_dir_args(name)).await?.stdout_text(),
-            },
-            None => self.control(argv::layer_dir_args(name)).await?.stdout_text(),
-        };
-        let mut parts = text.trim().splitn(3, '\t');
-        let (id, driver, upper) =
-            (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let facts = self.layer_facts(name).await?;
         let refuse = |why: String| {
             ProviderError::FailedPrecondition(format!(
                 "spec.resources.disk_gib: cannot bound the disk ({why}); docker.create.disk_bound loop needs a local daemon whose storage driver has an upper dir (overlay2, fuse-overlayfs) and a root server: use disk_bound storage_opt where the driver takes --storage-opt size=, or refuse"
             ))
         };
-        let layer = match Path::new(upper).parent() {
-            Some(p) if upper.starts_with('/') && !upper.contains("<no value>") => p.to_path_buf(),
-            _ => return Err(refuse(format!("the storage driver {driver:?} names no upper dir"))),
+        let Some(layer) = facts.layer_dir() else {
+            return Err(refuse(format!("the storage driver {:?} names no upper dir", facts.driver)));
         };
         if !layer.is_dir() {
             return Err(refuse(format!("the layer {} is not visible to this server", layer.display())));
         }
+        let id = facts.id.as_str();
         if !id.bytes().all(|b| b.is_ascii_hexdigit()) || id.is_empty() {
             return Err(ProviderError::Docker(format!("docker inspect of {name} gave no container id")));
         }
@@ -168,15 +159,10 @@ impl DockerProvider {
         let layer = match disk {
             DiskState::None => return,
             DiskState::Attached { layer, .. } => layer.clone(),
-            DiskState::Unknown => {
-                let Ok(out) = self.control(argv::layer_dir_args(name)).await else { return };
-                let text = out.stdout_text();
-                let upper = text.trim().split('\t').nth(2).unwrap_or("").to_string();
-                match Path::new(&upper).parent().filter(|_| upper.starts_with('/')) {
-                    Some(layer) => layer.to_path_buf(),
-                    None => return,
-                }
-            }
+            DiskState::Unknown => match self.layer_facts(name).await.ok().and_then(|f| f.layer_dir()) {
+                Some(layer) => layer,
+                None => return,
+            },
         };
         super::loop_mount::detach_layer(name, &layer).await;
     }

@@ -287,18 +287,8 @@ impl Remover {
 
     /// The writable layer's directory of container `name` (where a loop disk would be mounted).
     async fn layer_of(&self, name: &str, timeout: Option<Duration>) -> Option<PathBuf> {
-        let upper = match self.api.as_ref() {
-            Some(api) => api.layer(name).await.ok().map(|facts| facts.upper_dir),
-            None => None,
-        };
-        let upper = match upper {
-            Some(upper) => upper,
-            None => {
-                let out = self.cli.run(&argv::layer_dir_args(name), timeout, None).await.ok()?;
-                out.stdout_text().trim().split('\t').nth(2).unwrap_or("").to_string()
-            }
-        };
-        Path::new(&upper).parent().filter(|_| upper.starts_with('/')).map(Path::to_path_buf)
+        let facts = super::lookup::layer_facts(&self.cli, self.api.as_ref(), name, timeout).await.ok()?;
+        facts.layer_dir()
     }
 }
 

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::argv;
+use super::engine_api::LayerFacts;
 use super::failure::DockerFailureKind;
 use super::provider::DockerProvider;
 use super::state::ContainerState;
@@ -28,7 +29,34 @@ pub(in crate::backends::docker) struct Inspected {
     pub(in crate::backends::docker) no_loop_disk: bool,
 }
 
+/// Where `name`'s layers are: one Engine API request where the daemon is local (a `docker
+/// inspect` process costs tens of ms of CPU), else, or where the request fails, the CLI (whose
+/// error is the classified one). Creates, removals and resets all ask this way.
+pub(in crate::backends::docker) async fn layer_facts(
+    cli: &super::cli::DockerCli,
+    api: Option<&super::engine_api::EngineApi>,
+    name: &str,
+    timeout: Option<std::time::Duration>,
+) -> std::result::Result<LayerFacts, super::failure::CliError> {
+    if let Some(api) = api {
+        if let Ok(facts) = api.layer(name).await {
+            return Ok(facts);
+        }
+    }
+    let out = cli.run(&argv::layer_facts_args(name), timeout, None).await?;
+    Ok(LayerFacts::parse(&out.stdout_text()))
+}
+
 impl DockerProvider {
+    /// [`layer_facts`] with this provider's control pool and bound.
+    pub(in crate::backends::docker) async fn layer_facts(
+        &self,
+        name: &str,
+    ) -> std::result::Result<LayerFacts, super::failure::CliError> {
+        let cli = self.cli.in_pool(super::cli::Pool::Control);
+        layer_facts(&cli, self.engine_api.as_ref(), name, self.control_timeout()).await
+    }
+
     /// `Ok(None)` when no container has that name.
     pub(in crate::backends::docker) async fn inspect(&self, name: &str) -> Result<Option<Inspected>> {
         match self.control(argv::inspect_args(name)).await {

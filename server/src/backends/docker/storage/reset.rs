@@ -207,21 +207,9 @@ impl DockerProvider {
         Ok(layers)
     }
 
-    /// The layers from one Engine API request where the daemon is local (a `docker inspect`
-    /// costs a CLI process, tens of ms of CPU, on every pool member's first hand-back), else
-    /// from the CLI.
     async fn inspect_layers(&self, name: &str) -> Result<Layers> {
-        let from_api = match &self.engine_api {
-            Some(api) => api.layer(name).await.ok(),
-            None => None,
-        };
-        let text = match from_api {
-            Some(facts) => format!("{}\t{}\t{}", facts.driver, facts.upper_dir, facts.lower_dir),
-            None => self.control(super::argv::layers_args(name)).await?.stdout_text(),
-        };
-        let mut parts = text.trim().splitn(3, '\t');
-        let (driver, upper, lower) =
-            (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let facts = self.layer_facts(name).await?;
+        let (driver, upper, lower) = (&facts.driver, facts.upper_dir.as_str(), facts.lower_dir.as_str());
         let refuse = |why: String| {
             ProviderError::FailedPrecondition(format!(
                 "sandbox {name}: Reset needs the container's layers on this server's host ({why}): a local daemon with overlay2 or fuse-overlayfs and the server as root"
