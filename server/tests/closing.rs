@@ -46,6 +46,19 @@ fn loop_mounts_of(dir: &Path) -> usize {
     String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.trim().starts_with(&want)).count()
 }
 
+/// The container's `State.Running` once dockerd shows it stopped, or as it last read after
+/// 10 s (the daemon learns of an exit asynchronously, from containerd's event).
+fn running_after_its_exit(container: &str) -> Option<String> {
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let running = docker_out(&["inspect", "-f", "{{.State.Running}}", container]);
+        if running.as_deref() != Some("true") || Instant::now() > deadline {
+            return running;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_close_answers_before_the_removal_with_nothing_left_running_or_reachable() {
     let label = TestLabel::new();
@@ -63,8 +76,10 @@ async fn a_close_answers_before_the_removal_with_nothing_left_running_or_reachab
     let started = Instant::now();
     p.close(&h.id()).await.expect("close");
     eprintln!("close answered in {:?}", started.elapsed());
-    // Docker's part has not run: the container and its disk are still there...
-    let running = docker_out(&["inspect", "-f", "{{.State.Running}}", &container]);
+    // Docker's part has not run: the container and its disk are still there... Close waits
+    // for the sandbox's init to exit (its pidfd), and dockerd records that exit when
+    // containerd's event reaches it, a moment later: read with a bound.
+    let running = running_after_its_exit(&container);
     assert_eq!(
         running.as_deref(),
         Some("false"),

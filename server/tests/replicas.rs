@@ -215,6 +215,10 @@ async fn work(fleet: std::sync::Arc<Fleet>, worker: usize, until: Instant) -> Ta
                 continue;
             }
             let mut done = false;
+            // Whether a try of this step was cut by the test's restart or kill: dockerd goes on
+            // with what that try asked (a fork's `docker commit` pauses the sandbox until it
+            // ends), so the next try may find the sandbox paused for a moment.
+            let mut cut_before = false;
             for attempt in 0..6 {
                 let start = if pinned { i } else { i + n + attempt + 1 };
                 let Some((j, seen, client)) = client_on(&fleet, start, tenant).await else {
@@ -238,10 +242,16 @@ async fn work(fleet: std::sync::Arc<Fleet>, worker: usize, until: Instant) -> Ta
                     Err(e) if fleet.disturbed(j, seen) => {
                         tally.excused += 1;
                         tracing_free_note(&e);
+                        cut_before = true;
                         if pinned {
                             done = true;
                             break;
                         }
+                    }
+                    Err(e) if cut_before && e.contains("is paused") => {
+                        tally.excused += 1;
+                        eprintln!("excused (the cut try's commit still holds the sandbox paused): {e}");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
                     }
                     Err(e) => {
                         tally.failures.push(format!("{step} of {id} on server {j}: {e}"));
