@@ -6,8 +6,9 @@
 //! and `Watch` (each node's events merged; a peer whose sandboxd dies neither ends nor stalls the
 //! stream, and is followed again once it is back); E2B's envd calls (commands, files, a terminal)
 //! and the console's terminal through a node that does not own the sandbox (the front-ends
-//! enter the relaying stack); what Swarm cannot express refused by name; a
-//! paused node getting no new sandboxes; `Close` through a node that does not own the sandbox.
+//! enter the relaying stack); what Swarm cannot express refused by name; snapshots and forks
+//! through a node that does not own the sandbox (committed on its node, the children and a
+//! create from the snapshot placed there, listed and deleted from any node); a paused node getting no new sandboxes; `Close` through a node that does not own the sandbox.
 //! Nothing of the cluster is left afterwards. Node loss, drain and restarts are
 //! `cluster_recovery.rs`; warm pools in the cluster `cluster_pools.rs`.
 
@@ -360,8 +361,55 @@ fn a_swarm_of_three_answers_for_every_sandbox_from_every_node() {
         assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err}");
         assert!(err.to_string().contains("spec.ports"), "{err}");
         assert_eq!(cluster.nodes[0].placements().len(), before);
-        let err = via1.snapshot(HashMap::new()).await.unwrap_err();
-        assert_eq!(err.code(), tonic::Code::Unimplemented, "{err}");
+
+        step("Snapshot and Fork through node 1 of the sandbox on node 2: committed there, the children placed there");
+        let out = via1.exec("echo branch-$((6*7)) > /tmp/branch").await.unwrap();
+        assert_eq!(out.return_code, 0, "{out:?}");
+        let branch_labels = HashMap::from([("run".to_string(), "cluster-branch".to_string())]);
+        let snapshot = via1.snapshot(branch_labels.clone()).await.unwrap();
+        assert_eq!(snapshot.source_sandbox_id, far);
+        let fork = via1.fork(2, branch_labels.clone()).await.unwrap();
+        assert_eq!(fork.sandboxes.len(), 2);
+        let placed_now = cluster.nodes[0].placements();
+        for child in &fork.sandboxes {
+            assert_eq!(placed_now.get(child.id()), Some(&cluster.nodes[1].name), "child {} not on the source's node", child.id());
+            let through3 = Sandbox::connect(&clients[2], child.id()).await.unwrap();
+            let out = through3.exec("cat /tmp/branch").await.unwrap();
+            assert_eq!((out.return_code, out.stdout_str().as_str()), (0, "branch-42\n"), "child {}: {out:?}", child.id());
+        }
+        step("ListSnapshots from every node lists both; a Create from the snapshot through node 1 lands on node 2");
+        for (n, client) in clients.iter().enumerate() {
+            let listed: Vec<String> =
+                client.list_snapshots(branch_labels.clone()).await.unwrap().into_iter().map(|s| s.snapshot_id).collect();
+            let mut want = vec![snapshot.snapshot_id.clone(), fork.snapshot_id.clone()];
+            want.sort();
+            let mut got = listed.clone();
+            got.sort();
+            assert_eq!(got, want, "ListSnapshots through node {}", n + 1);
+        }
+        let restored = Sandbox::start_from_snapshot(entry, snapshot.snapshot_id.as_str(), proto::SandboxSpec::default())
+            .await
+            .unwrap();
+        assert_eq!(cluster.nodes[0].placements().get(restored.id()), Some(&cluster.nodes[1].name));
+        let out = restored.exec("cat /tmp/branch").await.unwrap();
+        assert_eq!(out.stdout_str(), "branch-42\n", "{out:?}");
+        step("DeleteSnapshot through node 3 keeps a snapshot a sandbox runs from, then removes both");
+        let err = clients[2].delete_snapshot(snapshot.snapshot_id.as_str()).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err}");
+        let err = clients[2].delete_snapshot("sandboxd-snapshot:0123456789abcdef0123456789abcdef").await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::NotFound, "{err}");
+        restored.stop().await.unwrap();
+        for child in &fork.sandboxes {
+            child.stop().await.unwrap();
+        }
+        for snapshot_id in [&snapshot.snapshot_id, &fork.snapshot_id] {
+            // The closed sandboxes' task containers go in Swarm's own time.
+            until(WAIT, &format!("DeleteSnapshot of {snapshot_id} through node 3"), || async {
+                clients[2].delete_snapshot(snapshot_id.as_str()).await.map_err(|e| e.to_string())
+            })
+            .await;
+        }
+        assert!(clients[0].list_snapshots(branch_labels).await.unwrap().is_empty());
 
         step("Close through node 1 removes the service; the watcher learns who closed it");
         via1.stop().await.unwrap();

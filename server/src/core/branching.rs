@@ -7,6 +7,10 @@ use crate::core::spec::SandboxHandle;
 /// Most children one `Fork` may start.
 pub const MAX_FORK_COUNT: u32 = 64;
 
+/// Children of one `Fork` started at once (each a container made and started, restored or
+/// placed by Swarm), on every backend.
+pub const FORK_PARALLELISM: usize = 16;
+
 /// A snapshot this service owns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotInfo {
@@ -20,6 +24,35 @@ pub struct SnapshotInfo {
     pub runtime: String,
     /// A live snapshot (`Checkpoint`): its processes and memory too, restored rather than booted.
     pub live: bool,
+}
+
+impl From<SnapshotInfo> for sandboxd_proto::v1::SnapshotInfo {
+    fn from(info: SnapshotInfo) -> Self {
+        Self {
+            snapshot_id: info.snapshot_id,
+            source_sandbox_id: info.source_sandbox_id,
+            labels: info.labels.into_iter().collect(),
+            created_at_unix_ms: info.created_at_unix_ms,
+            size_bytes: info.size_bytes,
+            runtime: info.runtime,
+            live: info.live,
+        }
+    }
+}
+
+/// A snapshot as another node of the cluster described it (`SandboxPeer.LocalSnapshots`).
+impl From<sandboxd_proto::v1::SnapshotInfo> for SnapshotInfo {
+    fn from(info: sandboxd_proto::v1::SnapshotInfo) -> Self {
+        Self {
+            snapshot_id: info.snapshot_id,
+            source_sandbox_id: info.source_sandbox_id,
+            labels: info.labels.into_iter().collect(),
+            created_at_unix_ms: info.created_at_unix_ms,
+            size_bytes: info.size_bytes,
+            runtime: info.runtime,
+            live: info.live,
+        }
+    }
 }
 
 /// What `Hibernate` did: the checkpoint on disk, the memory the sandbox held before it.

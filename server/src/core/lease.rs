@@ -21,6 +21,14 @@ pub const EXPIRES_LABEL: &str = "sandboxd.expires_ms";
 pub const CREATE_DEADLINE_LABEL: &str = "sandboxd.create_deadline_ms";
 
 /// Now, in milliseconds since the Unix epoch.
+/// A lease's length in seconds, from a sandbox's lease labels (`None` without a lease): what a
+/// fork's children get, as long as their source's was at its create.
+pub fn length_s(labels: &std::collections::BTreeMap<String, String>) -> Option<f64> {
+    let ms = |label: &str| labels.get(label).and_then(|v| v.parse::<i64>().ok());
+    let length = ms(EXPIRES_LABEL)? - ms(CREATED_LABEL)?;
+    (length > 0).then(|| length as f64 / 1000.0)
+}
+
 pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }

@@ -10,23 +10,10 @@ use tracing::Instrument;
 
 use super::{convert, span, BoxStream, SandboxApi};
 use crate::auth::{Principal, TENANT_LABEL};
-use crate::core::branching::SnapshotInfo;
 use crate::core::spec::SandboxId;
 
 /// Paths per `DiffResponse` message.
 const DIFF_BATCH: usize = 1000;
-
-fn snapshot_info(info: SnapshotInfo) -> pb::SnapshotInfo {
-    pb::SnapshotInfo {
-        snapshot_id: info.snapshot_id,
-        source_sandbox_id: info.source_sandbox_id,
-        labels: info.labels.into_iter().collect(),
-        created_at_unix_ms: info.created_at_unix_ms,
-        size_bytes: info.size_bytes,
-        runtime: info.runtime,
-        live: info.live,
-    }
-}
 
 fn labels(map: HashMap<String, String>) -> BTreeMap<String, String> {
     convert::sorted(map)
@@ -87,7 +74,7 @@ pub(super) async fn snapshot(
         api.quotas.snapshot_allowed(api, &principal).await?;
         let labels = tenant_labels(&principal, req.labels);
         let info = api.backend().snapshot(&id, &labels, api.max_snapshots()).await?;
-        Ok(Response::new(pb::SnapshotResponse { snapshot: Some(snapshot_info(info)) }))
+        Ok(Response::new(pb::SnapshotResponse { snapshot: Some(info.into()) }))
     }
     .instrument(span(rpc::SNAPSHOT, &req.sandbox_id))
     .await
@@ -103,7 +90,7 @@ pub(super) async fn list_snapshots(
     async {
         let found = api.backend().list_snapshots(&tenant_labels(&principal, req.labels)).await?;
         Ok(Response::new(pb::ListSnapshotsResponse {
-            snapshots: found.into_iter().map(snapshot_info).collect(),
+            snapshots: found.into_iter().map(Into::into).collect(),
         }))
     }
     .instrument(tracing::info_span!("rpc", rpc = rpc::LIST_SNAPSHOTS))
@@ -224,7 +211,7 @@ pub(super) async fn checkpoint(
         // Its own task: a caller that goes away never leaves the sandbox stopped mid-way.
         let work = tokio::spawn(async move { backend.checkpoint(&id, &labels, leave_running, max).await });
         let info = work.await.map_err(|e| Status::internal(format!("checkpoint task failed: {e}")))??;
-        Ok(Response::new(pb::CheckpointResponse { snapshot: Some(snapshot_info(info)) }))
+        Ok(Response::new(pb::CheckpointResponse { snapshot: Some(info.into()) }))
     }
     .instrument(span(rpc::CHECKPOINT, &req.sandbox_id))
     .await

@@ -157,11 +157,12 @@ pub const RPCS: &[Rpc] = &[
     rpc(name::EXEC_STREAM, MUT, Some(Field1), Sandbox(Operate), FWD),
     rpc(name::LIST, READS, None, Key, HERE),
     rpc(name::SET_TIMEOUT, MUT, Some(Field1), Sandbox(Owner), FWD),
-    // Snapshots and forks: cluster mode does not offer them, so they are never relayed.
-    rpc(name::SNAPSHOT, MUT, Some(Field1), Sandbox(Owner), HERE).needing(Capability::Snapshots),
+    // A snapshot is committed where its sandbox runs, and a fork's children are placed there:
+    // relayed to the sandbox's node. Listing and deleting snapshots ask every node themselves.
+    rpc(name::SNAPSHOT, MUT, Some(Field1), Sandbox(Owner), FWD).needing(Capability::Snapshots),
     rpc(name::LIST_SNAPSHOTS, READS, None, Key, HERE).needing(Capability::Snapshots),
     rpc(name::DELETE_SNAPSHOT, MUT, None, Key, HERE).needing(Capability::Snapshots),
-    rpc(name::FORK, MUT, Some(Field1), Sandbox(Owner), HERE).needing(Capability::Snapshots),
+    rpc(name::FORK, MUT, Some(Field1), Sandbox(Owner), FWD).needing(Capability::Snapshots),
     rpc(name::DIFF, READS, Some(Field1), Sandbox(Read), FWD),
     rpc(name::PAUSE, MUT, Some(Field1), Sandbox(Owner), FWD),
     rpc(name::RESUME, MUT, Some(Field1), Sandbox(Owner), FWD),
@@ -414,7 +415,8 @@ mod tests {
         assert_eq!(const { scope("Close") }, Scope::Owner);
         assert_eq!(const { scope("Stat") }, Scope::Read);
         assert_eq!(forwarded("Create"), None);
-        assert_eq!(forwarded("Snapshot"), None, "cluster mode has no snapshots");
+        assert_eq!(forwarded("Snapshot"), Some(IdAt::Field1), "committed on the sandbox's node");
+        assert_eq!(forwarded("ListSnapshots"), None, "every node asks the others itself");
         assert_eq!(forwarded("Close"), Some(IdAt::Field1));
         assert_eq!(forwarded("Pty"), Some(IdAt::Pty));
     }

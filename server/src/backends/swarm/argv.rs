@@ -86,9 +86,6 @@ pub fn check_spec(spec: &SandboxSpec) -> Result<(), ProviderError> {
             "docker service create has no disk bound (no --storage-opt)",
         );
     }
-    if spec.snapshot_id.is_some() {
-        return refuse("spec.snapshot_id", "snapshots stay on their node (there is no registry)");
-    }
     if spec.network.is_some() {
         return refuse(
             "spec.network",
@@ -284,7 +281,7 @@ pub fn service_inspect_args(ids: &[String]) -> Vec<String> {
         s("service"),
         s("inspect"),
         s("--format"),
-        s("{{.Spec.Name}}\t{{json .CreatedAt}}\t{{json .Spec.Labels}}\t{{.Spec.TaskTemplate.ContainerSpec.Image}}\t{{.Spec.TaskTemplate.ContainerSpec.Dir}}"),
+        s("{{.Spec.Name}}\t{{json .CreatedAt}}\t{{json .Spec.Labels}}\t{{.Spec.TaskTemplate.ContainerSpec.Image}}\t{{json .Spec.TaskTemplate.Resources}}\t{{.Spec.TaskTemplate.ContainerSpec.Dir}}"),
     ];
     a.extend(ids.iter().cloned());
     a

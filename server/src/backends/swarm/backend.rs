@@ -6,7 +6,7 @@
 //! A claimed pool member's claim (its env, metadata, tenant) is read from Swarm the first time
 //! a call about it reaches a node, into the node's claim store that every call reads.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -20,9 +20,9 @@ use crate::backends::docker::failure::CliError;
 use crate::backends::docker::DockerProvider;
 use crate::config::{ClusterSection, DockerConfig};
 use crate::core::backend::{
-    CreatePlan, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource,
+    CreatePlan, CreatePolicy, ExecStream, FileDownload, SandboxBackend, TerminalSession, UploadSource,
 };
-use crate::core::branching::DiffEntry;
+use crate::core::branching::{DiffEntry, Forked, SnapshotInfo};
 use crate::core::capabilities::{Capabilities, Capability};
 use crate::core::claims::ClaimStore;
 use crate::core::expiry::{Owned, OwnedListing};
@@ -254,13 +254,13 @@ impl SwarmBackend {
 
 #[async_trait::async_trait]
 impl SandboxBackend for SwarmBackend {
-    /// What a node's Docker backend offers, less what cannot cross nodes yet: snapshots, forks
-    /// and live checkpoints are images and files on one node with no registry to move them
-    /// through; volumes, templates, egress and network addresses are per node; kept terminal
-    /// sessions and port forwards are not relayed to the owning node's backend yet.
+    /// What a node's Docker backend offers, less what cannot cross nodes yet: live checkpoints
+    /// would restore a sandbox, which a Swarm task cannot be (Swarm starts its containers
+    /// itself); volumes, templates, egress and network addresses are per node; kept terminal
+    /// sessions and port forwards are not relayed to the owning node's backend yet. Snapshots
+    /// stay on their node and what starts from one is placed there (`snapshots.rs`).
     fn capabilities(&self) -> Capabilities {
         Capabilities::all("swarm")
-            .without(Capability::Snapshots)
             .without(Capability::LiveCheckpoints)
             .without(Capability::TerminalSessions)
             .without(Capability::PortForward)
@@ -412,6 +412,40 @@ impl SandboxBackend for SwarmBackend {
 
     fn shutdown(&self) {
         SandboxBackend::shutdown(&*self.local)
+    }
+
+    /// Committed on this node (the relay brought the call to the sandbox's node).
+    async fn snapshot(
+        &self,
+        id: &SandboxId,
+        labels: &BTreeMap<String, String>,
+        max_snapshots: usize,
+    ) -> Result<SnapshotInfo> {
+        self.on_owner(id.as_str(), |local| local.snapshot(id, labels, max_snapshots)).await
+    }
+
+    async fn list_snapshots(&self, filter: &BTreeMap<String, String>) -> Result<Vec<SnapshotInfo>> {
+        self.list_cluster_snapshots(filter).await
+    }
+
+    async fn delete_snapshot(&self, snapshot_id: &str) -> Result<()> {
+        self.delete_cluster_snapshot(snapshot_id).await
+    }
+
+    /// This node's (every node sweeps its own).
+    async fn remove_expired_snapshots(&self, ttl: Duration) -> Result<Vec<String>> {
+        SandboxBackend::remove_expired_snapshots(&*self.local, ttl).await
+    }
+
+    async fn fork(
+        &self,
+        id: &SandboxId,
+        count: u32,
+        labels: &BTreeMap<String, String>,
+        max_snapshots: usize,
+        policy: &CreatePolicy,
+    ) -> Result<Forked> {
+        self.fork_in_swarm(id, count, labels, max_snapshots, policy).await
     }
 
     async fn diff(&self, id: &SandboxId, path_prefix: Option<&str>) -> Result<Vec<DiffEntry>> {

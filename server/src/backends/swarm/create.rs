@@ -47,10 +47,27 @@ impl SwarmBackend {
             labels.push((lease::EXPIRES_LABEL, lease::after_ms(now, ttl).to_string()));
         }
         // Only nodes whose tasks run on the spec's runtime (none: refused at once, naming it)
-        // and that have the image (none: refused at once, naming it).
+        // and that have the image (none: refused at once, naming it); from a snapshot, the node
+        // that holds it (its runtime is the one the snapshot's sandbox ran on, unless the spec
+        // names one).
         let mut cluster = self.cluster.clone();
-        cluster.constraints.extend(self.runtime_constraints(spec).await?);
-        cluster.constraints.extend(self.image_constraints(&spec.image).await?);
+        let from_snapshot;
+        let spec = match &spec.snapshot_id {
+            Some(snapshot_id) => {
+                let (image_spec, holder) = self.spec_from_snapshot(spec, snapshot_id).await?;
+                if spec.runtime.is_some() {
+                    cluster.constraints.extend(self.runtime_constraints(spec).await?);
+                }
+                cluster.constraints.push(holder);
+                from_snapshot = image_spec;
+                &from_snapshot
+            }
+            None => {
+                cluster.constraints.extend(self.runtime_constraints(spec).await?);
+                cluster.constraints.extend(self.image_constraints(&spec.image).await?);
+                spec
+            }
+        };
         let args = argv::service_create_args(&self.docker_config.create, &cluster, spec, id, &labels);
         let (env, env_file) = crate::backends::docker::argv::run_env(&spec.env);
         self.cli.with_env(env).run(&args, Some(plan.timeout), env_file.as_deref()).await.map_err(|e| {

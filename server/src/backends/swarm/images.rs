@@ -8,18 +8,17 @@
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use sandboxd_proto::v1 as pb;
-use sandboxd_proto::v1::sandbox_peer_client::SandboxPeerClient;
 use sandboxd_proto::v1::sandbox_peer_server::{SandboxPeer, SandboxPeerServer};
 use subtle::ConstantTimeEq;
 use tokio_util::io::ReaderStream;
 use tonic::{Request, Response, Status};
 
 use super::backend::SwarmBackend;
+use super::peer_calls::{peer_client, peer_request, ASK_TIMEOUT, CHUNK};
 use super::placement::{NodeInfo, CLUSTER_TOKEN_HEADER};
 use crate::backends::docker::DockerProvider;
 use crate::core::failure::FailureKind;
@@ -28,10 +27,6 @@ use crate::error::{ProviderError, Result};
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = std::result::Result<T, Status>> + Send + 'static>>;
 
-/// Bytes per chunk of an image sent to another node.
-const CHUNK: usize = 1 << 20;
-/// How long a node may take to say which images it has.
-const ASK_TIMEOUT: Duration = Duration::from_secs(10);
 /// The peer service every node serves to the others (cluster token only).
 pub struct PeerImages {
     local: Arc<DockerProvider>,
@@ -118,6 +113,27 @@ impl SandboxPeer for PeerImages {
         Ok(Response::new(pb::KeepBaselineResponse {}))
     }
 
+    async fn local_snapshots(
+        &self,
+        request: Request<pb::LocalSnapshotsRequest>,
+    ) -> std::result::Result<Response<pb::LocalSnapshotsResponse>, Status> {
+        self.check(&request)?;
+        let ask = request.into_inner();
+        let snapshots = super::snapshots::local_snapshots(&self.local, ask.labels, ask.snapshot_id).await?;
+        Ok(Response::new(pb::LocalSnapshotsResponse {
+            snapshots: snapshots.into_iter().map(Into::into).collect(),
+        }))
+    }
+
+    async fn delete_local_snapshot(
+        &self,
+        request: Request<pb::DeleteLocalSnapshotRequest>,
+    ) -> std::result::Result<Response<pb::DeleteLocalSnapshotResponse>, Status> {
+        self.check(&request)?;
+        let found = super::snapshots::delete_local(&self.local, &request.into_inner().snapshot_id).await?;
+        Ok(Response::new(pb::DeleteLocalSnapshotResponse { found }))
+    }
+
     type FetchImageStream = BoxStream<pb::PrefetchImagesResponse>;
 
     async fn fetch_image(
@@ -149,29 +165,6 @@ struct Source {
     addr: String,
     node: String,
     size: u64,
-}
-
-/// A request to another node's peer service, with the cluster token.
-fn peer_request<T>(token: &str, message: T, timeout: Option<Duration>) -> Result<Request<T>> {
-    let mut request = Request::new(message);
-    let bad = |_| ProviderError::Unavailable("the cluster token is not a valid header value".into());
-    request.metadata_mut().insert(CLUSTER_TOKEN_HEADER, token.parse().map_err(bad)?);
-    request.metadata_mut().insert("authorization", format!("Bearer {token}").parse().map_err(bad)?);
-    if let Some(timeout) = timeout {
-        request.set_timeout(timeout);
-    }
-    Ok(request)
-}
-
-fn peer_client(addr: &str) -> Result<SandboxPeerClient<tonic::transport::Channel>> {
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .map_err(|e| ProviderError::Unavailable(format!("bad node address {addr}: {e}")))?
-        .connect_timeout(Duration::from_secs(5))
-        .tcp_nodelay(true)
-        .initial_stream_window_size(Some(8 << 20))
-        .initial_connection_window_size(Some(16 << 20))
-        .connect_lazy();
-    Ok(SandboxPeerClient::new(channel).max_decoding_message_size(4 * CHUNK))
 }
 
 /// `image` copied onto this node from `source` (its `SaveImage` into `docker load`), COPYING
@@ -244,7 +237,7 @@ impl SwarmBackend {
     }
 
     /// Every node of the swarm (any state).
-    async fn all_nodes(&self) -> Result<Vec<NodeInfo>> {
+    pub(super) async fn all_nodes(&self) -> Result<Vec<NodeInfo>> {
         let nodes = self.engine.nodes().await.map_err(ProviderError::from)?;
         Ok(nodes.iter().map(|n| NodeInfo::from_engine(n, self.cluster.peer_port)).collect())
     }

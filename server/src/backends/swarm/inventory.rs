@@ -29,16 +29,23 @@ pub(super) struct ServiceInfo {
     pub ports: Vec<u16>,
     pub metadata: BTreeMap<String, String>,
     pub tenant: Option<String>,
+    /// What its spec asked for (`--reserve-cpu`, `--reserve-memory`): a fork's children ask
+    /// the same, never the server's default limits on top.
+    pub reserved_nano_cpus: Option<i64>,
+    pub reserved_memory_mib: Option<u64>,
 }
 
 /// One line of [`argv::service_inspect_args`].
 pub(super) fn parse_service(line: &str) -> Option<ServiceInfo> {
-    let mut f = line.splitn(5, '\t');
+    let mut f = line.splitn(6, '\t');
     let id = f.next()?.trim().to_string();
     let created: String = serde_json::from_str(f.next()?).ok()?;
     let labels: BTreeMap<String, String> =
         serde_json::from_str::<Option<BTreeMap<String, String>>>(f.next()?).ok()?.unwrap_or_default();
     let image = f.next().unwrap_or_default().trim().to_string();
+    let resources: Option<TaskResources> =
+        f.next().and_then(|r| serde_json::from_str(r.trim()).ok()).flatten();
+    let reserved = resources.and_then(|r| r.reservations).unwrap_or_default();
     let workdir = f.next().map(str::trim).filter(|w| !w.is_empty()).map(String::from);
     let created = humantime::parse_rfc3339(created.trim()).ok()?;
     let created_ns = created.duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i128).unwrap_or(0);
@@ -54,8 +61,25 @@ pub(super) fn parse_service(line: &str) -> Option<ServiceInfo> {
         ports,
         metadata: crate::backends::docker::labels::metadata_from_labels(&labels),
         tenant: labels.get(crate::auth::TENANT_LABEL).cloned(),
+        reserved_nano_cpus: (reserved.nano_cpus > 0).then_some(reserved.nano_cpus),
+        reserved_memory_mib: (reserved.memory_bytes > 0).then_some(reserved.memory_bytes >> 20),
         labels,
     })
+}
+
+/// `Spec.TaskTemplate.Resources` of a service, as far as a fork reads it.
+#[derive(Debug, Default, serde::Deserialize)]
+struct TaskResources {
+    #[serde(rename = "Reservations", default)]
+    reservations: Option<Reserved>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct Reserved {
+    #[serde(rename = "NanoCPUs", default)]
+    nano_cpus: i64,
+    #[serde(rename = "MemoryBytes", default)]
+    memory_bytes: u64,
 }
 
 /// A sandbox's state from its newest task.
@@ -274,13 +298,23 @@ mod tests {
     fn a_service_line_parses() {
         let line = "sandboxd-0123456789abcdef0123456789abcdef\t\"2026-12-01T23:59:01.123456789Z\"\t\
                     {\"sandboxd.sandbox\":\"1\",\"sandboxd.meta.run\":\"r1\",\"sandboxd.tenant\":\"red\"}\t\
-                    sandboxd-test/busybox:1\t/work";
+                    sandboxd-test/busybox:1\t                    {\"Limits\":{\"NanoCPUs\":2000000000,\"MemoryBytes\":1073741824},\"Reservations\":{\"NanoCPUs\":500000000,\"MemoryBytes\":268435456}}\t/work";
         let s = parse_service(line).unwrap();
         assert_eq!(s.id, "sandboxd-0123456789abcdef0123456789abcdef");
         assert_eq!(s.metadata.get("run").map(String::as_str), Some("r1"));
         assert_eq!(s.tenant.as_deref(), Some("red"));
         assert_eq!(s.workdir.as_deref(), Some("/work"));
         assert!(s.created_ns > 0);
+        // What it asked for is the reservation, not the limits the server's defaults add.
+        assert_eq!((s.reserved_nano_cpus, s.reserved_memory_mib), (Some(500_000_000), Some(256)));
+        let unreserved = parse_service(
+            "sandboxd-0123456789abcdef0123456789abcdef\t\"2026-12-01T23:59:01Z\"\tnull\timg:1\t{\"Limits\":{\"NanoCPUs\":1000000000}}\t",
+        )
+        .unwrap();
+        assert_eq!(
+            (unreserved.reserved_nano_cpus, unreserved.reserved_memory_mib, unreserved.workdir),
+            (None, None, None)
+        );
     }
 
     #[test]

@@ -19,11 +19,13 @@ pub mod engine;
 mod images;
 mod inventory;
 mod node_images;
+mod peer_calls;
 pub mod placement;
 mod pools;
 pub mod records;
 mod relay;
 mod runtimes;
+mod snapshots;
 mod watch;
 
 pub use backend::SwarmBackend;

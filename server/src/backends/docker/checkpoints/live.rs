@@ -44,7 +44,7 @@ use super::runsc_direct::{runsc_state_of, RestoreRequest};
 use super::snapshot::validate_labels;
 use super::state::ContainerState;
 use crate::core::backend::CreatePolicy;
-use crate::core::branching::{Forked, Hibernated, SnapshotInfo, MAX_FORK_COUNT};
+use crate::core::branching::{Forked, Hibernated, SnapshotInfo, FORK_PARALLELISM, MAX_FORK_COUNT};
 use crate::core::spec::{SandboxHandle, SandboxId, SandboxSpec};
 use crate::core::watch::EventKind;
 use crate::error::{ProviderError, Result};
@@ -73,9 +73,6 @@ impl LiveStart {
         }
     }
 }
-
-/// Children restored at once.
-const FORK_PARALLELISM: usize = 16;
 
 /// The hex of a snapshot id (`sandboxd-snapshot:<hex>`).
 fn hex_of(snapshot_id: &str) -> &str {

@@ -19,13 +19,10 @@ use super::failure::CliError;
 use super::provider::DockerProvider;
 use super::snapshot::validate_labels;
 use crate::core::backend::CreatePolicy;
-use crate::core::branching::{Forked, MAX_FORK_COUNT};
+use crate::core::branching::{Forked, FORK_PARALLELISM, MAX_FORK_COUNT};
 use crate::core::lease;
 use crate::core::spec::{SandboxHandle, SandboxId, SandboxResources, SandboxSpec};
 use crate::error::{ProviderError, Result};
-
-/// Children created at once (each is a `docker run` plus one probe exec).
-const FORK_PARALLELISM: usize = 16;
 
 /// The parts of `docker inspect` a fork copies.
 #[derive(Debug, Default, Deserialize)]
@@ -66,13 +63,6 @@ struct DeviceRequest {
     count: i64,
 }
 
-/// The source's lease length in seconds, from its lease labels (none without a lease).
-fn lease_length_s(labels: &BTreeMap<String, String>) -> Option<f64> {
-    let ms = |label: &str| labels.get(label).and_then(|v| v.parse::<i64>().ok());
-    let length = ms(lease::EXPIRES_LABEL)? - ms(lease::CREATED_LABEL)?;
-    (length > 0).then(|| length as f64 / 1000.0)
-}
-
 /// The spec a child of this container is created with (image and snapshot filled in later).
 pub(in crate::backends::docker) fn child_spec(
     source: &ContainerJson,
@@ -85,7 +75,7 @@ pub(in crate::backends::docker) fn child_spec(
         .unwrap_or_default();
     let gpus: i64 = source.host.device_requests.iter().flatten().map(|d| d.count.max(0)).sum();
     let mut spec = SandboxSpec {
-        ttl_s: lease_length_s(&container_labels),
+        ttl_s: lease::length_s(&container_labels),
         workdir: Some(source.config.working_dir.clone()).filter(|w| !w.is_empty()),
         metadata: labels.clone(),
         resources: SandboxResources {
@@ -120,17 +110,9 @@ impl DockerProvider {
         policy: &CreatePolicy,
     ) -> Result<Forked> {
         let sandbox_id = id.as_str();
-        if !(1..=MAX_FORK_COUNT).contains(&count) {
-            return Err(ProviderError::invalid(
-                "count",
-                format!("must be in 1..={MAX_FORK_COUNT} (got {count})"),
-            ));
-        }
-        validate_labels("labels", labels)?;
-        let source = self.inspect_source(sandbox_id).await?;
+        let spec = self.fork_plan(sandbox_id, count, labels).await?;
         let (snapshot, making) = self.commit_owned(sandbox_id, labels, max_snapshots).await?;
-        let spec =
-            SandboxSpec { snapshot_id: Some(snapshot.snapshot_id.clone()), ..child_spec(&source, labels) };
+        let spec = SandboxSpec { snapshot_id: Some(snapshot.snapshot_id.clone()), ..spec };
         let spec = &spec;
         let requested = spec.ttl_s.and_then(|s| std::time::Duration::try_from_secs_f64(s).ok());
         let children = (0..count).map(|_| async move {
@@ -150,6 +132,26 @@ impl DockerProvider {
         making.answered();
         tracing::info!(sandbox_id, count, snapshot_id = %snapshot.snapshot_id, "sandbox forked");
         Ok(Forked { snapshot, sandboxes, ttl: policy.lease.ttl(requested) })
+    }
+
+    /// A fork's checks (`count`, `labels`, a source this service owns) and the spec each child
+    /// is created with, its snapshot left for the caller to fill in. The cluster's fork uses it
+    /// too: it commits on the source's node and places the children as services.
+    pub async fn fork_plan(
+        &self,
+        sandbox_id: &str,
+        count: u32,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<SandboxSpec> {
+        if !(1..=MAX_FORK_COUNT).contains(&count) {
+            return Err(ProviderError::invalid(
+                "count",
+                format!("must be in 1..={MAX_FORK_COUNT} (got {count})"),
+            ));
+        }
+        validate_labels("labels", labels)?;
+        let source = self.inspect_source(sandbox_id).await?;
+        Ok(child_spec(&source, labels))
     }
 
     /// The full inspect of a sandbox this service owns.
