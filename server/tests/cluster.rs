@@ -396,6 +396,7 @@ fn a_swarm_of_three_answers_for_every_sandbox_from_every_node() {
         step("DeleteSnapshot through node 3 keeps a snapshot a sandbox runs from, then removes both");
         let err = clients[2].delete_snapshot(snapshot.snapshot_id.as_str()).await.unwrap_err();
         assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err}");
+        assert!(err.to_string().contains(restored.id()), "the refusal names the sandbox using it: {err}");
         let err = clients[2].delete_snapshot("sandboxd-snapshot:0123456789abcdef0123456789abcdef").await.unwrap_err();
         assert_eq!(err.code(), tonic::Code::NotFound, "{err}");
         restored.stop().await.unwrap();

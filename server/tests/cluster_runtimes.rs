@@ -66,6 +66,27 @@ async fn a_create_goes_to_a_node_that_runs_its_runtime() {
         made.push(sandbox);
     }
 
+    // (Written outside /tmp: gVisor mounts a tmpfs of its own there, which no snapshot holds.)
+    step("a fork of a gVisor sandbox through node 1: its children on node 2, on gVisor; a live fork is not offered");
+    let source = &made[0];
+    assert_eq!(source.exec("echo gvisor-branch > /gvisor-branch").await.unwrap().return_code, 0);
+    let fork = source.fork(1, Default::default()).await.unwrap();
+    for child in &fork.sandboxes {
+        assert_eq!(n1.placements().get(child.id()), Some(&n2.name), "a fork child off its snapshot's node");
+        assert_eq!(child.runtime().await.unwrap(), "runsc");
+        let out = child.exec("cat /gvisor-branch; dmesg | head -n 1").await.unwrap();
+        assert!(out.stdout_str().starts_with("gvisor-branch\n"), "{:?}", out.stdout_str());
+        assert!(out.stdout_str().contains("Starting gVisor"), "{:?}", out.stdout_str());
+        child.stop().await.unwrap();
+    }
+    let e = source.fork_live(1, Default::default(), None).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unimplemented, "{e:?}");
+    assert!(e.to_string().contains("live_checkpoints"), "{e}");
+    until(WAIT, "the fork's snapshot deleted once its child is gone", || async {
+        clients[1].delete_snapshot(fork.snapshot_id.as_str()).await.map_err(|e| e.to_string())
+    })
+    .await;
+
     step("runc creates, named or by default, land on node 1 (the host's kernel)");
     for s in [spec_on(BUSYBOX, "runc"), spec(BUSYBOX)] {
         let sandbox = Sandbox::start(&clients[1], s).await.unwrap();

@@ -48,15 +48,14 @@ impl SwarmBackend {
         }
         // Only nodes whose tasks run on the spec's runtime (none: refused at once, naming it)
         // and that have the image (none: refused at once, naming it); from a snapshot, the node
-        // that holds it (its runtime is the one the snapshot's sandbox ran on, unless the spec
-        // names one).
+        // that holds it (and runs the runtime the snapshot's sandbox ran on).
         let mut cluster = self.cluster.clone();
         let from_snapshot;
         let spec = match &spec.snapshot_id {
             Some(snapshot_id) => {
                 let (image_spec, holder) = self.spec_from_snapshot(spec, snapshot_id).await?;
-                if spec.runtime.is_some() {
-                    cluster.constraints.extend(self.runtime_constraints(spec).await?);
+                if image_spec.runtime.is_some() {
+                    cluster.constraints.extend(self.runtime_constraints(&image_spec).await?);
                 }
                 cluster.constraints.push(holder);
                 from_snapshot = image_spec;

@@ -168,8 +168,8 @@ impl SwarmBackend {
         Err(ProviderError::SnapshotNotFound(snapshot_id.into()))
     }
 
-    /// A spec to run from snapshot `spec.snapshot_id`: its image is the snapshot's, on the node
-    /// that holds it (the returned constraint). A live snapshot is refused: its sandbox would be
+    /// A spec to run from snapshot `spec.snapshot_id`: its image and runtime are the snapshot's,
+    /// on the node that holds it (the returned constraint). A live snapshot is refused: its sandbox would be
     /// restored, which cluster mode does not offer.
     pub(super) async fn spec_from_snapshot(
         &self,
@@ -183,7 +183,10 @@ impl SwarmBackend {
                  sandboxes (the swarm backend does not offer live_checkpoints)"
             )));
         }
-        let spec = SandboxSpec { image: snapshot_id.to_string(), snapshot_id: None, ..spec.clone() };
+        // It runs on the runtime its snapshot's sandbox ran on (recorded when that sandbox named
+        // one), which its node runs.
+        let runtime = spec.runtime.clone().or_else(|| Some(info.runtime).filter(|r| !r.is_empty()));
+        let spec = SandboxSpec { image: snapshot_id.to_string(), snapshot_id: None, runtime, ..spec.clone() };
         Ok((spec, format!("node.id=={holder}")))
     }
 

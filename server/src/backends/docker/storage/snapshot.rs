@@ -291,7 +291,15 @@ impl DockerProvider {
     /// Names of the containers whose image is the snapshot (or built on it).
     pub async fn snapshot_users(&self, snapshot_id: &str) -> Result<Vec<String>> {
         let out = self.control(argv::image_users_args(snapshot_id)).await?;
-        Ok(out.stdout_text().split_whitespace().map(String::from).collect())
+        // A Swarm task's container is named `<service>.<slot>.<task>`: its service is the sandbox.
+        Ok(out
+            .stdout_text()
+            .split_whitespace()
+            .map(|name| match name.split_once('.') {
+                Some((service, _)) if SandboxId::has_valid_shape(service) => service.to_string(),
+                _ => name.to_string(),
+            })
+            .collect())
     }
 
     /// Best effort: remove a snapshot image this call made (a failed commit or fork).
