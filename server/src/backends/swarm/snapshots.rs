@@ -22,6 +22,10 @@ use crate::core::lease;
 use crate::core::spec::{SandboxHandle, SandboxId, SandboxSpec};
 use crate::error::{ProviderError, Result};
 
+/// How long another node may take to remove a snapshot (it may first wait for the removals of
+/// sandboxes closed a moment ago that used it).
+const DELETE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// This node's snapshots carrying every one of `labels` (only `snapshot_id` when given): what
 /// `SandboxPeer.LocalSnapshots` answers.
 pub(super) async fn local_snapshots(
@@ -147,25 +151,35 @@ impl SwarmBackend {
         Err(ProviderError::SnapshotNotFound(snapshot_id.into()))
     }
 
-    /// Removes the snapshot from whichever node holds it.
+    /// Removes the snapshot from whichever node holds it. When no node that answered holds it
+    /// but one did not answer, that is the error (the snapshot may be there), not NOT_FOUND.
     pub(super) async fn delete_cluster_snapshot(&self, snapshot_id: &str) -> Result<()> {
         if delete_local(&self.local, snapshot_id).await? {
             return Ok(());
         }
+        let mut unanswered = None;
         for node in self.other_ready_nodes().await? {
             let mut client = peer_client(&node.addr)?;
             let request = peer_request(
                 self.swarm.token(),
                 pb::DeleteLocalSnapshotRequest { snapshot_id: snapshot_id.to_string() },
-                Some(ASK_TIMEOUT),
+                Some(DELETE_TIMEOUT),
             )?;
             match client.delete_local_snapshot(request).await {
                 Ok(answer) if answer.get_ref().found => return Ok(()),
                 Ok(_) => {}
+                Err(status)
+                    if matches!(
+                        status.code(),
+                        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::DeadlineExceeded
+                    ) =>
+                {
+                    unanswered = Some(peer_snapshot_failure(&node.hostname, snapshot_id, status));
+                }
                 Err(status) => return Err(peer_snapshot_failure(&node.hostname, snapshot_id, status)),
             }
         }
-        Err(ProviderError::SnapshotNotFound(snapshot_id.into()))
+        Err(unanswered.unwrap_or_else(|| ProviderError::SnapshotNotFound(snapshot_id.into())))
     }
 
     /// A spec to run from snapshot `spec.snapshot_id`: its image and runtime are the snapshot's,
