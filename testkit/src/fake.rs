@@ -466,7 +466,7 @@ impl SandboxBackend for FakeBackend {
             .lock()
             .unwrap()
             .values()
-            .filter(|s| filter.iter().all(|(k, v)| s.info.labels.get(k) == Some(v)))
+            .filter(|s| s.info.carries(filter))
             .map(|s| s.info.clone())
             .collect();
         found.sort_by_key(|s| s.created_at_unix_ms);

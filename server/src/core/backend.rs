@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncBufRead;
 
-use crate::core::branching::{DiffEntry, Forked, SnapshotInfo};
+use crate::core::branching::{DiffEntry, Forked, SnapshotInfo, FORK_PARALLELISM};
 use crate::core::capabilities::{Capabilities, Capability};
 use crate::core::expiry::{Owned, OwnedListing};
 use crate::core::fs::{EntryStream, FileEntry, FileOp, ListDirQuery, WatchStream, Xattr};
@@ -72,6 +72,46 @@ impl Default for CreatePolicy {
 }
 
 impl CreatePolicy {
+    /// `count` children of a fork, each `spec` (its snapshot set) planned by this policy with
+    /// `spec`'s lease and made by `create`, at most `FORK_PARALLELISM` at once: all of them, or
+    /// the first failure with the children that did start, for the caller to remove with its
+    /// snapshot. Every backend's fork starts its children this way.
+    pub async fn start_children<F, Fut>(
+        &self,
+        spec: &SandboxSpec,
+        count: u32,
+        create: F,
+    ) -> std::result::Result<Vec<SandboxHandle>, (ProviderError, Vec<SandboxHandle>)>
+    where
+        F: Fn(CreatePlan) -> Fut,
+        Fut: std::future::Future<Output = Result<SandboxHandle>>,
+    {
+        use futures_util::StreamExt;
+        let requested = requested_lease(spec);
+        let children = (0..count).map(|_| create(self.plan(requested, None)));
+        let results: Vec<Result<SandboxHandle>> =
+            futures_util::stream::iter(children).buffer_unordered(FORK_PARALLELISM).collect().await;
+        let mut started = Vec::new();
+        let mut first = None;
+        for result in results {
+            match result {
+                Ok(handle) => started.push(handle),
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        match first {
+            None => Ok(started),
+            Some(e) => Err((e, started)),
+        }
+    }
+
+    /// The lease of a fork's children made from `spec`, under this policy.
+    pub fn children_ttl(&self, spec: &SandboxSpec) -> Option<Duration> {
+        self.lease.ttl(requested_lease(spec))
+    }
+
     /// A fresh id, the lease `requested` under the policy, the create bound (the caller's
     /// `deadline` when that is shorter).
     pub fn plan(&self, requested: Option<Duration>, deadline: Option<Duration>) -> CreatePlan {
@@ -81,6 +121,11 @@ impl CreatePolicy {
             timeout: deadline.map_or(self.timeout, |d| d.min(self.timeout)),
         }
     }
+}
+
+/// The lease `spec` asks for (`ttl_s`), if it is one a `Duration` can hold.
+fn requested_lease(spec: &SandboxSpec) -> Option<Duration> {
+    spec.ttl_s.and_then(|s| Duration::try_from_secs_f64(s).ok())
 }
 
 /// Creates, finds, drives and removes sandboxes. Every method takes ids already validated at

@@ -12,7 +12,7 @@ pub const MAX_FORK_COUNT: u32 = 64;
 pub const FORK_PARALLELISM: usize = 16;
 
 /// A snapshot this service owns.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SnapshotInfo {
     /// What `SandboxSpec::snapshot_id` and `delete_snapshot` take.
     pub snapshot_id: String,
@@ -24,6 +24,13 @@ pub struct SnapshotInfo {
     pub runtime: String,
     /// A live snapshot (`Checkpoint`): its processes and memory too, restored rather than booted.
     pub live: bool,
+}
+
+impl SnapshotInfo {
+    /// It carries every `(key, value)` of `filter` (`ListSnapshots`' rule, on every backend).
+    pub fn carries(&self, filter: &BTreeMap<String, String>) -> bool {
+        filter.iter().all(|(k, v)| self.labels.get(k) == Some(v))
+    }
 }
 
 impl From<SnapshotInfo> for sandboxd_proto::v1::SnapshotInfo {

@@ -13,7 +13,7 @@ use sandboxd_proto::v1::sandbox_service_client::SandboxServiceClient;
 
 use super::argv;
 use super::backend::SwarmBackend;
-use super::placement::{Placement, CLUSTER_TOKEN_HEADER};
+use super::placement::Placement;
 use crate::core::backend::{CreatePlan, SandboxBackend};
 use crate::core::inventory::SandboxSummary;
 use crate::core::lease;
@@ -283,13 +283,7 @@ impl SwarmBackend {
 
     /// A request to another node: the cluster token as bearer and as the relayed-call mark.
     fn peer_request<T>(&self, message: T) -> Result<tonic::Request<T>> {
-        let mut request = tonic::Request::new(message);
-        let token = self.swarm.token();
-        let bad = |_| ProviderError::Unavailable("the cluster token is not a valid header value".into());
-        request.metadata_mut().insert("authorization", format!("Bearer {token}").parse().map_err(bad)?);
-        request.metadata_mut().insert(CLUSTER_TOKEN_HEADER, token.parse().map_err(bad)?);
-        request.set_timeout(Duration::from_secs(120));
-        Ok(request)
+        super::peer_calls::peer_request(self.swarm.token(), message, Some(Duration::from_secs(120)))
     }
 }
 

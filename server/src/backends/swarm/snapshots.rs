@@ -9,17 +9,17 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use futures_util::StreamExt;
 use sandboxd_proto::v1 as pb;
+use sandboxd_proto::v1::sandbox_peer_client::SandboxPeerClient;
 
 use super::backend::SwarmBackend;
-use super::peer_calls::{peer_client, peer_request, ASK_TIMEOUT};
+use super::peer_calls::{peer_request, ASK_TIMEOUT};
 use super::placement::NodeInfo;
 use crate::backends::docker::DockerProvider;
 use crate::core::backend::{CreatePolicy, SandboxBackend};
-use crate::core::branching::{Forked, SnapshotInfo, FORK_PARALLELISM};
+use crate::core::branching::{Forked, SnapshotInfo};
 use crate::core::lease;
-use crate::core::spec::{SandboxHandle, SandboxId, SandboxSpec};
+use crate::core::spec::{SandboxId, SandboxSpec};
 use crate::error::{ProviderError, Result};
 
 /// How long another node may take to remove a snapshot (it may first wait for the removals of
@@ -36,7 +36,7 @@ pub(super) async fn local_snapshots(
     let filter: BTreeMap<String, String> = labels.into_iter().collect();
     match snapshot_id {
         Some(id) => match local.snapshot_info(&id).await {
-            Ok(info) if filter.iter().all(|(k, v)| info.labels.get(k) == Some(v)) => Ok(vec![info]),
+            Ok(info) if info.carries(&filter) => Ok(vec![info]),
             Ok(_) | Err(ProviderError::SnapshotNotFound(_)) => Ok(Vec::new()),
             Err(e) => Err(e),
         },
@@ -71,6 +71,11 @@ impl SwarmBackend {
         Ok(self.all_nodes().await?.into_iter().filter(|n| n.id != me && !n.is_down()).collect())
     }
 
+    /// The peer service of node `node`, over the node's shared channel (`Swarm::channel`).
+    fn peer(&self, node: &NodeInfo) -> Result<SandboxPeerClient<tonic::transport::Channel>> {
+        Ok(SandboxPeerClient::new(self.swarm.channel(&node.addr)?))
+    }
+
     /// Node `node`'s snapshots as `LocalSnapshots` answers them.
     async fn snapshots_on(
         &self,
@@ -79,7 +84,7 @@ impl SwarmBackend {
         snapshot_id: Option<&str>,
     ) -> Result<Vec<SnapshotInfo>> {
         let ask = async {
-            let mut client = peer_client(&node.addr)?;
+            let mut client = self.peer(node)?;
             let request = peer_request(
                 self.swarm.token(),
                 pb::LocalSnapshotsRequest {
@@ -159,7 +164,7 @@ impl SwarmBackend {
         }
         let mut unanswered = None;
         for node in self.other_ready_nodes().await? {
-            let mut client = peer_client(&node.addr)?;
+            let mut client = self.peer(&node)?;
             let request = peer_request(
                 self.swarm.token(),
                 pb::DeleteLocalSnapshotRequest { snapshot_id: snapshot_id.to_string() },
@@ -228,25 +233,21 @@ impl SwarmBackend {
         let snapshot = self.local.snapshot(id, labels, max_snapshots).await?;
         let spec = SandboxSpec { snapshot_id: Some(snapshot.snapshot_id.clone()), ..spec };
         let spec = &spec;
-        let requested = spec.ttl_s.and_then(|s| std::time::Duration::try_from_secs_f64(s).ok());
-        let children = (0..count).map(|_| async move {
-            let plan = policy.plan(requested, None);
-            self.create_planned(spec, &plan).await
-        });
-        let results: Vec<Result<SandboxHandle>> =
-            futures_util::stream::iter(children).buffer_unordered(FORK_PARALLELISM).collect().await;
-        let (started, failures): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
-        let sandboxes: Vec<SandboxHandle> = started.into_iter().filter_map(Result::ok).collect();
-        if let Some(Err(first)) = failures.into_iter().next() {
-            tracing::warn!(sandbox_id = %id, error = %first, "a fork child failed; removing the others and the snapshot");
-            futures_util::future::join_all(sandboxes.iter().map(|h| self.remove_service(&h.sandbox_id)))
-                .await;
-            if let Err(e) = self.local.delete_snapshot(&snapshot.snapshot_id).await {
-                tracing::warn!(snapshot_id = %snapshot.snapshot_id, error = %e, "cannot remove the failed fork's snapshot; the expiry sweep will");
+        let started =
+            policy.start_children(spec, count, |plan| async move { self.create_planned(spec, &plan).await });
+        let sandboxes = match started.await {
+            Ok(sandboxes) => sandboxes,
+            Err((first, started)) => {
+                tracing::warn!(sandbox_id = %id, error = %first, "a fork child failed; removing the others and the snapshot");
+                futures_util::future::join_all(started.iter().map(|h| self.remove_service(&h.sandbox_id)))
+                    .await;
+                if let Err(e) = self.local.delete_snapshot(&snapshot.snapshot_id).await {
+                    tracing::warn!(snapshot_id = %snapshot.snapshot_id, error = %e, "cannot remove the failed fork's snapshot; the expiry sweep will");
+                }
+                return Err(first);
             }
-            return Err(first);
-        }
+        };
         tracing::info!(sandbox_id = %id, count, snapshot_id = %snapshot.snapshot_id, "sandbox forked in the swarm");
-        Ok(Forked { snapshot, sandboxes, ttl: policy.lease.ttl(requested) })
+        Ok(Forked { snapshot, sandboxes, ttl: policy.children_ttl(spec) })
     }
 }

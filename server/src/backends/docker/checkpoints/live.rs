@@ -34,8 +34,6 @@ use crate::service::rpc_table::name as rpc;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use futures_util::StreamExt;
-
 use super::argv;
 use super::failure::{CliError, DockerFailureKind};
 use super::fork::{child_spec, ContainerJson};
@@ -44,8 +42,8 @@ use super::runsc_direct::{runsc_state_of, RestoreRequest};
 use super::snapshot::validate_labels;
 use super::state::ContainerState;
 use crate::core::backend::CreatePolicy;
-use crate::core::branching::{Forked, Hibernated, SnapshotInfo, FORK_PARALLELISM, MAX_FORK_COUNT};
-use crate::core::spec::{SandboxHandle, SandboxId, SandboxSpec};
+use crate::core::branching::{Forked, Hibernated, SnapshotInfo, MAX_FORK_COUNT};
+use crate::core::spec::{SandboxId, SandboxSpec};
 use crate::core::watch::EventKind;
 use crate::error::{ProviderError, Result};
 
@@ -552,26 +550,22 @@ impl DockerProvider {
         spec.snapshot_id = Some(snapshot.snapshot_id.clone());
         spec.runtime = Some(snapshot.runtime.clone()).filter(|r| !r.is_empty());
         let spec = &spec;
-        let requested = spec.ttl_s.and_then(|s| std::time::Duration::try_from_secs_f64(s).ok());
-        let children = (0..count).map(|_| async move {
-            let plan = policy.plan(requested, None);
-            self.create_planned(spec, &plan).await
-        });
-        let results: Vec<Result<SandboxHandle>> =
-            futures_util::stream::iter(children).buffer_unordered(FORK_PARALLELISM).collect().await;
-        let (started, failures): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
-        let sandboxes: Vec<SandboxHandle> = started.into_iter().filter_map(Result::ok).collect();
-        if let Some(Err(first)) = failures.into_iter().next() {
-            let made: Vec<String> = sandboxes.iter().map(|h| h.sandbox_id.clone()).collect();
-            tracing::warn!(snapshot_id = %snapshot.snapshot_id, ?made, error = %first, "a live fork child failed; removing the others");
-            futures_util::future::join_all(sandboxes.iter().map(|h| self.remove(h))).await;
-            if fresh {
-                self.remove_snapshot_image(&snapshot.snapshot_id).await;
+        let started =
+            policy.start_children(spec, count, |plan| async move { self.create_planned(spec, &plan).await });
+        let sandboxes = match started.await {
+            Ok(sandboxes) => sandboxes,
+            Err((first, started)) => {
+                let made: Vec<String> = started.iter().map(|h| h.sandbox_id.clone()).collect();
+                tracing::warn!(snapshot_id = %snapshot.snapshot_id, ?made, error = %first, "a live fork child failed; removing the others");
+                futures_util::future::join_all(started.iter().map(|h| self.remove(h))).await;
+                if fresh {
+                    self.remove_snapshot_image(&snapshot.snapshot_id).await;
+                }
+                return Err(first);
             }
-            return Err(first);
-        }
+        };
         tracing::info!(count, snapshot_id = %snapshot.snapshot_id, "sandbox forked live");
-        Ok(Forked { snapshot, sandboxes, ttl: policy.lease.ttl(requested) })
+        Ok(Forked { snapshot, sandboxes, ttl: policy.children_ttl(spec) })
     }
 
     /// Checkpoint the sandbox to disk and stop it: its memory is freed. Hibernating a

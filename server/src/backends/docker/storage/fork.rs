@@ -11,7 +11,6 @@
 
 use std::collections::BTreeMap;
 
-use futures_util::StreamExt;
 use serde::Deserialize;
 
 use super::argv;
@@ -19,9 +18,9 @@ use super::failure::CliError;
 use super::provider::DockerProvider;
 use super::snapshot::validate_labels;
 use crate::core::backend::CreatePolicy;
-use crate::core::branching::{Forked, FORK_PARALLELISM, MAX_FORK_COUNT};
+use crate::core::branching::{Forked, MAX_FORK_COUNT};
 use crate::core::lease;
-use crate::core::spec::{SandboxHandle, SandboxId, SandboxResources, SandboxSpec};
+use crate::core::spec::{SandboxId, SandboxResources, SandboxSpec};
 use crate::error::{ProviderError, Result};
 
 /// The parts of `docker inspect` a fork copies.
@@ -114,24 +113,20 @@ impl DockerProvider {
         let (snapshot, making) = self.commit_owned(sandbox_id, labels, max_snapshots).await?;
         let spec = SandboxSpec { snapshot_id: Some(snapshot.snapshot_id.clone()), ..spec };
         let spec = &spec;
-        let requested = spec.ttl_s.and_then(|s| std::time::Duration::try_from_secs_f64(s).ok());
-        let children = (0..count).map(|_| async move {
-            let plan = policy.plan(requested, None);
-            self.create_planned(spec, &plan).await
-        });
-        let results: Vec<Result<SandboxHandle>> =
-            futures_util::stream::iter(children).buffer_unordered(FORK_PARALLELISM).collect().await;
-        let (started, failures): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
-        let sandboxes: Vec<SandboxHandle> = started.into_iter().filter_map(Result::ok).collect();
-        if let Some(Err(first)) = failures.into_iter().next() {
-            tracing::warn!(sandbox_id, error = %first, "a fork child failed; removing the others and the snapshot");
-            futures_util::future::join_all(sandboxes.iter().map(|h| self.remove(h))).await;
-            self.remove_snapshot_image(&snapshot.snapshot_id).await;
-            return Err(first);
-        }
+        let started =
+            policy.start_children(spec, count, |plan| async move { self.create_planned(spec, &plan).await });
+        let sandboxes = match started.await {
+            Ok(sandboxes) => sandboxes,
+            Err((first, started)) => {
+                tracing::warn!(sandbox_id, error = %first, "a fork child failed; removing the others and the snapshot");
+                futures_util::future::join_all(started.iter().map(|h| self.remove(h))).await;
+                self.remove_snapshot_image(&snapshot.snapshot_id).await;
+                return Err(first);
+            }
+        };
         making.answered();
         tracing::info!(sandbox_id, count, snapshot_id = %snapshot.snapshot_id, "sandbox forked");
-        Ok(Forked { snapshot, sandboxes, ttl: policy.lease.ttl(requested) })
+        Ok(Forked { snapshot, sandboxes, ttl: policy.children_ttl(spec) })
     }
 
     /// A fork's checks (`count`, `labels`, a source this service owns) and the spec each child

@@ -72,11 +72,6 @@ pub fn validate_labels(field: &str, labels: &BTreeMap<String, String>) -> Result
     Ok(())
 }
 
-/// `labels` holds every `(key, value)` of `filter`.
-pub fn matches_labels(labels: &BTreeMap<String, String>, filter: &BTreeMap<String, String>) -> bool {
-    filter.iter().all(|(k, v)| labels.get(k) == Some(v))
-}
-
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or_default()
 }
@@ -220,7 +215,7 @@ impl DockerProvider {
             .await?
             .into_iter()
             .filter_map(owned_snapshot)
-            .filter(|s| matches_labels(&s.labels, filter));
+            .filter(|s| s.carries(filter));
         let mut found: Vec<SnapshotInfo> =
             futures_util::future::join_all(owned.map(|info| self.counting_checkpoint(info))).await;
         found.sort_by(|a, b| {
@@ -392,9 +387,10 @@ mod tests {
     fn label_filters_need_every_pair() {
         let labels: BTreeMap<String, String> =
             [("a".to_string(), "1".to_string()), ("b".to_string(), "2".to_string())].into();
-        assert!(matches_labels(&labels, &BTreeMap::new()));
-        assert!(matches_labels(&labels, &[("a".to_string(), "1".to_string())].into()));
-        assert!(!matches_labels(&labels, &[("a".to_string(), "2".to_string())].into()));
+        let info = SnapshotInfo { labels, ..Default::default() };
+        assert!(info.carries(&BTreeMap::new()));
+        assert!(info.carries(&[("a".to_string(), "1".to_string())].into()));
+        assert!(!info.carries(&[("a".to_string(), "2".to_string())].into()));
         assert!(validate_labels("labels", &[(String::new(), "x".to_string())].into()).is_err());
     }
 }
